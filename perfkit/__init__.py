@@ -1,0 +1,11 @@
+"""perfkit: a hands-on GPU performance-engineering workbook.
+
+Importing perfkit decides, once, between a real GPU and Numba's CUDA simulator (see
+:mod:`perfkit.backend`); import it before the first ``from numba import cuda``.
+"""
+from . import backend
+
+backend.choose()
+
+__version__ = "0.1.0"
+__all__ = ["backend", "__version__"]

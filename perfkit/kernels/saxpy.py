@@ -212,3 +212,4 @@ class Unrolled(Variant):
 
 LADDER: list[Variant] = [Oracle(), Naive(), GridStride(), Unrolled()]
 registry_check(LADDER)
+EXAMPLE_PROBLEM = Problem(n=1 << 26)  # for the anatomy view (compiled, never run)

@@ -1,0 +1,60 @@
+"""The ``perfkit`` command.
+
+  perfkit run [NOTEBOOK...] [--profile auto|ci|gpu] [-p NAME=VALUE ...] [--out DIR]
+  perfkit anatomy OP RUNG [--cc 9.0] [--size k=v ...] [--diff RUNG2]
+  perfkit info
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _run(args) -> int:
+    from . import workbook
+
+    try:
+        params = workbook.parse_params(args.param)
+        runs = workbook.run(args.notebooks or None, profile=args.profile, params=params,
+                            out_dir=args.out, progress=not args.quiet)
+    except workbook.WorkbookError as exc:
+        print(f"perfkit run: {exc}", file=sys.stderr)
+        return 2
+    print(workbook.summary(runs, workbook.resolve_profile(args.profile)))
+    return 0 if all(r.status == "ok" for r in runs) else 1
+
+
+def _info(args) -> int:
+    from . import backend
+
+    backend.choose(verbose=False)
+    print(backend.describe())
+    for k, v in backend.device().as_dict().items():
+        print(f"  {k}: {v}")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] == "anatomy":  # its own argument parser lives with the tool
+        from . import anatomy
+
+        return anatomy.cli(argv[1:])
+    ap = argparse.ArgumentParser(prog="perfkit", description="GPU performance-engineering workbook")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="run notebooks headless through papermill")
+    r.add_argument("notebooks", nargs="*", help="names or stems (default: all)")
+    r.add_argument("--profile", default="auto", choices=["auto", "ci", "gpu"])
+    r.add_argument("-p", "--param", action="append", metavar="NAME=VALUE", help="override a parameter")
+    r.add_argument("--out", default=None, help="folder for executed copies (default runs/<timestamp>)")
+    r.add_argument("-q", "--quiet", action="store_true", help="no per-cell progress bars")
+    r.set_defaults(func=_run)
+    sub.add_parser("anatomy", help="what the compiler made of a rung (perfkit anatomy -h)")
+    i = sub.add_parser("info", help="backend and device facts")
+    i.set_defaults(func=_info)
+    args = ap.parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,96 @@
+"""Figures the notebooks share.  None of them draws a simulated time as a speed: rows marked
+``simulated`` (or with no real rate) are dropped and the figure says so."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+__all__ = ["ladder", "metric_vs", "placeholder", "real_rows"]
+
+_UNITS = {"tflops": "TFLOP/s", "gbps": "GB/s"}
+
+
+def real_rows(table: pd.DataFrame, metric: str) -> tuple[pd.DataFrame, int]:
+    """Rows with a real measured ``metric``; also how many simulated rows were dropped."""
+    if table is None or table.empty:
+        return pd.DataFrame(), 0
+    sim = table.get("simulated", pd.Series(False, index=table.index)).fillna(False).astype(bool)
+    ok = table.get("check_ok", pd.Series(True, index=table.index)).fillna(False).astype(bool)
+    val = pd.to_numeric(table.get(metric, pd.Series(np.nan, index=table.index)), errors="coerce")
+    keep = ~sim & ok & val.notna() & (val > 0)
+    return table[keep], int(sim.sum())
+
+
+def placeholder(message: str, ax=None, title: str | None = None):
+    """An empty, clearly labelled axes in place of a figure that has no real data."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 2.2))
+    ax.text(0.5, 0.5, message, ha="center", va="center", wrap=True, fontsize=10, color="dimgrey",
+            transform=ax.transAxes)
+    ax.set_axis_off()
+    if title:
+        ax.set_title(title)
+    return ax
+
+
+def ladder(table: pd.DataFrame, metric: str = "tflops", title: str | None = None, ax=None,
+           problem: str | None = None):
+    """Horizontal bars, one per rung, with each rung's fraction of the oracle (rung 0).
+
+    With several problems in the table, ``problem`` picks one (default: the largest by FLOPs).
+    """
+    import matplotlib.pyplot as plt
+
+    if metric not in _UNITS:
+        raise ValueError(f"metric must be one of {sorted(_UNITS)}, got {metric!r}")
+    rows, n_sim = real_rows(table, metric)
+    if rows.empty:
+        msg = ("no GPU measurements to plot"
+               + (f": {n_sim} simulated row(s) left out (simulated times are not speeds)" if n_sim else ""))
+        return placeholder(msg, ax=ax, title=title or "ladder")
+    if problem is None:
+        problem = rows.sort_values("flops")["problem"].iloc[-1]
+    rows = rows[rows["problem"] == problem].sort_values("rung")
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 0.35 * len(rows) + 1.2))
+    labels = rows["label"] if "label" in rows else rows["rung"].astype(str) + " " + rows["variant"]
+    vals = rows[metric].to_numpy(float)
+    oracle = rows.loc[rows["rung"] == 0, metric]
+    base = float(oracle.iloc[0]) if len(oracle) else np.nan
+    colors = ["#7f7f7f" if r == 0 else "#1f77b4" for r in rows["rung"]]
+    ax.barh(list(labels), vals, color=colors)
+    ax.invert_yaxis()
+    for i, v in enumerate(vals):
+        frac = f"  {v / base:.0%} of oracle" if np.isfinite(base) and base > 0 else ""
+        ax.text(v, i, f" {v:.3g}{frac}", va="center", fontsize=8)
+    gpu = rows["gpu"].iloc[0] if "gpu" in rows else ""
+    ax.set_xlabel(f"{_UNITS[metric]}" + (f" on {gpu}" if gpu else ""))
+    ax.set_title(title or f"ladder: {problem}")
+    ax.set_xlim(0, vals.max() * 1.35)
+    return ax
+
+
+def metric_vs(table: pd.DataFrame, x: str, metric: str = "gbps", hue: str = "label",
+              title: str | None = None, ax=None, ceiling: float | None = None, logx: bool = True):
+    """Line plot of ``metric`` against a problem parameter (e.g. bandwidth vs row width)."""
+    import matplotlib.pyplot as plt
+    import seaborn as sns
+
+    rows, n_sim = real_rows(table, metric)
+    if rows.empty:
+        msg = (f"no GPU measurements of {_UNITS.get(metric, metric)} vs {x}"
+               + (f": {n_sim} simulated row(s) left out" if n_sim else ""))
+        return placeholder(msg, ax=ax, title=title)
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 4))
+    sns.lineplot(data=rows, x=x, y=metric, hue=hue, marker="o", ax=ax)
+    if ceiling:
+        ax.axhline(ceiling, ls="--", color="grey", lw=1)
+        ax.annotate("measured copy bandwidth", (rows[x].min(), ceiling), fontsize=8, va="bottom", color="grey")
+    if logx:
+        ax.set_xscale("log", base=2)
+    ax.set_ylabel(_UNITS.get(metric, metric))
+    ax.set_title(title or f"{metric} vs {x}")
+    return ax

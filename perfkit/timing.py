@@ -1,0 +1,272 @@
+"""Careful GPU timing: ``measure(fn)``.
+
+Why each piece is there:
+
+* **Device events, not host clocks.**  A kernel launch returns to the host as soon as it is
+  queued; a host clock around it measures the launch, not the kernel.  CUDA events are
+  recorded on the stream and time what the GPU did between them.
+* **Warm-up by time budget.**  The first calls pay for JIT compilation, module loading, clock
+  ramp-up and cold TLBs.  We call ``fn`` until ``warmup_s`` has passed (at least once).
+* **L2 flush between samples** (``l2="cold"``, the default).  A kernel timed right after
+  itself finds its inputs in L2 and flatters itself: we write a buffer of at least twice the
+  device's L2 before every sample (outside the timed region).  ``l2="hot"`` skips the flush.
+* **A stopping rule on noise.**  Samples are taken until there are at least ``min_samples``
+  and ``min_time_s`` of them, then until the 95% confidence interval of the median (from order
+  statistics, no normality assumed) is narrower than ``rel_ci`` of the median, or the wall-clock
+  cap ``max_time_s`` or ``max_samples`` is reached.  ``stop_reason`` says which.
+* **Robust statistics.**  Median, IQR, min and CV are reported and the raw samples are kept.
+* **Clocks and throttling.**  The SM clock and the throttle reasons are read through NVML
+  before and after, where NVML is available, so a throttled run can be recognised.
+
+In the simulator there is no device: ``fn`` is timed with the host clock and the result is
+marked ``simulated=True``.  Such a number measures the Python simulator, not a GPU; nothing
+downstream may plot it as speed.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from . import backend
+
+__all__ = ["Measurement", "measure", "median_ci", "nvml_snapshot", "L2_MODES"]
+
+L2_MODES = ("cold", "hot")
+
+
+@dataclass
+class Measurement:
+    """The outcome of :func:`measure`: raw samples (seconds) and robust statistics."""
+
+    samples: list[float]
+    median_s: float
+    iqr_s: float
+    min_s: float
+    mean_s: float
+    cv: float
+    ci_low_s: float
+    ci_high_s: float
+    stop_reason: str
+    simulated: bool
+    clock: str
+    l2: str
+    flush_bytes: int
+    warmup_calls: int
+    settings: dict
+    nvml_before: dict | None = None
+    nvml_after: dict | None = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def n(self) -> int:
+        return len(self.samples)
+
+    @property
+    def rel_ci(self) -> float:
+        return (self.ci_high_s - self.ci_low_s) / self.median_s if self.median_s > 0 else math.inf
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d["n"] = self.n
+        return d
+
+    def __str__(self) -> str:
+        tag = " [SIMULATED: host clock around the CPU simulator, not GPU speed]" if self.simulated else ""
+        return (f"median {self.median_s * 1e6:.2f} us (IQR {self.iqr_s * 1e6:.2f} us, "
+                f"min {self.min_s * 1e6:.2f} us, CV {self.cv:.1%}, n={self.n}, "
+                f"l2={self.l2}, stop: {self.stop_reason}){tag}")
+
+
+def median_ci(samples, confidence: float = 0.95) -> tuple[float, float]:
+    """Distribution-free confidence interval of the median from order statistics.
+
+    The number of samples below the true median is Binomial(n, 1/2); with the normal
+    approximation the interval runs from the j-th to the k-th order statistic with
+    j, k = n/2 -/+ z * sqrt(n) / 2.
+    """
+    x = np.sort(np.asarray(samples, dtype=float))
+    n = x.size
+    if n == 0:
+        raise ValueError("median_ci of no samples")
+    from statistics import NormalDist
+
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    j = max(0, int(math.floor(n / 2 - z * math.sqrt(n) / 2)))
+    k = min(n - 1, int(math.ceil(n / 2 + z * math.sqrt(n) / 2)))
+    return float(x[j]), float(x[k])
+
+
+# --- NVML: SM clock and throttle reasons ---------------------------------------------------
+_THROTTLE_BITS = {
+    0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap",
+    0x8: "hw_slowdown", 0x10: "sync_boost", 0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown", 0x80: "hw_power_brake_slowdown", 0x100: "display_clock_setting",
+}
+
+
+def nvml_snapshot() -> dict | None:
+    """SM clock (MHz), temperature, power and active throttle reasons of the GPU in use,
+    or None where NVML is unavailable (the simulator, no driver)."""
+    if backend.is_simulator():
+        return None
+    try:
+        import pynvml as nv
+
+        nv.nvmlInit()
+        from numba import cuda
+
+        bus = cuda.get_current_device().PCI_BUS_ID
+        handle = None
+        for i in range(nv.nvmlDeviceGetCount()):
+            h = nv.nvmlDeviceGetHandleByIndex(i)
+            if nv.nvmlDeviceGetPciInfo(h).bus == bus:
+                handle = h
+                break
+        handle = handle or nv.nvmlDeviceGetHandleByIndex(0)
+        get_reasons = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
+            nv.nvmlDeviceGetCurrentClocksThrottleReasons
+        bits = int(get_reasons(handle))
+        return {
+            "sm_clock_mhz": nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_SM),
+            "max_sm_clock_mhz": nv.nvmlDeviceGetMaxClockInfo(handle, nv.NVML_CLOCK_SM),
+            "mem_clock_mhz": nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_MEM),
+            "temperature_c": nv.nvmlDeviceGetTemperature(handle, nv.NVML_TEMPERATURE_GPU),
+            "power_w": nv.nvmlDeviceGetPowerUsage(handle) / 1000.0,
+            "throttle_bits": bits,
+            "throttle_reasons": [name for bit, name in _THROTTLE_BITS.items() if bits & bit],
+        }
+    except Exception as exc:  # NVML missing or refused: timing goes on without it
+        return {"error": f"{exc.__class__.__name__}: {exc}"}
+
+
+# --- the L2 flush --------------------------------------------------------------------------
+_flush_cache: dict = {}
+
+
+def _flusher(l2_bytes: int, factor: int = 2, minimum: int = 8 << 20):
+    """A callable that writes a buffer of max(factor * L2, minimum) bytes on the device."""
+    nbytes = max(factor * int(l2_bytes or 0), minimum)
+    if nbytes in _flush_cache:
+        return _flush_cache[nbytes], nbytes
+    from numba import cuda
+
+    @cuda.jit
+    def _touch(buf, value):
+        i = cuda.grid(1)
+        stride = cuda.gridsize(1)
+        while i < buf.size:
+            buf[i] = value
+            i += stride
+
+    buf = cuda.device_array(nbytes // 4, dtype=np.int32)
+    counter = [0]
+
+    def flush():
+        counter[0] += 1  # a new value each time so no write can be elided
+        _touch[1024, 256](buf, np.int32(counter[0]))
+
+    _flush_cache[nbytes] = flush
+    return flush, nbytes
+
+
+def _check_args(l2, warmup_s, min_samples, max_samples, min_time_s, max_time_s, rel_ci, confidence):
+    if l2 not in L2_MODES:
+        raise ValueError(f"l2 must be one of {L2_MODES}, got {l2!r}")
+    if min_samples < 1 or max_samples < min_samples:
+        raise ValueError(f"need 1 <= min_samples <= max_samples, got {min_samples}, {max_samples}")
+    for name, v in (("warmup_s", warmup_s), ("min_time_s", min_time_s), ("max_time_s", max_time_s)):
+        if not v >= 0:
+            raise ValueError(f"{name} must be >= 0, got {v}")
+    if not 0 < rel_ci:
+        raise ValueError(f"rel_ci must be > 0, got {rel_ci}")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+
+
+def measure(fn: Callable[[], None], *, l2: str = "cold", warmup_s: float = 0.05,
+            min_samples: int = 10, max_samples: int = 2000, min_time_s: float = 0.05,
+            max_time_s: float = 2.0, rel_ci: float = 0.02, confidence: float = 0.95,
+            flush_factor: int = 2, sync: Callable[[], None] | None = None) -> Measurement:
+    """Time ``fn()`` (which enqueues GPU work) and return a :class:`Measurement`.
+
+    ``fn`` must be repeatable: every call does the same work.  See the module docstring for
+    the method; all its knobs are keyword arguments and are stored in ``settings``.
+    """
+    if not callable(fn):
+        raise TypeError(f"measure() needs a callable, got {type(fn).__name__}")
+    _check_args(l2, warmup_s, min_samples, max_samples, min_time_s, max_time_s, rel_ci, confidence)
+    settings = dict(l2=l2, warmup_s=warmup_s, min_samples=min_samples, max_samples=max_samples,
+                    min_time_s=min_time_s, max_time_s=max_time_s, rel_ci=rel_ci,
+                    confidence=confidence, flush_factor=flush_factor)
+    sim = backend.is_simulator()
+    if sim:
+        flush, flush_bytes = (lambda: None), 0
+        sync = sync or (lambda: None)
+        clock = "host perf_counter (simulator)"
+    else:
+        from numba import cuda
+
+        sync = sync or cuda.synchronize
+        dev = backend.device()
+        flush, flush_bytes = _flusher(dev.l2_bytes, flush_factor) if l2 == "cold" else ((lambda: None), 0)
+        start_ev, end_ev = cuda.event(timing=True), cuda.event(timing=True)
+        clock = "cuda events"
+
+    def one_sample() -> float:
+        flush()
+        if sim:
+            t0 = time.perf_counter()
+            fn()
+            sync()
+            return time.perf_counter() - t0
+        start_ev.record()
+        fn()
+        end_ev.record()
+        end_ev.synchronize()
+        return cuda.event_elapsed_time(start_ev, end_ev) / 1e3
+
+    before = nvml_snapshot()
+    # warm-up: at least one call, then until the budget is spent
+    t_start = time.perf_counter()
+    warm = 0
+    while True:
+        flush()
+        fn()
+        sync()
+        warm += 1
+        if time.perf_counter() - t_start >= warmup_s:
+            break
+
+    samples: list[float] = []
+    t0 = time.perf_counter()
+    reason = "max_samples"
+    while len(samples) < max_samples:
+        samples.append(one_sample())
+        elapsed = time.perf_counter() - t0
+        if elapsed >= max_time_s and len(samples) >= 1:
+            reason = "max_time_s (wall-clock cap)"
+            break
+        if len(samples) >= min_samples and sum(samples) >= min_time_s:
+            lo, hi = median_ci(samples, confidence)
+            med = float(np.median(samples))
+            if med > 0 and (hi - lo) / med < rel_ci:
+                reason = f"ci < {rel_ci:g} of median"
+                break
+    after = nvml_snapshot()
+
+    x = np.asarray(samples)
+    med = float(np.median(x))
+    q1, q3 = np.percentile(x, [25, 75])
+    lo, hi = median_ci(x, confidence)
+    mean = float(x.mean())
+    return Measurement(
+        samples=[float(s) for s in x], median_s=med, iqr_s=float(q3 - q1), min_s=float(x.min()),
+        mean_s=mean, cv=float(x.std(ddof=1) / mean) if x.size > 1 and mean > 0 else 0.0,
+        ci_low_s=lo, ci_high_s=hi, stop_reason=reason, simulated=sim, clock=clock, l2=l2,
+        flush_bytes=int(flush_bytes), warmup_calls=warm, settings=settings,
+        nvml_before=before, nvml_after=after,
+    )

@@ -1,0 +1,137 @@
+"""Run the workbook's notebooks headless through papermill, with a profile of parameters.
+
+Profiles live in ``notebooks/profiles.yaml``: ``ci`` keeps every notebook small enough for
+the CUDA simulator on a laptop, ``gpu`` sizes them for a real GPU; ``auto`` picks ``gpu`` when
+a GPU is present and ``ci`` otherwise.  Each notebook runs in its own kernel; one failing
+notebook does not stop the others, and its executed copy (with the error in it) is kept.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+__all__ = ["WorkbookError", "NotebookRun", "NOTEBOOKS_DIR", "RUNS_DIR", "profiles", "resolve_profile",
+           "notebooks", "run", "summary", "parse_params"]
+
+ROOT = Path(os.environ.get("PERFKIT_ROOT", Path(__file__).resolve().parent.parent))
+NOTEBOOKS_DIR = ROOT / "notebooks"
+RUNS_DIR = ROOT / "runs"
+
+
+class WorkbookError(ValueError):
+    """A notebook, profile or parameter that does not exist or cannot be used."""
+
+
+@dataclass
+class NotebookRun:
+    name: str
+    status: str  # "ok" or "failed"
+    seconds: float
+    output: Path
+    error: str = ""
+
+
+def profiles(path: Path | None = None) -> dict:
+    path = Path(path or NOTEBOOKS_DIR / "profiles.yaml")
+    try:
+        doc = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise WorkbookError(f"cannot read profiles from {path}: {exc}") from exc
+    if not isinstance(doc, dict) or not isinstance(doc.get("profiles"), dict):
+        raise WorkbookError(f"{path}: expected a mapping with a 'profiles' key")
+    return doc["profiles"]
+
+
+def resolve_profile(name: str) -> str:
+    """``auto`` -> ``gpu`` if a GPU is usable here, else ``ci``; other names pass through."""
+    if name != "auto":
+        return name
+    from .backend import _probe_gpu
+
+    forced = os.environ.get("PERFKIT_BACKEND", "auto").lower()
+    if forced == "sim":
+        return "ci"
+    return "gpu" if _probe_gpu()[0] else "ci"
+
+
+def notebooks(names: list[str] | None = None) -> list[Path]:
+    """Notebook paths for names given as paths, file names or stems (``01`` prefixes work)."""
+    found = sorted(NOTEBOOKS_DIR.glob("[0-9]*.ipynb"))
+    if not names:
+        return found
+    out = []
+    for name in names:
+        p = Path(name)
+        if p.suffix == ".ipynb" and p.exists():
+            out.append(p.resolve())
+            continue
+        matches = [f for f in found if f.stem == p.stem or f.stem.startswith(p.stem)]
+        if len(matches) != 1:
+            raise WorkbookError(f"no single notebook matches {name!r}; have: {', '.join(f.stem for f in found)}")
+        out.append(matches[0])
+    return out
+
+
+def parse_params(pairs: list[str] | None) -> dict:
+    """``["n=1024", "sizes=[1, 2]"]`` -> ``{"n": 1024, "sizes": [1, 2]}`` (values read as YAML)."""
+    params = {}
+    for pair in pairs or []:
+        if "=" not in pair:
+            raise WorkbookError(f"parameter {pair!r} must look like NAME=VALUE")
+        k, v = pair.split("=", 1)
+        if not k.isidentifier():
+            raise WorkbookError(f"parameter name {k!r} is not a Python identifier")
+        params[k] = yaml.safe_load(v)
+    return params
+
+
+def run(names: list[str] | None = None, profile: str = "auto", params: dict | None = None,
+        out_dir: Path | None = None, progress: bool = True) -> list[NotebookRun]:
+    """Execute notebooks; returns one :class:`NotebookRun` per notebook (never raises for a
+    failing notebook: its error is in the result and in its executed copy)."""
+    import papermill as pm
+
+    prof_name = resolve_profile(profile)
+    all_profiles = profiles()
+    if prof_name not in all_profiles:
+        raise WorkbookError(f"unknown profile {prof_name!r}; have: {', '.join(all_profiles)}")
+    prof = all_profiles[prof_name] or {}
+    paths = notebooks(names)
+    if not paths:
+        raise WorkbookError(f"no notebooks found in {NOTEBOOKS_DIR}")
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    out_dir = Path(out_dir or RUNS_DIR / stamp)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results = []
+    for path in paths:
+        p = dict(prof.get("parameters") or {})
+        p.update((prof.get("notebooks") or {}).get(path.stem) or {})
+        p.update(params or {})
+        out = out_dir / path.name
+        t0 = time.perf_counter()
+        status, error = "ok", ""
+        try:
+            pm.execute_notebook(str(path), str(out), parameters=p, cwd=str(path.parent),
+                                progress_bar=progress, execution_timeout=prof.get("cell_timeout_s"),
+                                kernel_name=prof.get("kernel", "python3"))
+        except Exception as exc:  # keep going; the executed copy holds the traceback
+            status = "failed"
+            error = str(exc).strip().splitlines()[-1][:300] if str(exc).strip() else exc.__class__.__name__
+        results.append(NotebookRun(path.stem, status, time.perf_counter() - t0, out, error))
+    return results
+
+
+def summary(runs: list[NotebookRun], profile: str) -> str:
+    width = max(len(r.name) for r in runs)
+    lines = [f"perfkit workbook, profile {profile}:"]
+    for r in runs:
+        lines.append(f"  {r.name:<{width}}  {r.status:<6}  {r.seconds:7.1f} s  {r.output}"
+                     + (f"\n      error: {r.error}" if r.error else ""))
+    ok = sum(r.status == "ok" for r in runs)
+    lines.append(f"{ok}/{len(runs)} notebooks ran; executed copies in {runs[0].output.parent}")
+    return "\n".join(lines)

@@ -1,0 +1,87 @@
+import math
+
+import numpy as np
+import pytest
+
+from perfkit import backend, timing
+
+
+def test_median_ci_brackets_median_and_matches_order_statistics():
+    rng = np.random.default_rng(1)
+    x = rng.lognormal(size=101)
+    lo, hi = timing.median_ci(x)
+    med = np.median(x)
+    assert lo <= med <= hi
+    s = np.sort(x)
+    # n=101, z=1.96: j = floor(50.5 - 9.85) = 40, k = ceil(50.5 + 9.85) = 61
+    assert lo == s[40] and hi == s[61]
+
+
+def test_median_ci_of_constant_samples_is_a_point():
+    assert timing.median_ci([3.0] * 20) == (3.0, 3.0)
+
+
+def test_median_ci_coverage_is_near_nominal():
+    # Over many draws, the 95% interval must contain the true median about 95% of the time.
+    rng = np.random.default_rng(7)
+    hits = 0
+    for _ in range(400):
+        lo, hi = timing.median_ci(rng.exponential(size=50))
+        hits += lo <= math.log(2) <= hi
+    assert 0.90 <= hits / 400 <= 0.995
+
+
+def test_measure_statistics_and_labels():
+    calls = []
+    m = timing.measure(lambda: calls.append(1), warmup_s=0, min_samples=5, max_samples=50,
+                       min_time_s=0, max_time_s=1.0)
+    assert 5 <= m.n <= 50 and len(calls) >= m.n
+    x = np.array(m.samples)
+    assert m.median_s == pytest.approx(np.median(x))
+    assert m.min_s == x.min()
+    assert m.iqr_s == pytest.approx(np.subtract(*np.percentile(x, [75, 25])))
+    assert m.ci_low_s <= m.median_s <= m.ci_high_s
+    assert m.simulated == backend.is_simulator()
+    assert m.warmup_calls >= 1
+    assert m.settings["l2"] == "cold"
+    if m.simulated:
+        assert "SIMULATED" in str(m) and m.flush_bytes == 0
+    d = m.as_dict()
+    assert d["samples"] == m.samples and d["n"] == m.n
+
+
+def test_measure_respects_the_wall_clock_cap():
+    import time
+
+    m = timing.measure(lambda: time.sleep(0.02), warmup_s=0, min_samples=1000, max_samples=5000,
+                       max_time_s=0.2)
+    assert m.n < 30 and "max_time_s" in m.stop_reason
+
+
+def test_measure_stops_on_the_confidence_interval():
+    m = timing.measure(lambda: None, warmup_s=0, min_samples=10, max_samples=100000, min_time_s=0,
+                       max_time_s=5.0, rel_ci=10.0)
+    assert m.n == 10 and m.stop_reason.startswith("ci <")
+
+
+@pytest.mark.parametrize("kw, msg", [
+    (dict(l2="warm"), "l2 must be one of"),
+    (dict(min_samples=0), "min_samples"),
+    (dict(min_samples=10, max_samples=5), "min_samples"),
+    (dict(rel_ci=0), "rel_ci"),
+    (dict(max_time_s=-1), "max_time_s"),
+    (dict(confidence=1.5), "confidence"),
+])
+def test_measure_rejects_bad_settings(kw, msg):
+    with pytest.raises(ValueError, match=msg):
+        timing.measure(lambda: None, **kw)
+
+
+def test_measure_needs_a_callable():
+    with pytest.raises(TypeError, match="callable"):
+        timing.measure(42)
+
+
+@pytest.mark.skipif(not backend.is_simulator(), reason="simulator behaviour")
+def test_nvml_is_absent_in_the_simulator():
+    assert timing.nvml_snapshot() is None

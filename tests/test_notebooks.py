@@ -1,0 +1,41 @@
+"""Notebooks are stored without outputs, have one `parameters` cell, and all run headless
+through papermill in the `ci` profile (the way `make run` runs them with no GPU)."""
+import json
+from pathlib import Path
+
+import pytest
+
+from perfkit import workbook
+
+NOTEBOOKS = workbook.notebooks()
+
+
+def test_there_are_notebooks():
+    assert any(p.stem.startswith("01_") for p in NOTEBOOKS)
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_stored_without_outputs_and_parameterised(path):
+    nb = json.loads(path.read_text())
+    code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+    assert all(not c.get("outputs") and c.get("execution_count") is None for c in code), \
+        f"{path.name} has outputs: strip them before committing"
+    tagged = [c for c in code if "parameters" in c.get("metadata", {}).get("tags", [])]
+    assert len(tagged) == 1, f"{path.name} needs exactly one cell tagged 'parameters'"
+
+
+def test_profiles_name_existing_notebooks():
+    stems = {p.stem for p in NOTEBOOKS}
+    for name, prof in workbook.profiles().items():
+        for nb in (prof.get("notebooks") or {}):
+            assert nb in stems, f"profile {name} names unknown notebook {nb}"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_notebook_runs_in_ci_profile(path, tmp_path):
+    runs = workbook.run([str(path)], profile="ci", out_dir=tmp_path, progress=False)
+    assert runs[0].status == "ok", f"{path.name} failed: {runs[0].error} (executed copy: {runs[0].output})"
+    out = json.loads(runs[0].output.read_text())
+    text = json.dumps(out)
+    assert "Traceback" not in text

@@ -1,0 +1,58 @@
+import json
+import subprocess
+import sys
+
+import nbformat
+import pytest
+
+from perfkit import workbook
+
+
+def test_parse_params():
+    assert workbook.parse_params(["n=3", "sizes=[1, 2]", "name=abc", "x=0.5"]) == \
+        {"n": 3, "sizes": [1, 2], "name": "abc", "x": 0.5}
+    with pytest.raises(workbook.WorkbookError, match="NAME=VALUE"):
+        workbook.parse_params(["n"])
+    with pytest.raises(workbook.WorkbookError, match="identifier"):
+        workbook.parse_params(["1n=3"])
+
+
+def test_unknown_notebook_is_named():
+    with pytest.raises(workbook.WorkbookError, match="no single notebook matches 'zz_nope'"):
+        workbook.notebooks(["zz_nope"])
+
+
+def test_auto_profile():
+    assert workbook.resolve_profile("auto") in ("ci", "gpu")
+    assert workbook.resolve_profile("ci") == "ci"
+
+
+def _nb(path, code):
+    nb = nbformat.v4.new_notebook()
+    p = nbformat.v4.new_code_cell("x = 1")
+    p.metadata["tags"] = ["parameters"]
+    nb.cells = [p, nbformat.v4.new_code_cell(code)]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
+    return str(path)
+
+
+def test_a_failing_notebook_does_not_stop_the_others(tmp_path):
+    bad = _nb(tmp_path / "bad.ipynb", "raise ValueError('deliberate failure')")
+    good = _nb(tmp_path / "good.ipynb", "assert x == 5, x")
+    runs = workbook.run([bad, good], profile="ci", params={"x": 5}, out_dir=tmp_path / "out", progress=False)
+    assert [r.status for r in runs] == ["failed", "ok"]
+    assert "deliberate failure" in runs[0].error
+    kept = json.loads(runs[0].output.read_text())  # the executed copy keeps its error
+    assert "deliberate failure" in json.dumps(kept)
+    text = workbook.summary(runs, "ci")
+    assert "1/2 notebooks ran" in text and "failed" in text
+
+
+def test_cli_exit_status(tmp_path):
+    bad = _nb(tmp_path / "bad.ipynb", "1/0")
+    r = subprocess.run([sys.executable, "-m", "perfkit.cli", "run", bad, "--profile", "ci", "-q",
+                        "--out", str(tmp_path / "o")], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 1 and "ZeroDivisionError" in r.stdout
+    r = subprocess.run([sys.executable, "-m", "perfkit.cli", "run", "zz_nope"], capture_output=True, text=True)
+    assert r.returncode == 2 and "zz_nope" in r.stderr

@@ -16,6 +16,7 @@ from functools import lru_cache
 
 import numpy as np
 import pandas as pd
+from numba import cuda, float32  # module level: the simulator swaps only a kernel's globals
 
 from . import backend
 
@@ -145,8 +146,6 @@ def published_rates(traffic=None, gpu: str | None = None) -> dict:
 # --- measured ceilings ---------------------------------------------------------------------
 @lru_cache(maxsize=None)
 def _copy_kernel():
-    from numba import cuda
-
     @cuda.jit
     def copy(dst, src):
         i = cuda.grid(1)
@@ -160,8 +159,6 @@ def _copy_kernel():
 
 @lru_cache(maxsize=None)
 def _fma_kernel(iters: int):
-    from numba import cuda, float32
-
     @cuda.jit
     def fma_chain(out, b, c):
         # 8 independent chains per thread so the FMA pipeline is never waiting on its own result
@@ -206,8 +203,6 @@ def copy_bandwidth(nbytes: int | None = None, *, record: bool = True, **timer) -
     Default size: 8x the L2 on a GPU (so the copy streams from DRAM); 64 KiB in the simulator.
     Returns ``{"bytes_per_s", "measurement", "nbytes", "path"}``.
     """
-    from numba import cuda
-
     sim = backend.is_simulator()
     if nbytes is None:
         nbytes = 64 << 10 if sim else max(8 * (backend.device().l2_bytes or 0), 1 << 30)
@@ -221,8 +216,7 @@ def copy_bandwidth(nbytes: int | None = None, *, record: bool = True, **timer) -
     grid = min(sms * 8, -(-n // 256))
     from .timing import measure
 
-    m = measure(lambda: kernel[grid, 256](dst, src), **({"l2": "hot", "max_samples": 2, "max_time_s": 1.0} if sim else {}),
-                **timer)
+    m = measure(lambda: kernel[grid, 256](dst, src), **timer)
     if not np.array_equal(dst.copy_to_host()[:1024], np.arange(min(n, 1024), dtype=np.float32)):
         raise RuntimeError("copy kernel produced wrong data: bandwidth not recorded")
     moved = 2.0 * n * 4
@@ -233,8 +227,6 @@ def copy_bandwidth(nbytes: int | None = None, *, record: bool = True, **timer) -
 
 def fp32_rate(iters: int | None = None, *, record: bool = True, **timer) -> dict:
     """Measure the FP32 FMA rate with 8 independent FMA chains per thread (2 FLOPs per FMA)."""
-    from numba import cuda
-
     sim = backend.is_simulator()
     iters = iters or (16 if sim else 4096)
     blocks = 2 if sim else (backend.device().sm_count or 1) * 16
@@ -244,8 +236,7 @@ def fp32_rate(iters: int | None = None, *, record: bool = True, **timer) -> dict
     b, c = np.float32(0.999), np.float32(0.001)
     from .timing import measure
 
-    m = measure(lambda: kernel[blocks, threads](out, b, c), **({"l2": "hot", "max_samples": 2, "max_time_s": 1.0} if sim else {"l2": "hot"}),
-                **timer)
+    m = measure(lambda: kernel[blocks, threads](out, b, c), **{"l2": "hot", **timer})
     flops = 2.0 * 8 * iters * blocks * threads
     path = _record("fma", flops, float(out.size * 4), m, {"iters": iters, "blocks": blocks, "threads": threads}) if record else None
     return {"flops_per_s": np.nan if m.simulated else flops / m.median_s, "measurement": m,

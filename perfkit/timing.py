@@ -187,22 +187,39 @@ def _check_args(l2, warmup_s, min_samples, max_samples, min_time_s, max_time_s, 
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
 
 
-def measure(fn: Callable[[], None], *, l2: str = "cold", warmup_s: float = 0.05,
-            min_samples: int = 10, max_samples: int = 2000, min_time_s: float = 0.05,
-            max_time_s: float = 2.0, rel_ci: float = 0.02, confidence: float = 0.95,
-            flush_factor: int = 2, sync: Callable[[], None] | None = None) -> Measurement:
+#: Defaults of :func:`measure` on a GPU and in the simulator (where one kernel takes seconds
+#: and its time means nothing, so a couple of samples suffice).
+DEFAULTS = {
+    "gpu": dict(warmup_s=0.05, min_samples=10, max_samples=2000, min_time_s=0.05, max_time_s=2.0),
+    "sim": dict(warmup_s=0.0, min_samples=1, max_samples=3, min_time_s=0.0, max_time_s=0.5),
+}
+
+
+def measure(fn: Callable[[], None], *, l2: str = "cold", warmup_s: float | None = None,
+            min_samples: int | None = None, max_samples: int | None = None,
+            min_time_s: float | None = None, max_time_s: float | None = None,
+            rel_ci: float = 0.02, confidence: float = 0.95, flush_factor: int = 2,
+            sync: Callable[[], None] | None = None) -> Measurement:
     """Time ``fn()`` (which enqueues GPU work) and return a :class:`Measurement`.
 
     ``fn`` must be repeatable: every call does the same work.  See the module docstring for
-    the method; all its knobs are keyword arguments and are stored in ``settings``.
+    the method; all its knobs are keyword arguments and are stored in ``settings``.  Knobs left
+    as None take :data:`DEFAULTS` for the backend in use.
     """
     if not callable(fn):
         raise TypeError(f"measure() needs a callable, got {type(fn).__name__}")
+    sim = backend.is_simulator()
+    given = dict(warmup_s=warmup_s, min_samples=min_samples, max_samples=max_samples,
+                 min_time_s=min_time_s, max_time_s=max_time_s)
+    d = {k: (DEFAULTS["sim" if sim else "gpu"][k] if v is None else v) for k, v in given.items()}
+    if given["max_samples"] is None:  # a default cap never undercuts an explicit minimum
+        d["max_samples"] = max(d["max_samples"], d["min_samples"])
+    warmup_s, min_samples, max_samples, min_time_s, max_time_s = (
+        d["warmup_s"], d["min_samples"], d["max_samples"], d["min_time_s"], d["max_time_s"])
     _check_args(l2, warmup_s, min_samples, max_samples, min_time_s, max_time_s, rel_ci, confidence)
     settings = dict(l2=l2, warmup_s=warmup_s, min_samples=min_samples, max_samples=max_samples,
                     min_time_s=min_time_s, max_time_s=max_time_s, rel_ci=rel_ci,
                     confidence=confidence, flush_factor=flush_factor)
-    sim = backend.is_simulator()
     if sim:
         flush, flush_bytes = (lambda: None), 0
         sync = sync or (lambda: None)

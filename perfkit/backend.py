@@ -149,11 +149,12 @@ def device() -> DeviceInfo:
                                    l2_bytes=0, extra={"note": "no GPU; kernels run on the CPU"})
         return _device_cache
     from numba import cuda
+    from numba.cuda.cudadrv import driver as cu_driver, runtime as cu_runtime
 
     dev = cuda.get_current_device()
     attr = lambda a: getattr(dev, a, None)  # noqa: E731
-    drv = cuda.cudadrv.driver.driver.get_version()
-    rt = cuda.runtime.get_version()
+    drv = cu_driver.get_version()
+    rt = cu_runtime.get_version()
     mem_total = cuda.current_context().get_memory_info().total
     _device_cache = DeviceInfo(
         name=dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name),

@@ -267,7 +267,8 @@ def measure(fn: Callable[[], None], *, l2: str = "cold", warmup_s: float | None 
         if elapsed >= max_time_s and len(samples) >= 1:
             reason = "max_time_s (wall-clock cap)"
             break
-        if len(samples) >= min_samples and sum(samples) >= min_time_s:
+        # the CI of a median needs a few samples before it means anything
+        if len(samples) >= max(min_samples, 3) and sum(samples) >= min_time_s:
             lo, hi = median_ci(samples, confidence)
             med = float(np.median(samples))
             if med > 0 and (hi - lo) / med < rel_ci:

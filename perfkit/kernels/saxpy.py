@@ -213,3 +213,5 @@ class Unrolled(Variant):
 LADDER: list[Variant] = [Oracle(), Naive(), GridStride(), Unrolled()]
 registry_check(LADDER)
 EXAMPLE_PROBLEM = Problem(n=1 << 26)  # for the anatomy view (compiled, never run)
+GPU_SWEEP = [Problem(n=1 << k) for k in (16, 20, 24, 26, 28)]  # tools/record_gpu.py on a GPU
+SIM_SWEEP = [Problem(n=1000)]  # the same tool's dry run in the simulator

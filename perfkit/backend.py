@@ -5,6 +5,8 @@ has no effect.  ``import perfkit`` therefore decides here, first thing:
 
 * ``PERFKIT_BACKEND=gpu`` forces the real GPU (and raises :class:`BackendError` if none is
   usable), ``PERFKIT_BACKEND=sim`` forces the simulator, unset or ``auto`` probes the driver.
+* ``PERFKIT_BACKEND=compile`` is for the anatomy tool's compiler process: the real
+  ``numba.cuda`` (which compiles with no GPU present), no probe, nothing to run kernels on.
 * The probe is ``cuInit(0)`` through ``cuda.bindings`` plus a device count; a missing
   ``libcuda`` or any failure there means "no GPU".
 
@@ -18,7 +20,7 @@ from dataclasses import asdict, dataclass, field
 
 __all__ = ["BackendError", "DeviceInfo", "choose", "name", "is_simulator", "device", "describe"]
 
-_VALID = ("auto", "gpu", "sim")
+_VALID = ("auto", "gpu", "sim", "compile")
 _choice: str | None = None
 _reason: str = ""
 
@@ -75,6 +77,8 @@ def choose(verbose: bool = True) -> str:
         _choice, _reason = loaded, "numba.cuda was already imported"
     elif wanted == "sim":
         _choice, _reason = "sim", "forced by PERFKIT_BACKEND=sim"
+    elif wanted == "compile":
+        _choice, _reason = "compile", "compile only: real numba.cuda, no device used"
     else:
         ok, why = _probe_gpu()
         if wanted == "gpu" and not ok:
@@ -103,6 +107,8 @@ def describe() -> str:
     if _choice == "sim":
         return (f"backend = Numba CUDA simulator ({_reason}); kernels run on the CPU, "
                 "every timing is marked simulated")
+    if _choice == "compile":
+        return f"backend = compiler only ({_reason})"
     return f"backend = GPU ({_reason})"
 
 
@@ -144,6 +150,8 @@ def device() -> DeviceInfo:
     if _device_cache is not None:
         return _device_cache
     choose()
+    if _choice == "compile":  # the anatomy compiler: launch plans may ask, nothing is there
+        return DeviceInfo(name="compile-only (no device)", simulated=False)
     if is_simulator():
         _device_cache = DeviceInfo(name="Numba CUDA simulator", simulated=True,
                                    l2_bytes=0, extra={"note": "no GPU; kernels run on the CPU"})

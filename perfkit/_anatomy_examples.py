@@ -1,0 +1,163 @@
+"""Small rungs that exist to show (and test) what the anatomy view reports: a 128-bit load,
+local memory from a dynamically indexed array, and register spills under a register cap.
+They are compiled by :func:`perfkit.anatomy.inspect`, never part of a ladder."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+from numba import cuda, float32
+
+from . import backend
+from .kernels._vector import load4
+from .kernels.base import Launch, Problem, Variant
+
+# the simulator's jit takes no register cap; the compiler process (and a GPU) honour it
+_capped = cuda.jit if backend.is_simulator() else cuda.jit(max_registers=32)
+
+Base = Problem
+
+
+@dataclass(frozen=True)
+class Problem(Base):
+    """``out[i] = f(x[i])`` for ``n`` elements of ``dtype``."""
+
+    n: int = 1024
+    dtype: str = "complex128"
+
+    op: ClassVar[str] = "anatomy-example"
+    dtypes: ClassVar[tuple[str, ...]] = ("complex128", "float32")
+
+    def input_specs(self):
+        return {"x": ((self.n,), self.dtype)}
+
+    def output_specs(self):
+        return {"out": ((self.n,), self.dtype)}
+
+    @property
+    def flops(self) -> float:
+        return 0.0
+
+
+@cuda.jit
+def copy_wide(out, x):
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i] = x[i]  # one complex128 element: 16 bytes, a single 128-bit load and store
+
+
+@cuda.jit
+def local_array(out, x):
+    i = cuda.grid(1)
+    buf = cuda.local.array(64, float32)
+    for j in range(64):
+        buf[j] = x[(i + j) % x.size]
+    if i < x.size:
+        out[i] = buf[(i * 7) % 64]  # an index known only at run time: buf lives in local memory
+
+
+@_capped
+def register_hungry(out, x):
+    i = cuda.grid(1)
+    n = x.size
+    acc = cuda.local.array(48, float32)
+    for j in range(48):  # constant trip count and indices: 48 live values wanted in registers
+        acc[j] = x[(i + j) % n]
+    for r in range(8):
+        for j in range(48):
+            acc[j] = acc[j] * acc[(j + 1) % 48] + float32(r)
+    s = float32(0)
+    for j in range(48):
+        s += acc[j]
+    if i < n:
+        out[i] = s
+
+
+@dataclass(frozen=True)
+class _Example(Variant):
+    kernel_name: ClassVar[str] = ""
+    rung: ClassVar[int] = 1
+
+    def plan(self, problem, bufs):
+        k = globals()[self.kernel_name]
+        return [Launch(k, -(-problem.n // 128), 128, (bufs["out"], bufs["x"]))]
+
+
+@dataclass(frozen=True)
+class WideLoad(_Example):
+    name: ClassVar[str] = "wide_load"
+    kernel_name: ClassVar[str] = "copy_wide"
+
+
+@dataclass(frozen=True)
+class LocalArray(_Example):
+    name: ClassVar[str] = "local_array"
+    kernel_name: ClassVar[str] = "local_array"
+
+
+@dataclass(frozen=True)
+class Spills(_Example):
+    name: ClassVar[str] = "spills"
+    kernel_name: ClassVar[str] = "register_hungry"
+
+
+WIDE = (WideLoad(), Problem(n=1024, dtype="complex128"))
+LOCAL = (LocalArray(), Problem(n=1024, dtype="float32"))
+SPILLS = (Spills(), Problem(n=1024, dtype="float32"))
+
+
+@cuda.jit
+def copy_vec4(out, x):
+    r = cuda.blockIdx.x
+    j = cuda.threadIdx.x * 4
+    if r < x.shape[0] and j + 3 < x.shape[1]:
+        a, b, c, d = load4(x, r, j)  # one 128-bit load
+        out[r, j] = a
+        out[r, j + 1] = b
+        out[r, j + 2] = c
+        out[r, j + 3] = d
+
+
+@dataclass(frozen=True)
+class Problem2D(Base):
+    rows: int = 64
+    cols: int = 128
+    dtype: str = "float32"
+
+    op: ClassVar[str] = "anatomy-example-2d"
+    dtypes: ClassVar[tuple[str, ...]] = ("float32",)
+
+    def input_specs(self):
+        return {"x": ((self.rows, self.cols), self.dtype)}
+
+    def output_specs(self):
+        return {"out": ((self.rows, self.cols), self.dtype)}
+
+    @property
+    def flops(self) -> float:
+        return 0.0
+
+
+@dataclass(frozen=True)
+class Vec4Load(Variant):
+    name: ClassVar[str] = "vec4_load"
+    rung: ClassVar[int] = 1
+
+    def plan(self, problem, bufs):
+        return [Launch(copy_vec4, problem.rows, problem.cols // 4, (bufs["out"], bufs["x"]))]
+
+
+VEC4 = (Vec4Load(), Problem2D())
+
+
+@cuda.jit
+def does_not_compile(out, x):
+    i = cuda.grid(1)
+    out[i] = x[i] + "a string"  # a typing error: float32 + str
+
+
+@dataclass(frozen=True)
+class Broken(_Example):
+    name: ClassVar[str] = "broken"
+    kernel_name: ClassVar[str] = "does_not_compile"

@@ -1,0 +1,622 @@
+"""Kernel anatomy: what the compiler made of a rung, for any target GPU, with no GPU present.
+
+``inspect(variant, problem, cc=(9, 0))`` compiles the rung's kernels for that compute
+capability (Numba -> PTX, nvJitLink -> cubin, the same path a real launch takes minus the
+driver) and reads back:
+
+* registers per thread, static shared memory, stack, spill stores and loads: from ptxas's
+  report in nvJitLink's log, cross-checked with ``cuobjdump -res-usage`` on the same cubin;
+* the launch's block size and dynamic shared memory, and the theoretical occupancy they give
+  (:mod:`perfkit.occupancy`);
+* the SASS (``cuobjdump -sass``) and its static instruction mix by class.
+
+Compilation happens in a child process started with ``PERFKIT_BACKEND=compile``: in a process
+that chose the CUDA simulator, kernels are simulator objects and the real compiler cannot see
+them.  Results are cached on disk (``PERFKIT_CACHE_DIR``, default ``~/.cache/perfkit``), keyed
+by the source of the rung's module and of ``kernels/base.py``, its configuration, the problem,
+the target and the tool versions, so a warm report takes milliseconds.
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import dataclasses
+import hashlib
+import html
+import importlib
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import occupancy as occ
+from .kernels.base import Problem, Variant
+
+__all__ = ["AnatomyError", "Report", "Diff", "inspect", "diff", "classify", "instruction_mix",
+           "cli", "SUPPORTED_CC", "MIX_CLASSES", "tool_path"]
+
+SUPPORTED_CC = [cc for cc in occ.LIMITS if cc >= (7, 5)]  # numba-cuda 0.30 compiles 7.5 and up
+
+
+class AnatomyError(RuntimeError):
+    """A rung cannot be inspected for the asked target; the message names both."""
+
+
+# --- target and tools ------------------------------------------------------------------------
+def _check_cc(cc) -> tuple[int, int]:
+    try:
+        cc = tuple(int(x) for x in (cc.split(".") if isinstance(cc, str) else cc))
+    except (TypeError, ValueError, AttributeError):
+        raise AnatomyError(f"target compute capability {cc!r} is malformed; use e.g. (9, 0) or '9.0'") from None
+    if len(cc) != 2 or cc not in SUPPORTED_CC:
+        raise AnatomyError(f"target compute capability {'.'.join(map(str, cc))} is not supported; "
+                           f"supported: {', '.join(f'{a}.{b}' for a, b in SUPPORTED_CC)}")
+    return cc
+
+
+def tool_path(name: str) -> str:
+    """``cuobjdump`` / ``nvdisasm`` from the nvidia-cuda-* wheels (or PATH)."""
+    import nvidia
+
+    for base in nvidia.__path__:
+        for sub in ("cu13", "cuda_cuobjdump", "cuda_nvdisasm"):
+            p = Path(base) / sub / "bin" / name
+            if p.exists():
+                return str(p)
+    import shutil
+
+    found = shutil.which(name)
+    if not found:
+        raise AnatomyError(f"{name} not found: pip install nvidia-cuda-cuobjdump nvidia-cuda-nvdisasm")
+    return found
+
+
+def _versions() -> dict:
+    from importlib import metadata
+
+    out = {}
+    for pkg in ("numba", "numba-cuda", "cuda-bindings", "nvidia-nvjitlink", "nvidia-cuda-cuobjdump", "llvmlite"):
+        try:
+            out[pkg] = metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            out[pkg] = None
+    return out
+
+
+# --- the child process: compile, link, disassemble -------------------------------------------
+def _link(ptx: str, cc: tuple[int, int], name: str, max_registers: int | None = None) -> tuple[bytes, str]:
+    from cuda.bindings import nvjitlink
+
+    options = [f"-arch=sm_{cc[0]}{cc[1]}", "-verbose"]
+    if max_registers:  # what @cuda.jit(max_registers=N) asks of the JIT linker too
+        options.append(f"-maxrregcount={int(max_registers)}")
+    h = nvjitlink.create(len(options), options)
+    try:
+        data = ptx.encode()
+        try:
+            nvjitlink.add_data(h, nvjitlink.InputType.PTX, data, len(data), f"{name}.ptx")
+            nvjitlink.complete(h)
+        except Exception as exc:
+            size = nvjitlink.get_error_log_size(h)
+            log = bytearray(size)
+            nvjitlink.get_error_log(h, log)
+            raise AnatomyError(f"nvJitLink failed for sm_{cc[0]}{cc[1]} on {name}: "
+                               f"{log.decode(errors='replace').strip() or exc}") from None
+        cubin = bytearray(nvjitlink.get_linked_cubin_size(h))
+        nvjitlink.get_linked_cubin(h, cubin)
+        info = bytearray(nvjitlink.get_info_log_size(h))
+        nvjitlink.get_info_log(h, info)
+        return bytes(cubin), info.decode(errors="replace")
+    finally:
+        nvjitlink.destroy(h)
+
+
+def _cuobjdump(cubin: bytes, *flags: str) -> str:
+    with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
+        f.write(cubin)
+    try:
+        r = subprocess.run([tool_path("cuobjdump"), *flags, f.name], capture_output=True, text=True, timeout=120)
+    finally:
+        os.unlink(f.name)
+    if r.returncode != 0:
+        raise AnatomyError(f"cuobjdump {' '.join(flags)} failed: {r.stderr.strip()}")
+    return r.stdout
+
+
+def _compile_job(job: dict) -> dict:
+    """Runs in the child (real numba.cuda): rebuild the rung, compile every launch."""
+    import numba
+    from numba.cuda import compile_ptx
+
+    def build(mod, qual, kwargs):
+        obj = importlib.import_module(mod)
+        for part in qual.split("."):
+            obj = getattr(obj, part)
+        return obj(**kwargs)
+
+    problem = build(job["problem"]["module"], job["problem"]["qualname"], job["problem"]["params"])
+    variant = build(job["variant"]["module"], job["variant"]["qualname"], job["variant"]["config"])
+    cc = tuple(job["cc"])
+    launches = variant.plan(problem, variant.host_buffers(problem))
+    out = []
+    for launch in launches:
+        fn = launch.kernel.py_func
+        sig = tuple(numba.typeof(a) for a in launch.args)
+        opts = getattr(launch.kernel, "targetoptions", {}) or {}
+        try:
+            ptx, _ = compile_ptx(fn, sig, cc=cc, fastmath=bool(opts.get("fastmath", False)))
+        except Exception as exc:
+            raise AnatomyError(f"compiling {fn.__name__} for sm_{cc[0]}{cc[1]} failed: "
+                               f"{exc.__class__.__name__}: {exc}") from None
+        cubin, log = _link(ptx, cc, fn.__name__, opts.get("max_registers"))
+        out.append({"kernel_name": fn.__name__, "signature": [str(t) for t in sig], "grid": list(launch.grid),
+                    "block": list(launch.block), "dynamic_shared_bytes": int(launch.shared_bytes),
+                    "ptx": ptx, "cubin_b64": base64.b64encode(cubin).decode(), "ptxas_log": log,
+                    "res_usage": _cuobjdump(cubin, "-res-usage"), "sass": _cuobjdump(cubin, "-sass")})
+    return {"launches": out}
+
+
+def _worker_main(job_path: str, out_path: str) -> int:
+    job = json.loads(Path(job_path).read_text())
+    try:
+        result = _compile_job(job)
+    except AnatomyError as exc:
+        result = {"error": str(exc)}
+    except Exception as exc:  # the parent turns this into an AnatomyError with the message
+        import traceback
+
+        result = {"error": f"{exc.__class__.__name__}: {exc}", "traceback": traceback.format_exc(limit=8)}
+    Path(out_path).write_text(json.dumps(result))
+    return 0
+
+
+# --- parsing -------------------------------------------------------------------------------
+def _parse_res_usage(text: str) -> dict[str, dict]:
+    """``cuobjdump -res-usage``: {function: {REG, STACK, SHARED, LOCAL, ...}}."""
+    funcs, current = {}, None
+    for line in text.splitlines():
+        m = re.match(r"\s*Function (\S+):", line)
+        if m:
+            current = m.group(1)
+            continue
+        if current and "REG:" in line:
+            funcs[current] = {k: int(v) for k, v in re.findall(r"(\w+(?:\[\d+\])?):(\d+)", line)}
+            current = None
+    return funcs
+
+
+def _entry_name(ptx: str) -> str:
+    m = re.search(r"\.entry\s+([\w$.]+)\s*\(", ptx)
+    if not m:
+        raise AnatomyError("no .entry in the PTX")
+    return m.group(1)
+
+
+def _parse_ptxas(log: str, entry: str | None = None) -> dict:
+    """Registers, stack and spills from ptxas's report, for the entry function when named
+    (the log also reports every called device function)."""
+    if entry is not None:
+        i = log.find(f"Compiling entry function '{entry}'")
+        if i >= 0:
+            j = log.find("Compiling ", i + 10)
+            log = log[i:j if j > 0 else None]
+    out = {}
+    m = re.search(r"Used (\d+) registers", log)
+    if m:
+        out["registers"] = int(m.group(1))
+    m = re.search(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads", log)
+    if m:
+        out["stack_bytes"], out["spill_store_bytes"], out["spill_load_bytes"] = map(int, m.groups())
+    m = re.search(r"Used \d+ registers.*?(\d+) bytes smem", log)
+    out["static_shared_bytes"] = int(m.group(1)) if m else 0
+    return out
+
+
+#: instruction classes of the mix, in display order
+MIX_CLASSES = [
+    "fp32 fma", "fp32 add", "fp32 mul", "fp32 other", "fp16/bf16", "tensor mma",
+    "global load 8", "global load 16", "global load 32", "global load 64", "global load 128",
+    "global store 8", "global store 16", "global store 32", "global store 64", "global store 128",
+    "shared load 32", "shared load 64", "shared load 128", "shared load other",
+    "shared store 32", "shared store 64", "shared store 128", "shared store other",
+    "async copy", "local load/store", "shuffle", "atomic", "barrier", "branch/control",
+    "integer/address", "conversion", "special function", "move/other",
+]
+_INT = {"IMAD", "IADD3", "IADD", "LEA", "SHF", "LOP3", "ISETP", "IMNMX", "SEL", "IABS", "SHL", "SHR",
+        "LOP", "IMUL", "XMAD", "FLO", "POPC", "BREV", "PRMT", "BMSK", "SGXT", "IDP", "UIADD3", "UIMAD",
+        "ULEA", "USHF", "ULOP3", "UISETP", "USEL", "UPRMT", "ULDC", "VIADD", "VIMNMX", "IMNMX3", "R2UR"}
+_CONTROL = {"BRA", "BRX", "JMP", "JMX", "CALL", "RET", "EXIT", "BSSY", "BSYNC", "WARPSYNC", "BPT",
+            "YIELD", "NANOSLEEP", "BMOV", "BREAK", "KILL", "ACQBULK", "ELECT", "PLOP3", "PSETP"}
+
+
+def _width(mods: list[str]) -> int:
+    for m in mods:
+        if m in ("128", "64", "32"):
+            return int(m)
+        if m in ("U8", "S8"):
+            return 8
+        if m in ("U16", "S16"):
+            return 16
+    return 32
+
+
+def classify(instr: str) -> str:
+    """Class of one SASS instruction, e.g. ``@P0 LDG.E.128 R4, desc[UR4][R2.64] ;``."""
+    text = instr.strip()
+    if text.startswith("@"):
+        text = text.split(None, 1)[1] if " " in text else ""
+    opcode = text.split(None, 1)[0].rstrip(";") if text else ""
+    base, *mods = opcode.split(".")
+    if base == "FFMA":
+        return "fp32 fma"
+    if base == "FADD":
+        return "fp32 add"
+    if base == "FMUL":
+        return "fp32 mul"
+    if base in ("FSETP", "FMNMX", "FSEL", "FCHK", "FSET", "FSWZADD", "FMNMX3", "FADD2", "FFMA2", "FMUL2"):
+        return "fp32 other"
+    if base.startswith(("HADD", "HFMA", "HMUL", "HSET", "HMNMX")):
+        return "fp16/bf16"
+    if base.endswith("MMA") or base in ("HGMMA", "QGMMA", "IGMMA", "UTCHMMA", "UTCQMMA", "UTCIMMA"):
+        return "tensor mma"
+    if base in ("LDG", "STG"):
+        return f"global {'load' if base == 'LDG' else 'store'} {_width(mods)}"
+    if base in ("LDS", "STS"):
+        w = _width(mods)
+        kind = "load" if base == "LDS" else "store"
+        return f"shared {kind} {w}" if w in (32, 64, 128) else f"shared {kind} other"
+    if base in ("LDSM", "STSM"):
+        return "shared load other" if base == "LDSM" else "shared store other"
+    if base in ("LDGSTS", "LDGDEPBAR", "DEPBAR", "UBLKCP", "UTMALDG", "UTMASTG", "SYNCS"):
+        return "async copy"
+    if base in ("LDL", "STL"):
+        return "local load/store"
+    if base == "SHFL":
+        return "shuffle"
+    if base in ("ATOM", "ATOMS", "ATOMG", "RED", "REDUX"):
+        return "atomic"
+    if base in ("BAR", "MEMBAR", "ERRBAR", "CCTL", "FENCE"):
+        return "barrier"
+    if base in _CONTROL:
+        return "branch/control"
+    if base in _INT or base.startswith("U") and base[1:] in _INT:
+        return "integer/address"
+    if base in ("F2F", "I2F", "F2I", "I2I", "F2FP", "I2FP", "F2IP", "FRND"):
+        return "conversion"
+    if base == "MUFU":
+        return "special function"
+    return "move/other"
+
+
+_SASS_LINE = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(.*?)\s*;")
+
+
+def instruction_mix(sass: str) -> dict[str, int]:
+    """Static count of SASS instructions by class (NOPs left out)."""
+    mix = dict.fromkeys(MIX_CLASSES, 0)
+    for m in _SASS_LINE.finditer(sass):
+        instr = m.group(1)
+        if re.match(r"(@!?U?P\w+\s+)?NOP\b", instr):
+            continue
+        mix[classify(instr)] += 1
+    return mix
+
+
+# --- the report -----------------------------------------------------------------------------
+@dataclass
+class Report:
+    variant: str
+    kernel_name: str
+    cc: tuple[int, int]
+    registers: int
+    static_shared_bytes: int
+    dynamic_shared_bytes: int
+    stack_bytes: int
+    spill_store_bytes: int
+    spill_load_bytes: int
+    local_bytes: int
+    block: tuple[int, ...]
+    grid: tuple[int, ...]
+    occupancy: occ.Occupancy
+    mix: dict
+    ptx: str = field(repr=False)
+    cubin: bytes = field(repr=False)
+    sass: str = field(repr=False)
+    ptxas_log: str = field(repr=False)
+    signature: list = field(default_factory=list)
+    launches: list = field(default_factory=list)  # one summary per kernel the rung launches
+
+    @property
+    def shared_bytes(self) -> int:
+        return self.static_shared_bytes + self.dynamic_shared_bytes
+
+    @property
+    def threads_per_block(self) -> int:
+        n = 1
+        for b in self.block:
+            n *= b
+        return n
+
+    @property
+    def instructions(self) -> int:
+        return sum(self.mix.values())
+
+    def summary(self) -> dict:
+        return {"variant": self.variant, "kernel": self.kernel_name, "cc": f"{self.cc[0]}.{self.cc[1]}",
+                "registers": self.registers, "shared_bytes": self.shared_bytes,
+                "static_shared_bytes": self.static_shared_bytes, "dynamic_shared_bytes": self.dynamic_shared_bytes,
+                "stack_bytes": self.stack_bytes, "spill_store_bytes": self.spill_store_bytes,
+                "spill_load_bytes": self.spill_load_bytes, "threads_per_block": self.threads_per_block,
+                "occupancy": round(self.occupancy.ratio, 4), "blocks_per_sm": self.occupancy.blocks_per_sm,
+                "limiter": self.occupancy.limiter, "instructions": self.instructions}
+
+    def _rows(self) -> list[tuple[str, str]]:
+        o = self.occupancy
+        return [
+            ("kernel", f"{self.kernel_name} (sm_{self.cc[0]}{self.cc[1]})"),
+            ("block / grid", f"{'x'.join(map(str, self.block))} threads / {'x'.join(map(str, self.grid))} blocks"),
+            ("registers / thread", str(self.registers)),
+            ("shared memory / block", f"{self.shared_bytes} B (static {self.static_shared_bytes}, dynamic {self.dynamic_shared_bytes})"),
+            ("stack / spills", f"{self.stack_bytes} B stack, {self.spill_store_bytes} B spill stores, {self.spill_load_bytes} B spill loads"),
+            ("occupancy", str(o)),
+            ("blocks/SM allowed by", ", ".join(f"{k} {v if v is not None else '-'}" for k, v in o.limits.items())),
+            ("SASS instructions", f"{self.instructions} (static count)"),
+        ]
+
+    def __str__(self) -> str:
+        w = max(len(k) for k, _ in self._rows())
+        lines = [f"anatomy of {self.variant}"] + [f"  {k:<{w}}  {v}" for k, v in self._rows()]
+        lines.append("  instruction mix: " + ", ".join(f"{k} {v}" for k, v in self.mix.items() if v))
+        if len(self.launches) > 1:
+            lines.append("  launches: " + "; ".join(f"{l['kernel']} ({l['registers']} regs)" for l in self.launches))
+        return "\n".join(lines)
+
+    def plot_mix(self, ax=None, title: str | None = None):
+        return _plot_mixes({self.variant: self.mix}, ax=ax, title=title or f"instruction mix: {self.variant}")
+
+    def _repr_html_(self) -> str:
+        rows = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th><td style='text-align:left'>"
+                       f"{html.escape(v)}</td></tr>" for k, v in self._rows())
+        return (f"<div><b>anatomy of {html.escape(self.variant)}</b><table>{rows}</table>"
+                f"{_fig_html(self.plot_mix)}</div>")
+
+
+def _plot_mixes(mixes: dict[str, dict], ax=None, title: str = ""):
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    classes = [c for c in MIX_CLASSES if any(m.get(c) for m in mixes.values())]
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 0.22 * max(len(classes), 3) + 1.0))
+    y = np.arange(len(classes))
+    h = 0.8 / max(len(mixes), 1)
+    for i, (name, mix) in enumerate(mixes.items()):
+        ax.barh(y + i * h, [mix.get(c, 0) for c in classes], height=h, label=name)
+    ax.set_yticks(y + h * (len(mixes) - 1) / 2, classes, fontsize=8)
+    ax.invert_yaxis()
+    ax.set_xlabel("static SASS instructions")
+    ax.set_title(title, fontsize=10)
+    if len(mixes) > 1:
+        ax.legend(fontsize=8)
+    return ax
+
+
+def _fig_html(draw) -> str:
+    import matplotlib.pyplot as plt
+
+    ax = draw()
+    buf = io.BytesIO()
+    ax.figure.savefig(buf, format="png", dpi=80, bbox_inches="tight")
+    plt.close(ax.figure)
+    return f"<img src='data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}'/>"
+
+
+@dataclass
+class Diff:
+    a: Report
+    b: Report
+    rows: list  # (what, before, after, delta)
+    mix: dict   # class -> (before, after, delta), changed classes only
+
+    def __str__(self) -> str:
+        lines = [f"anatomy diff: {self.a.variant} (sm_{self.a.cc[0]}{self.a.cc[1]}) -> "
+                 f"{self.b.variant} (sm_{self.b.cc[0]}{self.b.cc[1]})"]
+        for what, x, y, d in self.rows:
+            lines.append(f"  {what:<22} {x!s:>10} -> {y!s:<10} {d}")
+        if self.mix:
+            lines.append("  instruction mix: " + ", ".join(f"{k} {x}->{y}" for k, (x, y, _) in self.mix.items()))
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        body = "".join(f"<tr><th style='text-align:left'>{html.escape(w)}</th><td>{html.escape(str(x))}</td>"
+                       f"<td>{html.escape(str(y))}</td><td>{html.escape(str(d))}</td></tr>"
+                       for w, x, y, d in self.rows + [(k, *v) for k, v in self.mix.items()])
+        head = f"<tr><th></th><th>{html.escape(self.a.variant)}</th><th>{html.escape(self.b.variant)}</th><th>change</th></tr>"
+        draw = lambda: _plot_mixes({self.a.variant: self.a.mix, self.b.variant: self.b.mix},  # noqa: E731
+                                   title="instruction mix")
+        return f"<div><b>anatomy diff</b><table>{head}{body}</table>{_fig_html(draw)}</div>"
+
+
+def diff(a: Report, b: Report) -> Diff:
+    """What changed from report ``a`` to report ``b`` (two rungs, or one rung at two targets)."""
+    def delta(x, y):
+        if isinstance(x, (int, float)) and isinstance(y, (int, float)):
+            d = y - x
+            return f"{d:+.0%}" if isinstance(d, float) else f"{d:+d}"
+        return "" if x == y else "changed"
+
+    fields_ = [("target", lambda r: f"sm_{r.cc[0]}{r.cc[1]}"), ("registers", lambda r: r.registers),
+               ("shared bytes", lambda r: r.shared_bytes), ("stack bytes", lambda r: r.stack_bytes),
+               ("spill stores", lambda r: r.spill_store_bytes), ("spill loads", lambda r: r.spill_load_bytes),
+               ("threads/block", lambda r: r.threads_per_block),
+               ("occupancy", lambda r: round(r.occupancy.ratio, 3)),
+               ("blocks/SM", lambda r: r.occupancy.blocks_per_sm), ("limiter", lambda r: r.occupancy.limiter),
+               ("instructions", lambda r: r.instructions)]
+    rows = [(w, f(a), f(b), delta(f(a), f(b))) for w, f in fields_]
+    mix = {c: (a.mix.get(c, 0), b.mix.get(c, 0), b.mix.get(c, 0) - a.mix.get(c, 0)) for c in MIX_CLASSES
+           if a.mix.get(c, 0) != b.mix.get(c, 0)}
+    return Diff(a, b, rows, mix)
+
+
+# --- compile (cached) and report ------------------------------------------------------------
+def _cache_dir() -> Path:
+    return Path(os.environ.get("PERFKIT_CACHE_DIR") or Path.home() / ".cache" / "perfkit") / "anatomy"
+
+
+def _job(variant: Variant, problem: Problem, cc) -> dict:
+    return {"variant": {"module": type(variant).__module__, "qualname": type(variant).__qualname__,
+                        "config": variant.config},
+            "problem": {"module": type(problem).__module__, "qualname": type(problem).__qualname__,
+                        "params": problem.params},
+            "cc": list(cc)}
+
+
+def _source_hash(variant: Variant) -> str:
+    h = hashlib.sha256()
+    for mod in {type(variant).__module__, "perfkit.kernels.base"}:
+        f = getattr(sys.modules.get(mod) or importlib.import_module(mod), "__file__", None)
+        if f:
+            h.update(Path(f).read_bytes())
+    return h.hexdigest()
+
+
+def _compile(variant: Variant, problem: Problem, cc) -> dict:
+    job = _job(variant, problem, cc)
+    key_doc = json.dumps({"job": job, "source": _source_hash(variant), "tools": _versions(), "v": 1},
+                         sort_keys=True, default=str)
+    key = hashlib.sha256(key_doc.encode()).hexdigest()[:32]
+    path = _cache_dir() / f"{key}.json"
+    if path.exists():
+        try:
+            return json.loads(path.read_text())
+        except (OSError, json.JSONDecodeError):
+            pass  # a damaged entry is rebuilt
+    with tempfile.TemporaryDirectory() as tmp:
+        jp, op = Path(tmp) / "job.json", Path(tmp) / "out.json"
+        jp.write_text(json.dumps(job, default=str))
+        env = {**os.environ, "PERFKIT_BACKEND": "compile", "NUMBA_ENABLE_CUDASIM": "0"}
+        r = subprocess.run([sys.executable, "-m", "perfkit.anatomy", "--worker", str(jp), str(op)],
+                           capture_output=True, text=True, env=env, timeout=600)
+        if r.returncode != 0 or not op.exists():
+            raise AnatomyError(f"the compiler process for {variant.label} at sm_{cc[0]}{cc[1]} failed: "
+                               f"{r.stderr.strip()[-2000:]}")
+        result = json.loads(op.read_text())
+    if "error" in result:
+        raise AnatomyError(f"{variant.label} for sm_{cc[0]}{cc[1]}: {result['error']}")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmpname = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        json.dump(result, f)
+    os.replace(tmpname, path)  # atomic: readers see the old entry or the new one
+    return result
+
+
+def _entry_usage(launch: dict) -> dict:
+    usage = _parse_res_usage(launch["res_usage"])
+    entry = _entry_name(launch["ptx"])
+    if entry not in usage:
+        raise AnatomyError(f"cuobjdump -res-usage does not list the entry {entry}; it has {list(usage)}")
+    return usage[entry]
+
+
+def _report(variant: Variant, cc, launch: dict, summaries: list) -> Report:
+    entry = _entry_name(launch["ptx"])
+    ptxas = _parse_ptxas(launch["ptxas_log"], entry)
+    u = _entry_usage(launch)
+    regs, static_smem, stack = u["REG"], u["SHARED"], u["STACK"]
+    threads = 1
+    for b in launch["block"]:
+        threads *= b
+    try:
+        o = occ.occupancy(cc, threads, regs, static_smem + launch["dynamic_shared_bytes"])
+    except occ.OccupancyError as exc:
+        raise AnatomyError(f"{variant.label} on sm_{cc[0]}{cc[1]}: {exc}") from None
+    return Report(variant=variant.label, kernel_name=launch["kernel_name"], cc=tuple(cc), registers=regs,
+                  static_shared_bytes=static_smem, dynamic_shared_bytes=launch["dynamic_shared_bytes"],
+                  stack_bytes=stack, spill_store_bytes=ptxas.get("spill_store_bytes", 0),
+                  spill_load_bytes=ptxas.get("spill_load_bytes", 0), local_bytes=u.get("LOCAL", 0),
+                  block=tuple(launch["block"]), grid=tuple(launch["grid"]), occupancy=o,
+                  mix=instruction_mix(launch["sass"]), ptx=launch["ptx"],
+                  cubin=base64.b64decode(launch["cubin_b64"]), sass=launch["sass"],
+                  ptxas_log=launch["ptxas_log"], signature=launch["signature"], launches=summaries)
+
+
+def inspect(variant: Variant, problem: Problem, cc=(9, 0), kernel: int = 0) -> Report:
+    """Compile ``variant``'s launches for ``problem`` at compute capability ``cc`` and report on
+    launch number ``kernel`` (``report.launches`` summarises all of them)."""
+    cc = _check_cc(cc)
+    if not isinstance(variant, Variant) or not isinstance(problem, Problem):
+        raise TypeError("inspect(variant, problem, cc): pass a perfkit Variant and Problem")
+    if variant.oracle:
+        raise AnatomyError(f"{variant.label} is the oracle, a library call (cuBLAS / CuPy / PyTorch): "
+                           "there is no kernel of ours to inspect")
+    result = _compile(variant, problem, cc)
+    launches = result["launches"]
+    if not launches:
+        raise AnatomyError(f"{variant.label} launches no kernel for {problem.label}")
+    if not 0 <= kernel < len(launches):
+        raise AnatomyError(f"{variant.label} has {len(launches)} launch(es); kernel={kernel} is out of range")
+    summaries = []
+    for launch in launches:
+        u = _entry_usage(launch)
+        summaries.append({"kernel": launch["kernel_name"], "registers": u["REG"], "shared_bytes": u["SHARED"]
+                          + launch["dynamic_shared_bytes"], "block": launch["block"], "grid": launch["grid"]})
+    return _report(variant, cc, launches[kernel], summaries)
+
+
+# --- command line ---------------------------------------------------------------------------
+def _find_rung(ladder, rung: str):
+    for v in ladder:
+        if rung == str(v.rung) or rung == v.name or rung == v.label:
+            return v
+    raise AnatomyError(f"no rung {rung!r}; have: {', '.join(v.label for v in ladder)}")
+
+
+def cli(argv: list[str] | None = None) -> int:
+    """``perfkit anatomy OP RUNG [--cc 9.0] [--size k=v ...] [--diff RUNG2] [--sass]``."""
+    ap = argparse.ArgumentParser(prog="perfkit anatomy", description="what the compiler made of a rung")
+    ap.add_argument("op", help="op module under perfkit.kernels, e.g. saxpy, gemm, norm.softmax")
+    ap.add_argument("rung", help="rung number or name")
+    ap.add_argument("--cc", default="9.0", help="target compute capability (default 9.0)")
+    ap.add_argument("--size", action="append", default=[], metavar="K=V", help="problem field override")
+    ap.add_argument("--diff", metavar="RUNG2", help="compare with another rung")
+    ap.add_argument("--diff-cc", metavar="CC", help="compare with the same rung at another target")
+    ap.add_argument("--sass", action="store_true", help="print the SASS too")
+    args = ap.parse_args(argv)
+    try:
+        mod = importlib.import_module(f"perfkit.kernels.{args.op}")
+        ladder = getattr(mod, "LADDER")
+        problem = getattr(mod, "EXAMPLE_PROBLEM", None)
+        if args.size:
+            import yaml
+
+            kw = {k: yaml.safe_load(v) for k, v in (s.split("=", 1) for s in args.size)}
+            problem = dataclasses.replace(problem, **kw) if problem is not None else mod.Problem(**kw)
+        if problem is None:
+            raise AnatomyError(f"{args.op} has no EXAMPLE_PROBLEM: give its fields with --size k=v")
+        v = _find_rung(ladder, args.rung)
+        rep = inspect(v, problem, cc=args.cc)
+        print(rep)
+        if args.diff or args.diff_cc:
+            other = inspect(_find_rung(ladder, args.diff) if args.diff else v, problem,
+                            cc=args.diff_cc or args.cc)
+            print(diff(rep, other))
+        if args.sass:
+            print(rep.sass)
+    except (AnatomyError, ModuleNotFoundError, AttributeError, TypeError, ValueError) as exc:
+        print(f"perfkit anatomy: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--worker":
+        import perfkit  # noqa: F401  (PERFKIT_BACKEND=compile: the real numba.cuda)
+
+        sys.exit(_worker_main(sys.argv[2], sys.argv[3]))
+    sys.exit(cli(sys.argv[1:]))

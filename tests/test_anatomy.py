@@ -1,0 +1,150 @@
+"""The anatomy view, checked against NVIDIA's own tools on the same cubin, with no GPU."""
+import importlib
+import pkgutil
+import re
+import subprocess
+import time
+
+import pytest
+
+from perfkit import _anatomy_examples as ex
+from perfkit import anatomy
+import perfkit.kernels
+
+
+def _res_usage(report):
+    """REG/SHARED/STACK of the entry function, read independently with cuobjdump."""
+    import tempfile
+
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(report.cubin)
+        f.flush()
+        out = subprocess.run([anatomy.tool_path("cuobjdump"), "-res-usage", f.name],
+                             capture_output=True, text=True, check=True).stdout
+    entry = re.search(r"\.entry\s+([\w$.]+)", report.ptx).group(1)
+    line = out.split(f"Function {entry}:", 1)[1].splitlines()[1]
+    return {k: int(v) for k, v in re.findall(r"(\w+):(\d+)", line)}
+
+
+def _ladder_cases():
+    """Every non-oracle rung of every op module that has a LADDER and an EXAMPLE_PROBLEM."""
+    cases = []
+    for info in pkgutil.walk_packages(perfkit.kernels.__path__, "perfkit.kernels."):
+        if info.name.rsplit(".", 1)[-1].startswith("_") or info.name.endswith(".base"):
+            continue
+        mod = importlib.import_module(info.name)
+        ladder, problem = getattr(mod, "LADDER", None), getattr(mod, "EXAMPLE_PROBLEM", None)
+        if ladder and problem is not None:
+            cases += [pytest.param(v, problem, id=f"{info.name.rsplit('.', 1)[-1]}-{v.label}")
+                      for v in ladder if not v.oracle]
+    return cases
+
+
+@pytest.mark.parametrize("cc", [(8, 0), (9, 0)], ids=["sm80", "sm90"])
+@pytest.mark.parametrize("variant, problem", _ladder_cases())
+def test_every_rung_gets_a_full_report(variant, problem, cc):
+    r = anatomy.inspect(variant, problem, cc=cc)
+    assert r.cc == cc and r.ptx.startswith("//") and r.cubin[:4] == b"\x7fELF"
+    assert 1 <= r.registers <= 255 and r.threads_per_block >= 1
+    assert 0 < r.occupancy.ratio <= 1 and r.occupancy.limiter in ("registers", "shared memory", "warps", "blocks")
+    assert r.instructions > 0 and "EXIT" in r.sass
+    u = _res_usage(r)
+    assert (u["REG"], u["SHARED"], u["STACK"]) == (r.registers, r.static_shared_bytes, r.stack_bytes)
+    assert str(r) and "<table>" in r._repr_html_()
+
+
+def test_registers_agree_with_ptxas_and_cuobjdump():
+    v, p = ex.LOCAL
+    r = anatomy.inspect(v, p, (8, 6))
+    u = _res_usage(r)
+    m = re.search(r"Used (\d+) registers", r.ptxas_log)
+    assert int(m.group(1)) == u["REG"] == r.registers
+    assert r.stack_bytes == u["STACK"] >= 64 * 4  # the dynamically indexed float32[64] lives on the stack
+    assert r.mix["local load/store"] > 0
+
+
+def test_a_register_cap_shows_spills():
+    v, p = ex.SPILLS
+    r = anatomy.inspect(v, p, (9, 0))
+    assert r.registers <= 32
+    assert r.spill_store_bytes > 0 and r.spill_load_bytes > 0
+    assert r.mix["local load/store"] > 0
+
+
+def test_128_bit_loads_show_in_the_mix():
+    v, p = ex.VEC4
+    r = anatomy.inspect(v, p, (9, 0))
+    assert r.mix["global load 128"] >= 1
+    assert re.search(r"LDG\.E\.128", r.sass)
+    narrow = anatomy.inspect(*ex.LOCAL, (9, 0))
+    assert narrow.mix["global load 128"] == 0 and narrow.mix["global load 32"] > 0
+
+
+def test_diff_between_rungs_and_targets():
+    from perfkit.kernels import saxpy
+
+    p = saxpy.EXAMPLE_PROBLEM
+    a, b = anatomy.inspect(saxpy.LADDER[1], p, (9, 0)), anatomy.inspect(saxpy.LADDER[3], p, (9, 0))
+    d = anatomy.diff(a, b)
+    regs = next(r for r in d.rows if r[0] == "registers")
+    assert regs[1:3] == (a.registers, b.registers)
+    assert d.mix and all(after - before == delta for before, after, delta in d.mix.values())
+    assert "anatomy diff" in str(d) and "<table>" in d._repr_html_()
+    d2 = anatomy.diff(a, anatomy.inspect(saxpy.LADDER[1], p, (7, 5)))
+    assert next(r for r in d2.rows if r[0] == "target")[1:3] == ("sm_90", "sm_75")
+
+
+def test_warm_report_is_fast():
+    from perfkit.kernels import saxpy
+
+    anatomy.inspect(saxpy.LADDER[2], saxpy.EXAMPLE_PROBLEM, (8, 9))
+    t0 = time.perf_counter()
+    anatomy.inspect(saxpy.LADDER[2], saxpy.EXAMPLE_PROBLEM, (8, 9))
+    assert time.perf_counter() - t0 < 1.0
+
+
+@pytest.mark.parametrize("cc", [(7, 0), (5, 2), (99, 0), "nine", (9,)])
+def test_unsupported_target_is_named(cc):
+    from perfkit.kernels import saxpy
+
+    with pytest.raises(anatomy.AnatomyError, match="compute capability"):
+        anatomy.inspect(saxpy.LADDER[1], saxpy.EXAMPLE_PROBLEM, cc=cc)
+
+
+def test_oracle_has_nothing_to_inspect():
+    from perfkit.kernels import saxpy
+
+    with pytest.raises(anatomy.AnatomyError, match="oracle"):
+        anatomy.inspect(saxpy.LADDER[0], saxpy.EXAMPLE_PROBLEM)
+
+
+def test_a_kernel_that_fails_to_compile_names_target_and_message():
+    with pytest.raises(anatomy.AnatomyError, match=r"sm_90.*(TypingError|No implementation|typing)"):
+        anatomy.inspect(ex.Broken(), ex.Problem(n=16, dtype="float32"), (9, 0))
+
+
+@pytest.mark.parametrize("sass, cls", [
+    ("/*0100*/ FFMA R4, R2, R3, R4 ;", "fp32 fma"),
+    ("/*0100*/ @P0 LDG.E.128 R4, desc[UR4][R2.64] ;", "global load 128"),
+    ("/*0100*/ LDG.E R4, desc[UR4][R2.64] ;", "global load 32"),
+    ("/*0100*/ LDG.E.64.CONSTANT R4, desc[UR4][R2.64] ;", "global load 64"),
+    ("/*0100*/ STS.128 [R3], R4 ;", "shared store 128"),
+    ("/*0100*/ LDS R4, [R3] ;", "shared load 32"),
+    ("/*0100*/ HMMA.16816.F32 R4, R8, R12, R4 ;", "tensor mma"),
+    ("/*0100*/ BAR.SYNC.DEFER_BLOCKING 0x0 ;", "barrier"),
+    ("/*0100*/ @!P0 BRA 0x200 ;", "branch/control"),
+    ("/*0100*/ IMAD.WIDE R2, R0, 0x4, R2 ;", "integer/address"),
+    ("/*0100*/ MUFU.EX2 R3, R3 ;", "special function"),
+    ("/*0100*/ SHFL.BFLY PT, R3, R2, 0x1, 0x1f ;", "shuffle"),
+])
+def test_instruction_classes(sass, cls):
+    mix = anatomy.instruction_mix(sass)
+    assert mix[cls] == 1 and sum(mix.values()) == 1
+
+
+def test_cli(capsys):
+    assert anatomy.cli(["saxpy", "naive", "--cc", "8.0", "--diff", "3"]) == 0
+    out = capsys.readouterr().out
+    assert "anatomy of 01 naive" in out and "anatomy diff" in out
+    assert anatomy.cli(["saxpy", "99"]) == 2
+    assert "no rung '99'" in capsys.readouterr().err

@@ -1,0 +1,55 @@
+"""Theoretical occupancy against hand-worked CUDA Occupancy Calculator cases."""
+import pytest
+
+from perfkit import occupancy as occ
+
+
+@pytest.mark.parametrize("cc, threads, regs, smem, blocks, warps, limiter", [
+    # A100: 256 threads x 64 registers -> 2048 registers per warp, 8 warps per sub-partition,
+    # 32 warps per SM -> 4 blocks, 50% (the calculator's classic register-bound example)
+    ((8, 0), 256, 64, 0, 4, 32, "registers"),
+    # H100: 40 registers round up to 1280 per warp -> 12 warps per sub-partition -> 48 warps
+    ((9, 0), 128, 40, 0, 12, 48, "registers"),
+    # A100: 48 KiB + 1 KiB reserved per block against 164 KiB -> 3 blocks of 4 warps
+    ((8, 0), 128, 32, 48 * 1024, 3, 12, "shared memory"),
+    # H100: 100 KiB dynamic + 1 KiB reserved against 228 KiB -> 2 blocks
+    ((9, 0), 256, 32, 100 * 1024, 2, 16, "shared memory"),
+    # H100: one-warp blocks hit the 32 resident blocks limit before 64 warps
+    ((9, 0), 32, 16, 0, 32, 32, "blocks"),
+    # RTX 30xx (8.6): 16 blocks per SM max -> 16 one-warp blocks, 33%
+    ((8, 6), 32, 32, 0, 16, 16, "blocks"),
+    # RTX 30xx (8.6): a 1024-thread block is 32 of the 48 warps; a second does not fit
+    ((8, 6), 1024, 32, 0, 1, 32, "warps"),
+    # Turing (7.5): 32 warps per SM -> 4 blocks of 256 threads, 100%
+    ((7, 5), 256, 32, 0, 4, 32, "warps"),
+    # Volta (7.0): 256-byte shared granularity, no reservation: 1000 B -> 1024 B, 96 KiB / 1 KiB = 96 -> 32 blocks cap
+    ((7, 0), 64, 32, 1000, 32, 64, "warps"),
+])
+def test_calculator_cases(cc, threads, regs, smem, blocks, warps, limiter):
+    o = occ.occupancy(cc, threads, regs, smem)
+    assert (o.blocks_per_sm, o.active_warps, o.limiter) == (blocks, warps, limiter)
+    assert o.ratio == warps / occ.LIMITS[cc].max_warps_per_sm
+
+
+def test_shared_rounding_and_reservation():
+    o = occ.occupancy((8, 0), 128, 32, 1)
+    assert o.shared_per_block == 1024 + 128  # 1 B + 1 KiB reserved, rounded to 128 B
+    assert occ.occupancy((8, 0), 128, 32, 0).shared_per_block == 0
+
+
+def test_every_limit_has_a_source():
+    for cc, lim in occ.LIMITS.items():
+        assert lim.source.startswith("https://docs.nvidia.com/cuda/")
+        assert lim.registers_per_sm == 65536 and lim.max_shared_per_block <= lim.shared_per_sm
+
+
+@pytest.mark.parametrize("args, msg", [
+    (((9, 0), 2048, 32, 0), "1..1024"),
+    (((9, 0), 0, 32, 0), "1..1024"),
+    (((9, 0), 128, 300, 0), "exceed the limit of 255"),
+    (((8, 6), 128, 32, 100 * 1024), "exceed the limit"),
+    (((6, 1), 128, 32, 0), "no occupancy limits for compute capability 6.1"),
+])
+def test_errors(args, msg):
+    with pytest.raises(occ.OccupancyError, match=msg):
+        occ.occupancy(*args)

@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import occupancy as occ
-from .kernels.base import Problem, Variant
+from .kernels.base import Problem, UnsupportedProblem, Variant
 
 __all__ = ["AnatomyError", "Report", "Diff", "inspect", "diff", "classify", "instruction_mix",
            "cli", "SUPPORTED_CC", "MIX_CLASSES", "tool_path"]
@@ -138,6 +138,13 @@ def _compile_job(job: dict) -> dict:
         for part in qual.split("."):
             obj = getattr(obj, part)
         return obj(**kwargs)
+
+    # Numba compiles the device functions a kernel calls for "the current device"; with no
+    # device here, that is the target being inspected.
+    import numba.cuda.dispatcher as cuda_dispatcher
+
+    target = tuple(job["cc"])
+    cuda_dispatcher.get_current_device = lambda: type("TargetDevice", (), {"compute_capability": target})()
 
     problem = build(job["problem"]["module"], job["problem"]["qualname"], job["problem"]["params"])
     variant = build(job["variant"]["module"], job["variant"]["qualname"], job["variant"]["config"])
@@ -555,6 +562,11 @@ def inspect(variant: Variant, problem: Problem, cc=(9, 0), kernel: int = 0) -> R
     if variant.oracle:
         raise AnatomyError(f"{variant.label} is the oracle, a library call (cuBLAS / CuPy / PyTorch): "
                            "there is no kernel of ours to inspect")
+    try:
+        variant.supports(problem)
+    except UnsupportedProblem as exc:
+        raise AnatomyError(f"{variant.label} cannot take {problem.label}: {exc} "
+                           f"(variant.example(problem) gives one it can)") from None
     result = _compile(variant, problem, cc)
     launches = result["launches"]
     if not launches:
@@ -600,11 +612,12 @@ def cli(argv: list[str] | None = None) -> int:
         if problem is None:
             raise AnatomyError(f"{args.op} has no EXAMPLE_PROBLEM: give its fields with --size k=v")
         v = _find_rung(ladder, args.rung)
+        problem = v.example(problem)
         rep = inspect(v, problem, cc=args.cc)
         print(rep)
         if args.diff or args.diff_cc:
-            other = inspect(_find_rung(ladder, args.diff) if args.diff else v, problem,
-                            cc=args.diff_cc or args.cc)
+            w = _find_rung(ladder, args.diff) if args.diff else v
+            other = inspect(w, w.example(problem), cc=args.diff_cc or args.cc)
             print(diff(rep, other))
         if args.sass:
             print(rep.sass)

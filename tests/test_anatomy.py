@@ -35,7 +35,7 @@ def _ladder_cases():
         mod = importlib.import_module(info.name)
         ladder, problem = getattr(mod, "LADDER", None), getattr(mod, "EXAMPLE_PROBLEM", None)
         if ladder and problem is not None:
-            cases += [pytest.param(v, problem, id=f"{info.name.rsplit('.', 1)[-1]}-{v.label}")
+            cases += [pytest.param(v, v.example(problem), id=f"{info.name.rsplit('.', 1)[-1]}-{v.label}")
                       for v in ladder if not v.oracle]
     return cases
 

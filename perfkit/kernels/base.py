@@ -324,6 +324,11 @@ class Variant:
     def workspace(self, problem: Problem) -> dict[str, tuple[tuple[int, ...], str]]:
         return {}
 
+    def example(self, problem: Problem) -> Problem:
+        """The problem to show this rung on, given the op's example (a rung that needs, say,
+        float16 inputs returns the float16 twin)."""
+        return problem
+
     # --- shared behaviour ---------------------------------------------------------------
     @property
     def config(self) -> dict:

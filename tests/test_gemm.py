@@ -1,0 +1,172 @@
+"""Every GEMM rung against float64 NumPy at awkward shapes, fresh random inputs, NaN-poisoned
+outputs; bad inputs; the tensor-core fragment layout; static compile checks."""
+import numpy as np
+import pytest
+
+from perfkit import anatomy
+from perfkit.kernels import gemm
+from perfkit.kernels.base import ProblemError, UnsupportedProblem, registry_check
+
+AWKWARD = {  # every category the issue names
+    "1x1x1": (1, 1, 1), "primes": (7, 13, 5), "primes2": (37, 41, 29), "odd": (65, 33, 17),
+    "tall_skinny": (97, 3, 8), "k1": (5, 6, 1), "vec_aligned": (36, 44, 28),
+}
+# just above one block tile in every dimension, per rung (the tile sizes differ)
+ABOVE_TILE = {1: (33, 34, 35), 2: (33, 34, 35), 3: (33, 34, 35), 4: (65, 66, 9), 5: (129, 131, 9),
+              6: (129, 132, 12), 7: (129, 132, 12), 8: (129, 132, 12), 9: (129, 132, 20),
+              10: (129, 132, 12), 11: (65, 65, 17)}
+RUNGS = list(range(len(gemm.LADDER)))
+
+
+def _dtype(v):
+    return "float16" if v.name == "tensor_core" else "float32"
+
+
+def _check(v, shape, seed):
+    m, n, k = shape
+    p = gemm.Problem(m, n, k, _dtype(v))
+    x = p.make_inputs(seed)
+    out = v.run(p, x)
+    assert out.shape == (m, n) and out.dtype == np.float32
+    ref = x["a"].astype(np.float64) @ x["b"].astype(np.float64)  # independent of the op's code
+    res = p.check(out, ref)
+    assert res.ok, f"{v.label} {shape} seed={seed}: {res.message}"
+
+
+@pytest.mark.parametrize("shape", AWKWARD.values(), ids=AWKWARD.keys())
+@pytest.mark.parametrize("rung", RUNGS, ids=[v.name for v in gemm.LADDER])
+def test_rung_at_awkward_shapes(rung, shape, fresh_seed):
+    _check(gemm.LADDER[rung], shape, fresh_seed)
+
+
+@pytest.mark.parametrize("rung", RUNGS[1:], ids=[v.name for v in gemm.LADDER[1:]])
+def test_rung_just_above_one_block_tile(rung, fresh_seed):
+    _check(gemm.LADDER[rung], ABOVE_TILE[rung], fresh_seed)
+
+
+def test_oracle_in_float16_accumulates_in_float32(fresh_seed):
+    _check(gemm.LADDER[0], (9, 10, 300), fresh_seed)
+    p = gemm.Problem(9, 10, 300, "float16")
+    out = gemm.LADDER[0].run(p, p.make_inputs(fresh_seed))
+    assert out.dtype == np.float32
+
+
+def test_registry_and_texts():
+    registry_check(gemm.LADDER)
+    assert len(gemm.LADDER) == 12 and gemm.LADDER[-1].name == "tensor_core"
+    assert all(v.what for v in gemm.LADDER)
+
+
+@pytest.mark.parametrize("v", gemm.LADDER, ids=lambda v: v.name)
+def test_traffic_models_are_sane(v):
+    p = v.example(gemm.Problem(512, 384, 256))
+    t = v.traffic(p)
+    assert t.flops == p.flops and np.isfinite(t.dram_bytes) and t.dram_bytes >= p.bytes
+    if t.l2_bytes is not None:
+        assert t.l2_bytes >= p.bytes * 0.99
+
+
+@pytest.mark.parametrize("kw, msg", [
+    (dict(m=0, n=3, k=3), "m must be >= 1"),
+    (dict(m=3, n=3, k=-1), "k must be >= 1"),
+    (dict(m=3.0, n=3, k=3), "m must be an int"),
+    (dict(m=3, n=3, k=3, dtype="float64"), "dtype 'float64' is not supported"),
+    (dict(m=3, n=3, k=3, dtype="int8"), "allowed: float32, float16"),
+])
+def test_bad_problems(kw, msg):
+    with pytest.raises(ProblemError, match=msg):
+        gemm.Problem(**kw)
+
+
+def test_bad_inputs():
+    p = gemm.Problem(4, 5, 6)
+    good = p.make_inputs(0)
+    v = gemm.LADDER[3]
+    cases = [
+        ({**good, "a": good["a"].astype(np.float64)}, "input 'a' has dtype float64"),
+        ({**good, "b": np.zeros((7, 5), np.float32)}, r"input 'b' has shape \(7, 5\), expected \(6, 5\)"),
+        ({**good, "a": np.asfortranarray(good["a"])}, "input 'a' is not C-contiguous"),
+        ({**good, "a": np.zeros((4, 0), np.float32)}, r"shape \(4, 0\)"),
+        ({"a": good["a"], "B": good["b"]}, r"missing \['b'\]"),
+    ]
+    for inputs, msg in cases:
+        with pytest.raises(ProblemError, match=msg):
+            v.run(p, inputs)
+
+
+def test_dtype_rung_mismatch_is_explained():
+    p16, p32 = gemm.Problem(4, 4, 4, "float16"), gemm.Problem(4, 4, 4)
+    with pytest.raises(UnsupportedProblem, match="float32 .SIMT. rung"):
+        gemm.LADDER[5].run(p16, p16.make_inputs(0))
+    with pytest.raises(UnsupportedProblem, match="takes float16"):
+        gemm.LADDER[11].run(p32, p32.make_inputs(0))
+
+
+def test_warptile_constraints_are_checks():
+    assert gemm.WarpTile().constraints() == [] and gemm.Autotuned().constraints() == []
+    bad = gemm.WarpTile(NT=96)
+    assert any("warp" in b for b in bad.constraints())
+    with pytest.raises(UnsupportedProblem, match="!= 3 warps"):
+        bad.supports(gemm.Problem(8, 8, 8))
+    assert all(not v.constraints() for v in gemm.search_space())
+
+
+# --- the tensor-core fragment layout ---------------------------------------------------------
+# An independent transcription of the PTX ISA's tables for mma.m16n8k16 (.f16 A/B, .f32 C/D).
+def ptx_a(lane, i):
+    g, t = lane >> 2, lane % 4
+    row = g if (i < 2 or 4 <= i < 6) else g + 8
+    col = t * 2 + (i & 1) + (8 if i >= 4 else 0)
+    return row, col
+
+
+def ptx_b(lane, i):
+    g, t = lane >> 2, lane % 4
+    return t * 2 + (i & 1) + (8 if i >= 2 else 0), g
+
+
+def ptx_c(lane, i):
+    g, t = lane >> 2, lane % 4
+    return (g if i < 2 else g + 8), t * 2 + (i & 1)
+
+
+def _py(f):
+    return getattr(f, "py_func", f)
+
+
+def test_fragment_maps_match_the_ptx_isa_and_cover_each_tile_once():
+    for fn, ref, n_reg, shape in ((gemm.frag_a, ptx_a, 8, (16, 16)), (gemm.frag_b, ptx_b, 4, (16, 8)),
+                                  (gemm.frag_c, ptx_c, 4, (16, 8))):
+        seen = set()
+        for lane in range(32):
+            for i in range(n_reg):
+                rc = tuple(int(x) for x in _py(fn)(lane, i))
+                assert rc == ref(lane, i), (fn, lane, i)
+                seen.add(rc)
+        assert len(seen) == shape[0] * shape[1]
+
+
+def test_tensor_core_rung_compiles_to_hmma():
+    p = gemm.Problem(256, 256, 256, "float16")
+    for cc in ((8, 0), (9, 0)):
+        r = anatomy.inspect(gemm.LADDER[11], p, cc=cc)
+        assert "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32" in r.ptx
+        assert "HMMA.16816.F32" in r.sass and r.mix["tensor mma"] >= 4
+
+
+def test_vectorized_rungs_issue_128_bit_loads():
+    r = anatomy.inspect(gemm.LADDER[6], gemm.Problem(256, 256, 256), cc=(9, 0))
+    assert r.mix["global load 128"] >= 2
+
+
+def test_autotune_search_prunes_and_ranks():
+    cands = [gemm.WarpTile(), gemm.Autotuned(), gemm.WarpTile(NT=96)]
+    out = gemm.search(gemm.Problem(1024, 1024, 1024), cands, cc=(9, 0))
+    assert len(out) == 3
+    assert out[-1].rejected and "warp" in out[-1].rejected
+    ok = [c for c in out if c.rejected is None]
+    assert ok and all(c.registers and c.spills == 0 for c in ok)
+    assert ok == sorted(ok, key=lambda c: -c.static_score)
+    timed = gemm.search(gemm.Problem(1024, 1024, 1024), cands[:2], cc=(9, 0),
+                        time_fn=lambda v: 1.0 if v.NT == 128 else 0.5)
+    assert timed[0].variant.NT == 256 and timed[0].seconds == 0.5

@@ -170,3 +170,19 @@ def test_autotune_search_prunes_and_ranks():
     timed = gemm.search(gemm.Problem(1024, 1024, 1024), cands[:2], cc=(9, 0),
                         time_fn=lambda v: 1.0 if v.NT == 128 else 0.5)
     assert timed[0].variant.NT == 256 and timed[0].seconds == 0.5
+
+
+def test_tolerance_admits_float32_rounding_at_large_k_but_not_a_wrong_element():
+    # a thread's sequential float32 sum over k (what the SIMT rungs do), rows of C as a batch
+    p = gemm.Problem(4000, 1, 4096)
+    g = np.random.default_rng(7)
+    a = g.uniform(-1, 1, (p.m, p.k)).astype(np.float32)
+    b = g.uniform(-1, 1, (p.k, 1)).astype(np.float32)
+    acc = np.zeros(p.m, np.float32)
+    for i in range(p.k):
+        acc = acc + a[:, i] * b[i, 0]
+    ref = a.astype(np.float64) @ b.astype(np.float64)
+    out = acc.reshape(p.m, 1)
+    assert p.check(out, ref).ok
+    out[123, 0] += 0.05  # one product term of size 0.05 too many
+    assert not p.check(out, ref).ok

@@ -1,0 +1,403 @@
+"""Shared pieces of the normalization ladders.
+
+* Reductions as ``@cuda.jit(device=True)`` functions: the classic shared-memory tree
+  (rung 2), warp shuffles (rung 3 on), and the *group* reductions of rung 5, where a block holds
+  several rows and ``G`` consecutive threads (a power of two) own one row.  Every thread of a
+  block must call a reduction (they contain barriers and full-mask shuffles), so kernels never
+  return early: threads with nothing to do reduce the identity.
+* Merges for single-pass statistics: online softmax ``(max, sum)`` and Welford / Chan
+  ``(count, mean, M2)``.
+* ``shfl_xor`` / ``shfl_down``: ``cuda.shfl_xor_sync`` / ``cuda.shfl_down_sync`` on a GPU.  The
+  CUDA simulator (numba-cuda 0.30) has no warp shuffles at all (``FakeCUDAModule`` lacks them),
+  so there the same names are an exact emulation through a shared-memory exchange between two
+  barriers; the kernels that call them are identical in both worlds.
+* Host helpers: dtype checks, the static launch-shape rule and the search of rung 6.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+from numba import cuda, float32
+
+from ... import backend
+from ..base import ProblemError
+
+FULL_MASK = 0xFFFFFFFF
+NEG_INF = np.float32(-np.inf)
+ZERO = np.float32(0.0)
+ONE = np.float32(1.0)
+
+BF16_MSG = ("bfloat16 is not supported: NumPy has no bfloat16 dtype and Numba CUDA arrays cannot "
+            "hold it, so there is nothing to pass to these kernels; use float16 or float32")
+
+
+# --- host-side validation helpers ---------------------------------------------------------------
+def check_dtype(op: str, dtype, allowed=("float32", "float16")) -> str:
+    """Canonical dtype name, or ProblemError (bfloat16 gets its own explanation)."""
+    if isinstance(dtype, str) and dtype.lower().replace("_", "") in ("bfloat16", "bf16"):
+        raise ProblemError(f"{op}: {BF16_MSG}")
+    try:
+        name = np.dtype(dtype).name
+    except TypeError as exc:
+        raise ProblemError(f"{op}: unknown dtype {dtype!r}; allowed: {', '.join(allowed)}") from exc
+    if name not in allowed:
+        raise ProblemError(f"{op}: dtype {name!r} is not supported; allowed: {', '.join(allowed)}")
+    return name
+
+
+def check_count(op: str, name: str, v) -> None:
+    if not isinstance(v, (int, np.integer)) or isinstance(v, bool):
+        raise ProblemError(f"{op}: {name} must be an int, got {v!r}")
+    if v < 1:
+        raise ProblemError(f"{op}: {name} must be >= 1, got {v} (an empty array has nothing to normalize)")
+
+
+def check_eps(op: str, eps) -> None:
+    try:
+        ok = float(eps) > 0 and math.isfinite(float(eps))
+    except (TypeError, ValueError):
+        ok = False
+    if not ok:
+        raise ProblemError(f"{op}: eps must be a finite number > 0, got {eps!r}")
+
+
+def check_axis(op: str, axis) -> None:
+    if axis not in (-1, 1) or isinstance(axis, bool):
+        raise ProblemError(f"{op}: axis={axis!r} is not supported; only the last axis (-1) is "
+                           "normalized (rows are contiguous); transpose the input to reduce another axis")
+
+
+def shape2d(op: str, shape) -> tuple[int, int]:
+    """(rows, cols) from a shape tuple that must be 2-D."""
+    try:
+        t = tuple(int(s) for s in shape)
+    except TypeError as exc:
+        raise ProblemError(f"{op}: shape must be a tuple (rows, cols), got {shape!r}") from exc
+    if len(t) != 2:
+        raise ProblemError(f"{op}: needs a 2-D (rows, cols) array, got a {len(t)}-D shape {t}; "
+                           "reshape to (-1, last_dim) first")
+    return t
+
+
+def scaled_tolerance(base: tuple[float, float], n: int) -> tuple[float, float]:
+    """Tolerance for a reduction over ``n`` terms: float32 partial sums lose ~sqrt(n) ulps."""
+    f = max(1.0, math.sqrt(n / 4096.0))
+    return base[0] * f, base[1] * f
+
+
+def next_pow2(n: int) -> int:
+    return 1 << max(0, int(n) - 1).bit_length()
+
+
+def row_elems_bytes(rows: int, cols: int, dtype: str) -> float:
+    return float(rows) * cols * np.dtype(dtype).itemsize
+
+
+#: Rows a GPU keeps in flight at once (about 132 SMs x 8 blocks); their bytes decide whether
+#: a second sweep over a row hits L1/L2 or goes back to DRAM.
+ROWS_IN_FLIGHT = 1024
+ONCHIP_BYTES = 32 * 2**20  # what we trust L2 (50 MB on an H100) to hold for re-reads
+
+
+def sweep_dram(rows: int, cols: int, dtype: str, sweeps: int) -> float:
+    """DRAM bytes to read a (rows, cols) array ``sweeps`` times, one row at a time: once when
+    the rows in flight fit on chip (later sweeps hit L1/L2), every sweep otherwise."""
+    e = row_elems_bytes(rows, cols, dtype)
+    row = cols * np.dtype(dtype).itemsize
+    return e if row * min(rows, ROWS_IN_FLIGHT) <= ONCHIP_BYTES else e * sweeps
+
+
+# --- warp shuffles (simulator: exact emulation) -----------------------------------------------
+if backend.is_simulator():
+    @cuda.jit(device=True)
+    def shfl_xor(v, off):
+        """Lane ``lane ^ off``'s value (simulator: exchange through shared memory)."""
+        scr = cuda.shared.array(1024, float32)
+        t = cuda.threadIdx.x
+        cuda.syncthreads()
+        scr[t] = v
+        cuda.syncthreads()
+        return scr[t ^ off]
+
+    @cuda.jit(device=True)
+    def shfl_down(v, off):
+        """Lane ``lane + off``'s value, own value past the warp's end (simulator emulation)."""
+        scr = cuda.shared.array(1024, float32)
+        t = cuda.threadIdx.x
+        cuda.syncthreads()
+        scr[t] = v
+        cuda.syncthreads()
+        if t % 32 + off < 32:
+            return scr[t + off]
+        return v
+else:
+    @cuda.jit(device=True)
+    def shfl_xor(v, off):
+        """Lane ``lane ^ off``'s value: a register exchange inside the warp (SHFL.BFLY)."""
+        return cuda.shfl_xor_sync(FULL_MASK, v, off)
+
+    @cuda.jit(device=True)
+    def shfl_down(v, off):
+        """Lane ``lane + off``'s value (SHFL.DOWN); lanes past the end keep their own."""
+        return cuda.shfl_down_sync(FULL_MASK, v, off)
+
+
+# --- rung 2: shared-memory tree over the whole block -----------------------------------------
+@cuda.jit(device=True)
+def tree_sum(v, sh, nthreads):
+    """Sum of ``v`` over a block of ``nthreads`` (a power of two), via ``sh[nthreads]``:
+    log2(nthreads) halving steps, a barrier after each.  Every thread gets the result."""
+    t = cuda.threadIdx.x
+    sh[t] = v
+    cuda.syncthreads()
+    s = nthreads // 2
+    while s > 0:
+        if t < s:
+            sh[t] = sh[t] + sh[t + s]
+        cuda.syncthreads()
+        s //= 2
+    r = sh[0]
+    cuda.syncthreads()  # sh is reused by the next reduction
+    return r
+
+
+@cuda.jit(device=True)
+def tree_max(v, sh, nthreads):
+    t = cuda.threadIdx.x
+    sh[t] = v
+    cuda.syncthreads()
+    s = nthreads // 2
+    while s > 0:
+        if t < s:
+            sh[t] = max(sh[t], sh[t + s])
+        cuda.syncthreads()
+        s //= 2
+    r = sh[0]
+    cuda.syncthreads()
+    return r
+
+
+# --- rung 3 on: butterflies inside a warp, then across the warps of a group -------------------
+@cuda.jit(device=True)
+def warp_sum(v, width):
+    """Butterfly (xor) all-reduce over aligned groups of ``width`` lanes (power of two <= 32)."""
+    off = width // 2
+    while off > 0:
+        v += shfl_xor(v, off)
+        off //= 2
+    return v
+
+
+@cuda.jit(device=True)
+def warp_max(v, width):
+    off = width // 2
+    while off > 0:
+        v = max(v, shfl_xor(v, off))
+        off //= 2
+    return v
+
+
+@cuda.jit(device=True)
+def group_sum(v, G, scr):
+    """Sum over the ``G`` consecutive threads that own one row (``G`` a power of two).
+
+    G <= 32: shuffles only.  G > 32: each warp reduces by shuffles, lane 0 parks the partial in
+    ``scr[warp]`` (``scr`` holds 32 floats), one barrier, every thread adds its group's
+    ``G/32`` partials (broadcast reads), a second barrier before ``scr`` is reused."""
+    v = warp_sum(v, min(G, 32))
+    if G > 32:
+        t = cuda.threadIdx.x
+        if t % 32 == 0:
+            scr[t // 32] = v
+        cuda.syncthreads()
+        first = (t // G) * (G // 32)
+        acc = ZERO
+        for i in range(G // 32):
+            acc += scr[first + i]
+        cuda.syncthreads()
+        v = acc
+    return v
+
+
+@cuda.jit(device=True)
+def group_max(v, G, scr):
+    v = warp_max(v, min(G, 32))
+    if G > 32:
+        t = cuda.threadIdx.x
+        if t % 32 == 0:
+            scr[t // 32] = v
+        cuda.syncthreads()
+        first = (t // G) * (G // 32)
+        acc = scr[first]
+        for i in range(1, G // 32):
+            acc = max(acc, scr[first + i])
+        cuda.syncthreads()
+        v = acc
+    return v
+
+
+# --- single-pass statistics: online softmax ---------------------------------------------------
+@cuda.jit(device=True)
+def softmax_merge(m1, s1, m2, s2):
+    """Merge two partial (running max, sum of exp(x - max)) pairs.  An empty part has
+    m = -inf, s = 0 and contributes nothing (no exp(-inf - -inf) = NaN); a NaN in either part
+    makes the sum NaN, so a poisoned row stays poisoned."""
+    m = max(m1, m2)
+    if m == NEG_INF:
+        return m, ZERO
+    a = s1 * math.exp(m1 - m) if m1 != NEG_INF else ZERO
+    b = s2 * math.exp(m2 - m) if m2 != NEG_INF else ZERO
+    return m, a + b
+
+
+@cuda.jit(device=True)
+def group_softmax_stats(m, s, G, scr_m, scr_s):
+    """All-reduce of (max, sum) pairs over a group of G threads."""
+    off = min(G, 32) // 2
+    while off > 0:
+        mo = shfl_xor(m, off)
+        so = shfl_xor(s, off)
+        m, s = softmax_merge(m, s, mo, so)
+        off //= 2
+    if G > 32:
+        t = cuda.threadIdx.x
+        if t % 32 == 0:
+            scr_m[t // 32] = m
+            scr_s[t // 32] = s
+        cuda.syncthreads()
+        first = (t // G) * (G // 32)
+        m = NEG_INF
+        s = ZERO
+        for i in range(G // 32):
+            m, s = softmax_merge(m, s, scr_m[first + i], scr_s[first + i])
+        cuda.syncthreads()
+    return m, s
+
+
+# --- single-pass statistics: Welford / Chan ---------------------------------------------------
+@cuda.jit(device=True)
+def welford_push(n, mean, m2, x):
+    """Add one sample: n += 1, mean += d / n, M2 += d * (x - new mean)."""
+    n += ONE
+    d = x - mean
+    mean += d / n
+    m2 += d * (x - mean)
+    return n, mean, m2
+
+
+@cuda.jit(device=True)
+def chan_merge(na, ma, qa, nb, mb, qb):
+    """Chan et al.: merge (count, mean, M2) of two disjoint parts; an empty part is a no-op."""
+    n = na + nb
+    if n == ZERO:
+        return ZERO, ZERO, ZERO
+    d = mb - ma
+    wb = nb / n
+    return n, ma + d * wb, qa + qb + d * d * na * wb
+
+
+@cuda.jit(device=True)
+def group_welford(n, mean, m2, G, scr_n, scr_m, scr_q):
+    """All-reduce of Welford triples over a group of G threads (shuffle butterflies, then the
+    warps' partials through shared memory when G > 32)."""
+    off = min(G, 32) // 2
+    while off > 0:
+        no = shfl_xor(n, off)
+        mo = shfl_xor(mean, off)
+        qo = shfl_xor(m2, off)
+        n, mean, m2 = chan_merge(n, mean, m2, no, mo, qo)
+        off //= 2
+    if G > 32:
+        t = cuda.threadIdx.x
+        if t % 32 == 0:
+            scr_n[t // 32] = n
+            scr_m[t // 32] = mean
+            scr_q[t // 32] = m2
+        cuda.syncthreads()
+        first = (t // G) * (G // 32)
+        n = ZERO
+        mean = ZERO
+        m2 = ZERO
+        for i in range(G // 32):
+            n, mean, m2 = chan_merge(n, mean, m2, scr_n[first + i], scr_m[first + i], scr_q[first + i])
+        cuda.syncthreads()
+    return n, mean, m2
+
+
+# --- rung 5 / 6 launch shapes ------------------------------------------------------------------
+@dataclass(frozen=True)
+class Shape:
+    """Launch shape of the multi-row rungs: ``G`` threads per row, ``R`` rows per block,
+    ``V`` elements per thread per loop trip."""
+
+    G: int
+    R: int
+    V: int
+
+    @property
+    def block(self) -> int:
+        return self.G * self.R
+
+
+def check_shape(G: int, R: int, V: int) -> list[str]:
+    bad = []
+    if G < 1 or G & (G - 1) or G > 1024:
+        bad.append(f"threads_per_row={G} must be a power of two <= 1024")
+    if R < 1 or G * R > 1024:
+        bad.append(f"rows_per_block={R}: threads_per_row * rows_per_block = {G * R} must be 1..1024")
+    elif G < 32 and (G * R) % 32:
+        bad.append(f"threads_per_row * rows_per_block = {G * R} must fill whole warps when threads_per_row < 32")
+    if V < 1 or V > 16:
+        bad.append(f"vec={V} must be 1..16")
+    return bad
+
+
+def static_shape(cols: int, V: int = 4) -> Shape:
+    """The documented rule used when nothing can be timed: enough threads per row that each
+    thread makes about 4 trips of ``V`` elements (so loads stay in flight without a long serial
+    tail), at least a warp and at most 1024; then enough rows per block to make >= 128 threads,
+    so blocks of narrow rows are not tiny (the SM's block-slot limit would cap occupancy)."""
+    G = min(1024, max(32, next_pow2(-(-cols // (4 * V)))))
+    R = max(1, 128 // G)
+    return Shape(G, R, V)
+
+
+def search_space(cols: int) -> list[Shape]:
+    out = []
+    for G in (32, 64, 128, 256, 512, 1024):
+        for R in (1, 2, 4, 8):
+            for V in (1, 2, 4, 8):
+                if not check_shape(G, R, V) and G <= max(32, next_pow2(cols)):
+                    out.append(Shape(G, R, V))
+    return out
+
+
+def search(make_variant: Callable[[Shape], object], cols: int,
+           time_fn: Callable[[object], float] | None = None,
+           candidates: list[Shape] | None = None) -> list[tuple[object, float | None]]:
+    """Rank launch shapes for rows of ``cols``: timed with ``time_fn(variant) -> seconds`` when
+    given (on a GPU), else by closeness to :func:`static_shape` (the static pick comes first).
+    Returns ``[(variant, seconds_or_None), ...]`` best first."""
+    cands = candidates or search_space(cols)
+    if time_fn is not None:
+        timed = [(make_variant(s), float(time_fn(make_variant(s)))) for s in cands]
+        return sorted(timed, key=lambda p: p[1])
+    pick = static_shape(cols)
+
+    def dist(s: Shape) -> float:
+        return (abs(math.log2(s.G / pick.G)) + abs(math.log2(s.R / pick.R)) + abs(math.log2(s.V / pick.V)))
+
+    return [(make_variant(s), None) for s in sorted(cands, key=dist)]
+
+
+def view(buf, shape: tuple[int, ...]):
+    """``buf`` reshaped to ``shape`` (a C-contiguous view).  The host stand-ins that
+    ``Variant.host_buffers`` makes for compiling a plan hold one element: they get the right
+    rank instead, which is all a compilation needs."""
+    n = int(np.prod(shape))
+    if getattr(buf, "size", None) == n:
+        return buf.reshape(shape)
+    return buf.reshape((1,) * len(shape))

@@ -1,0 +1,659 @@
+"""BatchNorm forward in training mode, per channel over N, H, W, layout ``"NCHW"`` or ``"NHWC"``:
+
+    mean_c = mean(x[:, c]),  var_c = mean((x[:, c] - mean_c)^2)       (biased, used to normalize)
+    y = (x - mean_c) / sqrt(var_c + eps) * gamma_c + beta_c
+    running_mean = (1 - momentum) * running_mean_in + momentum * mean_c
+    running_var  = (1 - momentum) * running_var_in  + momentum * var_c * M / (M - 1)   (unbiased)
+
+with M = N*H*W and momentum 0.1, as PyTorch does.  x and y are float32 or float16; gamma, beta and
+the running statistics are float32 (as under PyTorch autocast).  The inputs ``running_mean_in``
+and ``running_var_in`` are not modified: the updated statistics are the outputs ``running_mean``
+and ``running_var``.
+
+Kernels see x as a 3-D view (A, C, B): (N, C, H*W) for NCHW and (N*H*W, C, 1) for NHWC, so one
+channel's elements are ``x[a, c, b]``.  In NCHW a channel is N contiguous runs of H*W; in NHWC
+its elements are C apart, and a block per channel reads one element per 32-byte sector.
+
+Ledger (one line per rung; numbers and names live only in ``LADDER``):
+
+  0 oracle      torch.nn.functional.batch_norm(training=True) on a GPU (CuPy without torch); NumPy here
+  1 naive       one thread per channel, three kernels (mean; variance + running stats; write)
+  2 fused       one block per channel, shared-memory tree reductions, three sweeps in one kernel
+  3 warp        the same with warp-shuffle reductions
+  4 welford     single-pass statistics (Welford, Chan's merge): two sweeps
+  5 split       the reduction split over many blocks (channel tiles x slices of N*H*W, coalesced
+                in both layouts, V loads in flight), a finalize kernel, and a fully parallel
+                grid-stride normalize: all SMs busy even with few channels
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import ClassVar
+
+import numpy as np
+from numba import cuda, float32
+
+from ... import backend
+from ...model import Traffic
+from ..base import TOLERANCES, Launch, OracleVariant, Problem, ProblemError, UnsupportedProblem, Variant, registry_check
+from . import _common as C
+from ._common import ONE, ZERO, chan_merge, group_sum, group_welford, tree_sum, welford_push
+
+__all__ = ["Problem", "LADDER", "Oracle", "Naive", "Fused", "Warp", "Welford", "Split", "EXAMPLE_PROBLEM"]
+
+Base = Problem
+LAYOUTS = ("NCHW", "NHWC")
+
+
+@dataclass(frozen=True)
+class Problem(Base):
+    """Training-mode BatchNorm of x (layout NCHW or NHWC) with per-channel gamma, beta."""
+
+    n: int
+    c: int
+    h: int
+    w: int
+    dtype: str = "float32"
+    layout: str = "NCHW"
+    eps: float = 1e-5
+    momentum: float = 0.1
+
+    op: ClassVar[str] = "batchnorm"
+    dtypes: ClassVar[tuple[str, ...]] = ("float32", "float16")
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dtype", C.check_dtype(self.op, self.dtype, self.dtypes))
+        super().__post_init__()
+
+    def validate(self) -> None:
+        for k in ("n", "c", "h", "w"):
+            C.check_count(self.op, k, getattr(self, k))
+        if self.layout not in LAYOUTS:
+            raise ProblemError(f"batchnorm: unknown layout {self.layout!r}; allowed: {', '.join(LAYOUTS)}")
+        C.check_eps(self.op, self.eps)
+        try:
+            ok = 0.0 <= float(self.momentum) <= 1.0
+        except (TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise ProblemError(f"batchnorm: momentum must be a number in [0, 1], got {self.momentum!r}")
+        if self.m < 2:
+            raise ProblemError("batchnorm: training mode needs more than one value per channel "
+                               f"(n*h*w = {self.m}); the unbiased variance of one value is undefined")
+
+    @property
+    def m(self) -> int:
+        """Values per channel, N*H*W."""
+        return self.n * self.h * self.w
+
+    @property
+    def shape(self) -> tuple[int, int, int, int]:
+        return (self.n, self.c, self.h, self.w) if self.layout == "NCHW" else (self.n, self.h, self.w, self.c)
+
+    @property
+    def view3(self) -> tuple[int, int, int]:
+        """(A, C, B): channel c's elements are x3[a, c, b]."""
+        return (self.n, self.c, self.h * self.w) if self.layout == "NCHW" else (self.m, self.c, 1)
+
+    def input_specs(self):
+        ch = ((self.c,), "float32")
+        return {"x": (self.shape, self.dtype), "gamma": ch, "beta": ch, "running_mean_in": ch,
+                "running_var_in": ch}
+
+    def output_specs(self):
+        ch = ((self.c,), "float32")
+        return {"y": (self.shape, self.dtype), "running_mean": ch, "running_var": ch}
+
+    def _make(self, g):
+        c = self.c
+        return {"x": (1.0 + 2.0 * g.standard_normal(self.shape)).astype(self.dtype),
+                "gamma": (1.0 + 0.1 * g.standard_normal(c)).astype(np.float32),
+                "beta": (0.1 * g.standard_normal(c)).astype(np.float32),
+                "running_mean_in": (0.1 * g.standard_normal(c)).astype(np.float32),
+                "running_var_in": (1.0 + 0.1 * np.abs(g.standard_normal(c))).astype(np.float32)}
+
+    def _axes(self):
+        return (0, 2, 3) if self.layout == "NCHW" else (0, 1, 2)
+
+    def _bcast(self, v):
+        return v.reshape((1, -1, 1, 1) if self.layout == "NCHW" else (1, 1, 1, -1))
+
+    def _reference(self, inputs):
+        x = inputs["x"].astype(np.float64)
+        ax = self._axes()
+        mean = x.mean(axis=ax)
+        var = ((x - self._bcast(mean)) ** 2).mean(axis=ax)
+        y = (x - self._bcast(mean)) / np.sqrt(self._bcast(var) + self.eps) \
+            * self._bcast(inputs["gamma"].astype(np.float64)) + self._bcast(inputs["beta"].astype(np.float64))
+        mo = self.momentum
+        rm = (1 - mo) * inputs["running_mean_in"].astype(np.float64) + mo * mean
+        rv = (1 - mo) * inputs["running_var_in"].astype(np.float64) + mo * var * self.m / (self.m - 1)
+        return {"y": y, "running_mean": rm, "running_var": rv}
+
+    def tolerance(self):
+        return C.scaled_tolerance(TOLERANCES[self.dtype], self.m)
+
+    @property
+    def flops(self) -> float:
+        return 8.0 * self.n * self.c * self.h * self.w
+
+    @property
+    def elem_bytes(self) -> float:
+        return float(self.n) * self.c * self.h * self.w * np.dtype(self.dtype).itemsize
+
+
+def _scalars(p: Problem):
+    return np.float32(p.eps), np.float32(p.momentum)
+
+
+def _x3(p, bufs):
+    return C.view(bufs["x"], p.view3), C.view(bufs["y"], p.view3)
+
+
+def _traffic(p: Problem, sweeps: int, note: str, smem: float = 0.0, coalesced: bool = True) -> Traffic:
+    e = p.elem_bytes
+    ch = p.c * 4.0 * 7
+    dram = C.sweep_dram(p.c, p.m, p.dtype, sweeps) + e + ch
+    if not coalesced:
+        # NHWC, one channel per block: a 32-byte sector holds 32/itemsize neighbouring channels
+        # and serves only one of them per request; L2 moves that many times the bytes (DRAM
+        # too, whenever the sector is evicted before the neighbouring channels' blocks use it).
+        note += "; NHWC: one useful element per 32-byte sector"
+        l2 = (sweeps + 1) * e * 32.0 / np.dtype(p.dtype).itemsize
+    else:
+        l2 = (sweeps + 1) * e + ch
+    return Traffic(flops=p.flops, dram_bytes=dram, l2_bytes=l2, smem_bytes=smem, limiter="dram", notes=note)
+
+
+# --- rung 0 -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Oracle(OracleVariant):
+    name: ClassVar[str] = "oracle"
+    what: ClassVar[str] = ("torch.nn.functional.batch_norm(training=True) (cuDNN / native kernels, running "
+                           "stats updated in place on copies) on a GPU, a CuPy expression without torch; NumPy "
+                           "in float32 on the host.")
+
+    def gpu(self, problem, x, out):
+        try:
+            import torch
+
+            ok = torch.cuda.is_available()
+        except Exception:
+            ok = False
+        if ok:
+            xt = torch.from_dlpack(x["x"])
+            if problem.layout == "NHWC":  # a channels_last NCHW tensor over the same memory
+                xt = xt.permute(0, 3, 1, 2)
+            rm = torch.from_dlpack(out["running_mean"])
+            rv = torch.from_dlpack(out["running_var"])
+            rm.copy_(torch.from_dlpack(x["running_mean_in"]))
+            rv.copy_(torch.from_dlpack(x["running_var_in"]))
+            y = torch.nn.functional.batch_norm(xt, rm, rv, torch.from_dlpack(x["gamma"]),
+                                               torch.from_dlpack(x["beta"]), training=True,
+                                               momentum=problem.momentum, eps=problem.eps)
+            yo = torch.from_dlpack(out["y"])
+            yo.copy_(y.permute(0, 2, 3, 1) if problem.layout == "NHWC" else y)
+            return
+        import cupy as cp
+
+        res = _host_math(cp, problem, x)
+        for k, a in res.items():
+            out[k][...] = a.astype(out[k].dtype)
+
+    def host(self, problem, x):
+        res = _host_math(np, problem, x)
+        return {"y": res["y"].astype(problem.dtype), "running_mean": res["running_mean"].astype(np.float32),
+                "running_var": res["running_var"].astype(np.float32)}
+
+    def traffic(self, problem):
+        e = problem.elem_bytes
+        return Traffic(flops=problem.flops, dram_bytes=5 * e, l2_bytes=5 * e, limiter="dram",
+                       notes="library kernel: statistics pass + normalize pass (2 reads, 1 write), plus our copy")
+
+
+def _host_math(xp, p, x):
+    f = xp.float32
+    xf = x["x"].astype(f)
+    ax = p._axes()
+    mean = xf.mean(axis=ax)
+    var = ((xf - p._bcast(mean)) ** 2).mean(axis=ax)
+    y = (xf - p._bcast(mean)) / xp.sqrt(p._bcast(var) + f(p.eps)) * p._bcast(x["gamma"]) + p._bcast(x["beta"])
+    mo = f(p.momentum)
+    rm = (f(1) - mo) * x["running_mean_in"] + mo * mean
+    rv = (f(1) - mo) * x["running_var_in"] + mo * var * f(p.m / (p.m - 1))
+    return {"y": y, "running_mean": rm, "running_var": rv}
+
+
+# --- rung 1 -------------------------------------------------------------------------------
+@cuda.jit
+def bn_chan_mean(x3, mean, nc):
+    c = cuda.grid(1)
+    if c < nc:
+        A = x3.shape[0]
+        B = x3.shape[2]
+        s = ZERO
+        for a in range(A):
+            for b in range(B):
+                s += float32(x3[a, c, b])
+        mean[c] = s / float32(A * B)
+
+
+@cuda.jit
+def bn_chan_var(x3, mean, invstd, rm_in, rv_in, rm, rv, eps, mom, nc):
+    c = cuda.grid(1)
+    if c < nc:
+        A = x3.shape[0]
+        B = x3.shape[2]
+        m = mean[c]
+        s = ZERO
+        for a in range(A):
+            for b in range(B):
+                d = float32(x3[a, c, b]) - m
+                s += d * d
+        cnt = float32(A * B)
+        var = s / cnt
+        invstd[c] = ONE / math.sqrt(var + eps)
+        rm[c] = (ONE - mom) * rm_in[c] + mom * m
+        rv[c] = (ONE - mom) * rv_in[c] + mom * var * cnt / (cnt - ONE)
+
+
+@cuda.jit
+def bn_chan_write(x3, y3, mean, invstd, gamma, beta, nc):
+    c = cuda.grid(1)
+    if c < nc:
+        A = x3.shape[0]
+        B = x3.shape[2]
+        m = mean[c]
+        k = invstd[c] * gamma[c]
+        bb = beta[c]
+        for a in range(A):
+            for b in range(B):
+                y3[a, c, b] = (float32(x3[a, c, b]) - m) * k + bb
+
+
+@dataclass(frozen=True)
+class Naive(Variant):
+    block: int = 64
+
+    rung: ClassVar[int] = 1
+    name: ClassVar[str] = "naive"
+    what: ClassVar[str] = (
+        "One thread per channel, one kernel per pass (mean; variance and running statistics; "
+        "write), statistics through a global workspace. Only C threads run: a GPU wants tens "
+        "of thousands. x is read three times."
+    )
+
+    def workspace(self, problem):
+        return {"mean": ((problem.c,), "float32"), "invstd": ((problem.c,), "float32")}
+
+    def plan(self, problem, bufs):
+        eps, mom = _scalars(problem)
+        x3, y3 = _x3(problem, bufs)
+        g = -(-problem.c // self.block)
+        nc = problem.c
+        return [Launch(bn_chan_mean, g, self.block, (x3, bufs["mean"], nc)),
+                Launch(bn_chan_var, g, self.block, (x3, bufs["mean"], bufs["invstd"], bufs["running_mean_in"],
+                                                    bufs["running_var_in"], bufs["running_mean"],
+                                                    bufs["running_var"], eps, mom, nc)),
+                Launch(bn_chan_write, g, self.block, (x3, y3, bufs["mean"], bufs["invstd"], bufs["gamma"],
+                                                      bufs["beta"], nc))]
+
+    def traffic(self, problem):
+        e = problem.elem_bytes
+        return Traffic(flops=problem.flops, dram_bytes=4 * e, l2_bytes=4 * e, limiter="dram",
+                       notes="3 reads + 1 write; only C threads in flight (latency-bound in practice)")
+
+
+# --- rung 2 -------------------------------------------------------------------------------
+def _check_block(block: int) -> None:
+    if block < 32 or block > 1024 or block & (block - 1):
+        raise UnsupportedProblem(f"block={block} must be a power of two in 32..1024")
+
+
+@cuda.jit(device=True)
+def _finish(c, m, var, cnt, eps, mom, rm_in, rv_in, rm, rv):
+    rm[c] = (ONE - mom) * rm_in[c] + mom * m
+    rv[c] = (ONE - mom) * rv_in[c] + mom * var * cnt / (cnt - ONE)
+
+
+@lru_cache(maxsize=None)
+def _fused_kernel(B: int):
+    @cuda.jit
+    def bn_fused(x3, y3, gamma, beta, rm_in, rv_in, rm, rv, eps, mom):
+        sh = cuda.shared.array(B, float32)
+        c = cuda.blockIdx.x
+        t = cuda.threadIdx.x
+        nb = x3.shape[2]
+        total = x3.shape[0] * nb
+        cnt = float32(total)
+        s = ZERO
+        for i in range(t, total, B):  # flat index over (a, b): coalesced along b in NCHW
+            a = i // nb
+            s += float32(x3[a, c, i - a * nb])
+        m = tree_sum(s, sh, B) / cnt
+        s = ZERO
+        for i in range(t, total, B):
+            a = i // nb
+            d = float32(x3[a, c, i - a * nb]) - m
+            s += d * d
+        var = tree_sum(s, sh, B) / cnt
+        k = gamma[c] / math.sqrt(var + eps)
+        bb = beta[c]
+        if t == 0:
+            _finish(c, m, var, cnt, eps, mom, rm_in, rv_in, rm, rv)
+        for i in range(t, total, B):
+            a = i // nb
+            y3[a, c, i - a * nb] = (float32(x3[a, c, i - a * nb]) - m) * k + bb
+
+    return bn_fused
+
+
+def _per_channel_args(problem, bufs):
+    eps, mom = _scalars(problem)
+    x3, y3 = _x3(problem, bufs)
+    return (x3, y3, bufs["gamma"], bufs["beta"], bufs["running_mean_in"], bufs["running_var_in"],
+            bufs["running_mean"], bufs["running_var"], eps, mom)
+
+
+@dataclass(frozen=True)
+class Fused(Variant):
+    block: int = 256
+
+    rung: ClassVar[int] = 2
+    name: ClassVar[str] = "fused"
+    what: ClassVar[str] = (
+        "One block per channel, one kernel: three sweeps (mean, centred variance, write) with "
+        "shared-memory tree reductions. Coalesced in NCHW (a channel is runs of H*W); in NHWC "
+        "consecutive elements of a channel are C apart: one element per sector."
+    )
+
+    def supports(self, problem):
+        _check_block(self.block)
+
+    def plan(self, problem, bufs):
+        self.supports(problem)
+        return [Launch(_fused_kernel(self.block), problem.c, self.block, _per_channel_args(problem, bufs))]
+
+    def traffic(self, problem):
+        return _traffic(problem, 3, "3 sweeps per channel (2 from cache when a channel fits)",
+                        coalesced=problem.layout == "NCHW")
+
+
+# --- rung 3 -------------------------------------------------------------------------------
+@lru_cache(maxsize=None)
+def _warp_kernel(B: int):
+    @cuda.jit
+    def bn_warp(x3, y3, gamma, beta, rm_in, rv_in, rm, rv, eps, mom):
+        scr = cuda.shared.array(32, float32)
+        c = cuda.blockIdx.x
+        t = cuda.threadIdx.x
+        nb = x3.shape[2]
+        total = x3.shape[0] * nb
+        cnt = float32(total)
+        s = ZERO
+        for i in range(t, total, B):
+            a = i // nb
+            s += float32(x3[a, c, i - a * nb])
+        m = group_sum(s, B, scr) / cnt
+        s = ZERO
+        for i in range(t, total, B):
+            a = i // nb
+            d = float32(x3[a, c, i - a * nb]) - m
+            s += d * d
+        var = group_sum(s, B, scr) / cnt
+        k = gamma[c] / math.sqrt(var + eps)
+        bb = beta[c]
+        if t == 0:
+            _finish(c, m, var, cnt, eps, mom, rm_in, rv_in, rm, rv)
+        for i in range(t, total, B):
+            a = i // nb
+            y3[a, c, i - a * nb] = (float32(x3[a, c, i - a * nb]) - m) * k + bb
+
+    return bn_warp
+
+
+@dataclass(frozen=True)
+class Warp(Variant):
+    block: int = 256
+
+    rung: ClassVar[int] = 3
+    name: ClassVar[str] = "warp"
+    what: ClassVar[str] = "Rung 2 with warp-shuffle reductions: two barriers per reduction, not log2(block)."
+
+    def supports(self, problem):
+        _check_block(self.block)
+
+    def plan(self, problem, bufs):
+        self.supports(problem)
+        return [Launch(_warp_kernel(self.block), problem.c, self.block, _per_channel_args(problem, bufs))]
+
+    def traffic(self, problem):
+        return _traffic(problem, 3, "3 sweeps per channel; shuffle reductions", coalesced=problem.layout == "NCHW")
+
+
+# --- rung 4 -------------------------------------------------------------------------------
+@lru_cache(maxsize=None)
+def _welford_kernel(B: int):
+    @cuda.jit
+    def bn_welford(x3, y3, gamma, beta, rm_in, rv_in, rm, rv, eps, mom):
+        scr_n = cuda.shared.array(32, float32)
+        scr_m = cuda.shared.array(32, float32)
+        scr_q = cuda.shared.array(32, float32)
+        c = cuda.blockIdx.x
+        t = cuda.threadIdx.x
+        nb = x3.shape[2]
+        total = x3.shape[0] * nb
+        n = ZERO
+        m = ZERO
+        m2 = ZERO
+        for i in range(t, total, B):  # one sweep for mean and M2
+            a = i // nb
+            n, m, m2 = welford_push(n, m, m2, float32(x3[a, c, i - a * nb]))
+        n, m, m2 = group_welford(n, m, m2, B, scr_n, scr_m, scr_q)
+        var = m2 / n
+        k = gamma[c] / math.sqrt(var + eps)
+        bb = beta[c]
+        if t == 0:
+            _finish(c, m, var, n, eps, mom, rm_in, rv_in, rm, rv)
+        for i in range(t, total, B):
+            a = i // nb
+            y3[a, c, i - a * nb] = (float32(x3[a, c, i - a * nb]) - m) * k + bb
+
+    return bn_welford
+
+
+@dataclass(frozen=True)
+class Welford(Variant):
+    block: int = 256
+
+    rung: ClassVar[int] = 4
+    name: ClassVar[str] = "welford"
+    what: ClassVar[str] = (
+        "Single-pass statistics: Welford per thread, Chan's merge across lanes and warps; two "
+        "sweeps per channel instead of three, with no E[x^2] - E[x]^2 cancellation."
+    )
+
+    def supports(self, problem):
+        _check_block(self.block)
+
+    def plan(self, problem, bufs):
+        self.supports(problem)
+        return [Launch(_welford_kernel(self.block), problem.c, self.block, _per_channel_args(problem, bufs))]
+
+    def traffic(self, problem):
+        return _traffic(problem, 2, "2 sweeps per channel (stats, write)", coalesced=problem.layout == "NCHW")
+
+
+# --- rung 5 -------------------------------------------------------------------------------
+@lru_cache(maxsize=None)
+def _split_stats_kernel(CT: int, RB: int, V: int):
+    """Block (CT channels x RB row groups): lane % CT picks the channel, so a warp reads CT
+    consecutive channels of the same position in NHWC (coalesced); in NCHW CT == 1 and the
+    whole block walks one channel's runs.  Each block reduces one slice of the A*B positions
+    and writes a Welford partial to part[:, split, c]."""
+
+    @cuda.jit
+    def bn_split_stats(x3, part, nsplit):
+        scr = cuda.shared.array((3, 1024), float32)
+        t = cuda.threadIdx.x
+        cl = t % CT
+        grp = t // CT
+        c = cuda.blockIdx.x * CT + cl
+        nc = x3.shape[1]
+        nb = x3.shape[2]
+        total = x3.shape[0] * nb
+        sp = cuda.blockIdx.y
+        per = (total + nsplit - 1) // nsplit
+        lo = sp * per
+        hi = min(total, lo + per)
+        if c >= nc:
+            hi = lo  # a channel tile past the end: reduce nothing
+        n = ZERO
+        m = ZERO
+        m2 = ZERO
+        buf = cuda.local.array(V, float32)
+        for base in range(lo + grp, hi, RB * V):
+            k = ZERO
+            s = ZERO
+            for v in range(V):  # V loads in flight
+                i = base + v * RB
+                if i < hi:
+                    a = i // nb
+                    buf[v] = float32(x3[a, c, i - a * nb])
+                    k += ONE
+                    s += buf[v]
+            cm = s / k
+            cq = ZERO
+            for v in range(V):
+                if base + v * RB < hi:
+                    d = buf[v] - cm
+                    cq += d * d
+            n, m, m2 = chan_merge(n, m, m2, k, cm, cq)
+        scr[0, t] = n
+        scr[1, t] = m
+        scr[2, t] = m2
+        cuda.syncthreads()
+        if grp == 0 and c < nc:
+            for g in range(1, RB):
+                u = g * CT + cl
+                n, m, m2 = chan_merge(n, m, m2, scr[0, u], scr[1, u], scr[2, u])
+            part[0, sp, c] = n
+            part[1, sp, c] = m
+            part[2, sp, c] = m2
+
+    return bn_split_stats
+
+
+@cuda.jit
+def bn_split_finish(part, nsplit, mean, scale, shift, gamma, beta, rm_in, rv_in, rm, rv, eps, mom, nc):
+    """One thread per channel merges its nsplit partials (Chan), then folds gamma/beta into a
+    per-channel scale and shift for the normalize kernel and updates the running statistics."""
+    c = cuda.grid(1)
+    if c < nc:
+        n = ZERO
+        m = ZERO
+        m2 = ZERO
+        for s in range(nsplit):
+            n, m, m2 = chan_merge(n, m, m2, part[0, s, c], part[1, s, c], part[2, s, c])
+        var = m2 / n
+        k = gamma[c] / math.sqrt(var + eps)
+        mean[c] = m
+        scale[c] = k
+        shift[c] = beta[c] - m * k
+        rm[c] = (ONE - mom) * rm_in[c] + mom * m
+        rv[c] = (ONE - mom) * rv_in[c] + mom * var * n / (n - ONE)
+
+
+@cuda.jit
+def bn_normalize(x3, y3, scale, shift, total_elems):
+    """Grid-stride over every element (flat, coalesced in both layouts); the channel comes
+    from the index: y = x * scale[c] + shift[c]."""
+    nc = x3.shape[1]
+    nb = x3.shape[2]
+    start = cuda.grid(1)
+    stride = cuda.gridsize(1)
+    for f in range(start, total_elems, stride):
+        b = f % nb
+        q = f // nb
+        c = q % nc
+        a = q // nc
+        y3[a, c, b] = float32(x3[a, c, b]) * scale[c] + shift[c]
+
+
+def _sms() -> int:
+    try:
+        return backend.device().sm_count or 4
+    except Exception:
+        return 4
+
+
+@dataclass(frozen=True)
+class Split(Variant):
+    threads: int = 256
+    vec: int = 4
+
+    rung: ClassVar[int] = 5
+    name: ClassVar[str] = "split"
+    what: ClassVar[str] = (
+        "The per-channel reduction split across a 2-D grid (channel tiles x slices of N*H*W) so "
+        "every SM works even with few channels. NHWC: a block holds 32 consecutive channels x "
+        "threads/32 row groups, so each warp reads 32 neighbouring channels (coalesced); NCHW: a "
+        "block walks one channel's contiguous runs. vec loads in flight per thread (no float4 in "
+        "Numba: independent scalar loads). Welford partials -> a finalize kernel (Chan merge, "
+        "running stats, gamma/beta folded into scale/shift) -> a grid-stride normalize over "
+        "every element. x is read twice from DRAM (stats, normalize): keeping it on chip would "
+        "need a grid-wide barrier (cooperative launch)."
+    )
+
+    def tile(self, problem) -> tuple[int, int]:
+        ct = 32 if problem.layout == "NHWC" else 1
+        return ct, self.threads // ct
+
+    def splits(self, problem) -> int:
+        ct, rb = self.tile(problem)
+        tiles = -(-problem.c // ct)
+        want = max(1, (_sms() * 4) // tiles)  # about 4 blocks per SM in all
+        return max(1, min(want, -(-problem.m // (rb * self.vec))))
+
+    def supports(self, problem):
+        if self.threads < 32 or self.threads > 1024 or self.threads % 32:
+            raise UnsupportedProblem(f"split: threads={self.threads} must be a multiple of 32 in 32..1024")
+        if not 1 <= self.vec <= 16:
+            raise UnsupportedProblem(f"split: vec={self.vec} must be 1..16")
+
+    def workspace(self, problem):
+        c = (problem.c,)
+        return {"part": ((3, self.splits(problem), problem.c), "float32"), "mean": (c, "float32"),
+                "scale": (c, "float32"), "shift": (c, "float32")}
+
+    def plan(self, problem, bufs):
+        self.supports(problem)
+        eps, mom = _scalars(problem)
+        x3, y3 = _x3(problem, bufs)
+        ct, rb = self.tile(problem)
+        ns = self.splits(problem)
+        total = problem.n * problem.c * problem.h * problem.w
+        grid_n = max(1, min(_sms() * 8, -(-total // 256)))
+        return [Launch(_split_stats_kernel(ct, rb, self.vec), (-(-problem.c // ct), ns), self.threads,
+                       (x3, bufs["part"], ns)),
+                Launch(bn_split_finish, -(-problem.c // 128), 128,
+                       (bufs["part"], ns, bufs["mean"], bufs["scale"], bufs["shift"], bufs["gamma"], bufs["beta"],
+                        bufs["running_mean_in"], bufs["running_var_in"], bufs["running_mean"], bufs["running_var"],
+                        eps, mom, problem.c)),
+                Launch(bn_normalize, grid_n, 256, (x3, y3, bufs["scale"], bufs["shift"], total))]
+
+    def traffic(self, problem):
+        e = problem.elem_bytes
+        part = 3 * 4.0 * self.splits(problem) * problem.c * 2
+        return Traffic(flops=problem.flops, dram_bytes=3 * e + part, l2_bytes=3 * e + part, limiter="dram",
+                       notes="stats pass + normalize pass: x read twice, y written once; coalesced in both layouts")
+
+
+LADDER: list[Variant] = [Oracle(), Naive(), Fused(), Warp(), Welford(), Split()]
+registry_check(LADDER)
+EXAMPLE_PROBLEM = Problem(n=32, c=256, h=56, w=56)
+GPU_SWEEP = [Problem(32, 256, 56, 56, layout=lay) for lay in LAYOUTS] + \
+            [Problem(32, 64, 112, 112, layout=lay) for lay in LAYOUTS]
+SIM_SWEEP = [Problem(2, 3, 4, 5), Problem(2, 3, 4, 5, layout="NHWC")]

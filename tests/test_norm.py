@@ -1,0 +1,475 @@
+"""Normalization ladders (perfkit.kernels.norm): every rung of every op against float64 NumPy
+computed here, independently of ``problem.reference``, at awkward widths, large magnitudes,
+constant rows, NaN rows and float16; bad inputs; registries; traffic models; the launch-shape
+search; the simulator's warp-shuffle emulation.
+
+The simulator runs each CUDA thread as a Python thread, so rungs run here at small launch
+shapes (``small``): the same kernels, fewer threads.  Every rung's default configuration runs
+once too (``test_default_configs``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import math
+import pkgutil
+
+import numpy as np
+import pytest
+
+import perfkit  # noqa: F401  (picks the backend before numba.cuda is imported)
+from numba import cuda, float32  # noqa: E402
+
+from perfkit.kernels.base import OracleVariant, ProblemError, UnsupportedProblem, registry_check  # noqa: E402
+from perfkit.kernels.norm import _common, batchnorm, layernorm, layernorm_bwd, rmsnorm, softmax  # noqa: E402
+from perfkit.kernels.norm._common import group_max, group_sum, shfl_down, shfl_xor  # noqa: E402
+from perfkit.model import Traffic  # noqa: E402
+
+ROW_OPS = {"softmax": softmax, "rmsnorm": rmsnorm, "layernorm": layernorm, "layernorm_bwd": layernorm_bwd}
+ALL_OPS = {**ROW_OPS, "batchnorm": batchnorm}
+F64 = np.float64
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _quick_thread_handoffs():
+    """The simulator runs a block as Python threads that meet at barriers (and our emulated
+    warp shuffles are barriers); with the default 5 ms GIL switch interval each barrier waits
+    out switch intervals.  A shorter interval makes these kernels ~4x faster here."""
+    import sys
+
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(2e-4)
+    yield
+    sys.setswitchinterval(old)
+
+
+# --- independent float64 references -----------------------------------------------------------
+def ref_softmax(p, i):
+    x = i["x"].astype(F64)
+    m = x.max(axis=-1, keepdims=True)
+    lse = m + np.log(np.exp(x - m).sum(axis=-1, keepdims=True))
+    return {"y": np.exp(x - lse)}
+
+
+def ref_rmsnorm(p, i):
+    x = i["x"].astype(F64)
+    rms = np.sqrt(np.square(x).sum(axis=1) / x.shape[1] + p.eps)
+    return {"y": x / rms[:, None] * i["gamma"].astype(F64)[None, :]}
+
+
+def ref_layernorm(p, i):
+    x = i["x"].astype(F64)
+    mean = x.mean(axis=1)
+    rstd = 1.0 / np.sqrt(x.var(axis=1) + p.eps)
+    y = (x - mean[:, None]) * rstd[:, None] * i["gamma"].astype(F64) + i["beta"].astype(F64)
+    return {"y": y, "mean": mean, "rstd": rstd}
+
+
+def ref_layernorm_bwd(p, i):
+    x, dy, gamma = (i[k].astype(F64) for k in ("x", "dy", "gamma"))
+    n = x.shape[1]
+    mean = x.mean(axis=1, keepdims=True)
+    rstd = 1.0 / np.sqrt(x.var(axis=1, keepdims=True) + p.eps)
+    xhat = (x - mean) * rstd
+    g = dy * gamma
+    dx = rstd / n * (n * g - g.sum(axis=1, keepdims=True) - xhat * (g * xhat).sum(axis=1, keepdims=True))
+    return {"dx": dx, "dgamma": np.einsum("rc,rc->c", dy, xhat), "dbeta": dy.sum(axis=0)}
+
+
+def ref_batchnorm(p, i):
+    x = i["x"].astype(F64)
+    ch = 1 if p.layout == "NCHW" else 3
+    xc = np.moveaxis(x, ch, 0).reshape(p.c, -1)  # (C, N*H*W)
+    mean, var, uvar = xc.mean(axis=1), xc.var(axis=1), xc.var(axis=1, ddof=1)
+    yc = (xc - mean[:, None]) / np.sqrt(var[:, None] + p.eps) * i["gamma"].astype(F64)[:, None] \
+        + i["beta"].astype(F64)[:, None]
+    y = np.moveaxis(yc.reshape((p.c,) + tuple(np.delete(x.shape, ch))), 0, ch)
+    mo = p.momentum
+    return {"y": y, "running_mean": (1 - mo) * i["running_mean_in"] + mo * mean,
+            "running_var": (1 - mo) * i["running_var_in"] + mo * uvar}
+
+
+REFS = {"softmax": ref_softmax, "rmsnorm": ref_rmsnorm, "layernorm": ref_layernorm,
+        "layernorm_bwd": ref_layernorm_bwd, "batchnorm": ref_batchnorm}
+
+
+# --- helpers ------------------------------------------------------------------------------------
+def small(v, G=32, R=1, V=2):
+    """The same rung at a simulator-friendly launch shape."""
+    if isinstance(v, OracleVariant):
+        return v
+    kw = {}
+    cfg = v.config
+    if "block" in cfg:
+        kw["block"] = 32
+    if "threads_per_row" in cfg:
+        kw.update(threads_per_row=G, rows_per_block=R, vec=V)
+    if "threads" in cfg:
+        kw["threads"] = 64
+    return dataclasses.replace(v, **kw)
+
+
+def as_dict(p, out):
+    names = list(p.output_specs())
+    return out if isinstance(out, dict) else {names[0]: out}
+
+
+def run_check(op, p, inputs, v, ref=None):
+    """Run rung ``v`` and compare with the independent reference; returns the outputs."""
+    ref = REFS[op](p, inputs) if ref is None else ref
+    out = as_dict(p, v.run(p, inputs))
+    for name, (shape, dtype) in p.output_specs().items():
+        assert out[name].dtype == np.dtype(dtype), f"{v.label}: {name} dtype {out[name].dtype} != {dtype}"
+        assert out[name].shape == tuple(shape)
+    c = p.check(out, ref)
+    assert c.ok, f"{op} {p.label} {v.label} {v.config}: {c.message}"
+    return out
+
+
+def ladder_run(op, p, inputs, **small_kw):
+    ref = REFS[op](p, inputs)
+    for v in ALL_OPS[op].LADDER:
+        run_check(op, p, inputs, small(v, **small_kw), ref)
+
+
+def first_out(p, out):
+    return as_dict(p, out)[list(p.output_specs())[0]]
+
+
+# --- every rung at awkward widths ---------------------------------------------------------------
+@pytest.mark.parametrize("op", list(ROW_OPS))
+@pytest.mark.parametrize("rows,cols,dtype", [(3, 1, "float32"), (2, 3, "float16"), (3, 1000, "float32"),
+                                             (2, 1000, "float16"), (2, 4097, "float32")])
+def test_every_rung_awkward_widths(op, rows, cols, dtype, fresh_seed):
+    p = ROW_OPS[op].Problem(rows, cols, dtype)
+    ladder_run(op, p, p.make_inputs(fresh_seed))
+
+
+@pytest.mark.parametrize("op,dtype", [("softmax", "float32"), ("rmsnorm", "float16"), ("layernorm", "float32"),
+                                      ("layernorm_bwd", "float32")])
+def test_every_rung_row_of_65537(op, dtype, fresh_seed):
+    """A row far wider than any block: every thread loops (65537 = 2^16 + 1, no multiple of 4)."""
+    p = ROW_OPS[op].Problem(1, 65537, dtype)
+    ladder_run(op, p, p.make_inputs(fresh_seed), V=4)
+
+
+@pytest.mark.parametrize("op", list(ROW_OPS))
+@pytest.mark.parametrize("G,R,V,cols,dtype", [
+    (8, 4, 1, 37, "float32"),     # sub-warp groups, several rows per block, rows % R != 0
+    (64, 2, 3, 300, "float16"),   # a group spanning two warps (cross-warp merge), odd vec
+    (32, 2, 2, 36, "float32"),    # float32 and cols % 4 == 0: the 128-bit load4 path
+    (16, 2, 4, 4, "float32"),     # load4 with fewer elements than lanes
+])
+def test_multirow_launch_shapes(op, G, R, V, cols, dtype, fresh_seed):
+    mod = ROW_OPS[op]
+    p = mod.Problem(5, cols, dtype)
+    inputs = p.make_inputs(fresh_seed)
+    ref = REFS[op](p, inputs)
+    rung5 = next(v for v in mod.LADDER if v.name == "multirow")
+    run_check(op, p, inputs, dataclasses.replace(rung5, threads_per_row=G, rows_per_block=R, vec=V), ref)
+
+
+@pytest.mark.parametrize("op", list(ALL_OPS))
+def test_default_configs(op, fresh_seed):
+    """Each rung exactly as LADDER holds it (256-thread blocks and all), on a tiny problem."""
+    mod = ALL_OPS[op]
+    p = batchnorm.Problem(2, 3, 2, 3, "float16", "NHWC") if op == "batchnorm" else mod.Problem(2, 37, "float16")
+    inputs = p.make_inputs(fresh_seed)
+    ref = REFS[op](p, inputs)
+    for v in mod.LADDER:
+        run_check(op, p, inputs, v, ref)
+
+
+# --- values that break careless kernels ---------------------------------------------------------
+def _set_x(inputs, x):
+    inputs["x"] = np.ascontiguousarray(x.astype(inputs["x"].dtype))
+    return inputs
+
+
+@pytest.mark.parametrize("op", list(ROW_OPS))
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_large_magnitudes(op, dtype, fresh_seed):
+    """|x| ~ 1e4: exp(1e4) overflows float32 (and 1e4^2 * cols is large); a stable kernel
+    subtracts the row max / normalizes the scale.  Row 1: +-1e4 spread.  Row 0 for softmax and
+    rmsnorm: 1e4 + small noise (all large and close); for the mean-subtracting ops a milder
+    1e4 * (1 + N(0, 1/4)) (|mean| / std = 4: with |mean| / std ~ 1e3, float32 sums of 1e4-sized
+    values lose the digits the centred values live in, in any float32 kernel).
+    float16 keeps |x| < 65504."""
+    mod = ROW_OPS[op]
+    p = mod.Problem(2, 130, dtype)
+    g = np.random.default_rng(fresh_seed)
+    n = np.clip(g.standard_normal((2, 130)), -3, 3)
+    row0 = 1e4 + 3.0 * n[0] if op in ("softmax", "rmsnorm") else 1e4 * (1 + 0.25 * n[0])
+    x = np.stack([row0, 1e4 * n[1]])
+    inputs = _set_x(p.make_inputs(fresh_seed), x)
+    ref = REFS[op](p, inputs)
+    assert all(np.isfinite(a).all() for a in ref.values())
+    for v in mod.LADDER:
+        out = run_check(op, p, inputs, small(v), ref)
+        assert all(np.isfinite(a.astype(F64)).all() for a in out.values())
+
+
+@pytest.mark.parametrize("op", list(ROW_OPS))
+def test_constant_rows(op, fresh_seed):
+    """Zero variance: rstd = 1/sqrt(eps), x - mean = 0 exactly, finite output."""
+    mod = ROW_OPS[op]
+    p = mod.Problem(3, 45, "float32")
+    x = np.empty((3, 45))
+    x[0], x[1], x[2] = 1.5, 0.0, -3.25
+    inputs = _set_x(p.make_inputs(fresh_seed), x)
+    ref = REFS[op](p, inputs)
+    for v in mod.LADDER:
+        out = run_check(op, p, inputs, small(v), ref)
+        assert all(np.isfinite(a).all() for a in out.values()), v.label
+    if op == "softmax":
+        assert np.allclose(out["y"], 1 / 45)
+
+
+@pytest.mark.parametrize("op", list(ROW_OPS))
+def test_nan_stays_in_its_row(op, fresh_seed):
+    mod = ROW_OPS[op]
+    p = mod.Problem(4, 70, "float32")
+    inputs = p.make_inputs(fresh_seed)
+    inputs["x"][2, 33] = np.nan
+    ref = REFS[op](p, inputs)
+    for v in mod.LADDER:
+        out = run_check(op, p, inputs, small(v, G=32, R=2), ref)  # R=2: a NaN row shares a block
+        row = out["dx" if op == "layernorm_bwd" else "y"]
+        assert np.isnan(row[2]).all(), v.label
+        assert np.isfinite(np.delete(row, 2, axis=0)).all(), v.label
+
+
+# --- batchnorm ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+@pytest.mark.parametrize("shape,dtype", [((2, 3, 4, 5), "float32"), ((1, 2, 1, 3), "float16"),
+                                         ((2, 5, 7, 1), "float16")])
+def test_batchnorm_every_rung(shape, dtype, layout, fresh_seed):
+    p = batchnorm.Problem(*shape, dtype=dtype, layout=layout)
+    inputs = p.make_inputs(fresh_seed)
+    assert inputs["x"].shape == p.shape
+    ladder_run("batchnorm", p, inputs)
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_batchnorm_split_channel_tiles(layout, fresh_seed):
+    """33 channels: two 32-channel tiles in NHWC (the second almost empty), several slices of
+    N*H*W per channel, vec loads past the end of a slice."""
+    p = batchnorm.Problem(3, 33, 5, 3, "float32", layout)
+    inputs = p.make_inputs(fresh_seed)
+    for v in (batchnorm.Split(threads=64, vec=3), batchnorm.Split()):
+        run_check("batchnorm", p, inputs, v)
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_batchnorm_special_values(layout, fresh_seed):
+    """Channel 0 constant (zero variance), channel 1 ~1e4 (mean 1e4, std 2e4), channel 2 holds
+    a NaN (only its own y and running statistics become NaN)."""
+    p = batchnorm.Problem(2, 4, 3, 3, "float32", layout)
+    inputs = p.make_inputs(fresh_seed)
+    x = inputs["x"]
+    sl = (lambda c: (slice(None), c)) if layout == "NCHW" else (lambda c: (Ellipsis, c))
+    x[sl(0)] = 1.5
+    x[sl(1)] = 1e4 * x[sl(1)]
+    x[sl(2)][0, 1, 1] = np.nan
+    ref = ref_batchnorm(p, inputs)
+    for v in batchnorm.LADDER:
+        out = run_check("batchnorm", p, inputs, small(v), ref)
+        assert np.isnan(out["y"][sl(2)]).all() and np.isnan(out["running_var"][2])
+        keep = [0, 1, 3]
+        assert np.isfinite(out["y"][sl(keep)]).all() and np.isfinite(out["running_var"][keep]).all()
+
+
+# --- bad inputs ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("op", list(ROW_OPS))
+def test_bad_row_problems(op):
+    P = ROW_OPS[op].Problem
+    with pytest.raises(ProblemError, match="bfloat16.*(NumPy|Numba)"):
+        P(4, 8, "bfloat16")
+    with pytest.raises(ProblemError, match="not supported"):
+        P(4, 8, "float64")
+    with pytest.raises(ProblemError, match="dtype"):
+        P(4, 8, "int32")
+    with pytest.raises(ProblemError, match="last axis"):
+        P(4, 8, axis=0)
+    with pytest.raises(ProblemError, match="2-D"):
+        P.from_shape((2, 3, 4))
+    with pytest.raises(ProblemError, match="2-D"):
+        P.from_shape((5,))
+    assert P.from_shape((2, 3)).cols == 3
+    assert P(2, 3, axis=1).cols == 3
+    for rows, cols in ((0, 8), (8, 0), (-1, 8)):
+        with pytest.raises(ProblemError, match=">= 1"):
+            P(rows, cols)
+    with pytest.raises(ProblemError, match="int"):
+        P(2.5, 8)
+    if op != "softmax":
+        for eps in (0.0, -1e-5, float("nan"), float("inf"), "x"):
+            with pytest.raises(ProblemError, match="eps"):
+                P(4, 8, eps=eps)
+    p = P(3, 5)
+    bad = p.make_inputs(0)
+    bad["x"] = bad["x"][:, :4].copy()
+    with pytest.raises(ProblemError, match="shape"):
+        p.check_inputs(bad)
+    with pytest.raises(ProblemError, match="C-contiguous"):
+        P(5, 3).check_inputs({**P(5, 3).make_inputs(0), "x": np.asfortranarray(P(5, 3).make_inputs(0)["x"])})
+
+
+def test_bad_batchnorm_problems():
+    P = batchnorm.Problem
+    with pytest.raises(ProblemError, match="layout"):
+        P(2, 3, 4, 5, layout="NCWH")
+    with pytest.raises(ProblemError, match="bfloat16"):
+        P(2, 3, 4, 5, "bfloat16")
+    with pytest.raises(ProblemError, match="eps"):
+        P(2, 3, 4, 5, eps=0)
+    with pytest.raises(ProblemError, match="momentum"):
+        P(2, 3, 4, 5, momentum=1.5)
+    with pytest.raises(ProblemError, match="more than one value"):
+        P(1, 3, 1, 1)
+    with pytest.raises(ProblemError, match=">= 1"):
+        P(0, 3, 4, 5)
+    with pytest.raises(ProblemError, match=">= 1"):
+        P(2, 0, 4, 5)
+
+
+def test_unsupported_launch_shapes():
+    p = softmax.Problem(2, 8)
+    with pytest.raises(UnsupportedProblem, match="power of two"):
+        softmax.Fused(block=96).supports(p)
+    with pytest.raises(UnsupportedProblem, match="threads_per_row"):
+        softmax.MultiRow(threads_per_row=48).supports(p)
+    with pytest.raises(UnsupportedProblem, match="whole warps"):
+        layernorm.MultiRow(threads_per_row=8, rows_per_block=3).supports(p)
+    with pytest.raises(UnsupportedProblem, match="1..1024"):
+        rmsnorm.MultiRow(threads_per_row=512, rows_per_block=4).supports(p)
+    with pytest.raises(UnsupportedProblem, match="multiple of 32"):
+        batchnorm.Split(threads=100).supports(batchnorm.Problem(2, 3, 4, 5))
+
+
+# --- registries, plans, traffic, search ---------------------------------------------------------
+def test_registries_and_discovery():
+    import perfkit.kernels as pk
+
+    found = {i.name for i in pkgutil.walk_packages(pk.__path__, "perfkit.kernels.")}
+    for op, mod in ALL_OPS.items():
+        assert f"perfkit.kernels.norm.{op}" in found
+        registry_check(mod.LADDER)
+        assert mod.LADDER[0].oracle and mod.Problem.op == op
+        assert isinstance(mod.EXAMPLE_PROBLEM, mod.Problem)
+        assert mod.SIM_SWEEP and all(isinstance(q, mod.Problem) for q in mod.GPU_SWEEP)
+        for v in mod.LADDER:
+            assert v.what and len(v.what) > 40, v.label
+            assert type(v)(**v.config) == v
+    norm = importlib.import_module("perfkit.kernels.norm")
+    assert not hasattr(norm, "LADDER") and set(norm.OPS) == set(ALL_OPS)
+    assert [v.name for v in softmax.LADDER] == ["oracle", "naive", "fused", "warp", "online", "multirow", "tuned"]
+    assert [v.name for v in layernorm.LADDER][4] == "welford"
+
+
+@pytest.mark.parametrize("op", list(ALL_OPS))
+def test_plans_on_host_stand_ins(op):
+    """Every rung plans the GPU-size example (and its float16 / NHWC twins) from host stand-ins,
+    as the anatomy compiler does, without touching sizes of the buffers."""
+    mod = ALL_OPS[op]
+    probs = [mod.EXAMPLE_PROBLEM, dataclasses.replace(mod.EXAMPLE_PROBLEM, dtype="float16")]
+    if op == "batchnorm":
+        probs.append(dataclasses.replace(mod.EXAMPLE_PROBLEM, layout="NHWC"))
+    for p in probs:
+        for v in mod.LADDER[1:]:
+            launches = v.plan(p, v.host_buffers(p))
+            assert launches and all(1 <= l.threads_per_block <= 1024 for l in launches), v.label
+            assert all(l.shared_bytes == 0 for l in launches)
+
+
+@pytest.mark.parametrize("op", list(ALL_OPS))
+def test_traffic_sane(op):
+    mod = ALL_OPS[op]
+    p = mod.EXAMPLE_PROBLEM
+    ts = {v.name: v.traffic(p) for v in mod.LADDER}
+    for name, t in ts.items():
+        assert isinstance(t, Traffic) and t.limiter == "dram" and t.flops == p.flops > 0, name
+        assert t.dram_bytes >= 0.99 * p.bytes, f"{name}: {t.dram_bytes} below the minimum {p.bytes}"
+        assert t.l2_bytes is None or t.l2_bytes >= 0.99 * t.dram_bytes - p.bytes, name
+    naive = ts["naive"].dram_bytes
+    assert naive >= 1.45 * p.bytes  # reads x at least twice: 3 or more units against the ideal 2
+    if op != "batchnorm":
+        best = ts["multirow"].dram_bytes
+        assert best <= 1.05 * p.bytes + 4 * p.rows * 8, f"{op}: ideal rung moves {best} vs {p.bytes}"
+        assert naive > ts["fused"].dram_bytes >= best
+        # 65536-wide rows do not stay on chip between sweeps: more sweeps, more DRAM bytes
+        wide = dataclasses.replace(p, cols=65536)
+        tw = {v.name: v.traffic(wide).dram_bytes for v in mod.LADDER}
+        assert tw["naive"] > tw["multirow"]
+        if op != "rmsnorm":  # rmsnorm's fused rung already sweeps twice, like the ideal one
+            assert tw["fused"] > tw["multirow"]
+    else:
+        assert ts["split"].dram_bytes < naive
+
+
+@pytest.mark.parametrize("op", ["softmax", "rmsnorm", "layernorm", "layernorm_bwd"])
+def test_search(op):
+    mod = ROW_OPS[op]
+    p = mod.EXAMPLE_PROBLEM
+    ranked = mod.search(p)
+    assert ranked[0][1] is None
+    st = _common.static_shape(p.cols)
+    best = ranked[0][0]
+    assert (best.threads_per_row, best.rows_per_block, best.vec) == (st.G, st.R, st.V)
+    assert best.shape(p) == mod.Tuned().shape(p)  # the tuned rung's default is the static pick
+    for v, _ in ranked:
+        v.supports(p)
+    cands = [_common.Shape(32, 4, 4), _common.Shape(128, 1, 2), _common.Shape(256, 2, 8)]
+    timed = mod.search(p, time_fn=lambda v: abs(v.threads_per_row - 128) + v.vec, candidates=cands)
+    assert timed[0][0].threads_per_row == 128 and timed[0][1] == 2.0
+    assert [s for s in _common.search_space(1) if s.G > 32] == []
+
+
+def test_static_shape_rule():
+    assert _common.static_shape(1) == _common.Shape(32, 4, 4)
+    assert _common.static_shape(4096) == _common.Shape(256, 1, 4)
+    assert _common.static_shape(10**6).G == 1024
+    for cols in (1, 37, 1000, 4097, 65537):
+        s = _common.static_shape(cols)
+        assert not _common.check_shape(s.G, s.R, s.V) and s.block >= 128
+
+
+def test_tolerance_scales_with_reduction():
+    assert softmax.Problem(2, 65536).tolerance()[0] > softmax.Problem(2, 64).tolerance()[0]
+    assert layernorm_bwd.Problem(10000, 8).tolerance()[1] > layernorm_bwd.Problem(4, 8).tolerance()[1]
+
+
+def test_problem_reference_matches_independent(fresh_seed):
+    for op, mod in ALL_OPS.items():
+        p = batchnorm.Problem(2, 3, 2, 2, layout="NHWC") if op == "batchnorm" else mod.Problem(3, 17)
+        inputs = p.make_inputs(fresh_seed)
+        assert p.check(p.reference(inputs), REFS[op](p, inputs)).ok, op
+
+
+# --- the simulator's warp shuffles --------------------------------------------------------------
+@cuda.jit
+def _shuffle_probe(inp, xor_out, down_out, sum_out, max_out, G):
+    scr = cuda.shared.array(32, float32)
+    t = cuda.threadIdx.x
+    v = inp[t]
+    xor_out[t] = shfl_xor(v, 5)
+    down_out[t] = shfl_down(v, 3)
+    sum_out[t] = group_sum(v, G, scr)
+    max_out[t] = group_max(v, G, scr)
+
+
+@pytest.mark.parametrize("G", [4, 32, 64])
+def test_shuffle_emulation_is_exact(G, fresh_seed):
+    """shfl_xor / shfl_down (real intrinsics on a GPU, a shared-memory exchange in the
+    simulator) and the group reductions built on them, against NumPy."""
+    n = 128
+    inp = np.random.default_rng(fresh_seed).integers(-50, 50, n).astype(np.float32)
+    outs = [np.zeros(n, np.float32) for _ in range(4)]
+    _shuffle_probe[1, n](inp, *outs, G)
+    lane = np.arange(n) % 32
+    base = np.arange(n) - lane
+    np.testing.assert_array_equal(outs[0], inp[base + (lane ^ 5)])
+    np.testing.assert_array_equal(outs[1], np.where(lane + 3 < 32, inp[np.minimum(np.arange(n) + 3, n - 1)], inp))
+    groups = inp.reshape(-1, G)
+    np.testing.assert_array_equal(outs[2], np.repeat(groups.sum(axis=1), G))
+    np.testing.assert_array_equal(outs[3], np.repeat(groups.max(axis=1), G))

@@ -59,7 +59,7 @@ def ladder(table: pd.DataFrame, metric: str = "tflops", title: str | None = None
     vals = rows[metric].to_numpy(float)
     oracle = rows.loc[rows["rung"] == 0, metric]
     base = float(oracle.iloc[0]) if len(oracle) else np.nan
-    colors = ["#7f7f7f" if r == 0 else "#1f77b4" for r in rows["rung"]]
+    colors = ["#7f7f7f" if r == 0 else "#ff7f0e" if r < 0 else "#1f77b4" for r in rows["rung"]]  # oracle, peers
     ax.barh(list(labels), vals, color=colors)
     ax.invert_yaxis()
     for i, v in enumerate(vals):

@@ -26,6 +26,7 @@ GPU speed: speeds shown here come only from results recorded on real GPUs.
 # Parameters (papermill overrides these; profiles in notebooks/profiles.yaml)
 check_shape = (37, 41, 29)  # (m, n, k) every rung is checked at (small: the simulator is slow)
 sweep_sizes = []            # square sizes to time on a GPU (e.g. [1024, 2048, 4096]); [] = none
+llm_shapes = False          # also time gemm.LLM_SHAPES (4096x4096x11008, 8192x1024x4096, ...) on a GPU
 cc = (9, 0)                 # compile target for the anatomy view
 gpu = "h100-sxm"            # GPU whose published ceilings feed the model predictions
 seed = None                 # None: fresh random inputs for the check
@@ -37,7 +38,7 @@ import pandas as pd
 
 import perfkit                      # decides GPU or simulator before numba.cuda loads
 from perfkit import backend, bench, results, roofline, plots, anatomy, lesson, model
-from perfkit.kernels import gemm
+from perfkit.kernels import gemm, peers
 
 SIM = backend.is_simulator()
 print(backend.describe())
@@ -75,8 +76,9 @@ else:
     display(recorded[["gpu", "problem", "label", "tflops", "median_s", "utc", "commit"]])
 
 if sweep_sizes and not SIM:
-    probs = [gemm.Problem(s, s, s) for s in sweep_sizes] + [gemm.Problem(s, s, s, "float16") for s in sweep_sizes]
-    table = bench.sweep(probs, gemm.LADDER, record=record)
+    probs = ([gemm.Problem(s, s, s) for s in sweep_sizes] + [gemm.Problem(s, s, s, "float16") for s in sweep_sizes]
+             + (gemm.LLM_SHAPES if llm_shapes else []))
+    table = bench.sweep(probs, gemm.LADDER + peers.peers_for("gemm"), record=record)  # + torch, Triton
     display(table[["problem", "label", "check_ok", "median_s", "tflops", "model_s", "error"]])
     recorded = pd.concat([recorded, table], ignore_index=True)
 elif sweep_sizes:

@@ -53,6 +53,7 @@ from IPython.display import Markdown, display
 
 import perfkit                      # decides GPU or simulator before numba.cuda loads
 from perfkit import anatomy, backend, bench, lesson, model, plots, results, roofline, specs
+from perfkit.kernels import peers
 
 SIM = backend.is_simulator()
 print(backend.describe())
@@ -127,7 +128,8 @@ if recorded.empty:
 swept = pd.DataFrame()
 if sweep and not SIM:
     probs = {op: [dataclasses.replace(p, dtype=d) for p in MODS[op].GPU_SWEEP for d in sweep_dtypes] for op in ops}
-    swept = pd.concat([bench.sweep(probs[op], MODS[op].LADDER, record=record) for op in ops], ignore_index=True)
+    swept = pd.concat([bench.sweep(probs[op], MODS[op].LADDER + peers.peers_for(op), record=record)
+                       for op in ops], ignore_index=True)  # the ladder, plus a Triton peer where there is one
     display(swept[["op", "problem", "label", "check_ok", "median_s", "gbps", "model_s", "error"]])
     recorded = pd.concat([recorded, swept], ignore_index=True)
 elif sweep:

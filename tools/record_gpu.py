@@ -5,7 +5,8 @@ On a machine with a GPU (for example the lent device machine), from the reposito
     python tools/record_gpu.py --out "$OUT"            # ceilings, every ladder, do_bench comparison
 
 It measures the roofline ceilings (copy bandwidth, FP32 FMA rate), sweeps every op ladder over
-the op module's ``GPU_SWEEP`` problems (or its ``EXAMPLE_PROBLEM``), records every result in
+the op module's ``GPU_SWEEP`` problems (or its ``EXAMPLE_PROBLEM``) with its peers
+(``perfkit.kernels.peers``: torch, Triton), records every result in
 ``data/results/`` (bench.sweep does that on a GPU), compares ``perfkit.timing.measure`` with
 ``triton.testing.do_bench`` on the same prepared kernels when Triton is installed, and writes
 CSV tables and a log under ``--out``.  In the simulator it runs the same steps at tiny sizes
@@ -25,6 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import perfkit  # noqa: E402  (chooses the backend first)
 from perfkit import backend, bench, roofline, timing  # noqa: E402
+from perfkit.kernels import peers  # noqa: E402
 
 
 def ladders(only: list[str] | None):
@@ -96,8 +98,9 @@ def main(argv=None) -> int:
         if not probs:
             log(f"{name}: no problems to sweep here")
             continue
-        log(f"{name}: sweeping {len(mod.LADDER)} rungs x {len(probs)} problems")
-        table = bench.sweep(probs, mod.LADDER, progress=False)
+        variants = mod.LADDER + peers.peers_for(probs[0].op)  # torch / Triton peers where there are any
+        log(f"{name}: sweeping {len(variants)} rungs and peers x {len(probs)} problems")
+        table = bench.sweep(probs, variants, progress=False)
         table.drop(columns=["config"], errors="ignore").to_csv(out / f"sweep_{name}.csv", index=False)
         for r in table.itertuples():
             rate = f"{r.tflops:8.2f} TFLOP/s {r.gbps:8.1f} GB/s" if r.tflops == r.tflops else "(simulated)"

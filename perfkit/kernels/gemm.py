@@ -117,14 +117,44 @@ def _tiled_traffic(problem: Problem, bm: int, bn: int, bk: int, smem_per_fma: fl
                    smem_bytes=smem_per_fma * m * n * k + (l2 - m * n * F32), limiter=limiter, notes=notes)
 
 
+def _gemm_ex_f16_f32(a, b, c) -> None:
+    """c (float32, m x n) = a (float16, m x k) @ b (float16, k x n), all row-major, through
+    cublasGemmEx (Atype = Btype = CUDA_R_16F, Ctype = CUDA_R_32F, CUBLAS_COMPUTE_32F).
+
+    cuBLAS is column-major: a row-major (r x s) array is its column-major transpose, so we ask
+    for C^T (n x m) = B^T (n x k) @ A^T (k x m) with leading dimensions n, k and n.
+    """
+    import cupy as cp
+    from cupy_backends.cuda.libs import cublas
+
+    m, k = a.shape
+    n = b.shape[1]
+    for name, arr in (("a", a), ("b", b), ("c", c)):
+        if not arr.flags.c_contiguous:
+            raise ValueError(f"gemmEx: {name} must be C-contiguous")
+    one, zero = np.ones(1, np.float32), np.zeros(1, np.float32)
+    cuda_r_16f, cuda_r_32f = 2, 0                            # cudaDataType_t (library_types.h)
+    compute_32f = getattr(cublas, "CUBLAS_COMPUTE_32F", 68)  # cublasComputeType_t
+    algo = getattr(cublas, "CUBLAS_GEMM_DEFAULT", -1)
+    handle = cp.cuda.device.get_cublas_handle()
+    mode = cublas.getPointerMode(handle)
+    cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)  # alpha, beta on the host
+    try:
+        cublas.gemmEx(handle, cublas.CUBLAS_OP_N, cublas.CUBLAS_OP_N, n, m, k,
+                      one.ctypes.data, b.data.ptr, cuda_r_16f, n, a.data.ptr, cuda_r_16f, k,
+                      zero.ctypes.data, c.data.ptr, cuda_r_32f, n, compute_32f, algo)
+    finally:
+        cublas.setPointerMode(handle, mode)
+
+
 # --- rung 0 --------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Oracle(OracleVariant):
     name: ClassVar[str] = "oracle"
     what: ClassVar[str] = ("cuBLAS through CuPy: SGEMM with TF32 off (CuPy's default) for float32. "
-                           "For float16 the inputs are converted to float32 on the first (warm-up) call "
-                           "only (float16 products are exact in float32) and SGEMM runs on them: an "
-                           "honest float32-accumulation result, but a SIMT (not tensor-core) baseline. "
+                           "For float16, cublasGemmEx with float16 A and B, a float32 C and "
+                           "CUBLAS_COMPUTE_32F: cuBLAS's tensor-core HGEMM with float32 accumulation "
+                           "and output, the same contract as the tensor-core rung. "
                            "NumPy in float32 in the simulator.")
 
     def gpu(self, problem, x, out):
@@ -133,9 +163,7 @@ class Oracle(OracleVariant):
         if problem.dtype == "float32":
             cp.matmul(x["a"], x["b"], out=out["c"])
         else:
-            if "a32" not in x:  # convert once per prepared run, so timing sees only the GEMM
-                x["a32"], x["b32"] = x["a"].astype(cp.float32), x["b"].astype(cp.float32)
-            cp.matmul(x["a32"], x["b32"], out=out["c"])
+            _gemm_ex_f16_f32(x["a"], x["b"], out["c"])
 
     def host(self, problem, x):
         return x["a"].astype(np.float32) @ x["b"].astype(np.float32)

@@ -227,6 +227,17 @@ summary = pd.DataFrame(rows)
 plots.ladder(recorded if not recorded.empty else checks.assign(simulated=True), title="GEMM ladder")
 summary
 """),
+("md", r"""
+Every rung of one problem sits at the same arithmetic intensity (the problem's FLOPs over its
+minimal DRAM bytes): on the roofline the rungs climb a vertical line toward the FP32 roof (SIMT
+rungs) or the tensor roof (rung 11).  The distance to the roof is what the ladder is about.
+"""),
+("code", r"""
+on_roof = recorded[recorded.problem == EX.label] if not recorded.empty else None
+roofline.plot(on_roof, roofline.ceilings(gpu), title=f"GEMM rungs at {EX.label} on the roofline ({gpu} ceilings)")
+if on_roof is None or on_roof.empty:
+    print(f"No recorded GPU results at {EX.label}: the figure shows the ceilings only.")
+"""),
 ]
 
 if __name__ == "__main__":

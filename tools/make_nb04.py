@@ -284,6 +284,15 @@ else:
     summary.reset_index().pipe(lambda s: s.pivot_table(index="op", values="of copy bw", aggfunc="median")) \
         .plot.barh(legend=False, title="median fraction of copy bandwidth, best rung")
 """),
+("code", r"""
+# The normalizations on the roofline: about one FLOP per byte, far left of the ridge point, so only
+# the memory roof matters.  Only real GPU measurements are drawn.
+examples = {MODS[op].EXAMPLE_PROBLEM.label for op in ops}
+on_roof = recorded[recorded.problem.isin(examples)] if not recorded.empty else None
+roofline.plot(on_roof, roofline.ceilings(gpu), title=f"normalizations on the roofline ({gpu} ceilings)")
+if on_roof is None or on_roof.empty:
+    print("No recorded GPU results for the example problems: the figure shows the ceilings only.")
+"""),
 ("md", r"""
 ## What to take away
 

@@ -13,8 +13,9 @@ driver) and reads back:
 Compilation happens in a child process started with ``PERFKIT_BACKEND=compile``: in a process
 that chose the CUDA simulator, kernels are simulator objects and the real compiler cannot see
 them.  Results are cached on disk (under ``anatomy/`` in ``PERFKIT_CACHE_DIR``, default
-``~/.cache/perfkit``), keyed by the source of the rung's module and of ``kernels/base.py``, its configuration, the problem,
-the target and the tool versions, so a warm report takes milliseconds.
+``~/.cache/perfkit``), keyed by the source of the rung's module and of ``kernels/base.py``,
+its configuration, the problem, the target and the tool versions, so a warm report takes
+milliseconds.
 """
 from __future__ import annotations
 

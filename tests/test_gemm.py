@@ -186,3 +186,24 @@ def test_tolerance_admits_float32_rounding_at_large_k_but_not_a_wrong_element():
     assert p.check(out, ref).ok
     out[123, 0] += 0.05  # one product term of size 0.05 too many
     assert not p.check(out, ref).ok
+
+
+def test_simulated_load4_faults_where_a_gpu_would():
+    """A 128-bit load must be 16-byte aligned; the simulator's load4 refuses what a GPU faults on."""
+    from numba import cuda
+
+    from perfkit.kernels._vector import load4
+
+    @cuda.jit
+    def probe(a, out, j):
+        x0, x1, x2, x3 = load4(a, 1, j)
+        out[0] = x0 + x1 + x2 + x3
+
+    a = np.arange(24, dtype=np.float32).reshape(3, 8)
+    out = np.zeros(1, np.float32)
+    probe[1, 1](a, out, 4)
+    assert out[0] == 12 + 13 + 14 + 15
+    with pytest.raises(RuntimeError, match="misaligned"):
+        probe[1, 1](a, out, 2)
+    with pytest.raises(RuntimeError, match="misaligned"):  # row length 6: row 1 starts at byte 24
+        probe[1, 1](np.zeros((3, 6), np.float32), out, 0)

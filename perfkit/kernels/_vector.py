@@ -15,6 +15,13 @@ __all__ = ["load4"]
 if backend.is_simulator():
 
     def load4(arr, i, j):
+        # A GPU faults ("misaligned address") on a 128-bit load whose address is not a multiple
+        # of 16 bytes; check it here so the simulator catches what the GPU would.  Device
+        # allocations are 256-byte aligned, so the element offset decides.
+        offset = int(i) * arr.strides[0] + int(j) * arr.strides[1]
+        if arr.strides[1] != 4 or offset % 16:
+            raise RuntimeError(f"load4: misaligned 128-bit load at [{i}, {j}] (byte offset {offset}, "
+                               f"strides {arr.strides}): a GPU would fault here")
         return arr[i, j], arr[i, j + 1], arr[i, j + 2], arr[i, j + 3]
 
 else:

@@ -13,7 +13,7 @@ driver) and reads back:
 Compilation happens in a child process started with ``PERFKIT_BACKEND=compile``: in a process
 that chose the CUDA simulator, kernels are simulator objects and the real compiler cannot see
 them.  Results are cached on disk (under ``anatomy/`` in ``PERFKIT_CACHE_DIR``, default
-``~/.cache/perfkit``), keyed by the source of the rung's module and of ``kernels/base.py``,
+``~/.cache/perfkit``), keyed by the source of ``perfkit.kernels`` and of the rung's module,
 its configuration, the problem, the target and the tool versions, so a warm report takes
 milliseconds.
 """
@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import base64
 import dataclasses
+import functools
 import hashlib
 import html
 import importlib
@@ -484,12 +485,29 @@ def _job(variant: Variant, problem: Problem, cc) -> dict:
             "cc": list(cc)}
 
 
-def _source_hash(variant: Variant) -> str:
+@functools.lru_cache(maxsize=None)
+def _kernels_source_hash() -> str:
+    """Every source file of perfkit.kernels: a rung's code spans its module, shared helpers
+    (norm/_common.py, _vector.py) and base.py, so an edit to any of them must miss the cache."""
     h = hashlib.sha256()
-    for mod in {type(variant).__module__, "perfkit.kernels.base"}:
-        f = getattr(sys.modules.get(mod) or importlib.import_module(mod), "__file__", None)
-        if f:
-            h.update(Path(f).read_bytes())
+    for rel, f in _kernel_sources():
+        h.update(rel.encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()
+
+
+def _kernel_sources() -> list[tuple[str, Path]]:
+    import perfkit.kernels as pk
+
+    root = Path(pk.__file__).parent
+    return [(f.relative_to(root).as_posix(), f) for f in sorted(root.rglob("*.py"))]
+
+
+def _source_hash(variant: Variant) -> str:
+    h = hashlib.sha256(_kernels_source_hash().encode())
+    f = getattr(sys.modules.get(type(variant).__module__), "__file__", None)
+    if f:  # a variant defined outside perfkit.kernels (a user's notebook module)
+        h.update(Path(f).read_bytes())
     return h.hexdigest()
 
 

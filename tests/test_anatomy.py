@@ -148,3 +148,9 @@ def test_cli(capsys):
     assert "anatomy of 01 naive" in out and "anatomy diff" in out
     assert anatomy.cli(["saxpy", "99"]) == 2
     assert "no rung '99'" in capsys.readouterr().err
+
+
+def test_cache_key_covers_shared_kernel_helpers():
+    """A rung's code spans its module and shared helpers: editing any of them must miss the cache."""
+    names = {rel for rel, _ in anatomy._kernel_sources()}
+    assert {"base.py", "_vector.py", "norm/_common.py", "gemm.py", "norm/softmax.py"} <= names

@@ -239,6 +239,33 @@ def test_nan_stays_in_its_row(op, fresh_seed):
         assert np.isfinite(np.delete(row, 2, axis=0)).all(), v.label
 
 
+@pytest.mark.parametrize("v,cols", [
+    (softmax.Online(block=128), 70),                                     # threads whose only element is the NaN
+    (softmax.MultiRow(threads_per_row=32, rows_per_block=1, vec=1), 70),  # a lane's first chunk is just the NaN
+    (softmax.MultiRow(threads_per_row=32, rows_per_block=2, vec=2), 70),  # NaN first in a chunk / beside -inf padding
+    (softmax.MultiRow(threads_per_row=32, rows_per_block=1, vec=1), 72),  # load4: a whole 4-float chunk of NaN
+])
+def test_softmax_nan_in_any_slot(v, cols, fresh_seed):
+    """A NaN never raises a max (a GPU's max is fmaxf, which skips NaN), so a partial whose
+    elements are all NaN (or NaN and -inf padding) has max -inf and sum NaN; merging it must keep
+    the NaN.  One pattern per row: NaN in col 1, none, col 65 (a lane's last, padded chunk),
+    cols 4..7 (one whole 128-bit chunk)."""
+    p = softmax.Problem(4, cols, "float32")
+    inputs = p.make_inputs(fresh_seed)
+    inputs["x"][0, 1] = np.nan
+    inputs["x"][2, 65] = np.nan
+    inputs["x"][3, 4:8] = np.nan
+    out = run_check("softmax", p, inputs, v)
+    assert np.isnan(out["y"][[0, 2, 3]]).all(), v.label
+    assert np.isfinite(out["y"][1]).all(), v.label
+
+
+def test_block_register_cap():
+    """Kernels of a fixed block size are compiled with at most 65536 / block registers per
+    thread (in units of 8), so a 1024-thread block always launches."""
+    assert [_common.block_reg_cap(t) for t in (1024, 768, 512, 256, 128, 32)] == [64, 80, 128, 255, 255, 255]
+
+
 # --- batchnorm ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
 @pytest.mark.parametrize("shape,dtype", [((2, 3, 4, 5), "float32"), ((1, 2, 1, 3), "float16"),

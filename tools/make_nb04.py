@@ -233,9 +233,12 @@ contiguous runs of H·W values; in NHWC a channel is a stride-C column, so a blo
 channel reads one float per 4·C bytes.  The **split** rung tiles the reduction over a 2-D grid
 (channel tiles × slices of N·H·W), so that few channels still fill every SM and NHWC reads are
 coalesced across 32 channels, and merges the partial (n, mean, M2) triples with Chan's formula in a
-small finalize kernel (which also folds γ, β into one scale and shift per channel) before a
+small finalize kernel (which also folds γ and rstd into one scale per channel) before a
 grid-stride normalize.  x is read twice from DRAM: keeping it on chip between statistics and
 normalization would need a grid-wide barrier (a cooperative launch), so the ideal here is 1.5x.
+The normalize computes `(x − mean)·scale + β`, not the one-FMA `x·scale + shift` with
+`shift = β − mean·scale`: in a near-constant channel `scale` ≈ 1/√eps ≈ 316, `mean·scale` is
+hundreds, and the float32 rounding of `shift` alone exceeds the whole output (the tests caught it).
 """),
 ("code", r"""
 bn = MODS["batchnorm"]

@@ -110,6 +110,29 @@ def sweep_dram(rows: int, cols: int, dtype: str, sweeps: int) -> float:
     return e if row * min(rows, ROWS_IN_FLIGHT) <= ONCHIP_BYTES else e * sweeps
 
 
+# --- kernels with a fixed block size ---------------------------------------------------------
+def block_reg_cap(threads: int) -> int:
+    """Registers per thread that let one block of ``threads`` threads launch: the block's warps
+    share 65536 registers (every cc >= 7.5), allocated per warp in units of 256 (8 per thread),
+    and no thread may use more than 255: 64 at 1024 threads, 80 at 768, 128 at 512."""
+    return min(255, (65536 // int(threads)) // 8 * 8)
+
+
+def jit_block(threads: int):
+    """``cuda.jit`` for a kernel that is always launched with ``threads`` threads per block.
+
+    On a GPU it caps the registers per thread at :func:`block_reg_cap` (ptxas
+    ``-maxrregcount``; ``max_registers`` is also what the anatomy compiler applies).  Without the
+    cap ptxas may use more than a big block can get (several rungs take 70-85 registers at 1024
+    threads), and the launch fails with "too many resources requested"; the simulator has no
+    register file and no such limit, so only a GPU would show it.  Blocks of 256 threads or
+    fewer get the default cap (255): their code is unchanged."""
+    if backend.is_simulator():
+        return cuda.jit
+    cap = block_reg_cap(threads)
+    return cuda.jit(max_registers=cap if cap < 255 else None)
+
+
 # --- warp shuffles (simulator: exact emulation) -----------------------------------------------
 if backend.is_simulator():
     @cuda.jit(device=True)
@@ -244,12 +267,14 @@ def group_max(v, G, scr):
 def softmax_merge(m1, s1, m2, s2):
     """Merge two partial (running max, sum of exp(x - max)) pairs.  An empty part has
     m = -inf, s = 0 and contributes nothing (no exp(-inf - -inf) = NaN); a NaN in either part
-    makes the sum NaN, so a poisoned row stays poisoned."""
+    makes the sum NaN, so a poisoned row stays poisoned.  A NaN never raises a max (the GPU's
+    max is fmaxf, which skips NaN), so a part that saw only NaN (and -inf) has m = -inf and
+    s = NaN: ``s * 0`` keeps that NaN instead of dropping the part."""
     m = max(m1, m2)
     if m == NEG_INF:
-        return m, ZERO
-    a = s1 * math.exp(m1 - m) if m1 != NEG_INF else ZERO
-    b = s2 * math.exp(m2 - m) if m2 != NEG_INF else ZERO
+        return m, s1 + s2
+    a = s1 * math.exp(m1 - m) if m1 != NEG_INF else s1 * ZERO
+    b = s2 * math.exp(m2 - m) if m2 != NEG_INF else s2 * ZERO
     return m, a + b
 
 

@@ -320,7 +320,7 @@ def _finish(c, m, var, cnt, eps, mom, rm_in, rv_in, rm, rv):
 
 @lru_cache(maxsize=None)
 def _fused_kernel(B: int):
-    @cuda.jit
+    @C.jit_block(B)
     def bn_fused(x3, y3, gamma, beta, rm_in, rv_in, rm, rv, eps, mom):
         sh = cuda.shared.array(B, float32)
         c = cuda.blockIdx.x
@@ -384,7 +384,7 @@ class Fused(Variant):
 # --- rung 3 -------------------------------------------------------------------------------
 @lru_cache(maxsize=None)
 def _warp_kernel(B: int):
-    @cuda.jit
+    @C.jit_block(B)
     def bn_warp(x3, y3, gamma, beta, rm_in, rv_in, rm, rv, eps, mom):
         scr = cuda.shared.array(32, float32)
         c = cuda.blockIdx.x
@@ -436,7 +436,7 @@ class Warp(Variant):
 # --- rung 4 -------------------------------------------------------------------------------
 @lru_cache(maxsize=None)
 def _welford_kernel(B: int):
-    @cuda.jit
+    @C.jit_block(B)
     def bn_welford(x3, y3, gamma, beta, rm_in, rv_in, rm, rv, eps, mom):
         scr_n = cuda.shared.array(32, float32)
         scr_m = cuda.shared.array(32, float32)
@@ -494,7 +494,7 @@ def _split_stats_kernel(CT: int, RB: int, V: int):
     whole block walks one channel's runs.  Each block reduces one slice of the A*B positions
     and writes a Welford partial to part[:, split, c]."""
 
-    @cuda.jit
+    @C.jit_block(CT * RB)
     def bn_split_stats(x3, part, nsplit):
         scr = cuda.shared.array((3, 1024), float32)
         t = cuda.threadIdx.x
@@ -547,9 +547,9 @@ def _split_stats_kernel(CT: int, RB: int, V: int):
 
 
 @cuda.jit
-def bn_split_finish(part, nsplit, mean, scale, shift, gamma, beta, rm_in, rv_in, rm, rv, eps, mom, nc):
-    """One thread per channel merges its nsplit partials (Chan), then folds gamma/beta into a
-    per-channel scale and shift for the normalize kernel and updates the running statistics."""
+def bn_split_finish(part, nsplit, mean, scale, gamma, rm_in, rv_in, rm, rv, eps, mom, nc):
+    """One thread per channel merges its nsplit partials (Chan), then folds gamma into a
+    per-channel scale = gamma * rstd for the normalize kernel and updates the running statistics."""
     c = cuda.grid(1)
     if c < nc:
         n = ZERO
@@ -561,15 +561,16 @@ def bn_split_finish(part, nsplit, mean, scale, shift, gamma, beta, rm_in, rv_in,
         k = gamma[c] / math.sqrt(var + eps)
         mean[c] = m
         scale[c] = k
-        shift[c] = beta[c] - m * k
         rm[c] = (ONE - mom) * rm_in[c] + mom * m
         rv[c] = (ONE - mom) * rv_in[c] + mom * var * n / (n - ONE)
 
 
 @cuda.jit
-def bn_normalize(x3, y3, scale, shift, total_elems):
+def bn_normalize(x3, y3, mean, scale, beta, total_elems):
     """Grid-stride over every element (flat, coalesced in both layouts); the channel comes
-    from the index: y = x * scale[c] + shift[c]."""
+    from the index: y = (x - mean[c]) * scale[c] + beta[c].  (Not x * scale + shift with
+    shift = beta - mean * scale: when |mean * scale| >> |y|, as in a near-constant channel where
+    scale ~ 1/sqrt(eps), the float32 rounding of that shift swamps y.)"""
     nc = x3.shape[1]
     nb = x3.shape[2]
     start = cuda.grid(1)
@@ -579,7 +580,7 @@ def bn_normalize(x3, y3, scale, shift, total_elems):
         q = f // nb
         c = q % nc
         a = q // nc
-        y3[a, c, b] = float32(x3[a, c, b]) * scale[c] + shift[c]
+        y3[a, c, b] = (float32(x3[a, c, b]) - mean[c]) * scale[c] + beta[c]
 
 
 def _sms() -> int:
@@ -602,7 +603,7 @@ class Split(Variant):
         "threads/32 row groups, so each warp reads 32 neighbouring channels (coalesced); NCHW: a "
         "block walks one channel's contiguous runs. vec loads in flight per thread (no float4 in "
         "Numba: independent scalar loads). Welford partials -> a finalize kernel (Chan merge, "
-        "running stats, gamma/beta folded into scale/shift) -> a grid-stride normalize over "
+        "running stats, gamma folded into a per-channel scale) -> a grid-stride normalize over "
         "every element. x is read twice from DRAM (stats, normalize): keeping it on chip would "
         "need a grid-wide barrier (cooperative launch)."
     )
@@ -626,7 +627,7 @@ class Split(Variant):
     def workspace(self, problem):
         c = (problem.c,)
         return {"part": ((3, self.splits(problem), problem.c), "float32"), "mean": (c, "float32"),
-                "scale": (c, "float32"), "shift": (c, "float32")}
+                "scale": (c, "float32")}
 
     def plan(self, problem, bufs):
         self.supports(problem)
@@ -639,10 +640,10 @@ class Split(Variant):
         return [Launch(_split_stats_kernel(ct, rb, self.vec), (-(-problem.c // ct), ns), self.threads,
                        (x3, bufs["part"], ns)),
                 Launch(bn_split_finish, -(-problem.c // 128), 128,
-                       (bufs["part"], ns, bufs["mean"], bufs["scale"], bufs["shift"], bufs["gamma"], bufs["beta"],
+                       (bufs["part"], ns, bufs["mean"], bufs["scale"], bufs["gamma"],
                         bufs["running_mean_in"], bufs["running_var_in"], bufs["running_mean"], bufs["running_var"],
                         eps, mom, problem.c)),
-                Launch(bn_normalize, grid_n, 256, (x3, y3, bufs["scale"], bufs["shift"], total))]
+                Launch(bn_normalize, grid_n, 256, (x3, y3, bufs["mean"], bufs["scale"], bufs["beta"], total))]
 
     def traffic(self, problem):
         e = problem.elem_bytes

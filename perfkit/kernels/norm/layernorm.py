@@ -224,7 +224,7 @@ def _check_block(block: int) -> None:
 
 @lru_cache(maxsize=None)
 def _fused_kernel(B: int):
-    @cuda.jit
+    @C.jit_block(B)
     def ln_fused(x, gamma, beta, y, mean, rstd, eps, cols):
         sh = cuda.shared.array(B, float32)
         r = cuda.blockIdx.x
@@ -275,7 +275,7 @@ class Fused(Variant):
 # --- rung 3 -------------------------------------------------------------------------------
 @lru_cache(maxsize=None)
 def _warp_kernel(B: int):
-    @cuda.jit
+    @C.jit_block(B)
     def ln_warp(x, gamma, beta, y, mean, rstd, eps, cols):
         scr = cuda.shared.array(32, float32)
         r = cuda.blockIdx.x
@@ -326,7 +326,7 @@ class Warp(Variant):
 # --- rung 4 -------------------------------------------------------------------------------
 @lru_cache(maxsize=None)
 def _welford_kernel(B: int):
-    @cuda.jit
+    @C.jit_block(B)
     def ln_welford(x, gamma, beta, y, mean, rstd, eps, cols):
         scr_n = cuda.shared.array(32, float32)
         scr_m = cuda.shared.array(32, float32)
@@ -378,7 +378,7 @@ class Welford(Variant):
 # --- rung 5 -------------------------------------------------------------------------------
 @lru_cache(maxsize=None)
 def _rows_kernel(G: int, R: int, V: int):
-    @cuda.jit
+    @C.jit_block(G * R)
     def ln_rows(x, gamma, beta, y, mean, rstd, eps, rows, cols):
         scr_n = cuda.shared.array(32, float32)
         scr_m = cuda.shared.array(32, float32)
@@ -430,7 +430,7 @@ def _rows_kernel(G: int, R: int, V: int):
 
 @lru_cache(maxsize=None)
 def _rows4_kernel(G: int, R: int, V: int):
-    @cuda.jit
+    @C.jit_block(G * R)
     def ln_rows4(x, gamma, beta, y, mean, rstd, eps, rows, cols):
         scr_n = cuda.shared.array(32, float32)
         scr_m = cuda.shared.array(32, float32)

@@ -295,7 +295,7 @@ def _check_block(block: int) -> None:
 
 @lru_cache(maxsize=None)
 def _fused_kernel(B: int):
-    @cuda.jit
+    @C.jit_block(B)
     def lnb_fused(x, dy, gamma, dx, mean, rstd, eps, cols):
         sh = cuda.shared.array(B, float32)
         r = cuda.blockIdx.x
@@ -361,7 +361,7 @@ class Fused(Variant):
 # --- rung 3 -------------------------------------------------------------------------------
 @lru_cache(maxsize=None)
 def _warp_kernel(B: int):
-    @cuda.jit
+    @C.jit_block(B)
     def lnb_warp(x, dy, gamma, dx, mean, rstd, eps, cols):
         scr = cuda.shared.array(32, float32)
         scr2 = cuda.shared.array(32, float32)
@@ -476,7 +476,7 @@ def group_comoment(n, mx, m2, mg, c, G, scr):
 
 @lru_cache(maxsize=None)
 def _welford_kernel(B: int):
-    @cuda.jit
+    @C.jit_block(B)
     def lnb_welford(x, dy, gamma, dx, mean, rstd, eps, cols):
         scr = cuda.shared.array((5, 32), float32)
         r = cuda.blockIdx.x
@@ -542,7 +542,7 @@ class Welford(Variant):
 # --- rung 5 -------------------------------------------------------------------------------
 @lru_cache(maxsize=None)
 def _rows_kernel(G: int, R: int, V: int):
-    @cuda.jit
+    @C.jit_block(G * R)
     def lnb_rows(x, dy, gamma, dx, pg, pb, eps, rows, cols):
         scr = cuda.shared.array((5, 32), float32)
         xb = cuda.local.array(V, float32)

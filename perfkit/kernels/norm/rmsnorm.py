@@ -193,7 +193,7 @@ def _check_block(block: int) -> None:
 
 @lru_cache(maxsize=None)
 def _fused_kernel(B: int):
-    @cuda.jit
+    @C.jit_block(B)
     def rms_fused(x, gamma, y, eps, cols):
         sh = cuda.shared.array(B, float32)
         r = cuda.blockIdx.x
@@ -237,7 +237,7 @@ class Fused(Variant):
 # --- rung 3 -------------------------------------------------------------------------------
 @lru_cache(maxsize=None)
 def _warp_kernel(B: int):
-    @cuda.jit
+    @C.jit_block(B)
     def rms_warp(x, gamma, y, eps, cols):
         scr = cuda.shared.array(32, float32)
         r = cuda.blockIdx.x
@@ -281,7 +281,7 @@ class Warp(Variant):
 # --- rung 4 -------------------------------------------------------------------------------
 @lru_cache(maxsize=None)
 def _rows_kernel(G: int, R: int, V: int):
-    @cuda.jit
+    @C.jit_block(G * R)
     def rms_rows(x, gamma, y, eps, rows, cols):
         scr = cuda.shared.array(32, float32)
         buf = cuda.local.array(V, float32)
@@ -314,7 +314,7 @@ def _rows_kernel(G: int, R: int, V: int):
 
 @lru_cache(maxsize=None)
 def _rows4_kernel(G: int, R: int, V: int):
-    @cuda.jit
+    @C.jit_block(G * R)
     def rms_rows4(x, gamma, y, eps, rows, cols):
         scr = cuda.shared.array(32, float32)
         buf = cuda.local.array((V, 4), float32)

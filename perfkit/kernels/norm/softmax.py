@@ -210,7 +210,7 @@ def _check_block(block: int) -> None:
 
 @lru_cache(maxsize=None)
 def _fused_kernel(B: int):
-    @cuda.jit
+    @C.jit_block(B)
     def softmax_fused(x, y, cols):
         sh = cuda.shared.array(B, float32)  # one float per thread for the tree
         r = cuda.blockIdx.x
@@ -258,7 +258,7 @@ class Fused(Variant):
 # --- rung 3 -------------------------------------------------------------------------------
 @lru_cache(maxsize=None)
 def _warp_kernel(B: int):
-    @cuda.jit
+    @C.jit_block(B)
     def softmax_warp(x, y, cols):
         scr = cuda.shared.array(32, float32)  # one partial per warp
         r = cuda.blockIdx.x
@@ -305,7 +305,7 @@ class Warp(Variant):
 # --- rung 4 -------------------------------------------------------------------------------
 @lru_cache(maxsize=None)
 def _online_kernel(B: int):
-    @cuda.jit
+    @C.jit_block(B)
     def softmax_online(x, y, cols):
         scr_m = cuda.shared.array(32, float32)
         scr_s = cuda.shared.array(32, float32)
@@ -358,7 +358,7 @@ def _rows_kernel(G: int, R: int, V: int):
     """G threads per row, R rows per block, V independent loads per thread per trip: slot v of
     a trip reads x[r, base + v*G] so that, for every v, a warp touches consecutive addresses."""
 
-    @cuda.jit
+    @C.jit_block(G * R)
     def softmax_rows(x, y, rows, cols):
         scr_m = cuda.shared.array(32, float32)
         scr_s = cuda.shared.array(32, float32)
@@ -374,8 +374,8 @@ def _rows_kernel(G: int, R: int, V: int):
             for v in range(V):  # issue all V loads before using any
                 j = base + v * G
                 buf[v] = float32(x[r, j]) if j < n else NEG_INF
-            mt = buf[0]
-            for v in range(1, V):
+            mt = NEG_INF  # not buf[0]: a NaN must not seed the max (max(NaN, a) is NaN in Python, a on a GPU)
+            for v in range(V):
                 mt = max(mt, buf[v])
             st = ZERO
             for v in range(V):
@@ -401,7 +401,7 @@ def _rows4_kernel(G: int, R: int, V: int):
     """float32 and cols % 4 == 0: each slot is one 128-bit load of 4 consecutive floats
     (``load4``, LDG.E.128), so a warp moves 512 bytes per instruction."""
 
-    @cuda.jit
+    @C.jit_block(G * R)
     def softmax_rows4(x, y, rows, cols):
         scr_m = cuda.shared.array(32, float32)
         scr_s = cuda.shared.array(32, float32)

@@ -94,6 +94,9 @@ class Occupancy:
         return {**asdict(self), "ratio": self.ratio}
 
     def __str__(self) -> str:
+        if self.blocks_per_sm == 0:
+            return (f"0%: not even one block fits on an SM ({self.limiter}); the launch fails "
+                    "with 'too many resources requested'")
         return (f"{self.ratio:.0%} ({self.active_warps}/{self.max_warps} warps, "
                 f"{self.blocks_per_sm} blocks/SM, limited by {self.limiter})")
 

@@ -53,3 +53,11 @@ def test_every_limit_has_a_source():
 def test_errors(args, msg):
     with pytest.raises(occ.OccupancyError, match=msg):
         occ.occupancy(*args)
+
+
+def test_a_block_that_cannot_launch_says_so():
+    # 1024 threads x 72 registers = 73728 > 65536 registers per SM: no block fits
+    o = occ.occupancy((9, 0), 1024, 72)
+    assert o.blocks_per_sm == 0 and o.limiter == "registers"
+    assert "too many resources requested" in str(o)
+    assert occ.occupancy((9, 0), 1024, 64).blocks_per_sm == 1

@@ -378,7 +378,9 @@ class Variant:
 class OracleVariant(Variant):
     """Rung 0: the vendor library (through CuPy or PyTorch) on a GPU; NumPy on the host in
     the simulator.  Subclasses define :meth:`gpu` (CuPy inputs -> outputs, written into the
-    given CuPy output arrays) and :meth:`host` (NumPy inputs -> outputs in the problem's dtype).
+    given CuPy output arrays, or returned as a dict of arrays or tensors the library allocated,
+    so that no copy of ours is timed with the library's kernel) and :meth:`host` (NumPy inputs
+    -> outputs in the problem's dtype).
     """
 
     rung: ClassVar[int] = 0
@@ -406,8 +408,22 @@ class OracleVariant(Variant):
 
         x = {k: cp.asarray(v) for k, v in inputs.items()}
         o = {n: cp.full(s, np.nan, dtype=d) for n, (s, d) in outs.items()}
-        return Prepared(lambda: self.gpu(problem, x, o), lambda: {n: cp.asnumpy(a) for n, a in o.items()},
-                        list(outs), sync=cp.cuda.get_current_stream().synchronize)
+        held: dict = {}  # outputs the library allocated itself (returned by gpu(), not copied)
+
+        def launch() -> None:
+            res = self.gpu(problem, x, o)
+            if res:
+                held.update(res)
+
+        def fetch() -> dict:
+            got = {}
+            for n, (shape, dtype) in outs.items():
+                a = held.get(n, o[n])
+                a = a.detach().cpu().numpy() if hasattr(a, "detach") else cp.asnumpy(a)  # torch or CuPy
+                got[n] = np.ascontiguousarray(a.reshape(shape), dtype=dtype)
+            return got
+
+        return Prepared(launch, fetch, list(outs), sync=cp.cuda.get_current_stream().synchronize)
 
     def plan(self, problem: Problem, bufs: dict) -> list[Launch]:
         return []  # a library call: nothing of ours to compile or inspect

@@ -115,8 +115,9 @@ def _traffic(p: Problem, sweeps: int, note: str, smem: float = 0.0) -> Traffic:
 @dataclass(frozen=True)
 class Oracle(OracleVariant):
     name: ClassVar[str] = "oracle"
-    what: ClassVar[str] = ("torch.nn.functional.layer_norm on a GPU (its mean/rstd recomputed by a reduction "
-                           "for the extra outputs), else a CuPy expression; NumPy in float32 on the host.")
+    what: ClassVar[str] = ("torch.native_layer_norm on a GPU (the kernel behind F.layer_norm, which also "
+                           "returns the mean and rstd the backward pass uses), else a CuPy expression; NumPy "
+                           "in float32 on the host.")
 
     def gpu(self, problem, x, out):
         import cupy as cp
@@ -127,19 +128,18 @@ class Oracle(OracleVariant):
             ok = torch.cuda.is_available()
         except Exception:
             ok = False
+        if ok:  # one fused kernel; its own output buffers, so no copy of ours is timed
+            y, mean, rstd = torch.native_layer_norm(torch.from_dlpack(x["x"]), [problem.cols],
+                                                    torch.from_dlpack(x["gamma"]), torch.from_dlpack(x["beta"]),
+                                                    problem.eps)
+            return {"y": y, "mean": mean, "rstd": rstd}
         xf = x["x"].astype(cp.float32)
         mean = xf.mean(axis=1)
         rstd = 1.0 / cp.sqrt(((xf - mean[:, None]) ** 2).mean(axis=1) + cp.float32(problem.eps))
         out["mean"][...] = mean
         out["rstd"][...] = rstd
-        if ok:
-            t = torch.nn.functional.layer_norm(torch.from_dlpack(x["x"]), (problem.cols,),
-                                               torch.from_dlpack(x["gamma"]), torch.from_dlpack(x["beta"]),
-                                               problem.eps)
-            torch.from_dlpack(out["y"]).copy_(t)
-        else:
-            y = (xf - mean[:, None]) * rstd[:, None] * x["gamma"].astype(cp.float32) + x["beta"].astype(cp.float32)
-            out["y"][...] = y.astype(out["y"].dtype)
+        y = (xf - mean[:, None]) * rstd[:, None] * x["gamma"].astype(cp.float32) + x["beta"].astype(cp.float32)
+        out["y"][...] = y.astype(out["y"].dtype)
 
     def host(self, problem, x):
         xf = x["x"].astype(np.float32)
@@ -149,10 +149,8 @@ class Oracle(OracleVariant):
         return {"y": y.astype(problem.dtype), "mean": mean.astype(np.float32), "rstd": rstd.astype(np.float32)}
 
     def traffic(self, problem):
-        e = problem.elem_bytes
-        return Traffic(flops=problem.flops, dram_bytes=7 * e, l2_bytes=7 * e, limiter="dram",
-                       notes="torch's fused kernel (read x, write y) + our copy, plus CuPy passes for the "
-                             "mean/rstd outputs torch does not return")
+        return Traffic(flops=problem.flops, dram_bytes=problem.bytes, l2_bytes=problem.bytes, limiter="dram",
+                       notes="torch's fused kernel: read x, write y (and a float per row of mean and rstd)")
 
 
 # --- rung 1 -------------------------------------------------------------------------------

@@ -134,8 +134,10 @@ def _traffic(p: Problem, row_sweeps: int, col_pass: bool, note: str, smem: float
 @dataclass(frozen=True)
 class Oracle(OracleVariant):
     name: ClassVar[str] = "oracle"
-    what: ClassVar[str] = ("PyTorch's layer_norm backward (autograd through F.layer_norm) on a GPU, a CuPy "
-                           "expression without torch; NumPy in float32 on the host.")
+    what: ClassVar[str] = ("PyTorch's layer_norm backward kernels (torch.ops.aten.native_layer_norm_backward, "
+                           "what autograd calls for F.layer_norm) on a GPU, with the forward's mean and rstd "
+                           "computed once before timing; a CuPy expression without torch; NumPy in float32 "
+                           "on the host.")
 
     def gpu(self, problem, x, out):
         try:
@@ -145,14 +147,15 @@ class Oracle(OracleVariant):
         except Exception:
             ok = False
         if ok:
-            xt = torch.from_dlpack(x["x"]).detach().requires_grad_(True)
-            gt = torch.from_dlpack(x["gamma"]).detach().requires_grad_(True)
-            bt = torch.zeros_like(gt, requires_grad=True)
-            y = torch.nn.functional.layer_norm(xt, (problem.cols,), gt, bt, problem.eps)
-            dx, dg, db = torch.autograd.grad(y, (xt, gt, bt), torch.from_dlpack(x["dy"]))
-            for n, t in (("dx", dx), ("dgamma", dg), ("dbeta", db)):
-                torch.from_dlpack(out[n]).copy_(t)
-            return
+            xt, gt, dyt = (torch.from_dlpack(x[k]) for k in ("x", "gamma", "dy"))
+            if "_saved" not in x:  # the forward's saved statistics, made once (the warm-up call)
+                bt = torch.zeros_like(gt)
+                _, mean, rstd = torch.native_layer_norm(xt, [problem.cols], gt, bt, problem.eps)
+                x["_saved"] = (mean, rstd, bt)
+            mean, rstd, bt = x["_saved"]
+            dx, dg, db = torch.ops.aten.native_layer_norm_backward(dyt, xt, [problem.cols], mean, rstd, gt, bt,
+                                                                   [True, True, True])
+            return {"dx": dx, "dgamma": dg, "dbeta": db}  # torch's buffers: no copy of ours is timed
         import cupy as cp
 
         res = _host_math(cp, x["x"], x["dy"], x["gamma"], problem.eps)
@@ -165,9 +168,9 @@ class Oracle(OracleVariant):
 
     def traffic(self, problem):
         e = problem.elem_bytes
-        return Traffic(flops=problem.flops, dram_bytes=7 * e, l2_bytes=7 * e, limiter="dram",
-                       notes="forward recomputed for autograd (read x, write y), then the backward kernels "
-                             "(read x, dy; write dx), plus our copy of dx")
+        return Traffic(flops=problem.flops, dram_bytes=4 * e, l2_bytes=4 * e, limiter="dram",
+                       notes="the backward kernels: dx (read x, dy; write dx) and dgamma/dbeta (read x, dy "
+                             "again unless they stay in L2)")
 
 
 def _host_math(xp, x, dy, gamma, eps):

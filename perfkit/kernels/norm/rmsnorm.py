@@ -117,8 +117,7 @@ class Oracle(OracleVariant):
             fn = None
         if fn is not None:
             xt, gt = torch.from_dlpack(x["x"]), torch.from_dlpack(x["gamma"])
-            torch.from_dlpack(out["y"]).copy_(fn(xt, (problem.cols,), gt, problem.eps))
-            return
+            return {"y": fn(xt, (problem.cols,), gt, problem.eps)}  # torch's buffer: no copy timed
         import cupy as cp
 
         xf = x["x"].astype(cp.float32)
@@ -131,9 +130,8 @@ class Oracle(OracleVariant):
         return (xf * rstd * x["gamma"].astype(np.float32)).astype(problem.dtype)
 
     def traffic(self, problem):
-        e = problem.elem_bytes
-        return Traffic(flops=problem.flops, dram_bytes=4 * e, l2_bytes=4 * e, limiter="dram",
-                       notes="a fused library kernel (read x, write y) plus our copy into the output")
+        return Traffic(flops=problem.flops, dram_bytes=problem.bytes, l2_bytes=problem.bytes, limiter="dram",
+                       notes="a fused library kernel: read x, write y (into its own buffer)")
 
 
 # --- rung 1 -------------------------------------------------------------------------------

@@ -117,9 +117,7 @@ class Oracle(OracleVariant):
     def gpu(self, problem, x, out):
         torch = _torch()
         if torch is not None:
-            xt = torch.from_dlpack(x["x"])
-            torch.from_dlpack(out["y"]).copy_(torch.nn.functional.softmax(xt, dim=-1))
-            return
+            return {"y": torch.softmax(torch.from_dlpack(x["x"]), dim=-1)}  # torch's buffer: no copy timed
         import cupy as cp
 
         xf = x["x"].astype(cp.float32)
@@ -132,10 +130,8 @@ class Oracle(OracleVariant):
         return (e / e.sum(axis=1, keepdims=True)).astype(problem.dtype)
 
     def traffic(self, problem):
-        e = problem.elem_bytes
-        return Traffic(flops=problem.flops, dram_bytes=4 * e, l2_bytes=4 * e, limiter="dram",
-                       notes="torch's fused kernel reads x once and writes once, plus our copy into "
-                             "the preallocated output (one more read and write)")
+        return Traffic(flops=problem.flops, dram_bytes=problem.bytes, l2_bytes=problem.bytes, limiter="dram",
+                       notes="torch's fused kernel: reads x once and writes y once (into its own buffer)")
 
 
 # --- rung 1 -------------------------------------------------------------------------------

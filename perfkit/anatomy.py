@@ -270,6 +270,10 @@ def classify(instr: str) -> str:
     if base in ("FSETP", "FMNMX", "FSEL", "FCHK", "FSET", "FSWZADD", "FMNMX3", "FADD2", "FFMA2", "FMUL2"):
         return "fp32 other"
     if base.startswith(("HADD", "HFMA", "HMUL", "HSET", "HMNMX")):
+        ops = [o.strip() for o in text.split(None, 1)[1].split(",")] if " " in text else []
+        if base == "HFMA2" and ops[1:3] == ["-RZ", "RZ"]:
+            # -0 * 0 + (imm, imm): ptxas's idiom for loading a 32-bit constant, not fp16 math
+            return "move/other"
         return "fp16/bf16"
     if base.endswith("MMA") or base in ("HGMMA", "QGMMA", "IGMMA", "UTCHMMA", "UTCQMMA", "UTCIMMA"):
         return "tensor mma"

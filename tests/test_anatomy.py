@@ -136,6 +136,9 @@ def test_a_kernel_that_fails_to_compile_names_target_and_message():
     ("/*0100*/ IMAD.WIDE R2, R0, 0x4, R2 ;", "integer/address"),
     ("/*0100*/ MUFU.EX2 R3, R3 ;", "special function"),
     ("/*0100*/ SHFL.BFLY PT, R3, R2, 0x1, 0x1f ;", "shuffle"),
+    ("/*0100*/ HFMA2 R4, R2.H0_H0, R3.H0_H0, -RZ ;", "fp16/bf16"),
+    # ptxas loads 32-bit constants as -0 * 0 + (imm, imm): a move, not fp16 math
+    ("/*08e0*/ HFMA2.MMA R13, -RZ, RZ, 0.96630859375, -0.0022525787353515625 ;", "move/other"),
 ])
 def test_instruction_classes(sass, cls):
     mix = anatomy.instruction_mix(sass)

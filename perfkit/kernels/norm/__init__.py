@@ -12,3 +12,5 @@ the output once).  Shared reductions and helpers live in :mod:`._common`.
 """
 
 OPS = ("softmax", "layernorm", "layernorm_bwd", "rmsnorm", "batchnorm")
+
+from . import batchnorm, layernorm, layernorm_bwd, rmsnorm, softmax  # noqa: E402,F401  (norm.softmax etc.)

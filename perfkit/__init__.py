@@ -6,6 +6,10 @@ Importing perfkit decides, once, between a real GPU and Numba's CUDA simulator (
 from . import backend
 
 backend.choose()
+if backend.is_simulator():  # make the simulator's shared-memory allocation thread-safe
+    from . import _simfix
+
+    _simfix.apply()
 
 __version__ = "0.1.0"
 __all__ = ["backend", "__version__"]

@@ -1,0 +1,48 @@
+"""The simulator's shared-array lookup must give every thread of a block the same array, even
+when many threads reach the allocation at once (perfkit._simfix)."""
+import sys
+import threading
+
+import numpy as np
+
+import perfkit  # noqa: F401  (applies the fix in the simulator)
+from numba.cuda.simulator import kernelapi
+
+
+def _allocate_together(n_threads=64, rounds=300):
+    """``rounds`` fresh blocks; in each, ``n_threads`` threads request the same shared array
+    at the same moment.  Returns how many blocks ended up with more than one array."""
+    old = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    split = 0
+    try:
+        for _ in range(rounds):
+            shared = kernelapi.FakeCUDAShared(0)
+            start = threading.Barrier(n_threads)
+            got = []
+
+            def work():
+                start.wait()
+                got.append(id(shared.array((256,), np.float32)))
+
+            ts = [threading.Thread(target=work) for _ in range(n_threads)]
+            for t in ts:
+                t.start()
+            for t in ts:
+                t.join()
+            split += len(set(got)) > 1
+    finally:
+        sys.setswitchinterval(old)
+    return split
+
+
+def test_one_array_per_line_per_block():
+    assert _allocate_together() == 0
+
+
+def test_dynamic_and_repeated_allocations_still_work():
+    shared = kernelapi.FakeCUDAShared(64)
+    dyn = shared.array(0, np.dtype(np.float32))
+    assert dyn.size == 16
+    a = [shared.array((4, 3), np.float64) for _ in range(2)]  # one line: one array
+    assert a[0] is a[1] and a[0].shape == (4, 3)

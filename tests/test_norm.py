@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
-import math
 import pkgutil
 
 import numpy as np

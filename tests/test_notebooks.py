@@ -1,7 +1,6 @@
 """Notebooks are stored without outputs, have one `parameters` cell, and all run headless
 through papermill in the `ci` profile (the way `make run` runs them with no GPU)."""
 import json
-from pathlib import Path
 
 import pytest
 

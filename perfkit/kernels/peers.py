@@ -23,7 +23,6 @@ import importlib
 from dataclasses import dataclass
 from typing import ClassVar
 
-import numpy as np
 
 from .base import OracleVariant, Problem, UnsupportedProblem
 

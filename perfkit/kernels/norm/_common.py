@@ -23,7 +23,7 @@ import numpy as np
 from numba import cuda, float32
 
 from ... import backend
-from ..base import ProblemError
+from ..base import TOLERANCES, Problem, ProblemError
 
 FULL_MASK = 0xFFFFFFFF
 NEG_INF = np.float32(-np.inf)
@@ -94,6 +94,45 @@ def next_pow2(n: int) -> int:
 
 def row_elems_bytes(rows: int, cols: int, dtype: str) -> float:
     return float(rows) * cols * np.dtype(dtype).itemsize
+
+
+class RowProblem(Problem):
+    """What the row-wise ops (softmax, layernorm, layernorm_bwd, rmsnorm) share: an array of
+    shape (rows, cols) reduced along its last, contiguous axis.  Each op's ``Problem`` is a frozen
+    dataclass subclass that declares its fields (``rows, cols, dtype[, eps], axis``) in its own
+    positional order, and its inputs, outputs, reference and FLOPs."""
+
+    dtypes = ("float32", "float16")
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dtype", check_dtype(self.op, self.dtype, self.dtypes))
+        super().__post_init__()
+
+    @classmethod
+    def from_shape(cls, shape, *args, **kwargs):
+        """The problem for an array of ``shape`` (rows, cols); further arguments as the fields."""
+        rows, cols = shape2d(cls.op, shape)
+        return cls(rows, cols, *args, **kwargs)
+
+    def validate(self) -> None:
+        check_count(self.op, "rows", self.rows)
+        check_count(self.op, "cols", self.cols)
+        if hasattr(self, "eps"):
+            check_eps(self.op, self.eps)
+        check_axis(self.op, self.axis)
+
+    def tolerance(self):
+        return scaled_tolerance(TOLERANCES[self.dtype], self.cols)
+
+    @property
+    def elem_bytes(self) -> float:
+        """Bytes of one (rows, cols) array in the problem's dtype."""
+        return row_elems_bytes(self.rows, self.cols, self.dtype)
+
+
+def eps32(problem) -> np.float32:
+    """The problem's eps as the float32 scalar the kernels take."""
+    return np.float32(problem.eps)
 
 
 #: Rows a GPU keeps in flight at once (about 132 SMs x 8 blocks); their bytes decide whether

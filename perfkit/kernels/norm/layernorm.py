@@ -28,18 +28,16 @@ from numba import cuda, float32
 
 from ...model import Traffic
 from .._vector import load4
-from ..base import TOLERANCES, Launch, OracleVariant, Problem, UnsupportedProblem, Variant, registry_check
+from ..base import Launch, OracleVariant, UnsupportedProblem, Variant, registry_check
 from . import _common as C
 from ._common import ONE, ZERO, chan_merge, group_sum, group_welford, tree_sum, welford_push
 
 __all__ = ["Problem", "LADDER", "Oracle", "Naive", "Fused", "Warp", "Welford", "MultiRow", "Tuned",
            "search", "EXAMPLE_PROBLEM"]
 
-Base = Problem
-
 
 @dataclass(frozen=True)
-class Problem(Base):
+class Problem(C.RowProblem):
     """LayerNorm of every row of x (rows, cols) with gamma, beta (cols,)."""
 
     rows: int
@@ -49,22 +47,6 @@ class Problem(Base):
     axis: int = -1
 
     op: ClassVar[str] = "layernorm"
-    dtypes: ClassVar[tuple[str, ...]] = ("float32", "float16")
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "dtype", C.check_dtype(self.op, self.dtype, self.dtypes))
-        super().__post_init__()
-
-    @classmethod
-    def from_shape(cls, shape, dtype="float32", eps=1e-5, axis=-1) -> "Problem":
-        rows, cols = C.shape2d(cls.op, shape)
-        return cls(rows, cols, dtype, eps, axis)
-
-    def validate(self) -> None:
-        C.check_count(self.op, "rows", self.rows)
-        C.check_count(self.op, "cols", self.cols)
-        C.check_eps(self.op, self.eps)
-        C.check_axis(self.op, self.axis)
 
     def input_specs(self):
         return {"x": ((self.rows, self.cols), self.dtype), "gamma": ((self.cols,), self.dtype),
@@ -87,20 +69,9 @@ class Problem(Base):
             + inputs["beta"].astype(np.float64)
         return {"y": y, "mean": mean, "rstd": rstd}
 
-    def tolerance(self):
-        return C.scaled_tolerance(TOLERANCES[self.dtype], self.cols)
-
     @property
     def flops(self) -> float:
         return 8.0 * self.rows * self.cols  # mean, centred square-add, normalize, scale, shift
-
-    @property
-    def elem_bytes(self) -> float:
-        return C.row_elems_bytes(self.rows, self.cols, self.dtype)
-
-
-def _eps(problem) -> np.float32:
-    return np.float32(problem.eps)
 
 
 def _traffic(p: Problem, sweeps: int, note: str, smem: float = 0.0) -> Traffic:
@@ -203,7 +174,7 @@ class Naive(Variant):
         n, c = problem.rows, problem.cols
         x, mean, rstd = bufs["x"], bufs["mean"], bufs["rstd"]
         return [Launch(ln_row_mean, g, self.block, (x, mean, n, c)),
-                Launch(ln_row_rstd, g, self.block, (x, mean, rstd, _eps(problem), n, c)),
+                Launch(ln_row_rstd, g, self.block, (x, mean, rstd, C.eps32(problem), n, c)),
                 Launch(ln_row_write, g, self.block, (x, bufs["gamma"], bufs["beta"], mean, rstd, bufs["y"], n, c))]
 
     def traffic(self, problem):
@@ -263,7 +234,7 @@ class Fused(Variant):
         self.supports(problem)
         return [Launch(_fused_kernel(self.block), problem.rows, self.block,
                        (bufs["x"], bufs["gamma"], bufs["beta"], bufs["y"], bufs["mean"], bufs["rstd"],
-                        _eps(problem), problem.cols))]
+                        C.eps32(problem), problem.cols))]
 
     def traffic(self, problem):
         return _traffic(problem, 3, "3 sweeps per row (2 from cache); tree reductions",
@@ -314,7 +285,7 @@ class Warp(Variant):
         self.supports(problem)
         return [Launch(_warp_kernel(self.block), problem.rows, self.block,
                        (bufs["x"], bufs["gamma"], bufs["beta"], bufs["y"], bufs["mean"], bufs["rstd"],
-                        _eps(problem), problem.cols))]
+                        C.eps32(problem), problem.cols))]
 
     def traffic(self, problem):
         return _traffic(problem, 3, "3 sweeps per row (2 from cache); shuffle reductions",
@@ -366,7 +337,7 @@ class Welford(Variant):
         self.supports(problem)
         return [Launch(_welford_kernel(self.block), problem.rows, self.block,
                        (bufs["x"], bufs["gamma"], bufs["beta"], bufs["y"], bufs["mean"], bufs["rstd"],
-                        _eps(problem), problem.cols))]
+                        C.eps32(problem), problem.cols))]
 
     def traffic(self, problem):
         return _traffic(problem, 2, "2 sweeps per row (stats, write); a division per element in Welford",
@@ -512,7 +483,7 @@ class MultiRow(Variant):
         k = (_rows4_kernel if _vec4_ok(problem) else _rows_kernel)(s.G, s.R, s.V)
         return [Launch(k, -(-problem.rows // s.R), s.block,
                        (bufs["x"], bufs["gamma"], bufs["beta"], bufs["y"], bufs["mean"], bufs["rstd"],
-                        _eps(problem), problem.rows, problem.cols))]
+                        C.eps32(problem), problem.rows, problem.cols))]
 
     def traffic(self, problem):
         s = self.shape(problem)

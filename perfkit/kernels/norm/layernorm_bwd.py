@@ -37,18 +37,16 @@ from numba import cuda, float32
 
 from ... import backend
 from ...model import Traffic
-from ..base import TOLERANCES, Launch, OracleVariant, Problem, UnsupportedProblem, Variant, registry_check
+from ..base import TOLERANCES, Launch, OracleVariant, UnsupportedProblem, Variant, registry_check
 from . import _common as C
 from ._common import ONE, ZERO, group_sum, shfl_xor, tree_sum
 
 __all__ = ["Problem", "LADDER", "Oracle", "Naive", "Fused", "Warp", "Welford", "MultiRow", "Tuned",
            "search", "EXAMPLE_PROBLEM"]
 
-Base = Problem
-
 
 @dataclass(frozen=True)
-class Problem(Base):
+class Problem(C.RowProblem):
     """LayerNorm backward for x, dy (rows, cols) and gamma (cols,)."""
 
     rows: int
@@ -58,22 +56,6 @@ class Problem(Base):
     axis: int = -1
 
     op: ClassVar[str] = "layernorm_bwd"
-    dtypes: ClassVar[tuple[str, ...]] = ("float32", "float16")
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "dtype", C.check_dtype(self.op, self.dtype, self.dtypes))
-        super().__post_init__()
-
-    @classmethod
-    def from_shape(cls, shape, dtype="float32", eps=1e-5, axis=-1) -> "Problem":
-        rows, cols = C.shape2d(cls.op, shape)
-        return cls(rows, cols, dtype, eps, axis)
-
-    def validate(self) -> None:
-        C.check_count(self.op, "rows", self.rows)
-        C.check_count(self.op, "cols", self.cols)
-        C.check_eps(self.op, self.eps)
-        C.check_axis(self.op, self.axis)
 
     def input_specs(self):
         rc = (self.rows, self.cols)
@@ -106,14 +88,6 @@ class Problem(Base):
     @property
     def flops(self) -> float:
         return 16.0 * self.rows * self.cols
-
-    @property
-    def elem_bytes(self) -> float:
-        return C.row_elems_bytes(self.rows, self.cols, self.dtype)
-
-
-def _eps(problem) -> np.float32:
-    return np.float32(problem.eps)
 
 
 def _traffic(p: Problem, row_sweeps: int, col_pass: bool, note: str, smem: float = 0.0,
@@ -279,7 +253,7 @@ class Naive(Variant):
         g = -(-problem.rows // self.block)
         n, c = problem.rows, problem.cols
         x, dy, gm, mean, rstd, c1, c2 = (bufs[k] for k in ("x", "dy", "gamma", "mean", "rstd", "c1", "c2"))
-        return [Launch(lnb_row_stats, g, self.block, (x, mean, rstd, _eps(problem), n, c)),
+        return [Launch(lnb_row_stats, g, self.block, (x, mean, rstd, C.eps32(problem), n, c)),
                 Launch(lnb_row_coefs, g, self.block, (x, dy, gm, mean, rstd, c1, c2, n, c)),
                 Launch(lnb_row_dx, g, self.block, (x, dy, gm, mean, rstd, c1, c2, bufs["dx"], n, c)),
                 _col_launch(problem, bufs)]
@@ -353,7 +327,7 @@ class Fused(Variant):
         self.supports(problem)
         return [Launch(_fused_kernel(self.block), problem.rows, self.block,
                        (bufs["x"], bufs["dy"], bufs["gamma"], bufs["dx"], bufs["mean"], bufs["rstd"],
-                        _eps(problem), problem.cols)),
+                        C.eps32(problem), problem.cols)),
                 _col_launch(problem, bufs)]
 
     def traffic(self, problem):
@@ -419,7 +393,7 @@ class Warp(Variant):
         self.supports(problem)
         return [Launch(_warp_kernel(self.block), problem.rows, self.block,
                        (bufs["x"], bufs["dy"], bufs["gamma"], bufs["dx"], bufs["mean"], bufs["rstd"],
-                        _eps(problem), problem.cols)),
+                        C.eps32(problem), problem.cols)),
                 _col_launch(problem, bufs)]
 
     def traffic(self, problem):
@@ -534,7 +508,7 @@ class Welford(Variant):
         self.supports(problem)
         return [Launch(_welford_kernel(self.block), problem.rows, self.block,
                        (bufs["x"], bufs["dy"], bufs["gamma"], bufs["dx"], bufs["mean"], bufs["rstd"],
-                        _eps(problem), problem.cols)),
+                        C.eps32(problem), problem.cols)),
                 _col_launch(problem, bufs)]
 
     def traffic(self, problem):
@@ -557,7 +531,6 @@ def _rows_kernel(G: int, R: int, V: int):
         for j in range(lane, cols, G):  # this group's partial sums start at zero
             pg[slot, j] = ZERO
             pb[slot, j] = ZERO
-        nf = float32(cols)
         trips = (rows + nslots - 1) // nslots  # same trip count for every group (barriers inside)
         for it in range(trips):
             row = slot + it * nslots
@@ -673,13 +646,12 @@ class MultiRow(Variant):
         nslots = grid * s.R
         return [Launch(_rows_kernel(s.G, s.R, s.V), grid, s.block,
                        (bufs["x"], bufs["dy"], bufs["gamma"], bufs["dx"], bufs["part_dgamma"],
-                        bufs["part_dbeta"], _eps(problem), problem.rows, problem.cols)),
+                        bufs["part_dbeta"], C.eps32(problem), problem.rows, problem.cols)),
                 Launch(lnb_sum_partials, _col_grid(problem.cols, 128), 128,
                        (bufs["part_dgamma"], bufs["part_dbeta"], bufs["dgamma"], bufs["dbeta"], nslots,
                         problem.cols))]
 
     def traffic(self, problem):
-        s = self.shape(problem)
         part = self.slots(problem) * problem.cols * 4.0 * 2
         # partials: zeroed, then read+written once per row a group handles (L2), summed once
         rmw = problem.rows * problem.cols * 4.0 * 2 * 2

@@ -25,18 +25,16 @@ from numba import cuda, float32
 
 from ...model import Traffic
 from .._vector import load4
-from ..base import TOLERANCES, Launch, OracleVariant, Problem, UnsupportedProblem, Variant, registry_check
+from ..base import Launch, OracleVariant, UnsupportedProblem, Variant, registry_check
 from . import _common as C
 from ._common import ONE, ZERO, group_sum, tree_sum
 
 __all__ = ["Problem", "LADDER", "Oracle", "Naive", "Fused", "Warp", "MultiRow", "Tuned", "search",
            "EXAMPLE_PROBLEM"]
 
-Base = Problem
-
 
 @dataclass(frozen=True)
-class Problem(Base):
+class Problem(C.RowProblem):
     """RMSNorm of every row of x (rows, cols), scaled by gamma (cols,)."""
 
     rows: int
@@ -46,22 +44,6 @@ class Problem(Base):
     axis: int = -1
 
     op: ClassVar[str] = "rmsnorm"
-    dtypes: ClassVar[tuple[str, ...]] = ("float32", "float16")
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "dtype", C.check_dtype(self.op, self.dtype, self.dtypes))
-        super().__post_init__()
-
-    @classmethod
-    def from_shape(cls, shape, dtype="float32", eps=1e-6, axis=-1) -> "Problem":
-        rows, cols = C.shape2d(cls.op, shape)
-        return cls(rows, cols, dtype, eps, axis)
-
-    def validate(self) -> None:
-        C.check_count(self.op, "rows", self.rows)
-        C.check_count(self.op, "cols", self.cols)
-        C.check_eps(self.op, self.eps)
-        C.check_axis(self.op, self.axis)
 
     def input_specs(self):
         return {"x": ((self.rows, self.cols), self.dtype), "gamma": ((self.cols,), self.dtype)}
@@ -78,20 +60,9 @@ class Problem(Base):
         ms = np.mean(x * x, axis=1, keepdims=True)
         return x / np.sqrt(ms + self.eps) * inputs["gamma"].astype(np.float64)
 
-    def tolerance(self):
-        return C.scaled_tolerance(TOLERANCES[self.dtype], self.cols)
-
     @property
     def flops(self) -> float:
         return 4.0 * self.rows * self.cols  # square-add, then scale by rstd and gamma
-
-    @property
-    def elem_bytes(self) -> float:
-        return C.row_elems_bytes(self.rows, self.cols, self.dtype)
-
-
-def _eps(problem) -> np.float32:
-    return np.float32(problem.eps)
 
 
 def _traffic(p: Problem, sweeps: int, note: str, smem: float = 0.0) -> Traffic:
@@ -172,7 +143,7 @@ class Naive(Variant):
     def plan(self, problem, bufs):
         g = -(-problem.rows // self.block)
         n, c = problem.rows, problem.cols
-        return [Launch(rms_row_rstd, g, self.block, (bufs["x"], bufs["rstd"], _eps(problem), n, c)),
+        return [Launch(rms_row_rstd, g, self.block, (bufs["x"], bufs["rstd"], C.eps32(problem), n, c)),
                 Launch(rms_row_write, g, self.block, (bufs["x"], bufs["gamma"], bufs["rstd"], bufs["y"], n, c))]
 
     def traffic(self, problem):
@@ -225,7 +196,7 @@ class Fused(Variant):
     def plan(self, problem, bufs):
         self.supports(problem)
         return [Launch(_fused_kernel(self.block), problem.rows, self.block,
-                       (bufs["x"], bufs["gamma"], bufs["y"], _eps(problem), problem.cols))]
+                       (bufs["x"], bufs["gamma"], bufs["y"], C.eps32(problem), problem.cols))]
 
     def traffic(self, problem):
         return _traffic(problem, 2, "2 sweeps per row (1 from cache), one write; tree reduction",
@@ -269,7 +240,7 @@ class Warp(Variant):
     def plan(self, problem, bufs):
         self.supports(problem)
         return [Launch(_warp_kernel(self.block), problem.rows, self.block,
-                       (bufs["x"], bufs["gamma"], bufs["y"], _eps(problem), problem.cols))]
+                       (bufs["x"], bufs["gamma"], bufs["y"], C.eps32(problem), problem.cols))]
 
     def traffic(self, problem):
         return _traffic(problem, 2, "2 sweeps per row (1 from cache); shuffle reduction",
@@ -381,7 +352,7 @@ class MultiRow(Variant):
         s = self.shape(problem)
         k = (_rows4_kernel if _vec4_ok(problem) else _rows_kernel)(s.G, s.R, s.V)
         return [Launch(k, -(-problem.rows // s.R), s.block,
-                       (bufs["x"], bufs["gamma"], bufs["y"], _eps(problem), problem.rows, problem.cols))]
+                       (bufs["x"], bufs["gamma"], bufs["y"], C.eps32(problem), problem.rows, problem.cols))]
 
     def traffic(self, problem):
         s = self.shape(problem)

@@ -29,18 +29,16 @@ from numba import cuda, float32
 
 from ...model import Traffic
 from .._vector import load4
-from ..base import TOLERANCES, Launch, OracleVariant, Problem, ProblemError, UnsupportedProblem, Variant, registry_check
+from ..base import Launch, OracleVariant, UnsupportedProblem, Variant, registry_check
 from . import _common as C
 from ._common import NEG_INF, ONE, ZERO, group_max, group_softmax_stats, group_sum, softmax_merge, tree_max, tree_sum
 
 __all__ = ["Problem", "LADDER", "Oracle", "Naive", "Fused", "Warp", "Online", "MultiRow", "Tuned",
            "search", "EXAMPLE_PROBLEM"]
 
-Base = Problem
-
 
 @dataclass(frozen=True)
-class Problem(Base):
+class Problem(C.RowProblem):
     """Softmax of every row of x (rows, cols) along the last axis."""
 
     rows: int
@@ -49,21 +47,6 @@ class Problem(Base):
     axis: int = -1
 
     op: ClassVar[str] = "softmax"
-    dtypes: ClassVar[tuple[str, ...]] = ("float32", "float16")
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "dtype", C.check_dtype(self.op, self.dtype, self.dtypes))
-        super().__post_init__()
-
-    @classmethod
-    def from_shape(cls, shape, dtype="float32", axis=-1) -> "Problem":
-        rows, cols = C.shape2d(cls.op, shape)
-        return cls(rows, cols, dtype, axis)
-
-    def validate(self) -> None:
-        C.check_count(self.op, "rows", self.rows)
-        C.check_count(self.op, "cols", self.cols)
-        C.check_axis(self.op, self.axis)
 
     def input_specs(self):
         return {"x": ((self.rows, self.cols), self.dtype)}
@@ -79,16 +62,9 @@ class Problem(Base):
         e = np.exp(x - x.max(axis=1, keepdims=True))
         return e / e.sum(axis=1, keepdims=True)
 
-    def tolerance(self):
-        return C.scaled_tolerance(TOLERANCES[self.dtype], self.cols)
-
     @property
     def flops(self) -> float:
         return 5.0 * self.rows * self.cols  # max, subtract, exp, add, scale (exp counted as one)
-
-    @property
-    def elem_bytes(self) -> float:
-        return C.row_elems_bytes(self.rows, self.cols, self.dtype)
 
 
 def _traffic(p: Problem, sweeps: int, note: str, smem: float = 0.0, extra_dram: float = 0.0) -> Traffic:

@@ -1,11 +1,13 @@
 """Kernel anatomy: what the compiler made of a rung, for any target GPU, with no GPU present.
 
-``inspect(variant, problem, cc=(9, 0))`` compiles the rung's kernels for that compute
-capability (Numba -> PTX, nvJitLink -> cubin, the same path a real launch takes minus the
-driver) and reads back:
+``inspect(variant, problem, cc=(9, 0))`` builds the rung's kernels for that compute
+capability the way Numba builds them for a launch (its own kernel compiler with the kernel's
+target options: NVVM -> LTO-IR -> nvJitLink with link-time optimisation when nvJitLink is
+present, as it is with ``numba-cuda[cu13]``; the arch-specific target sm_90a/sm_100a/... from
+9.0 on, as Numba picks on a real device), minus the driver, and reads back:
 
-* registers per thread, static shared memory, stack, spill stores and loads: from ptxas's
-  report in nvJitLink's log, cross-checked with ``cuobjdump -res-usage`` on the same cubin;
+* registers per thread, static shared memory, stack: ``cuobjdump -res-usage`` on that cubin;
+  spill stores and loads from ptxas's report (the same inputs linked again with ``-verbose``);
 * the launch's block size and dynamic shared memory, and the theoretical occupancy they give
   (:mod:`perfkit.occupancy`);
 * the SASS (``cuobjdump -sass``) and its static instruction mix by class.
@@ -56,7 +58,8 @@ def _check_cc(cc) -> tuple[int, int]:
     except (TypeError, ValueError, AttributeError):
         raise AnatomyError(f"target compute capability {cc!r} is malformed; use e.g. (9, 0) or '9.0'") from None
     if len(cc) != 2 or cc not in SUPPORTED_CC:
-        raise AnatomyError(f"target compute capability {'.'.join(map(str, cc))} is not supported; "
+        why = " (CUDA 13 and numba-cuda 0.30 no longer build for sm_70)" if cc == (7, 0) else ""
+        raise AnatomyError(f"target compute capability {'.'.join(map(str, cc))} is not supported{why}; "
                            f"supported: {', '.join(f'{a}.{b}' for a, b in SUPPORTED_CC)}")
     return cc
 
@@ -82,7 +85,8 @@ def _versions() -> dict:
     from importlib import metadata
 
     out = {}
-    for pkg in ("numba", "numba-cuda", "cuda-bindings", "nvidia-nvjitlink", "nvidia-cuda-cuobjdump", "llvmlite"):
+    for pkg in ("numba", "numba-cuda", "cuda-bindings", "cuda-core", "nvidia-nvjitlink", "nvidia-nvvm",
+                "nvidia-cuda-cuobjdump", "llvmlite"):
         try:
             out[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:
@@ -91,23 +95,37 @@ def _versions() -> dict:
 
 
 # --- the child process: compile, link, disassemble -------------------------------------------
-def _link(ptx: str, cc: tuple[int, int], name: str, max_registers: int | None = None) -> tuple[bytes, str]:
+def _arch(cc: tuple) -> str:
+    """Numba's target name: on a real device it builds for the arch-specific 'a' variant from
+    9.0 on (sm_90a, sm_100a, ...; ``CUDACodeLibrary._ensure_cc``)."""
+    return f"sm_{cc[0]}{cc[1]}{cc[2] if len(cc) > 2 else ''}"
+
+
+def _numba_cc(cc: tuple[int, int]) -> tuple:
+    return (cc[0], cc[1], "a" if tuple(cc) >= (9, 0) else "")
+
+
+def _link(code: bytes, lto: bool, cc: tuple, name: str, max_registers: int | None = None) -> tuple[bytes, str]:
+    """Link with nvJitLink as Numba does (``-lto`` on LTO-IR, ``-maxrregcount``) plus
+    ``-verbose`` for ptxas's report; returns (cubin, info log)."""
     from cuda.bindings import nvjitlink
 
-    options = [f"-arch=sm_{cc[0]}{cc[1]}", "-verbose"]
+    options = [f"-arch={_arch(cc)}", "-verbose"]
+    if lto:
+        options.append("-lto")
     if max_registers:  # what @cuda.jit(max_registers=N) asks of the JIT linker too
         options.append(f"-maxrregcount={int(max_registers)}")
+    kind = nvjitlink.InputType.LTOIR if lto else nvjitlink.InputType.PTX
     h = nvjitlink.create(len(options), options)
     try:
-        data = ptx.encode()
         try:
-            nvjitlink.add_data(h, nvjitlink.InputType.PTX, data, len(data), f"{name}.ptx")
+            nvjitlink.add_data(h, kind, code, len(code), f"{name}.{'ltoir' if lto else 'ptx'}")
             nvjitlink.complete(h)
         except Exception as exc:
             size = nvjitlink.get_error_log_size(h)
             log = bytearray(size)
             nvjitlink.get_error_log(h, log)
-            raise AnatomyError(f"nvJitLink failed for sm_{cc[0]}{cc[1]} on {name}: "
+            raise AnatomyError(f"nvJitLink failed for {_arch(cc)} on {name}: "
                                f"{log.decode(errors='replace').strip() or exc}") from None
         cubin = bytearray(nvjitlink.get_linked_cubin_size(h))
         nvjitlink.get_linked_cubin(h, cubin)
@@ -131,9 +149,13 @@ def _cuobjdump(cubin: bytes, *flags: str) -> str:
 
 
 def _compile_job(job: dict) -> dict:
-    """Runs in the child (real numba.cuda): rebuild the rung, compile every launch."""
+    """Runs in the child (real numba.cuda): rebuild the rung and build every launch's kernel
+    the way Numba builds it for a launch (``numba.cuda.dispatcher._Kernel`` with the kernel's own
+    target options: LTO when nvJitLink is there, fastmath, max_registers, launch bounds,
+    linked files), for the target instead of the current device."""
     import numba
-    from numba.cuda import compile_ptx
+    import numba.cuda.dispatcher as cuda_dispatcher
+    from numba.cuda import codegen
 
     def build(mod, qual, kwargs):
         obj = importlib.import_module(mod)
@@ -141,30 +163,39 @@ def _compile_job(job: dict) -> dict:
             obj = getattr(obj, part)
         return obj(**kwargs)
 
-    # Numba compiles the device functions a kernel calls for "the current device"; with no
-    # device here, that is the target being inspected.
-    import numba.cuda.dispatcher as cuda_dispatcher
-
-    target = tuple(job["cc"])
-    cuda_dispatcher.get_current_device = lambda: type("TargetDevice", (), {"compute_capability": target})()
+    cc = tuple(job["cc"])
+    full_cc = _numba_cc(cc)
+    # Numba asks "the current device" for its compute capability; with no device here, it is
+    # the target being inspected.
+    cuda_dispatcher.get_current_device = lambda: type("TargetDevice", (), {"compute_capability": cc})()
+    codegen.CUDACodeLibrary._ensure_cc = lambda self, c: full_cc if c is None else c
 
     problem = build(job["problem"]["module"], job["problem"]["qualname"], job["problem"]["params"])
     variant = build(job["variant"]["module"], job["variant"]["qualname"], job["variant"]["config"])
-    cc = tuple(job["cc"])
     launches = variant.plan(problem, variant.host_buffers(problem))
     out = []
     for launch in launches:
         fn = launch.kernel.py_func
         sig = tuple(numba.typeof(a) for a in launch.args)
-        opts = getattr(launch.kernel, "targetoptions", {}) or {}
+        opts = dict(getattr(launch.kernel, "targetoptions", {}) or {})
         try:
-            ptx, _ = compile_ptx(fn, sig, cc=cc, fastmath=bool(opts.get("fastmath", False)))
+            kernel = cuda_dispatcher._Kernel(fn, sig, **opts)
+            lib = kernel._codelibrary
+            ptx = lib.get_asm_str()
+            cubin = bytes(lib.get_cubin().code)  # what the driver would load
+            lto = bool(lib._lto)
+            code = lib.get_ltoir() if lto else ptx.encode()
+        except AnatomyError:
+            raise
         except Exception as exc:
-            raise AnatomyError(f"compiling {fn.__name__} for sm_{cc[0]}{cc[1]} failed: "
+            raise AnatomyError(f"compiling {fn.__name__} for {_arch(full_cc)} failed: "
                                f"{exc.__class__.__name__}: {exc}") from None
-        cubin, log = _link(ptx, cc, fn.__name__, opts.get("max_registers"))
+        # the same inputs linked again with -verbose, for ptxas's report (spills); Numba's own
+        # link does not ask for it
+        _, log = _link(code, lto, full_cc, fn.__name__, opts.get("max_registers"))
         out.append({"kernel_name": fn.__name__, "signature": [str(t) for t in sig], "grid": list(launch.grid),
                     "block": list(launch.block), "dynamic_shared_bytes": int(launch.shared_bytes),
+                    "arch": _arch(full_cc), "lto": lto,
                     "ptx": ptx, "cubin_b64": base64.b64encode(cubin).decode(), "ptxas_log": log,
                     "res_usage": _cuobjdump(cubin, "-res-usage"), "sass": _cuobjdump(cubin, "-sass")})
     return {"launches": out}
@@ -517,7 +548,7 @@ def _source_hash(variant: Variant) -> str:
 
 def _compile(variant: Variant, problem: Problem, cc) -> dict:
     job = _job(variant, problem, cc)
-    key_doc = json.dumps({"job": job, "source": _source_hash(variant), "tools": _versions(), "v": 1},
+    key_doc = json.dumps({"job": job, "source": _source_hash(variant), "tools": _versions(), "v": 2},
                          sort_keys=True, default=str)
     key = hashlib.sha256(key_doc.encode()).hexdigest()[:32]
     path = _cache_dir() / f"{key}.json"
@@ -554,6 +585,15 @@ def _entry_usage(launch: dict) -> dict:
     return usage[entry]
 
 
+def _reserved_in_cubin(cc, shared: int, ptxas: dict) -> int:
+    """From sm_90 on, a kernel that uses shared memory carries the system's 1 KiB reservation in
+    its shared section (``.nv.reservedSmem``), so ``cuobjdump -res-usage`` SHARED is ptxas's
+    "bytes smem" + 1024. The occupancy calculator adds the reservation itself; counting it
+    twice would charge 2 KiB per block."""
+    extra = shared - ptxas.get("static_shared_bytes", shared)
+    return extra if 0 < extra <= occ.limits_for(cc).reserved_shared_per_block else 0
+
+
 def _report(variant: Variant, cc, launch: dict, summaries: list) -> Report:
     entry = _entry_name(launch["ptx"])
     ptxas = _parse_ptxas(launch["ptxas_log"], entry)
@@ -563,7 +603,8 @@ def _report(variant: Variant, cc, launch: dict, summaries: list) -> Report:
     for b in launch["block"]:
         threads *= b
     try:
-        o = occ.occupancy(cc, threads, regs, static_smem + launch["dynamic_shared_bytes"])
+        user_smem = static_smem - _reserved_in_cubin(cc, static_smem, ptxas)
+        o = occ.occupancy(cc, threads, regs, user_smem + launch["dynamic_shared_bytes"])
     except occ.OccupancyError as exc:
         raise AnatomyError(f"{variant.label} on sm_{cc[0]}{cc[1]}: {exc}") from None
     return Report(variant=variant.label, kernel_name=launch["kernel_name"], cc=tuple(cc), registers=regs,

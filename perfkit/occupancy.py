@@ -7,11 +7,18 @@ the CUDA Occupancy Calculator / ``cuda_occupancy.h`` shipped with the CUDA toolk
 file is split between 4 sub-partitions, and every block is charged 1 KiB of shared memory
 reserved for the system on compute capability 8.0 and newer.
 
+A block may use at most 48 KiB of shared memory (static plus dynamic) unless the kernel opts
+in to more with ``cudaFuncSetAttribute(..., MaxDynamicSharedMemorySize, ...)``, up to the
+per-block maximum of its compute capability. Numba never opts in, so ``opt_in`` defaults to
+False; a launch over the limit gets 0 blocks per SM, as the calculator reports it (and the
+launch fails).
+
 A block is resident only if there is room for it under every limit; the smallest number of
 blocks under any limit wins, and that limit is named as the limiter.
 """
 from __future__ import annotations
 
+import operator
 from dataclasses import asdict, dataclass
 
 __all__ = ["Limits", "LIMITS", "Occupancy", "OccupancyError", "occupancy", "limits_for",
@@ -37,6 +44,7 @@ class Limits:
     max_threads_per_block: int
     shared_per_sm: int           # bytes, at the largest shared-memory carveout
     max_shared_per_block: int    # bytes, with opt-in
+    default_shared_per_block: int  # bytes, without opt-in (48 KiB)
     reserved_shared_per_block: int
     shared_granularity: int
     register_unit: int = 256     # registers are allocated per warp in units of this
@@ -49,6 +57,7 @@ def _L(cc, warps, blocks, smem_sm_kib, smem_blk_kib, reserved, gran):
     return Limits(cc=cc, max_warps_per_sm=warps, max_blocks_per_sm=blocks, registers_per_sm=65536,
                   max_registers_per_thread=255, max_threads_per_block=1024,
                   shared_per_sm=smem_sm_kib * KiB, max_shared_per_block=smem_blk_kib * KiB,
+                  default_shared_per_block=min(48, smem_blk_kib) * KiB,
                   reserved_shared_per_block=reserved, shared_granularity=gran)
 
 
@@ -80,7 +89,7 @@ class Occupancy:
     blocks_per_sm: int
     active_warps: int
     max_warps: int
-    limiter: str          # "registers", "shared memory", "warps" or "blocks"
+    limiter: str          # "registers", "shared memory", "warps", "blocks" or "shared memory per block"
     limits: dict          # blocks per SM allowed by each resource (None: not limited by it)
     warps_per_block: int
     registers_per_warp: int
@@ -95,6 +104,9 @@ class Occupancy:
 
     def __str__(self) -> str:
         if self.blocks_per_sm == 0:
+            if self.limiter == "shared memory per block":
+                return (f"0%: {self.shared_per_block} bytes of shared memory per block (with the "
+                        "reservation) are over the per-block limit; the launch fails")
             return (f"0%: not even one block fits on an SM ({self.limiter}); the launch fails "
                     "with 'too many resources requested'")
         return (f"{self.ratio:.0%} ({self.active_warps}/{self.max_warps} warps, "
@@ -105,17 +117,31 @@ def _round_up(x: int, unit: int) -> int:
     return -(-x // unit) * unit
 
 
-def occupancy(cc, threads_per_block: int, registers_per_thread: int, shared_per_block: int = 0) -> Occupancy:
-    """Resident blocks and warps per SM for a launch (static + dynamic shared bytes per block)."""
+def occupancy(cc, threads_per_block: int, registers_per_thread: int, shared_per_block: int = 0,
+              *, opt_in: bool = False) -> Occupancy:
+    """Resident blocks and warps per SM for a launch.
+
+    ``shared_per_block``: static + dynamic shared bytes per block, without the system's
+    reservation (this function adds it). ``opt_in``: whether the kernel raised its dynamic
+    shared-memory limit above 48 KiB (Numba kernels never do)."""
     lim = limits_for(cc)
+    ints = []
+    for name, v in (("threads_per_block", threads_per_block), ("registers_per_thread", registers_per_thread),
+                    ("shared_per_block", shared_per_block)):
+        try:
+            if isinstance(v, bool):
+                raise TypeError
+            ints.append(operator.index(v))
+        except TypeError:
+            raise OccupancyError(f"{name} must be an integer, got {v!r}") from None
+    threads_per_block, registers_per_thread, shared_per_block = ints
     if not 1 <= threads_per_block <= lim.max_threads_per_block:
         raise OccupancyError(f"block of {threads_per_block} threads: must be 1..{lim.max_threads_per_block}")
-    if registers_per_thread > lim.max_registers_per_thread:
-        raise OccupancyError(f"{registers_per_thread} registers per thread exceed the limit of "
+    if not 0 <= registers_per_thread <= lim.max_registers_per_thread:
+        raise OccupancyError(f"{registers_per_thread} registers per thread: must be 0..the limit of "
                              f"{lim.max_registers_per_thread} on cc {cc[0]}.{cc[1]}")
-    if shared_per_block > lim.max_shared_per_block:
-        raise OccupancyError(f"{shared_per_block} bytes of shared memory per block exceed the limit of "
-                             f"{lim.max_shared_per_block} on cc {cc[0]}.{cc[1]}")
+    if shared_per_block < 0:
+        raise OccupancyError(f"shared_per_block must be >= 0, got {shared_per_block}")
     warps = -(-threads_per_block // lim.warp_size)
     by_warps = lim.max_warps_per_sm // warps
     regs_per_warp = _round_up(max(registers_per_thread, 1) * lim.warp_size, lim.register_unit)
@@ -124,6 +150,14 @@ def occupancy(cc, threads_per_block: int, registers_per_thread: int, shared_per_
     by_regs = warps_by_regs // warps
     smem = _round_up(shared_per_block + lim.reserved_shared_per_block, lim.shared_granularity) \
         if shared_per_block > 0 else 0
+    per_block_cap = (lim.max_shared_per_block if opt_in else lim.default_shared_per_block) \
+        + lim.reserved_shared_per_block
+    if smem > per_block_cap:  # cuda_occupancy.h: over the per-block limit, no block is resident
+        return Occupancy(blocks_per_sm=0, active_warps=0, max_warps=lim.max_warps_per_sm,
+                         limiter="shared memory per block",
+                         limits={"warps": by_warps, "registers": by_regs, "shared memory": 0,
+                                 "blocks": lim.max_blocks_per_sm},
+                         warps_per_block=warps, registers_per_warp=regs_per_warp, shared_per_block=smem)
     by_smem = lim.shared_per_sm // smem if smem else None  # no shared memory: no limit
     # on a tie the first named wins: warps (the block shape) before the resources it uses
     limits = {"warps": by_warps, "registers": by_regs, "shared memory": by_smem,

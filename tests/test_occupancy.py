@@ -26,7 +26,7 @@ from perfkit import occupancy as occ
     ((7, 0), 64, 32, 1000, 32, 64, "warps"),
 ])
 def test_calculator_cases(cc, threads, regs, smem, blocks, warps, limiter):
-    o = occ.occupancy(cc, threads, regs, smem)
+    o = occ.occupancy(cc, threads, regs, smem, opt_in=smem > 48 * 1024)
     assert (o.blocks_per_sm, o.active_warps, o.limiter) == (blocks, warps, limiter)
     assert o.ratio == warps / occ.LIMITS[cc].max_warps_per_sm
 
@@ -46,8 +46,9 @@ def test_every_limit_has_a_source():
 @pytest.mark.parametrize("args, msg", [
     (((9, 0), 2048, 32, 0), "1..1024"),
     (((9, 0), 0, 32, 0), "1..1024"),
-    (((9, 0), 128, 300, 0), "exceed the limit of 255"),
-    (((8, 6), 128, 32, 100 * 1024), "exceed the limit"),
+    (((9, 0), 128, 300, 0), "the limit of 255"),
+    (((9, 0), 128, 32.0, 0), "must be an integer"),
+    (((9, 0), 128, 32, -1), ">= 0"),
     (((6, 1), 128, 32, 0), "no occupancy limits for compute capability 6.1"),
 ])
 def test_errors(args, msg):
@@ -61,3 +62,22 @@ def test_a_block_that_cannot_launch_says_so():
     assert o.blocks_per_sm == 0 and o.limiter == "registers"
     assert "too many resources requested" in str(o)
     assert occ.occupancy((9, 0), 1024, 64).blocks_per_sm == 1
+
+
+@pytest.mark.parametrize("cc, smem, opt_in, blocks", [
+    # without opt-in a block gets 48 KiB (static + dynamic); the 1 KiB reservation is on top
+    ((9, 0), 48 * 1024, False, 4),
+    ((9, 0), 48 * 1024 + 1, False, 0),
+    ((9, 0), 48 * 1024 + 1, True, 4),
+    ((9, 0), 227 * 1024, True, 1),
+    ((9, 0), 227 * 1024 + 1, True, 0),
+    ((8, 6), 99 * 1024, True, 1),
+    ((8, 6), 100 * 1024, True, 0),
+    ((7, 5), 64 * 1024, True, 1),
+    ((7, 5), 64 * 1024, False, 0),
+])
+def test_per_block_shared_limit_gives_zero_blocks(cc, smem, opt_in, blocks):
+    o = occ.occupancy(cc, 128, 32, smem, opt_in=opt_in)
+    assert o.blocks_per_sm == blocks
+    if blocks == 0:
+        assert o.limiter == "shared memory per block" and "per-block limit" in str(o)

@@ -157,3 +157,24 @@ def test_cache_key_covers_shared_kernel_helpers():
     """A rung's code spans its module and shared helpers: editing any of them must miss the cache."""
     names = {rel for rel, _ in anatomy._kernel_sources()}
     assert {"base.py", "_vector.py", "norm/_common.py", "gemm.py", "norm/softmax.py"} <= names
+
+
+def test_built_as_numba_builds_for_a_launch():
+    """The cubin is the one Numba's own kernel compiler makes (LTO when nvJitLink is there, the
+    arch-specific target from 9.0 on), and the 1 KiB system reservation, already inside the
+    sm_90 cubin's shared section, is charged once."""
+    from perfkit.kernels import gemm
+
+    v = gemm.LADDER[3]  # shared-memory tiling: static shared memory, no dynamic
+    p = v.example(gemm.EXAMPLE_PROBLEM)
+    r80, r90 = anatomy.inspect(v, p, (8, 0)), anatomy.inspect(v, p, (9, 0))
+    assert r90.static_shared_bytes == r80.static_shared_bytes + 1024  # .nv.reservedSmem on sm_90
+    assert r80.occupancy.shared_per_block == r90.occupancy.shared_per_block == r80.static_shared_bytes + 1024
+    import tempfile
+
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as f:
+        f.write(r90.cubin)
+        f.flush()
+        head = subprocess.run([anatomy.tool_path("cuobjdump"), "-elf", f.name],
+                              capture_output=True, text=True, check=True).stdout
+    assert "sm_90a" in head

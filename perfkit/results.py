@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import json
+import math
 import os
 import platform
 import socket
@@ -26,7 +27,7 @@ import pandas as pd
 
 from . import backend
 
-__all__ = ["ResultsError", "REPO_ROOT", "RESULTS_DIR", "SIM_RESULTS_DIR", "provenance", "record",
+__all__ = ["ResultsError", "REPO_ROOT", "RESULTS_DIR", "SIM_RESULTS_DIR", "COLUMNS", "provenance", "record",
            "load", "metric_columns"]
 
 REPO_ROOT = Path(os.environ.get("PERFKIT_ROOT", Path(__file__).resolve().parent.parent))
@@ -86,15 +87,19 @@ def provenance() -> dict:
 
 
 def _jsonable(x):
+    """Plain JSON: NumPy scalars and arrays become numbers and lists, NaN and infinities
+    null (strict JSON has neither), paths and other objects their text."""
     if isinstance(x, dict):
         return {str(k): _jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
+    if isinstance(x, (list, tuple, set, frozenset)):
         return [_jsonable(v) for v in x]
-    if hasattr(x, "item") and callable(x.item) and getattr(x, "ndim", 1) == 0:
-        return x.item()  # NumPy scalars
-    if isinstance(x, float) and x != x:
+    if hasattr(x, "tolist") and callable(x.tolist):
+        return _jsonable(x.tolist())  # NumPy arrays and scalars
+    if isinstance(x, float) and not math.isfinite(x):
         return None
-    return x
+    if x is None or isinstance(x, (bool, int, float, str)):
+        return x
+    return str(x)
 
 
 def record(entry: dict, *, root: Path | str | None = None) -> Path:
@@ -103,8 +108,11 @@ def record(entry: dict, *, root: Path | str | None = None) -> Path:
     Returns the path written.  Never overwrites: a name clash gets a new unique suffix.
     A simulated entry is refused for ``data/results`` and goes under ``runs/sim-results``.
     """
+    if not isinstance(entry, dict):
+        raise ResultsError(f"a result is a dict, got {type(entry).__name__}")
     prov = provenance()
-    simulated = bool(entry.get("simulated", prov["simulated"]))
+    # simulated if the entry or the device in use says so: a simulator run cannot be relabelled
+    simulated = bool(entry.get("simulated")) or bool(prov["simulated"])
     if root is None:
         root = SIM_RESULTS_DIR if simulated else RESULTS_DIR
     root = Path(root).resolve()
@@ -166,9 +174,16 @@ def _flatten(doc: dict, path: Path) -> dict:
     return row
 
 
+#: the columns of :func:`load`'s frame that every recorded result has (more come from params)
+COLUMNS = ["op", "problem", "rung", "variant", "simulated", "median_s", "iqr_s", "min_s", "cv", "n_samples",
+           "check_ok", "max_abs_err", "model_dram_bytes", "gpu", "gpu_slug", "commit", "dirty", "utc",
+           "driver", "path", "tflops", "gbps"]
+
+
 def load(op: str | None = None, gpu: str | None = None, *, root: Path | str | None = None,
          latest: bool = True) -> pd.DataFrame:
-    """Recorded results as a tidy DataFrame (one row per file); empty when there are none.
+    """Recorded results as a tidy DataFrame (one row per file); with no results, an empty
+    frame with the :data:`COLUMNS` every result has.
 
     ``gpu`` matches the GPU name or its folder name, case-insensitively.  With ``latest``,
     only the newest record of each (gpu, op, problem, rung, variant) is kept.
@@ -182,6 +197,8 @@ def load(op: str | None = None, gpu: str | None = None, *, root: Path | str | No
             doc = json.loads(path.read_text())
         except (OSError, json.JSONDecodeError) as exc:
             raise ResultsError(f"unreadable result file {path}: {exc}") from exc
+        if not isinstance(doc, dict):
+            raise ResultsError(f"result file {path} holds a JSON {type(doc).__name__}, not a result object")
         row = _flatten(doc, path)
         if op is not None and row.get("op") != op:
             continue
@@ -191,7 +208,7 @@ def load(op: str | None = None, gpu: str | None = None, *, root: Path | str | No
         rows.append(row)
     df = pd.DataFrame(rows)
     if df.empty:
-        return df
+        return pd.DataFrame(columns=COLUMNS)
     df = metric_columns(df)
     if latest:
         keys = [c for c in ("gpu", "op", "problem", "rung", "variant") if c in df]

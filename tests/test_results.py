@@ -58,7 +58,35 @@ def test_simulated_results_never_go_to_data_results(tmp_path):
 
 
 def test_load_of_an_empty_or_missing_folder(tmp_path):
-    assert results.load(root=tmp_path / "nothing").empty
+    df = results.load(root=tmp_path / "nothing")
+    assert df.empty and list(df.columns) == results.COLUMNS
+    assert df[df["op"] == "gemm"].empty  # filtering an empty result works like a full one
+
+
+@pytest.mark.skipif(not backend.is_simulator(), reason="simulator behaviour")
+def test_a_simulator_run_cannot_be_relabelled_real(tmp_path):
+    p = results.record(_entry(simulated=False), root=tmp_path)
+    assert json.loads(p.read_text())["simulated"] is True
+    with pytest.raises(results.ResultsError, match="never written"):
+        results.record(_entry(simulated=False), root=results.RESULTS_DIR)
+
+
+def test_numpy_nan_and_inf_become_plain_json(tmp_path):
+    import numpy as np
+
+    e = _entry(timing={"median_s": np.float32(1e-6), "samples": np.array([1e-6, 2e-6]), "n": np.int64(2)},
+               check={"ok": np.bool_(False), "max_abs_err": float("nan"), "rel": np.inf}, where=tmp_path)
+    doc = json.loads(results.record(e, root=tmp_path).read_text())
+    assert doc["timing"]["samples"] == [1e-6, 2e-6] and doc["timing"]["n"] == 2
+    assert doc["check"] == {"ok": False, "max_abs_err": None, "rel": None} and doc["where"] == str(tmp_path)
+
+
+def test_a_file_that_is_not_a_result_is_named(tmp_path):
+    bad = tmp_path / "gpu" / "saxpy" / "y.json"
+    bad.parent.mkdir(parents=True)
+    bad.write_text("[1, 2]")
+    with pytest.raises(results.ResultsError, match="y.json.*list"):
+        results.load(root=tmp_path)
 
 
 def test_unreadable_file_is_named(tmp_path):

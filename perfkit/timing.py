@@ -13,7 +13,9 @@ Why each piece is there:
 * **A stopping rule on noise.**  Samples are taken until there are at least ``min_samples``
   and ``min_time_s`` of them, then until the 95% confidence interval of the median (from order
   statistics, no normality assumed) is narrower than ``rel_ci`` of the median, or the wall-clock
-  cap ``max_time_s`` or ``max_samples`` is reached.  ``stop_reason`` says which.
+  cap ``max_time_s`` or ``max_samples`` is reached.  ``stop_reason`` says which.  The cap is a
+  hard bound: if it ends a run before ``min_samples``, ``stop_reason`` says so and a warning is
+  raised.
 * **Robust statistics.**  Median, IQR, min and CV are reported and the raw samples are kept.
 * **Clocks and throttling.**  The SM clock and the throttle reasons are read through NVML
   before and after, where NVML is available, so a throttled run can be recognised.
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from typing import Callable
 
@@ -173,18 +176,41 @@ def _flusher(l2_bytes: int, factor: int = 2, minimum: int = 8 << 20):
     return flush, nbytes
 
 
-def _check_args(l2, warmup_s, min_samples, max_samples, min_time_s, max_time_s, rel_ci, confidence):
+def _is_int(v) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+def _is_real(v) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, (bool, np.bool_))
+
+
+def _check_args(l2, warmup_s, min_samples, max_samples, min_time_s, max_time_s, rel_ci, confidence,
+                flush_factor):
     if l2 not in L2_MODES:
         raise ValueError(f"l2 must be one of {L2_MODES}, got {l2!r}")
+    for name, v in (("min_samples", min_samples), ("max_samples", max_samples), ("flush_factor", flush_factor)):
+        if not _is_int(v):
+            raise TypeError(f"{name} must be an integer, got {v!r}")
     if min_samples < 1 or max_samples < min_samples:
         raise ValueError(f"need 1 <= min_samples <= max_samples, got {min_samples}, {max_samples}")
-    for name, v in (("warmup_s", warmup_s), ("min_time_s", min_time_s), ("max_time_s", max_time_s)):
-        if not v >= 0:
-            raise ValueError(f"{name} must be >= 0, got {v}")
+    for name, v in (("warmup_s", warmup_s), ("min_time_s", min_time_s), ("max_time_s", max_time_s),
+                    ("rel_ci", rel_ci), ("confidence", confidence)):
+        if not _is_real(v):
+            raise TypeError(f"{name} must be a number, got {v!r}")
+    for name, v in (("warmup_s", warmup_s), ("min_time_s", min_time_s)):
+        if not 0 <= v < math.inf:
+            raise ValueError(f"{name} must be finite and >= 0, got {v}")
+    if not max_time_s >= 0:  # inf: no wall-clock cap
+        raise ValueError(f"max_time_s must be >= 0, got {max_time_s}")
+    if min_time_s > max_time_s:
+        raise ValueError(f"min_time_s ({min_time_s}) must not exceed max_time_s ({max_time_s})")
     if not 0 < rel_ci:
         raise ValueError(f"rel_ci must be > 0, got {rel_ci}")
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
+    if flush_factor < 2:
+        raise ValueError(f"flush_factor must be >= 2 (the flush buffer is at least twice the L2), "
+                         f"got {flush_factor}")
 
 
 #: Defaults of :func:`measure` on a GPU and in the simulator (where one kernel takes seconds
@@ -216,7 +242,8 @@ def measure(fn: Callable[[], None], *, l2: str = "cold", warmup_s: float | None 
         d["max_samples"] = max(d["max_samples"], d["min_samples"])
     warmup_s, min_samples, max_samples, min_time_s, max_time_s = (
         d["warmup_s"], d["min_samples"], d["max_samples"], d["min_time_s"], d["max_time_s"])
-    _check_args(l2, warmup_s, min_samples, max_samples, min_time_s, max_time_s, rel_ci, confidence)
+    _check_args(l2, warmup_s, min_samples, max_samples, min_time_s, max_time_s, rel_ci, confidence,
+                flush_factor)
     settings = dict(l2=l2, warmup_s=warmup_s, min_samples=min_samples, max_samples=max_samples,
                     min_time_s=min_time_s, max_time_s=max_time_s, rel_ci=rel_ci,
                     confidence=confidence, flush_factor=flush_factor)
@@ -264,8 +291,13 @@ def measure(fn: Callable[[], None], *, l2: str = "cold", warmup_s: float | None 
     while len(samples) < max_samples:
         samples.append(one_sample())
         elapsed = time.perf_counter() - t0
-        if elapsed >= max_time_s and len(samples) >= 1:
+        if elapsed >= max_time_s:
             reason = "max_time_s (wall-clock cap)"
+            if len(samples) < min_samples:  # the cap is a hard bound; say what it cost
+                reason += f" before min_samples ({len(samples)} of {min_samples})"
+                warnings.warn(f"measure(): the wall-clock cap max_time_s={max_time_s:g} s ended the run "
+                              f"after {len(samples)} of min_samples={min_samples} samples; raise "
+                              "max_time_s for a slow kernel", RuntimeWarning, stacklevel=2)
             break
         # the CI of a median needs a few samples before it means anything
         if len(samples) >= max(min_samples, 3) and sum(samples) >= min_time_s:

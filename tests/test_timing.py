@@ -53,9 +53,10 @@ def test_measure_statistics_and_labels():
 def test_measure_respects_the_wall_clock_cap():
     import time
 
-    m = timing.measure(lambda: time.sleep(0.02), warmup_s=0, min_samples=1000, max_samples=5000,
-                       max_time_s=0.2)
-    assert m.n < 30 and "max_time_s" in m.stop_reason
+    with pytest.warns(RuntimeWarning, match="min_samples=1000"):
+        m = timing.measure(lambda: time.sleep(0.02), warmup_s=0, min_samples=1000, max_samples=5000,
+                           max_time_s=0.2)
+    assert m.n < 30 and "max_time_s" in m.stop_reason and "before min_samples" in m.stop_reason
 
 
 def test_measure_stops_on_the_confidence_interval():
@@ -71,9 +72,24 @@ def test_measure_stops_on_the_confidence_interval():
     (dict(rel_ci=0), "rel_ci"),
     (dict(max_time_s=-1), "max_time_s"),
     (dict(confidence=1.5), "confidence"),
+    (dict(min_time_s=3, max_time_s=1), "must not exceed max_time_s"),
+    (dict(warmup_s=float("inf")), "warmup_s must be finite"),
+    (dict(min_time_s=float("nan")), "min_time_s must be finite"),
+    (dict(flush_factor=1), "flush_factor must be >= 2"),
 ])
 def test_measure_rejects_bad_settings(kw, msg):
     with pytest.raises(ValueError, match=msg):
+        timing.measure(lambda: None, **kw)
+
+
+@pytest.mark.parametrize("kw, msg", [
+    (dict(min_samples=2.5), "min_samples must be an integer"),
+    (dict(max_samples=True), "max_samples must be an integer"),
+    (dict(flush_factor=2.0), "flush_factor must be an integer"),
+    (dict(max_time_s="1"), "max_time_s must be a number"),
+])
+def test_measure_rejects_wrong_types(kw, msg):
+    with pytest.raises(TypeError, match=msg):
         timing.measure(lambda: None, **kw)
 
 

@@ -67,13 +67,22 @@ def choose(verbose: bool = True) -> str:
             f"PERFKIT_BACKEND={wanted!r} is not valid; use one of {', '.join(_VALID)}"
         )
     loaded = _already_imported_choice()
-    if loaded is not None:
+    if loaded == "gpu" and wanted == "compile":  # compiling needs only the real numba.cuda
+        _choice, _reason = "compile", "compile only: real numba.cuda, no device used"
+    elif loaded is not None:
         if wanted != "auto" and wanted != loaded:
             raise BackendError(
                 f"PERFKIT_BACKEND={wanted} but numba.cuda was already imported in "
                 f"{'simulator' if loaded == 'sim' else 'GPU'} mode; import perfkit (or set "
                 "NUMBA_ENABLE_CUDASIM) before the first `from numba import cuda`"
             )
+        if loaded == "gpu":  # whoever imported numba.cuda assumed a GPU: check there is one
+            ok, why = _probe_gpu()
+            if not ok:
+                raise BackendError(
+                    f"numba.cuda was imported before perfkit, in GPU mode, but there is no usable "
+                    f"GPU ({why}); import perfkit first (it then picks the simulator), or set "
+                    "NUMBA_ENABLE_CUDASIM=1 before the first `from numba import cuda`")
         _choice, _reason = loaded, "numba.cuda was already imported"
     elif wanted == "sim":
         _choice, _reason = "sim", "forced by PERFKIT_BACKEND=sim"

@@ -53,6 +53,16 @@ def test_conflict_with_numba_already_imported_is_named():
     assert "already imported" in r.stderr
 
 
+@pytest.mark.skipif(HAS_GPU, reason="needs a machine without a GPU")
+def test_numba_cuda_imported_first_without_a_gpu_says_import_perfkit_first():
+    r = _python("from numba import cuda; import perfkit")
+    assert r.returncode != 0
+    assert "BackendError" in r.stderr and "import perfkit first" in r.stderr
+    r = _python("import os; os.environ['NUMBA_ENABLE_CUDASIM']='1'; from numba import cuda; import perfkit;"
+                "print(perfkit.backend.name())")
+    assert r.returncode == 0 and r.stdout.strip() == "sim", r.stderr
+
+
 def test_device_facts():
     d = backend.device()
     assert d.simulated == backend.is_simulator()

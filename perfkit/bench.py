@@ -59,7 +59,7 @@ def _measure_one(problem, variant, *, seed, check_seed, timer, record, results_r
     row: dict = {"op": problem.op, "problem": problem.label, **problem.params,
                  "rung": variant.rung, "variant": variant.name, "label": variant.label,
                  "config": variant.config, "flops": problem.flops, "bytes": problem.bytes,
-                 "simulated": backend.is_simulator(), "check_ok": False, "error": None,
+                 "simulated": backend.is_simulator(), "check_ok": False, "error": None, "traceback": None,
                  "status": "pending", "check_seed": check_seed, "seed": seed}
     stage = "model"
     try:

@@ -142,9 +142,13 @@ def load(path: Path | str | None = None) -> dict[str, DeviceSpec]:
         return _cache[path][1]
     where = path.name
     try:
-        doc = yaml.safe_load(path.read_text())
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     except yaml.YAMLError as exc:
         raise SpecError(f"{where}: invalid YAML: {exc}") from exc
+    except UnicodeDecodeError as exc:
+        raise SpecError(f"{where}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    except OSError as exc:  # a directory, or unreadable
+        raise SpecError(f"{path}: cannot read ({exc.strerror or exc})") from exc
     if not isinstance(doc, dict):
         raise SpecError(f"{where}: expected a mapping at the top level")
     if doc.get("schema") != 1:

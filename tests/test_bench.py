@@ -149,3 +149,19 @@ def test_oracle_gpu_path_takes_library_owned_outputs(monkeypatch):
     assert set(got) == {"y", "mean", "rstd"} and got["mean"].shape == (5,)
     assert all(a.flags.c_contiguous for a in got.values())
     assert p.check(got, p.reference(x)).ok
+
+
+def test_check_names_a_wrong_output_dtype_and_nan_error_is_infinite():
+    from perfkit.kernels import saxpy
+
+    p = saxpy.Problem(5, alpha=2.0)
+    x = p.make_inputs(1)
+    ref = p.reference(x)
+    assert p.check(ref, ref).ok                       # a float64 reference is accepted
+    assert p.check(ref.astype(np.float32), ref).ok    # the problem's own dtype
+    bad = p.check(ref.astype(np.float16), ref)
+    assert not bad.ok and "dtype float16, expected float32" in bad.message
+    poisoned = ref.astype(np.float32)
+    poisoned[3] = np.nan
+    r = p.check(poisoned, ref)
+    assert not r.ok and r.n_nan == 1 and r.max_abs_err == np.inf

@@ -97,3 +97,12 @@ def test_missing_field(tmp_path):
 def test_missing_file(tmp_path):
     with pytest.raises(specs.SpecError, match="cannot read"):
         specs.load(tmp_path / "nope.yaml")
+
+
+def test_a_directory_or_non_utf8_file_is_a_spec_error(tmp_path):
+    with pytest.raises(specs.SpecError, match="cannot read"):
+        specs.load(tmp_path)
+    bad = tmp_path / "devices.yaml"
+    bad.write_bytes(b"\xff\xfe schema: 1")
+    with pytest.raises(specs.SpecError, match="not UTF-8"):
+        specs.load(bad)

@@ -193,15 +193,23 @@ class Problem:
 
         Passes when every element satisfies ``|out - ref| <= atol + rtol * |ref|`` and ``out`` is
         NaN exactly where ``ref`` is NaN (infinities must match too).  A NaN where the reference
-        is finite never passes, so an unwritten element of a NaN-poisoned output shows.
+        is finite never passes, so an unwritten element of a NaN-poisoned output shows, and its
+        error is infinite.  An output whose dtype is not the problem's fails (float64, the
+        reference's precision, is accepted).
         """
         if ref is None:
             if inputs is None:
                 raise ValueError("check() needs ref or inputs")
             ref = self.reference(inputs)
-        names = list(self.output_specs())
+        specs = self.output_specs()
+        names = list(specs)
         outs, refs = as_outputs(out, names), as_outputs(ref, names)
         rtol, atol = self.tolerance()
+        for name in names:  # a rung returns the problem's dtype (float64: a reference, accepted)
+            want, got = np.dtype(specs[name][1]), outs[name].dtype
+            if got != want and got != np.float64:
+                return CheckResult(False, np.inf, np.inf, int(outs[name].size), 0, rtol, atol,
+                                   f"{name}: dtype {got}, expected {want}")
         worst_abs = worst_rel = 0.0
         n_bad = n_nan = 0
         msgs = []
@@ -222,7 +230,9 @@ class Problem:
                 rel = err[finite] / np.maximum(np.abs(r[finite]), atol)
             n_nan += int((o_nan & ~r_nan).sum())
             n_bad += int(bad.sum())
-            if err.size:
+            if nan_bad.any():  # a NaN where a number belongs (or the reverse): unbounded error
+                worst_abs = worst_rel = np.inf
+            elif err.size:
                 worst_abs = max(worst_abs, float(err[finite].max(initial=0.0)))
                 worst_rel = max(worst_rel, float(rel.max(initial=0.0)))
             if bad.any():

@@ -259,9 +259,10 @@ def _parse_ptxas(log: str, entry: str | None = None) -> dict:
 
 #: instruction classes of the mix, in display order
 MIX_CLASSES = [
-    "fp32 fma", "fp32 add", "fp32 mul", "fp32 other", "fp16/bf16", "tensor mma",
-    "global load 8", "global load 16", "global load 32", "global load 64", "global load 128",
+    "fp32 fma", "fp32 add", "fp32 mul", "fp32 other", "fp64", "fp16/bf16", "tensor mma",
+    "global load 8", "global load 16", "global load 32", "global load 64", "global load 128", "global load 256",
     "global store 8", "global store 16", "global store 32", "global store 64", "global store 128",
+    "global store 256",
     "shared load 32", "shared load 64", "shared load 128", "shared load other",
     "shared store 32", "shared store 64", "shared store 128", "shared store other",
     "async copy", "local load/store", "shuffle", "atomic", "barrier", "branch/control",
@@ -276,7 +277,7 @@ _CONTROL = {"BRA", "BRX", "JMP", "JMX", "CALL", "RET", "EXIT", "BSSY", "BSYNC", 
 
 def _width(mods: list[str]) -> int:
     for m in mods:
-        if m in ("128", "64", "32"):
+        if m in ("256", "128", "64", "32"):
             return int(m)
         if m in ("U8", "S8"):
             return 8
@@ -292,14 +293,17 @@ def classify(instr: str) -> str:
         text = text.split(None, 1)[1] if " " in text else ""
     opcode = text.split(None, 1)[0].rstrip(";") if text else ""
     base, *mods = opcode.split(".")
-    if base == "FFMA":
+    # FFMA2/FADD2/FMUL2 (sm_100+): two fp32 operations in one instruction, counted once here
+    if base in ("FFMA", "FFMA2"):
         return "fp32 fma"
-    if base == "FADD":
+    if base in ("FADD", "FADD2"):
         return "fp32 add"
-    if base == "FMUL":
+    if base in ("FMUL", "FMUL2"):
         return "fp32 mul"
-    if base in ("FSETP", "FMNMX", "FSEL", "FCHK", "FSET", "FSWZADD", "FMNMX3", "FADD2", "FFMA2", "FMUL2"):
+    if base in ("FSETP", "FMNMX", "FSEL", "FCHK", "FSET", "FSWZADD", "FMNMX3"):
         return "fp32 other"
+    if base in ("DFMA", "DADD", "DMUL", "DSETP", "DMNMX"):
+        return "fp64"
     if base.startswith(("HADD", "HFMA", "HMUL", "HSET", "HMNMX")):
         ops = [o.strip() for o in text.split(None, 1)[1].split(",")] if " " in text else []
         if base == "HFMA2" and ops[1:3] == ["-RZ", "RZ"]:

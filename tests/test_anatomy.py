@@ -139,6 +139,14 @@ def test_a_kernel_that_fails_to_compile_names_target_and_message():
     ("/*0100*/ HFMA2 R4, R2.H0_H0, R3.H0_H0, -RZ ;", "fp16/bf16"),
     # ptxas loads 32-bit constants as -0 * 0 + (imm, imm): a move, not fp16 math
     ("/*08e0*/ HFMA2.MMA R13, -RZ, RZ, 0.96630859375, -0.0022525787353515625 ;", "move/other"),
+    # sm_100: packed fp32 pairs and 256-bit global accesses
+    ("/*0100*/ FFMA2 R4, R2.F32x2.HI_LO, R6.F32, R4.F32x2.HI_LO ;", "fp32 fma"),
+    ("/*0100*/ FADD2 R4, R2.F32x2.HI_LO, R6.F32x2.HI_LO ;", "fp32 add"),
+    ("/*0100*/ FMUL2 R4, R2.F32x2.HI_LO, R6.F32x2.HI_LO ;", "fp32 mul"),
+    ("/*0100*/ LDG.E.ENL2.256 R4, R8, desc[UR4][R2.64] ;", "global load 256"),
+    ("/*0100*/ STG.E.ENL2.256 desc[UR4][R2.64], R4, R8 ;", "global store 256"),
+    ("/*0100*/ DFMA R4, R2, R6, R4 ;", "fp64"),
+    ("/*0100*/ DADD R4, R2, R6 ;", "fp64"),
 ])
 def test_instruction_classes(sass, cls):
     mix = anatomy.instruction_mix(sass)

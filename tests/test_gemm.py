@@ -1,5 +1,7 @@
 """Every GEMM rung against float64 NumPy at awkward shapes, fresh random inputs, NaN-poisoned
 outputs; bad inputs; the tensor-core fragment layout; static compile checks."""
+import re
+
 import numpy as np
 import pytest
 
@@ -207,3 +209,89 @@ def test_simulated_load4_faults_where_a_gpu_would():
         probe[1, 1](a, out, 2)
     with pytest.raises(RuntimeError, match="misaligned"):  # row length 6: row 1 starts at byte 24
         probe[1, 1](np.zeros((3, 6), np.float32), out, 0)
+
+
+# --- launches no GPU can run are refused by supports(), before any compile or allocation -------
+NON_ORACLE = gemm.LADDER[1:]
+
+
+@pytest.mark.parametrize("v", NON_ORACLE, ids=lambda v: v.name)
+def test_supports_refuses_more_than_65535_blocks_on_grid_y(v):
+    big = 10_000_000  # the m (naive: n) tiles of every rung land on grid.y, past 65535 blocks
+    d = _dtype(v)
+    tall, wide = gemm.Problem(big, 1, 1, d), gemm.Problem(1, big, 1, d)
+    if v.name == "naive":  # threadIdx.x and blockIdx.x walk rows: m goes on grid.x
+        tall, wide = wide, tall
+    (launch,) = v.plan(tall, v.host_buffers(tall))
+    assert launch.grid[1] > 65535
+    with pytest.raises(UnsupportedProblem, match=rf"grid\.y = {launch.grid[1]} blocks for .* > 65535"):
+        v.supports(tall)
+    (launch,) = v.plan(wide, v.host_buffers(wide))
+    assert launch.grid[0] > 65535
+    v.supports(wide)  # grid.x takes up to 2**31 - 1 blocks
+
+
+def test_supports_refuses_the_reported_grid_y_overflows():
+    p = gemm.Problem(2_100_000, 1, 1)
+    for v in gemm.LADDER[2:4]:  # 32-row tiles: 65625 blocks along grid.y
+        with pytest.raises(UnsupportedProblem, match="grid.y = 65625 blocks .* > 65535"):
+            v.supports(p)
+    gemm.LADDER[1].supports(p)  # naive puts m on grid.x
+    with pytest.raises(UnsupportedProblem, match="grid.y = 78125 blocks .* > 65535"):
+        gemm.LADDER[11].supports(gemm.Problem(5_000_000, 1, 1, "float16"))
+
+
+def test_the_sweeps_stay_supported():
+    for v in NON_ORACLE:
+        for p in gemm.GPU_SWEEP + gemm.SIM_SWEEP:
+            if p.dtype == _dtype(v):
+                v.supports(p)
+
+
+@pytest.mark.parametrize("cls, field, value", [
+    (gemm.Naive, "block", 0), (gemm.Coalesced, "block", -32), (gemm.SmemTiling, "tile", 0),
+    (gemm.Blocktile1D, "TM", 0), (gemm.Blocktile2D, "TN", -8), (gemm.Vectorized, "BK", 0),
+    (gemm.NoBankConflicts, "BN", 0), (gemm.DoubleBuffer, "BM", 0), (gemm.WarpTile, "WNITER", 0),
+    (gemm.Autotuned, "NT", 0), (gemm.TensorCore, "NTILES", 0), (gemm.SmemTiling, "tile", 32.0),
+    (gemm.Naive, "block", True),
+])
+def test_tunables_must_be_positive_ints(cls, field, value):
+    with pytest.raises(UnsupportedProblem, match=re.escape(f"{field} must be an int >= 1, got {value!r}")):
+        cls(**{field: value})
+
+
+@pytest.mark.parametrize("v, threads", [
+    (gemm.Naive(block=33), 1089), (gemm.Coalesced(block=64), 4096), (gemm.SmemTiling(tile=33), 1089),
+    (gemm.Blocktile1D(BM=128, BN=128, TM=8), 2048), (gemm.Blocktile2D(TM=2, TN=4), 2048),
+    (gemm.Vectorized(TM=2, TN=4), 2048), (gemm.DoubleBuffer(TM=4, TN=2), 2048),
+    (gemm.WarpTile(BM=256, BN=256, NT=2048), 2048), (gemm.TensorCore(WARPS_M=8, WARPS_N=8), 2048),
+], ids=lambda x: getattr(x, "name", str(x)))
+def test_supports_refuses_more_than_1024_threads_per_block(v, threads):
+    with pytest.raises(UnsupportedProblem, match=rf"{threads} threads per block|NT={threads} > 1024"):
+        v.supports(v.example(gemm.Problem(8, 8, 8)))
+
+
+@pytest.mark.parametrize("v, smem", [
+    (gemm.Blocktile1D(BK=128), 65536), (gemm.Blocktile2D(BK=64), 65536), (gemm.Vectorized(BK=52), 53248),
+    (gemm.NoBankConflicts(BK=48), 49920), (gemm.DoubleBuffer(BK=32), 66560), (gemm.WarpTile(BK=64), 66560),
+    (gemm.TensorCore(WARPS_M=1, WARPS_N=1, NTILES=192), 49664),
+], ids=lambda x: getattr(x, "name", str(x)))
+def test_supports_refuses_more_than_48_kib_of_static_shared_memory(v, smem):
+    assert v.shared_bytes() == smem
+    with pytest.raises(UnsupportedProblem, match=f"{smem} bytes of static shared memory per block > 49152"):
+        v.supports(v.example(gemm.Problem(8, 8, 8)))
+
+
+def test_shared_memory_limit_is_inclusive_and_counts_the_padding():
+    p = gemm.Problem(8, 8, 8)
+    assert gemm.Vectorized(BK=48).shared_bytes() == 49152
+    gemm.Vectorized(BK=48).supports(p)  # exactly 48 KiB: fine
+    with pytest.raises(UnsupportedProblem, match="49920 bytes"):  # the same tiles + 4 words of padding
+        gemm.NoBankConflicts(BK=48).supports(p)
+
+
+@pytest.mark.parametrize("rung", [3, 4, 5, 6, 7, 8, 9, 11], ids=lambda r: gemm.LADDER[r].name)
+def test_shared_bytes_is_what_the_compiler_allocates(rung):
+    v = gemm.LADDER[rung]
+    r = anatomy.inspect(v, v.example(gemm.Problem(256, 256, 256)), cc=(8, 0))  # sm_80: no reservation
+    assert r.static_shared_bytes == v.shared_bytes()

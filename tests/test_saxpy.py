@@ -109,3 +109,51 @@ def test_traffic_models():
     for v in saxpy.LADDER:
         t = v.traffic(p)
         assert t.flops == p.flops and t.dram_bytes >= p.bytes and t.limiter == "dram"
+
+
+@pytest.mark.parametrize("alpha", ["2", None, np.array([1.0, 2.0]), np.array(2.0), True, np.bool_(True), 1 + 2j],
+                         ids=repr)
+def test_alpha_must_be_a_real_number(alpha):
+    with pytest.raises(ProblemError, match="alpha must be a real number"):
+        saxpy.Problem(n=8, alpha=alpha)
+
+
+def test_alpha_accepts_numbers_that_fit_the_dtype():
+    for alpha, dtype in ((3, "float32"), (np.int64(-2), "float32"), (np.float32(0.5), "float32"),
+                         (1e300, "float64")):
+        saxpy.Problem(n=8, alpha=alpha, dtype=dtype)
+    for alpha in (1e39, 10**400, float("-inf")):  # 1e39 overflows float32
+        with pytest.raises(ProblemError, match="alpha must be finite in float32"):
+            saxpy.Problem(n=8, alpha=alpha)
+
+
+@pytest.mark.parametrize("cls, field, value", [
+    (saxpy.Naive, "block", 0), (saxpy.GridStride, "blocks_per_sm", 0), (saxpy.GridStride, "block", -1),
+    (saxpy.Unrolled, "unroll", -2), (saxpy.Naive, "block", 256.0), (saxpy.Unrolled, "blocks_per_sm", True),
+])
+def test_tunables_must_be_positive_ints(cls, field, value):
+    from perfkit.kernels.base import UnsupportedProblem
+
+    with pytest.raises(UnsupportedProblem, match=f"{field} must be an int >= 1, got {value!r}"):
+        cls(**{field: value})
+
+
+@pytest.mark.parametrize("cls", [saxpy.Naive, saxpy.GridStride, saxpy.Unrolled], ids=lambda c: c.name)
+def test_supports_refuses_more_than_1024_threads_per_block(cls):
+    from perfkit.kernels.base import UnsupportedProblem
+
+    p = saxpy.Problem(n=4)
+    cls(block=1024).supports(p)
+    with pytest.raises(UnsupportedProblem, match="block=2048 threads per block > 1024"):
+        cls(block=2048).supports(p)
+
+
+def test_supports_refuses_more_than_2_31_blocks_on_grid_x():
+    from perfkit.kernels.base import UnsupportedProblem
+
+    p = saxpy.Problem(n=2**31)  # never allocated: supports() is arithmetic on the launch plan
+    with pytest.raises(UnsupportedProblem, match="grid.x = 2147483648 blocks .* > 2147483647"):
+        saxpy.Naive(block=1).supports(p)
+    saxpy.Naive(block=2).supports(p)
+    saxpy.GridStride(block=1).supports(p)  # a grid-stride grid is a few blocks per SM
+    saxpy.Unrolled(block=1, unroll=1).supports(p)

@@ -19,7 +19,9 @@ one rung further onto the tensor cores.  Ledger (the rung number and name live o
 
 Every rung is correct for every (m, n, k) >= 1: loads outside A or B read zeros and stores
 outside C are skipped, so no size needs to be a multiple of a tile.  SIMT rungs take float32;
-the tensor-core rung takes float16.
+the tensor-core rung takes float16.  ``supports`` refuses, by arithmetic alone, a launch no GPU
+runs: over 1024 threads or 48 KiB of static shared memory per block (a tile configuration), or
+over 65535 blocks along grid.y (m beyond 65535 row tiles; the naive rung puts n there).
 """
 from __future__ import annotations
 
@@ -42,6 +44,9 @@ __all__ = ["Problem", "LADDER", "EXAMPLE_PROBLEM", "GPU_SWEEP", "LLM_SHAPES", "s
 
 Base = Problem
 F32 = 4  # bytes
+MAX_THREADS = 1024             # threads per block, on every GPU
+MAX_STATIC_SHARED = 48 * 1024  # static shared memory per block (more takes dynamic shared memory, opted in)
+MAX_GRID = (2**31 - 1, 65535, 65535)  # blocks along grid.x, grid.y, grid.z
 
 
 @dataclass(frozen=True)
@@ -101,6 +106,45 @@ def _require_float32(variant: Variant, problem: Problem) -> None:
 
 def _dims(problem: Problem):
     return problem.m, problem.n, problem.k
+
+
+def _tile_grid(problem: Problem, bm: int, bn: int) -> tuple[int, int]:
+    """Blocks owning (bm, bn) tiles of C: columns of tiles along grid.x, rows along grid.y."""
+    return -(-problem.n // bn), -(-problem.m // bm)
+
+
+def _check_launch(v: Variant, problem: Problem, grid, block, shared: int = 0) -> None:
+    """Raise UnsupportedProblem for a launch no GPU can run: more than 1024 threads or 48 KiB of
+    static shared memory per block, or more blocks than the grid allows along an axis (2**31 - 1
+    along x, 65535 along y and z).  Arithmetic on the plan's shape only: no compile, no GPU."""
+    grid = (grid,) if np.isscalar(grid) else tuple(grid)
+    block = (block,) if np.isscalar(block) else tuple(block)
+    threads = math.prod(block)
+    if threads > MAX_THREADS:
+        raise UnsupportedProblem(f"{v.label} {v.config}: {threads} threads per block (block "
+                                 f"{'x'.join(map(str, block))}) > {MAX_THREADS}, the most a block can have")
+    if shared > MAX_STATIC_SHARED:
+        raise UnsupportedProblem(f"{v.label} {v.config}: {shared} bytes of static shared memory per block "
+                                 f"> {MAX_STATIC_SHARED} (48 KiB), the static limit")
+    for axis, blocks, most in zip("xyz", grid, MAX_GRID):
+        if blocks > most:
+            raise UnsupportedProblem(f"{v.label}: grid.{axis} = {blocks} blocks for {problem.label} > {most}, "
+                                     f"the most grid.{axis} can have")
+
+
+@dataclass(frozen=True)
+class _Tunable(Variant):
+    """A rung whose fields are tile sizes and counts: each must be an int >= 1, checked when the
+    rung is built, so that no 0 reaches a division or a shared-array shape."""
+
+    def __post_init__(self) -> None:
+        for name, value in self.config.items():
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+                raise UnsupportedProblem(f"{self.label}: {name} must be an int >= 1, got {value!r}")
+
+    def shared_bytes(self) -> int:
+        """Static shared memory per block, as the kernel declares it."""
+        return 0
 
 
 def _tiled_traffic(problem: Problem, bm: int, bn: int, bk: int, smem_per_fma: float, limiter: str,
@@ -182,7 +226,7 @@ def gemm_naive(a, b, c, M, N, K):
 
 
 @dataclass(frozen=True)
-class Naive(Variant):
+class Naive(_Tunable):
     block: int = 32
 
     rung: ClassVar[int] = 1
@@ -194,11 +238,15 @@ class Naive(Variant):
 
     def supports(self, problem):
         _require_float32(self, problem)
+        _check_launch(self, problem, self.grid(problem), (self.block, self.block))
+
+    def grid(self, problem):
+        return -(-problem.m // self.block), -(-problem.n // self.block)  # rows of C along grid.x
 
     def plan(self, problem, bufs):
         m, n, k = _dims(problem)
-        grid = (-(-m // self.block), -(-n // self.block))
-        return [Launch(gemm_naive, grid, (self.block, self.block), (bufs["a"], bufs["b"], bufs["c"], m, n, k))]
+        return [Launch(gemm_naive, self.grid(problem), (self.block, self.block),
+                       (bufs["a"], bufs["b"], bufs["c"], m, n, k))]
 
     def traffic(self, problem):
         m, n, k = _dims(problem)
@@ -228,10 +276,13 @@ class Coalesced(Naive):
         "columns of C, so its loads of B and stores of C are single coalesced transactions "
         "and its load of A is a broadcast. Same arithmetic, far fewer memory transactions.")
 
+    def grid(self, problem):
+        return _tile_grid(problem, self.block, self.block)
+
     def plan(self, problem, bufs):
         m, n, k = _dims(problem)
-        grid = (-(-n // self.block), -(-m // self.block))
-        return [Launch(gemm_coalesced, grid, (self.block, self.block), (bufs["a"], bufs["b"], bufs["c"], m, n, k))]
+        return [Launch(gemm_coalesced, self.grid(problem), (self.block, self.block),
+                       (bufs["a"], bufs["b"], bufs["c"], m, n, k))]
 
     def traffic(self, problem):
         m, n, k = _dims(problem)
@@ -265,7 +316,7 @@ def _smem_kernel(T: int):
 
 
 @dataclass(frozen=True)
-class SmemTiling(Variant):
+class SmemTiling(_Tunable):
     tile: int = 32
 
     rung: ClassVar[int] = 3
@@ -277,11 +328,16 @@ class SmemTiling(Variant):
 
     def supports(self, problem):
         _require_float32(self, problem)
+        T = self.tile
+        _check_launch(self, problem, _tile_grid(problem, T, T), (T, T), self.shared_bytes())
+
+    def shared_bytes(self) -> int:
+        return 2 * self.tile * self.tile * F32  # As and Bs
 
     def plan(self, problem, bufs):
         m, n, k = _dims(problem)
         T = self.tile
-        return [Launch(_smem_kernel(T), (-(-n // T), -(-m // T)), (T, T), (bufs["a"], bufs["b"], bufs["c"], m, n, k))]
+        return [Launch(_smem_kernel(T), _tile_grid(problem, T, T), (T, T), (bufs["a"], bufs["b"], bufs["c"], m, n, k))]
 
     def traffic(self, problem):
         T = self.tile
@@ -330,7 +386,7 @@ def _blocktile_1d_kernel(BM: int, BN: int, BK: int, TM: int):
 
 
 @dataclass(frozen=True)
-class Blocktile1D(Variant):
+class Blocktile1D(_Tunable):
     BM: int = 64
     BN: int = 64
     BK: int = 8
@@ -347,12 +403,19 @@ class Blocktile1D(Variant):
         _require_float32(self, problem)
         if self.BM % self.TM:
             raise UnsupportedProblem(f"{self.label}: BM={self.BM} must be a multiple of TM={self.TM}")
+        _check_launch(self, problem, _tile_grid(problem, self.BM, self.BN), self.threads(), self.shared_bytes())
+
+    def threads(self) -> int:
+        return self.BM * self.BN // self.TM
+
+    def shared_bytes(self) -> int:
+        return (self.BM * self.BK + self.BK * self.BN) * F32
 
     def plan(self, problem, bufs):
         m, n, k = _dims(problem)
         kern = _blocktile_1d_kernel(self.BM, self.BN, self.BK, self.TM)
-        grid = (-(-n // self.BN), -(-m // self.BM))
-        return [Launch(kern, grid, self.BM * self.BN // self.TM, (bufs["a"], bufs["b"], bufs["c"], m, n, k))]
+        grid = _tile_grid(problem, self.BM, self.BN)
+        return [Launch(kern, grid, self.threads(), (bufs["a"], bufs["b"], bufs["c"], m, n, k))]
 
     def traffic(self, problem):
         return _tiled_traffic(problem, self.BM, self.BN, self.BK, (1 + 1 / self.TM) * F32, "smem",
@@ -409,7 +472,7 @@ def _blocktile_2d_kernel(BM: int, BN: int, BK: int, TM: int, TN: int):
 
 
 @dataclass(frozen=True)
-class Blocktile2D(Variant):
+class Blocktile2D(_Tunable):
     BM: int = 128
     BN: int = 128
     BK: int = 8
@@ -427,6 +490,7 @@ class Blocktile2D(Variant):
         _require_float32(self, problem)
         if self.BM % self.TM or self.BN % self.TN:
             raise UnsupportedProblem(f"{self.label}: BM, BN must be multiples of TM, TN")
+        _check_launch(self, problem, _tile_grid(problem, self.BM, self.BN), self.threads(), self.shared_bytes())
 
     def _kernel(self):
         return _blocktile_2d_kernel(self.BM, self.BN, self.BK, self.TM, self.TN)
@@ -434,9 +498,12 @@ class Blocktile2D(Variant):
     def threads(self) -> int:
         return (self.BM // self.TM) * (self.BN // self.TN)
 
+    def shared_bytes(self) -> int:
+        return (self.BM * self.BK + self.BK * self.BN) * F32
+
     def plan(self, problem, bufs):
         m, n, k = _dims(problem)
-        grid = (-(-n // self.BN), -(-m // self.BM))
+        grid = _tile_grid(problem, self.BM, self.BN)
         return [Launch(self._kernel(), grid, self.threads(), (bufs["a"], bufs["b"], bufs["c"], m, n, k))]
 
     def traffic(self, problem):
@@ -545,9 +612,12 @@ class Vectorized(Blocktile2D):
     def _kernel(self):
         return _vectorized_kernel(self.BM, self.BN, self.BK, self.TM, self.TN, self.PAD, self.SWIZZLE)
 
+    def shared_bytes(self) -> int:
+        return self.BK * (self.BM + self.PAD + self.BN) * F32  # AsT (padded) and Bs
+
     def plan(self, problem, bufs):
         m, n, k = _dims(problem)
-        grid = (-(-n // self.BN), -(-m // self.BM))
+        grid = _tile_grid(problem, self.BM, self.BN)
         args = (bufs["a"], bufs["b"], bufs["c"], m, n, k, k % 4 == 0, n % 4 == 0)
         return [Launch(self._kernel(), grid, self.threads(), args)]
 
@@ -682,9 +752,12 @@ class DoubleBuffer(Blocktile2D):
     def _kernel(self):
         return _double_buffer_kernel(self.BM, self.BN, self.BK, self.TM, self.TN)
 
+    def shared_bytes(self) -> int:
+        return 2 * self.BK * (self.BM + 4 + self.BN) * F32  # two buffers of AsT (padded) and Bs
+
     def plan(self, problem, bufs):
         m, n, k = _dims(problem)
-        grid = (-(-n // self.BN), -(-m // self.BM))
+        grid = _tile_grid(problem, self.BM, self.BN)
         args = (bufs["a"], bufs["b"], bufs["c"], m, n, k, k % 4 == 0, n % 4 == 0)
         return [Launch(self._kernel(), grid, self.threads(), args)]
 
@@ -781,7 +854,7 @@ def _warptile_kernel(BM: int, BN: int, BK: int, WM: int, WN: int, WNITER: int, T
 
 
 @dataclass(frozen=True)
-class WarpTile(Variant):
+class WarpTile(_Tunable):
     BM: int = 128
     BN: int = 128
     BK: int = 16
@@ -821,8 +894,11 @@ class WarpTile(Variant):
                 bad.append("the lanes must tile a sub-tile exactly (32 lanes)")
         if self.BK % 4 or self.BN % 4:
             bad.append("BK and BN must be multiples of 4 (vector loads)")
-        if self.NT > 1024:
-            bad.append(f"NT={self.NT} > 1024 threads per block")
+        if self.NT > MAX_THREADS:
+            bad.append(f"NT={self.NT} > {MAX_THREADS} threads per block")
+        if self.shared_bytes() > MAX_STATIC_SHARED:
+            bad.append(f"{self.shared_bytes()} bytes of static shared memory per block > {MAX_STATIC_SHARED} "
+                       "(48 KiB), the static limit")
         return bad
 
     def supports(self, problem):
@@ -830,11 +906,12 @@ class WarpTile(Variant):
         bad = self.constraints()
         if bad:
             raise UnsupportedProblem(f"{self.label} {self.config}: " + "; ".join(bad))
+        _check_launch(self, problem, _tile_grid(problem, self.BM, self.BN), self.NT, self.shared_bytes())
 
     def plan(self, problem, bufs):
         m, n, k = _dims(problem)
         kern = _warptile_kernel(self.BM, self.BN, self.BK, self.WM, self.WN, self.WNITER, self.TM, self.TN, self.NT)
-        grid = (-(-n // self.BN), -(-m // self.BM))
+        grid = _tile_grid(problem, self.BM, self.BN)
         return [Launch(kern, grid, self.NT, (bufs["a"], bufs["b"], bufs["c"], m, n, k, k % 4 == 0, n % 4 == 0))]
 
     def shared_bytes(self) -> int:
@@ -871,7 +948,7 @@ def search_space() -> list[WarpTile]:
     for BM, BN, BK, WM, WN, WNITER, TM, TN, NT in itertools.product(
             (64, 128), (64, 128, 256), (8, 16), (32, 64), (32, 64), (1, 2, 4), (4, 8), (4, 8), (128, 256)):
         v = WarpTile(BM=BM, BN=BN, BK=BK, WM=WM, WN=WN, WNITER=WNITER, TM=TM, TN=TN, NT=NT)
-        if not v.constraints() and v.shared_bytes() <= 48 * 1024:
+        if not v.constraints():  # shared memory within 48 KiB included
             out.append(v)
     return out
 
@@ -1109,7 +1186,7 @@ def _tensor_core_kernel(WARPS_M: int, WARPS_N: int, NTILES: int):
 
 
 @dataclass(frozen=True)
-class TensorCore(Variant):
+class TensorCore(_Tunable):
     WARPS_M: int = 4
     WARPS_N: int = 2
     NTILES: int = 4
@@ -1130,13 +1207,23 @@ class TensorCore(Variant):
     def supports(self, problem):
         if problem.dtype != "float16":
             raise UnsupportedProblem(f"{self.label} takes float16 inputs (float32 accumulate); got {problem.dtype}")
+        _check_launch(self, problem, self.grid(problem), self.threads(), self.shared_bytes())
+
+    def threads(self) -> int:
+        return 32 * self.WARPS_M * self.WARPS_N
+
+    def grid(self, problem):
+        return _tile_grid(problem, 16 * self.WARPS_M, 8 * self.NTILES * self.WARPS_N)
+
+    def shared_bytes(self) -> int:
+        """As and Bs in float16.  The scratch arrays feed only the simulator's mma; on a GPU the
+        instruction ignores them and the compiler drops them."""
+        return (16 * self.WARPS_M * 16 + 16 * 8 * self.NTILES * self.WARPS_N) * 2
 
     def plan(self, problem, bufs):
         m, n, k = _dims(problem)
-        BM, BN = 16 * self.WARPS_M, 8 * self.NTILES * self.WARPS_N
         kern = _tensor_core_kernel(self.WARPS_M, self.WARPS_N, self.NTILES)
-        return [Launch(kern, (-(-n // BN), -(-m // BM)), 32 * self.WARPS_M * self.WARPS_N,
-                       (bufs["a"], bufs["b"], bufs["c"], m, n, k))]
+        return [Launch(kern, self.grid(problem), self.threads(), (bufs["a"], bufs["b"], bufs["c"], m, n, k))]
 
     def traffic(self, problem):
         m, n, k = _dims(problem)

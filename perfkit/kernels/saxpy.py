@@ -13,6 +13,7 @@ The ladder is about how close to the copy bandwidth a launch shape gets, not abo
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import ClassVar
@@ -26,6 +27,8 @@ from .base import Launch, OracleVariant, Problem, ProblemError, UnsupportedProbl
 __all__ = ["Problem", "LADDER", "Oracle", "Naive", "GridStride", "Unrolled"]
 
 Base = Problem
+MAX_THREADS = 1024      # threads per block, on every GPU
+MAX_GRID_X = 2**31 - 1  # blocks along grid.x
 
 
 @dataclass(frozen=True)
@@ -44,8 +47,16 @@ class Problem(Base):
             raise ProblemError(f"saxpy: n must be an int, got {self.n!r}")
         if self.n < 1:
             raise ProblemError(f"saxpy: n must be >= 1, got {self.n} (empty arrays have nothing to time)")
-        if not np.isfinite(self.alpha):
-            raise ProblemError(f"saxpy: alpha must be finite, got {self.alpha}")
+        if not isinstance(self.alpha, (int, float, np.integer, np.floating)) or isinstance(self.alpha, bool):
+            raise ProblemError(f"saxpy: alpha must be a real number, got {self.alpha!r} "
+                               f"({type(self.alpha).__name__})")
+        try:
+            finite = math.isfinite(self.alpha) and abs(float(self.alpha)) <= float(np.finfo(self.dtype).max)
+        except OverflowError:  # an int beyond float64
+            finite = False
+        if not finite:
+            raise ProblemError(f"saxpy: alpha must be finite in {self.dtype} (|alpha| <= "
+                               f"{np.finfo(self.dtype).max:.4g}), got {self.alpha}")
 
     def input_specs(self):
         return {"x": ((self.n,), self.dtype), "y": ((self.n,), self.dtype)}
@@ -67,6 +78,30 @@ class Problem(Base):
 def _traffic(problem: Problem, note: str) -> Traffic:
     return Traffic(flops=problem.flops, dram_bytes=problem.bytes, l2_bytes=problem.bytes,
                    limiter="dram", notes=note)
+
+
+@dataclass(frozen=True)
+class _Tunable(Variant):
+    """A rung whose fields (block size, blocks per SM, unroll) must each be an int >= 1, checked
+    when the rung is built; ``supports`` checks the launch it plans against what a GPU runs."""
+
+    def __post_init__(self) -> None:
+        for name, value in self.config.items():
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+                raise UnsupportedProblem(f"{self.label}: {name} must be an int >= 1, got {value!r}")
+
+    def grid(self, problem: Problem) -> int:
+        raise NotImplementedError
+
+    def supports(self, problem):
+        """More than 1024 threads per block or 2**31 - 1 blocks: no GPU launches it."""
+        if self.block > MAX_THREADS:
+            raise UnsupportedProblem(f"{self.label} {self.config}: block={self.block} threads per block "
+                                     f"> {MAX_THREADS}, the most a block can have")
+        grid = self.grid(problem)
+        if grid > MAX_GRID_X:
+            raise UnsupportedProblem(f"{self.label}: grid.x = {grid} blocks for {problem.label} > {MAX_GRID_X}, "
+                                     "the most grid.x can have")
 
 
 # --- rung 0 -------------------------------------------------------------------------------
@@ -100,7 +135,7 @@ def saxpy_naive(out, x, y, alpha, n):
 
 
 @dataclass(frozen=True)
-class Naive(Variant):
+class Naive(_Tunable):
     block: int = 256
 
     rung: ClassVar[int] = 1
@@ -110,10 +145,13 @@ class Naive(Variant):
         "consecutive addresses, so every warp's load is one coalesced 128-byte transaction."
     )
 
+    def grid(self, problem):
+        return -(-problem.n // self.block)
+
     def plan(self, problem, bufs):
         alpha = np.dtype(problem.dtype).type(problem.alpha)
-        grid = -(-problem.n // self.block)
-        return [Launch(saxpy_naive, grid, self.block, (bufs["out"], bufs["x"], bufs["y"], alpha, problem.n))]
+        return [Launch(saxpy_naive, self.grid(problem), self.block,
+                       (bufs["out"], bufs["x"], bufs["y"], alpha, problem.n))]
 
     def traffic(self, problem):
         return _traffic(problem, "one load of x and y, one store of out per element")
@@ -137,7 +175,7 @@ def _resident_grid(problem_n: int, block: int, blocks_per_sm: int) -> int:
 
 
 @dataclass(frozen=True)
-class GridStride(Variant):
+class GridStride(_Tunable):
     block: int = 256
     blocks_per_sm: int = 8
 
@@ -148,10 +186,12 @@ class GridStride(Variant):
         "Fewer blocks to schedule and retire, and the launch shape no longer grows with n."
     )
 
+    def grid(self, problem):
+        return _resident_grid(problem.n, self.block, self.blocks_per_sm)
+
     def plan(self, problem, bufs):
         alpha = np.dtype(problem.dtype).type(problem.alpha)
-        grid = _resident_grid(problem.n, self.block, self.blocks_per_sm)
-        return [Launch(saxpy_grid_stride, grid, self.block,
+        return [Launch(saxpy_grid_stride, self.grid(problem), self.block,
                        (bufs["out"], bufs["x"], bufs["y"], alpha, problem.n))]
 
     def traffic(self, problem):
@@ -183,7 +223,7 @@ def _unrolled_kernel(unroll: int):
 
 
 @dataclass(frozen=True)
-class Unrolled(Variant):
+class Unrolled(_Tunable):
     block: int = 256
     blocks_per_sm: int = 4
     unroll: int = 4
@@ -196,14 +236,12 @@ class Unrolled(Variant):
         "raise bytes in flight without more threads."
     )
 
-    def supports(self, problem):
-        if self.unroll < 1:
-            raise UnsupportedProblem(f"unrolled: unroll must be >= 1, got {self.unroll}")
+    def grid(self, problem):
+        return _resident_grid(-(-problem.n // self.unroll), self.block, self.blocks_per_sm)
 
     def plan(self, problem, bufs):
         alpha = np.dtype(problem.dtype).type(problem.alpha)
-        grid = _resident_grid(-(-problem.n // self.unroll), self.block, self.blocks_per_sm)
-        return [Launch(_unrolled_kernel(self.unroll), grid, self.block,
+        return [Launch(_unrolled_kernel(self.unroll), self.grid(problem), self.block,
                        (bufs["out"], bufs["x"], bufs["y"], alpha, problem.n))]
 
     def traffic(self, problem):

@@ -144,7 +144,7 @@ def test_supports_refuses_more_than_1024_threads_per_block(cls):
 
     p = saxpy.Problem(n=4)
     cls(block=1024).supports(p)
-    with pytest.raises(UnsupportedProblem, match="block=2048 threads per block > 1024"):
+    with pytest.raises(UnsupportedProblem, match="2048 threads per block .block 2048. > 1024"):
         cls(block=2048).supports(p)
 
 

@@ -26,8 +26,16 @@ from ..model import Traffic
 
 __all__ = [
     "ProblemError", "UnsupportedProblem", "CheckResult", "Problem", "Launch", "Variant",
-    "OracleVariant", "Prepared", "TOLERANCES", "as_outputs", "rng",
+    "OracleVariant", "Prepared", "TOLERANCES", "as_outputs", "rng", "TunableVariant", "check_launch_shape",
+    "MAX_THREADS_PER_BLOCK", "MAX_STATIC_SHARED", "MAX_GRID",
 ]
+
+#: what any CUDA GPU launches (CUDA C++ Programming Guide, "Technical Specifications per Compute
+#: Capability"): threads per block, static shared memory per block (more needs dynamic shared
+#: memory and an opt-in, which Numba never makes), blocks along grid.x, grid.y, grid.z
+MAX_THREADS_PER_BLOCK = 1024
+MAX_STATIC_SHARED = 48 * 1024
+MAX_GRID = (2**31 - 1, 65535, 65535)
 
 #: (rtol, atol) by output dtype, for a result that is O(1); ops scale them (e.g. GEMM by sqrt(k)).
 TOLERANCES = {
@@ -303,6 +311,26 @@ class Prepared:
         return outs[self._names[0]] if len(self._names) == 1 else outs
 
 
+def check_launch_shape(who: str, grid, block, static_shared: int = 0, problem_label: str = "") -> None:
+    """Raise UnsupportedProblem for a launch no GPU can run: more than 1024 threads or 48 KiB of
+    static shared memory per block, or more blocks than the grid allows along an axis (2**31 - 1
+    along x, 65535 along y and z).  Arithmetic on the plan's shape only: no compile, no GPU."""
+    grid = (int(grid),) if np.isscalar(grid) else tuple(int(g) for g in grid)
+    block = (int(block),) if np.isscalar(block) else tuple(int(b) for b in block)
+    threads = int(np.prod(block))
+    if threads > MAX_THREADS_PER_BLOCK:
+        raise UnsupportedProblem(f"{who}: {threads} threads per block (block {'x'.join(map(str, block))}) "
+                                 f"> {MAX_THREADS_PER_BLOCK}, the most a block can have")
+    if static_shared > MAX_STATIC_SHARED:
+        raise UnsupportedProblem(f"{who}: {static_shared} bytes of static shared memory per block "
+                                 f"> {MAX_STATIC_SHARED} (48 KiB), the static limit")
+    for axis, blocks, most in zip("xyz", grid, MAX_GRID):
+        if blocks > most:
+            raise UnsupportedProblem(f"{who}: grid.{axis} = {blocks} blocks"
+                                     f"{' for ' + problem_label if problem_label else ''} > {most}, "
+                                     f"the most grid.{axis} can have")
+
+
 @dataclass(frozen=True)
 class Variant:
     """One rung of a ladder.  Subclasses are frozen dataclasses whose fields are the rung's
@@ -382,6 +410,17 @@ class Variant:
         """Tiny host arrays with the dtype and rank of every buffer, for compiling a plan."""
         specs = {**problem.input_specs(), **problem.output_specs(), **self.workspace(problem)}
         return {n: np.zeros((1,) * len(s), dtype=d) for n, (s, d) in specs.items()}
+
+
+@dataclass(frozen=True)
+class TunableVariant(Variant):
+    """A rung whose fields are sizes and counts (block, tile, unroll): each must be an int >= 1,
+    checked when the rung is built, so that no 0 reaches a division or a shared-array shape."""
+
+    def __post_init__(self) -> None:
+        for name, value in self.config.items():
+            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
+                raise UnsupportedProblem(f"{self.label}: {name} must be an int >= 1, got {value!r}")
 
 
 @dataclass(frozen=True)

@@ -38,15 +38,13 @@ from numba.types import float16  # numba.float16 is not exported; the type casts
 from .. import backend
 from ..model import Traffic
 from ._vector import load4
-from .base import Launch, OracleVariant, Problem, ProblemError, UnsupportedProblem, Variant, registry_check
+from .base import (MAX_STATIC_SHARED, MAX_THREADS_PER_BLOCK, Launch, OracleVariant, Problem, ProblemError,
+                   TunableVariant, UnsupportedProblem, Variant, check_launch_shape, registry_check)
 
 __all__ = ["Problem", "LADDER", "EXAMPLE_PROBLEM", "GPU_SWEEP", "LLM_SHAPES", "search", "Candidate"]
 
 Base = Problem
 F32 = 4  # bytes
-MAX_THREADS = 1024             # threads per block, on every GPU
-MAX_STATIC_SHARED = 48 * 1024  # static shared memory per block (more takes dynamic shared memory, opted in)
-MAX_GRID = (2**31 - 1, 65535, 65535)  # blocks along grid.x, grid.y, grid.z
 
 
 @dataclass(frozen=True)
@@ -114,34 +112,11 @@ def _tile_grid(problem: Problem, bm: int, bn: int) -> tuple[int, int]:
 
 
 def _check_launch(v: Variant, problem: Problem, grid, block, shared: int = 0) -> None:
-    """Raise UnsupportedProblem for a launch no GPU can run: more than 1024 threads or 48 KiB of
-    static shared memory per block, or more blocks than the grid allows along an axis (2**31 - 1
-    along x, 65535 along y and z).  Arithmetic on the plan's shape only: no compile, no GPU."""
-    grid = (grid,) if np.isscalar(grid) else tuple(grid)
-    block = (block,) if np.isscalar(block) else tuple(block)
-    threads = math.prod(block)
-    if threads > MAX_THREADS:
-        raise UnsupportedProblem(f"{v.label} {v.config}: {threads} threads per block (block "
-                                 f"{'x'.join(map(str, block))}) > {MAX_THREADS}, the most a block can have")
-    if shared > MAX_STATIC_SHARED:
-        raise UnsupportedProblem(f"{v.label} {v.config}: {shared} bytes of static shared memory per block "
-                                 f"> {MAX_STATIC_SHARED} (48 KiB), the static limit")
-    for axis, blocks, most in zip("xyz", grid, MAX_GRID):
-        if blocks > most:
-            raise UnsupportedProblem(f"{v.label}: grid.{axis} = {blocks} blocks for {problem.label} > {most}, "
-                                     f"the most grid.{axis} can have")
+    check_launch_shape(f"{v.label} {v.config}", grid, block, shared, problem.label)
 
 
 @dataclass(frozen=True)
-class _Tunable(Variant):
-    """A rung whose fields are tile sizes and counts: each must be an int >= 1, checked when the
-    rung is built, so that no 0 reaches a division or a shared-array shape."""
-
-    def __post_init__(self) -> None:
-        for name, value in self.config.items():
-            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
-                raise UnsupportedProblem(f"{self.label}: {name} must be an int >= 1, got {value!r}")
-
+class _Tunable(TunableVariant):
     def shared_bytes(self) -> int:
         """Static shared memory per block, as the kernel declares it."""
         return 0
@@ -894,8 +869,8 @@ class WarpTile(_Tunable):
                 bad.append("the lanes must tile a sub-tile exactly (32 lanes)")
         if self.BK % 4 or self.BN % 4:
             bad.append("BK and BN must be multiples of 4 (vector loads)")
-        if self.NT > MAX_THREADS:
-            bad.append(f"NT={self.NT} > {MAX_THREADS} threads per block")
+        if self.NT > MAX_THREADS_PER_BLOCK:
+            bad.append(f"NT={self.NT} > {MAX_THREADS_PER_BLOCK} threads per block")
         if self.shared_bytes() > MAX_STATIC_SHARED:
             bad.append(f"{self.shared_bytes()} bytes of static shared memory per block > {MAX_STATIC_SHARED} "
                        "(48 KiB), the static limit")

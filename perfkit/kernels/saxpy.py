@@ -22,13 +22,12 @@ import numpy as np
 from numba import cuda
 
 from ..model import Traffic
-from .base import Launch, OracleVariant, Problem, ProblemError, UnsupportedProblem, Variant, registry_check
+from .base import (Launch, OracleVariant, Problem, ProblemError, TunableVariant, Variant,
+                   check_launch_shape, registry_check)
 
 __all__ = ["Problem", "LADDER", "Oracle", "Naive", "GridStride", "Unrolled"]
 
 Base = Problem
-MAX_THREADS = 1024      # threads per block, on every GPU
-MAX_GRID_X = 2**31 - 1  # blocks along grid.x
 
 
 @dataclass(frozen=True)
@@ -81,27 +80,16 @@ def _traffic(problem: Problem, note: str) -> Traffic:
 
 
 @dataclass(frozen=True)
-class _Tunable(Variant):
-    """A rung whose fields (block size, blocks per SM, unroll) must each be an int >= 1, checked
-    when the rung is built; ``supports`` checks the launch it plans against what a GPU runs."""
-
-    def __post_init__(self) -> None:
-        for name, value in self.config.items():
-            if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
-                raise UnsupportedProblem(f"{self.label}: {name} must be an int >= 1, got {value!r}")
+class _Tunable(TunableVariant):
+    """A rung whose fields (block size, blocks per SM, unroll) must each be an int >= 1;
+    ``supports`` checks the launch it plans against what a GPU runs."""
 
     def grid(self, problem: Problem) -> int:
         raise NotImplementedError
 
     def supports(self, problem):
         """More than 1024 threads per block or 2**31 - 1 blocks: no GPU launches it."""
-        if self.block > MAX_THREADS:
-            raise UnsupportedProblem(f"{self.label} {self.config}: block={self.block} threads per block "
-                                     f"> {MAX_THREADS}, the most a block can have")
-        grid = self.grid(problem)
-        if grid > MAX_GRID_X:
-            raise UnsupportedProblem(f"{self.label}: grid.x = {grid} blocks for {problem.label} > {MAX_GRID_X}, "
-                                     "the most grid.x can have")
+        check_launch_shape(f"{self.label} {self.config}", self.grid(problem), self.block, 0, problem.label)
 
 
 # --- rung 0 -------------------------------------------------------------------------------

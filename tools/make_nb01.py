@@ -219,8 +219,8 @@ matters, and the best a saxpy can do is the copy bandwidth times 1/6 FLOP/byte.
 
 ## 8 · What the compiler made of it
 
-The anatomy view compiles each rung for a target GPU (`cc`) with no GPU present (Numba → PTX,
-nvJitLink → cubin) and reads back registers, shared memory, spills, theoretical occupancy and
+The anatomy view compiles each rung for a target GPU (`cc`) with no GPU present, as Numba builds a launch (NVVM → LTO-IR,
+nvJitLink -lto → cubin) and reads back registers, shared memory, spills, theoretical occupancy and
 the SASS instruction mix.  The diff shows what one step of the ladder changed.
 """),
 ("code", r"""

@@ -125,13 +125,13 @@ def _link(code: bytes, lto: bool, cc: tuple, name: str, max_registers: int | Non
             size = nvjitlink.get_error_log_size(h)
             log = bytearray(size)
             nvjitlink.get_error_log(h, log)
-            raise AnatomyError(f"nvJitLink failed for {_arch(cc)} on {name}: "
-                               f"{log.decode(errors='replace').strip() or exc}") from None
+            text = log.decode(errors="replace").strip("\x00 \n\t")
+            raise AnatomyError(f"nvJitLink failed for {_arch(cc)} on {name}: {text or exc}") from None
         cubin = bytearray(nvjitlink.get_linked_cubin_size(h))
         nvjitlink.get_linked_cubin(h, cubin)
         info = bytearray(nvjitlink.get_info_log_size(h))
         nvjitlink.get_info_log(h, info)
-        return bytes(cubin), info.decode(errors="replace")
+        return bytes(cubin), info.decode(errors="replace").rstrip("\x00")  # C string: drop the NUL
     finally:
         nvjitlink.destroy(h)
 
@@ -552,7 +552,7 @@ def _source_hash(variant: Variant) -> str:
 
 def _compile(variant: Variant, problem: Problem, cc) -> dict:
     job = _job(variant, problem, cc)
-    key_doc = json.dumps({"job": job, "source": _source_hash(variant), "tools": _versions(), "v": 2},
+    key_doc = json.dumps({"job": job, "source": _source_hash(variant), "tools": _versions(), "v": 3},
                          sort_keys=True, default=str)
     key = hashlib.sha256(key_doc.encode()).hexdigest()[:32]
     path = _cache_dir() / f"{key}.json"

@@ -608,7 +608,8 @@ def _report(variant: Variant, cc, launch: dict, summaries: list) -> Report:
         threads *= b
     try:
         user_smem = static_smem - _reserved_in_cubin(cc, static_smem, ptxas)
-        o = occ.occupancy(cc, threads, regs, user_smem + launch["dynamic_shared_bytes"])
+        # Numba never raises a kernel's dynamic shared-memory limit: 48 KiB per block at most
+        o = occ.occupancy(cc, threads, regs, user_smem + launch["dynamic_shared_bytes"], opt_in=False)
     except occ.OccupancyError as exc:
         raise AnatomyError(f"{variant.label} on sm_{cc[0]}{cc[1]}: {exc}") from None
     return Report(variant=variant.label, kernel_name=launch["kernel_name"], cc=tuple(cc), registers=regs,

@@ -9,9 +9,10 @@ reserved for the system on compute capability 8.0 and newer.
 
 A block may use at most 48 KiB of shared memory (static plus dynamic) unless the kernel opts
 in to more with ``cudaFuncSetAttribute(..., MaxDynamicSharedMemorySize, ...)``, up to the
-per-block maximum of its compute capability. Numba never opts in, so ``opt_in`` defaults to
-False; a launch over the limit gets 0 blocks per SM, as the calculator reports it (and the
-launch fails).
+per-block maximum of its compute capability. ``occupancy()`` assumes the opt-in, as the
+calculator does (``opt_in=True``); Numba never opts in, so the anatomy view passes
+``opt_in=False``. A launch over the limit gets 0 blocks per SM, as ``cuda_occupancy.h``
+reports it (and the launch fails).
 
 A block is resident only if there is room for it under every limit; the smallest number of
 blocks under any limit wins, and that limit is named as the limiter.
@@ -118,12 +119,12 @@ def _round_up(x: int, unit: int) -> int:
 
 
 def occupancy(cc, threads_per_block: int, registers_per_thread: int, shared_per_block: int = 0,
-              *, opt_in: bool = False) -> Occupancy:
+              *, opt_in: bool = True) -> Occupancy:
     """Resident blocks and warps per SM for a launch.
 
     ``shared_per_block``: static + dynamic shared bytes per block, without the system's
     reservation (this function adds it). ``opt_in``: whether the kernel raised its dynamic
-    shared-memory limit above 48 KiB (Numba kernels never do)."""
+    shared-memory limit above 48 KiB (the calculator assumes so; Numba kernels never do)."""
     lim = limits_for(cc)
     ints = []
     for name, v in (("threads_per_block", threads_per_block), ("registers_per_thread", registers_per_thread),

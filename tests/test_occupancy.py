@@ -26,7 +26,7 @@ from perfkit import occupancy as occ
     ((7, 0), 64, 32, 1000, 32, 64, "warps"),
 ])
 def test_calculator_cases(cc, threads, regs, smem, blocks, warps, limiter):
-    o = occ.occupancy(cc, threads, regs, smem, opt_in=smem > 48 * 1024)
+    o = occ.occupancy(cc, threads, regs, smem)
     assert (o.blocks_per_sm, o.active_warps, o.limiter) == (blocks, warps, limiter)
     assert o.ratio == warps / occ.LIMITS[cc].max_warps_per_sm
 

@@ -30,6 +30,36 @@ def test_profiles_name_existing_notebooks():
             assert nb in stems, f"profile {name} names unknown notebook {nb}"
 
 
+def test_profile_parameters_are_declared_and_parse():
+    """papermill reads every line of each parameters cell (else it warns "Unable to parse" and
+    "unknown parameter"), and every parameter a profile sets is one the notebook declares."""
+    import logging
+
+    import nbformat
+    from papermill.translators import PythonTranslator
+
+    declared = {}
+    for path in NOTEBOOKS:
+        nb = nbformat.read(path, as_version=4)
+        cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+        assignments = [l for l in cell.source.splitlines() if l and not l.startswith("#")]
+        logger = logging.getLogger("papermill")
+        records = []
+        handler = logging.Handler()
+        handler.emit = records.append
+        logger.addHandler(handler)
+        try:
+            params = PythonTranslator.inspect(cell)
+        finally:
+            logger.removeHandler(handler)
+        assert not records and len(params) == len(assignments), (path.name, [r.getMessage() for r in records])
+        declared[path.stem] = {p.name for p in params}
+    for name, prof in workbook.profiles().items():
+        for nb, params in (prof.get("notebooks") or {}).items():
+            unknown = set(params or {}) - declared[nb]
+            assert not unknown, f"profile {name} sets {sorted(unknown)} that {nb} does not declare"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs_in_ci_profile(path, tmp_path):

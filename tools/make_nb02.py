@@ -25,7 +25,7 @@ GPU speed: speeds shown here come only from results recorded on real GPUs.
 ("params", r"""
 # Parameters (papermill overrides these; profiles in notebooks/profiles.yaml)
 check_shape = (37, 41, 29)  # (m, n, k) every rung is checked at (small: the simulator is slow)
-sweep_sizes = []            # square sizes to time on a GPU (e.g. [1024, 2048, 4096]); [] = none
+sweep_sizes = []            # square sizes to time on a GPU (e.g. 1024, 2048, 4096); empty: none
 llm_shapes = False          # also time gemm.LLM_SHAPES (4096x4096x11008, 8192x1024x4096, ...) on a GPU
 cc = (9, 0)                 # compile target for the anatomy view
 gpu = "h100-sxm"            # GPU whose published ceilings feed the model predictions

@@ -78,7 +78,7 @@ run(); run.synchronize()                       # compile and load first
 
 t0 = time.perf_counter(); run(); t_launch = time.perf_counter() - t0
 run.synchronize(); t_synced = time.perf_counter() - t0
-ev = timing.measure(run, l2="hot", min_samples=3, max_samples=5, warmup_s=0)
+ev = timing.measure(run, l2="hot", min_samples=3, max_samples=5, warmup_s=0, max_time_s=30)
 tag = " (simulated: CPU times)" if SIM else ""
 print(f"host clock, launch only    : {t_launch * 1e6:10.1f} us{tag}")
 print(f"host clock, + synchronize  : {t_synced * 1e6:10.1f} us{tag}")

@@ -1,5 +1,6 @@
 """Small rungs that exist to show (and test) what the anatomy view reports: a 128-bit load,
-local memory from a dynamically indexed array, and register spills under a register cap.
+local memory from a dynamically indexed array, register spills under a register cap, and a
+grid-wide barrier (a kernel Numba links with cudadevrt).
 They are compiled by :func:`perfkit.anatomy.inspect`, never part of a ladder."""
 from __future__ import annotations
 
@@ -73,6 +74,15 @@ def register_hungry(out, x):
         out[i] = s
 
 
+@cuda.jit
+def grid_sync(out, x):
+    g = cuda.cg.this_grid()
+    i = cuda.grid(1)
+    if i < x.size:
+        out[i] = x[i]
+    g.sync()  # a cooperative launch: Numba links cudadevrt into the kernel
+
+
 @dataclass(frozen=True)
 class _Example(Variant):
     kernel_name: ClassVar[str] = ""
@@ -101,9 +111,16 @@ class Spills(_Example):
     kernel_name: ClassVar[str] = "register_hungry"
 
 
+@dataclass(frozen=True)
+class GridSync(_Example):
+    name: ClassVar[str] = "grid_sync"
+    kernel_name: ClassVar[str] = "grid_sync"
+
+
 WIDE = (WideLoad(), Problem(n=1024, dtype="complex128"))
 LOCAL = (LocalArray(), Problem(n=1024, dtype="float32"))
 SPILLS = (Spills(), Problem(n=1024, dtype="float32"))
+GRID_SYNC = (GridSync(), Problem(n=1024, dtype="float32"))
 
 
 @cuda.jit

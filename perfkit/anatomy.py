@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import dataclasses
 import functools
 import hashlib
@@ -105,37 +106,6 @@ def _numba_cc(cc: tuple[int, int]) -> tuple:
     return (cc[0], cc[1], "a" if tuple(cc) >= (9, 0) else "")
 
 
-def _link(code: bytes, lto: bool, cc: tuple, name: str, max_registers: int | None = None) -> tuple[bytes, str]:
-    """Link with nvJitLink as Numba does (``-lto`` on LTO-IR, ``-maxrregcount``) plus
-    ``-verbose`` for ptxas's report; returns (cubin, info log)."""
-    from cuda.bindings import nvjitlink
-
-    options = [f"-arch={_arch(cc)}", "-verbose"]
-    if lto:
-        options.append("-lto")
-    if max_registers:  # what @cuda.jit(max_registers=N) asks of the JIT linker too
-        options.append(f"-maxrregcount={int(max_registers)}")
-    kind = nvjitlink.InputType.LTOIR if lto else nvjitlink.InputType.PTX
-    h = nvjitlink.create(len(options), options)
-    try:
-        try:
-            nvjitlink.add_data(h, kind, code, len(code), f"{name}.{'ltoir' if lto else 'ptx'}")
-            nvjitlink.complete(h)
-        except Exception as exc:
-            size = nvjitlink.get_error_log_size(h)
-            log = bytearray(size)
-            nvjitlink.get_error_log(h, log)
-            text = log.decode(errors="replace").strip("\x00 \n\t")
-            raise AnatomyError(f"nvJitLink failed for {_arch(cc)} on {name}: {text or exc}") from None
-        cubin = bytearray(nvjitlink.get_linked_cubin_size(h))
-        nvjitlink.get_linked_cubin(h, cubin)
-        info = bytearray(nvjitlink.get_info_log_size(h))
-        nvjitlink.get_info_log(h, info)
-        return bytes(cubin), info.decode(errors="replace").rstrip("\x00")  # C string: drop the NUL
-    finally:
-        nvjitlink.destroy(h)
-
-
 def _cuobjdump(cubin: bytes, *flags: str) -> str:
     with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
         f.write(cubin)
@@ -148,6 +118,22 @@ def _cuobjdump(cubin: bytes, *flags: str) -> str:
     return r.stdout
 
 
+@contextlib.contextmanager
+def _verbose_linker(driver):
+    """Numba's ``_Linker`` with ptxas's ``-verbose`` report switched on."""
+    orig = driver._Linker._get_linker_options
+
+    def verbose(self, ptx):
+        opts = orig(self, ptx)
+        return dataclasses.replace(opts, verbose=True)
+
+    driver._Linker._get_linker_options = verbose
+    try:
+        yield
+    finally:
+        driver._Linker._get_linker_options = orig
+
+
 def _compile_job(job: dict) -> dict:
     """Runs in the child (real numba.cuda): rebuild the rung and build every launch's kernel
     the way Numba builds it for a launch (``numba.cuda.dispatcher._Kernel`` with the kernel's own
@@ -156,6 +142,7 @@ def _compile_job(job: dict) -> dict:
     import numba
     import numba.cuda.dispatcher as cuda_dispatcher
     from numba.cuda import codegen
+    from numba.cuda.cudadrv import driver
 
     def build(mod, qual, kwargs):
         obj = importlib.import_module(mod)
@@ -183,16 +170,17 @@ def _compile_job(job: dict) -> dict:
             lib = kernel._codelibrary
             ptx = lib.get_asm_str()
             cubin = bytes(lib.get_cubin().code)  # what the driver would load
+            # the same link (Numba's linker, every input: LTO-IR or PTX, cudadevrt, linked
+            # files) again with -verbose, for ptxas's report of spills; -verbose changes the
+            # cubin's bytes, not its code, so the cubin above is the one reported
+            lib._cubin_cache.clear()
+            with _verbose_linker(driver):
+                lib.get_cubin()
+            log = (lib.get_linkerinfo(full_cc) or "").replace("\x00", "")  # a C string
             lto = bool(lib._lto)
-            code = lib.get_ltoir() if lto else ptx.encode()
-        except AnatomyError:
-            raise
         except Exception as exc:
             raise AnatomyError(f"compiling {fn.__name__} for {_arch(full_cc)} failed: "
                                f"{exc.__class__.__name__}: {exc}") from None
-        # the same inputs linked again with -verbose, for ptxas's report (spills); Numba's own
-        # link does not ask for it
-        _, log = _link(code, lto, full_cc, fn.__name__, opts.get("max_registers"))
         out.append({"kernel_name": fn.__name__, "signature": [str(t) for t in sig], "grid": list(launch.grid),
                     "block": list(launch.block), "dynamic_shared_bytes": int(launch.shared_bytes),
                     "arch": _arch(full_cc), "lto": lto,
@@ -378,6 +366,8 @@ class Report:
     ptxas_log: str = field(repr=False)
     signature: list = field(default_factory=list)
     launches: list = field(default_factory=list)  # one summary per kernel the rung launches
+    arch: str = ""                  # the target built for: sm_90a from 9.0 on, as Numba builds it
+    reserved_shared_bytes: int = 0  # of static_shared_bytes: the system's 1 KiB the sm_90+ cubin holds
 
     @property
     def shared_bytes(self) -> int:
@@ -396,6 +386,7 @@ class Report:
 
     def summary(self) -> dict:
         return {"variant": self.variant, "kernel": self.kernel_name, "cc": f"{self.cc[0]}.{self.cc[1]}",
+                "arch": self.arch, "reserved_shared_bytes": self.reserved_shared_bytes,
                 "registers": self.registers, "shared_bytes": self.shared_bytes,
                 "static_shared_bytes": self.static_shared_bytes, "dynamic_shared_bytes": self.dynamic_shared_bytes,
                 "stack_bytes": self.stack_bytes, "spill_store_bytes": self.spill_store_bytes,
@@ -406,10 +397,12 @@ class Report:
     def _rows(self) -> list[tuple[str, str]]:
         o = self.occupancy
         return [
-            ("kernel", f"{self.kernel_name} (sm_{self.cc[0]}{self.cc[1]})"),
+            ("kernel", f"{self.kernel_name} ({self.arch or f'sm_{self.cc[0]}{self.cc[1]}'})"),
             ("block / grid", f"{'x'.join(map(str, self.block))} threads / {'x'.join(map(str, self.grid))} blocks"),
             ("registers / thread", str(self.registers)),
-            ("shared memory / block", f"{self.shared_bytes} B (static {self.static_shared_bytes}, dynamic {self.dynamic_shared_bytes})"),
+            ("shared memory / block", f"{self.shared_bytes} B (static {self.static_shared_bytes}"
+             + (f", of which {self.reserved_shared_bytes} the system's reservation" if self.reserved_shared_bytes else "")
+             + f", dynamic {self.dynamic_shared_bytes})"),
             ("stack / spills", f"{self.stack_bytes} B stack, {self.spill_store_bytes} B spill stores, {self.spill_load_bytes} B spill loads"),
             ("occupancy", str(o)),
             ("blocks/SM allowed by", ", ".join(f"{k} {v if v is not None else '-'}" for k, v in o.limits.items())),
@@ -472,8 +465,8 @@ class Diff:
     mix: dict   # class -> (before, after, delta), changed classes only
 
     def __str__(self) -> str:
-        lines = [f"anatomy diff: {self.a.variant} (sm_{self.a.cc[0]}{self.a.cc[1]}) -> "
-                 f"{self.b.variant} (sm_{self.b.cc[0]}{self.b.cc[1]})"]
+        lines = [f"anatomy diff: {self.a.variant} ({self.a.arch or self.a.cc}) -> "
+                 f"{self.b.variant} ({self.b.arch or self.b.cc})"]
         for what, x, y, d in self.rows:
             lines.append(f"  {what:<22} {x!s:>10} -> {y!s:<10} {d}")
         if self.mix:
@@ -552,7 +545,7 @@ def _source_hash(variant: Variant) -> str:
 
 def _compile(variant: Variant, problem: Problem, cc) -> dict:
     job = _job(variant, problem, cc)
-    key_doc = json.dumps({"job": job, "source": _source_hash(variant), "tools": _versions(), "v": 3},
+    key_doc = json.dumps({"job": job, "source": _source_hash(variant), "tools": _versions(), "v": 4},
                          sort_keys=True, default=str)
     key = hashlib.sha256(key_doc.encode()).hexdigest()[:32]
     path = _cache_dir() / f"{key}.json"
@@ -607,7 +600,8 @@ def _report(variant: Variant, cc, launch: dict, summaries: list) -> Report:
     for b in launch["block"]:
         threads *= b
     try:
-        user_smem = static_smem - _reserved_in_cubin(cc, static_smem, ptxas)
+        reserved = _reserved_in_cubin(cc, static_smem, ptxas)
+        user_smem = static_smem - reserved
         # Numba never raises a kernel's dynamic shared-memory limit: 48 KiB per block at most
         o = occ.occupancy(cc, threads, regs, user_smem + launch["dynamic_shared_bytes"], opt_in=False)
     except occ.OccupancyError as exc:
@@ -619,7 +613,8 @@ def _report(variant: Variant, cc, launch: dict, summaries: list) -> Report:
                   block=tuple(launch["block"]), grid=tuple(launch["grid"]), occupancy=o,
                   mix=instruction_mix(launch["sass"]), ptx=launch["ptx"],
                   cubin=base64.b64decode(launch["cubin_b64"]), sass=launch["sass"],
-                  ptxas_log=launch["ptxas_log"], signature=launch["signature"], launches=summaries)
+                  ptxas_log=launch["ptxas_log"], signature=launch["signature"], launches=summaries,
+                  arch=launch.get("arch", ""), reserved_shared_bytes=reserved)
 
 
 def inspect(variant: Variant, problem: Problem, cc=(9, 0), kernel: int = 0) -> Report:

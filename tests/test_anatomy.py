@@ -186,3 +186,26 @@ def test_built_as_numba_builds_for_a_launch():
         head = subprocess.run([anatomy.tool_path("cuobjdump"), "-elf", f.name],
                               capture_output=True, text=True, check=True).stdout
     assert "sm_90a" in head
+
+
+def test_a_kernel_numba_links_with_cudadevrt_is_inspected():
+    """A grid-wide barrier makes Numba link cudadevrt: the report (and ptxas's spill report,
+    taken from the same link) must include it rather than fail on an unresolved extern."""
+    v, p = ex.GRID_SYNC
+    r = anatomy.inspect(v, p, (9, 0))
+    u = _res_usage(r)
+    assert (u["REG"], u["STACK"]) == (r.registers, r.stack_bytes)
+    m = re.search(r"Used (\d+) registers", r.ptxas_log.split("Compiling entry function")[-1])
+    assert m and int(m.group(1)) == r.registers and "\x00" not in r.ptxas_log
+
+
+def test_report_names_the_arch_and_the_reservation():
+    from perfkit.kernels import gemm
+
+    v = gemm.LADDER[3]
+    p = v.example(gemm.EXAMPLE_PROBLEM)
+    r80, r90 = anatomy.inspect(v, p, (8, 0)), anatomy.inspect(v, p, (9, 0))
+    assert (r80.arch, r90.arch) == ("sm_80", "sm_90a")
+    assert (r80.reserved_shared_bytes, r90.reserved_shared_bytes) == (0, 1024)
+    assert "sm_90a" in str(r90) and "1024 the system's reservation" in str(r90)
+    assert r90.summary()["arch"] == "sm_90a" and "(sm_80) -> " in str(anatomy.diff(r80, r90))

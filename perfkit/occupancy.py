@@ -28,6 +28,8 @@ __all__ = ["Limits", "LIMITS", "Occupancy", "OccupancyError", "occupancy", "limi
 LIMITS_SOURCE = ("https://docs.nvidia.com/cuda/cuda-c-programming-guide/index.html"
                  "#features-and-technical-specifications")
 CALCULATOR_SOURCE = "https://docs.nvidia.com/cuda/cuda-occupancy-calculator/index.html"
+HEADER_SOURCE = ("cuda_occupancy.h, CUDA 13.5 (pip wheel nvidia-cuda-runtime, "
+                 "nvidia/cu13/include/cuda_occupancy.h): cudaOccMaxBlocksPerMultiprocessor")
 KiB = 1024
 
 
@@ -54,8 +56,8 @@ class Limits:
     source: str = LIMITS_SOURCE
 
 
-def _L(cc, warps, blocks, smem_sm_kib, smem_blk_kib, reserved, gran):
-    return Limits(cc=cc, max_warps_per_sm=warps, max_blocks_per_sm=blocks, registers_per_sm=65536,
+def _L(cc, warps, blocks, smem_sm_kib, smem_blk_kib, reserved, gran, source=LIMITS_SOURCE):
+    return Limits(cc=cc, source=source, max_warps_per_sm=warps, max_blocks_per_sm=blocks, registers_per_sm=65536,
                   max_registers_per_thread=255, max_threads_per_block=1024,
                   shared_per_sm=smem_sm_kib * KiB, max_shared_per_block=smem_blk_kib * KiB,
                   default_shared_per_block=min(48, smem_blk_kib) * KiB,
@@ -73,7 +75,9 @@ LIMITS = {
     (8, 9): _L((8, 9), 48, 24, 100, 99, 1 * KiB, 128),
     (9, 0): _L((9, 0), 64, 32, 228, 227, 1 * KiB, 128),
     (10, 0): _L((10, 0), 64, 32, 228, 227, 1 * KiB, 128),
-    (12, 0): _L((12, 0), 48, 32, 100, 99, 1 * KiB, 128),
+    # 24 resident blocks: what cuda_occupancy.h (CUDA 13.5, cudaOccMaxBlocksPerMultiprocessor)
+    # and so cudaOccupancyMaxActiveBlocksPerMultiprocessor use for every 12.x device
+    (12, 0): _L((12, 0), 48, 24, 100, 99, 1 * KiB, 128, source=HEADER_SOURCE),
 }
 
 

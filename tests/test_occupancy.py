@@ -39,7 +39,7 @@ def test_shared_rounding_and_reservation():
 
 def test_every_limit_has_a_source():
     for cc, lim in occ.LIMITS.items():
-        assert lim.source.startswith("https://docs.nvidia.com/cuda/")
+        assert lim.source.startswith("https://docs.nvidia.com/cuda/") or lim.source == occ.HEADER_SOURCE
         assert lim.registers_per_sm == 65536 and lim.max_shared_per_block <= lim.shared_per_sm
 
 
@@ -81,3 +81,68 @@ def test_per_block_shared_limit_gives_zero_blocks(cc, smem, opt_in, blocks):
     assert o.blocks_per_sm == blocks
     if blocks == 0:
         assert o.limiter == "shared memory per block" and "per-block limit" in str(o)
+
+
+
+_HARNESS = r"""
+#include <cstdio>
+#include "cuda_occupancy.h"
+int main() {
+  int maj, min, warps, th, regs, optin; long smsm, optinlim, res, st, dyn;
+  while (scanf("%d %d %d %ld %ld %ld %d %d %ld %ld %d", &maj, &min, &warps, &smsm, &optinlim, &res,
+               &th, &regs, &st, &dyn, &optin) == 11) {
+    cudaOccDeviceProp p; p.computeMajor = maj; p.computeMinor = min; p.maxThreadsPerBlock = 1024;
+    p.maxThreadsPerMultiprocessor = warps * 32; p.regsPerBlock = 65536; p.regsPerMultiprocessor = 65536;
+    p.warpSize = 32; p.sharedMemPerBlock = 48 * 1024; p.sharedMemPerMultiprocessor = smsm; p.numSms = 100;
+    p.sharedMemPerBlockOptin = optinlim; p.reservedSharedMemPerBlock = res;
+    cudaOccFuncAttributes a; a.maxThreadsPerBlock = 1024; a.numRegs = regs; a.sharedSizeBytes = st;
+    a.shmemLimitConfig = optin ? FUNC_SHMEM_LIMIT_OPTIN : FUNC_SHMEM_LIMIT_DEFAULT;
+    a.maxDynamicSharedSizeBytes = optin ? (optinlim - st) : (48 * 1024 - st);
+    cudaOccDeviceState s; cudaOccResult r;
+    int e = (int)cudaOccMaxActiveBlocksPerMultiprocessor(&r, &p, &a, &s, th, dyn);
+    printf("%d %d\n", e, r.activeBlocksPerMultiprocessor);
+  }
+}
+"""
+
+
+def test_agrees_with_nvidias_cuda_occupancy_h(tmp_path):
+    """Random launches on every cc in LIMITS against NVIDIA's own calculator, the header-only
+    cuda_occupancy.h from the CUDA runtime wheel, compiled here (skipped without a C++ compiler)."""
+    import random
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    import nvidia
+
+    inc = next((Path(d) / "cu13" / "include" for d in nvidia.__path__
+                if (Path(d) / "cu13" / "include" / "cuda_occupancy.h").exists()), None)
+    cxx = shutil.which("c++") or shutil.which("g++")
+    if inc is None or cxx is None:
+        pytest.skip("needs cuda_occupancy.h (nvidia-cuda-runtime) and a C++ compiler")
+    (tmp_path / "h.cpp").write_text(_HARNESS)
+    subprocess.run([cxx, "-O1", "-I", str(inc), str(tmp_path / "h.cpp"), "-o", str(tmp_path / "h")],
+                   check=True, capture_output=True)
+    rnd = random.Random()
+    cases, lines = [], []
+    for _ in range(4000):
+        cc = rnd.choice(list(occ.LIMITS))
+        lim = occ.LIMITS[cc]
+        threads, regs = rnd.randint(1, 1024), rnd.randint(0, 255)
+        static = rnd.choice([0, 0, rnd.randint(0, 48 * 1024)])
+        dyn = rnd.choice([0, rnd.randint(0, lim.max_shared_per_block)])
+        opt_in = rnd.random() < 0.5
+        cases.append((cc, threads, regs, static + dyn, opt_in))
+        lines.append(f"{cc[0]} {cc[1]} {lim.max_warps_per_sm} {lim.shared_per_sm} {lim.max_shared_per_block} "
+                     f"{lim.reserved_shared_per_block} {threads} {regs} {static} {dyn} {int(opt_in)}")
+    out = subprocess.run([str(tmp_path / "h")], input="\n".join(lines) + "\n", capture_output=True,
+                         text=True, check=True).stdout.split("\n")
+    bad = []
+    for case, line in zip(cases, out):
+        err, blocks = map(int, line.split())
+        cc, threads, regs, smem, opt_in = case
+        ours = occ.occupancy(cc, threads, regs, smem, opt_in=opt_in).blocks_per_sm
+        if err != 0 or ours != blocks:
+            bad.append((case, err, blocks, ours))
+    assert not bad, f"{len(bad)} of {len(cases)} differ, e.g. {bad[:3]}"

@@ -238,8 +238,14 @@ def measure(fn: Callable[[], None], *, l2: str = "cold", warmup_s: float | None 
     given = dict(warmup_s=warmup_s, min_samples=min_samples, max_samples=max_samples,
                  min_time_s=min_time_s, max_time_s=max_time_s)
     d = {k: (DEFAULTS["sim" if sim else "gpu"][k] if v is None else v) for k, v in given.items()}
-    if given["max_samples"] is None:  # a default cap never undercuts an explicit minimum
-        d["max_samples"] = max(d["max_samples"], d["min_samples"])
+    # a default never conflicts with an explicit value: it gives way (only two explicit values
+    # that contradict each other are an error)
+    for lo, hi in (("min_samples", "max_samples"), ("min_time_s", "max_time_s")):
+        if _is_real(d[lo]) and _is_real(d[hi]):
+            if given[hi] is None and given[lo] is not None:
+                d[hi] = max(d[hi], d[lo])
+            elif given[lo] is None and given[hi] is not None and d[hi] >= 0:
+                d[lo] = min(d[lo], d[hi])
     warmup_s, min_samples, max_samples, min_time_s, max_time_s = (
         d["warmup_s"], d["min_samples"], d["max_samples"], d["min_time_s"], d["max_time_s"])
     _check_args(l2, warmup_s, min_samples, max_samples, min_time_s, max_time_s, rel_ci, confidence,

@@ -101,3 +101,14 @@ def test_measure_needs_a_callable():
 @pytest.mark.skipif(not backend.is_simulator(), reason="simulator behaviour")
 def test_nvml_is_absent_in_the_simulator():
     assert timing.nvml_snapshot() is None
+
+
+def test_defaults_give_way_to_an_explicit_value():
+    m = timing.measure(lambda: None, warmup_s=0, min_time_s=0.6)      # default max_time_s is lower
+    assert m.settings["max_time_s"] >= 0.6
+    m = timing.measure(lambda: None, warmup_s=0, max_time_s=0.01)     # GPU default min_time_s is higher
+    assert m.settings["min_time_s"] <= 0.01
+    m = timing.measure(lambda: None, warmup_s=0, max_samples=2)       # GPU default min_samples is 10
+    assert m.settings["min_samples"] <= 2 and m.n <= 2
+    with pytest.raises(ValueError, match="must not exceed"):
+        timing.measure(lambda: None, min_time_s=2, max_time_s=1)      # both explicit: an error

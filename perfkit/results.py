@@ -90,7 +90,10 @@ def _jsonable(x):
     """Plain JSON: NumPy scalars and arrays become numbers and lists, NaN and infinities
     null (strict JSON has neither), paths and other objects their text."""
     if isinstance(x, dict):
-        return {str(k): _jsonable(v) for k, v in x.items()}
+        out = {str(k): _jsonable(v) for k, v in x.items()}
+        if len(out) != len(x):  # 1 and "1" would be one JSON key: one value lost
+            raise ResultsError(f"keys {list(x)} collide once written as JSON text keys")
+        return out
     if isinstance(x, (list, tuple, set, frozenset)):
         return [_jsonable(v) for v in x]
     if hasattr(x, "tolist") and callable(x.tolist):

@@ -105,3 +105,8 @@ def test_recorded_results_in_the_repo_have_provenance():
         assert doc.get("simulated") is False and prov["simulated"] is False, path
         assert prov["gpu"] and prov["driver_version"] and prov["git_commit"] and prov["utc"], path
         assert doc["timing"]["samples"], path
+
+
+def test_keys_that_collide_as_text_are_refused(tmp_path):
+    with pytest.raises(results.ResultsError, match="collide"):
+        results.record(_entry(params={1: "a", "1": "b"}), root=tmp_path)

@@ -94,7 +94,7 @@ class Occupancy:
     blocks_per_sm: int
     active_warps: int
     max_warps: int
-    limiter: str          # "registers", "shared memory", "warps", "blocks" or "shared memory per block"
+    limiter: str          # "registers", "shared memory", "warps" or "blocks"
     limits: dict          # blocks per SM allowed by each resource (None: not limited by it)
     warps_per_block: int
     registers_per_warp: int
@@ -109,7 +109,7 @@ class Occupancy:
 
     def __str__(self) -> str:
         if self.blocks_per_sm == 0:
-            if self.limiter == "shared memory per block":
+            if self.limiter == "shared memory":  # only over the per-block limit can it allow 0
                 return (f"0%: {self.shared_per_block} bytes of shared memory per block (with the "
                         "reservation) are over the per-block limit; the launch fails")
             return (f"0%: not even one block fits on an SM ({self.limiter}); the launch fails "
@@ -159,7 +159,7 @@ def occupancy(cc, threads_per_block: int, registers_per_thread: int, shared_per_
         + lim.reserved_shared_per_block
     if smem > per_block_cap:  # cuda_occupancy.h: over the per-block limit, no block is resident
         return Occupancy(blocks_per_sm=0, active_warps=0, max_warps=lim.max_warps_per_sm,
-                         limiter="shared memory per block",
+                         limiter="shared memory",
                          limits={"warps": by_warps, "registers": by_regs, "shared memory": 0,
                                  "blocks": lim.max_blocks_per_sm},
                          warps_per_block=warps, registers_per_warp=regs_per_warp, shared_per_block=smem)

@@ -80,7 +80,7 @@ def test_per_block_shared_limit_gives_zero_blocks(cc, smem, opt_in, blocks):
     o = occ.occupancy(cc, 128, 32, smem, opt_in=opt_in)
     assert o.blocks_per_sm == blocks
     if blocks == 0:
-        assert o.limiter == "shared memory per block" and "per-block limit" in str(o)
+        assert o.limiter == "shared memory" and "per-block limit" in str(o)
 
 
 

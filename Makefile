@@ -5,7 +5,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.perfkit-installed
 
-.PHONY: install run test lab clean
+.PHONY: install run test lab sync clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,11 @@ test: $(STAMP)
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks/
+
+# After editing a notebook's paired script (notebooks/NN_*.py, the source of truth in review),
+# bring its .ipynb in step (JupyterLab with jupytext does this on save by itself).
+sync: $(STAMP)
+	$(BIN)/jupytext --sync notebooks/[0-9]*.py
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

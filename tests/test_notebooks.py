@@ -68,3 +68,24 @@ def test_notebook_runs_in_ci_profile(path, tmp_path):
     out = json.loads(runs[0].output.read_text())
     text = json.dumps(out)
     assert "Traceback" not in text
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
+def test_paired_with_a_percent_script_in_step(path):
+    """Each notebook is paired by jupytext with a percent-format script (the source of truth in
+    review); the two hold the same cells.  After editing the script: `make sync`."""
+    import jupytext
+
+    script = path.with_suffix(".py")
+    assert script.exists(), f"{path.name} has no paired script {script.name}"
+    nb = jupytext.read(path)
+    assert "py:percent" in nb.metadata.get("jupytext", {}).get("formats", ""), \
+        f"{path.name} is not paired (jupytext --set-formats ipynb,py:percent)"
+    py = jupytext.read(script)
+    pairs = list(zip(nb.cells, py.cells))
+    assert len(nb.cells) == len(py.cells), \
+        f"{path.name} has {len(nb.cells)} cells, {script.name} {len(py.cells)}: run `make sync`"
+    for i, (a, b) in enumerate(pairs):
+        assert (a.cell_type, a.source.strip()) == (b.cell_type, b.source.strip()), \
+            f"cell {i} of {path.name} differs from {script.name}: run `make sync`"
+        assert a.metadata.get("tags", []) == b.metadata.get("tags", []), f"cell {i} tags differ"

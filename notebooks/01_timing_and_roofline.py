@@ -1,0 +1,265 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 01 · Timing and the roofline
+#
+# Before we optimise anything we need a stopwatch we can trust, and a ceiling to compare against.
+# In this notebook you will learn:
+#
+# 1. why a host clock around a kernel launch measures the *launch*, not the kernel;
+# 2. why the first calls are slow (warm-up) and how to skip them;
+# 3. why a kernel timed right after itself looks faster than it is (a hot L2), and how to flush it;
+# 4. what a kernel launch costs by itself;
+# 5. how many samples are enough: noise, the median's confidence interval and a stopping rule;
+# 6. how to check a kernel *before* timing it;
+# 7. how fast the memory really is (measured vs published bandwidth), and the roofline that
+#    tells you which ceiling a kernel is under;
+# 8. what the compiler made of each kernel (its *anatomy*), with no GPU needed.
+#
+# Everything here runs on a laptop with no GPU, in Numba's CUDA simulator, at small sizes.
+# There, times come from the host clock around a CPU simulation: **they say nothing about GPU
+# speed** and are labelled `simulated`; no figure plots them as speed.  Where `data/results/`
+# holds measurements recorded on real GPUs, the notebook shows those instead, with their provenance.
+
+# %% tags=["parameters"]
+# Parameters (papermill overrides these; profiles in notebooks/profiles.yaml)
+n_elements = 4099          # saxpy length for the timing experiments
+sizes = [1000, 4099]       # saxpy lengths for the checked sweep
+seed = 0                   # inputs for timing (the check uses fresh random inputs)
+gpu = None                 # GPU whose published ceilings to draw (None: the one in use, or recorded)
+cc = (9, 0)                # compile target for the anatomy view
+record = "auto"            # record GPU measurements into data/results/ ("auto": only on a real GPU)
+
+# %%
+import time
+import numpy as np
+import pandas as pd
+import matplotlib.pyplot as plt
+
+import perfkit                      # decides GPU or simulator before numba.cuda loads
+from perfkit import backend, timing, bench, results, roofline, plots, anatomy, lesson
+from perfkit.kernels import saxpy
+
+SIM = backend.is_simulator()
+print(backend.describe())
+backend.device()
+
+# %% [markdown]
+# ## The op: SAXPY
+#
+# `out = alpha * x + y` reads two arrays and writes one: 12 bytes and 2 FLOPs per float32 element.
+# Its speed is set by memory bandwidth alone, which makes it the right kernel to learn timing on.
+# The ladder lives in `perfkit/kernels/saxpy.py`; rung 0 is the oracle (the library's own kernel).
+
+# %%
+pd.DataFrame([{"rung": v.rung, "name": v.name, "what changed and why": v.what} for v in saxpy.LADDER])
+
+# %% [markdown]
+# ## 1 · Host clocks lie about asynchronous launches
+#
+# A CUDA launch only *queues* the kernel and returns.  A host timer stopped right after the
+# launch measures the queueing; the kernel may not even have started.  To time the GPU with a host
+# clock you must wait for it (`synchronize`), and then you also time the wait's own overhead.
+# CUDA **events** are recorded *on the stream*, so the GPU stamps the start and end itself.
+#
+# In the simulator, a launch runs the kernel to completion on the CPU before returning, so the
+# "launch only" and "with synchronize" numbers coincide; on a GPU the first is far smaller.
+
+# %%
+problem = saxpy.Problem(n=n_elements)
+inputs = problem.make_inputs(seed)
+rung = saxpy.LADDER[1]
+run = rung.prepare(problem, inputs)
+run(); run.synchronize()                       # compile and load first
+
+t0 = time.perf_counter(); run(); t_launch = time.perf_counter() - t0
+run.synchronize(); t_synced = time.perf_counter() - t0
+ev = timing.measure(run, l2="hot", min_samples=3, max_samples=5, warmup_s=0, max_time_s=30)
+tag = " (simulated: CPU times)" if SIM else ""
+print(f"host clock, launch only    : {t_launch * 1e6:10.1f} us{tag}")
+print(f"host clock, + synchronize  : {t_synced * 1e6:10.1f} us{tag}")
+print(f"{ev.clock:27s}: {ev.median_s * 1e6:10.1f} us{tag}")
+
+# %% [markdown]
+# ## 2 · Warm-up
+#
+# The first call of a Numba kernel compiles it (Python → LLVM IR → PTX → cubin) and loads the
+# module: milliseconds to seconds.  Later calls also start with cold clocks and TLBs.
+# `measure()` calls the function until a warm-up budget (`warmup_s`) is spent, then samples.
+
+# %%
+fresh = saxpy.Unrolled(unroll=3)               # a configuration not compiled yet
+p = fresh.prepare(problem, inputs)
+t0 = time.perf_counter(); p(); p.synchronize(); first = time.perf_counter() - t0
+t0 = time.perf_counter(); p(); p.synchronize(); second = time.perf_counter() - t0
+print(f"first call {first * 1e3:.1f} ms, second call {second * 1e3:.1f} ms"
+      + (" (simulated)" if SIM else ""))
+
+# %% [markdown]
+# ## 3 · Cold versus hot L2
+#
+# A GPU's L2 cache holds tens of megabytes (50 MB on an H100 SXM).  Time a kernel twice in a
+# row on inputs that fit, and the second run reads them from L2, not DRAM.  Real workloads rarely
+# find their inputs in L2, so `measure()` writes a buffer of at least **twice the L2 size**
+# before every sample (`l2="cold"`, the default).  `l2="hot"` skips the flush, to show the effect.
+# The flush is outside the timed region (between the events).
+
+# %%
+cold = timing.measure(run, l2="cold", max_time_s=1.0)
+hot = timing.measure(run, l2="hot", max_time_s=1.0)
+print("cold:", cold)
+print("hot: ", hot)
+print(f"flush buffer: {cold.flush_bytes / 2**20:.0f} MiB (device L2: {backend.device().l2_bytes} bytes)")
+if not SIM:
+    fig, ax = plt.subplots(figsize=(7, 3))
+    ax.hist(np.array(cold.samples) * 1e6, bins=40, alpha=0.6, label="cold L2")
+    ax.hist(np.array(hot.samples) * 1e6, bins=40, alpha=0.6, label="hot L2")
+    ax.set_xlabel("kernel time (us)"); ax.legend(); ax.set_title(f"saxpy n={n_elements}")
+
+# %% [markdown]
+# ## 4 · Launch overhead
+#
+# An empty kernel still costs a launch: a few microseconds from Python through Numba's
+# dispatcher and the driver, of which the GPU sees only a part.  Any kernel shorter than a few
+# microseconds measures mostly this.
+
+# %%
+from numba import cuda
+
+@cuda.jit
+def empty_kernel():
+    pass
+
+launch = lambda: empty_kernel[1, 32]()
+host = []
+for _ in range(5 if SIM else 200):
+    t0 = time.perf_counter(); launch(); cuda.synchronize(); host.append(time.perf_counter() - t0)
+empty = timing.measure(launch, l2="hot", max_time_s=0.5)
+print(f"empty kernel, events      : {empty.median_s * 1e6:.2f} us" + (" (simulated)" if SIM else ""))
+print(f"empty kernel, host + sync : {np.median(host) * 1e6:.2f} us" + (" (simulated)" if SIM else ""))
+
+# %% [markdown]
+# ## 5 · Noise and the stopping rule
+#
+# Timings vary from run to run: clocks change, other work interferes.  The median is robust to
+# the occasional outlier; the interquartile range (IQR) and the coefficient of variation (CV)
+# describe the spread.  How many samples?  `measure()` keeps sampling until the 95 % confidence
+# interval of the median (computed from order statistics, no normal distribution assumed) is
+# narrower than `rel_ci` (2 %) of the median, with a minimum number of samples and of time and a
+# wall-clock cap.  The raw samples are kept, and NVML's SM clock and throttle reasons are read
+# before and after, so a throttled run shows.
+
+# %%
+m = timing.measure(run, rel_ci=0.02, max_time_s=2.0)
+lo, hi = m.ci_low_s, m.ci_high_s
+print(m)
+print(f"95% CI of the median: [{lo * 1e6:.2f}, {hi * 1e6:.2f}] us, relative width {m.rel_ci:.2%}")
+print("NVML before:", m.nvml_before, "\nNVML after: ", m.nvml_after)
+if not SIM:
+    fig, ax = plt.subplots(figsize=(7, 2.5))
+    ax.plot(np.array(m.samples) * 1e6, ".", ms=3); ax.axhline(m.median_s * 1e6, color="k", lw=0.8)
+    ax.set_xlabel("sample"); ax.set_ylabel("us"); ax.set_title("raw samples and their median")
+
+# %% [markdown]
+# ## 6 · Check, then time
+#
+# `bench.sweep` checks every rung on **fresh random inputs** against a float64 NumPy reference,
+# with the output poisoned with NaN first (an element the kernel forgot to write shows as NaN,
+# and NaN never passes).  Only a rung that passes is timed.  On a GPU each result is recorded at
+# once in `data/results/` with its provenance.  In the simulator, the time columns are host
+# times of the simulation, and the rate columns (`gbps`, `tflops`) are left empty on purpose.
+
+# %%
+problems = [saxpy.Problem(n=s) for s in sizes]
+table = bench.sweep(problems, saxpy.LADDER, seed=seed, record=record)
+table[["problem", "label", "check_ok", "max_abs_err", "median_s", "simulated", "gbps", "model_s", "error"]]
+
+# %% [markdown]
+# ## 7 · Measured versus published bandwidth, and the roofline
+#
+# A datasheet's bandwidth is a peak no kernel reaches; a simple copy kernel shows what is
+# attainable (typically 85–93 % of the published figure on HBM GPUs).  Likewise a chain of
+# independent FMAs shows the attainable FP32 rate.  On a GPU we measure both here and record them;
+# without one we show what was recorded on real GPUs, if anything.
+
+# %%
+if not SIM:
+    bw = roofline.copy_bandwidth(record=record != False)
+    fl = roofline.fp32_rate(record=record != False)
+    print(f"measured copy bandwidth: {bw['bytes_per_s'] / 1e12:.2f} TB/s   ({bw['measurement']})")
+    print(f"measured FP32 FMA rate : {fl['flops_per_s'] / 1e12:.1f} TFLOP/s ({fl['measurement']})")
+else:
+    bw = roofline.copy_bandwidth()          # runs and is checked, but a simulated time is no bandwidth
+    print("simulator: copy kernel checked;", bw["measurement"])
+
+recorded_ceilings = results.load(op="roofline")
+if recorded_ceilings.empty:
+    print("No measured ceilings have been recorded on a real GPU yet (data/results/ has none).")
+else:
+    display(recorded_ceilings[["gpu", "variant", "gbps", "tflops", "median_s", "utc", "commit"]])
+
+# %%
+ceil = roofline.ceilings(gpu)
+display(pd.DataFrame([c.as_dict() for c in ceil]))
+recorded = results.load(op="saxpy")
+points = recorded if not recorded.empty else table
+ax = roofline.plot(points, ceil, title="saxpy on the roofline"
+                   + (" (recorded GPU results)" if not recorded.empty else ""))
+if recorded.empty:
+    print("No saxpy results recorded on a real GPU yet: the roofline shows the ceilings only.")
+
+# %% [markdown]
+# The ridge point (where the slanted memory roof meets the flat compute roof) sits at tens of
+# FLOP/byte on current GPUs; saxpy's 1/6 FLOP/byte is far to its left, so only bandwidth
+# matters, and the best a saxpy can do is the copy bandwidth times 1/6 FLOP/byte.
+#
+# ## 8 · What the compiler made of it
+#
+# The anatomy view compiles each rung for a target GPU (`cc`) with no GPU present, as Numba builds a launch (NVVM → LTO-IR,
+# nvJitLink -lto → cubin) and reads back registers, shared memory, spills, theoretical occupancy and
+# the SASS instruction mix.  The diff shows what one step of the ladder changed.
+
+# %%
+reports = {v.rung: anatomy.inspect(v, problem, cc=cc) for v in saxpy.LADDER[1:]}
+display(reports[1])
+display(anatomy.diff(reports[1], reports[3]))
+lesson.source_diff(saxpy.LADDER[2], saxpy.LADDER[3], problem)
+
+# %% [markdown]
+# ## 9 · Recorded GPU results
+#
+# Measurements recorded on real GPUs (each with GPU, driver, package versions, commit, time,
+# timer settings and raw samples) are the only speeds this notebook plots.
+
+# %%
+if recorded.empty:
+    print("No saxpy results have been recorded on a real GPU yet. Run this notebook on a GPU "
+          "(`make run` picks the gpu profile) to record them in data/results/.")
+    plots.ladder(table, metric="gbps", title="saxpy ladder")   # draws a labelled placeholder
+else:
+    cols = ["gpu", "problem", "label", "gbps", "median_s", "n_samples", "commit", "utc"]
+    display(recorded[[c for c in cols if c in recorded]])
+    plots.ladder(recorded, metric="gbps", title="saxpy ladder (recorded)")
+
+# %% [markdown]
+# ## What to take away
+#
+# * Time GPU work with events on the stream, after a warm-up, with a cold L2, until the median is
+#   known to the precision you need, and keep the raw samples.
+# * A launch costs microseconds: a kernel shorter than that is measuring the launch.
+# * Check before you time.  A fast wrong kernel is worth nothing; NaN-poisoned outputs catch the
+#   elements a kernel forgot.
+# * Compare with a *measured* ceiling: it is what is attainable on this device.

@@ -1,0 +1,339 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 04 · Normalization at the memory-bandwidth limit
+#
+# Softmax, LayerNorm (forward and backward), RMSNorm and BatchNorm do a handful of FLOPs per
+# element: on any GPU of the last decade they are **memory-bound**.  The best such kernel reads its
+# input once and writes its output once, so its goal is not a FLOP rate but the **measured copy
+# bandwidth** of the device (notebook 01).  Each op gets a ladder in the format of the GEMM
+# notebook; the rungs are the same ideas in the same order for every op:
+#
+# | rung | idea | what it buys |
+# |---|---|---|
+# | naive | one thread per row, one kernel per pass, statistics through global memory | a baseline: x read 2-4 times, uncoalesced |
+# | fused | one block per row (channel), one kernel, shared-memory tree reductions | coalesced sweeps, re-reads hit L1/L2 |
+# | warp | reductions by warp shuffles (`shfl_xor_sync`), one shared slot per warp | 2 barriers per reduction instead of log2(block) |
+# | online / welford | single-pass statistics: online softmax, Welford + Chan's merge | one sweep fewer, no E[x²]−E[x]² cancellation |
+# | multirow / split | several rows per block, `vec` independent (128-bit) loads per thread | narrow rows fill the GPU; more bytes in flight |
+# | tuned | the launch shape fitted to the row width (search, or a static rule) | the right shape at every width |
+#
+# You will learn to count the bytes a kernel must move, to predict its time from the bandwidth,
+# to see in the compiled kernel what each rung changed, and to check numerically fragile code
+# (large magnitudes, constant rows, NaNs, float16 inputs with float32 accumulation).
+#
+# In the simulator every rung is **checked**, but times say nothing about GPU speed: speeds shown
+# here come only from results recorded on real GPUs, with their provenance.
+
+# %% tags=["parameters"]
+# Parameters (papermill overrides these; profiles in notebooks/profiles.yaml)
+ops = ["softmax", "layernorm", "layernorm_bwd", "rmsnorm", "batchnorm"]
+check_shape = (3, 37)         # (rows, cols) every row-op rung is checked at (small: the simulator is slow)
+bn_check_shape = (2, 3, 4, 5) # (n, c, h, w) for batchnorm, in both layouts
+check_dtypes = ["float32", "float16"]
+sweep = False                 # on a GPU: time every rung over each op's GPU_SWEEP (and record)
+sweep_dtypes = ["float32"]    # dtypes of the GPU sweep
+cc = (9, 0)                   # compile target for the anatomy view
+gpu = "h100-sxm"              # GPU whose published bandwidth feeds the model predictions
+seed = None                   # None: fresh random inputs for the check
+record = "auto"               # record GPU measurements into data/results/ ("auto": only on a real GPU)
+
+# %%
+import dataclasses
+import importlib
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from IPython.display import Markdown, display
+
+import perfkit                      # decides GPU or simulator before numba.cuda loads
+from perfkit import anatomy, backend, bench, lesson, model, plots, results, roofline, specs
+from perfkit.kernels import peers
+
+SIM = backend.is_simulator()
+print(backend.describe())
+MODS = {op: importlib.import_module(f"perfkit.kernels.norm.{op}") for op in ops}
+pd.DataFrame([{"op": op, "rung": v.rung, "name": v.name, "config": v.config, "what changed and why": v.what}
+              for op, m in MODS.items() for v in m.LADDER])
+
+
+# %% [markdown]
+# ## 1 · The check, once for every rung of every op
+#
+# Each rung runs on fresh random inputs with NaN-poisoned outputs and is compared with a float64
+# NumPy reference (`problem.check`: every output, a tolerance that grows with the length of the
+# reduction).  float16 inputs are accumulated in float32.  The test suite goes further (widths 1,
+# 3, 1000, 4097 and 65537, |x| ~ 1e4, constant rows, a NaN that must stay in its own row, odd
+# launch shapes); here is the short version.
+
+# %%
+def check_problems(op, dtype):
+    m = MODS[op]
+    if op == "batchnorm":
+        return [m.Problem(*bn_check_shape, dtype=dtype, layout=lay) for lay in ("NCHW", "NHWC")]
+    return [m.Problem(*check_shape, dtype=dtype)]
+
+rows = []
+for op, m in MODS.items():
+    for dtype in check_dtypes:
+        for p in check_problems(op, dtype):
+            x = p.make_inputs(seed)
+            ref = p.reference(x)
+            for v in m.LADDER:
+                c = p.check(v.run(p, x), ref)
+                rows.append({"op": op, "problem": p.label, "label": v.label, "ok": c.ok,
+                             "max_abs_err": c.max_abs_err, "message": "" if c.ok else c.message})
+checks = pd.DataFrame(rows)
+assert checks.ok.all(), checks[~checks.ok]
+checks.pivot_table(index=["op", "label"], columns="problem", values="max_abs_err", aggfunc="max")
+
+# %% [markdown]
+# ## 2 · Bytes, the model, and the measured ceiling
+#
+# For a memory-bound kernel the model is one line: time ≥ bytes moved / bandwidth.  Each rung's
+# `traffic(problem)` counts the DRAM bytes it moves (its extra sweeps, its temporaries; re-reads
+# that fit on chip are counted once) against the ideal `problem.bytes` (every input read once,
+# every output written once).  The ratio *DRAM bytes / ideal bytes* is the rung's handicap before
+# anything runs.  The ceiling is the **measured** copy bandwidth: measured here on a GPU, or taken
+# from results recorded on real GPUs.
+
+# %%
+if not SIM:
+    copy = roofline.copy_bandwidth(record=record != False)
+    copy_bw = copy["bytes_per_s"]
+    print(f"measured copy bandwidth: {copy_bw / 1e12:.2f} TB/s ({copy['measurement']})")
+else:
+    copy_bw = None
+    ceil = results.load(op="roofline")
+    ceil = ceil[ceil.variant == "copy"] if not ceil.empty else ceil
+    if not ceil.empty:
+        display(ceil[["gpu", "gbps", "median_s", "utc", "commit"]])
+        copy_bw = float(ceil.gbps.iloc[-1]) * 1e9
+        print(f"using the copy bandwidth recorded on {ceil.gpu.iloc[-1]}: {copy_bw / 1e12:.2f} TB/s")
+    else:
+        print("No copy bandwidth has been recorded on a real GPU yet: predictions below use the "
+              f"published bandwidth of {gpu}, which no kernel reaches (copy kernels get ~85-93%).")
+published_bw = specs.get(gpu).dram_bw
+model_bw = copy_bw or published_bw
+
+recorded = pd.concat([results.load(op=op) for op in ops], ignore_index=True)
+if recorded.empty:
+    print("No normalization results have been recorded on a real GPU yet (data/results/ has none).")
+
+# %%
+swept = pd.DataFrame()
+if sweep and not SIM:
+    probs = {op: [dataclasses.replace(p, dtype=d) for p in MODS[op].GPU_SWEEP for d in sweep_dtypes] for op in ops}
+    swept = pd.concat([bench.sweep(probs[op], MODS[op].LADDER + peers.peers_for(op), record=record)
+                       for op in ops], ignore_index=True)  # the ladder, plus a Triton peer where there is one
+    display(swept[["op", "problem", "label", "check_ok", "median_s", "gbps", "model_s", "error"]])
+    recorded = pd.concat([recorded, swept], ignore_index=True)
+elif sweep:
+    print("sweep=True but there is no GPU here: nothing is timed.")
+
+
+# %%
+def measured_gbps(op, v, p):
+    if recorded.empty:
+        return None
+    r = recorded[(recorded.op == op) & (recorded.variant == v.name) & (recorded.problem == p.label)]
+    r = r[r.get("simulated", False) != True] if "simulated" in r else r
+    return None if r.empty or r.gbps.isna().all() else float(r.gbps.median())
+
+reports = {}
+def ladder_view(op, problem=None):
+    # One row per rung: the bytes it moves against the ideal, the model's time and GB/s, and the
+    # measurement where one was recorded; then per rung the source diff and the anatomy diff.
+    m = MODS[op]
+    p = problem or m.EXAMPLE_PROBLEM
+    rows = []
+    for v in m.LADDER:
+        t = v.traffic(p)
+        pr = model.predict(t, peak_flops=specs.get(gpu).fp32_flops, dram_bw=model_bw)
+        got = measured_gbps(op, v, p)
+        rows.append({"rung": v.label, "DRAM bytes / ideal": t.dram_bytes / p.bytes,
+                     "model µs": pr.seconds * 1e6, "model GB/s (useful)": p.bytes / pr.seconds / 1e9,
+                     "measured GB/s": got,
+                     "measured / model": (got * 1e9 * pr.seconds / p.bytes) if got else None,
+                     "notes": t.notes})
+    display(Markdown(f"**{op}** at `{p.label}`: ideal traffic {p.bytes / 1e6:.1f} MB; model bandwidth "
+                     f"{model_bw / 1e12:.2f} TB/s ({'measured copy' if copy_bw else 'published, ' + gpu})"))
+    display(pd.DataFrame(rows).style.format(precision=2, na_rep="—"))
+
+def rung_steps(op, problem=None):
+    m = MODS[op]
+    p = problem or m.EXAMPLE_PROBLEM
+    prev = None
+    for v in m.LADDER[1:]:
+        display(Markdown(f"#### {op} · {v.label}\n\n{v.what}"))
+        display(lesson.source(v, p) if prev is None else lesson.source_diff(prev, v, p))
+        reports[op, v.rung] = r = anatomy.inspect(v, p, cc)
+        display(r if prev is None else anatomy.diff(reports[op, prev.rung], r))
+        prev = v
+
+
+# %% [markdown]
+# ## 3 · Softmax
+#
+# `y = exp(x − max x) / Σ exp(x − max x)` over each row.  Subtracting the row maximum is what keeps
+# `exp` from overflowing at |x| ~ 100 in float32 (and ~11 in float16), so a safe softmax needs the
+# max *before* the sum: two reductions and, naively, three sweeps over x.  The **online** rung
+# (Milakov & Gimelshein, 2018, arXiv:1805.02867) carries a running max `m` and a running sum `s`
+# and rescales `s` by `exp(m_old − m_new)` when the max grows, so max and sum come from one sweep;
+# two (max, sum) pairs merge the same way, which is what lets warps combine their partial results.
+# It is the same trick FlashAttention uses for attention.
+
+# %%
+ladder_view('softmax')
+
+# %%
+rung_steps('softmax')
+
+# %% [markdown]
+# ## 4 · LayerNorm forward
+#
+# `y = (x − mean) · rstd · γ + β` with `rstd = 1/√(var + eps)`; the forward pass also writes `mean`
+# and `rstd` (one float per row) for the backward pass.  The variance as `E[x²] − E[x]²` in float32
+# loses every digit when |mean| ≫ std; the naive and fused rungs therefore sweep twice (mean, then
+# the centred variance).  **Welford**'s update (mean += d/n, M2 += d·(x − mean)) gets both in one
+# sweep with no cancellation, and Chan et al.'s pairwise formula merges (n, mean, M2) triples across
+# lanes and warps.
+
+# %%
+ladder_view('layernorm')
+
+# %%
+rung_steps('layernorm')
+
+# %% [markdown]
+# ## 5 · LayerNorm backward
+#
+# With `x̂ = (x − mean)·rstd` and `g = dy·γ`:
+# `dx = rstd · (g − mean(g) − x̂ · mean(g·x̂))`, `dγ = Σ_rows dy·x̂`, `dβ = Σ_rows dy`.
+# Per row that is two more reductions; per column, a reduction over all rows.  The ideal kernel
+# reads x and dy once and writes dx once (γ, dγ and dβ are small).  The row rungs differ in how they
+# reduce; up to the Welford rung the column sums are a separate kernel (one thread per column, a
+# second read of x and dy).  The multirow rung runs a persistent grid (a few blocks per SM) in which
+# every lane owns the same columns in every row it visits, adds its `dy·x̂` and `dy` into its group's
+# partial-sum row (small, L2-resident), and a small kernel sums the partials: x and dy leave DRAM
+# once.  Apex and llm.c's `layernorm_backward` reduce dγ/dβ in two stages the same way.
+
+# %%
+ladder_view('layernorm_bwd')
+
+# %%
+rung_steps('layernorm_bwd')
+
+# %% [markdown]
+# ## 6 · RMSNorm
+#
+# `y = x / √(mean(x²) + eps) · γ` (Zhang & Sennrich, 2019): LayerNorm without the mean, so one
+# reduction and no cancellation problem; there is no "single-pass statistics" rung because the
+# fused rung is already single-statistic.  Its second sweep re-reads the row from L1/L2 when the
+# row fits on chip, which is why the ideal traffic is reachable without holding the row in registers.
+
+# %%
+ladder_view('rmsnorm')
+
+# %%
+rung_steps('rmsnorm')
+
+# %% [markdown]
+# ## 7 · BatchNorm (training)
+#
+# Statistics per **channel**, over N·H·W; running statistics updated with momentum (unbiased
+# variance, as PyTorch does).  The layout decides the access pattern: in NCHW a channel is N
+# contiguous runs of H·W values; in NHWC a channel is a stride-C column, so a block that owns one
+# channel reads one float per 4·C bytes.  The **split** rung tiles the reduction over a 2-D grid
+# (channel tiles × slices of N·H·W), so that few channels still fill every SM and NHWC reads are
+# coalesced across 32 channels, and merges the partial (n, mean, M2) triples with Chan's formula in a
+# small finalize kernel (which also folds γ and rstd into one scale per channel) before a
+# grid-stride normalize.  x is read twice from DRAM: keeping it on chip between statistics and
+# normalization would need a grid-wide barrier (a cooperative launch), so the ideal here is 1.5x.
+# The normalize computes `(x − mean)·scale + β`, not the one-FMA `x·scale + shift` with
+# `shift = β − mean·scale`: in a near-constant channel `scale` ≈ 1/√eps ≈ 316, `mean·scale` is
+# hundreds, and the float32 rounding of `shift` alone exceeds the whole output (the tests caught it).
+
+# %%
+bn = MODS["batchnorm"]
+for p in (bn.EXAMPLE_PROBLEM, dataclasses.replace(bn.EXAMPLE_PROBLEM, layout="NHWC")):
+    ladder_view("batchnorm", p)
+
+# %%
+rung_steps('batchnorm')
+
+# %% [markdown]
+# ## 8 · Bandwidth against row width, and the four ops side by side
+#
+# For each op: achieved GB/s (useful bytes / time) against the row width, one line per rung, with
+# the measured copy bandwidth as the ceiling.  Narrow rows are where one block per row leaves the
+# GPU idle and the multirow rungs win; very wide rows are where a row no longer fits in L1/L2 and
+# every extra sweep costs DRAM traffic.  Only measurements from real GPUs are drawn.
+
+# %%
+row_ops = [op for op in ops if op != "batchnorm"]
+fig, axes = plt.subplots(1, max(len(row_ops), 1), figsize=(5 * max(len(row_ops), 1), 3.8), squeeze=False)
+for ax, op in zip(axes[0], row_ops):
+    t = recorded[recorded.op == op] if not recorded.empty else recorded
+    plots.metric_vs(t, x="cols", metric="gbps", hue="label", title=op, ax=ax,
+                    ceiling=copy_bw / 1e9 if copy_bw else None)
+fig.tight_layout()
+
+# %%
+# The best rung of each op at each problem, as a fraction of the copy bandwidth and of the oracle
+# (PyTorch on a GPU).  Goals on an H100: >= 90% of copy bandwidth for rows of 1024 or more, and
+# at least as fast as torch at every shape.
+real, n_sim = plots.real_rows(recorded, "gbps")
+if real.empty:
+    print("No GPU measurements recorded yet: nothing to compare. "
+          "(`perfkit run 04 --profile gpu` on a GPU machine measures and records them.)")
+    summary = pd.DataFrame()
+else:
+    def best(g):
+        ours = g[g.rung > 0]
+        if ours.empty:
+            return None
+        b = ours.loc[ours.gbps.idxmax()]
+        orc = g[g.rung == 0].gbps
+        return pd.Series({"best rung": b.label, "GB/s": b.gbps,
+                          "of copy bw": b.gbps * 1e9 / copy_bw if copy_bw else np.nan,
+                          "vs oracle": b.gbps / orc.iloc[0] if len(orc) else np.nan})
+    summary = real.groupby(["gpu", "op", "problem"]).apply(best).dropna(how="all")
+    display(summary.style.format({"GB/s": "{:.0f}", "of copy bw": "{:.0%}", "vs oracle": "{:.2f}x"}))
+    summary.reset_index().pipe(lambda s: s.pivot_table(index="op", values="of copy bw", aggfunc="median")) \
+        .plot.barh(legend=False, title="median fraction of copy bandwidth, best rung")
+
+# %%
+# The normalizations on the roofline: about one FLOP per byte, far left of the ridge point, so only
+# the memory roof matters.  Only real GPU measurements are drawn.
+examples = {MODS[op].EXAMPLE_PROBLEM.label for op in ops}
+on_roof = recorded[recorded.problem.isin(examples)] if not recorded.empty else None
+roofline.plot(on_roof, roofline.ceilings(gpu), title=f"normalizations on the roofline ({gpu} ceilings)")
+if on_roof is None or on_roof.empty:
+    print("No recorded GPU results for the example problems: the figure shows the ceilings only.")
+
+# %% [markdown]
+# ## What to take away
+#
+# * Count bytes first: a normalization's time is its DRAM bytes over the bandwidth, and every
+#   extra sweep that misses on-chip caches is a full extra read of the tensor.
+# * Reductions are cheap once they stay in registers: warp shuffles remove shared-memory round
+#   trips and barriers; single-pass statistics (online softmax, Welford) remove a sweep without
+#   giving up numerical safety.
+# * Fill the machine: narrow rows need several rows per block; few channels need a split grid.
+# * Check the numerically fragile cases (huge magnitudes, constant rows, NaNs, float16) every time
+#   you change a kernel; they are where fast kernels are wrong.

@@ -4,12 +4,17 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.perfkit-installed
+# torch (cuDNN and cuBLAS oracles, workload tracing on the meta device) is installed first, pinned
+# so that a machine with no GPU takes the small CPU build where its pip index has one (it does
+# here); with a GPU, or to use another build: make install TORCH="torch==2.11.0".
+TORCH  ?= torch==2.13.0
 
 .PHONY: install run test lab sync clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -c "import torch" 2>/dev/null || $(BIN)/python -m pip install --quiet "$(TORCH)"
 	$(BIN)/python -m pip install --quiet -e ".[test]"
 	touch $(STAMP)
 

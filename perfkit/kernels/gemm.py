@@ -37,6 +37,7 @@ from numba.types import float16  # numba.float16 is not exported; the type casts
 
 from .. import backend
 from ..model import Traffic
+from ._ptx import frag_a, frag_b, frag_c, mma_16816  # noqa: F401  (public through gemm too)
 from ._vector import load4
 from .base import (MAX_STATIC_SHARED, MAX_THREADS_PER_BLOCK, Launch, OracleVariant, Problem, ProblemError,
                    TunableVariant, UnsupportedProblem, Variant, check_launch_shape, registry_check)
@@ -1004,100 +1005,7 @@ class Autotuned(WarpTile):
 
 
 # --- rung 11: tensor cores -------------------------------------------------------------------
-# Fragment layouts of mma.m16n8k16 with .f16 inputs and .f32 accumulators, from the PTX ISA
-# ("Matrix Fragments for mma.m16n8k16 with floating point type"): lane = 4 * group + tig.
-@cuda.jit(device=True)
-def frag_a(lane, i):
-    """(row, col) in the 16x16 A tile of register a_i (i < 8) of ``lane``."""
-    group = lane // 4
-    tig = lane % 4
-    row = group + 8 * ((i // 2) % 2)
-    col = tig * 2 + (i % 2) + 8 * (i // 4)
-    return row, col
-
-
-@cuda.jit(device=True)
-def frag_b(lane, i):
-    """(row, col) in the 16x8 B tile of register b_i (i < 4) of ``lane``."""
-    return (lane % 4) * 2 + (i % 2) + 8 * (i // 2), lane // 4
-
-
-@cuda.jit(device=True)
-def frag_c(lane, i):
-    """(row, col) in the 16x8 C/D tile of register c_i (i < 4) of ``lane``."""
-    return lane // 4 + 8 * (i // 2), (lane % 4) * 2 + (i % 2)
-
-
-if backend.is_simulator():
-    @cuda.jit(device=True)
-    def mma_16816(a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, c0, c1, c2, c3, scr_a, scr_b):
-        """The simulator's mma.sync: every lane publishes its fragments, then computes its own
-        accumulators from the whole warp's, placing every value with the same frag_* maps."""
-        lane = cuda.threadIdx.x % 32
-        w = cuda.threadIdx.x // 32
-        scr_a[w, lane, 0] = float32(a0)
-        scr_a[w, lane, 1] = float32(a1)
-        scr_a[w, lane, 2] = float32(a2)
-        scr_a[w, lane, 3] = float32(a3)
-        scr_a[w, lane, 4] = float32(a4)
-        scr_a[w, lane, 5] = float32(a5)
-        scr_a[w, lane, 6] = float32(a6)
-        scr_a[w, lane, 7] = float32(a7)
-        scr_b[w, lane, 0] = float32(b0)
-        scr_b[w, lane, 1] = float32(b1)
-        scr_b[w, lane, 2] = float32(b2)
-        scr_b[w, lane, 3] = float32(b3)
-        cuda.syncthreads()
-        A = cuda.local.array((16, 16), float32)
-        B = cuda.local.array((16, 8), float32)
-        for src in range(32):
-            for i in range(8):
-                r, q = frag_a(src, i)
-                A[r, q] = scr_a[w, src, i]
-            for i in range(4):
-                r, q = frag_b(src, i)
-                B[r, q] = scr_b[w, src, i]
-        d = cuda.local.array(4, float32)
-        d[0], d[1], d[2], d[3] = c0, c1, c2, c3
-        for i in range(4):
-            r, q = frag_c(lane, i)
-            for kk in range(16):
-                d[i] += A[r, kk] * B[kk, q]
-        cuda.syncthreads()  # the scratch is reused by the next call
-        return d[0], d[1], d[2], d[3]
-else:
-    from llvmlite import ir
-    from numba import types
-    from numba.cuda.extending import intrinsic
-
-    @intrinsic
-    def mma_16816(typingctx, a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, c0, c1, c2, c3, scr_a, scr_b):
-        """mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 (inline PTX; scratch unused)."""
-        sig = types.UniTuple(types.float32, 4)(a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3,
-                                               c0, c1, c2, c3, scr_a, scr_b)
-
-        def codegen(context, builder, signature, args):
-            i16, i32, f32 = ir.IntType(16), ir.IntType(32), ir.FloatType()
-
-            def bits(h):  # Numba keeps float16 values as i16 bit patterns in LLVM IR
-                return h if h.type == i16 else builder.bitcast(h, i16)
-
-            def pack(lo, hi):  # two halves in one .b32 register, the first in the low bits
-                return builder.or_(builder.zext(bits(lo), i32),
-                                   builder.shl(builder.zext(bits(hi), i32), ir.Constant(i32, 16)))
-
-            a = [pack(args[2 * i], args[2 * i + 1]) for i in range(4)]
-            b = [pack(args[8 + 2 * i], args[8 + 2 * i + 1]) for i in range(2)]
-            c = list(args[12:16])
-            fnty = ir.FunctionType(ir.LiteralStructType([f32] * 4), [i32] * 6 + [f32] * 4)
-            asm = ir.InlineAsm(fnty, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-                               "{$0,$1,$2,$3}, {$4,$5,$6,$7}, {$8,$9}, {$10,$11,$12,$13};",
-                               "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f", side_effect=True)
-            res = builder.call(asm, a + b + c)
-            return context.make_tuple(builder, signature.return_type,
-                                      [builder.extract_value(res, i) for i in range(4)])
-
-        return sig, codegen
+# mma_16816 and the fragment maps live in perfkit.kernels._ptx (shared with the conv ladder).
 
 
 @lru_cache(maxsize=None)

@@ -1,0 +1,362 @@
+"""Tensor-core and asynchronous-copy instructions for Numba kernels, through inline PTX, each
+with an exact twin for Numba's CUDA simulator (which cannot run PTX), so kernels built on them
+are checked without a GPU.  Shared by the GEMM and convolution ladders::
+
+    from perfkit.kernels._ptx import (frag_a, frag_b, frag_c, mma_16816, mma_16816_u32,
+                                      ldmatrix_x4, ldmatrix_x4_trans, cp_async16,
+                                      cp_async_commit, cp_async_wait, pack_h2, unpack_h2)
+
+What each one is (PTX ISA 8.x; sm_80 and later):
+
+* ``mma_16816(a0..a7, b0..b3, c0..c3, scr_a, scr_b)``: ``mma.sync.aligned.m16n8k16.row.col
+  .f32.f16.f16.f32`` on float16 fragment values (a_i, b_i as the ``frag_a``/``frag_b`` maps
+  place them), returning the four float32 accumulators (``frag_c``).  ``scr_a`` (float32,
+  (warps, 32, 8)) and ``scr_b`` (float32, (warps, 32, 4)) are shared scratch used only by the
+  simulator's twin; on a GPU the compiler drops them.
+* ``mma_16816_u32(a0..a3, b0, b1, c0..c3, scr_a, scr_b)``: the same instruction on packed
+  registers (two float16 in one uint32, the first in the low half), as ``ldmatrix`` returns them.
+* ``ldmatrix_x4(smem, row, col, scr)`` / ``ldmatrix_x4_trans``: ``ldmatrix.sync.aligned.m8n8.x4
+  [.trans].shared.b16``.  ``smem`` is a 2-D float16 shared array; lane ``l`` gives the address
+  ``smem[row, col]`` of row ``l % 8`` of 8x8 matrix ``l // 8`` (8 consecutive halves, 16-byte
+  aligned); it receives register ``i`` = the halves (``r = l // 4``, columns ``2 * (l % 4)``,
+  ``+1``) of matrix ``i`` (with ``.trans``: rows ``2 * (l % 4)``, ``+1`` of column ``l // 4``).
+  ``scr`` (int32, (warps, 32, 2) shared) is the simulator twin's address exchange.
+* ``cp_async16(smem, srow, scol, gmem, grow, gcol, src_bytes)``: ``cp.async.cg.shared.global``
+  of 16 bytes from ``gmem[grow, gcol:]`` to ``smem[srow, scol:]``; only the first ``src_bytes``
+  (0..16) are read, the rest of the 16 are zero-filled (``src_bytes = 0`` reads nothing: give an
+  in-bounds address anyway).  Both addresses must be 16-byte aligned.
+  ``cp_async_commit()`` closes a group of copies (``cp.async.commit_group``);
+  ``cp_async_wait(n)`` (``n`` a compile-time constant) waits until at most ``n`` groups are
+  pending (``cp.async.wait_group n``).  A copy is visible to other threads only after the wait
+  and a barrier.  The simulator's twin really defers each copy until the wait that retires its
+  group, so a kernel that reads a stage too early reads stale data there too.
+* ``pack_h2(lo, hi) -> uint32``, ``unpack_h2(u) -> (lo, hi)``: float16 pairs <-> one register.
+
+Fragment maps (``frag_*``) are the PTX ISA's tables "Matrix Fragments for mma.m16n8k16 with
+floating point type" (lane = 4 * group + thread-in-group); tests check them against an
+independent transcription.
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+from numba import cuda, float32
+
+from .. import backend
+
+__all__ = ["frag_a", "frag_b", "frag_c", "mma_16816", "mma_16816_u32", "ldmatrix_x4", "ldmatrix_x4_trans",
+           "cp_async16", "cp_async_commit", "cp_async_wait", "pack_h2", "unpack_h2"]
+
+
+@cuda.jit(device=True)
+def frag_a(lane, i):
+    """(row, col) in the 16x16 A tile of register a_i (i < 8) of ``lane``."""
+    group = lane // 4
+    tig = lane % 4
+    row = group + 8 * ((i // 2) % 2)
+    col = tig * 2 + (i % 2) + 8 * (i // 4)
+    return row, col
+
+
+@cuda.jit(device=True)
+def frag_b(lane, i):
+    """(row, col) in the 16x8 B tile of register b_i (i < 4) of ``lane``."""
+    return (lane % 4) * 2 + (i % 2) + 8 * (i // 2), lane // 4
+
+
+@cuda.jit(device=True)
+def frag_c(lane, i):
+    """(row, col) in the 16x8 C/D tile of register c_i (i < 4) of ``lane``."""
+    return lane // 4 + 8 * (i // 2), (lane % 4) * 2 + (i % 2)
+
+
+if backend.is_simulator():
+    # --- simulator twins ------------------------------------------------------------------
+    def _bits(h) -> int:
+        return int(np.float16(h).view(np.uint16))
+
+    def _half(u) -> np.float16:
+        return np.uint16(int(u) & 0xFFFF).view(np.float16)
+
+    def pack_h2(lo, hi):
+        return np.uint32(_bits(lo) | (_bits(hi) << 16))
+
+    def unpack_h2(u):
+        u = int(u)
+        return _half(u), _half(u >> 16)
+
+    @cuda.jit(device=True)
+    def mma_16816(a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, c0, c1, c2, c3, scr_a, scr_b):
+        """The simulator's mma.sync: every lane publishes its fragments, then computes its own
+        accumulators from the whole warp's, placing every value with the same frag_* maps."""
+        lane = cuda.threadIdx.x % 32
+        w = cuda.threadIdx.x // 32
+        scr_a[w, lane, 0] = float32(a0)
+        scr_a[w, lane, 1] = float32(a1)
+        scr_a[w, lane, 2] = float32(a2)
+        scr_a[w, lane, 3] = float32(a3)
+        scr_a[w, lane, 4] = float32(a4)
+        scr_a[w, lane, 5] = float32(a5)
+        scr_a[w, lane, 6] = float32(a6)
+        scr_a[w, lane, 7] = float32(a7)
+        scr_b[w, lane, 0] = float32(b0)
+        scr_b[w, lane, 1] = float32(b1)
+        scr_b[w, lane, 2] = float32(b2)
+        scr_b[w, lane, 3] = float32(b3)
+        cuda.syncthreads()
+        A = cuda.local.array((16, 16), float32)
+        B = cuda.local.array((16, 8), float32)
+        for src in range(32):
+            for i in range(8):
+                r, q = frag_a(src, i)
+                A[r, q] = scr_a[w, src, i]
+            for i in range(4):
+                r, q = frag_b(src, i)
+                B[r, q] = scr_b[w, src, i]
+        d = cuda.local.array(4, float32)
+        d[0], d[1], d[2], d[3] = c0, c1, c2, c3
+        for i in range(4):
+            r, q = frag_c(lane, i)
+            for kk in range(16):
+                d[i] += A[r, kk] * B[kk, q]
+        cuda.syncthreads()  # the scratch is reused by the next call
+        return d[0], d[1], d[2], d[3]
+
+    @cuda.jit(device=True)
+    def mma_16816_u32(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3, scr_a, scr_b):
+        x0, x1 = unpack_h2(a0)
+        x2, x3 = unpack_h2(a1)
+        x4, x5 = unpack_h2(a2)
+        x6, x7 = unpack_h2(a3)
+        y0, y1 = unpack_h2(b0)
+        y2, y3 = unpack_h2(b1)
+        return mma_16816(x0, x1, x2, x3, x4, x5, x6, x7, y0, y1, y2, y3, c0, c1, c2, c3, scr_a, scr_b)
+
+    def _check_ldmatrix_address(smem, row, col):
+        if smem.dtype != np.float16 or smem.ndim != 2:
+            raise TypeError(f"ldmatrix: a 2-D float16 shared array is needed, got {smem.dtype} {smem.ndim}-D")
+        off = (int(row) * smem.strides[0] + int(col) * smem.strides[1])
+        if off % 16 or not (0 <= int(row) < smem.shape[0] and 0 <= int(col) and int(col) + 8 <= smem.shape[1]):
+            raise RuntimeError(f"ldmatrix: row address [{row}, {col}] is misaligned (byte offset {off}) or "
+                               f"outside the {smem.shape} tile: a GPU would fault or read garbage")
+
+    @cuda.jit(device=True)
+    def _ldmatrix_sim(smem, row, col, scr, trans):
+        lane = cuda.threadIdx.x % 32
+        w = cuda.threadIdx.x // 32
+        _check_ldmatrix_address(smem, row, col)
+        scr[w, lane, 0] = row
+        scr[w, lane, 1] = col
+        cuda.syncthreads()
+        g = lane // 4
+        t = lane % 4
+        out = [np.uint32(0)] * 4
+        for i in range(4):
+            if trans:  # column g of matrix i, rows 2t and 2t+1
+                lo = smem[scr[w, 8 * i + 2 * t, 0], scr[w, 8 * i + 2 * t, 1] + g]
+                hi = smem[scr[w, 8 * i + 2 * t + 1, 0], scr[w, 8 * i + 2 * t + 1, 1] + g]
+            else:  # row g of matrix i, columns 2t and 2t+1
+                lo = smem[scr[w, 8 * i + g, 0], scr[w, 8 * i + g, 1] + 2 * t]
+                hi = smem[scr[w, 8 * i + g, 0], scr[w, 8 * i + g, 1] + 2 * t + 1]
+            out[i] = pack_h2(lo, hi)
+        cuda.syncthreads()  # the scratch is reused by the next call
+        return out[0], out[1], out[2], out[3]
+
+    @cuda.jit(device=True)
+    def ldmatrix_x4(smem, row, col, scr):
+        return _ldmatrix_sim(smem, row, col, scr, False)
+
+    @cuda.jit(device=True)
+    def ldmatrix_x4_trans(smem, row, col, scr):
+        return _ldmatrix_sim(smem, row, col, scr, True)
+
+    _pending = threading.local()  # the simulator runs each CUDA thread as a Python thread
+
+    def _groups():
+        if not hasattr(_pending, "groups"):
+            _pending.groups = [[]]  # the last list is the open (uncommitted) group
+        return _pending.groups
+
+    def cp_async16(smem, srow, scol, gmem, grow, gcol, src_bytes):
+        size = gmem.dtype.itemsize
+        if smem.dtype != gmem.dtype:
+            raise TypeError(f"cp_async16: shared {smem.dtype} and global {gmem.dtype} differ")
+        src_bytes = int(src_bytes)
+        if not 0 <= src_bytes <= 16 or src_bytes % size:
+            raise ValueError(f"cp_async16: src_bytes={src_bytes} must be 0..16 in whole {size}-byte elements")
+        n = 16 // size
+        goff = int(grow) * gmem.strides[0] + int(gcol) * gmem.strides[1]
+        soff = int(srow) * smem.strides[0] + int(scol) * smem.strides[1]
+        if goff % 16 or soff % 16:
+            raise RuntimeError(f"cp_async16: misaligned 16-byte copy (global [{grow}, {gcol}] byte offset {goff}, "
+                               f"shared [{srow}, {scol}] byte offset {soff}): a GPU would fault here")
+        if not (0 <= int(grow) < gmem.shape[0] and 0 <= int(gcol) < gmem.shape[1]):
+            raise RuntimeError(f"cp_async16: global address [{grow}, {gcol}] outside {gmem.shape}")
+        if int(gcol) + src_bytes // size > gmem.shape[1]:
+            raise RuntimeError(f"cp_async16: reads {src_bytes} bytes past the end of row {grow} at column {gcol}")
+        vals = [gmem[int(grow), int(gcol) + e] if e < src_bytes // size else 0 for e in range(n)]
+        _groups()[-1].append((smem, int(srow), int(scol), vals))
+
+    def cp_async_commit():
+        _groups().append([])
+
+    def cp_async_wait(n):
+        groups = _groups()
+        closed = groups[:-1]
+        for g in closed[:max(len(closed) - int(n), 0)]:
+            for smem, r, q, vals in g:
+                for e, v in enumerate(vals):
+                    smem[r, q + e] = v
+        _pending.groups = closed[max(len(closed) - int(n), 0):] + [groups[-1]]
+
+else:
+    # --- inline PTX -------------------------------------------------------------------------
+    from llvmlite import ir
+    from numba import types
+    from numba.core import cgutils
+    from numba.cuda.extending import intrinsic
+
+    _i16, _i32, _i64, _f32 = ir.IntType(16), ir.IntType(32), ir.IntType(64), ir.FloatType()
+
+    def _half_bits(builder, h):  # Numba keeps float16 values as i16 bit patterns (or half)
+        return h if h.type == _i16 else builder.bitcast(h, _i16)
+
+    def _pack(builder, lo, hi):  # two halves in one .b32 register, the first in the low bits
+        return builder.or_(builder.zext(_half_bits(builder, lo), _i32),
+                           builder.shl(builder.zext(_half_bits(builder, hi), _i32), ir.Constant(_i32, 16)))
+
+    def _mma(builder, a, b, c):
+        fnty = ir.FunctionType(ir.LiteralStructType([_f32] * 4), [_i32] * 6 + [_f32] * 4)
+        asm = ir.InlineAsm(fnty, "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+                           "{$0,$1,$2,$3}, {$4,$5,$6,$7}, {$8,$9}, {$10,$11,$12,$13};",
+                           "=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f", side_effect=True)
+        res = builder.call(asm, list(a) + list(b) + list(c))
+        return [builder.extract_value(res, i) for i in range(4)]
+
+    @intrinsic
+    def mma_16816(typingctx, a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, c0, c1, c2, c3, scr_a, scr_b):
+        """mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 (inline PTX; scratch unused)."""
+        sig = types.UniTuple(types.float32, 4)(a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3,
+                                               c0, c1, c2, c3, scr_a, scr_b)
+
+        def codegen(context, builder, signature, args):
+            a = [_pack(builder, args[2 * i], args[2 * i + 1]) for i in range(4)]
+            b = [_pack(builder, args[8 + 2 * i], args[8 + 2 * i + 1]) for i in range(2)]
+            c = [context.cast(builder, args[12 + i], signature.args[12 + i], types.float32) for i in range(4)]
+            return context.make_tuple(builder, signature.return_type, _mma(builder, a, b, c))
+
+        return sig, codegen
+
+    @intrinsic
+    def mma_16816_u32(typingctx, a0, a1, a2, a3, b0, b1, c0, c1, c2, c3, scr_a, scr_b):
+        """The same instruction on packed uint32 registers (scratch unused)."""
+        sig = types.UniTuple(types.float32, 4)(a0, a1, a2, a3, b0, b1, c0, c1, c2, c3, scr_a, scr_b)
+
+        def codegen(context, builder, signature, args):
+            regs = [context.cast(builder, args[i], signature.args[i], types.uint32) for i in range(6)]
+            c = [context.cast(builder, args[6 + i], signature.args[6 + i], types.float32) for i in range(4)]
+            return context.make_tuple(builder, signature.return_type, _mma(builder, regs[:4], regs[4:], c))
+
+        return sig, codegen
+
+    @intrinsic
+    def pack_h2(typingctx, lo, hi):
+        sig = types.uint32(lo, hi)
+
+        def codegen(context, builder, signature, args):
+            return _pack(builder, *args)
+
+        return sig, codegen
+
+    @intrinsic
+    def unpack_h2(typingctx, u):
+        sig = types.UniTuple(types.float16, 2)(u)
+
+        def codegen(context, builder, signature, args):
+            v = context.cast(builder, args[0], signature.args[0], types.uint32)
+            lo = builder.trunc(v, _i16)
+            hi = builder.trunc(builder.lshr(v, ir.Constant(_i32, 16)), _i16)
+            ty = context.get_value_type(types.float16)
+            if ty != _i16:
+                lo, hi = builder.bitcast(lo, ty), builder.bitcast(hi, ty)
+            return context.make_tuple(builder, signature.return_type, [lo, hi])
+
+        return sig, codegen
+
+    def _item_ptr(context, builder, aryty, ary_val, idx_vals, idx_tys):
+        ary = context.make_array(aryty)(context, builder, ary_val)
+        idx = [context.cast(builder, v, t, types.intp) for v, t in zip(idx_vals, idx_tys)]
+        return cgutils.get_item_pointer(context, builder, aryty, ary, idx, wraparound=False)
+
+    def _shared_addr(builder, ptr):
+        """A generic pointer into shared memory -> the 32-bit .shared address PTX wants."""
+        cvta = ir.InlineAsm(ir.FunctionType(_i64, [_i64]), "cvta.to.shared.u64 $0, $1;", "=l,l")
+        return builder.trunc(builder.call(cvta, [builder.ptrtoint(ptr, _i64)]), _i32)
+
+    def _ldmatrix(trans: bool):
+        def typer(typingctx, smem, row, col, scr):
+            if not (isinstance(smem, types.Array) and smem.ndim == 2 and smem.dtype == types.float16):
+                return None
+            sig = types.UniTuple(types.uint32, 4)(smem, row, col, scr)
+
+            def codegen(context, builder, signature, args):
+                ptr = _item_ptr(context, builder, signature.args[0], args[0], args[1:3], signature.args[1:3])
+                addr = _shared_addr(builder, ptr)
+                fnty = ir.FunctionType(ir.LiteralStructType([_i32] * 4), [_i32])
+                asm = ir.InlineAsm(fnty, f"ldmatrix.sync.aligned.m8n8.x4{'.trans' if trans else ''}.shared.b16 "
+                                   "{$0,$1,$2,$3}, [$4];", "=r,=r,=r,=r,r,~{memory}", side_effect=True)
+                res = builder.call(asm, [addr])
+                return context.make_tuple(builder, signature.return_type,
+                                          [builder.extract_value(res, i) for i in range(4)])
+
+            return sig, codegen
+        return typer
+
+    ldmatrix_x4 = intrinsic(_ldmatrix(False))
+    ldmatrix_x4_trans = intrinsic(_ldmatrix(True))
+
+    @intrinsic
+    def cp_async16(typingctx, smem, srow, scol, gmem, grow, gcol, src_bytes):
+        if not (isinstance(smem, types.Array) and isinstance(gmem, types.Array) and smem.ndim == gmem.ndim == 2):
+            return None
+        sig = types.void(smem, srow, scol, gmem, grow, gcol, src_bytes)
+
+        def codegen(context, builder, signature, args):
+            sty = signature.args
+            dst = _shared_addr(builder, _item_ptr(context, builder, sty[0], args[0], args[1:3], sty[1:3]))
+            src = builder.ptrtoint(_item_ptr(context, builder, sty[3], args[3], args[4:6], sty[4:6]), _i64)
+            nbytes = context.cast(builder, args[6], sty[6], types.int32)
+            asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), [_i32, _i64, _i32]),
+                               "cp.async.cg.shared.global [$0], [$1], 16, $2;", "r,l,r,~{memory}", side_effect=True)
+            builder.call(asm, [dst, src, nbytes])
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    @intrinsic
+    def cp_async_commit(typingctx):
+        sig = types.void()
+
+        def codegen(context, builder, signature, args):
+            asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), "cp.async.commit_group;", "~{memory}",
+                               side_effect=True)
+            builder.call(asm, [])
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    @intrinsic
+    def cp_async_wait(typingctx, n):
+        if not isinstance(n, types.IntegerLiteral):
+            return None  # Numba retries with the literal type; a run-time value cannot be waited on
+        count = int(n.literal_value)
+        sig = types.void(n)
+
+        def codegen(context, builder, signature, args):
+            asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), f"cp.async.wait_group {count};", "~{memory}",
+                               side_effect=True)
+            builder.call(asm, [])
+            return context.get_dummy_value()
+
+        return sig, codegen

@@ -263,4 +263,8 @@ PEERS: dict[str, list[Peer]] = {
 
 def peers_for(op: str) -> list[Peer]:
     """The peers of an op (possibly none)."""
+    if op == "conv":  # defined beside the conv ladder (perfkit.kernels.conv.PEERS)
+        from .conv import PEERS as conv_peers
+
+        return list(conv_peers)
     return list(PEERS.get(op, []))

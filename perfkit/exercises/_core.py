@@ -355,7 +355,11 @@ def inspect_rung(variant, problem, cc=(9, 0)):
         return anatomy.inspect(variant, problem, cc=cc)
     except Exception as exc:
         msg = str(exc).strip()
-        return f"could not compile for sm_{cc[0]}{cc[1]}: {exc.__class__.__name__}: {msg[-600:]}"
+        hint = ""
+        if "array(" in msg and ("shared" in msg or "local" in msg):
+            hint = (" -- the shape of a cuda.shared.array or cuda.local.array must be a compile-time "
+                    "constant: compute it in a global (W = 32 + PAD), not in the kernel")
+        return f"could not compile for sm_{cc[0]}{cc[1]}{hint}: {exc.__class__.__name__}: {msg[-600:]}"
 
 
 def backend_label() -> str:

@@ -1,0 +1,201 @@
+"""Exercises of notebook 02 (GEMM): the shared-memory tile loop, and a padded shared tile with
+no bank conflicts."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from .. import backend
+from ..kernels import gemm
+from ..kernels.base import Launch, Problem, ProblemError
+from ._core import Check, Exercise, answer_error, carry, inspect_rung, register, run_checked
+from .nb01 import LearnerVariant
+
+
+def _shared_load_count(mix: dict) -> int:
+    return sum(v for k, v in mix.items() if k.startswith("shared load"))
+
+
+# --- 02.smem_tile -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TiledGemm(LearnerVariant):
+    tile: int = 16
+
+    name: ClassVar[str] = "learner_smem_tile"
+
+    def plan(self, problem, bufs):
+        T = self.tile
+        grid = (-(-problem.n // T), -(-problem.m // T))
+        return [Launch(self._kernel(), grid, (T, T), (bufs["a"], bufs["b"], bufs["c"], problem.m, problem.n, problem.k))]
+
+
+def _smem_tile_steps(answer, seed: int, cc=(9, 0), tile: int = 16, **_):
+    err = answer_error(answer, "kernel")
+    if err:
+        yield Check("a kernel", False, err)
+        return
+    if not isinstance(tile, int) or isinstance(tile, bool) or not 1 <= tile <= 32:
+        yield Check("a kernel", False, f"tile must be an int from 1 to 32 (a tile x tile block <= 1024 threads), got {tile!r}")
+        return
+    try:
+        module, name = carry(answer)
+    except Exception as exc:
+        yield Check("a kernel", False, str(exc))
+        return
+    v = TiledGemm(module=module, kernel=name, tile=tile)
+    for m, n, k in ((1, 1, 1), (19, 21, 18), (3, 35, 2 * tile + 1)):
+        ok, msg = run_checked(v, gemm.Problem(m, n, k), seed + m * n * k,
+                              f": block ({tile}, {tile}) owns the {tile}x{tile} tile of C at "
+                              f"(blockIdx.y * {tile}, blockIdx.x * {tile}); do the bounds checks keep the edge "
+                              "threads in the loop (they must still load their tile element and reach every syncthreads)?")
+        yield Check(f"correct at m, n, k = {m}, {n}, {k}", ok, msg)
+        if not ok:
+            return
+    rep = inspect_rung(v, gemm.Problem(4096, 4096, 4096), cc)
+    if isinstance(rep, str):
+        yield Check("stages tiles in shared memory", False, rep)
+        return
+    need = 2 * tile * tile * 4
+    have = rep.shared_bytes - rep.reserved_shared_bytes
+    yield Check("stages tiles in shared memory", have >= need and _shared_load_count(rep.mix) > 0,
+                f"{have} B of shared memory per block (a {tile}x{tile} tile of A and of B is {need} B), "
+                f"{_shared_load_count(rep.mix)} shared loads in the SASS"
+                + ("" if have >= need else ": declare As and Bs with cuda.shared.array((TILE, TILE), float32)"))
+    yield Check("registers <= 64", rep.registers <= 64, f"{rep.registers} registers per thread")
+    spills = rep.spill_store_bytes + rep.spill_load_bytes
+    yield Check("no spills", spills == 0, f"{spills} B of spills")
+
+
+register(Exercise(
+    name="02.smem_tile", notebook="02_gemm", title="the shared-memory tile loop",
+    task=("Write gemm_tiled(a, b, c, M, N, K): C = A @ B (float32, row-major) with TILE x TILE "
+          "tiles of A and B staged in shared memory. The grader launches blocks of (TILE, TILE) "
+          "threads on a grid of (ceil(N / TILE), ceil(M / TILE)) and passes tile=TILE; sizes are not "
+          "multiples of the tile, so zero-fill the parts of a tile outside A or B."),
+    checks=["correct at (1,1,1), (19,21,18), (3,35,2*TILE+1)", "stages tiles in shared memory (anatomy)",
+            "registers <= 64", "no spills"],
+    steps=_smem_tile_steps, solution="perfkit.exercises.solutions.nb02:gemm_tiled"))
+
+
+# --- 02.pad -------------------------------------------------------------------------------------
+TILE = 32
+ROWS_PER_PASS = 8  # blocks of (32, 8) threads: each thread moves 4 elements of a 32x32 tile
+
+
+@dataclass(frozen=True)
+class Transpose(Problem):
+    """``out (cols, rows) = inp (rows, cols).T``, float32."""
+
+    rows: int
+    cols: int
+    dtype: str = "float32"
+
+    op: ClassVar[str] = "exercise.transpose"
+    dtypes: ClassVar[tuple[str, ...]] = ("float32",)
+
+    def validate(self):
+        for k in ("rows", "cols"):
+            v = getattr(self, k)
+            if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
+                raise ProblemError(f"transpose: {k} must be an int >= 1, got {v!r}")
+
+    def input_specs(self):
+        return {"inp": ((self.rows, self.cols), self.dtype)}
+
+    def output_specs(self):
+        return {"out": ((self.cols, self.rows), self.dtype)}
+
+    def _make(self, g):
+        return {"inp": g.standard_normal((self.rows, self.cols)).astype(self.dtype)}
+
+    def _reference(self, inputs):
+        return np.ascontiguousarray(inputs["inp"].astype(np.float64).T)
+
+    @property
+    def flops(self):
+        return 0.0
+
+
+@dataclass(frozen=True)
+class LearnerTranspose(LearnerVariant):
+    name: ClassVar[str] = "learner_transpose"
+
+    def plan(self, problem, bufs):
+        grid = (-(-problem.cols // TILE), -(-problem.rows // TILE))
+        return [Launch(self._kernel(), grid, (TILE, ROWS_PER_PASS), (bufs["out"], bufs["inp"], problem.rows, problem.cols))]
+
+
+def count_bank_conflicts(variant, problem, seed: int):
+    """Per source line of the kernel: warp-wide shared accesses and their wavefronts, from one
+    simulated launch (``perfkit.banks`` when it is there, else the graders' own recorder)."""
+    from . import _smem
+
+    inputs = problem.make_inputs(seed)
+    with _smem.record() as rec:
+        variant.run(problem, inputs)
+    return rec.lines()
+
+
+def _pad_steps(answer, seed: int, cc=(9, 0), **_):
+    err = answer_error(answer, "kernel")
+    if err:
+        yield Check("a kernel", False, err)
+        return
+    try:
+        module, name = carry(answer)
+    except Exception as exc:
+        yield Check("a kernel", False, str(exc))
+        return
+    v = LearnerTranspose(module=module, kernel=name)
+    for rows, cols in ((1, 1), (37, 45), (33, 64)):
+        ok, msg = run_checked(v, Transpose(rows, cols), seed + rows * cols,
+                              f": block (32, 8) at blockIdx (x, y) owns the 32x32 tile of inp at rows "
+                              "32 * blockIdx.y ..., columns 32 * blockIdx.x ...; each thread moves 4 of its "
+                              "elements (rows ty, ty + 8, ty + 16, ty + 24)")
+        yield Check(f"correct at {rows}x{cols}", ok, msg)
+        if not ok:
+            return
+    rep = inspect_rung(v, Transpose(4096, 4096), cc)
+    if isinstance(rep, str):
+        yield Check("stages the tile in shared memory", False, rep)
+        return
+    have = rep.shared_bytes - rep.reserved_shared_bytes
+    yield Check("stages the tile in shared memory", have >= TILE * TILE * 4 and _shared_load_count(rep.mix) > 0,
+                f"{have} B of shared memory per block, {_shared_load_count(rep.mix)} shared loads in the SASS"
+                + ("" if have >= TILE * TILE * 4 else ": read rows of inp into a 32x32 shared tile, write rows of out "
+                   "from its columns (both global accesses coalesced)"))
+    if not backend.is_simulator():
+        yield Check("no bank conflicts", None, "counted from a simulated launch: run the grader without a GPU")
+        return
+    try:
+        lines = count_bank_conflicts(v, Transpose(TILE, 2 * TILE), seed)
+    except Exception as exc:
+        yield Check("no bank conflicts", False, f"the counting run raised {exc.__class__.__name__}: {exc}")
+        return
+    bad = [s for s in lines if s.worst > 1]
+    if not lines:
+        yield Check("no bank conflicts", False, "no shared-memory access was recorded")
+    elif not bad:
+        yield Check("no bank conflicts", True, "every warp-wide shared access is one wavefront: "
+                    + "; ".join(f"{s.kind} `{s.source}` x{s.accesses}" for s in lines))
+    else:
+        s = max(bad, key=lambda s: s.worst)
+        yield Check("no bank conflicts", False,
+                    f"{s.worst}-way bank conflicts on the shared {s.kind} `{s.source}` (line {s.lineno}): its "
+                    f"{s.accesses} warp-wide accesses take {s.wavefronts} wavefronts. A warp reading a column of a "
+                    "32-wide float32 tile hits one bank 32 times; pad each row of the tile (32 + 1 columns) so "
+                    "that consecutive rows start in different banks")
+
+
+register(Exercise(
+    name="02.pad", notebook="02_gemm", title="pad a shared tile: no bank conflicts",
+    task=("Write transpose(out, inp, rows, cols): out = inp.T (float32), through a 32x32 shared tile: "
+          "read a tile of inp row by row (coalesced), then write out row by row from the tile's columns "
+          "(coalesced too). The grader launches blocks of (32, 8) threads on a grid of (ceil(cols / 32), "
+          "ceil(rows / 32)). Reading a column of a 32 x 32 float32 tile puts all 32 lanes of a warp in "
+          "one bank; pad the tile so it does not."),
+    checks=["correct at 1x1, 37x45, 33x64", "stages the tile in shared memory (anatomy)",
+            "no bank conflicts (counted from a simulated launch)"],
+    steps=_pad_steps, solution="perfkit.exercises.solutions.nb02:transpose"))

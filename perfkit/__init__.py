@@ -3,7 +3,11 @@
 Importing perfkit decides, once, between a real GPU and Numba's CUDA simulator (see
 :mod:`perfkit.backend`); import it before the first ``from numba import cuda``.
 """
-from . import backend
+from . import _npcompat
+
+_npcompat.apply()  # NumPy 2.5 dropped numpy.row_stack, which numba-cuda 0.30 still registers
+
+from . import backend  # noqa: E402
 
 backend.choose()
 if backend.is_simulator():  # make the simulator's shared-memory allocation thread-safe

@@ -72,3 +72,61 @@ def test_device_facts():
         assert d.sm_count > 0 and d.l2_bytes > 0 and d.compute_capability[0] >= 7
         assert d.driver_version and d.runtime_version
     assert d.slug and "/" not in d.slug
+
+
+_ROW_STACK_CHILD = r"""
+import numpy
+if hasattr(numpy, "row_stack"):
+    del numpy.row_stack                  # as NumPy 2.5 ships
+import perfkit                           # the compat step runs here, before numba.cuda
+from perfkit import anatomy, _npcompat
+from perfkit.kernels import saxpy
+v = saxpy.LADDER[1]
+r = anatomy._compile_job(anatomy._job(v, v.example(saxpy.EXAMPLE_PROBLEM), (9, 0)))
+assert numpy.row_stack is numpy.vstack and _npcompat.APPLIED == ["row_stack"], _npcompat.APPLIED
+assert r["launches"] and "STG" in r["launches"][0]["sass"], "no kernel compiled"
+print("COMPILED")
+"""
+
+_ROW_STACK_WITHOUT_SHIM = r"""
+import numpy
+if hasattr(numpy, "row_stack"):
+    del numpy.row_stack
+from numba import cuda                   # no perfkit: nothing puts the name back
+def k(a):
+    a[0] = 1.0
+try:
+    cuda.compile_ptx(k, "void(float32[:])", cc=(9, 0))
+except AttributeError as exc:
+    print("FAILED", exc)
+else:
+    print("COMPILED")
+"""
+
+
+def _child(code: str) -> str:
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PERFKIT_BACKEND": "compile", "NUMBA_ENABLE_CUDASIM": "0"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r.stdout
+
+
+def test_numpy_without_row_stack_still_compiles():
+    """NumPy 2.5 removed numpy.row_stack; numba-cuda 0.30.4 registers it at the first compile.
+    In a child process (the name is gone for good there): without perfkit the compile fails,
+    with `import perfkit` first a rung compiles for sm_90a (anatomy, no GPU)."""
+    assert "FAILED module 'numpy' has no attribute 'row_stack'" in _child(_ROW_STACK_WITHOUT_SHIM)
+    assert "COMPILED" in _child(_ROW_STACK_CHILD)
+
+
+def test_npcompat_leaves_a_present_name_alone():
+    import numpy
+
+    from perfkit import _npcompat
+
+    if "row_stack" not in _npcompat.APPLIED:  # this NumPy has its own row_stack: untouched
+        assert numpy.row_stack is not numpy.vstack
+    assert _npcompat.apply() == _npcompat.APPLIED

@@ -1,37 +1,196 @@
-"""Literate helpers for the notebooks: a rung's kernel source and its diff against the rung
-before, rendered as HTML (plain text outside a notebook)."""
+"""Literate helpers for the notebooks: what a rung's kernel is, what changed, and what it did.
+
+* :func:`source` / :func:`source_diff`: a rung's **kernel** (the function it launches, with its
+  launch shape and config) and the helpers that kernel calls inside ``perfkit.kernels``
+  (``load4``, ``mma_16816``, ``group_sum``...), found from the kernel's global names and
+  closure; the diff between two rungs is the diff of those, not of the rung classes.
+* :func:`recorded` / :class:`RungCard`: the recorded GPU measurement of one (problem, rung):
+  median, rate, x the rung before, fraction of the oracle, with GPU, date and commit; the
+  model's estimate beside it (``perfkit.model.estimate`` when present) and a paragraph that
+  reads, from the numbers, where the estimate misses.  :func:`ladder_cards` and
+  :func:`card_table` give a whole ladder; :func:`records` gives the recorded frame with the
+  current ladder's labels (for :func:`perfkit.plots.ladder` and the roofline).
+* :func:`predict_prompt` / :func:`answer`: "predict before you run", then the answer folded.
+* :func:`quiet_numba_warnings`, :func:`sweep_table`, :func:`fold`, :func:`anatomy_table`:
+  output a reader can read.
+
+How a record is matched to a rung (:data:`MATCH_RULE`): ladders are renumbered as rungs are
+added, so a record matches by **op + variant name + problem parameters**, never by rung number.
+"""
 from __future__ import annotations
 
+import ast
 import difflib
+import functools
 import html
+import importlib
 import inspect
+import re
+import subprocess
 import textwrap
+import types
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
 
-from .kernels.base import Variant
+import numpy as np
+import pandas as pd
 
-__all__ = ["source", "source_diff", "kernel_sources"]
+from .kernels.base import Problem, Variant
+
+__all__ = ["source", "source_diff", "kernel_sources", "kernel_helpers", "MATCH_RULE", "records",
+           "recorded", "RungCard", "ladder_cards", "card_table", "ladder_for", "predict_prompt", "answer",
+           "rung_section", "source_changed_since", "quiet_numba_warnings", "numba_warning_summary",
+           "sweep_table", "fold", "anatomy_table", "fmt_seconds", "metric_for", "false_no_record_claims", "reload"]
+
+MATCH_RULE = ("a record matches a rung when its op and variant name are the rung's and every problem "
+              "parameter it carries equals the problem's (a parameter added to the problem since, at its "
+              "default value, is ignored); the rung number is not used, since ladders are renumbered")
+
+_KERNELS_PKG = "perfkit.kernels"
 
 
+# --- small formatting helpers ----------------------------------------------------------------
+def fmt_seconds(s) -> str:
+    """Seconds in a unit a reader reads at a glance: 5.70 ms, 62.1 µs, 1.37 s."""
+    try:
+        s = float(s)
+    except (TypeError, ValueError):
+        return "—"
+    if not np.isfinite(s):
+        return "—"
+    if s >= 1:
+        return f"{s:.3g} s"
+    if s >= 1e-3:
+        return f"{s * 1e3:.3g} ms"
+    if s >= 1e-6:
+        return f"{s * 1e6:.3g} µs"
+    return f"{s * 1e9:.3g} ns"
+
+
+_FLOP_OPS = {"gemm", "conv", "conv2d", "attention", "mlp"}
+
+
+def metric_for(op: str) -> str:
+    """``"tflops"`` for compute-heavy ops (GEMM, convolution), ``"gbps"`` for the rest."""
+    return "tflops" if op in _FLOP_OPS or op.startswith("conv") else "gbps"
+
+
+_UNIT = {"tflops": "TFLOP/s", "gbps": "GB/s"}
+
+
+def _rate(metric: str, flops, nbytes, seconds) -> float:
+    try:
+        return (float(flops) / float(seconds) / 1e12) if metric == "tflops" else (float(nbytes) / float(seconds) / 1e9)
+    except (TypeError, ValueError, ZeroDivisionError):
+        return float("nan")
+
+
+# --- the kernel's source and the helpers it calls --------------------------------------------
 def _pyfunc(kernel):
     return getattr(kernel, "py_func", None) or getattr(kernel, "fn", None) or kernel
 
 
-def kernel_sources(variant: Variant, problem=None) -> str:
-    """Source of the rung: its class (launch plan, model) and every kernel it launches."""
-    parts = [textwrap.dedent(inspect.getsource(type(variant)))]
-    if problem is not None and not variant.oracle:
-        seen = set()
-        for launch in variant.plan(problem, variant.host_buffers(problem)):
-            fn = _pyfunc(launch.kernel)
-            if id(fn) not in seen:
-                seen.add(id(fn))
-                parts.insert(len(seen) - 1, textwrap.dedent(inspect.getsource(fn)))
+def _in_kernels(obj) -> bool:
+    mod = getattr(obj, "__module__", "") or ""
+    return mod.startswith(_KERNELS_PKG) and mod != f"{_KERNELS_PKG}.base"
+
+
+def _code_names(code: types.CodeType) -> set[str]:
+    names = set(code.co_names)
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            names |= _code_names(c)
+    return names
+
+
+def kernel_helpers(fn) -> list:
+    """The functions inside ``perfkit.kernels`` that a kernel (or device function) calls,
+    directly or through other helpers, in the order first met: global names of its code (and
+    of nested code), attributes of kernel modules it names (``_common.group_sum``), and
+    functions held in its closure (device functions a factory built)."""
+    fn = _pyfunc(fn)
+    out, seen = [], {id(fn)}
+
+    def visit(f):
+        code = getattr(f, "__code__", None)
+        if code is None:
+            return
+        glb = getattr(f, "__globals__", {})
+        found = []
+        names = _code_names(code)
+        for name in sorted(names, key=lambda n: code.co_names.index(n) if n in code.co_names else 1 << 30):
+            obj = glb.get(name)
+            if isinstance(obj, types.ModuleType) and obj.__name__.startswith(_KERNELS_PKG):
+                found += [getattr(obj, a) for a in sorted(names) if hasattr(obj, a)]
+            elif obj is not None:
+                found.append(obj)
+        for cell in (getattr(f, "__closure__", None) or ()):
+            try:
+                found.append(cell.cell_contents)
+            except ValueError:  # an empty cell
+                pass
+        for obj in found:
+            g = _pyfunc(obj)
+            if not callable(g) or isinstance(g, type) or not _in_kernels(g) or id(g) in seen:
+                continue
+            if getattr(g, "__code__", None) is None:
+                continue
+            seen.add(id(g))
+            out.append(g)
+            visit(g)
+
+    visit(fn)
+    return out
+
+
+def _getsource(fn) -> str:
+    try:
+        return textwrap.dedent(inspect.getsource(fn)).rstrip()
+    except (OSError, TypeError):
+        return f"# (source of {getattr(fn, '__qualname__', fn)!r} not available)"
+
+
+def _dims(x) -> str:
+    return "x".join(str(int(v)) for v in (x if isinstance(x, (tuple, list)) else (x,)))
+
+
+def kernel_sources(variant: Variant, problem: Problem | None = None) -> str:
+    """What the rung runs: per kernel it launches, a header (launch shape, shared memory, the
+    rung's config), the kernel's source, then the helpers it calls.  Oracles and peers (library
+    calls), or with no ``problem``, the rung's class instead."""
+    if problem is None or variant.oracle:
+        return _getsource(type(variant))
+    problem = variant.example(problem) if hasattr(variant, "example") else problem
+    try:
+        launches = variant.plan(problem, variant.host_buffers(problem))
+    except Exception as exc:  # a rung that cannot plan this problem still shows its class
+        return f"# plan() failed for {problem.label}: {exc}\n" + _getsource(type(variant))
+    parts, helpers_shown = [], set()
+    config = getattr(variant, "config", {}) or {}
+    parts.append(f"# rung {variant.label}" + (f", config {config}" if config else ""))
+    seen = set()
+    for launch in launches:
+        fn = _pyfunc(launch.kernel)
+        shared = getattr(launch, "shared_bytes", 0) or 0
+        parts.append(f"# launch {getattr(fn, '__name__', 'kernel')}: grid {_dims(launch.grid)}, "
+                     f"block {_dims(launch.block)}" + (f", dynamic shared {shared} B" if shared else ""))
+        if id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        parts.append(_getsource(fn))
+        for h in kernel_helpers(fn):
+            if id(h) in helpers_shown:
+                continue
+            helpers_shown.add(id(h))
+            mod = h.__module__.rsplit(".", 1)[-1]
+            parts.append(f"# helper {mod}.{h.__name__}\n" + _getsource(h))
     return "\n\n".join(parts)
 
 
 class _Code:
-    def __init__(self, text: str, title: str, diff: bool = False):
-        self.text, self.title, self.diff = text, title, diff
+    def __init__(self, text: str, title: str, diff: bool = False, open_: bool = True):
+        self.text, self.title, self.diff, self.open = text, title, diff, open_
 
     def __str__(self) -> str:
         return f"# {self.title}\n{self.text}"
@@ -48,18 +207,819 @@ class _Code:
                 style = "color:#6f42c1"
             lines.append(f'<span style="{style}">{html.escape(line) or " "}</span>')
         body = "\n".join(lines)
-        return (f"<details open><summary><b>{html.escape(self.title)}</b></summary>"
+        return (f"<details{' open' if self.open else ''}><summary><b>{html.escape(self.title)}</b></summary>"
                 f'<pre style="font-size:11px;line-height:1.25">{body}</pre></details>')
 
 
-def source(variant: Variant, problem=None) -> _Code:
-    """The rung's source (the kernels it launches when a problem is given)."""
-    return _Code(kernel_sources(variant, problem), f"source of rung {variant.label}")
+def source(variant: Variant, problem: Problem | None = None, open_: bool = True) -> _Code:
+    """The rung's kernel source and the helpers it calls (its class when no problem is given)."""
+    return _Code(kernel_sources(variant, problem), f"kernel of rung {variant.label}", open_=open_)
 
 
-def source_diff(prev: Variant, cur: Variant, problem=None, context: int = 3) -> _Code:
-    """Unified diff of the rung's source against the rung before."""
+def source_diff(prev: Variant, cur: Variant, problem: Problem | None = None, context: int = 3,
+                open_: bool = True) -> _Code:
+    """Unified diff of what ``cur`` runs against what ``prev`` runs: kernel bodies, launch shapes
+    and the helpers they call (a change that lives in a helper shows in that helper)."""
     a = kernel_sources(prev, problem).splitlines()
     b = kernel_sources(cur, problem).splitlines()
-    diff = difflib.unified_diff(a, b, fromfile=prev.label, tofile=cur.label, n=context, lineterm="")
-    return _Code("\n".join(diff), f"what changed: {prev.label} -> {cur.label}", diff=True)
+    diff = "\n".join(difflib.unified_diff(a, b, fromfile=prev.label, tofile=cur.label, n=context, lineterm=""))
+    n_add = sum(1 for l in diff.splitlines() if l.startswith("+") and not l.startswith("+++"))
+    n_del = sum(1 for l in diff.splitlines() if l.startswith("-") and not l.startswith("---"))
+    title = f"what changed in the kernel: {prev.label} -> {cur.label} (+{n_add} -{n_del} lines)"
+    return _Code(diff or "(no change in the kernels or the helpers they call)", title, diff=True, open_=open_)
+
+
+# --- has a rung's code changed since a commit? (static: the files at that commit, parsed) -----
+def _repo_root() -> Path:
+    from .results import REPO_ROOT
+
+    return REPO_ROOT
+
+
+@functools.lru_cache(maxsize=256)
+def _git_show(commit: str, rel: str) -> str | None:
+    try:
+        out = subprocess.run(["git", "show", f"{commit}:{rel}"], cwd=_repo_root(), capture_output=True,
+                             text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout if out.returncode == 0 else None
+
+
+def _worktree(rel: str) -> str | None:
+    p = _repo_root() / rel
+    try:
+        return p.read_text()
+    except OSError:
+        return None
+
+
+class _Mod:
+    """Top-level definitions and relative imports of one module's text."""
+
+    def __init__(self, rel: str, text: str):
+        self.rel = rel
+        tree = ast.parse(text)
+        self.defs, self.imports, self.modules = {}, {}, {}
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)):
+                self.defs[node.name] = node
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for t in targets:
+                    if isinstance(t, ast.Name):
+                        self.defs[t.id] = node
+            elif isinstance(node, ast.ImportFrom) and node.level:
+                base = Path(rel).parent
+                for _ in range(node.level - 1):
+                    base = base.parent
+                if node.module:
+                    target = (base / node.module.replace(".", "/")).as_posix()
+                    for a in node.names:
+                        self.imports[a.asname or a.name] = (target, a.name)
+                else:
+                    for a in node.names:
+                        self.modules[a.asname or a.name] = (base / a.name).as_posix()
+
+
+def _strip_docstrings(node):
+    node = ast.parse(ast.unparse(node)).body[0]  # a copy
+    for n in ast.walk(node):
+        if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)) and n.body and \
+                isinstance(n.body[0], ast.Expr) and isinstance(getattr(n.body[0], "value", None), ast.Constant) \
+                and isinstance(n.body[0].value.value, str):
+            n.body = n.body[1:] or [ast.Pass()]
+    return node
+
+
+_LABEL_ATTRS = {"name", "what", "rung", "oracle"}
+
+
+def _rung_closure(read, rel: str, variant_name: str) -> dict | None:
+    """Canonical text of what decides a rung's kernels in the files ``read`` returns: the rung
+    class's fields and its ``plan`` (and the methods ``plan`` calls on self), then every
+    top-level definition those name, followed into sibling kernel modules (not base.py)."""
+    mods: dict[str, _Mod | None] = {}
+
+    def mod(r: str):
+        if r not in mods:
+            text, r_file = None, r
+            for cand in (f"{r}.py", f"{r}/__init__.py") if not r.endswith(".py") else (r,):
+                text = read(cand)
+                if text is not None:
+                    r_file = cand
+                    break
+            try:
+                mods[r] = _Mod(r_file, text) if text is not None else None
+            except SyntaxError:
+                mods[r] = None
+        return mods[r]
+
+    start = mod(rel)
+    if start is None:
+        return None
+    cls = None
+    for node in start.defs.values():
+        if isinstance(node, ast.ClassDef):
+            for st in node.body:
+                if isinstance(st, (ast.Assign, ast.AnnAssign)):
+                    tg = st.targets[0] if isinstance(st, ast.Assign) else st.target
+                    if isinstance(tg, ast.Name) and tg.id == "name" and isinstance(st.value, ast.Constant) \
+                            and st.value.value == variant_name:
+                        cls = node
+    if cls is None:
+        return None
+    out: dict[str, str] = {}
+    chain, todo = [], [(start, cls)]
+    while todo:  # the class and its bases in this module (or a sibling kernel module)
+        m, c = todo.pop(0)
+        chain.append((m, c))
+        for b in c.bases:
+            if isinstance(b, ast.Name):
+                if b.id in m.defs and isinstance(m.defs[b.id], ast.ClassDef):
+                    todo.append((m, m.defs[b.id]))
+                elif b.id in m.imports and not m.imports[b.id][0].endswith("/base"):
+                    m2 = mod(m.imports[b.id][0])
+                    if m2 and isinstance(m2.defs.get(m2.imports.get(b.id, (None, b.id))[1]), ast.ClassDef):
+                        todo.append((m2, m2.defs[b.id]))
+    methods = {}
+    for m, c in chain:  # nearest definition wins, as in the MRO
+        for st in c.body:
+            if isinstance(st, ast.FunctionDef):
+                methods.setdefault(st.name, (m, st))
+    fields = []
+    for m, c in chain:
+        for st in c.body:
+            if isinstance(st, (ast.Assign, ast.AnnAssign)):
+                tg = st.targets[0] if isinstance(st, ast.Assign) else st.target
+                if isinstance(tg, ast.Name) and tg.id not in _LABEL_ATTRS:
+                    fields.append(ast.dump(st))
+    out["fields"] = "\n".join(fields)
+    wanted, todo_m = set(), ["plan"]
+    roots = []
+    while todo_m:
+        name = todo_m.pop()
+        if name in wanted or name not in methods:
+            continue
+        wanted.add(name)
+        m, fn = methods[name]
+        roots.append((m, fn))
+        for n in ast.walk(fn):
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self":
+                todo_m.append(n.attr)
+    for m, fn in roots:
+        out[f"method {fn.name}"] = ast.dump(_strip_docstrings(fn))
+    todo = list(roots)
+    while todo:
+        m, node = todo.pop()
+        for n in ast.walk(node):
+            refs = []
+            if isinstance(n, ast.Name):
+                refs.append((m, n.id))
+            elif isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in m.modules:
+                m2 = mod(m.modules[n.value.id])
+                if m2 is not None:
+                    refs.append((m2, n.attr))
+            for mm, name in refs:
+                tgt = None
+                if name in mm.defs:
+                    tgt = (mm, mm.defs[name])
+                elif name in mm.imports and not mm.imports[name][0].endswith("/base"):
+                    m2 = mod(mm.imports[name][0])
+                    orig = mm.imports[name][1]
+                    if m2 is not None and orig in m2.defs:
+                        tgt = (m2, m2.defs[orig])
+                if tgt is None:
+                    continue
+                key = f"{tgt[0].rel}:{name}"
+                if key in out or isinstance(tgt[1], ast.ClassDef) and tgt[1] is cls:
+                    continue
+                out[key] = ast.dump(_strip_docstrings(tgt[1]))
+                todo.append(tgt)
+    return out
+
+
+@functools.lru_cache(maxsize=512)
+def _changed_since(commit: str, rel: str, variant_name: str) -> bool | None:
+    now = _rung_closure(_worktree, rel, variant_name)
+    if now is None:
+        return None
+    then = _rung_closure(lambda r: _git_show(commit, r), rel, variant_name)
+    return True if then is None else then != now  # not there then: a new (or renamed) rung
+
+
+def source_changed_since(variant: Variant, commit: str | None) -> bool | None:
+    """Has the code that decides this rung's kernels changed between ``commit`` and the working
+    tree?  Compared statically (the files parsed at both points, comments and docstrings
+    ignored): the rung class's fields, its ``plan`` and what ``plan`` calls, and every
+    definition those reach in ``perfkit.kernels`` (kernel factories, device helpers; not
+    base.py).  ``None`` when it cannot tell (no git, or the file was not there)."""
+    if not commit:
+        return None
+    try:
+        f = Path(inspect.getsourcefile(type(variant))).resolve()
+        rel = f.relative_to(_repo_root().resolve()).as_posix()
+    except (TypeError, ValueError, OSError):
+        return None
+    if _git_show(commit, rel) is None:
+        return None if _git_show(commit, "perfkit/__init__.py") is None else True
+    return _changed_since(commit, rel, variant.name)
+
+
+# --- recorded measurements, matched to rungs --------------------------------------------------
+def ladder_for(op: str) -> list[Variant]:
+    """The current ladder of an op: ``perfkit.kernels.<op>.LADDER`` or ``perfkit.kernels.norm.<op>``."""
+    for name in (f"{_KERNELS_PKG}.{op}", f"{_KERNELS_PKG}.norm.{op}"):
+        try:
+            return list(importlib.import_module(name).LADDER)
+        except ModuleNotFoundError as exc:
+            if exc.name not in (name, name.rsplit(".", 1)[0]):
+                raise
+        except AttributeError:
+            continue
+    raise LookupError(f"no ladder for op {op!r} (looked for perfkit.kernels.{op} and perfkit.kernels.norm.{op})")
+
+
+@functools.lru_cache(maxsize=16)
+def _load(op: str | None, root: str | None) -> pd.DataFrame:
+    from . import results
+
+    return results.load(op=op, root=root, latest=False)
+
+
+def records(op: str, ladder: list[Variant] | None = None, *, root=None, gpu: str | None = None,
+            latest: bool = True) -> pd.DataFrame:
+    """Results recorded on real GPUs for ``op`` (``perfkit.results.load``), with ``label`` (the
+    *current* ladder's label of the variant, matched by name: ``"08 double_buffer"``; peers
+    ``"peer torch"``; a variant no longer in the ladder keeps its recorded number and says so),
+    ``rate`` in the op's unit, and ``date``.  The newest record per (gpu, problem, variant)."""
+    df = _load(op, str(root) if root is not None else None).copy()
+    if df.empty:
+        return df.assign(label=pd.Series(dtype=object), rate=pd.Series(dtype=float), date=pd.Series(dtype=object))
+    if "simulated" in df:
+        df = df[~df["simulated"].fillna(False).astype(bool)]
+    if gpu is not None:
+        g = gpu.lower()
+        df = df[(df["gpu"].astype(str).str.lower() == g) | (df["gpu_slug"].astype(str).str.lower() == g)]
+    if latest and not df.empty:
+        df = df.sort_values("utc").drop_duplicates(["gpu", "problem", "variant"], keep="last")
+    try:
+        ladder = ladder if ladder is not None else ladder_for(op)
+    except LookupError:
+        ladder = []
+    by_name = {v.name: v for v in ladder}
+
+    def label(r):
+        v = by_name.get(r["variant"])
+        if v is not None:
+            return v.label
+        if int(r["rung"]) < 0:
+            return f"peer {r['variant']}"
+        return f"{int(r['rung']):02d} {r['variant']} (not in today's ladder)"
+
+    df["label"] = df.apply(label, axis=1) if not df.empty else []
+    df["rung_now"] = [by_name[n].rung if n in by_name else (r if r < 0 else np.nan)
+                      for n, r in zip(df["variant"], df["rung"])]
+    metric = metric_for(op)
+    df["rate"] = df[metric] if metric in df else np.nan
+    df["date"] = df["utc"].astype(str).str[:10]
+    sort = [c for c in ("problem", "rung_now", "rung") if c in df]
+    return df.sort_values(sort).reset_index(drop=True)
+
+
+_PARAM_RE = re.compile(r"(\w+)=(\S+)")
+
+
+def _same_value(a, b) -> bool:
+    if str(a) == str(b):
+        return True
+    try:
+        return float(a) == float(b)
+    except (TypeError, ValueError):
+        return False
+
+
+def _matches(problem: Problem | str | dict, record_label: str) -> bool:
+    rec = dict(_PARAM_RE.findall(str(record_label)))
+    if isinstance(problem, str):
+        want = dict(_PARAM_RE.findall(problem))
+        defaults = {}
+    elif isinstance(problem, dict):
+        want, defaults = problem, {}
+    else:
+        want = problem.params
+        import dataclasses
+
+        defaults = {f.name: f.default for f in dataclasses.fields(problem)
+                    if f.default is not dataclasses.MISSING}
+    if not rec:
+        return False
+    for k, v in rec.items():
+        if k not in want or not _same_value(want[k], v):
+            return False
+    for k, v in want.items():
+        if k not in rec and not (k in defaults and _same_value(defaults[k], v)):
+            return False
+    return True
+
+
+def _match_rows(df: pd.DataFrame, problem, variant_name: str) -> pd.DataFrame:
+    if df.empty:
+        return df
+    rows = df[df["variant"] == variant_name]
+    if rows.empty:
+        return rows
+    keep = [_matches(problem, lab) for lab in rows["problem"]]
+    return rows[keep].sort_values("utc")
+
+
+def _head_commit() -> str | None:
+    from .results import _git
+
+    return _git("rev-parse", "HEAD")
+
+
+def _spec_key(gpu_name: str | None, default: str) -> str:
+    from . import specs
+
+    for name in (gpu_name, default):
+        if not name:
+            continue
+        try:
+            return specs.get(name).key
+        except Exception:
+            continue
+    return default
+
+
+@dataclass
+class RungCard:
+    """One rung at one problem: the recorded measurement, the rung before, the oracle and the
+    model's estimate.  Renders as HTML in a notebook, as text elsewhere; ``as_dict()`` is one
+    row of :func:`card_table`."""
+
+    op: str
+    problem: str
+    variant: str
+    label: str
+    metric: str
+    found: bool = False
+    median_s: float = float("nan")
+    iqr_s: float = float("nan")
+    n_samples: float = float("nan")
+    rate: float = float("nan")
+    gpu: str | None = None
+    date: str | None = None
+    commit: str | None = None
+    dirty: bool | None = None
+    changed_since: bool | None = None
+    prev_label: str | None = None
+    prev_median_s: float = float("nan")
+    prev_note: str = ""
+    x_prev: float = float("nan")
+    oracle_median_s: float = float("nan")
+    of_oracle: float = float("nan")
+    estimate: object = None
+    estimate_s: float = float("nan")
+    bound: str | None = None
+    legs: dict = field(default_factory=dict)
+    estimate_kind: str = ""
+    estimate_error: str = ""
+    prev_estimate_s: float = float("nan")
+    other_problems: list = field(default_factory=list)
+    path: str | None = None
+
+    # -- derived --
+    @property
+    def ratio(self) -> float:
+        """Measured over estimated (> 1: the GPU was slower than the model said)."""
+        if self.found and np.isfinite(self.estimate_s) and self.estimate_s > 0:
+            return self.median_s / self.estimate_s
+        return float("nan")
+
+    @property
+    def provenance(self) -> str:
+        if not self.found:
+            return ""
+        c = (self.commit or "?")[:7] + ("+dirty" if self.dirty else "")
+        s = f"{self.gpu}, {self.date}, commit {c}"
+        if self.changed_since:
+            s += f" (recorded at {c}, kernel changed since)"
+        elif self.changed_since is None and self.commit and self.commit != _head_commit():
+            s += " (cannot tell whether the kernel changed since)"
+        return s
+
+    @property
+    def status(self) -> str:
+        if not self.found:
+            return "no record"
+        return "kernel changed since" if self.changed_since else "recorded"
+
+    def explanation(self) -> str:
+        """Where the estimate misses, read from the numbers (nothing asserted beyond them)."""
+        if not self.found:
+            return ""
+        if not np.isfinite(self.estimate_s):
+            return ("No per-rung estimate to compare" + (f" ({self.estimate_error})" if self.estimate_error else "")
+                    + ".")
+        r, m, e = self.ratio, self.median_s, self.estimate_s
+        kind = "estimate" if self.estimate_kind == "estimate" else "roofline bound"
+        legs = sorted(((k, float(v)) for k, v in (self.legs or {}).items()
+                       if v is not None and np.isfinite(float(v))), key=lambda kv: -kv[1])
+        total = sum(v for _, v in legs)
+        out = []
+        if 0.8 <= r <= 1.25:
+            out.append(f"The {kind} ({fmt_seconds(e)}, bound by {self.bound}) is within 25% of the measured "
+                       f"{fmt_seconds(m)} (measured/estimate {r:.2f}).")
+        elif r > 1.25:
+            out.append(f"The GPU took {r:.1f}x the {kind} ({fmt_seconds(m)} measured, {fmt_seconds(e)} estimated, "
+                       f"bound by {self.bound}).")
+            if self.estimate_kind != "estimate":
+                out.append("A roofline bound counts only FLOPs and DRAM bytes: everything the rung spends on "
+                           "L2, shared memory, latency and instruction issue is missing from it.")
+            elif legs and len(legs) > 1:
+                if m <= total:
+                    out.append(f"The measured time lies between the largest leg ({legs[0][0]}, "
+                               f"{fmt_seconds(legs[0][1])}) and the sum of all legs ({fmt_seconds(total)}): on the GPU "
+                               "the legs overlapped less than the model lets them.")
+                else:
+                    out.append(f"It is {m / total:.1f}x even the sum of every leg ({fmt_seconds(total)}), so "
+                               f"{fmt_seconds(m - total)} per launch is time none of the legs the model counts "
+                               "accounts for.")
+        else:
+            out.append(f"The GPU ran {1 / r:.1f}x faster than the {kind} ({fmt_seconds(m)} measured, "
+                       f"{fmt_seconds(e)} estimated).")
+            if legs:
+                k, v = legs[0]
+                if v > m:
+                    out.append(f"The {k} leg alone ({fmt_seconds(v)}) exceeds the measured time, so the model "
+                               f"over-counts it here: either less traffic reaches that level on the GPU than the "
+                               f"model charges, or the level serves it faster than the rate the model assumes.")
+        if len(legs) > 1 and legs[1][1] >= 0.5 * legs[0][1]:
+            out.append(f"The {legs[1][0]} leg ({fmt_seconds(legs[1][1])}) is within 2x of the bound, so a small "
+                       "error in either would change which one binds.")
+        if np.isfinite(self.x_prev) and np.isfinite(self.prev_estimate_s) and np.isfinite(e):
+            pred = self.prev_estimate_s / e
+            meas = self.x_prev
+            if abs(pred - 1) < 0.02:
+                verdict = " (the model sees no difference between the two)"
+            elif (pred > 1) != (meas > 1):
+                verdict = " (the model got the direction wrong)"
+            else:
+                verdict = ""
+            out.append(f"Against {self.prev_label}: measured x{meas:.2f}, the model said x{pred:.2f}{verdict}.")
+        return " ".join(out)
+
+    # -- rendering --
+    def rows(self) -> list[tuple[str, str]]:
+        unit = _UNIT[self.metric]
+        if not self.found:
+            msg = f"no record of {self.label} at {self.problem} on a real GPU"
+            if self.other_problems:
+                msg += "; recorded at: " + "; ".join(self.other_problems[:4])
+            return [("measured", msg)]
+        rows = [("measured (median)", f"{fmt_seconds(self.median_s)}  ±{fmt_seconds(self.iqr_s / 2)} (IQR/2), "
+                 f"{int(self.n_samples) if np.isfinite(self.n_samples) else '?'} samples"),
+                ("rate", f"{self.rate:.3g} {unit}")]
+        if self.prev_label:
+            if np.isfinite(self.x_prev):
+                rows.append(("x the rung before", f"x{self.x_prev:.2f} vs {self.prev_label} "
+                             f"({fmt_seconds(self.prev_median_s)}){self.prev_note}"))
+            else:
+                rows.append(("x the rung before", f"— ({self.prev_label} has no record here)"))
+        rows.append(("of the oracle", f"{self.of_oracle:.1%}" if np.isfinite(self.of_oracle) else "— (no oracle record)"))
+        rows.append(("recorded on", self.provenance))
+        if np.isfinite(self.estimate_s):
+            legs = ", ".join(f"{k} {fmt_seconds(v)}" for k, v in
+                             sorted(self.legs.items(), key=lambda kv: -float(kv[1] or 0)) if v is not None)
+            name = "model estimate" if self.estimate_kind == "estimate" else "roofline bound (model.estimate absent)"
+            rows.append((name, f"{fmt_seconds(self.estimate_s)}, bound by {self.bound}" + (f"; legs: {legs}" if legs else "")))
+            rows.append(("measured / estimate", f"{self.ratio:.2f}"))
+        elif self.estimate_error:
+            rows.append(("model estimate", self.estimate_error))
+        return rows
+
+    def __str__(self) -> str:
+        head = f"{self.label} at {self.problem}"
+        lines = [head] + [f"  {k:<20} {v}" for k, v in self.rows()]
+        ex = self.explanation()
+        if ex:
+            lines.append("  " + "\n  ".join(textwrap.wrap(ex, 96)))
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        color = "#1a7f37" if self.found and not self.changed_since else "#9a6700" if self.found else "#cf222e"
+        rows = "".join(f"<tr><th style='text-align:left;padding-right:1em'>{html.escape(k)}</th>"
+                       f"<td style='text-align:left'>{html.escape(v)}</td></tr>" for k, v in self.rows())
+        ex = self.explanation()
+        return (f"<div style='border-left:4px solid {color};padding-left:8px;margin:4px 0'>"
+                f"<b>{html.escape(self.label)}</b> at <code>{html.escape(self.problem)}</code> "
+                f"<span style='color:{color}'>[{html.escape(self.status)}]</span><table>{rows}</table>"
+                + (f"<p style='max-width:60em'>{html.escape(ex)}</p>" if ex else "") + "</div>")
+
+    def as_dict(self) -> dict:
+        unit = _UNIT[self.metric]
+        return {"rung": self.label, "status": self.status, "median": fmt_seconds(self.median_s) if self.found else "—",
+                unit: self.rate if self.found else np.nan, "x prev": self.x_prev, "of oracle": self.of_oracle,
+                "estimate": fmt_seconds(self.estimate_s), "bound": self.bound,
+                "measured/est": self.ratio, "recorded on": self.provenance}
+
+
+def _estimate(variant: Variant, problem: Problem, gpu_key: str):
+    """(seconds, bound, legs, kind, error) from ``model.estimate`` when it exists, else the roofline."""
+    from . import model
+
+    if hasattr(model, "estimate"):
+        try:
+            e = model.estimate(variant, problem, gpu=gpu_key)
+            return float(e.seconds), str(e.bound), dict(e.legs or {}), "estimate", ""
+        except Exception as exc:  # a rung the model cannot take yet: say so, do not fail the lesson
+            err = f"model.estimate failed: {type(exc).__name__}: {exc}"
+    else:
+        err = ""
+    try:
+        from .roofline import published_rates
+
+        t = variant.traffic(problem)
+        r = published_rates(t, gpu=gpu_key)
+        pr = model.predict(t, peak_flops=r["flops"], dram_bw=r["dram_bw"])
+        return float(pr.seconds), str(pr.limiter), dict(pr.per_level or {}), "roofline", err
+    except Exception as exc:
+        return float("nan"), None, {}, "", err or f"no model for this rung: {type(exc).__name__}: {exc}"
+
+
+def _as_variant(rung, ladder: list[Variant]) -> Variant:
+    if isinstance(rung, Variant):
+        return rung
+    for v in ladder:
+        if (isinstance(rung, str) and (v.name == rung or v.label == rung)) or \
+                (isinstance(rung, (int, np.integer)) and not isinstance(rung, bool) and v.rung == rung):
+            return v
+    raise LookupError(f"rung {rung!r} is not in the ladder ({[v.label for v in ladder]})")
+
+
+def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Variant] | None = None,
+             gpu: str | None = None, model_gpu: str = "h100-sxm", estimate: bool = True, root=None,
+             table: pd.DataFrame | None = None) -> RungCard:
+    """The **rung card** of ``rung`` (a Variant, its name, label or current number) at ``problem``
+    (a Problem, its label, or a dict of parameters).
+
+    Matching (:data:`MATCH_RULE`): op + variant name + problem parameters; the rung number is
+    never used.  The newest matching record (of ``gpu`` if given) is shown, with the rung
+    before it in today's ladder and the oracle, recorded on the same GPU at the same problem.
+    A rung whose record was made at another commit and whose kernel code changed since is
+    labelled "recorded at <commit>, kernel changed since".  With ``estimate``, the model's
+    estimate for the recorded GPU (``model.estimate``; the roofline bound until it exists).
+    ``table`` replaces the recorded frame (e.g. with a fresh sweep's rows added)."""
+    ladder = list(ladder) if ladder is not None else ladder_for(op)
+    v = _as_variant(rung, ladder)
+    base = problem
+    if isinstance(problem, Problem) and hasattr(v, "example") and not v.oracle:
+        problem = v.example(problem)
+    plabel = problem.label if isinstance(problem, Problem) else (
+        problem if isinstance(problem, str) else " ".join(f"{k}={x}" for k, x in problem.items()))
+    df = table if table is not None else records(op, ladder, root=root, gpu=gpu)
+    metric = metric_for(op)
+    card = RungCard(op=op, problem=plabel, variant=v.name, label=v.label, metric=metric)
+    idx = [i for i, x in enumerate(ladder) if x is v or x.name == v.name]
+    i = idx[0] if idx else None
+    prev = next((ladder[j] for j in range(i - 1, -1, -1) if not ladder[j].oracle), None) if i is not None else None
+    oracle = next((x for x in ladder if x.oracle), None)
+    card.prev_label = prev.label if prev is not None else None
+    if "simulated" in df and not df.empty:
+        df = df[~df["simulated"].fillna(False).astype(bool)]
+    mine = _match_rows(df, problem, v.name)
+    if mine.empty:
+        others = df[df["variant"] == v.name]["problem"].drop_duplicates().tolist() if not df.empty else []
+        card.other_problems = others
+        return card
+    r = mine.iloc[-1]
+    card.found = True
+    card.median_s = float(r["median_s"])
+    card.iqr_s = float(r.get("iqr_s", np.nan) if r.get("iqr_s") is not None else np.nan)
+    card.n_samples = float(r.get("n_samples", np.nan) if r.get("n_samples") is not None else np.nan)
+    card.rate = _rate(metric, r.get("flops"), r.get("bytes"), card.median_s)
+    card.gpu, card.commit, card.dirty = r.get("gpu"), r.get("commit"), bool(r.get("dirty")) if r.get("dirty") is not None else None
+    card.date = str(r.get("utc", ""))[:10]
+    card.path = r.get("path")
+    card.changed_since = source_changed_since(v, card.commit) if card.commit else None
+    same_gpu = df[df["gpu"] == card.gpu] if "gpu" in df else df
+    if prev is not None:
+        pr = _match_rows(same_gpu, problem, prev.name)
+        if pr.empty and isinstance(base, Problem) and hasattr(prev, "example"):
+            alt = prev.example(base)  # e.g. the rung before takes float32, this one float16
+            if alt.label != problem.label:
+                pr = _match_rows(same_gpu, alt, prev.name)
+                if not pr.empty:
+                    card.prev_note = f"; the rung before at its own problem {alt.label}"
+        if not pr.empty:
+            card.prev_median_s = float(pr.iloc[-1]["median_s"])
+            card.x_prev = card.prev_median_s / card.median_s
+    if oracle is not None:
+        orc = _match_rows(same_gpu, problem, oracle.name)
+        if not orc.empty:
+            card.oracle_median_s = float(orc.iloc[-1]["median_s"])
+            card.of_oracle = card.oracle_median_s / card.median_s
+    if estimate and isinstance(problem, Problem):
+        key = _spec_key(card.gpu, model_gpu)
+        card.estimate_s, card.bound, card.legs, card.estimate_kind, card.estimate_error = _estimate(v, problem, key)
+        if prev is not None and np.isfinite(card.x_prev) and not card.prev_note:
+            card.prev_estimate_s = _estimate(prev, problem, key)[0]
+    return card
+
+
+def ladder_cards(op: str, problem: Problem, *, ladder: list[Variant] | None = None, include_oracle: bool = False,
+                 **kw) -> list[RungCard]:
+    """One card per rung of today's ladder (looped, never a fixed count) at ``problem``."""
+    ladder = list(ladder) if ladder is not None else ladder_for(op)
+    return [recorded(op, problem, v, ladder=ladder, **kw) for v in ladder if include_oracle or not v.oracle]
+
+
+def card_table(cards: list[RungCard]) -> pd.DataFrame:
+    """The summary table of a ladder: one row per card, rates and ratios as numbers."""
+    return pd.DataFrame([c.as_dict() for c in cards])
+
+
+# --- predict before you run -------------------------------------------------------------------
+class _HTML:
+    def __init__(self, html_: str, text: str):
+        self.html, self.text = html_, text
+
+    def _repr_html_(self) -> str:
+        return self.html
+
+    def __str__(self) -> str:
+        return self.text
+
+    __repr__ = __str__
+
+
+_RESOURCES = "DRAM bandwidth, L2, shared memory (bank conflicts), instruction issue, FP32 / tensor pipe, latency"
+
+
+def predict_prompt(prev: Variant | None, cur: Variant, problem: Problem | str) -> _HTML:
+    """The question a reader answers before the measurement and the estimate are shown."""
+    plabel = problem.label if isinstance(problem, Problem) else str(problem)
+    if prev is None:
+        q = f"How long will {cur.label} take at {plabel}, and which resource binds it?"
+    else:
+        q = (f"Will {cur.label} be faster or slower than {prev.label} at {plabel}? By how much (x)? "
+             "Which resource binds it?")
+    text = f"Predict before you look: {q} (one of: {_RESOURCES}). Write it down, then open the answer."
+    return _HTML(f"<div style='background:#fff8c5;padding:6px 10px;border-radius:4px'><b>Predict before you look:</b> "
+                 f"{html.escape(q)}<br><small>Resources: {html.escape(_RESOURCES)}. Write your guess down, "
+                 "then open the answer below.</small></div>", text)
+
+
+def answer(card: RungCard, *extra, summary: str | None = None, open_: bool = False) -> _HTML:
+    """The card (and any extra renderables, e.g. the anatomy diff) folded in a ``<details>``
+    block, so the reader predicts first."""
+    summary = summary or (f"answer: {card.label} measured {fmt_seconds(card.median_s)}"
+                          + (f", x{card.x_prev:.2f} vs the rung before" if np.isfinite(card.x_prev) else "")
+                          if card.found else f"answer: {card.label} has no recorded measurement here")
+    inner = card._repr_html_() + "".join(_html_of(x) for x in extra)
+    text = str(card) + "".join("\n" + str(x) for x in extra)
+    return _HTML(f"<details{' open' if open_ else ''}><summary><b>{html.escape(summary)}</b> (click to open)"
+                 f"</summary>{inner}</details>", f"[{summary}]\n{text}")
+
+
+def rung_section(op: str, prev: Variant | None, cur: Variant, problem: Problem, **kw) -> tuple[_HTML, _HTML, RungCard]:
+    """(prompt, folded answer, card) of one rung: display the first, then the second."""
+    card = recorded(op, problem, cur, **kw)
+    return predict_prompt(prev, cur, card.problem), answer(card), card
+
+
+# --- output a reader can read -------------------------------------------------------------
+def _html_of(x) -> str:
+    if hasattr(x, "_repr_html_"):
+        h = x._repr_html_()
+        if h is not None:
+            return h
+    if isinstance(x, pd.DataFrame):
+        return x.to_html()
+    return f"<pre>{html.escape(str(x))}</pre>"
+
+
+def fold(*objs, summary: str, open_: bool = False) -> _HTML:
+    """Objects (anatomy reports, diffs, tables) folded in one ``<details>`` block: details on demand."""
+    return _HTML(f"<details{' open' if open_ else ''}><summary>{html.escape(summary)}</summary>"
+                 + "".join(_html_of(o) for o in objs) + "</details>",
+                 f"[{summary}]\n" + "\n".join(str(o) for o in objs))
+
+
+def anatomy_table(reports: dict) -> pd.DataFrame:
+    """One row per rung's anatomy report: registers, shared memory, spills, occupancy, SASS size
+    and the widest global loads: the summary table of a ladder's anatomy."""
+    rows = []
+    for label, r in reports.items():
+        mix = getattr(r, "mix", {}) or {}
+        ldg = {k: v for k, v in mix.items() if "load" in k and "global" in k and v}
+        rows.append({"rung": label, "registers": r.registers, "shared B": r.shared_bytes,
+                     "spills B": r.spill_store_bytes + r.spill_load_bytes,
+                     "threads": r.threads_per_block, "occupancy": f"{r.occupancy.ratio:.0%}",
+                     "limiter": r.occupancy.limiter, "SASS instr": r.instructions,
+                     "global loads": ", ".join(f"{k.replace('global ', '').replace('load ', '')} {v}"
+                                               for k, v in ldg.items()) or "—"})
+    return pd.DataFrame(rows)
+
+
+def sweep_table(df: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
+    """A sweep's frame as a reader reads it: problem, rung, check, median time in ms/µs, the
+    rate in its unit, the model's time, and the error if any.  Simulated rows show no rate and
+    say their time is simulated (host clock), not a speed."""
+    if df is None or df.empty:
+        return pd.DataFrame()
+    if metric is None:
+        op = str(df["op"].iloc[0]) if "op" in df else ""
+        metric = metric_for(op)
+    sim = df.get("simulated", pd.Series(False, index=df.index)).fillna(False).astype(bool)
+    out = pd.DataFrame({
+        "problem": df.get("problem"),
+        "rung": df["label"] if "label" in df else df.get("variant"),
+        "check": np.where(df.get("check_ok", pd.Series(False, index=df.index)).fillna(False).astype(bool), "ok", "FAILED"),
+        "median": [("simulated" if s else fmt_seconds(t)) for s, t in zip(sim, df.get("median_s", pd.Series(np.nan, index=df.index)))],
+        _UNIT[metric]: [np.nan if s else v for s, v in zip(sim, df.get(metric, pd.Series(np.nan, index=df.index)))],
+        "model": [fmt_seconds(t) for t in df.get("model_s", pd.Series(np.nan, index=df.index))],
+        "error": df.get("error", pd.Series("", index=df.index)).fillna(""),
+    })
+    return out.reset_index(drop=True)
+
+
+class _WarningLog:
+    def __init__(self):
+        self.counts: dict[str, int] = {}
+        self.examples: dict[str, str] = {}
+        self.installed = False
+        self._orig = None
+
+
+_WARN = _WarningLog()
+
+
+def _warning_kind(message: str) -> str:
+    return re.sub(r"\d+", "N", str(message).splitlines()[0])[:120]
+
+
+def quiet_numba_warnings(show_first: bool = True):
+    """Numba's performance warnings (grid too small, host arrays copied per launch...) printed
+    once per kind, the repeats counted (see :func:`numba_warning_summary`).  Call at the top
+    of a notebook; other warnings are untouched.  Idempotent."""
+    try:
+        from numba.core.errors import NumbaPerformanceWarning
+    except ImportError:  # pragma: no cover
+        return
+    if _WARN.installed:
+        return
+    _WARN.installed = True
+    orig = warnings.showwarning
+    _WARN._orig = orig
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        if isinstance(category, type) and issubclass(category, NumbaPerformanceWarning):
+            kind = _warning_kind(message)
+            _WARN.counts[kind] = _WARN.counts.get(kind, 0) + 1
+            if _WARN.counts[kind] == 1:
+                _WARN.examples[kind] = str(message)
+                if show_first:
+                    import sys
+
+                    print(f"NumbaPerformanceWarning (shown once; repeats are counted, "
+                          f"lesson.numba_warning_summary() lists them): {str(message).strip()}", file=sys.stderr)
+            return
+        return orig(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+    warnings.filterwarnings("always", category=NumbaPerformanceWarning)
+
+
+def numba_warning_summary() -> pd.DataFrame:
+    """How many of each kind of Numba performance warning were raised since
+    :func:`quiet_numba_warnings`, with one example message."""
+    return pd.DataFrame([{"warning": k, "times": n, "example": _WARN.examples.get(k, "")}
+                         for k, n in sorted(_WARN.counts.items(), key=lambda kv: -kv[1])])
+
+
+# --- a check for the notebooks: no "no record" where there is one ------------------------------
+_NO_RECORD_RE = re.compile(r"no record of (\d+) (\w+) at ((?:\w+=[^\s<\"\\]+ ?)+?) on a real GPU")
+
+
+def false_no_record_claims(text: str, *, root=None) -> list[str]:
+    """Every "no record of <rung> at <problem> on a real GPU" in ``text`` (a rendered notebook,
+    a card) for which a matching record exists (:data:`MATCH_RULE`): the claims that are false."""
+    all_rows = _load(None, str(root) if root is not None else None)
+    if all_rows.empty:
+        return []
+    if "simulated" in all_rows:
+        all_rows = all_rows[~all_rows["simulated"].fillna(False).astype(bool)]
+    bad = []
+    for _, name, plabel in set(_NO_RECORD_RE.findall(text)):
+        if not _match_rows(all_rows, plabel.strip(), name).empty:
+            bad.append(f"{name} at {plabel.strip()}")
+    return sorted(bad)
+
+
+def reload() -> None:
+    """Forget the cached records (after a sweep recorded new ones)."""
+    _load.cache_clear()

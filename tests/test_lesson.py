@@ -1,0 +1,227 @@
+"""perfkit.lesson: rung cards from recorded GPU results (matched by op + variant name + problem
+parameters), the kernel's diff with its helpers, and readable output.  No kernel runs here:
+everything is static or reads data/results/ (read-only)."""
+import json
+import re
+import warnings
+
+import numpy as np
+import pandas as pd
+import pytest
+
+import perfkit  # noqa: F401  (before numba.cuda)
+from perfkit import lesson, results
+from perfkit.kernels import gemm
+from perfkit.kernels.norm import softmax
+
+RECORDED = results.load()
+RECORDED = RECORDED[~RECORDED["simulated"].fillna(False).astype(bool)] if not RECORDED.empty else RECORDED
+
+
+def _problem_from_label(op, label):
+    """The Problem a record was taken at, rebuilt from its label through today's Problem class."""
+    import dataclasses
+
+    ladder = lesson.ladder_for(op)
+    mod = __import__(type(ladder[0]).__module__, fromlist=["Problem"])
+    vals = dict(re.findall(r"(\w+)=(\S+)", label))
+    kinds = {f.name: f.type for f in dataclasses.fields(mod.Problem)}
+    kw = {}
+    for k, v in vals.items():
+        t = str(kinds.get(k, "str"))
+        kw[k] = int(v) if "int" in t else float(v) if "float" in t else v
+    return mod.Problem(**kw)
+
+
+def _recorded_rungs():
+    """(op, problem label, variant) of every recorded rung still in today's ladder (no peers)."""
+    out = []
+    if RECORDED.empty:
+        return out
+    for (op, prob, var), _ in RECORDED.groupby(["op", "problem", "variant"]):
+        try:
+            names = {v.name for v in lesson.ladder_for(op)}
+        except LookupError:
+            continue
+        if var in names:
+            out.append((op, prob, var))
+    return out
+
+
+@pytest.mark.skipif(RECORDED.empty, reason="no GPU results recorded in data/results/")
+def test_every_recorded_rung_is_shown_with_its_record():
+    """The notebook path (a Problem object, the rung from today's ladder, its example()) finds
+    the record of every (problem, rung) that has one: none is shown as 'no record'."""
+    rungs = _recorded_rungs()
+    assert len(rungs) >= 100, len(rungs)
+    missing = []
+    for op, label, var in rungs:
+        p = _problem_from_label(op, label)
+        card = lesson.recorded(op, p, var, estimate=False)
+        if not card.found:
+            missing.append((op, label, var, str(card)))
+        else:
+            assert card.problem == label or lesson._matches(p, label)
+            assert card.median_s > 0 and np.isfinite(card.rate) and card.gpu and card.commit and card.date
+            assert lesson.false_no_record_claims(str(card)) == []
+    assert not missing, missing[:3]
+
+
+@pytest.mark.skipif(RECORDED.empty, reason="no GPU results recorded in data/results/")
+def test_gemm_card_numbers_agree_with_the_record():
+    rows = RECORDED[(RECORDED.op == "gemm") & (RECORDED.problem == gemm.EXAMPLE_PROBLEM.label)]
+    rec = rows.set_index("variant")["median_s"]
+    card = lesson.recorded("gemm", gemm.EXAMPLE_PROBLEM, "double_buffer", estimate=False)
+    assert card.found and card.median_s == pytest.approx(rec["double_buffer"])
+    assert card.rate == pytest.approx(gemm.EXAMPLE_PROBLEM.flops / rec["double_buffer"] / 1e12)
+    assert card.of_oracle == pytest.approx(rec["oracle"] / rec["double_buffer"])
+    ladder = gemm.LADDER
+    i = next(j for j, v in enumerate(ladder) if v.name == "double_buffer")
+    prev = ladder[i - 1]
+    if prev.name in rec:
+        assert card.x_prev == pytest.approx(rec[prev.name] / rec["double_buffer"])
+    text = str(card)
+    assert "TFLOP/s" in text and "NVIDIA H100" in text and "7c7b2e0" in text and "2026-11-23" in text
+
+
+def test_a_rung_with_no_record_says_so_and_the_checker_catches_false_claims(tmp_path):
+    p = gemm.Problem(37, 41, 29)
+    card = lesson.recorded("gemm", p, "naive", estimate=False)
+    assert not card.found and "no record of" in str(card) and card.status == "no record"
+    assert lesson.false_no_record_claims(str(card)) == []
+    if not RECORDED.empty:  # a false claim is caught
+        lie = f"<td>no record of 08 double_buffer at {gemm.EXAMPLE_PROBLEM.label} on a real GPU</td>"
+        assert lesson.false_no_record_claims(lie) == [f"double_buffer at {gemm.EXAMPLE_PROBLEM.label}"]
+
+
+def _write_record(root, op, variant, rung, label, params, median, commit="abc1234", gpu="Test GPU"):
+    folder = root / "test-gpu" / op
+    folder.mkdir(parents=True, exist_ok=True)
+    doc = {"op": op, "variant": variant, "rung": rung, "problem": label, "params": params,
+           "flops": 2.0 * params.get("m", 1) * params.get("n", 1) * params.get("k", 1), "bytes": 1e6,
+           "simulated": False, "check_ok": True, "timing": {"median_s": median, "iqr_s": median / 100, "n": 10},
+           "provenance": {"gpu": gpu, "gpu_slug": "test-gpu", "git_commit": commit, "git_dirty": False,
+                          "utc": "2026-01-02T03:04:05+00:00"}}
+    (folder / f"{variant}-{rung}-{label.replace(' ', '_')}.json").write_text(json.dumps(doc))
+
+
+def test_matching_is_by_name_and_parameters_never_by_rung_number(tmp_path):
+    p = gemm.Problem(64, 64, 64)
+    # recorded when double_buffer was rung 3 and naive rung 9: numbers that mean nothing today
+    _write_record(tmp_path, "gemm", "double_buffer", 3, p.label, p.params, 2e-3)
+    _write_record(tmp_path, "gemm", "oracle", 0, p.label, p.params, 1e-3)
+    # the same name at another dtype must not match
+    q = gemm.Problem(64, 64, 64, "float16")
+    _write_record(tmp_path, "gemm", "double_buffer", 3, q.label, q.params, 9.0)
+    # an older record of an older problem label without dtype (a parameter added since, at its default)
+    _write_record(tmp_path, "gemm", "naive", 9, "m=64 n=64 k=64", {"m": 64, "n": 64, "k": 64}, 4e-3)
+    lesson.reload()
+    try:
+        card = lesson.recorded("gemm", p, "double_buffer", estimate=False, root=tmp_path)
+        assert card.found and card.median_s == 2e-3 and card.of_oracle == pytest.approx(0.5)
+        assert card.label.startswith(f"{next(v.rung for v in gemm.LADDER if v.name == 'double_buffer'):02d} ")
+        naive = lesson.recorded("gemm", p, "naive", estimate=False, root=tmp_path)
+        assert naive.found and naive.median_s == 4e-3
+        assert not lesson.recorded("gemm", gemm.Problem(64, 64, 65), "double_buffer", estimate=False,
+                                   root=tmp_path).found
+        df = lesson.records("gemm", root=tmp_path)
+        assert set(df.label) >= {v.label for v in gemm.LADDER if v.name in ("double_buffer", "oracle", "naive")}
+        # a commit this repository does not have: cannot tell, and says so rather than claim "unchanged"
+        assert card.changed_since is None and "cannot tell" in card.provenance
+    finally:
+        lesson.reload()
+
+
+def test_rung_closure_sees_kernel_and_helper_changes_not_comments_or_prose():
+    base = '''
+from ._helpers import load4
+from .base import Variant
+
+def _kern(BM):
+    def k(a):
+        x = load4(a, BM)  # a comment
+    return k
+
+class Fast(Variant):
+    """doc"""
+    BM: int = 64
+    rung = 3
+    name = "fast"
+    what = "the prose"
+    def plan(self, problem, bufs):
+        return [_kern(self.BM)]
+    def traffic(self, problem):
+        return 1
+'''
+    helpers = "def load4(a, i):\n    return a[i]\n"
+    files = {"pk/k.py": base, "pk/_helpers.py": helpers}
+    same = lesson._rung_closure(files.get, "pk/k.py", "fast")
+    assert same and any("load4" in k for k in same)
+    prose = dict(files, **{"pk/k.py": base.replace("the prose", "new prose").replace("a comment", "edited")
+                           .replace('"""doc"""', '"""new doc"""').replace("return 1", "return 2")})
+    assert lesson._rung_closure(prose.get, "pk/k.py", "fast") == same  # prose, comments, traffic
+    helper = dict(files, **{"pk/_helpers.py": "def load4(a, i):\n    return a[i + 1]\n"})
+    assert lesson._rung_closure(helper.get, "pk/k.py", "fast") != same  # the change lives in a helper
+    tile = dict(files, **{"pk/k.py": base.replace("BM: int = 64", "BM: int = 128")})
+    assert lesson._rung_closure(tile.get, "pk/k.py", "fast") != same
+    assert lesson._rung_closure(files.get, "pk/k.py", "renamed") is None
+
+
+def test_source_diff_is_the_kernel_and_its_helpers_not_the_class():
+    ladder = softmax.LADDER
+    names = [v.name for v in ladder]
+    fused, warp = ladder[names.index("fused")], ladder[names.index("warp")]
+    d = str(lesson.source_diff(fused, warp, softmax.EXAMPLE_PROBLEM))
+    assert "helper _common.group_sum" in d and "def traffic" not in d and "what: ClassVar" not in d
+    assert "# launch softmax_warp: grid" in d
+    src = lesson.kernel_sources(gemm.LADDER[-1], gemm.EXAMPLE_PROBLEM)
+    assert "mma_16816" in src and "helper _ptx.mma_16816" in src and "def traffic" not in src
+
+
+def test_explanation_reads_the_numbers():
+    c = lesson.RungCard(op="gemm", problem="m=1 n=1 k=1 dtype=float32", variant="x", label="05 x", metric="tflops",
+                        found=True, median_s=3e-3, rate=1.0, estimate_s=1e-3, bound="shared",
+                        legs={"shared": 1e-3, "l2": 0.8e-3, "issue": 0.5e-3}, estimate_kind="estimate",
+                        x_prev=2.0, prev_label="04 y", prev_estimate_s=0.9e-3)
+    e = c.explanation()
+    assert "3.0x" in e and "sum of every leg" in e and "l2 leg" in e and "direction wrong" in e
+    c.median_s = 1.5e-3
+    assert "between the largest leg" in c.explanation()
+    c.median_s = 0.5e-3
+    assert "faster than the estimate" in c.explanation() and "over-counts" in c.explanation()
+    c.median_s = 1.1e-3
+    assert "within 25%" in c.explanation()
+    assert c.as_dict()["measured/est"] == pytest.approx(1.1)
+
+
+def test_predict_prompt_comes_before_a_folded_answer():
+    card = lesson.recorded("gemm", gemm.Problem(37, 41, 29), "coalesced", estimate=False)
+    prompt = lesson.predict_prompt(gemm.LADDER[1], gemm.LADDER[2], "m=37")
+    assert "faster or slower" in str(prompt) and "Predict" in prompt._repr_html_()
+    ans = lesson.answer(card)
+    assert ans._repr_html_().startswith("<details>") and "no record" in ans._repr_html_()
+
+
+def test_numba_performance_warnings_are_shown_once_and_counted(monkeypatch, capsys):
+    from numba.core.errors import NumbaPerformanceWarning
+
+    monkeypatch.setattr(lesson, "_WARN", lesson._WarningLog())
+    monkeypatch.setattr(warnings, "showwarning", warnings.showwarning)
+    with warnings.catch_warnings():
+        lesson.quiet_numba_warnings()
+        for g in (1, 2, 3):
+            warnings.warn(f"Grid size {g} will likely result in GPU under-utilization", NumbaPerformanceWarning)
+    err = capsys.readouterr().err
+    assert err.count("Grid size") == 1
+    s = lesson.numba_warning_summary()
+    assert s["times"].tolist() == [3]
+
+
+def test_sweep_table_units_and_simulated_rows():
+    df = pd.DataFrame({"op": ["gemm", "gemm"], "problem": ["p", "p"], "label": ["01 a", "02 b"],
+                       "check_ok": [True, True], "median_s": [2.5e-3, 40e-6], "tflops": [1.5, np.nan],
+                       "model_s": [1e-3, np.nan], "simulated": [False, True], "error": [None, None]})
+    t = lesson.sweep_table(df)
+    assert t["median"].tolist() == ["2.5 ms", "simulated"]
+    assert t["TFLOP/s"].iloc[0] == 1.5 and np.isnan(t["TFLOP/s"].iloc[1])
+    assert lesson.fmt_seconds(62.1e-6) == "62.1 µs"

@@ -344,7 +344,14 @@ def run_checked(variant, problem, seed: int, nan_hint: str = "") -> tuple[bool, 
     res = problem.check(out, ref)
     if res.ok:
         return True, f"{problem.label}: ok (max abs error {res.max_abs_err:.2g})"
-    return False, f"{problem.label}: {res.message}{_nan_hint(res, nan_hint)}"
+    return False, f"{problem.label}: {plain(res.message)}{_nan_hint(res, nan_hint)}"
+
+
+def plain(msg: str) -> str:
+    """``np.float64(nan)`` -> ``nan`` in a check's message (NumPy 2 reprs)."""
+    import re
+
+    return re.sub(r"np\.(?:float|int)\d+\(([^()]*)\)", r"\1", msg)
 
 
 def inspect_rung(variant, problem, cc=(9, 0)):

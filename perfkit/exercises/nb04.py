@@ -11,7 +11,7 @@ import numpy as np
 from numba import cuda, float32
 
 from ..kernels.base import Launch, Problem, ProblemError
-from ._core import Check, Exercise, answer_error, carry, inspect_rung, register, resolve, run_checked
+from ._core import Check, Exercise, answer_error, carry, inspect_rung, plain, register, resolve, run_checked
 from .nb01 import LearnerVariant
 
 
@@ -212,7 +212,7 @@ def _online_softmax_steps(answer, seed: int, cc=(9, 0), **_):
             bad = ~np.isclose(np.asarray(out, np.float64), ref, rtol=res.rtol, atol=res.atol, equal_nan=True)
             row = int(np.argwhere(bad)[0][0]) if bad.any() else 0
             yield Check(f"correct at {rows}x{cols}", False,
-                        f"{p.label}: {res.message} (row {row}: {why.get(row, 'an ordinary row')})")
+                        f"{p.label}: {plain(res.message)} (row {row}: {why.get(row, 'an ordinary row')})")
             return
         yield Check(f"correct at {rows}x{cols}", True, f"{p.label}: ok (max abs error {res.max_abs_err:.2g})")
     rep = inspect_rung(v, Softmax(4096, 4096), cc)

@@ -1,0 +1,288 @@
+"""The exercise graders: every reference solution passes; a wrong answer per exercise fails with
+the specific message (the shape, the first wrong element, or the property); the notebook cells
+are runnable without a learner (no answer: "not yet solved").
+
+Shapes are tiny and the anatomy compiles are cached, so this file stays cheap in the simulator."""
+import math
+
+import numpy as np
+import pytest
+
+import perfkit  # noqa: F401  (picks the backend before numba.cuda)
+from numba import cuda, float32
+
+from perfkit import exercises
+from perfkit.exercises import _core, grade, load4, shfl_down
+
+NOTEBOOK_PREFIXES = ("01", "02", "04")
+
+
+def _failed(g, check_prefix: str, *fragments: str):
+    """The grade failed, at the check named ``check_prefix...``, with every fragment in its message."""
+    assert not g.passed, str(g)
+    f = g.failures[0]
+    assert f.name.startswith(check_prefix), str(g)
+    for frag in fragments:
+        assert frag in f.message, f"{frag!r} not in {f.message!r}\n{g}"
+    return f
+
+
+# --- wrong answers -------------------------------------------------------------------------------
+@cuda.jit
+def saxpy_one_per_thread(out, x, y, alpha, n):
+    i = cuda.grid(1)
+    if i < n:
+        out[i] = alpha * x[i] + y[i]
+
+
+@cuda.jit
+def copy_scalar(dst, src, rows, cols):
+    t = cuda.grid(1)
+    per_row = cols // 4
+    if t < rows * per_row:
+        r = t // per_row
+        c = (t % per_row) * 4
+        for j in range(4):
+            dst[r, c + j] = src[r, c + j]
+
+
+@cuda.jit
+def copy_misaligned(dst, src, rows, cols):
+    t = cuda.grid(1)
+    per_row = cols // 4
+    if t < rows * per_row:
+        r = t // per_row
+        c = (t % per_row) * 4 + 1  # off by one element: not 16-byte aligned
+        v0, v1, v2, v3 = load4(src, r, c)
+        dst[r, c] = v0
+
+
+@cuda.jit
+def gemm_no_shared(a, b, c, M, N, K):
+    col = cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x
+    row = cuda.blockIdx.y * cuda.blockDim.y + cuda.threadIdx.y
+    if row < M and col < N:
+        acc = float32(0)
+        for i in range(K):
+            acc += a[row, i] * b[i, col]
+        c[row, col] = acc
+
+
+TILE = 16
+
+
+@cuda.jit
+def gemm_tiled_short_k(a, b, c, M, N, K):
+    As = cuda.shared.array((TILE, TILE), float32)
+    Bs = cuda.shared.array((TILE, TILE), float32)
+    tx = cuda.threadIdx.x
+    ty = cuda.threadIdx.y
+    row = cuda.blockIdx.y * TILE + ty
+    col = cuda.blockIdx.x * TILE + tx
+    acc = float32(0)
+    for k0 in range(0, K - TILE + 1, TILE):  # drops the last, partial tile of k
+        As[ty, tx] = a[row, k0 + tx] if row < M and k0 + tx < K else float32(0)
+        Bs[ty, tx] = b[k0 + ty, col] if k0 + ty < K and col < N else float32(0)
+        cuda.syncthreads()
+        for kk in range(TILE):
+            acc += As[ty, kk] * Bs[kk, tx]
+        cuda.syncthreads()
+    if row < M and col < N:
+        c[row, col] = acc
+
+
+@cuda.jit
+def transpose_unpadded(out, inp, rows, cols):
+    tile = cuda.shared.array((32, 32), float32)
+    tx = cuda.threadIdx.x
+    ty = cuda.threadIdx.y
+    r0 = cuda.blockIdx.y * 32
+    c0 = cuda.blockIdx.x * 32
+    for j in range(0, 32, 8):
+        r = r0 + ty + j
+        if r < rows and c0 + tx < cols:
+            tile[ty + j, tx] = inp[r, c0 + tx]
+    cuda.syncthreads()
+    for j in range(0, 32, 8):
+        r = c0 + ty + j
+        if r < cols and r0 + tx < rows:
+            out[r, r0 + tx] = tile[tx, ty + j]
+
+
+WARPS = 4
+
+
+@cuda.jit
+def row_sum_missing_last_step(out, x, rows, cols):
+    lane = cuda.threadIdx.x % 32
+    row = cuda.blockIdx.x * WARPS + cuda.threadIdx.x // 32
+    v = float32(0)
+    if row < rows:
+        for j in range(lane, cols, 32):
+            v += x[row, j]
+    off = 16
+    while off > 1:  # stops before off = 1: lane 0 misses lane 1's partial
+        v += shfl_down(v, off)
+        off //= 2
+    if lane == 0 and row < rows:
+        out[row] = v
+
+
+@cuda.jit
+def row_sum_serial(out, x, rows, cols):
+    lane = cuda.threadIdx.x % 32
+    row = cuda.blockIdx.x * WARPS + cuda.threadIdx.x // 32
+    if lane == 0 and row < rows:
+        v = float32(0)
+        for j in range(cols):
+            v += x[row, j]
+        out[row] = v
+
+
+@cuda.jit(device=True)
+def online_update_no_guard(m, s, x):
+    m_new = max(m, x)
+    return m_new, s * math.exp(m - m_new) + math.exp(x - m_new)
+
+
+@cuda.jit(device=True)
+def online_update_no_max(m, s, x):
+    return float32(0), s + math.exp(x)
+
+
+def plain_python(out, x, y, alpha, n):
+    pass
+
+
+# --- the registry ------------------------------------------------------------------------------
+def test_at_least_two_exercises_per_notebook():
+    for nb in NOTEBOOK_PREFIXES:
+        assert len(exercises.names(nb)) >= 2, nb
+    for name, ex in exercises.EXERCISES.items():
+        assert name.startswith(ex.notebook[:2] + "."), name
+        assert ex.checks and ex.task and ex.solution
+
+
+def test_no_answer_is_not_yet_solved_and_never_raises():
+    g = grade("01.grid_stride", None, progress=False)
+    assert g.status == "not yet solved" and not g and all(c.ok is None for c in g.checks)
+    assert "NOT YET SOLVED" in str(g) and "not yet solved" in g._repr_html_()
+
+
+def test_unknown_exercise_names_the_ones_there_are():
+    with pytest.raises(KeyError, match="01.grid_stride"):
+        grade("01.nope", None)
+
+
+def test_wrong_kind_of_answer():
+    _failed(grade("01.grid_stride", plain_python, progress=False), "a kernel", "@cuda.jit")
+    _failed(grade("01.grid_stride", online_update_no_guard, progress=False), "a kernel", "device function")
+    _failed(grade("04.online_softmax", saxpy_one_per_thread, progress=False), "a device function", "kernel")
+
+
+def test_carry_writes_an_importable_module_with_the_globals(tmp_path, monkeypatch):
+    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path))
+    module, name = _core.carry(gemm_tiled_short_k)
+    assert name == "gemm_tiled_short_k"
+    text = (tmp_path / "exercises" / (module.rsplit(".", 1)[1] + ".py")).read_text()
+    assert "TILE = 16" in text and "float32 = _nbt.float32" in text and "@cuda.jit\ndef gemm_tiled_short_k" in text
+    assert _core.resolve(module, name) is gemm_tiled_short_k
+
+
+def test_carry_refuses_what_it_cannot_write_out():
+    table = [1, 2]
+
+    @cuda.jit
+    def uses_a_list(out):
+        out[0] = table[0]
+
+    with pytest.raises(_core.CarryError, match="table"):
+        _core.carry(uses_a_list)
+
+
+# --- every reference solution passes -------------------------------------------------------------
+@pytest.mark.parametrize("name", list(exercises.EXERCISES))
+def test_reference_solution_passes(name):
+    opts = {"tile": 16} if name == "02.smem_tile" else {}
+    g = grade(name, reference=True, progress=False, **opts)
+    assert g.passed, str(g)
+    assert all(c.ok for c in g.checks if c.ok is not None)
+    assert g.message == "" and "passed" in g._repr_html_()
+
+
+# --- and a wrong answer fails with the specific message -------------------------------------------
+def test_grid_stride_one_element_per_thread():
+    f = _failed(grade("01.grid_stride", saxpy_one_per_thread, progress=False), "correct at n=193",
+                "n=193", "first at (192,)", "never written", "cuda.gridsize(1)")
+    assert "got nan" in f.message
+
+
+def test_launch_partial_warps_and_low_occupancy():
+    _failed(grade("01.launch", dict(block=100, blocks_per_sm=8), progress=False), "whole warps", "4 threads")
+    _failed(grade("01.launch", dict(block=32, blocks_per_sm=8), progress=False), "100% theoretical occupancy",
+            "50%", "blocks")
+    _failed(grade("01.launch", dict(block=2048, blocks_per_sm=1), progress=False), "a launch the GPU can run", "1024")
+    _failed(grade("01.launch", dict(threads=256), progress=False), "a launch", "block and blocks_per_sm")
+
+
+def test_vec_copy_scalar_loads_and_misalignment():
+    _failed(grade("01.vec_copy", copy_scalar, progress=False), "16-byte loads", "0 16-byte loads", "load4")
+    _failed(grade("01.vec_copy", copy_misaligned, progress=False), "correct at 1x4", "misaligned")
+
+
+def test_smem_tile_without_shared_memory_and_short_k():
+    _failed(grade("02.smem_tile", gemm_no_shared, tile=16, progress=False), "stages tiles in shared memory",
+            "0 B of shared memory")
+    f = _failed(grade("02.smem_tile", gemm_tiled_short_k, tile=16, progress=False), "correct at m, n, k = 1, 1, 1",
+                "m=1 n=1 k=1")
+    assert "first at (0, 0)" in f.message
+
+
+def test_pad_unpadded_tile_has_32_way_conflicts():
+    _failed(grade("02.pad", transpose_unpadded, progress=False), "no bank conflicts",
+            "32-way bank conflicts", "tile[tx, ty + j]", "pad")
+
+
+def test_pad_direct_transpose_skips_shared_memory():
+    _failed(grade("02.pad", gemm_no_shared, progress=False), "correct at 1x1", "raised")
+
+
+def test_warp_sum_wrong_offsets_and_no_shuffles():
+    # 1x1 passes (only lane 0 holds a value); 5x37 does not: lane 1's partial never reaches lane 0
+    _failed(grade("04.warp_sum", row_sum_missing_last_step, progress=False), "correct at 5x37",
+            "rows=5 cols=37", "5/5 elements off, first at (0,)")
+    _failed(grade("04.warp_sum", row_sum_serial, progress=False), "reduces with warp shuffles", "0 SHFL", "shfl_down")
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # the simulator's -inf - -inf
+def test_online_softmax_masked_row_and_overflow():
+    _failed(grade("04.online_softmax", online_update_no_guard, progress=False), "correct at 3x37",
+            "row 2", "-inf", "NaN")
+    _failed(grade("04.online_softmax", online_update_no_max, progress=False), "correct at", "row")
+
+
+def test_grade_reports_its_seed_and_reproduces():
+    a = grade("01.grid_stride", saxpy_one_per_thread, seed=123, progress=False)
+    b = grade("01.grid_stride", saxpy_one_per_thread, seed=123, progress=False)
+    assert a.seed == b.seed == 123 and a.message == b.message
+
+
+def test_bank_counter_counts_a_known_pattern():
+    """32 lanes reading one column of a 32-wide float32 tile: 32 wavefronts; a row: 1."""
+    from perfkit.exercises import _smem
+
+    @cuda.jit
+    def column_and_row(out):
+        sh = cuda.shared.array((32, 32), float32)
+        t = cuda.threadIdx.x
+        for i in range(32):
+            sh[t, i] = t
+        cuda.syncthreads()
+        out[t] = sh[t, 0] + sh[0, t]
+
+    with _smem.record() as rec:
+        column_and_row[1, 32](np.zeros(32, np.float32))
+    by_kind = {(s.kind, s.worst) for s in rec.lines()}
+    assert ("store", 32) in by_kind      # sh[t, i]: lane t at word 32 t + i, all in bank i
+    assert ("load", 32) in by_kind       # the load line has one access of each kind: worst is 32
+    assert any(s.accesses == 32 for s in rec.lines() if s.kind == "store")

@@ -2,6 +2,7 @@
 
   perfkit run [NOTEBOOK...] [--profile auto|ci|gpu] [-p NAME=VALUE ...] [--out DIR]
   perfkit anatomy OP RUNG [--cc 9.0] [--size k=v ...] [--diff RUNG2]
+  perfkit workload NETWORK [--batch B] [--seq S] [--mode infer|train] [--gpu KEY] [--out FILE.csv]
   perfkit info
 """
 from __future__ import annotations
@@ -40,6 +41,10 @@ def main(argv: list[str] | None = None) -> int:
         from . import anatomy
 
         return anatomy.cli(argv[1:])
+    if argv and argv[0] == "workload":  # its parser lives with the tool (perfkit/workload/cli.py)
+        from .workload import cli as workload_cli
+
+        return workload_cli.main(argv[1:])
     ap = argparse.ArgumentParser(prog="perfkit", description="GPU performance-engineering workbook")
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run notebooks headless through papermill")
@@ -50,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("-q", "--quiet", action="store_true", help="no per-cell progress bars")
     r.set_defaults(func=_run)
     sub.add_parser("anatomy", help="what the compiler made of a rung (perfkit anatomy -h)")
+    sub.add_parser("workload", help="where a network's step spends its time (perfkit workload -h)")
     i = sub.add_parser("info", help="backend and device facts")
     i.set_defaults(func=_info)
     args = ap.parse_args(argv)

@@ -1,0 +1,205 @@
+"""Every conv rung against an independent float64 reference on a covering set of awkward cases
+(both layouts; 1x1, 3x3, 5x5, 7x7 and r != s filters; stride 1 and 2; pad 0, 1, 3; h != w;
+c and k of 1, 3, 17; n = 1; float16), fresh random inputs, NaN-poisoned outputs; the reference
+itself against torch in float64; every bad input; the sweep; compile checks at sm_90."""
+import numpy as np
+import pytest
+
+from perfkit import anatomy, backend
+from perfkit.kernels import conv, peers
+from perfkit.kernels.base import ProblemError, UnsupportedProblem, registry_check
+
+# (n, c, h, w, k, r, s, stride, pad, dtype, layout): together they cover every item of the list
+CASES = {
+    "3x3_p1_c3_k17_nchw": (1, 3, 7, 5, 17, 3, 3, 1, 1, "float32", "NCHW"),
+    "1x1_s2_c17_k3_nhwc": (2, 17, 6, 9, 3, 1, 1, 2, 0, "float32", "NHWC"),
+    "5x5_p3_c1_nhwc": (1, 1, 6, 8, 3, 5, 5, 1, 3, "float32", "NHWC"),
+    "7x7_s2_p3_k1_nchw": (2, 3, 9, 7, 1, 7, 7, 2, 3, "float32", "NCHW"),
+    "3x2_s2_c4_vec_nhwc": (1, 4, 5, 6, 5, 3, 2, 2, 1, "float32", "NHWC"),
+    "f16_3x3_c8_k17_nhwc": (1, 8, 5, 6, 17, 3, 3, 1, 1, "float16", "NHWC"),
+    "f16_1x3_s2_nchw": (2, 3, 6, 5, 3, 1, 3, 2, 0, "float16", "NCHW"),
+    "1x1_two_m_tiles": (1, 3, 9, 8, 3, 1, 1, 1, 0, "float32", "NCHW"),  # M = 72: two 64-row tiles
+}
+# the tensor-core rung takes float16: it runs the float16 twin of these (both layouts, 1x1 to 7x7)
+# (the simulator's mma emulation is slow: reductions c*r*s of at most 27, two k-steps)
+TC_CASES = ["3x3_p1_c3_k17_nchw", "1x1_s2_c17_k3_nhwc", "5x5_p3_c1_nhwc", "f16_1x3_s2_nchw", "1x1_two_m_tiles"]
+
+
+def _problem(case, dtype=None):
+    n, c, h, w, k, r, s, st, pd, dt, layout = CASES[case]
+    return conv.Problem(n, c, h, w, k, r, s, stride=st, pad=pd, dtype=dtype or dt, layout=layout)
+
+
+def _ref_torch(p, x):
+    """float64 torch on the CPU, our layout converted explicitly (independent of conv.py)."""
+    torch = pytest.importorskip("torch")
+    xs, ws = x["x"].astype(np.float64), x["w"].astype(np.float64)
+    if p.layout == "NHWC":
+        xs, ws = xs.transpose(0, 3, 1, 2), ws.transpose(0, 3, 1, 2)
+    y = torch.nn.functional.conv2d(torch.from_numpy(np.ascontiguousarray(xs)),
+                                   torch.from_numpy(np.ascontiguousarray(ws)),
+                                   stride=p.stride, padding=p.pad).numpy()
+    return y.transpose(0, 2, 3, 1) if p.layout == "NHWC" else y
+
+
+def _run_and_check(v, p, seed):
+    x = p.make_inputs(seed)
+    out = v.run(p, x)  # prepare() poisons y (and any workspace) with NaN first
+    assert out.shape == p.output_specs()["y"][0] and out.dtype == np.dtype(p.out_dtype)
+    res = p.check(out, p.reference(x))
+    assert res.ok, f"{v.label} {p.label} seed={seed}: {res.message}"
+
+
+SIMT = [v for v in conv.LADDER if v.name != "tensor_core"]
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("v", SIMT, ids=lambda v: v.name)
+def test_rung_is_correct(v, case, fresh_seed):
+    _run_and_check(v, _problem(case), fresh_seed)
+
+
+@pytest.mark.parametrize("case", TC_CASES)
+def test_tensor_core_rung_is_correct(case, fresh_seed):
+    _run_and_check(conv.LADDER[-1], _problem(case, "float16"), fresh_seed)
+
+
+@pytest.mark.parametrize("case", ["3x3_p1_c3_k17_nchw", "1x1_s2_c17_k3_nhwc", "5x5_p3_c1_nhwc",
+                                  "7x7_s2_p3_k1_nchw", "3x2_s2_c4_vec_nhwc"])
+def test_reference_matches_torch_float64(case, fresh_seed):
+    p = _problem(case)
+    x = p.make_inputs(fresh_seed)
+    ref = p.reference(x)
+    assert ref.dtype == np.float64 and ref.shape == p.output_specs()["y"][0]
+    np.testing.assert_allclose(ref, _ref_torch(p, x), rtol=1e-12, atol=1e-12)
+
+
+def test_reference_sees_a_wrong_answer():
+    p = _problem("3x3_p1_c3_k17_nchw")
+    x = p.make_inputs(0)
+    y = p.reference(x).astype(np.float32)
+    assert p.check(y, p.reference(x)).ok
+    y[0, 5, 3, 2] += 0.02  # one product of 0.02 too many
+    assert not p.check(y, p.reference(x)).ok
+    y[0, 5, 3, 2] = np.nan
+    assert not p.check(y, p.reference(x)).ok
+
+
+def test_shapes_flops_bytes():
+    p = conv.Problem(32, 3, 224, 224, 64, 7, 7, stride=2, pad=3)
+    assert (p.p, p.q) == (112, 112)
+    assert p.flops == 2 * 32 * 64 * 112 * 112 * 3 * 7 * 7
+    assert p.bytes == 4 * (32 * 3 * 224 * 224 + 64 * 3 * 7 * 7 + 32 * 64 * 112 * 112)
+    q = conv.Problem(1, 4, 5, 6, 8, 3, 2, stride=2, pad=1, dtype="float16", layout="NHWC")
+    specs = {**q.input_specs(), **q.output_specs()}
+    assert specs == {"x": ((1, 5, 6, 4), "float16"), "w": ((8, 3, 2, 4), "float16"),
+                     "y": ((1, 3, 4, 8), "float16")}
+    assert q.bytes == 2 * (5 * 6 * 4 + 8 * 3 * 2 * 4 + 3 * 4 * 8)
+
+
+@pytest.mark.parametrize("kw, msg", [
+    (dict(r=9, pad=1), "filter height r=9 is larger than the padded input height h \\+ 2\\*pad = 8"),
+    (dict(s=9, pad=1), "filter width s=9 is larger than the padded input width w \\+ 2\\*pad = 8"),
+    (dict(stride=0), "stride must be >= 1, got 0"),
+    (dict(stride=-1), "stride must be >= 1"),
+    (dict(pad=-1), "pad must be >= 0, got -1"),
+    (dict(layout="CHWN"), "layout must be 'NCHW' or 'NHWC', got 'CHWN'"),
+    (dict(layout="nchw"), "layout must be"),
+    (dict(dtype="float64"), "dtype 'float64' is not supported"),
+    (dict(dtype="bfloat17"), "unknown dtype"),
+    (dict(n=0), "n must be >= 1, got 0"),
+    (dict(c=0), "c must be >= 1"),
+    (dict(k=-2), "k must be >= 1"),
+    (dict(h=0), "h must be >= 1"),
+    (dict(c=3.0), "c must be an int"),
+    (dict(r=True), "r must be an int"),
+    (dict(pad=None), "pad must be an int"),
+])
+def test_bad_problems_name_the_field(kw, msg):
+    args = dict(n=1, c=3, h=6, w=6, k=4, r=3, s=3, stride=1, pad=0, dtype="float32", layout="NCHW")
+    with pytest.raises(ProblemError, match=msg):
+        conv.Problem(**{**args, **kw})
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_bad_inputs_name_the_field(layout):
+    p = conv.Problem(1, 3, 6, 5, 4, 3, 3, layout=layout)
+    good = p.make_inputs(0)
+    other = conv.Problem(1, 5, 6, 5, 4, 3, 3, layout=layout).make_inputs(0)
+    v = conv.LADDER[1]
+    cases = [
+        ({**good, "w": other["w"]}, "channels do not match: x has c=3 and w has c=5"),
+        ({**good, "x": other["x"]}, "channels do not match: x has c=5 and w has c=3"),
+        ({**good, "x": good["x"].astype(np.float64)}, "input 'x' has dtype float64"),
+        ({**good, "x": good["x"][:, :, :, :-1].copy() if layout == "NCHW" else good["x"][:, :, :-1].copy()},
+         "input 'x' has shape"),
+        ({**good, "w": np.asfortranarray(good["w"])}, "input 'w' is not C-contiguous"),
+        ({"x": good["x"]}, r"missing \['w'\]"),
+    ]
+    for inputs, msg in cases:
+        with pytest.raises(ProblemError, match=msg):
+            v.run(p, inputs)
+
+
+def test_registry_texts_and_traffic():
+    registry_check(conv.LADDER)
+    assert [v.name for v in conv.LADDER] == ["oracle", "direct", "direct_halo", "im2col_gemm", "igemm_naive",
+                                            "igemm_smem", "igemm_regblock", "tensor_core"]
+    assert all(v.what for v in conv.LADDER)
+    for v in conv.LADDER:
+        p = v.example(conv.EXAMPLE_PROBLEM)
+        t = v.traffic(p)
+        assert t.flops == p.flops and np.isfinite(t.dram_bytes) and t.dram_bytes >= p.bytes * 0.99
+        assert t.l2_bytes is None or t.l2_bytes >= p.bytes * 0.99
+    im2col = conv.LADDER[3]
+    assert im2col.gemm_variant().name in conv.GEMM_PREFERENCE
+    p = conv.EXAMPLE_PROBLEM  # the im2col buffer is ~9x x for a 3x3 stride-1 layer
+    assert im2col.traffic(p).dram_bytes > 9 * p.n * p.c * p.h * p.w * 4
+
+
+def test_dtype_and_layout_choices_are_explained():
+    p32 = conv.Problem(1, 3, 5, 5, 4, 3, 3)
+    with pytest.raises(UnsupportedProblem, match="takes float16"):
+        conv.LADDER[-1].run(p32, p32.make_inputs(0))
+    tc = conv.LADDER[-1].example(p32)
+    assert (tc.dtype, tc.layout) == ("float16", "NHWC")
+    rb = conv.LADDER[6]
+    assert rb.vectorized(conv.Problem(1, 4, 5, 5, 4, 3, 3, layout="NHWC")) == (True, True)
+    assert rb.vectorized(conv.Problem(1, 3, 5, 5, 4, 3, 3, layout="NHWC")) == (False, False)
+    assert rb.vectorized(conv.Problem(1, 4, 5, 5, 4, 3, 3)) == (False, True)
+    assert rb.vectorized(conv.Problem(1, 4, 5, 5, 4, 3, 3, dtype="float16", layout="NHWC")) == (False, False)
+
+
+def test_gpu_sweep_is_resnet50_at_batch_32():
+    assert len(conv.RESNET50) == 23 and sum(c for *_, c in conv.RESNET50) == 53  # 53 conv layers in ResNet-50
+    assert len(conv.GPU_SWEEP) == 3 * 23
+    assert {(p.dtype, p.layout) for p in conv.GPU_SWEEP} == {("float32", "NCHW"), ("float32", "NHWC"),
+                                                             ("float16", "NHWC")}
+    assert all(p.n == 32 for p in conv.GPU_SWEEP)
+    stem = conv.GPU_SWEEP[0]
+    assert (stem.c, stem.r, stem.stride, stem.pad, stem.p) == (3, 7, 2, 3, 112)
+    assert {(p.p, p.stride) for p in conv.GPU_SWEEP if p.r == 3} >= {(56, 1), (28, 2), (28, 1), (14, 2), (7, 1)}
+    # every rung can take every layer it is meant for (tile and launch limits, by arithmetic)
+    for p in conv.GPU_SWEEP:
+        for v in conv.LADDER[1:]:
+            if v.name == "tensor_core" and p.dtype != "float16":
+                continue
+            v.supports(p)
+
+
+@pytest.mark.skipif(not backend.is_simulator(), reason="checks the simulator refusal of GPU-only peers")
+def test_peers_are_gpu_only_here():
+    ps = peers.peers_for("conv")
+    assert [q.name for q in ps] == ["torch", "triton"] and all(q.rung == -1 for q in ps)
+    p = conv.Problem(1, 3, 5, 5, 4, 3, 3)
+    for q in ps:
+        with pytest.raises(UnsupportedProblem, match="GPU-only"):
+            q.supports(p)
+
+
+def test_regblock_and_tensor_core_compile_for_sm90():
+    p = conv.EXAMPLE_PROBLEM
+    r = anatomy.inspect(conv.LADDER[6], conv.to_layout(p, "NHWC"), cc=(9, 0))
+    assert r.mix["global load 128"] >= 2 and r.spill_store_bytes == 0  # x and w: LDG.E.128
+    t = anatomy.inspect(conv.LADDER[7], conv.to_layout(p, "NHWC", "float16"), cc=(9, 0))
+    assert "HMMA.16816.F32" in t.sass and t.mix["tensor mma"] >= 4

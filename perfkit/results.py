@@ -27,12 +27,15 @@ import pandas as pd
 
 from . import backend
 
-__all__ = ["ResultsError", "REPO_ROOT", "RESULTS_DIR", "SIM_RESULTS_DIR", "COLUMNS", "provenance", "record",
+__all__ = ["ResultsError", "REPO_ROOT", "RESULTS_DIR", "SIM_RESULTS_DIR", "RECORD_DIR_ENV", "COLUMNS", "provenance", "record",
            "load", "metric_columns"]
 
 REPO_ROOT = Path(os.environ.get("PERFKIT_ROOT", Path(__file__).resolve().parent.parent))
 RESULTS_DIR = REPO_ROOT / "data" / "results"
 SIM_RESULTS_DIR = REPO_ROOT / "runs" / "sim-results"
+#: environment variable that sends real records made with no explicit ``root`` elsewhere than
+#: ``data/results/`` (the test suite points it at a temporary folder: no test writes there)
+RECORD_DIR_ENV = "PERFKIT_RECORD_DIR"
 SCHEMA = 1
 
 
@@ -109,6 +112,8 @@ def record(entry: dict, *, root: Path | str | None = None) -> Path:
     """Write one result (a dict; see :mod:`perfkit.bench` for its fields) with provenance.
 
     Returns the path written.  Never overwrites: a name clash gets a new unique suffix.
+    With no ``root``, real results go to ``$PERFKIT_RECORD_DIR`` when that is set, else
+    ``data/results/``.
     A simulated entry is refused for ``data/results`` and goes under ``runs/sim-results``.
     """
     if not isinstance(entry, dict):
@@ -117,7 +122,7 @@ def record(entry: dict, *, root: Path | str | None = None) -> Path:
     # simulated if the entry or the device in use says so: a simulator run cannot be relabelled
     simulated = bool(entry.get("simulated")) or bool(prov["simulated"])
     if root is None:
-        root = SIM_RESULTS_DIR if simulated else RESULTS_DIR
+        root = SIM_RESULTS_DIR if simulated else (os.environ.get(RECORD_DIR_ENV) or RESULTS_DIR)
     root = Path(root).resolve()
     if simulated and (root == RESULTS_DIR.resolve() or RESULTS_DIR.resolve() in root.parents):
         raise ResultsError(f"simulated results are never written to {RESULTS_DIR}; "

@@ -1,5 +1,6 @@
 import json
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -110,3 +111,27 @@ def test_recorded_results_in_the_repo_have_provenance():
 def test_keys_that_collide_as_text_are_refused(tmp_path):
     with pytest.raises(results.ResultsError, match="collide"):
         results.record(_entry(params={1: "a", "1": "b"}), root=tmp_path)
+
+
+def test_the_suite_records_into_a_temporary_folder():
+    """conftest points real records with no root away from data/results/ for the whole run."""
+    import os
+
+    where = Path(os.environ[results.RECORD_DIR_ENV]).resolve()
+    assert where.exists() and results.RESULTS_DIR.resolve() not in [where, *where.parents]
+
+
+def test_the_data_results_guard_sees_every_kind_of_change(tmp_path):
+    from conftest import results_changes, snapshot_results
+
+    (tmp_path / "gpu" / "op").mkdir(parents=True)
+    a, b = tmp_path / "gpu" / "op" / "a.json", tmp_path / "gpu" / "op" / "b.json"
+    a.write_text("{}")
+    b.write_text("{}")
+    before = snapshot_results(tmp_path)
+    assert results_changes(before, snapshot_results(tmp_path)) == []
+    (tmp_path / "gpu" / "op" / "c.json").write_text("{}")
+    a.write_text('{"x": 1}')
+    b.unlink()
+    assert results_changes(before, snapshot_results(tmp_path)) == [
+        "appeared: gpu/op/c.json", "vanished: gpu/op/b.json", "changed: gpu/op/a.json"]

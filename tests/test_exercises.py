@@ -14,7 +14,7 @@ from numba import cuda, float32
 from perfkit import exercises
 from perfkit.exercises import _core, grade, load4, shfl_down
 
-NOTEBOOK_PREFIXES = ("01", "02", "04")
+NOTEBOOK_PREFIXES = ("01", "02", "03", "04")
 
 
 def _failed(g, check_prefix: str, *fragments: str):
@@ -148,6 +148,45 @@ def online_update_no_guard(m, s, x):
 @cuda.jit(device=True)
 def online_update_no_max(m, s, x):
     return float32(0), s + math.exp(x)
+
+
+@cuda.jit
+def im2col_taps_transposed(x, col, N, C, H, W, R, S, P, Q, stride, pad):
+    i = cuda.grid(1)
+    CRS = C * R * S
+    if i < N * P * Q * CRS:
+        j = i % CRS
+        m = i // CRS
+        q = m % Q
+        p = (m // Q) % P
+        b = m // (P * Q)
+        r = j % R            # r and s swapped: right only when R == S
+        s = (j // R) % S
+        c = j // (R * S)
+        ih = p * stride - pad + r
+        iw = q * stride - pad + s
+        v = float32(0)
+        if ih >= 0 and ih < H and iw >= 0 and iw < W:
+            v = x[b, c, ih, iw]
+        col[m, j] = v
+
+
+@cuda.jit
+def conv_direct_no_padding_test(x, w, y, N, C, H, W, K, R, S, P, Q, stride, pad):
+    i = cuda.grid(1)
+    if i < N * K * P * Q:
+        q = i % Q
+        p = (i // Q) % P
+        k = (i // (P * Q)) % K
+        b = i // (K * P * Q)
+        acc = float32(0)
+        for c in range(C):
+            for r in range(R):
+                for s in range(S):
+                    ih = min(max(p * stride - pad + r, 0), H - 1)  # clamps instead of reading zero
+                    iw = min(max(q * stride - pad + s, 0), W - 1)
+                    acc += x[b, c, ih, iw] * w[k, c, r, s]
+        y[b, k, p, q] = acc
 
 
 def plain_python(out, x, y, alpha, n):
@@ -286,3 +325,15 @@ def test_bank_counter_counts_a_known_pattern():
     assert ("store", 32) in by_kind      # sh[t, i]: lane t at word 32 t + i, all in bank i
     assert ("load", 32) in by_kind       # the load line has one access of each kind: worst is 32
     assert any(s.accesses == 32 for s in rec.lines() if s.kind == "store")
+
+
+def test_im2col_swapped_taps_named_by_pixel_and_tap():
+    g = grade("03.im2col", im2col_taps_transposed, progress=False)
+    _failed(g, "correct at x 2x3x7x5", "stride 2, pad 1", "first at (")
+    idx = next(c for c in g.checks if c.name == "index math")
+    assert idx.ok is False and "output pixel (b, p, q)" in idx.message and "tap (c, r, s)" in idx.message
+
+
+def test_direct_conv_clamped_padding():
+    _failed(grade("03.direct", conv_direct_no_padding_test, progress=False), "correct at x 2x3x7x5",
+            "elements off", "padding contributes zeros")

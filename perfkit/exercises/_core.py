@@ -343,7 +343,7 @@ def run_checked(variant, problem, seed: int, nan_hint: str = "") -> tuple[bool, 
         return False, f"{problem.label}: the kernel raised {exc.__class__.__name__}: {msg[-1] if msg else ''}"
     res = problem.check(out, ref)
     if res.ok:
-        return True, f"{problem.label}: ok (max abs error {res.max_abs_err:.2g})"
+        return True, f"ok (max abs error {res.max_abs_err:.2g})"
     return False, f"{problem.label}: {plain(res.message)}{_nan_hint(res, nan_hint)}"
 
 

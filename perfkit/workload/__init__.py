@@ -105,17 +105,45 @@ def trace(model, inputs, *, mode: str = "infer", loss_fn=None) -> list[OpRecord]
     rec = Recorder()
     if mode == "infer":
         model.eval()
-        with torch.no_grad(), rec:
+        with torch.no_grad(), _FusedDropout(), rec:
             call()
     else:
         model.train()
-        with rec:
+        with _FusedDropout(), rec:
             loss = loss_fn(call())
             rec.phase = "backward"
             loss.backward()
         for p in model.parameters():
             p.grad = None
     return rec.records
+
+
+def _fused_dropout_mode():
+    import torch
+    import torch.nn.functional as F
+    from torch.overrides import TorchFunctionMode
+
+    class FusedDropout(TorchFunctionMode):
+        """Dropout as the one fused kernel a GPU runs (``native_dropout``: output and mask in one
+        pass, ``native_dropout_backward`` in the backward); on the meta device torch would take
+        its CPU path instead (``bernoulli_``, ``div_``, ``mul``: three kernels)."""
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func in (F.dropout, torch.dropout):
+                x = args[0]
+                p = args[1] if len(args) > 1 else kwargs.get("p", 0.5)
+                training = args[2] if len(args) > 2 else kwargs.get("training", True if func is F.dropout else False)
+                if not training or p == 0:
+                    return x
+                return torch.native_dropout(x, float(p), True)[0]
+            return func(*args, **kwargs)
+
+    return FusedDropout
+
+
+def _FusedDropout():
+    return _fused_dropout_mode()()
 
 
 @dataclass
@@ -226,8 +254,9 @@ def _peak(spec, cls: str, dtype: str, tf32) -> tuple[float, str]:
     (``torch.backends.cudnn.allow_tf32`` is True), matmuls may not
     (``torch.backends.cuda.matmul.allow_tf32`` is False)."""
     if cls in ("gemm", "conv", "attention"):
-        if dtype in ("float16", "bfloat16") and dtype in spec.tensor_flops:
-            return spec.tensor_flops[dtype], f"tensor {dtype}"
+        half = {"float16": "fp16", "bfloat16": "bf16"}.get(dtype)
+        if half and half in spec.tensor_flops:
+            return spec.tensor_flops[half], f"tensor {half}"
         use_tf32 = (cls == "conv") if tf32 is None else bool(tf32)
         if dtype == "float32" and use_tf32 and "tf32" in spec.tensor_flops:
             return spec.tensor_flops["tf32"], "tensor tf32"

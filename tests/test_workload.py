@@ -1,0 +1,298 @@
+"""perfkit.workload: traced ops on the meta device, FLOPs against published figures, bytes
+against hand counts, classes, predictions, the CLI and its CSV, the GPU-only profile path."""
+from __future__ import annotations
+
+import math
+import time
+
+import pandas as pd
+import pytest
+import torch
+from torch import nn
+
+import perfkit  # noqa: F401  (chooses the backend first)
+from perfkit import specs, workload
+from perfkit.workload import networks, ops as wops
+
+F32 = 4
+
+
+def _kernels(records):
+    return [r for r in records if r.cls != "view"]
+
+
+def _one(records, op):
+    found = [r for r in records if r.op == op]
+    assert len(found) == 1, [r.op for r in records]
+    return found[0]
+
+
+def _meta(module, *shape):
+    with torch.device("meta"):
+        m = module()
+        x = torch.randn(*shape)
+    return m, x
+
+
+# --- networks: parameters and FLOPs against published figures --------------------------------
+@pytest.mark.parametrize("name", ["resnet50", "bert-base", "gpt2"])
+def test_parameter_counts_match_published(name):
+    spec = networks.resolve(name)
+    with torch.device("meta"):
+        model = spec.build()
+    assert workload.count_params(model) == networks.PARAMS[name]
+
+
+def test_published_parameter_counts():
+    # torchvision's table; BERT-base with embeddings and pooler; GPT-2 small with tied LM head
+    assert networks.PARAMS == {"resnet50": 25_557_032, "bert-base": 109_482_240, "gpt2": 124_439_808}
+
+
+@pytest.mark.parametrize("name,batch,seq", [("resnet50", 2, None), ("bert-base", 2, 128), ("bert-base", 1, 512),
+                                            ("gpt2", 1, 1024)])
+def test_forward_flops_within_2_percent_of_published(name, batch, seq):
+    t0 = time.perf_counter()
+    w = workload.characterize(name, batch=batch, seq=seq, mode="infer")
+    assert time.perf_counter() - t0 < 30
+    pub = workload.published_flops(name, batch=batch, seq=seq)["flops"]
+    assert abs(w.matmul_flops() / pub - 1) < 0.02, (w.matmul_flops(), pub)
+    if name == "resnet50":  # 4.1 GMAC = 8.2 GFLOP per image, independent of our formula code
+        assert abs(w.matmul_flops() / batch / 8.2e9 - 1) < 0.02
+    if name == "gpt2":  # 2 * params * tokens + 4 * L * S * d * tokens, written out here
+        assert abs(w.matmul_flops() / (2 * 124_439_808 * 1024 + 4 * 12 * 1024 * 768 * 1024) - 1) < 0.02
+
+
+def test_training_step_has_backward_with_twice_the_matmul_flops():
+    w = workload.characterize("resnet50", batch=2, mode="train")
+    fwd = sum(r.flops for r in w.records if r.phase == "forward" and r.cls in ("conv", "gemm"))
+    bwd = sum(r.flops for r in w.records if r.phase == "backward" and r.cls in ("conv", "gemm"))
+    # dgrad + wgrad = 2x forward, less the stem's dgrad (the image needs no gradient)
+    assert 1.95 < bwd / fwd <= 2.0
+    assert any(r.op == "aten.native_batch_norm_backward" for r in w.records)
+    # no optimizer step, no gradient copies: autograd steals each gradient as in a real step
+    assert not any(r.op == "aten.copy_" for r in w.records if r.phase == "backward")
+
+
+def test_each_network_traced_quickly_in_training():
+    for name, seq in (("resnet50", None), ("bert-base", 128), ("gpt2", 1024)):
+        w = workload.characterize(name, batch=2, seq=seq, mode="train")
+        assert w.trace_s < 30, (name, w.trace_s)
+        classes = {r.cls for r in w.records}
+        assert {"gemm", "elementwise", "normalization"} <= classes
+        if name != "resnet50":
+            assert "softmax" in classes and "data movement" in classes
+
+
+# --- bytes and FLOPs of small layers, by hand ------------------------------------------------
+def test_linear_bytes_flops_problem_by_hand():
+    m, x = _meta(lambda: nn.Linear(5, 3), 4, 5)
+    recs = workload.trace(m, x)
+    r = _one(recs, "aten.addmm")
+    assert r.cls == "gemm"
+    assert r.flops == 2 * 4 * 3 * 5
+    assert r.bytes == (3 + 4 * 5 + 5 * 3 + 4 * 3) * F32  # bias, x, W (a transposed view), y
+    assert r.problem_label() == "gemm.Problem(m=4, n=3, k=5, dtype='float32')"
+    assert _one(recs, "aten.t").cls == "view" and _one(recs, "aten.t").bytes == 0
+
+
+def test_conv2d_bytes_flops_by_hand():
+    m, x = _meta(lambda: nn.Conv2d(3, 4, 3, padding=1, bias=False), 2, 3, 8, 7)
+    r = _one(workload.trace(m, x), "aten.convolution")
+    assert r.cls == "conv"
+    assert r.flops == 2 * 2 * 4 * 8 * 7 * 3 * 3 * 3
+    assert r.bytes == (2 * 3 * 8 * 7 + 4 * 3 * 3 * 3 + 2 * 4 * 8 * 7) * F32
+    assert r.problem == ("conv", (("n", 2), ("c", 3), ("h", 8), ("w", 7), ("k", 4), ("r", 3), ("s", 3),
+                                  ("stride", 1), ("pad", 1), ("dtype", "float32"), ("layout", "NCHW")), 1)
+
+
+def test_layernorm_bytes_flops_problem_by_hand():
+    m, x = _meta(lambda: nn.LayerNorm(16), 6, 16)
+    r = _one(workload.trace(m, x), "aten.native_layer_norm")
+    assert r.cls == "normalization"
+    assert r.flops == 8 * 6 * 16  # as norm.layernorm.Problem counts them
+    # x, gamma, beta read; y, mean (6, 1) and rstd (6, 1) written
+    assert r.bytes == (6 * 16 + 16 + 16 + 6 * 16 + 6 + 6) * F32
+    assert r.problem_label() == "norm.layernorm.Problem(rows=6, cols=16, dtype='float32', eps=1e-05)"
+
+
+def test_layernorm_flops_match_the_ladder_problem():
+    from perfkit.kernels.norm import layernorm, softmax
+
+    m, x = _meta(lambda: nn.LayerNorm(33), 7, 33)
+    r = _one(workload.trace(m, x), "aten.native_layer_norm")
+    mod, fields, _ = r.problem
+    assert r.flops == layernorm.Problem(**dict(fields)).flops
+    with torch.device("meta"):
+        y = torch.randn(5, 9)
+    rec = wops.Recorder()
+    with rec:
+        torch.softmax(y, -1)
+    s = _one(rec.records, "aten._softmax")
+    assert s.cls == "softmax" and s.flops == softmax.Problem(5, 9).flops and s.bytes == 2 * 5 * 9 * F32
+
+
+def test_broadcast_operand_counts_its_distinct_elements_and_half_dtypes():
+    with torch.device("meta"):
+        a = torch.randn(64, 32, dtype=torch.bfloat16)
+        b = torch.randn(32, dtype=torch.bfloat16)
+    rec = wops.Recorder()
+    with rec:
+        a + b.expand(64, 32)
+        a.sum(0)
+        a.t().contiguous()
+    add = _one(rec.records, "aten.add")
+    assert add.bytes == (64 * 32 + 32 + 64 * 32) * 2 and add.cls == "elementwise" and add.flops == 64 * 32
+    red = _one(rec.records, "aten.sum")
+    assert red.cls == "reduction" and red.bytes == (64 * 32 + 32) * 2 and red.flops == 64 * 32
+    cl = _one(rec.records, "aten.clone")
+    assert cl.cls == "data movement" and cl.bytes == 2 * 64 * 32 * 2 and cl.flops == 0
+    assert all(r.bytes == 0 for r in rec.records if r.cls == "view")
+
+
+def test_classify_names():
+    c = wops.classify
+    assert c("mm") == c("bmm") == c("addmm") == "gemm"
+    assert c("convolution_backward") == "conv"
+    assert c("_scaled_dot_product_flash_attention") == "attention"
+    assert c("native_batch_norm_backward") == c("native_layer_norm") == "normalization"
+    assert c("_softmax") == c("_log_softmax_backward_data") == "softmax"
+    assert c("relu") == c("gelu_backward", 10, 10) == "elementwise"
+    assert c("sum") == c("max_pool2d_with_indices") == "reduction"
+    assert c("cat") == c("embedding") == c("clone") == "data movement"
+    assert c("view") == c("detach") == c("empty") == "view"
+    assert c("something_new", 100, 1) == "reduction" and c("something_new", 4, 4) == "elementwise"
+
+
+def test_trace_refuses_tensors_off_meta_and_bad_arguments():
+    with pytest.raises(workload.WorkloadError, match="meta device"):
+        workload.trace(nn.Linear(2, 2), torch.randn(1, 2))
+    m, x = _meta(lambda: nn.Linear(2, 2), 1, 2)
+    with pytest.raises(workload.WorkloadError, match="mode"):
+        workload.trace(m, x, mode="fit")
+    with pytest.raises(workload.WorkloadError, match="loss_fn"):
+        workload.trace(m, x, mode="train")
+    with pytest.raises(workload.WorkloadError, match="seq"):
+        workload.characterize("gpt2", batch=1, seq=2048)
+    with pytest.raises(workload.WorkloadError, match="images"):
+        workload.characterize("resnet50", batch=1, seq=128)
+    with pytest.raises(workload.WorkloadError, match="batch"):
+        workload.characterize("resnet50", batch=0)
+    with pytest.raises(ValueError, match="unknown network"):
+        workload.characterize("vgg16")
+
+
+# --- predictions -------------------------------------------------------------------------------
+def test_roofline_prediction_by_hand_and_amdahl():
+    m, x = _meta(lambda: nn.Linear(512, 256), 128, 512)
+    recs = workload.trace(m, x)
+    h = specs.get("h100-sxm")
+    df = workload.predict(recs, "h100-sxm", ladders=False)
+    row = df[df["op"] == "aten.addmm"].iloc[0]
+    flops, nbytes = 2 * 128 * 256 * 512, (256 + 128 * 512 + 512 * 256 + 128 * 256) * F32
+    assert row["roofline_s"] == pytest.approx(max(flops / h.fp32_flops, nbytes / h.dram_bw, workload.KERNEL_FLOOR_S))
+    assert row["method"] == "roofline"
+    # bfloat16 runs on the tensor cores
+    with torch.device("meta"):
+        m16, x16 = nn.Linear(512, 256).to(torch.bfloat16), torch.randn(128, 512, dtype=torch.bfloat16)
+    row16 = workload.predict(workload.trace(m16, x16), "h100-sxm", ladders=False)
+    row16 = row16[row16["op"] == "aten.addmm"].iloc[0]
+    assert row16["roofline_s"] == pytest.approx(max(flops / h.tensor_flops["bf16"], nbytes / 2 / h.dram_bw,
+                                                    workload.KERNEL_FLOOR_S))
+    assert row16["bound"] in ("tensor bf16", "dram", "floor")
+    assert workload.amdahl(0.5, 2) == pytest.approx(1 / 0.75)
+    assert workload.amdahl(0.0) == 1.0
+
+
+def test_by_class_table_sums_and_links():
+    w = workload.characterize("bert-base", batch=1, seq=64, mode="train")
+    ops_df = w.predict("a100-sxm-80gb", ladders=False)
+    t = workload.by_class(ops_df)
+    assert list(t.columns[:5]) == ["class", "ops", "GFLOP", "GB", "predicted_ms"]
+    assert t["share"].sum() == pytest.approx(1.0) and t["flop_share"].sum() == pytest.approx(1.0)
+    assert t["predicted_ms"].sum() == pytest.approx(ops_df["predicted_s"].sum() * 1e3)
+    assert t["ops"].sum() == (ops_df["class"] != "view").sum()
+    assert set(t["class"]) <= set(workload.CLASSES) - {"view"}
+    assert (t["notebook"] != "").all()
+    for _, r in t.iterrows():
+        assert r["step_speedup_2x"] == pytest.approx(1 / (1 - r["share"] / 2))
+    # normalization + softmax: a small share of the FLOPs, a much larger share of the time
+    small = t[t["class"].isin(["normalization", "softmax", "elementwise"])]
+    assert small["flop_share"].sum() < 0.01 < small["share"].sum()
+    what_if = workload.compare_devices(w, ["h100-sxm", "l40s"], ladders=False)
+    assert list(what_if.columns) == ["h100-sxm", "l40s"] and "total" in what_if.index
+
+
+def test_ladder_estimate_used_where_a_problem_stands_and_cached(monkeypatch):
+    from perfkit import model
+
+    calls = []
+
+    class Est:
+        def __init__(self, s):
+            self.seconds, self.bound, self.legs, self.inputs = s, "dram", {"dram": s}, {}
+
+    def fake_estimate(variant, problem, gpu):
+        calls.append((variant.rung, problem, gpu))
+        return Est(1e-3 / (1 + variant.rung))  # the highest rung is "best" here
+
+    monkeypatch.setattr(model, "estimate", fake_estimate, raising=False)
+    monkeypatch.setattr(workload, "_LADDER_CACHE", {})
+    with torch.device("meta"):
+        m, x = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 8)), torch.randn(3, 8)
+    df = workload.predict(workload.trace(m, x), "h100-sxm")
+    mm = df[df["op"] == "aten.addmm"]
+    assert len(mm) == 2 and mm["method"].str.startswith("estimate").all()
+    n_rungs = len(calls)
+    assert n_rungs >= 1 and all(c[2] == "h100-sxm" for c in calls)
+    best = min(1e-3 / (1 + c[0]) for c in calls)
+    assert mm["predicted_s"].tolist() == [best, best]
+    workload.predict(workload.trace(m, x), "h100-sxm")
+    assert len(calls) == n_rungs  # the same problem twice: estimated once (cache)
+    assert (mm["roofline_s"] > 0).all()
+
+
+# --- the CLI -----------------------------------------------------------------------------------
+def test_cli_resnet50_train_table_and_csv(tmp_path, capsys):
+    from perfkit import cli
+
+    out = tmp_path / "r50.csv"
+    rc = cli.main(["workload", "resnet50", "--mode", "train", "--gpu", "h100-sxm", "--batch", "2", "--out", str(out)])
+    text = capsys.readouterr().out
+    assert rc == 0, text
+    assert "resnet50 batch 2 train float32" in text and "H100" in text
+    for word in ("class", "ops", "GFLOP", "GB", "predicted_ms", "share", "conv", "normalization", "total", "Amdahl"):
+        assert word in text
+    df = pd.read_csv(out)
+    assert {"op", "class", "flops", "bytes", "problem", "predicted_s", "roofline_s", "method"} <= set(df.columns)
+    assert (df["phase"] == "backward").any() and (df["class"] == "conv").sum() == 2 * 53
+    assert math.isclose(df.loc[df["class"] == "conv", "flops"].sum(), 3 * 2 * 8.18e9, rel_tol=0.03)
+
+
+def test_cli_errors_name_the_problem(capsys):
+    from perfkit import cli
+
+    assert cli.main(["workload", "alexnet"]) == 2
+    assert "unknown network" in capsys.readouterr().err
+    assert cli.main(["workload", "gpt2", "--gpu", "tpu-v9", "--seq", "8", "--batch", "1"]) == 2
+    assert "unknown device" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["workload", "gpt2", "--mode", "fit"])
+
+
+# --- measured: GPU only --------------------------------------------------------------------------
+def test_profile_needs_a_gpu_and_says_why(capsys):
+    from perfkit import backend, results
+    from perfkit.workload import measure
+
+    reason = measure.unavailable()
+    if reason is None:
+        pytest.skip("a GPU is present: the profile path runs for real in notebook 05's gpu profile")
+    assert backend.is_simulator() or not torch.cuda.is_available()
+    before = sorted(results.RESULTS_DIR.rglob("*"))
+    with pytest.raises(workload.WorkloadError, match="cannot profile"):
+        measure.profile("bert-base", batch=1, seq=8)
+    from perfkit import cli
+
+    assert cli.main(["workload", "bert-base", "--batch", "1", "--seq", "8", "--measure"]) == 3
+    assert "--measure skipped" in capsys.readouterr().err
+    assert sorted(results.RESULTS_DIR.rglob("*")) == before

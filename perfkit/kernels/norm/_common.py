@@ -441,15 +441,18 @@ def search_space(cols: int) -> list[Shape]:
 
 def search(make_variant: Callable[[Shape], object], cols: int,
            time_fn: Callable[[object], float] | None = None,
-           candidates: list[Shape] | None = None) -> list[tuple[object, float | None]]:
+           candidates: list[Shape] | None = None, pick: Shape | None = None) -> list[tuple[object, float | None]]:
     """Rank launch shapes for rows of ``cols``: timed with ``time_fn(variant) -> seconds`` when
-    given (on a GPU), else by closeness to :func:`static_shape` (the static pick comes first).
+    given (on a GPU), else by closeness to ``pick`` (default :func:`static_shape`; the tuned
+    rungs pass their rule, :func:`tuned_shape`), which comes first.
     Returns ``[(variant, seconds_or_None), ...]`` best first."""
     cands = candidates or search_space(cols)
     if time_fn is not None:
         timed = [(make_variant(s), float(time_fn(make_variant(s)))) for s in cands]
         return sorted(timed, key=lambda p: p[1])
-    pick = static_shape(cols)
+    pick = pick or static_shape(cols)
+    if pick not in cands and not check_shape(pick.G, pick.R, pick.V):
+        cands = [pick] + list(cands)
 
     def dist(s: Shape) -> float:
         return (abs(math.log2(s.G / pick.G)) + abs(math.log2(s.R / pick.R)) + abs(math.log2(s.V / pick.V)))
@@ -465,3 +468,82 @@ def view(buf, shape: tuple[int, ...]):
     if getattr(buf, "size", None) == n:
         return buf.reshape(shape)
     return buf.reshape((1,) * len(shape))
+
+
+# --- register-cached rows (the multirow / tuned rungs) ----------------------------------------
+#: floats of a row one thread may keep in registers between the statistics and the write: the
+#: whole row when cols <= threads_per_row * CACHE_FLOATS, so x leaves DRAM exactly once.  32
+#: floats are 32 of a thread's registers; at 1024 threads per block (64 registers each) only 24.
+CACHE_FLOATS = 32
+
+
+def cached_reg_cap(threads: int, cached: int) -> int:
+    """Register cap of a kernel that keeps ``cached`` floats of its row per thread: 64 up to 16
+    cached floats (four 256-thread blocks per SM: half occupancy; left alone, ptxas takes 55-70
+    registers there and gets three), then 32 more than twice the cache, never over what the
+    block may have."""
+    return min(block_reg_cap(threads), max(64, 2 * int(cached) + 32))
+
+
+def jit_cached(threads: int, cached: int):
+    """``cuda.jit`` for a register-cached row kernel (see :func:`cached_reg_cap`)."""
+    if backend.is_simulator():
+        return cuda.jit
+    cap = cached_reg_cap(threads, cached)
+    return cuda.jit(max_registers=cap if cap < 255 else None)
+
+
+def vec_width(cols: int, dtype: str) -> int:
+    """Elements per vector load/store: the widest of 16/8/4/2 bytes that divides the row (so
+    every row starts aligned): 4 floats (128 bits) or 8 halves (128 bits) when cols allows,
+    else a half2 pair (32 bits), else scalars."""
+    from ._vec import widths
+
+    return next(w for w in widths(dtype) if cols % w == 0)
+
+
+def cache_floats(block: int, arrays: int = 1) -> int:
+    """Floats per thread per cached array (``arrays`` arrays share the budget)."""
+    return max(1, min(CACHE_FLOATS, block_reg_cap(block) // 2 - 8) // arrays)
+
+
+def cached_chunks(cols: int, G: int, W: int, block: int, arrays: int = 1) -> int:
+    """W-element chunks per thread kept in registers: enough for the whole row when it fits in
+    the cache, else as many as fit (the rest of the row is read twice)."""
+    need = -(-cols // (G * W))
+    return max(1, min(need, cache_floats(block, arrays) // W))
+
+
+def cached_cols(cols: int, G: int, W: int, NC: int) -> int:
+    """Columns of a row that stay in registers (the rest are swept twice)."""
+    return min(cols, G * W * NC)
+
+
+def tail_dram(rows: int, cols: int, dtype: str, uncached_cols: int, R: int, block: int) -> float:
+    """DRAM bytes of the second read of the uncached tail of every row: none when the tails of
+    the rows in flight fit on chip (they are re-read from L1/L2), the tails' bytes otherwise."""
+    if uncached_cols <= 0:
+        return 0.0
+    it = np.dtype(dtype).itemsize
+    tail = float(rows) * uncached_cols * it
+    in_flight = min(rows, 132 * max(1, 2048 // int(block)) * R)  # an H100 full of these blocks
+    return 0.0 if uncached_cols * it * in_flight <= ONCHIP_BYTES else tail
+
+
+#: elements of its row each thread of the tuned rungs holds in registers (and has in flight at
+#: once): what the fastest measured row kernel held (softmax ``tuned`` at 4096x4096 fp32 on the
+#: H100: 256 threads x 16 floats, 60 us, 67 MB of DRAM reads, the one configuration that read x
+#: once).  Held as float32 whatever the input dtype, so the same count for float16.
+TUNED_ELEMS_PER_THREAD = 16
+TUNED_MAX_G = 512  # 1024-thread rows lost where measured (softmax 16384: 535 us vs 371-423 us)
+TUNED_BLOCK = 256
+
+
+def tuned_shape(cols: int, dtype: str, arrays: int = 1) -> Shape:
+    """The tuned rungs' launch shape, a rule (see each ``Tuned.what``): every thread holds about
+    ``TUNED_ELEMS_PER_THREAD`` elements of its row (no more than the register cache takes for
+    ``arrays`` cached arrays), so threads_per_row = next_pow2(cols / that), clamped to 32..512;
+    rows per block fill 256 threads; 4 vector loads per trip for rows wider than the cache."""
+    per = max(1, min(TUNED_ELEMS_PER_THREAD, cache_floats(TUNED_BLOCK, arrays)))
+    G = min(TUNED_MAX_G, max(32, next_pow2(-(-cols // per))))
+    return Shape(G, max(1, TUNED_BLOCK // G), 4)

@@ -15,9 +15,21 @@ For every (problem, rung), in this order:
 An exception in any step is caught and kept in the ``error`` column; the sweep goes on.
 Simulated rows keep their host-clock times in ``median_s`` but have NaN ``tflops`` and ``gbps``:
 a simulated time is never a speed.
+
+**Device faults.**  A kernel that faults the device (misaligned or illegal address, illegal
+instruction, launch failure, a device-side assert: "sticky" CUDA errors) leaves the process's
+CUDA context unusable: every later CUDA call in it fails.  Such a rung's row gets status
+``"device fault"`` and an error starting ``"device fault: "``; the pairs after it run in a fresh
+process (``spawn``, same backend, same recording root), another one after each further fault,
+and their rows come back in order with ``worker`` = 1, 2, ... (0: this process).  Rows are sent
+back one at a time and every record is written by the process that measured it, so nothing
+measured is lost; a child that dies without a word marks its rung as a device fault too.  After a
+fault this process's own CUDA context stays broken (restart the kernel before more GPU work);
+:data:`last_fault` says what happened.
 """
 from __future__ import annotations
 
+import os
 import traceback
 from typing import Iterable
 
@@ -28,7 +40,50 @@ from . import backend, results
 from .kernels.base import Problem, UnsupportedProblem, Variant
 from .model import predict
 
-__all__ = ["sweep", "GPU_TIMER"]
+__all__ = ["sweep", "GPU_TIMER", "DeviceFault", "is_device_fault", "FAULT_STATUS", "last_fault"]
+
+#: the ``status`` of a rung whose run faulted the device
+FAULT_STATUS = "device fault"
+
+#: the error of the last device fault a sweep met in this process (None: none)
+last_fault: str | None = None
+
+
+class DeviceFault(RuntimeError):
+    """A kernel faulted the device: this process's CUDA context is unusable from now on."""
+
+
+# CUDA driver errors that leave the context unusable ("sticky"): name and number, as the driver,
+# the runtime (CuPy, torch) and cuda.core spell them
+_STICKY = {
+    700: ("ILLEGAL_ADDRESS", "illegal memory access", "illegal address", "IllegalAddress"),
+    702: ("LAUNCH_TIMEOUT", "LaunchTimeout", "launch timed out"),
+    710: ("ERROR_ASSERT", "device-side assert", "cudaErrorAssert"),
+    714: ("HARDWARE_STACK_ERROR", "HardwareStackError", "hardware stack error"),
+    715: ("ILLEGAL_INSTRUCTION", "IllegalInstruction", "illegal instruction"),
+    716: ("MISALIGNED_ADDRESS", "MisalignedAddress", "misaligned address"),
+    717: ("INVALID_ADDRESS_SPACE", "InvalidAddressSpace", "invalid address space"),
+    718: ("INVALID_PC", "InvalidPc", "invalid program counter"),
+    719: ("LAUNCH_FAILED", "LaunchFailure", "unspecified launch failure"),
+}
+
+
+def is_device_fault(exc: BaseException) -> bool:
+    """Whether ``exc`` (from Numba, CuPy, torch or cuda.core) reports a sticky device fault."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:  # the cause chain too
+        seen.add(id(exc))
+        if isinstance(exc, DeviceFault):
+            return True
+        code = getattr(exc, "code", None)
+        code = getattr(code, "value", code)
+        if isinstance(code, int) and code in _STICKY:
+            return True
+        text = f"{exc.__class__.__name__}: {exc}".lower()
+        if any(word.lower() in text for words in _STICKY.values() for word in words):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 #: measure() settings of a sweep on a GPU (in the simulator, measure()'s own defaults).
 GPU_TIMER = dict(warmup_s=0.1, min_samples=10, max_samples=500, min_time_s=0.1, max_time_s=3.0,
@@ -99,6 +154,12 @@ def _measure_one(problem, variant, *, seed, check_seed, timer, record, results_r
     except UnsupportedProblem as exc:
         row.update(status="unsupported", error=f"unsupported: {exc}")
     except Exception as exc:  # keep going: one broken rung must not lose the others
+        if is_device_fault(exc):
+            row.update(status=FAULT_STATUS, check_ok=False,
+                       error=f"device fault: {exc.__class__.__name__}: {exc} (in {stage}; the rest of "
+                             "the sweep runs in a fresh process)",
+                       traceback=traceback.format_exc(limit=6))
+            return row
         row.update(status=f"error in {stage}", check_ok=False if stage in ("check", "supports") else row["check_ok"],
                    error=f"{exc.__class__.__name__}: {exc}",
                    traceback=traceback.format_exc(limit=6))
@@ -136,12 +197,31 @@ def sweep(problems: Problem | Iterable[Problem], variants: Variant | Iterable[Va
     from tqdm.auto import tqdm
 
     pairs = [(p, v) for p in problems for v in variants]
+    kw = dict(seed=seed, check_seed=check_seed, timer=settings, record=do_record, results_root=results_root)
     rows = []
-    bar = tqdm(pairs, desc="sweep", disable=not progress, leave=False)
-    for p, v in bar:
-        bar.set_postfix_str(f"{v.label} | {p.label}"[:60])
-        rows.append(_measure_one(p, v, seed=seed, check_seed=check_seed, timer=settings,
-                                 record=do_record, results_root=results_root))
+    bar = tqdm(total=len(pairs), desc="sweep", disable=not progress, leave=False)
+    worker = 0
+    while len(rows) < len(pairs):
+        rest = pairs[len(rows):]
+        if worker == 0:  # this process, until the first device fault
+            new_rows = _run_pairs(rest, kw, bar=bar)
+        else:  # a fresh process (a fresh CUDA context) for what is left after a fault
+            new_rows = _run_in_child(rest, kw, worker)
+            bar.update(len(new_rows))
+        for r in new_rows:
+            r["worker"] = worker
+        rows += new_rows
+        if rows and rows[-1]["status"] == FAULT_STATUS:
+            global last_fault
+            last_fault = rows[-1]["error"]
+            worker += 1
+    bar.close()
+    if worker:
+        import warnings
+
+        warnings.warn(f"sweep: {worker} device fault(s); the rungs after each ran in a fresh process. "
+                      f"This process's CUDA context is unusable now: restart it before more GPU work. "
+                      f"Last: {last_fault}", RuntimeWarning, stacklevel=2)
     df = pd.DataFrame(rows)
     for col in ("median_s", "min_s", "iqr_s", "cv", "n_samples", "max_abs_err", "model_s"):
         if col not in df:
@@ -149,3 +229,98 @@ def sweep(problems: Problem | Iterable[Problem], variants: Variant | Iterable[Va
     df = results.metric_columns(df)
     df.loc[df["simulated"].astype(bool), ["tflops", "gbps"]] = np.nan
     return df
+
+
+# --- device-fault isolation ------------------------------------------------------------------
+def _run_pairs(pairs, kw, bar=None, emit=None) -> list[dict]:
+    """Measure pairs in order in this process; stop after a device fault (the context is gone)."""
+    rows = []
+    for p, v in pairs:
+        if bar is not None:
+            bar.set_postfix_str(f"{v.label} | {p.label}"[:60])
+        row = _measure_one(p, v, **kw)
+        rows.append(row)
+        if emit is not None:
+            emit(row)
+        if bar is not None:
+            bar.update(1)
+        if row["status"] == FAULT_STATUS:
+            break
+    return rows
+
+
+def _child_main(job_path: str, rows_path: str) -> int:
+    """In the fresh process: measure, appending each row to ``rows_path`` the moment it exists."""
+    import pickle
+    import sys
+
+    with open(job_path, "rb") as f:
+        path = pickle.load(f)
+        sys.path[:0] = [p for p in path if p not in sys.path]  # the parent's modules (tests, tools)
+        pairs, kw = pickle.load(f)
+    with open(rows_path, "ab") as out:
+        def emit(row):
+            pickle.dump(row, out)
+            out.flush()
+
+        _run_pairs(pairs, kw, emit=emit)
+    return 0
+
+
+def _run_in_child(pairs, kw, worker: int) -> list[dict]:
+    """Run ``pairs`` in a fresh ``python -m perfkit.bench`` process with this process's backend;
+    return its rows (up to and including a fault, if it meets one).
+
+    If the child dies without reporting the pair it was on, that pair is a device fault too
+    (the next child starts after it)."""
+    import pickle
+    import subprocess
+    import sys
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="perfkit-sweep-") as tmp:
+        job, out = os.path.join(tmp, "job.pkl"), os.path.join(tmp, "rows.pkl")
+        try:
+            with open(job, "wb") as f:
+                pickle.dump(list(sys.path), f)
+                pickle.dump((pairs, kw), f)
+        except Exception as exc:  # e.g. a variant defined in a notebook cell: say so on every row left
+            return [_unrun_row(p, v, kw, f"not run: could not hand this rung to a fresh process after a "
+                                         f"device fault ({exc.__class__.__name__}: {exc})") for p, v in pairs]
+        env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+        env["PERFKIT_BACKEND"] = backend.name()  # the child decides as this process did
+        r = subprocess.run([sys.executable, "-m", "perfkit.bench", "--child", job, out], env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        rows: list[dict] = []
+        if os.path.exists(out):
+            with open(out, "rb") as f:
+                while True:
+                    try:
+                        rows.append(pickle.load(f))
+                    except EOFError:
+                        break
+                    except Exception:  # a row cut short by the child's death
+                        break
+    if len(rows) < len(pairs) and (not rows or rows[-1]["status"] != FAULT_STATUS):
+        p, v = pairs[len(rows)]
+        tail = (r.stderr or "").strip().splitlines()[-3:]
+        row = _unrun_row(p, v, kw, f"device fault: the sweep's process {worker} died (exit code "
+                                   f"{r.returncode}) without reporting this rung: {' | '.join(tail)}")
+        row["status"] = FAULT_STATUS
+        rows.append(row)
+    return rows
+
+
+def _unrun_row(p, v, kw, error: str) -> dict:
+    return {"op": p.op, "problem": p.label, **p.params, "rung": v.rung, "variant": v.name, "label": v.label,
+            "config": v.config, "flops": p.flops, "bytes": p.bytes, "simulated": backend.is_simulator(),
+            "check_ok": False, "status": "not run", "check_seed": kw["check_seed"], "seed": kw["seed"],
+            "error": error, "traceback": None}
+
+
+if __name__ == "__main__":  # the fresh process of a sweep after a device fault
+    import sys
+
+    if len(sys.argv) == 4 and sys.argv[1] == "--child":
+        sys.exit(_child_main(sys.argv[2], sys.argv[3]))
+    sys.exit("usage: python -m perfkit.bench --child JOB ROWS (run by bench.sweep)")

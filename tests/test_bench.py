@@ -5,8 +5,9 @@ import numpy as np
 import pytest
 from numba import cuda
 
-from perfkit import bench
+from perfkit import backend, bench
 from perfkit.kernels import saxpy
+from perfkit.kernels._vector import load4
 from perfkit.kernels.base import Launch, UnsupportedProblem, Variant
 
 
@@ -165,3 +166,116 @@ def test_check_names_a_wrong_output_dtype_and_nan_error_is_infinite():
     poisoned[3] = np.nan
     r = p.check(poisoned, ref)
     assert not r.ok and r.n_nan == 1 and r.max_abs_err == np.inf
+
+
+# --- device faults ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Faults(SkipsLast):
+    """Stands for a rung that faults the device (a sticky CUDA error) in this process."""
+    name: ClassVar[str] = "faults"
+
+    def plan(self, p, b):
+        raise bench.DeviceFault("misaligned address (injected)")
+
+
+@dataclass(frozen=True)
+class DiesHard(SkipsLast):
+    """Stands for a fault that kills the process before it can say anything."""
+    name: ClassVar[str] = "dies"
+
+    def plan(self, p, b):
+        import os
+
+        os._exit(3)
+
+
+class _CodeError(Exception):
+    def __init__(self, code, msg):
+        super().__init__(msg)
+        self.code = code
+
+
+@pytest.mark.parametrize("exc, fault", [
+    (bench.DeviceFault("x"), True),
+    (_CodeError(716, "[CUresult.CUDA_ERROR_MISALIGNED_ADDRESS: 716] Call to cuMemcpyDtoH"), True),
+    (RuntimeError("cudaErrorIllegalAddress: an illegal memory access was encountered"), True),
+    (RuntimeError("CUDA_ERROR_LAUNCH_FAILED: unspecified launch failure"), True),
+    (RuntimeError("CUDA error: device-side assert triggered"), True),
+    (ValueError("wrapped"), False),
+    (RuntimeError("boom"), False),
+    (_CodeError(2, "CUDA_ERROR_OUT_OF_MEMORY"), False),  # not sticky: the context lives on
+    (RuntimeError("load4: misaligned 128-bit load at [0, 1]: a GPU would fault here"), False),  # simulator
+])
+def test_device_faults_are_told_from_other_errors(exc, fault):
+    assert bench.is_device_fault(exc) is fault
+
+
+def test_a_fault_inside_a_cause_chain_counts():
+    try:
+        try:
+            raise _CodeError(700, "CUDA_ERROR_ILLEGAL_ADDRESS")
+        except _CodeError as inner:
+            raise RuntimeError("copy back failed") from inner
+    except RuntimeError as outer:
+        assert bench.is_device_fault(outer)
+
+
+@pytest.mark.skipif(not backend.is_simulator(), reason="injects faults with fake rungs; a real fault is provoked "
+                    "in test_a_real_fault_is_isolated_in_a_child")
+def test_rungs_after_a_device_fault_run_in_fresh_processes(tmp_path):
+    p = saxpy.Problem(n=37)
+    vs = [Faults(), saxpy.LADDER[1], DiesHard(), saxpy.LADDER[2]]
+    with pytest.warns(RuntimeWarning, match="device fault"):
+        t = bench.sweep([p], vs, record=True, results_root=tmp_path, progress=False)
+    assert list(t.status) == ["device fault", "ok", "device fault", "ok"]
+    assert list(t.worker) == [0, 1, 1, 2]  # a fresh process after each fault
+    assert t.error[0].startswith("device fault: DeviceFault: misaligned address (injected)")
+    assert "died (exit code 3)" in t.error[2]
+    assert bench.last_fault == t.error[2]
+    recorded = sorted(f.name for f in tmp_path.rglob("*.json"))  # the children recorded theirs
+    assert len(recorded) == 2 and any("naive" in f for f in recorded) and any("grid_stride" in f for f in recorded)
+
+
+_REAL_FAULT = r"""
+import perfkit
+from perfkit import bench
+from perfkit.kernels import saxpy
+import test_bench
+t = bench.sweep([saxpy.Problem(n=4099)], [test_bench.RealFault(), saxpy.LADDER[1]], record=False,
+                progress=False)
+print("STATUS", list(t.status), list(t.worker))
+print("ERROR", t.error[0])
+"""
+
+
+@cuda.jit
+def _misaligned_probe(a, out, j):
+    x0, x1, x2, x3 = load4(a, 1, j)  # j = 2: a 128-bit load 8 bytes off a 16-byte boundary
+    out[0] = x0 + x1 + x2 + x3
+
+
+@dataclass(frozen=True)
+class RealFault(SkipsLast):
+    """A 128-bit load at a misaligned address: on a GPU, CUDA_ERROR_MISALIGNED_ADDRESS."""
+    name: ClassVar[str] = "real_fault"
+
+    def plan(self, p, b):
+        a = cuda.to_device(np.zeros((3, 8), np.float32))
+        return [Launch(_misaligned_probe, 1, 1, (a, b["out"], 2))]
+
+
+@pytest.mark.skipif(backend.is_simulator(), reason="a real device fault needs a GPU (its child process)")
+def test_a_real_fault_is_isolated_in_a_child():
+    """In a child (the fault must not take this test process's context): a misaligned load
+    faults the GPU inside a sweep, its row says so, and the next rung still runs, fresh."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {**os.environ, "PERFKIT_BACKEND": "gpu",
+           "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
+    r = subprocess.run([sys.executable, "-c", _REAL_FAULT], capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert "STATUS ['device fault', 'ok'] [0, 1]" in r.stdout, r.stdout + r.stderr[-3000:]
+    assert "misaligned" in r.stdout.lower()

@@ -1,0 +1,404 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
+#   kernelspec:
+#     display_name: Python 3
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 03 · Convolution: from a direct loop to a tensor-core implicit GEMM
+#
+# A 2-D convolution slides R x S filters of C channels over an N x C x H x W input and produces
+# K output channels.  Written out, every output is a dot product of length C·R·S, so the whole
+# layer is a matrix product in disguise, the **implicit GEMM** that cuDNN and CUTLASS run for
+# most forward convolutions:
+#
+# | GEMM | convolution |
+# |---|---|
+# | M (rows of C) | N·P·Q output pixels |
+# | N (columns of C) | K output channels |
+# | K (the reduction) | C·R·S filter taps |
+# | A[m, j] | the input value under tap j of output pixel m (zero in the padding) |
+# | B[j, n] | the filter weight w[n, j] |
+#
+# This notebook climbs a ladder from the definition to that GEMM on the tensor cores, reusing what
+# notebook 02 taught (coalescing, shared-memory tiles, register blocking, 16-byte loads,
+# `mma.sync`).  What is new is **data layout**: whether channels are the slowest (NCHW) or the
+# fastest (NHWC) index decides which loads coalesce and which vectorize.  You will learn:
+#
+# 1. to see a convolution as a GEMM, and what an explicit im2col buffer costs compared with
+#    gathering the same matrix on the fly;
+# 2. how a halo tile in shared memory turns R·S re-reads of each input value into one;
+# 3. why NHWC lets the implicit GEMM's gather be a 16-byte load, and what a layout transpose costs;
+# 4. how each rung's traffic model and compiled anatomy predict its speed before any GPU runs it.
+#
+# **No GPU was available when this notebook was written**: every rung is *checked* in Numba's
+# CUDA simulator (times there mean nothing) and compiled for an H100 (sm_90) with no GPU, and
+# no convolution has been timed on a real GPU yet.  The GPU goals (the best SIMT rung at ≥ 0.70
+# of cuDNN fp32 over the 3x3 ResNet-50 layers, the tensor-core rung at ≥ 0.30 of cuDNN fp16) are
+# for a later session: run this notebook with the `gpu` profile there.
+
+# %% tags=["parameters"]
+# Parameters (papermill overrides these; profiles in notebooks/profiles.yaml)
+# check_cases: (n, c, h, w, k, r, s, stride, pad, dtype, layout) every rung is checked at (tiny: the simulator is slow)
+check_cases = [[1, 3, 7, 5, 17, 3, 3, 1, 1, "float32", "NCHW"], [1, 4, 5, 6, 5, 3, 2, 2, 1, "float32", "NHWC"], [1, 8, 5, 6, 6, 3, 3, 1, 1, "float16", "NHWC"]]
+sweep = False               # on a GPU: time every rung and the peers over conv.GPU_SWEEP (ResNet-50, batch 32)
+sweep_configs = ["float32 NCHW", "float32 NHWC", "float16 NHWC"]  # which of the sweep's (dtype, layout) to time
+table_configs = ["float32 NCHW", "float32 NHWC", "float16 NHWC"]  # ResNet-50 tables to show
+table_estimator = "auto"    # "auto": perfkit.model.estimate where it exists; "roofline": the plain bound
+resnet_batch = 32           # batch of the ResNet-50 per-layer table
+cc = (9, 0)                 # compile target for the anatomy view
+gpu = "h100-sxm"            # GPU whose published ceilings feed the model
+seed = None                 # None: fresh random inputs for the check
+record = "auto"             # record GPU measurements into data/results/ ("auto": only on a real GPU)
+
+# %%
+import numpy as np
+import pandas as pd
+import matplotlib.pyplot as plt
+from IPython.display import Markdown, display
+
+import perfkit                      # decides GPU or simulator before numba.cuda loads
+from perfkit import backend, bench, roofline, plots, anatomy, lesson, model
+from perfkit.kernels import conv, peers
+
+lesson.quiet_numba_warnings()       # Numba's performance warnings: once per kind, the rest counted
+SIM = backend.is_simulator()
+print(backend.describe())
+EX = conv.EXAMPLE_PROBLEM           # ResNet-50's stage-2 3x3 layer at batch 32: compiled, never run here
+print("example problem:", EX.label, f"(P x Q = {EX.p} x {EX.q}; GEMM M, N, K = {EX.gemm_mnk})")
+pd.DataFrame([{"rung": v.rung, "name": v.name, "what changed and why": v.what} for v in conv.LADDER])
+
+# %% [markdown]
+# ## The check, once for all rungs
+#
+# Every rung runs on fresh random inputs with a NaN-poisoned output (and workspace) and is
+# compared with an independent float64 NumPy convolution (`problem.reference`: pad, then one
+# tensordot per filter tap; `tests/test_conv.py` checks it against torch in float64 and runs a
+# wider set of awkward cases).  The tolerance grows like sqrt(C·R·S), as GEMM's grows like
+# sqrt(k); a float16 output adds its own rounding.  The tensor-core rung takes float16 only, so
+# it runs the float16 twin of each case.
+
+# %%
+checks = []
+for case in check_cases:
+    base = conv.Problem(*case[:9], dtype=case[9], layout=case[10])
+    for v in conv.LADDER:
+        p = conv.to_layout(base, dtype="float16") if v.name == "tensor_core" else base
+        x = p.make_inputs(seed)
+        res = p.check(v.run(p, x), inputs=x)
+        checks.append({"label": v.label, "problem": p.label, "ok": res.ok, "max_abs_err": res.max_abs_err,
+                       "atol": res.atol})
+checks = pd.DataFrame(checks)
+assert checks.ok.all(), checks[~checks.ok]
+checks.pivot_table(index="label", columns="problem", values="max_abs_err", sort=False)
+
+# %% [markdown]
+# ## What was measured on real GPUs
+#
+# Speeds come only from records in `data/results/` (matched to a rung by op + variant name +
+# problem parameters, never by rung number).  With `sweep` on a GPU, the ResNet-50 layers are
+# timed here against cuDNN (rung 0) and the peers (torch with `cudnn.benchmark`, which lets cuDNN
+# time its algorithms, and a Triton implicit GEMM) and recorded.
+
+# %%
+recorded = lesson.records("conv")
+print("matching rule:", lesson.MATCH_RULE)
+if recorded.empty:
+    print("No convolution has been timed on a real GPU yet (data/results/ has no conv records): "
+          "every rung card below says 'no record' and shows the model's estimate only.")
+else:
+    display(recorded.assign(commit=recorded.commit.str[:7])
+            .pivot_table(index="label", columns="problem", values="median_s", sort=False)
+            .style.format("{:.3g}", na_rep="—")
+            .set_caption("median seconds recorded on " + plots.provenance(recorded).removeprefix(" on ")))
+
+if sweep and not SIM:
+    probs = [p for p in conv.GPU_SWEEP if f"{p.dtype} {p.layout}" in sweep_configs]
+    table = bench.sweep(probs, conv.LADDER + peers.peers_for("conv"), record=record)  # + torch, Triton
+    display(lesson.sweep_table(table))
+    if record is False:
+        recorded = pd.concat([recorded, table], ignore_index=True)
+    else:
+        lesson.reload()
+        recorded = lesson.records("conv")
+elif sweep:
+    print("sweep is set but there is no GPU here: nothing is timed.")
+
+
+# %%
+reports, cards, shown = {}, {}, []
+
+def rung_view(name, kernel=0):
+    """One rung: the kernel diff against the rung before, the anatomy (folded), a prediction
+    prompt, then the answer folded: the recorded measurement (none yet) and the model's estimate."""
+    names = [v.name for v in conv.LADDER]
+    if name not in names:
+        display(Markdown(f"*`{name}` is not in today's ladder ({', '.join(names)}): nothing to show.*"))
+        return
+    i = names.index(name)
+    v = conv.LADDER[i]
+    prev = next((u for u in reversed(conv.LADDER[:i]) if not u.oracle), None)
+    p = v.example(EX)
+    shown.append(name)
+    display(lesson.source_diff(prev, v, p) if prev is not None else lesson.source(v, p))
+    reports[name] = r = anatomy.inspect(v, p, cc, kernel=kernel)
+    if prev is not None and prev.name not in reports:
+        reports[prev.name] = anatomy.inspect(prev, prev.example(EX), cc)
+    display(lesson.fold(anatomy.diff(reports[prev.name], r) if prev is not None else r,
+                        summary=f"anatomy of {v.label} ({r.kernel_name}) for sm_{cc[0]}{cc[1]}: {r.registers} "
+                                f"registers, {r.shared_bytes} B shared, occupancy {r.occupancy.ratio:.0%} "
+                                "(open for the diff)"))
+    t = v.traffic(p)
+    print(f"traffic model at {p.label}: {p.flops / 1e9:.1f} GFLOP, DRAM {t.dram_bytes / 1e6:.1f} MB, "
+          f"L2 {(t.l2_bytes or 0) / 1e6:.0f} MB, shared {(t.smem_bytes or 0) / 1e9:.2f} GB; {t.notes}")
+    prompt, ans, cards[name] = lesson.rung_section("conv", prev, v, EX, table=recorded, model_gpu=gpu)
+    display(prompt)
+    display(ans)
+
+
+# %% [markdown]
+# Each card's model line is `perfkit.model.estimate` (from the rung's traffic model and its
+# compiled anatomy) when this perfkit has it, otherwise the plain roofline bound
+# max(FLOPs / peak, DRAM bytes / bandwidth), which at this layer says "compute" for every SIMT
+# rung and cannot tell them apart; the L2 and shared-memory bytes printed above each card are
+# what separates them.
+#
+# ## Direct (`direct`)
+#
+# The definition as a kernel: one thread per output element, in y's memory order so that a warp's
+# stores are one coalesced line, looping over the taps and channels.  Padding is a bounds test.
+# Every input value is read by every output that sees it: up to K·R·S times, caught only by
+# L1 and L2.  In NCHW a warp covers 32 neighbouring output columns, so its loads of x are
+# coalesced and its load of w a broadcast; in NHWC it covers 32 output channels of one pixel,
+# so x is the broadcast and w the scattered one.
+
+# %%
+rung_view("direct")
+
+# %% [markdown]
+# ## Direct with a halo tile in shared memory (`direct_halo`)
+#
+# A block owns a TP x TQ tile of outputs for KB output channels.  One channel at a time it copies
+# the input rows and columns that tile needs (the tile plus an R-1 by S-1 *halo*, scaled by the
+# stride) into shared memory, with the KB filters' taps; each input value then comes from DRAM/L2
+# about once per block, and each shared load feeds KB FMAs.  The shared-array shapes depend on
+# (R, S, stride), so the kernel is compiled per filter shape, as libraries specialise theirs.
+
+# %%
+rung_view("direct_halo")
+
+# %% [markdown]
+# ## Explicit im2col + the GEMM ladder (`im2col_gemm`)
+#
+# Caffe's recipe: copy each output pixel's receptive field into a row of an (N·P·Q) x (C·R·S)
+# buffer, transpose w into a (C·R·S) x K matrix, and call the GEMM ladder's best SIMT rung (picked
+# from `gemm.LADDER` by name) on them, unchanged.  The GEMM is good; the buffer is the cost: R·S /
+# stride² times the size of x (9x for this layer), written to DRAM and read back.  The anatomy
+# shown is the im2col kernel's (launch 0); the GEMM's is notebook 02's.
+
+# %%
+rung_view("im2col_gemm")
+r_gemm = anatomy.inspect(conv.LADDER[3], EX, cc, kernel=2)
+print("the launches of im2col_gemm:", [(l["kernel"], l["registers"]) for l in r_gemm.launches])
+im2col_bytes = EX.gemm_mnk[0] * EX.gemm_mnk[2] * 4
+print(f"im2col buffer at {EX.label}: {im2col_bytes / 1e6:.0f} MB, "
+      f"{im2col_bytes / (EX.n * EX.c * EX.h * EX.w * 4):.1f}x the input")
+
+# %% [markdown]
+# ## Implicit GEMM, naive (`igemm_naive`)
+#
+# The same matrix product with no buffer: a thread per (pixel, output channel) loops over the
+# flattened reduction index j, decodes it into (c, r, s) (NCHW keeps w's (c, r, s) order, NHWC
+# its (r, s, c) order, so B is w itself in both) and gathers A[m, j] from x.  This is the direct
+# rung with the loop flattened: the point is the indexing that the next rungs tile.
+
+# %%
+rung_view("igemm_naive")
+
+# %% [markdown]
+# ## Implicit GEMM tiled in shared memory (`igemm_smem`)
+#
+# GEMM rung 3 on the implicit GEMM: a block stages a 16x16 tile of A, *gathered* from x (the
+# im2col happens in shared memory, never in DRAM), and a 16x16 tile of B read along rows of w
+# (coalesced) and stored transposed with one word of padding against bank conflicts.
+
+# %%
+rung_view("igemm_smem")
+
+# %% [markdown]
+# ## Register blocking and 16-byte loads (`igemm_regblock`)
+#
+# GEMM rungs 5 and 6 on the implicit GEMM: 128x64 block tiles, each thread an 8x4 tile of outputs
+# accumulated as outer products (12 shared loads per 32 FMAs).  In **NHWC** with C a multiple of
+# 4, four consecutive taps of the reduction are four consecutive channels of one input pixel, so
+# the gather is a single 16-byte `load4` (`LDG.E.128` in the SASS); in NCHW consecutive taps are
+# neighbouring columns, not 16-byte aligned in general, so the rung falls back to scalar loads.
+# Its example problem is the NHWC twin; compare the global-load mix of both layouts below.
+
+# %%
+rung_view("igemm_regblock")
+both = {lay: anatomy.inspect(conv.LADDER[6], conv.to_layout(EX, lay), cc) for lay in ("NCHW", "NHWC")}
+pd.DataFrame([{"layout": lay, "registers": r.registers, "global load 128": r.mix.get("global load 128", 0),
+               "global load 32": r.mix.get("global load 32", 0), "occupancy": f"{r.occupancy.ratio:.0%}"}
+              for lay, r in both.items()])
+
+# %% [markdown]
+# ## Tensor cores (`tensor_core`)
+#
+# float16 x and w, float32 accumulation, float16 y (cuDNN's contract).  Each block gathers a 64x16
+# tile of A and a 16x64 tile of B into shared memory; each warp issues
+# `mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32` (the GEMM ladder's intrinsic, from
+# `perfkit.kernels._ptx`) on fragments read from there.  In the simulator the instruction is
+# emulated exactly with the same fragment maps, which is what the check above verified.  The
+# model's peak is the FP16 tensor rate, ~15x the FP32 one: the element-wise gather, not the math,
+# is what this first tensor-core rung is bound by.
+
+# %%
+rung_view("tensor_core")
+
+# %% [markdown]
+# Any rung added to `conv.LADDER` after this notebook was written is shown here the same way.
+
+# %%
+for v in conv.LADDER:
+    if not v.oracle and v.name not in shown:
+        display(Markdown(f"### {v.label}\n\n{v.what}"))
+        rung_view(v.name)
+print("anatomy at sm_%d%d, one row per rung (its example problem):" % tuple(cc))
+lesson.anatomy_table({conv.LADDER[[u.name for u in conv.LADDER].index(n)].label: r for n, r in reports.items()})
+
+
+# %% [markdown]
+# ## ResNet-50, layer by layer
+#
+# The 23 distinct convolution shapes of ResNet-50 (torchvision v1.5: the stride-2 3x3 in the
+# first block of stages 2-4; `count` is how many of the 53 conv layers have that shape) at batch
+# `resnet_batch`, with each rung's **model estimate** (no measurement exists yet).  Where records
+# exist, the measured fraction of cuDNN is the goal's yardstick: the best SIMT rung at ≥ 0.70 of
+# cuDNN fp32, time-weighted over the 3x3 layers; compare *times*, since cuDNN may run a 3x3 layer
+# as FFT or Winograd, doing fewer FLOPs than the 2·N·K·P·Q·C·R·S counted here.
+
+# %%
+def estimate(v, p):
+    """(seconds, bound): model.estimate where perfkit has it (and table_estimator allows), else the roofline."""
+    if table_estimator == "auto" and hasattr(model, "estimate"):
+        try:
+            e = model.estimate(v, p, gpu=gpu)
+            return float(e.seconds), str(e.bound)
+        except Exception as exc:
+            print(f"model.estimate failed for {v.label} at {p.label}: {type(exc).__name__}: {exc}; roofline instead")
+    t = v.traffic(p)
+    r = roofline.published_rates(t, gpu=gpu)
+    pr = model.predict(t, peak_flops=r["flops"], dram_bw=r["dram_bw"])
+    return pr.seconds, pr.limiter
+
+
+def measured_s(v, p):
+    if recorded.empty:
+        return np.nan
+    rows = recorded[(recorded.variant == v.name) & (recorded.problem == p.label)]
+    return float(rows.median_s.median()) if not rows.empty else np.nan
+
+
+resnet_tables = {}
+for config in table_configs:
+    dtype, layout = config.split()
+    rows = []
+    for name, p, count in conv.resnet50_layers(resnet_batch, dtype, layout):
+        row = {"layer": name, "count": count, "c": p.c, "hxw": f"{p.h}x{p.w}", "k": p.k, "rxs": f"{p.r}x{p.s}",
+               "stride": p.stride, "PxQ": f"{p.p}x{p.q}", "GFLOP": p.flops / 1e9, "MB": p.bytes / 1e6}
+        for v in conv.LADDER:
+            try:
+                v.supports(p)
+            except Exception:
+                continue  # e.g. the tensor-core rung at float32
+            row[f"{v.name} est ms"] = estimate(v, p)[0] * 1e3
+            if np.isfinite(measured_s(v, p)) and np.isfinite(measured_s(conv.LADDER[0], p)):
+                row[f"{v.name} of cuDNN"] = measured_s(conv.LADDER[0], p) / measured_s(v, p)
+        rows.append(row)
+    resnet_tables[config] = df = pd.DataFrame(rows)
+    display(Markdown(f"**ResNet-50 conv layers, batch {resnet_batch}, {config}**: model estimates in ms "
+                     f"({gpu} published ceilings); " + ("measured fractions of cuDNN where recorded."
+                                                        if not recorded.empty else "no measurement recorded yet.")))
+    display(df.style.format(precision=3, na_rep="—").hide(axis="index"))
+    total = {c: float((df[c] * df["count"]).sum()) for c in df.columns if c.endswith("est ms")}
+    print("whole network (each shape x count), estimated ms:", {k.removesuffix(" est ms"): round(t, 2) for k, t in total.items()})
+
+# %% [markdown]
+# ## Layout: NCHW or NHWC, and what a transpose costs
+#
+# The rungs read both layouts, but not equally well:
+#
+# * in **NCHW** a row of the image is contiguous, so the direct and halo rungs' loads of x
+#   coalesce along w; the implicit GEMM's gather walks the reduction through (c, r, s), whose
+#   neighbours are neighbouring columns, never 16-byte aligned in general;
+# * in **NHWC** the channels of a pixel are contiguous, so the implicit GEMM's reduction (in
+#   (r, s, c) order) reads 4 channels at once with one 16-byte load, and the output of a GEMM
+#   (pixels x channels) *is* y: no scatter.  Direct and halo, which walk pixels, lose coalescing.
+#
+# A library that prefers one layout converts the other: a transpose reads and writes the tensor
+# once each way, x before the convolution and y after.  The table prices that at the DRAM
+# bandwidth (a copy's bound; a real transpose is a little slower) next to the model's time for
+# the convolution itself (the oracle's line: FLOPs at the FP32 peak), layer by layer.
+
+# %%
+bw = roofline.published_rates(None, gpu=gpu)["dram_bw"]
+rows = []
+for name, p, count in conv.resnet50_layers(resnet_batch, "float32", "NHWC"):
+    xb, yb = p.n * p.c * p.h * p.w * p.elem, p.n * p.k * p.p * p.q * p.elem
+    conv_s = estimate(conv.LADDER[0], p)[0]
+    tr_s = 2 * (xb + yb) / bw
+    rows.append({"layer": name, "count": count, "x MB": xb / 1e6, "y MB": yb / 1e6,
+                 "transpose x and y, MB moved": 2 * (xb + yb) / 1e6, "transpose est ms": tr_s * 1e3,
+                 "conv est ms (roofline)": conv_s * 1e3, "transpose / conv": tr_s / conv_s})
+layout_table = pd.DataFrame(rows)
+display(layout_table.style.format(precision=3).hide(axis="index"))
+w = layout_table["count"]
+print(f"whole network at batch {resnet_batch}, float32: transposes {float((layout_table['transpose est ms'] * w).sum()):.2f} ms "
+      f"against {float((layout_table['conv est ms (roofline)'] * w).sum()):.2f} ms of convolution at the FP32 peak "
+      "(model estimates; nothing measured)")
+
+# %% [markdown]
+# In this model (nothing here is measured) the transposes cost more than the convolution itself
+# for the low-intensity 1x1 layers of stage 1 (1.5-2x), and a few percent for the late 3x3 layers
+# with many channels: a layout conversion is cheap only where the arithmetic is heavy.  The
+# rungs' own traffic models say the same thing from the other side: the table below gives each
+# rung's modelled L2 bytes for the example layer in both layouts (the halo rung gathers one
+# channel at a time, so NHWC costs it whole sectors per element; the register-blocked rung only
+# vectorizes in NHWC).
+
+# %%
+rows = []
+for v in conv.LADDER[1:]:
+    for lay in ("NCHW", "NHWC"):
+        p = conv.to_layout(EX, lay, "float16" if v.name == "tensor_core" else None)
+        t = v.traffic(p)
+        rows.append({"rung": v.label, "layout": lay, "DRAM MB": t.dram_bytes / 1e6, "L2 MB": (t.l2_bytes or 0) / 1e6,
+                     "est ms": estimate(v, p)[0] * 1e3, "notes": t.notes})
+pd.DataFrame(rows).style.format(precision=1).hide(axis="index")
+
+# %% [markdown]
+# ## Summary
+#
+# One card per rung at the example layer: the recorded median (none yet), x the rung before,
+# the fraction of cuDNN, the model's estimate.  The ladder plot draws only measurements from real
+# GPUs; with none it draws a labelled placeholder and the model's estimates as ticks.
+
+# %%
+cs = [cards[v.name] if v.name in cards else lesson.recorded("conv", EX, v, table=recorded, model_gpu=gpu)
+      for v in conv.LADDER if not v.oracle]
+display(Markdown(f"**Convolution ladder at `{EX.label}`** (register-blocked and tensor-core rungs at their NHWC "
+                 "and float16 twins)"))
+display(lesson.card_table(cs, style=True))
+plots.ladder(recorded, problem=EX.label, title=f"Convolution ladder at {EX.label}",
+             estimates={c.label: c.estimate_rate for c in cs})
+plt.show()

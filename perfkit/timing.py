@@ -5,6 +5,22 @@ Why each piece is there:
 * **Device events, not host clocks.**  A kernel launch returns to the host as soon as it is
   queued; a host clock around it measures the launch, not the kernel.  CUDA events are
   recorded on the stream and time what the GPU did between them.
+* **Only GPU time inside the event window.**  An event is stamped when the GPU reaches it in
+  the stream.  If the GPU is idle when the start event is recorded, it is stamped at once, and
+  the window then also holds the host's time to launch ``fn``'s kernels (tens of microseconds
+  through Numba with several array arguments): on the H100 that made an 80 us kernel read
+  1.4x its time and an empty kernel "take" 26 us.  So each sample first queues a one-thread
+  *spin kernel* that busy-waits on the GPU's ``%globaltimer`` for ``spin_s``, longer than the
+  host needs to launch ``fn`` (measured during warm-up; grown if a sample shows the host was
+  slower); the start event waits behind it, ``fn``'s launches queue up meanwhile, and the GPU
+  runs them back to back once the spin ends.  The window [start, end] then holds: ``fn``'s
+  kernels as the GPU runs them, the gaps between them that the GPU itself takes (a few
+  microseconds per kernel, not the host's launch time), and nothing else.  This is NVBench's
+  idea (its blocking kernel), with a fixed-length spin instead of a host-released flag.
+  ``extra`` keeps the spin length and every sample's host enqueue time.  A sample where the
+  host took longer than the spin is taken again with a longer spin
+  (``extra["retaken_with_longer_spin"]``); only at the longest spin (``SPIN_MAX_S``) is such a
+  sample kept, and counted in ``extra["host_exceeded_spin"]`` (it should be 0).
 * **Warm-up by time budget.**  The first calls pay for JIT compilation, module loading, clock
   ramp-up and cold TLBs.  We call ``fn`` until ``warmup_s`` has passed (at least once).
 * **L2 flush between samples** (``l2="cold"``, the default).  A kernel timed right after
@@ -36,7 +52,7 @@ import numpy as np
 
 from . import backend
 
-__all__ = ["Measurement", "measure", "median_ci", "nvml_snapshot", "L2_MODES"]
+__all__ = ["Measurement", "measure", "median_ci", "nvml_snapshot", "spin_length", "L2_MODES"]
 
 L2_MODES = ("cold", "hot")
 
@@ -146,6 +162,55 @@ def nvml_snapshot() -> dict | None:
         return {"error": f"{exc.__class__.__name__}: {exc}"}
 
 
+# --- the spin kernel that hides the host's launch time ---------------------------------------
+#: shortest and longest spin (seconds) ahead of a timed sample, and the margin over the
+#: host's enqueue time (spin = max(SPIN_MIN_S, SPIN_FACTOR * host + SPIN_MARGIN_S), at most SPIN_MAX_S)
+SPIN_MIN_S, SPIN_MAX_S, SPIN_FACTOR, SPIN_MARGIN_S = 20e-6, 20e-3, 2.0, 10e-6
+
+
+def spin_length(host_enqueue_s) -> float:
+    """Seconds the GPU should spin ahead of a sample whose host enqueue takes ``host_enqueue_s``
+    (the largest of a few observations): comfortably longer, within [SPIN_MIN_S, SPIN_MAX_S]."""
+    h = max((float(x) for x in np.atleast_1d(host_enqueue_s)), default=0.0)
+    if not math.isfinite(h) or h < 0:
+        h = SPIN_MAX_S
+    return float(min(SPIN_MAX_S, max(SPIN_MIN_S, SPIN_FACTOR * h + SPIN_MARGIN_S)))
+
+
+_spin_cache: list = []
+
+
+def _spin_kernel():
+    """A one-thread kernel that busy-waits ``ns`` nanoseconds of the GPU's global timer."""
+    if _spin_cache:
+        return _spin_cache[0]
+    from llvmlite import ir
+    from numba import cuda, types
+    from numba.cuda.extending import intrinsic
+
+    @intrinsic
+    def globaltimer(typingctx):
+        """The GPU's nanosecond timer (``%globaltimer``), read with a side effect so no read
+        is hoisted out of the loop."""
+        sig = types.uint64()
+
+        def codegen(context, builder, signature, args):
+            asm = ir.InlineAsm(ir.FunctionType(ir.IntType(64), []), "mov.u64 $0, %globaltimer;", "=l",
+                               side_effect=True)
+            return builder.call(asm, [])
+
+        return sig, codegen
+
+    @cuda.jit
+    def spin(ns):
+        t0 = globaltimer()
+        while globaltimer() - t0 < ns:
+            pass
+
+    _spin_cache.append(spin)
+    return spin
+
+
 # --- the L2 flush --------------------------------------------------------------------------
 _flush_cache: dict = {}
 
@@ -231,6 +296,17 @@ def measure(fn: Callable[[], None], *, l2: str = "cold", warmup_s: float | None 
     ``fn`` must be repeatable: every call does the same work.  See the module docstring for
     the method; all its knobs are keyword arguments and are stored in ``settings``.  Knobs left
     as None take :data:`DEFAULTS` for the backend in use.
+
+    **What one sample's event window holds** (on a GPU): per sample, the L2 flush (``l2="cold"``)
+    and a spin kernel of ``extra["spin_s"]`` seconds are queued first, outside the window; then
+    the start event, ``fn()``, the end event.  Because the GPU is still spinning while the host
+    launches ``fn``'s kernels, the window holds only what the GPU does for ``fn``: its kernels
+    and the GPU's own gaps between them, not the host's launch time (see the module docstring).
+    A sample whose host enqueue outlasted the spin is taken again with a longer spin.  ``samples`` are the raw windows, in seconds;
+    ``extra["host_enqueue_s"]`` the host's time per sample to enqueue ``fn`` (and the events).
+    ``fn`` must not synchronise the device itself (that would wait out the spin).
+
+    In the simulator there are no events: a sample is the host clock around ``fn(); sync()``.
     """
     if not callable(fn):
         raise TypeError(f"measure() needs a callable, got {type(fn).__name__}")
@@ -266,6 +342,9 @@ def measure(fn: Callable[[], None], *, l2: str = "cold", warmup_s: float | None 
         start_ev, end_ev = cuda.event(timing=True), cuda.event(timing=True)
         clock = "cuda events"
 
+    host_enqueue: list[float] = []
+    spin = {"s": 0.0, "exceeded": 0, "retaken": 0, "history": []}
+
     def one_sample() -> float:
         flush()
         if sim:
@@ -273,10 +352,21 @@ def measure(fn: Callable[[], None], *, l2: str = "cold", warmup_s: float | None 
             fn()
             sync()
             return time.perf_counter() - t0
+        launch_spin(np.uint64(int(spin["s"] * 1e9)))  # the GPU is busy while the host launches
+        t0 = time.perf_counter()
         start_ev.record()
         fn()
         end_ev.record()
+        t_host = time.perf_counter() - t0
         end_ev.synchronize()
+        host_enqueue.append(t_host)
+        if t_host > spin["s"]:  # the host outlasted the spin: this window may hold launch time
+            if spin["s"] < SPIN_MAX_S:  # spin longer and take the sample again
+                spin["s"] = spin_length(t_host)
+                spin["history"].append(spin["s"])
+                spin["retaken"] += 1
+                return None
+            spin["exceeded"] += 1  # at the longest spin: kept, and counted
         return cuda.event_elapsed_time(start_ev, end_ev) / 1e3
 
     before = nvml_snapshot()
@@ -290,13 +380,33 @@ def measure(fn: Callable[[], None], *, l2: str = "cold", warmup_s: float | None 
         warm += 1
         if time.perf_counter() - t_start >= warmup_s:
             break
+    if not sim:  # the host's enqueue time of fn (after the warm-up, so no compile in it) sets the spin
+        with warnings.catch_warnings():  # one thread is the point: no low-occupancy warning
+            warnings.simplefilter("ignore")
+            launch_spin = _spin_kernel()[1, 1]
+        launch_spin(np.uint64(0))
+        probes = []
+        for _ in range(3):
+            sync()
+            t0 = time.perf_counter()
+            fn()
+            probes.append(time.perf_counter() - t0)
+        sync()
+        spin["s"] = spin_length(probes)
+        spin["history"].append(spin["s"])
 
     samples: list[float] = []
     t0 = time.perf_counter()
     reason = "max_samples"
     while len(samples) < max_samples:
-        samples.append(one_sample())
+        sample = one_sample()
         elapsed = time.perf_counter() - t0
+        if sample is None:  # retaken with a longer spin, unless the cap says stop
+            if elapsed >= max_time_s and samples:
+                reason = "max_time_s (wall-clock cap)"
+                break
+            continue
+        samples.append(sample)
         if elapsed >= max_time_s:
             reason = "max_time_s (wall-clock cap)"
             if len(samples) < min_samples:  # the cap is a hard bound; say what it cost
@@ -309,7 +419,7 @@ def measure(fn: Callable[[], None], *, l2: str = "cold", warmup_s: float | None 
         if len(samples) >= max(min_samples, 3) and sum(samples) >= min_time_s:
             lo, hi = median_ci(samples, confidence)
             med = float(np.median(samples))
-            if med > 0 and (hi - lo) / med < rel_ci:
+            if hi == lo or (med > 0 and (hi - lo) / med < rel_ci):  # a point interval: converged
                 reason = f"ci < {rel_ci:g} of median"
                 break
     after = nvml_snapshot()
@@ -325,4 +435,8 @@ def measure(fn: Callable[[], None], *, l2: str = "cold", warmup_s: float | None 
         ci_low_s=lo, ci_high_s=hi, stop_reason=reason, simulated=sim, clock=clock, l2=l2,
         flush_bytes=int(flush_bytes), warmup_calls=warm, settings=settings,
         nvml_before=before, nvml_after=after,
+        extra={} if sim else {
+            "window": "spin kernel, then [start event, fn(), end event]: GPU time of fn only",
+            "spin_s": spin["s"], "spin_history_s": spin["history"], "host_enqueue_s": host_enqueue,
+            "retaken_with_longer_spin": spin["retaken"], "host_exceeded_spin": spin["exceeded"]},
     )

@@ -112,3 +112,82 @@ def test_defaults_give_way_to_an_explicit_value():
     assert m.settings["min_samples"] <= 2 and m.n <= 2
     with pytest.raises(ValueError, match="must not exceed"):
         timing.measure(lambda: None, min_time_s=2, max_time_s=1)      # both explicit: an error
+
+
+# --- the event window holds GPU time only ------------------------------------------------------
+def test_spin_length_outlasts_the_host_within_bounds():
+    assert timing.spin_length(0.0) == timing.SPIN_MIN_S
+    assert timing.spin_length([3e-6, 40e-6, 5e-6]) == pytest.approx(2 * 40e-6 + timing.SPIN_MARGIN_S)
+    assert timing.spin_length(1.0) == timing.SPIN_MAX_S          # a host that blocks: capped
+    assert timing.spin_length(float("nan")) == timing.SPIN_MAX_S  # nonsense: the safe side
+    for h in (1e-6, 25e-6, 300e-6, 4e-3):
+        assert timing.spin_length(h) > h
+
+
+def test_spin_kernel_compiles_to_a_globaltimer_loop():
+    """The spin kernel (GPU path) builds for sm_90 with no GPU: it reads %globaltimer inside its loop."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import perfkit\nfrom numba import cuda\nfrom perfkit import timing\n"
+            "ptx, _ = cuda.compile_ptx(timing._spin_kernel().py_func, 'void(uint64)', cc=(9, 0))\nprint(ptx)")
+    env = {**os.environ, "PERFKIT_BACKEND": "compile", "NUMBA_ENABLE_CUDASIM": "0"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    body = r.stdout.split("$L__BB0_1:", 1)
+    assert len(body) == 2 and "%globaltimer" in body[1], "the timer must be read again in the loop"
+
+
+def test_measure_says_what_its_window_holds():
+    m = timing.measure(lambda: None, warmup_s=0, min_samples=3, max_samples=3, max_time_s=5.0)
+    if m.simulated:
+        assert m.extra == {} and m.clock.startswith("host")
+    else:
+        assert "GPU time" in m.extra["window"] and m.extra["spin_s"] >= timing.SPIN_MIN_S
+        assert len(m.extra["host_enqueue_s"]) >= m.n and m.extra["host_exceeded_spin"] == 0
+    assert "spin kernel" in timing.measure.__doc__ and "window" in timing.measure.__doc__
+
+
+needs_gpu = pytest.mark.skipif(backend.is_simulator(), reason="times real kernels on a GPU")
+
+
+def _args_kernel():
+    from numba import cuda
+
+    @cuda.jit
+    def touch(a, b, c, d, e, f, n):  # six array arguments: a slow host launch, no GPU work
+        i = cuda.grid(1)
+        if i < n:
+            a[i] = b[i] + c[i] + d[i] + e[i] + f[i]
+
+    return touch
+
+
+@needs_gpu
+def test_launch_time_stays_out_of_the_window():
+    """A near-empty kernel with six array arguments: its host launch costs tens of us, the GPU
+    work ~2-3 us. The window must show the GPU's time, not the host's."""
+    from numba import cuda
+
+    arrs = [cuda.device_array(32, np.float32) for _ in range(6)]
+    k = _args_kernel()
+    m = timing.measure(lambda: k[1, 32](*arrs, 0), l2="hot")
+    host = float(np.median(m.extra["host_enqueue_s"]))
+    assert m.median_s < 10e-6, f"window {m.median_s * 1e6:.1f} us for an empty kernel (host {host * 1e6:.1f} us)"
+    assert m.extra["host_exceeded_spin"] == 0
+
+
+@needs_gpu
+def test_hot_l2_is_not_slower_than_cold_when_the_data_fits():
+    """A copy of a quarter of the L2: hot (inputs left in L2) must not read slower than cold."""
+    from numba import cuda
+
+    from perfkit import roofline
+
+    n = max((backend.device().l2_bytes or (8 << 20)) // 4 // 4, 1 << 16)  # floats: 1/4 of L2 for src+dst
+    src, dst = cuda.to_device(np.ones(n, np.float32)), cuda.device_array(n, np.float32)
+    copy = roofline.copy_launcher(dst, src)
+    hot = timing.measure(copy, l2="hot")
+    cold = timing.measure(copy, l2="cold")
+    assert hot.median_s <= cold.median_s * 1.02, (hot.median_s, cold.median_s)

@@ -357,7 +357,6 @@ def _rows_kernel(G: int, R: int, V: int, W: int, NC: int):
     st = vec_store(W)
     CW = NC * W
     VW = V * W
-    W2 = 2 * W
 
     @C.jit_cached(G * R, CW)
     def ln_rows(x, gamma, beta, y, mean, rstd, eps, rows, cols):
@@ -366,7 +365,7 @@ def _rows_kernel(G: int, R: int, V: int, W: int, NC: int):
         scr_q = cuda.shared.array(32, float32)
         cache = cuda.local.array(CW, float32)
         buf = cuda.local.array(VW, float32)
-        par = cuda.local.array(W2, float32)
+        par = cuda.local.array(W, float32)
         t = cuda.threadIdx.x
         lane = t % G
         row = cuda.blockIdx.x * R + t // G
@@ -420,10 +419,12 @@ def _rows_kernel(G: int, R: int, V: int, W: int, NC: int):
         for c in range(NC):  # the write, from registers
             j = W * (lane + c * G)
             if j < n:
-                ld(gamma, 0, j, par, 0)
-                ld(beta, 0, j, par, W)
+                ld(gamma, 0, j, par, 0)  # gamma, then beta through the same W registers
                 for e in range(W):
-                    cache[c * W + e] = (cache[c * W + e] - m) * q * par[e] + par[W + e]
+                    cache[c * W + e] = (cache[c * W + e] - m) * q * par[e]
+                ld(beta, 0, j, par, 0)
+                for e in range(W):
+                    cache[c * W + e] += par[e]
                 st(y, r, j, cache, c * W)
         for base in range(W * (lane + NC * G), n, G * V * W):  # the uncached tail, read again
             for v in range(V):
@@ -434,9 +435,11 @@ def _rows_kernel(G: int, R: int, V: int, W: int, NC: int):
                 j = base + v * G * W
                 if j < n:
                     ld(gamma, 0, j, par, 0)
-                    ld(beta, 0, j, par, W)
                     for e in range(W):
-                        buf[v * W + e] = (buf[v * W + e] - m) * q * par[e] + par[W + e]
+                        buf[v * W + e] = (buf[v * W + e] - m) * q * par[e]
+                    ld(beta, 0, j, par, 0)
+                    for e in range(W):
+                        buf[v * W + e] += par[e]
                     st(y, r, j, buf, v * W)
 
     return ln_rows

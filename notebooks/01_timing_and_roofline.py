@@ -42,6 +42,7 @@ seed = 0                   # inputs for timing (the check uses fresh random inpu
 gpu = None                 # GPU whose published ceilings to draw (None: the one in use, or recorded)
 cc = (9, 0)                # compile target for the anatomy view
 record = "auto"            # record GPU measurements into data/results/ ("auto": only on a real GPU)
+exercise_reference = False # True: the exercises grade the reference solutions, for CI
 
 # %%
 import time
@@ -263,3 +264,70 @@ else:
 # * Check before you time.  A fast wrong kernel is worth nothing; NaN-poisoned outputs catch the
 #   elements a kernel forgot.
 # * Compare with a *measured* ceiling: it is what is attainable on this device.
+
+# %% [markdown]
+# ## Exercises
+#
+# Your turn.  Each exercise gives a skeleton to complete in the cell below it; `grade(...)` runs
+# your answer (in the simulator here, on the GPU when there is one) against the float64
+# reference at awkward sizes with outputs poisoned with NaN, then compiles it for an H100 and
+# checks what the anatomy shows (registers, local memory, 16-byte loads, occupancy).  It never
+# raises: a failed check says which size failed, where the first wrong element is, or which
+# property is missing.  `show(name)` prints a task in full.  Reference solutions live apart, in
+# `perfkit/exercises/solutions/`: try first.  (`exercise_reference = True` grades those instead,
+# for CI.)
+
+# %%
+from perfkit.exercises import grade, show, load4
+from numba import cuda
+
+# %% [markdown]
+# ### Exercise 01.grid_stride · a grid-stride saxpy
+#
+# The grader launches your kernel with a *fixed* grid of 3 blocks of 64 threads, whatever `n` is
+# (up to 1000 here).  The skeleton is rung 1 (one element per thread): make every thread stride
+# through the array with step `cuda.gridsize(1)`, as rung 2 does.
+
+# %%
+@cuda.jit
+def saxpy_grid_stride(out, x, y, alpha, n):
+    i = cuda.grid(1)
+    if i < n:  # FILL ME IN: a loop over i, i + stride, ... instead of one element
+        out[i] = alpha * x[i] + y[i]
+
+
+grade("01.grid_stride", saxpy_grid_stride, reference=exercise_reference)
+
+# %% [markdown]
+# ### Exercise 01.launch · choose the launch
+#
+# Pick `block` (threads per block) and `blocks_per_sm` for the grid-stride rung so that, on an
+# H100 (132 SMs, 64 resident warps and 32 resident blocks per SM, 64 K registers), every block is
+# whole warps, the SM is fully occupied, and the grid is exactly one wave of resident blocks.
+# The grader compiles the kernel for sm_90a to learn its registers per thread.
+
+# %%
+launch = dict(block=100, blocks_per_sm=4)  # FILL ME IN
+
+grade("01.launch", launch, reference=exercise_reference)
+
+# %% [markdown]
+# ### Exercise 01.vec_copy · a copy with 16-byte loads
+#
+# Copy a float32 `(rows, cols)` array, `cols` a multiple of 4, one thread per 4 consecutive
+# elements of a row.  Read the four with `load4(src, r, c)`: one 128-bit load (`LDG.E.128` in
+# SASS), which Numba cannot spell otherwise.  The grader checks the SASS holds 16-byte loads and
+# no 4-byte ones.
+
+# %%
+@cuda.jit
+def copy4(dst, src, rows, cols):
+    t = cuda.grid(1)
+    per_row = cols // 4
+    if t < rows * per_row:
+        r = t // per_row
+        c = (t % per_row) * 4
+        pass  # FILL ME IN (5 lines): one load4 of src[r, c:c + 4], four stores into dst
+
+
+grade("01.vec_copy", copy4, reference=exercise_reference)

@@ -216,7 +216,8 @@ def _ceil(a: int, b: int) -> int:
 def _traffic(p: Problem, l2: float, smem: float | None, limiter: str, notes: str, dram: float | None = None,
              **extra) -> Traffic:
     return Traffic(flops=p.flops, dram_bytes=p.bytes if dram is None else dram, l2_bytes=max(l2, p.bytes),
-                   smem_bytes=smem, limiter=limiter, notes=notes, extra=extra)
+                   smem_bytes=smem, limiter=limiter, notes=notes,
+                   extra={k: v for k, v in extra.items() if v is not None})
 
 
 # --- rung 0 ----------------------------------------------------------------------------------

@@ -530,7 +530,8 @@ def _match_rows(df: pd.DataFrame, problem, variant_name: str) -> pd.DataFrame:
     if rows.empty:
         return rows
     keep = [_matches(problem, lab) for lab in rows["problem"]]
-    return rows[keep].sort_values("utc")
+    rows = rows[keep]
+    return rows.sort_values("utc", na_position="last") if "utc" in rows else rows
 
 
 def _head_commit() -> str | None:
@@ -595,6 +596,13 @@ class RungCard:
         """Measured over estimated (> 1: the GPU was slower than the model said)."""
         if self.found and np.isfinite(self.estimate_s) and self.estimate_s > 0:
             return self.median_s / self.estimate_s
+        return float("nan")
+
+    @property
+    def estimate_rate(self) -> float:
+        """The model's estimate as a rate in the card's unit (for the ladder plot)."""
+        if self.found and np.isfinite(self.estimate_s) and self.estimate_s > 0:
+            return self.rate * self.median_s / self.estimate_s
         return float("nan")
 
     @property
@@ -837,9 +845,15 @@ def ladder_cards(op: str, problem: Problem, *, ladder: list[Variant] | None = No
     return [recorded(op, problem, v, ladder=ladder, **kw) for v in ladder if include_oracle or not v.oracle]
 
 
-def card_table(cards: list[RungCard]) -> pd.DataFrame:
-    """The summary table of a ladder: one row per card, rates and ratios as numbers."""
-    return pd.DataFrame([c.as_dict() for c in cards])
+def card_table(cards: list[RungCard], style: bool = False):
+    """The summary table of a ladder: one row per card, rates and ratios as numbers (with
+    ``style``, a Styler that prints them as x1.10, 48%, and a dash where there is nothing)."""
+    df = pd.DataFrame([c.as_dict() for c in cards])
+    if not style or df.empty:
+        return df
+    unit = _UNIT[cards[0].metric]
+    return df.style.format({unit: "{:.3g}", "x prev": "x{:.2f}", "of oracle": "{:.1%}", "measured/est": "{:.2f}"},
+                           na_rep="—").hide(axis="index")
 
 
 # --- predict before you run -------------------------------------------------------------------
@@ -876,9 +890,8 @@ def predict_prompt(prev: Variant | None, cur: Variant, problem: Problem | str) -
 def answer(card: RungCard, *extra, summary: str | None = None, open_: bool = False) -> _HTML:
     """The card (and any extra renderables, e.g. the anatomy diff) folded in a ``<details>``
     block, so the reader predicts first."""
-    summary = summary or (f"answer: {card.label} measured {fmt_seconds(card.median_s)}"
-                          + (f", x{card.x_prev:.2f} vs the rung before" if np.isfinite(card.x_prev) else "")
-                          if card.found else f"answer: {card.label} has no recorded measurement here")
+    summary = summary or (f"answer for {card.label}: the time recorded on {card.gpu} and the model's estimate"
+                          if card.found else f"answer for {card.label}: no recorded measurement here")
     inner = card._repr_html_() + "".join(_html_of(x) for x in extra)
     text = str(card) + "".join("\n" + str(x) for x in extra)
     return _HTML(f"<details{' open' if open_ else ''}><summary><b>{html.escape(summary)}</b> (click to open)"

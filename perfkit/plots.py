@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-__all__ = ["ladder", "metric_vs", "placeholder", "real_rows"]
+__all__ = ["ladder", "metric_vs", "placeholder", "real_rows", "provenance"]
 
 _UNITS = {"tflops": "TFLOP/s", "gbps": "GB/s"}
 
@@ -36,10 +36,13 @@ def placeholder(message: str, ax=None, title: str | None = None):
 
 
 def ladder(table: pd.DataFrame, metric: str = "tflops", title: str | None = None, ax=None,
-           problem: str | None = None):
+           problem: str | None = None, estimates: dict | None = None):
     """Horizontal bars, one per rung, with each rung's fraction of the oracle (rung 0).
 
     With several problems in the table, ``problem`` picks one (default: the largest by FLOPs).
+    Rungs are ordered by today's ladder (``rung_now``, from :func:`perfkit.lesson.records`)
+    where the table has it.  ``estimates`` maps a label to the model's estimated rate (same
+    unit), drawn as a black tick on its bar.  The x label names the GPU, date and commit.
     """
     import matplotlib.pyplot as plt
 
@@ -52,7 +55,10 @@ def ladder(table: pd.DataFrame, metric: str = "tflops", title: str | None = None
         return placeholder(msg, ax=ax, title=title or "ladder")
     if problem is None:
         problem = rows.sort_values("flops")["problem"].iloc[-1]
-    rows = rows[rows["problem"] == problem].sort_values("rung")
+    order = "rung_now" if "rung_now" in rows and rows["rung_now"].notna().any() else "rung"
+    rows = rows[rows["problem"] == problem].sort_values(order)
+    if rows.empty:
+        return placeholder(f"no GPU measurements at {problem}", ax=ax, title=title or "ladder")
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 0.35 * len(rows) + 1.2))
     labels = rows["label"] if "label" in rows else rows["rung"].astype(str) + " " + rows["variant"]
@@ -65,11 +71,33 @@ def ladder(table: pd.DataFrame, metric: str = "tflops", title: str | None = None
     for i, v in enumerate(vals):
         frac = f"  {v / base:.0%} of oracle" if np.isfinite(base) and base > 0 else ""
         ax.text(v, i, f" {v:.3g}{frac}", va="center", fontsize=8)
-    gpu = rows["gpu"].iloc[0] if "gpu" in rows else ""
-    ax.set_xlabel(f"{_UNITS[metric]}" + (f" on {gpu}" if gpu else ""))
+    if estimates:
+        est = [estimates.get(lab, np.nan) for lab in labels]
+        ok = [i for i, e in enumerate(est) if e is not None and np.isfinite(e)]
+        if ok:
+            ax.scatter([est[i] for i in ok], ok, marker="|", s=300, color="black", zorder=3, label="model estimate")
+            ax.legend(loc="lower right", fontsize=8)
+    ax.set_xlabel(f"{_UNITS[metric]}" + provenance(rows))
     ax.set_title(title or f"ladder: {problem}")
-    ax.set_xlim(0, vals.max() * 1.35)
+    top = max([vals.max()] + [e for e in (estimates or {}).values() if e is not None and np.isfinite(e)])
+    ax.set_xlim(0, top * 1.35)
     return ax
+
+
+def provenance(rows: pd.DataFrame) -> str:
+    """" on <GPU>, <date>, commit <sha>" for the rows shown (each distinct value, a few at most)."""
+    def uniq(col, f=str):
+        if col not in rows:
+            return []
+        return sorted({f(x) for x in rows[col].dropna()})[:3]
+
+    gpus = uniq("gpu")
+    if not gpus:
+        return ""
+    dates = uniq("utc", lambda x: str(x)[:10])
+    commits = uniq("commit", lambda x: str(x)[:7])
+    return (f" on {', '.join(gpus)}" + (f", {', '.join(dates)}" if dates else "")
+            + (f", commit {', '.join(commits)}" if commits else ""))
 
 
 def metric_vs(table: pd.DataFrame, x: str, metric: str = "gbps", hue: str = "label",

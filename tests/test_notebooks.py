@@ -68,6 +68,9 @@ def test_notebook_runs_in_ci_profile(path, tmp_path):
     out = json.loads(runs[0].output.read_text())
     text = json.dumps(out)
     assert "Traceback" not in text
+    from perfkit import lesson  # a (problem, rung) with a record is never shown as having none
+
+    assert lesson.false_no_record_claims(text) == [], f"{path.name} says 'no record' where there is one"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)

@@ -1,0 +1,31 @@
+"""perfkit.plots.ladder: today's rung order, provenance on the axis, the model's estimates as
+ticks, a placeholder (not an error) for a problem with no real rows."""
+import matplotlib
+import pandas as pd
+
+from perfkit import plots
+
+matplotlib.use("Agg")
+
+
+def _rows():
+    return pd.DataFrame({"problem": ["p"] * 3, "rung": [0, 9, 3], "rung_now": [0, 2, 5],
+                         "label": ["00 oracle", "02 b", "05 a"], "variant": ["oracle", "b", "a"],
+                         "tflops": [50.0, 5.0, 10.0], "flops": [1e12] * 3, "simulated": [False] * 3,
+                         "check_ok": [True] * 3, "gpu": ["GPU X"] * 3, "utc": ["2026-11-23T10:00:00"] * 3,
+                         "commit": ["7c7b2e09825f"] * 3})
+
+
+def test_ladder_orders_by_todays_rungs_and_labels_provenance():
+    ax = plots.ladder(_rows(), metric="tflops", estimates={"02 b": 7.0, "05 a": float("nan")})
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert labels == ["00 oracle", "02 b", "05 a"]  # by rung_now, not the recorded rung numbers
+    xl = ax.get_xlabel()
+    assert "GPU X" in xl and "2026-11-23" in xl and "7c7b2e0" in xl and "7c7b2e09" not in xl
+    assert len(ax.collections) == 1 and len(ax.collections[0].get_offsets()) == 1  # one finite estimate
+    assert any("10% of oracle" in t.get_text() for t in ax.texts)
+
+
+def test_ladder_with_no_rows_at_the_problem_is_a_placeholder():
+    ax = plots.ladder(_rows(), metric="tflops", problem="other")
+    assert not ax.patches and "no GPU measurements at other" in ax.texts[0].get_text()

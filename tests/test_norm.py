@@ -439,10 +439,10 @@ def test_search(op):
     p = mod.EXAMPLE_PROBLEM
     ranked = mod.search(p)
     assert ranked[0][1] is None
-    st = _common.static_shape(p.cols)
+    st = mod.Tuned().shape(p)  # the tuned rung's rule comes first
     best = ranked[0][0]
     assert (best.threads_per_row, best.rows_per_block, best.vec) == (st.G, st.R, st.V)
-    assert best.shape(p) == mod.Tuned().shape(p)  # the tuned rung's default is the static pick
+    assert best.shape(p) == mod.Tuned().shape(p)
     for v, _ in ranked:
         v.supports(p)
     cands = [_common.Shape(32, 4, 4), _common.Shape(128, 1, 2), _common.Shape(256, 2, 8)]
@@ -499,3 +499,55 @@ def test_shuffle_emulation_is_exact(G, fresh_seed):
     groups = inp.reshape(-1, G)
     np.testing.assert_array_equal(outs[2], np.repeat(groups.sum(axis=1), G))
     np.testing.assert_array_equal(outs[3], np.repeat(groups.max(axis=1), G))
+
+
+# --- register-cached rows, vector loads, the tuned rule -----------------------------------------
+def test_tuned_rule():
+    """16 elements of a row per thread (the measured winner), 32..512 threads per row, 256-thread
+    blocks; the whole row in registers up to 512 x 32 floats."""
+    assert _common.tuned_shape(1024, "float32") == _common.Shape(64, 4, 4)
+    assert _common.tuned_shape(4096, "float32") == _common.Shape(256, 1, 4)
+    assert _common.tuned_shape(4096, "float16") == _common.Shape(256, 1, 4)
+    assert _common.tuned_shape(16384, "float32") == _common.Shape(512, 1, 4)
+    assert _common.tuned_shape(1, "float32").G == 32
+    assert _common.tuned_shape(4096, "float32", layernorm_bwd.BWD_ARRAYS).G == 512
+    for mod in (softmax, layernorm, rmsnorm):
+        for cols in (1024, 4096, 16384):
+            p = mod.Problem(4096, cols)
+            G, R, V, W, NC = mod.Tuned().kernel_params(p)
+            assert W == 4 and _common.cached_cols(cols, G, W, NC) == cols, (mod, cols)  # read once
+            assert "one DRAM read" in mod.Tuned().traffic(p).notes
+    assert _common.vec_width(4096, "float16") == 8 and _common.vec_width(1002, "float16") == 2
+    assert _common.vec_width(1000, "float32") == 4 and _common.vec_width(4097, "float32") == 1
+
+
+@pytest.mark.parametrize("dtype,W", [("float32", 4), ("float16", 8), ("float16", 2), ("float32", 1)])
+def test_vec_load_store_and_alignment(dtype, W):
+    """vec_load / vec_store copy W elements through a float32 buffer; a misaligned start, a
+    row length that breaks alignment, or more than 16 bytes is refused as a GPU would fault."""
+    from perfkit.kernels.norm import _vec
+
+    if not perfkit.backend.is_simulator():
+        pytest.skip("the simulator twin is checked here; on a GPU the kernels' tests run the intrinsic")
+    a = np.arange(2 * 4 * W, dtype=dtype).reshape(2, 4 * W)
+    buf = np.zeros(2 * W, np.float32)
+    _vec.vec_load(W)(a, 1, W, buf, W)
+    np.testing.assert_array_equal(buf[W:], a[1, W:2 * W].astype(np.float32))
+    out = np.zeros_like(a)
+    _vec.vec_store(W)(out, 0, 2 * W, buf, W)
+    np.testing.assert_array_equal(out[0, 2 * W:3 * W], a[1, W:2 * W])
+    if W > 1:
+        with pytest.raises(RuntimeError, match="misaligned"):
+            _vec.vec_load(W)(a, 0, 1, buf, 0)
+        odd = np.zeros((2, 4 * W + 1), dtype)  # row 1 starts off the W-element grid
+        with pytest.raises(RuntimeError, match="misaligned"):
+            _vec.vec_load(W)(odd, 1, 0, buf, 0)
+    with pytest.raises(RuntimeError, match="16 bytes"):
+        _vec.vec_load(8)(np.zeros((1, 8), np.float32), 0, 0, np.zeros(8, np.float32), 0)
+
+
+def test_layernorm_bwd_column_split():
+    """The two-stage column reduction: every row in exactly one chunk, at most 64 partials."""
+    for rows, cols in ((1, 1), (37, 37), (4096, 4096), (100000, 3)):
+        parts, chunk = layernorm_bwd.col_split(rows, cols)
+        assert 1 <= parts <= 64 and (parts - 1) * chunk < rows <= parts * chunk

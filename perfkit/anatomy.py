@@ -42,7 +42,8 @@ from pathlib import Path
 from . import occupancy as occ
 from .kernels.base import Problem, UnsupportedProblem, Variant
 
-__all__ = ["AnatomyError", "Report", "Diff", "inspect", "diff", "classify", "instruction_mix",
+__all__ = ["AnatomyError", "Report", "Diff", "Loop", "inspect", "diff", "classify", "instruction_mix",
+           "find_loops", "hot_loop_of",
            "cli", "SUPPORTED_CC", "MIX_CLASSES", "tool_path"]
 
 SUPPORTED_CC = [cc for cc in occ.LIMITS if cc >= (7, 5)]  # numba-cuda 0.30 compiles 7.5 and up
@@ -343,6 +344,98 @@ def instruction_mix(sass: str) -> dict[str, int]:
     return mix
 
 
+# --- loops ----------------------------------------------------------------------------------
+_SASS_ADDR = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
+
+
+def _sass_lines(sass: str) -> list[tuple[int, str]]:
+    """(address, instruction) for every SASS instruction of the listing, NOPs included."""
+    return [(int(m.group(1), 16), m.group(2)) for m in _SASS_ADDR.finditer(sass)]
+
+
+@dataclass
+class Loop:
+    """A loop of the SASS, found from its back edge (a branch to an earlier address).
+
+    ``mix``: instructions per iteration by class (the whole body, nested loops included, NOPs
+    left out); ``own_mix``: the body minus the nested loops' bodies; ``depth``: 0 for an
+    outermost loop; ``parent``: index of the enclosing loop in ``Report.loops`` (or None);
+    ``innermost``: no loop inside.  ``trips`` is filled by :func:`perfkit.model.dynamic_mix`
+    (warp-iterations over the whole launch) when a problem is known.
+    """
+
+    start: int
+    end: int
+    mix: dict
+    own_mix: dict
+    depth: int = 0
+    parent: int | None = None
+    innermost: bool = True
+    body: list = field(default_factory=list, repr=False)  # the instructions, in order
+
+    @property
+    def instructions(self) -> int:
+        return sum(self.mix.values())
+
+    def __str__(self) -> str:
+        top = ", ".join(f"{k} {v}" for k, v in sorted(self.mix.items(), key=lambda kv: -kv[1]) if v)
+        return f"loop 0x{self.start:04x}-0x{self.end:04x} (depth {self.depth}): {self.instructions} instr/iter: {top}"
+
+
+def find_loops(sass: str) -> list[Loop]:
+    """Every loop of a SASS listing (one per back edge; several back edges to one header
+    are one loop), outermost first.  A branch to itself (the trap after EXIT) is not a loop."""
+    lines = _sass_lines(sass)
+    spans: dict[int, int] = {}
+    for addr, instr in lines:
+        m = re.match(r"(?:@!?U?P\w+\s+)?BRA(?:\.\S+)?\s+(?:`\(\S+\)\s*)?(0x[0-9a-f]+)", instr)
+        if m:
+            target = int(m.group(1), 16)
+            if target < addr:
+                spans[target] = max(spans.get(target, 0), addr)
+    ordered = sorted(spans.items(), key=lambda se: (se[0], -se[1]))
+    loops: list[Loop] = []
+    for start, end in ordered:
+        body = [ins for a, ins in lines if start <= a <= end and not re.match(r"(@!?U?P\w+\s+)?NOP\b", ins)]
+        mix = {}
+        for ins in body:
+            c = classify(ins)
+            mix[c] = mix.get(c, 0) + 1
+        loops.append(Loop(start=start, end=end, mix=mix, own_mix=dict(mix), body=body))
+    for i, lp in enumerate(loops):  # nesting: the tightest enclosing loop is the parent
+        encl = [j for j, o in enumerate(loops) if j != i and o.start <= lp.start and lp.end <= o.end
+                and (o.start, o.end) != (lp.start, lp.end)]
+        if encl:
+            lp.parent = min(encl, key=lambda j: loops[j].end - loops[j].start)
+    for i, lp in enumerate(loops):
+        d, p = 0, lp.parent
+        while p is not None:
+            d, p = d + 1, loops[p].parent
+        lp.depth = d
+        kids = [o for o in loops if o.parent == i]
+        lp.innermost = not kids
+        for k in kids:
+            for c, n in k.mix.items():
+                lp.own_mix[c] = lp.own_mix.get(c, 0) - n
+    return loops
+
+
+def hot_loop_of(loops: list[Loop]) -> Loop | None:
+    """The hot loop: among the innermost loops, the one doing the most arithmetic (tensor mma,
+    then fp32/fp16 math), then the one moving the most memory, then the largest body."""
+    inner = [lp for lp in loops if lp.innermost]
+    if not inner:
+        return None
+
+    def weight(lp):
+        m = lp.mix
+        math_ = sum(v for k, v in m.items() if k.startswith(("fp32", "fp16", "fp64")))
+        mem = sum(v for k, v in m.items() if k.startswith(("global", "shared")))
+        return (m.get("tensor mma", 0), math_, mem, lp.instructions)
+
+    return max(inner, key=weight)
+
+
 # --- the report -----------------------------------------------------------------------------
 @dataclass
 class Report:
@@ -383,6 +476,19 @@ class Report:
     @property
     def instructions(self) -> int:
         return sum(self.mix.values())
+
+    @property
+    def loops(self) -> list:
+        """Every loop of the SASS (:class:`Loop`), outermost first."""
+        if getattr(self, "_loops", None) is None:
+            self._loops = find_loops(self.sass)
+        return self._loops
+
+    @property
+    def hot_loop(self):
+        """The innermost loop that does the most work (:class:`Loop`: ``.mix`` is instructions
+        per iteration by class), or None when the kernel has no loop."""
+        return hot_loop_of(self.loops)
 
     def summary(self) -> dict:
         return {"variant": self.variant, "kernel": self.kernel_name, "cc": f"{self.cc[0]}.{self.cc[1]}",

@@ -3,6 +3,7 @@
   perfkit run [NOTEBOOK...] [--profile auto|ci|gpu] [-p NAME=VALUE ...] [--out DIR]
   perfkit anatomy OP RUNG [--cc 9.0] [--size k=v ...] [--diff RUNG2]
   perfkit workload NETWORK [--batch B] [--seq S] [--mode infer|train] [--gpu KEY] [--out FILE.csv]
+  perfkit model validate [--gpu SLUG]
   perfkit info
 """
 from __future__ import annotations
@@ -41,6 +42,10 @@ def main(argv: list[str] | None = None) -> int:
         from . import anatomy
 
         return anatomy.cli(argv[1:])
+    if argv and argv[0] == "model":  # perfkit model validate [--gpu SLUG]
+        from . import model
+
+        return model.validate_cli(argv[1:])
     if argv and argv[0] == "workload":  # its parser lives with the tool (perfkit/workload/cli.py)
         from .workload import cli as workload_cli
 
@@ -55,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("-q", "--quiet", action="store_true", help="no per-cell progress bars")
     r.set_defaults(func=_run)
     sub.add_parser("anatomy", help="what the compiler made of a rung (perfkit anatomy -h)")
+    sub.add_parser("model", help="the performance model: perfkit model validate [--gpu SLUG]")
     sub.add_parser("workload", help="where a network's step spends its time (perfkit workload -h)")
     i = sub.add_parser("info", help="backend and device facts")
     i.set_defaults(func=_info)

@@ -1,14 +1,82 @@
-"""Analytical traffic and time models: FLOPs, bytes per memory level, and the expected limiter.
+"""Analytical models of a rung's work and time.
 
-Every rung declares its work as data (in the spirit of nvbench's ``add_global_memory_reads``):
-a :class:`Traffic` says how many FLOPs it does and how many bytes it moves at each level of
-the memory hierarchy.  :func:`predict` turns that into a time on a device from its ceilings
-(published ones from ``data/devices.yaml`` or measured ones): the simplest roofline model,
-``time = max(flops / peak_flops, bytes_level / bandwidth_level)`` over the levels it knows.
+Two layers:
+
+* :class:`Traffic` (declared by each rung) and :func:`predict`: FLOPs and bytes per memory level
+  turned into the plain roofline bound ``max(flops / peak, bytes_level / bandwidth_level)``.
+* :func:`estimate` (``estimate(variant, problem, gpu="h100-sxm") -> Estimate``): a prediction of
+  the median time of one launch sequence of the rung on a GPU, from static inputs only: the
+  kernels compiled for that GPU's compute capability (:mod:`perfkit.anatomy`: registers,
+  occupancy, the SASS and its loops), the launch shapes, the rung's :class:`Traffic`, the
+  shared-memory bank conflicts of its access pattern (:mod:`perfkit.banks`, simulated on a
+  small twin of the problem), the device's datasheet (``data/devices.yaml``) and effective rates
+  the datasheet lacks (``data/rates.yaml``, each with its source).
+
+The model of one kernel launch
+------------------------------
+1. **Dynamic instruction mix.**  The SASS is cut into loops at its back edges
+   (:func:`perfkit.anatomy.find_loops`).  Straight-line code runs once per warp.  Each loop's
+   total warp-iterations over the launch (its *trips*) follow from the work it must do:
+
+   * a loop holding tensor ``mma`` or FP32 FMAs in an arithmetic-dense op (FLOP/byte > 8) runs
+     ``flops / 2 / (32 * fma_per_iteration)`` times (``mma``: 4096 FLOPs per m16n8k16); sibling
+     loops with the same FMA count are alternative paths (vector / scalar) and the shortest
+     body is taken;
+   * a loop that loads or stores global memory sweeps the launch's share of the rung's L2
+     traffic: ``trips = bytes / (32 * bytes per thread per iteration, summed over the sweeping
+     loops)``; a launch's share is proportional to the bytes of the arrays it is passed;
+   * an outer loop runs as often as its least frequent inner loop; any other loop (a
+     reduction tree) runs ``log2(threads per block)`` times per warp.
+
+2. **Legs** (seconds), each the time one resource needs if nothing else limited:
+
+   ========  ====================================================================================
+   dram      DRAM bytes (Traffic.dram_bytes share) / (datasheet bandwidth x ``dram_efficiency``)
+   l2        L2 bytes / (L2->SM bytes per clock per SM x SMs x clock)
+   smem      shared wavefronts / (1 wavefront per clock per SM); wavefronts = shared instructions
+             x phases (1, 2, 4 for 32/64/128-bit) x the conflict degree from :mod:`perfkit.banks`
+   lsu       global/local memory instructions x L1 wavefronts each (32 for an uncoalesced 4-byte
+             warp load whose threads walk rows) / (1 per clock per SM)
+   issue     warp instructions / (4 per clock per SM)
+   fp32      FP32 pipe: (FFMA + FADD + FMUL + 2 x IMAD) / 4 per clock per SM (128 lanes)
+   alu       integer and compare pipe: 2 warp instructions per clock per SM (64 lanes)
+   tensor    mma FLOPs / (dense tensor peak x ``mma_sync_fraction``)
+   latency   Little's law: each resident warp runs its iterations back to back, each costing
+             its instructions plus the latency it cannot hide (global: L2 or DRAM latency less
+             the instructions between a load and its first use; shared: latency x conflict
+             degree; barrier; shuffle chains), times the waves of blocks
+   ========  ====================================================================================
+
+   SM-side legs (smem, lsu, issue, fp32, alu, latency) are multiplied by the tail of the last
+   wave: the busiest SM runs ``ceil(blocks / SMs)`` blocks, not ``blocks / SMs``.
+
+3. **Combination** (the model's one assumption about overlap): a launch takes
+   ``max(legs) + overlap * second_largest(legs)``, ``overlap`` a fitted constant (0: perfect
+   overlap of all resources, 1: the two slowest serialize).
+
+4. **The launch sequence.**  The host issues launches back to back (Numba's launch cost: 6.6
+   us + 3.7 us per array argument, numba-cuda PR #288); the GPU runs them in order.  The
+   sequence ends at ``end_i = max(host_i, end_{i-1}) + kernel_i`` over launches i, with
+   ``host_i`` the cumulative launch cost.  Oracles and peers (library calls) get a roofline
+   estimate (their Traffic over the datasheet peaks) plus one library call's cost, bound
+   ``"library (roofline)"``.
+
+Fitted constants (``data/rates.yaml`` ``fitted``): ``dram_efficiency`` and ``overlap``, nothing
+per rung or per op.  ``Estimate.inputs`` lists every number used with its source.
 """
 from __future__ import annotations
 
+import functools
+import math
+import re
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+__all__ = ["Traffic", "Prediction", "predict", "Estimate", "estimate", "what_if", "plot_what_if",
+           "validate", "dynamic_mix", "rates", "LEGS", "RATES_PATH"]
+
+RATES_PATH = Path(__file__).resolve().parent.parent / "data" / "rates.yaml"
+LEGS = ("dram", "l2", "smem", "lsu", "issue", "fp32", "alu", "tensor", "latency", "launch")
 
 
 @dataclass(frozen=True)
@@ -18,6 +86,11 @@ class Traffic:
     ``dram_bytes`` is what must cross the DRAM interface, ``l2_bytes`` what the SMs request
     from L2 (loads that miss L1), ``smem_bytes`` shared-memory traffic.  ``None`` means the
     model does not say.  ``limiter`` is the resource the rung's author expects to bind.
+
+    Optional per-level counts (all default ``None``: :func:`estimate` then derives them from the
+    compiled kernel): ``smem_wavefronts`` (shared-memory wavefronts, bank-conflict replays
+    included), ``smem_conflicts`` (the replays alone), ``local_bytes`` (local-memory traffic:
+    spills and local arrays), ``warp_instructions`` and ``ffma`` (thread-level FFMA count).
     """
 
     flops: float
@@ -27,6 +100,11 @@ class Traffic:
     limiter: str | None = None
     notes: str = ""
     extra: dict = field(default_factory=dict)
+    smem_wavefronts: float | None = None
+    smem_conflicts: float | None = None
+    local_bytes: float | None = None
+    warp_instructions: float | None = None
+    ffma: float | None = None
 
     @property
     def intensity(self) -> float:
@@ -62,3 +140,687 @@ def predict(traffic: Traffic, *, peak_flops: float, dram_bw: float,
         legs["smem"] = traffic.smem_bytes / smem_bw
     limiter = max(legs, key=legs.get)
     return Prediction(seconds=legs[limiter], limiter=limiter, per_level=legs)
+
+
+# --- the estimate ----------------------------------------------------------------------------
+@dataclass
+class Estimate:
+    """``seconds``: predicted median time of one launch sequence; ``bound``: the leg that limits
+    (the largest, summed over launches); ``legs``: leg -> seconds (summed over launches);
+    ``inputs``: every number used, name -> ``{"value", "source"}``; ``launches``: per-launch
+    details (legs, bound, waves, dynamic mix, trips)."""
+
+    seconds: float
+    bound: str
+    legs: dict
+    inputs: dict
+    launches: list = field(default_factory=list)
+    gpu: str = ""
+    variant: str = ""
+    problem: str = ""
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def __str__(self) -> str:
+        legs = ", ".join(f"{k} {v * 1e6:.1f}" for k, v in sorted(self.legs.items(), key=lambda kv: -kv[1]) if v > 0)
+        return (f"estimate of {self.variant} at {self.problem} on {self.gpu}: {self.seconds * 1e6:.1f} us, "
+                f"bound by {self.bound} (legs, us: {legs})")
+
+
+class _Inputs(dict):
+    def put(self, name, value, source):
+        self[name] = {"value": value, "source": source}
+        return value
+
+
+def _load_rates(path=None) -> dict:
+    import yaml
+
+    path = Path(path or RATES_PATH)
+    doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if not isinstance(doc, dict) or doc.get("schema") != 1:
+        raise ValueError(f"{path.name}: expected 'schema: 1'")
+    return doc
+
+
+@functools.lru_cache(maxsize=8)
+def _rates_doc(path: str, stamp: int) -> dict:
+    return _load_rates(path)
+
+
+def rates(gpu: str = "h100-sxm") -> dict:
+    """Every rate :func:`estimate` uses for ``gpu``: name -> {value, source} (SI units; per-SM
+    figures already multiplied out)."""
+    from . import specs
+
+    s = specs.get(gpu)
+    p = RATES_PATH
+    doc = _rates_doc(str(p), p.stat().st_mtime_ns)
+    ccs = f"{s.compute_capability[0]}.{s.compute_capability[1]}"
+    arch = dict(doc["arch"]["default"])
+    arch.update(doc["arch"].get(ccs, {}))
+    out = _Inputs()
+    out.put("sm_count", s.sm_count, s.sources.get("sm_count"))
+    lanes = arch["fp32_lanes_per_sm"]["value"]
+    if s.boost_clock_mhz:
+        clock = out.put("clock_hz", s.boost_clock_mhz * 1e6, s.sources.get("boost_clock"))
+    else:
+        clock = out.put("clock_hz", s.fp32_flops / (2 * lanes * s.sm_count),
+                        f"derived: fp32 peak / (2 x {lanes} lanes x SMs) ({s.sources.get('fp32_flops')})")
+    out.put("compute_capability", s.compute_capability, "devices.yaml")
+    out.put("fp32_flops", s.fp32_flops, s.sources.get("fp32_flops"))
+    out.put("dram_bw", s.dram_bw, s.sources.get("dram_bw"))
+    out.put("tensor_fp16_flops", s.tensor_flops.get("fp16"), s.sources.get("tensor_flops.fp16"))
+    out.put("max_warps_per_sm", s.max_warps_per_sm, s.sources.get("max_warps_per_sm"))
+    for k, fig in arch.items():
+        out.put(k, fig["value"], fig["source"])
+    for k, fig in doc["launch"].items():
+        out.put(k, fig["value"], fig["source"])
+    for k, fig in doc["fitted"].items():
+        out.put(k, fig["value"], f"fitted: {fig.get('note', '')} ({fig['source']})")
+    out.put("fp32_lanes_per_sm", lanes, arch["fp32_lanes_per_sm"]["source"])
+    return out
+
+
+# --- SASS -> pipes -------------------------------------------------------------------------
+_IMAD = re.compile(r"^(?:@!?U?P\w+\s+)?(IMAD|IMUL|IDP)\b")
+_MEMW = re.compile(r"^(?:@!?U?P\w+\s+)?(LDG|STG|LDL|STL|LD|ST|ATOM|ATOMG|RED)\b")
+
+
+def _opcode(ins: str) -> str:
+    t = ins.strip()
+    if t.startswith("@"):
+        t = t.split(None, 1)[1] if " " in t else ""
+    return t.split(None, 1)[0] if t else ""
+
+
+def _pipe_counts(body: list[str]) -> dict:
+    """Per-iteration counts the legs need, from a list of SASS instructions."""
+    from .anatomy import classify
+
+    c = {"instr": 0, "fma": 0, "imad": 0, "alu": 0, "xu": 0, "fp64": 0, "mma": 0, "gmem": 0, "gmem_bytes": 0,
+         "gload_bytes": 0, "lds": {4: 0, 8: 0, 16: 0}, "sts": {4: 0, 8: 0, 16: 0}, "ldsm": 0, "bar": 0,
+         "shfl": 0, "local": 0}
+    for ins in body:
+        cls = classify(ins)
+        op = _opcode(ins)
+        base = op.split(".")[0]
+        if cls == "move/other" and base in ("NOP",):
+            continue
+        c["instr"] += 1
+        if cls in ("fp32 fma", "fp32 add", "fp32 mul"):
+            c["fma"] += 2 if base.endswith("2") else 1
+        elif cls == "integer/address":
+            if base.lstrip("U") in ("IMAD", "IMUL", "IDP") and not base.startswith("U"):
+                c["imad"] += 1
+            elif not base.startswith("U"):
+                c["alu"] += 1
+        elif cls == "fp32 other":
+            c["alu"] += 1
+        elif cls in ("special function", "conversion"):
+            c["xu"] += 1
+        elif cls == "fp64":
+            c["fp64"] += 1
+        elif cls == "tensor mma":
+            c["mma"] += 1
+        elif cls.startswith("global"):
+            w = int(cls.rsplit(" ", 1)[1]) // 8
+            c["gmem"] += 1
+            c["gmem_bytes"] += w
+            if "load" in cls:
+                c["gload_bytes"] += w
+        elif cls.startswith("shared"):
+            kind = "lds" if "load" in cls else "sts"
+            if cls.endswith("other"):
+                if base == "LDSM":
+                    c["ldsm"] += 1
+                else:
+                    c[kind][4] += 1
+            else:
+                c[kind][int(cls.rsplit(" ", 1)[1]) // 8] += 1
+        elif cls == "barrier" and base == "BAR":
+            c["bar"] += 1
+        elif cls == "shuffle":
+            c["shfl"] += 1
+        elif cls == "local load/store":
+            c["local"] += 1
+            c["gmem"] += 1
+    return c
+
+
+def _add(a: dict, b: dict, f: float = 1.0) -> dict:
+    for k, v in b.items():
+        if isinstance(v, dict):
+            a.setdefault(k, {})
+            for kk, vv in v.items():
+                a[k][kk] = a[k].get(kk, 0) + f * vv
+        else:
+            a[k] = a.get(k, 0) + f * v
+    return a
+
+
+def _regs(operand: str) -> set:
+    """Registers an operand list names (R4 and R4.64 -> {4} / {4, 5}; vector widths ignored)."""
+    out = set()
+    for m in re.finditer(r"\bR(\d+)(?:\.64)?\b", operand):
+        out.add(int(m.group(1)))
+    return out
+
+
+def _load_use_distance(body: list[str], kinds=("LDG", "LDS")) -> dict:
+    """For each kind of load in a loop body: the smallest number of instructions between a load
+    and the first instruction that reads its destination (the latency the body hides)."""
+    dist: dict = {}
+    for i, ins in enumerate(body):
+        op = _opcode(ins)
+        base = op.split(".")[0]
+        if base not in kinds:
+            continue
+        rest = ins.split(op, 1)[1] if op in ins else ""
+        dst = rest.split(",")[0]
+        width = 4
+        for w in ("128", "64"):
+            if f".{w}" in op:
+                width = int(w) // 32
+        regs0 = _regs(dst)
+        regs = {r + k for r in regs0 for k in range(width)}
+        d = len(body)  # used only in the next iteration: the whole body hides it
+        for j in range(i + 1, len(body)):
+            o2 = _opcode(body[j])
+            src = body[j].split(o2, 1)[1] if o2 in body[j] else ""
+            parts = src.split(",")
+            srcs = set().union(*(_regs(p) for p in parts[1:])) if len(parts) > 1 else set()
+            if base in ("STG", "STS"):
+                srcs |= _regs(parts[0])
+            if _opcode(body[j]).split(".")[0] in ("STG", "STS", "ST", "STL"):
+                srcs |= _regs(parts[0]) if parts else set()
+            if regs & srcs:
+                d = j - i
+                break
+        dist[base] = min(dist.get(base, d), d)
+    return dist
+
+
+# --- per launch ---------------------------------------------------------------------------
+def _array_bytes(args) -> tuple[int, int, float]:
+    """(array args, scalar args, bytes of the arrays) of a launch's arguments."""
+    import numpy as np
+
+    arrays = scalars = 0
+    nbytes = 0.0
+    for a in args:
+        shape = getattr(a, "shape", None)
+        if shape is not None and hasattr(a, "dtype") and len(shape) > 0:
+            arrays += 1
+            nbytes += float(np.prod(shape)) * np.dtype(a.dtype).itemsize
+        else:
+            scalars += 1
+    return arrays, scalars, nbytes
+
+
+def _plan_launches(variant, problem):
+    """The rung's launches with stand-in buffers of the real shapes (nothing allocated)."""
+    import numpy as np
+
+    specs = {**problem.input_specs(), **problem.output_specs(), **variant.workspace(problem)}
+
+    class _Buf:  # shape and dtype only, like a device array's
+        def __init__(self, shape, dtype):
+            self.shape, self.dtype = tuple(shape), np.dtype(dtype)
+            self.ndim = len(self.shape)
+            self.size = int(np.prod(self.shape))
+
+    try:
+        return variant.plan(problem, {n: _Buf(s, d) for n, (s, d) in specs.items()})
+    except Exception:
+        hb = variant.host_buffers(problem)
+        launches = variant.plan(problem, hb)
+        # host stand-ins are (1, ...) shaped: carry the real shapes for the byte split
+        return [type("L", (), {"grid": l.grid, "block": l.block, "shared_bytes": l.shared_bytes,
+                               "args": tuple(_Buf(specs[n][0], specs[n][1]) if any(a is hb[n] for n in hb)
+                                             else a for a in l.args),
+                               "name": getattr(l, "name", "kernel")})() for l in launches]
+
+
+def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int, threads_per_block: int) -> dict:
+    """Dynamic per-pipe counts of one launch (warp instructions over the whole launch) and the
+    trips of each loop; see the module docstring for the trip rules."""
+    loops = report.loops
+    from .anatomy import _sass_lines
+
+    lines = _sass_lines(report.sass)
+    in_loop = set()
+    for lp in loops:
+        for a, _ in lines:
+            if lp.start <= a <= lp.end:
+                in_loop.add(a)
+    straight = [ins for a, ins in lines if a not in in_loop]
+    # own bodies
+    own_bodies = []
+    for i, lp in enumerate(loops):
+        kids = [o for o in loops if o.parent == i]
+        own_bodies.append([ins for a, ins in lines if lp.start <= a <= lp.end
+                           and not any(k.start <= a <= k.end for k in kids)])
+    own = [_pipe_counts(b) for b in own_bodies]
+    trips = [None] * len(loops)
+    rules = [""] * len(loops)
+    # 1. arithmetic loops of dense ops
+    flops = float(problem.flops)
+    if dense:
+        mma_loops = [i for i, c in enumerate(own) if c["mma"] > 0]
+        fma_loops = [i for i, c in enumerate(own) if c["fma"] > 0 and not mma_loops]
+        group = mma_loops or fma_loops
+        key = "mma" if mma_loops else "fma"
+        per = 4096.0 if mma_loops else 64.0  # FLOPs per warp instruction (mma.m16n8k16; 32 FMAs)
+        if group:
+            # alternative paths: loops with the same count per iteration, not nested: keep the shortest
+            by_count: dict = {}
+            for i in group:
+                by_count.setdefault(own[i][key], []).append(i)
+            chosen = []
+            for cnt, idx in by_count.items():
+                best = min(idx, key=lambda i: own[i]["instr"])
+                chosen.append(best)
+                for i in idx:
+                    if i != best:
+                        trips[i], rules[i] = 0.0, "alternative path (not taken)"
+            total = flops / per / sum(own[i][key] for i in chosen)
+            for i in chosen:
+                trips[i], rules[i] = total, f"{key} work: flops / ({per:g} x {key} per iteration)"
+    # 2. sweeping loops
+    sweep = [i for i, c in enumerate(own) if trips[i] is None and c["gmem_bytes"] > 0]
+    if sweep and launch_bytes > 0:
+        per_iter = sum(own[i]["gmem_bytes"] for i in sweep) * 32
+        t = launch_bytes / per_iter
+        for i in sweep:
+            trips[i], rules[i] = t, "sweep: launch bytes / (32 x bytes per iteration)"
+    # 3. outer loops, then the rest
+    for _ in range(len(loops)):
+        for i, lp in enumerate(loops):
+            if trips[i] is None:
+                kids = [j for j, o in enumerate(loops) if o.parent == i and trips[j] is not None and trips[j] > 0]
+                if kids:
+                    trips[i], rules[i] = min(trips[j] for j in kids), "outer: as its least frequent inner loop"
+    for i in range(len(loops)):
+        if trips[i] is None:
+            trips[i], rules[i] = warps * max(math.log2(max(threads_per_block, 2)), 1.0), "other: log2(threads) per warp"
+    total = _add({}, _pipe_counts(straight), float(warps))
+    for i in range(len(loops)):
+        _add(total, own[i], trips[i])
+    return {"counts": total, "trips": trips, "rules": rules, "own": own, "straight": _pipe_counts(straight)}
+
+
+def _wavefronts(counts: dict, ld_degree: float, st_degree: float) -> float:
+    phases = {4: 1, 8: 2, 16: 4}
+    ld = sum(n * phases[w] for w, n in counts["lds"].items()) + 4 * counts["ldsm"]
+    st = sum(n * phases[w] for w, n in counts["sts"].items())
+    return ld * ld_degree + st * st_degree
+
+
+@functools.lru_cache(maxsize=4096)
+def _bank_degrees(variant, problem) -> tuple[float, float, str]:
+    """(load degree, store degree, source) of the rung's shared accesses (simulated on a small
+    twin of the problem, cached on disk); (1, 1) where it cannot be simulated."""
+    from . import backend, banks
+
+    if not backend.is_simulator():
+        return 1.0, 1.0, "not simulated (GPU process): conflict free assumed"
+    try:
+        small = banks.small_problem(variant, problem)
+        rep = banks.count(variant, small)
+    except Exception as exc:  # noqa: BLE001
+        return 1.0, 1.0, f"not simulated ({exc.__class__.__name__}): conflict free assumed"
+    return rep.load_degree, rep.store_degree, f"perfkit.banks simulated at {small.label}"
+
+
+def _inspect(variant, problem, cc, k):
+    from . import anatomy
+
+    return anatomy.inspect(variant, problem, cc=cc, kernel=k)
+
+
+def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *, use_banks: bool) -> dict:
+    cc = r["compute_capability"]["value"]
+    rep = _inspect(variant, problem, cc, k)
+    sms, clk = r["sm_count"]["value"], r["clock_hz"]["value"]
+    blocks = 1
+    for g in launch.grid:
+        blocks *= int(g)
+    tpb = 1
+    for b in launch.block:
+        tpb *= int(b)
+    wpb = -(-tpb // 32)
+    warps = blocks * wpb
+    bps = max(rep.occupancy.blocks_per_sm, 1)
+    per_sm = blocks / sms
+    busiest = math.ceil(per_sm)
+    tail = busiest / per_sm if per_sm > 0 else 1.0
+    waves = math.ceil(blocks / (sms * bps))
+    resident_blocks = min(bps, busiest)
+    warps_per_sched = max(resident_blocks * wpb / 4.0, 1e-9)
+    dense = problem.flops / max(problem.bytes, 1.0) > 8.0
+    l2_total = traffic.l2_bytes if traffic.l2_bytes is not None else traffic.dram_bytes
+    dyn = dynamic_mix(rep, problem, launch_bytes=l2_total * share, dense=dense, warps=warps,
+                      threads_per_block=tpb)
+    c = dyn["counts"]
+    if use_banks and (sum(c["lds"].values()) + sum(c["sts"].values())) > 0:
+        ldd, std, bsrc = _bank_degrees(variant, problem)
+    else:
+        ldd, std, bsrc = 1.0, 1.0, "no shared accesses" if use_banks else "banks off: conflict free assumed"
+    wavefronts = _wavefronts(c, ldd, std)
+    ideal = _wavefronts(c, 1.0, 1.0)
+    dram_bytes = traffic.dram_bytes * share
+    l2_bytes = l2_total * share
+    lsu_wavefronts = c["gmem"] * _coalesce_factor(traffic, c, l2_bytes)
+    legs = {
+        "dram": dram_bytes / (r["dram_bw"]["value"] * r["dram_efficiency"]["value"]),
+        "l2": l2_bytes / (r["l2_bytes_per_sm_per_clk"]["value"] * sms * clk),
+        "smem": wavefronts / (r["smem_wavefronts_per_sm_per_clk"]["value"] * sms * clk) * tail,
+        "lsu": lsu_wavefronts / (r["lsu_per_sm_per_clk"]["value"] * sms * clk) * tail,
+        "issue": c["instr"] / (r["issue_per_sm_per_clk"]["value"] * sms * clk) * tail,
+        "fp32": (c["fma"] + 2 * c["imad"]) / (r["fp32_lanes_per_sm"]["value"] / 32 * sms * clk) * tail,
+        "alu": (c["alu"] + c["xu"] * 4) / (2.0 * sms * clk) * tail,
+        "tensor": (c["mma"] * 4096.0 / (r["tensor_fp16_flops"]["value"] * r["mma_sync_fraction"]["value"])
+                   if c["mma"] and r["tensor_fp16_flops"]["value"] else 0.0),
+    }
+    # latency (Little's law): every warp's chain of iterations, waves of resident blocks
+    lat_l = r["latency_l2_clk"]["value"]
+    lat_d = r["latency_dram_clk"]["value"]
+    glat = lat_l if l2_total > 2 * traffic.dram_bytes else lat_d
+    chain = 0.0
+
+    def exposed(cnt, body):
+        d = _load_use_distance(body) if body else {}
+        e = 0.0
+        if cnt["gload_bytes"]:
+            e += max(0.0, glat - d.get("LDG", 0) * 2)
+        if sum(cnt["lds"].values()) or cnt["ldsm"]:
+            e += max(0.0, r["latency_smem_clk"]["value"] * ldd - d.get("LDS", 0) * 2)
+        e += cnt["bar"] * r["latency_barrier_clk"]["value"]
+        e += cnt["shfl"] * r["latency_shuffle_clk"]["value"]
+        return e
+
+    from .anatomy import _sass_lines
+
+    lines = _sass_lines(rep.sass)
+    loops = rep.loops
+    for i, lp in enumerate(loops):
+        t = dyn["trips"][i]
+        if not t:
+            continue
+        kids = [o for o in loops if o.parent == i]
+        body = [ins for a, ins in lines if lp.start <= a <= lp.end and not any(kk.start <= a <= kk.end for kk in kids)]
+        cnt = dyn["own"][i]
+        chain += (t / warps) * (cnt["instr"] + exposed(cnt, body))
+    st = dyn["straight"]
+    in_loop = {a for lp in loops for a, _ in lines if lp.start <= a <= lp.end}
+    sbody = [ins for a, ins in lines if a not in in_loop]
+    chain += st["instr"] + exposed(st, sbody)
+    legs["latency"] = waves * chain / clk
+    ordered = sorted(legs.values(), reverse=True)
+    seconds = ordered[0] + r["overlap"]["value"] * ordered[1]
+    bound = max(legs, key=legs.get)
+    return {"kernel": rep.kernel_name, "grid": tuple(launch.grid), "block": tuple(launch.block), "blocks": blocks,
+            "warps": warps, "registers": rep.registers, "blocks_per_sm": bps, "occupancy": rep.occupancy.ratio,
+            "waves": waves, "tail": tail, "warps_per_scheduler": warps_per_sched, "share": share,
+            "legs": legs, "seconds": seconds, "bound": bound,
+            "warp_instructions": c["instr"], "ffma": c["fma"] * 32, "smem_wavefronts": wavefronts,
+            "smem_ideal": ideal, "smem_conflicts": wavefronts - ideal, "bank_degree_load": ldd,
+            "bank_degree_store": std, "bank_source": bsrc, "dram_bytes": dram_bytes, "l2_bytes": l2_bytes,
+            "lsu_wavefronts": lsu_wavefronts, "trips": dyn["trips"], "trip_rules": dyn["rules"],
+            "hot_loop": str(rep.hot_loop) if rep.hot_loop else None}
+
+
+def _coalesce_factor(traffic, c, l2_bytes) -> float:
+    """L1 wavefronts per global warp instruction: the rung's L2 bytes over the bytes its warp
+    instructions ask for, in 32-byte sectors per 128-byte line (1: every warp access is one
+    line; up to 32: every thread its own line)."""
+    asked = c["gmem_bytes"] * 32
+    if asked <= 0:
+        return 1.0
+    return float(min(32.0, max(1.0, l2_bytes / asked * 4.0))) if l2_bytes > asked * 1.5 else 1.0
+
+
+def _library_estimate(variant, problem, r: _Inputs, traffic) -> Estimate:
+    peak = r["fp32_flops"]["value"]
+    pk = (traffic.extra or {}).get("peak", "fp32")
+    if str(pk).startswith("tensor") or getattr(problem, "dtype", "float32") == "float16" and problem.flops / max(problem.bytes, 1) > 8:
+        peak = r["tensor_fp16_flops"]["value"] or peak
+    legs = {k: 0.0 for k in LEGS}
+    legs["dram"] = traffic.dram_bytes / (r["dram_bw"]["value"] * r["dram_efficiency"]["value"])
+    legs["fp32" if peak == r["fp32_flops"]["value"] else "tensor"] = traffic.flops / peak
+    legs["launch"] = r["library_call_s"]["value"]
+    secs = max(legs["dram"], legs["fp32"], legs["tensor"]) + legs["launch"]
+    return Estimate(seconds=secs, bound="library (roofline)", legs=legs, inputs=dict(r), launches=[],
+                    variant=variant.label, problem=problem.label)
+
+
+def estimate(variant, problem, gpu: str = "h100-sxm", *, banks: bool = True) -> Estimate:
+    """Predicted median time of one launch sequence of ``variant`` on ``problem`` on ``gpu``
+    (a key or alias of ``data/devices.yaml``), from static inputs only; see the module
+    docstring for the model.  ``banks=False`` skips the bank-conflict simulation (conflict-free
+    shared memory assumed)."""
+    from .kernels.base import Problem, Variant
+
+    if not isinstance(variant, Variant) or not isinstance(problem, Problem):
+        raise TypeError("estimate(variant, problem, gpu): pass a perfkit Variant and Problem")
+    r = rates(gpu)
+    traffic = variant.traffic(problem)
+    if variant.oracle:
+        e = _library_estimate(variant, problem, r, traffic)
+        e.gpu = gpu
+        return e
+    launches = _plan_launches(variant, problem)
+    if not launches:
+        e = _library_estimate(variant, problem, r, traffic)
+        e.gpu = gpu
+        return e
+    sizes = [_array_bytes(l.args) for l in launches]
+    tot = sum(s[2] for s in sizes) or 1.0
+    per = []
+    for k, (l, (na, ns, nb)) in enumerate(zip(launches, sizes)):
+        per.append(_launch_estimate(variant, problem, l, k, r, traffic, nb / tot, use_banks=banks))
+        per[-1]["host_s"] = r["host_base_s"]["value"] + na * r["host_per_array_arg_s"]["value"] \
+            + ns * r["host_per_scalar_arg_s"]["value"]
+    # the launch sequence: host issues back to back, the GPU runs in order
+    host = end = 0.0
+    for p in per:
+        host += p["host_s"]
+        end = max(host, end) + p["seconds"]
+    busy = sum(p["seconds"] for p in per)
+    legs = {k: sum(p["legs"].get(k, 0.0) for p in per) for k in LEGS if k != "launch"}
+    legs["launch"] = end - busy
+    bound = max(legs, key=legs.get)
+    inputs = dict(r)
+    inputs["traffic"] = {"value": traffic.as_dict(), "source": f"{variant.label}.traffic(problem)"}
+    for i, p in enumerate(per):
+        inputs[f"launch{i}"] = {"value": {k: v for k, v in p.items() if k not in ("legs",)},
+                                "source": "perfkit.anatomy (compiled for sm_%d%d) and perfkit.banks" % tuple(r["compute_capability"]["value"])}
+    return Estimate(seconds=end, bound=bound, legs=legs, inputs=inputs, launches=per, gpu=gpu,
+                    variant=variant.label, problem=problem.label)
+
+
+# --- what-if across devices -------------------------------------------------------------------
+def what_if(variant, problem, gpus=None, **kw):
+    """The estimate of one rung on every device of ``devices.yaml`` (or ``gpus``): a DataFrame
+    with one row per device (seconds, bound, and one column per leg)."""
+    import pandas as pd
+
+    from . import specs
+
+    rows = []
+    for g in gpus or specs.names():
+        try:
+            e = estimate(variant, problem, g, **kw)
+            rows.append({"gpu": g, "seconds": e.seconds, "bound": e.bound, **{f"leg_{k}": v for k, v in e.legs.items()}})
+        except Exception as exc:  # noqa: BLE001  (a target the compiler cannot build)
+            rows.append({"gpu": g, "seconds": float("nan"), "bound": f"error: {exc.__class__.__name__}: {exc}"[:120]})
+    return pd.DataFrame(rows)
+
+
+def plot_what_if(df, ax=None, title: str | None = None):
+    """Stacked legs per device (each leg's seconds, the combination is the dot)."""
+    import matplotlib.pyplot as plt
+
+    legs = [c for c in df.columns if c.startswith("leg_") and df[c].fillna(0).sum() > 0]
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 3.5))
+    bottom = [0.0] * len(df)
+    for c in legs:
+        vals = (df[c].fillna(0) * 1e6).tolist()
+        ax.bar(df["gpu"], vals, bottom=bottom, label=c[4:])
+        bottom = [b + v for b, v in zip(bottom, vals)]
+    ax.plot(df["gpu"], df["seconds"] * 1e6, "ko", label="estimate")
+    ax.set_ylabel("microseconds (legs stacked)")
+    ax.set_title(title or "which GPU would this kernel like, and why", fontsize=10)
+    ax.tick_params(axis="x", rotation=30)
+    ax.legend(fontsize=7, ncol=2)
+    return ax
+
+
+# --- validation against the records -------------------------------------------------------
+def _find_variant(op: str, rung: int, name: str, config: dict):
+    import importlib
+
+    from .kernels import peers as _peers
+
+    mod = importlib.import_module("perfkit.kernels." + (op if op in ("gemm", "saxpy", "conv") else f"norm.{op}"))
+    if rung < 0:
+        cands = list(getattr(mod, "PEERS", []) or []) + list((getattr(_peers, "PEERS", {}) or {}).get(op, []))
+        for v in cands:
+            if v.name == name:
+                return v, mod
+        return None, mod
+    for v in mod.LADDER:
+        if v.name == name:
+            try:
+                return type(v)(**config) if config and list(config) == list(v.config) else v, mod
+            except Exception:  # noqa: BLE001
+                return v, mod
+    return None, mod
+
+
+def validate(gpu: str = "h100-sxm", results_root=None, ncu_path=None, *, banks: bool = True):
+    """Estimate every recorded (problem, rung) and compare.  Returns ``(table, line, levels)``:
+    the per-record table, the summary line, and per-level counts against Nsight Compute."""
+    import glob
+    import json
+
+    import numpy as np
+    import pandas as pd
+
+    root = Path(results_root or Path(__file__).resolve().parent.parent / "data" / "results")
+    rows = []
+    cache = {}
+    for f in sorted(glob.glob(str(root / "**" / "*.json"), recursive=True)):
+        d = json.loads(Path(f).read_text())
+        if d.get("simulated"):
+            continue
+        op, rung, name = d["op"], int(d["rung"]), d.get("variant", "")
+        v, mod = _find_variant(op, rung, name, d.get("config") or {})
+        row = {"op": op, "problem": d["problem"], "rung": f"{rung:02d} {name}" if rung >= 0 else f"peer {name}",
+               "measured_s": d["timing"]["median_s"], "kind": "oracle/peer" if rung <= 0 else "rung"}
+        if v is None:
+            row.update(predicted_s=np.nan, bound="rung not in ladder")
+            rows.append(row)
+            continue
+        try:
+            p = mod.Problem(**d["params"])
+            key = (op, json.dumps(d["params"], sort_keys=True), name, json.dumps(v.config, sort_keys=True, default=str))
+            if key not in cache:
+                cache[key] = estimate(v, p, gpu, banks=banks)
+            e = cache[key]
+            row.update(predicted_s=e.seconds, bound=e.bound)
+            row["_estimate"] = e
+        except Exception as exc:  # noqa: BLE001
+            row.update(predicted_s=np.nan, bound=f"error: {exc.__class__.__name__}: {str(exc)[:60]}")
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    table["ratio"] = table["predicted_s"] / table["measured_s"]
+    rungs = table[(table["kind"] == "rung") & table["ratio"].notna()]
+    n = len(rungs)
+    if n:
+        err = (rungs["ratio"] - 1).abs()
+        worst = rungs["ratio"].iloc[int(np.argmax(np.abs(np.log(rungs["ratio"]))))]
+        within = int(((rungs["ratio"] <= 2) & (rungs["ratio"] >= 0.5)).sum())
+        line = f"median abs error {100 * err.median():.0f}% over {n}; worst ratio {worst:.2f}; within 2x: {within}/{n}"
+    else:
+        line = "median abs error nan% over 0; worst ratio nan; within 2x: 0/0"
+    levels = _levels(table, ncu_path)
+    return table, line, levels
+
+
+def _levels(table, ncu_path=None):
+    """Per-level counts of the estimates against the Nsight Compute table (where it has the
+    rung at the same problem): DRAM bytes, L2 bytes, shared wavefronts, warp instructions, FFMA."""
+    import pandas as pd
+
+    path = Path(ncu_path) if ncu_path else None
+    if path is None:
+        for cand in (Path(__file__).resolve().parent.parent.parent / "shared" / "measurements",
+                     Path("/work/shared/measurements")):
+            hits = sorted(cand.glob("*/ncu_metrics_all_rungs.csv")) if cand.exists() else []
+            if hits:
+                path = hits[-1]
+                break
+    if path is None or not path.exists():
+        return pd.DataFrame()
+    ncu = pd.read_csv(path)
+    ncu["dram_bytes"] = ncu["dram_read_bytes"] + ncu["dram_write_bytes"]
+    agg = ncu.groupby(["op", "problem", "rung"], as_index=False)[
+        ["dram_bytes", "l2_bytes", "shared_wavefronts", "warp_instructions", "ffma_thread_instructions"]].sum()
+    out = []
+    seen = set()
+    for _, row in table.iterrows():
+        e = row.get("_estimate")
+        if e is None or not isinstance(e, Estimate) or not e.launches:
+            continue
+        key = (row["op"], row["problem"], row["rung"])
+        if key in seen:
+            continue
+        seen.add(key)
+        m = agg[(agg["op"] == row["op"]) & (agg["problem"] == row["problem"]) & (agg["rung"] == row["rung"])]
+        if m.empty:
+            continue
+        m = m.iloc[0]
+        est = {"dram_bytes": sum(p["dram_bytes"] for p in e.launches),
+               "l2_bytes": sum(p["l2_bytes"] for p in e.launches),
+               "shared_wavefronts": sum(p["smem_wavefronts"] for p in e.launches),
+               "warp_instructions": sum(p["warp_instructions"] for p in e.launches),
+               "ffma_thread_instructions": sum(p["ffma"] for p in e.launches)}
+        for lvl, val in est.items():
+            meas = float(m[lvl])
+            out.append({"op": row["op"], "rung": row["rung"], "level": lvl, "ncu": meas, "model": val,
+                        "ratio": val / meas if meas else float("nan")})
+    return pd.DataFrame(out)
+
+
+def validate_cli(argv=None) -> int:
+    """``perfkit model validate [--gpu SLUG] [--no-banks] [--levels]``."""
+    import argparse
+
+    import pandas as pd
+
+    ap = argparse.ArgumentParser(prog="perfkit model", description="the performance model")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    v = sub.add_parser("validate", help="estimate every recorded rung and compare with the measurement")
+    v.add_argument("--gpu", default="h100-sxm", help="devices.yaml key or alias (default h100-sxm)")
+    v.add_argument("--results", default=None, help="records folder (default data/results)")
+    v.add_argument("--ncu", default=None, help="Nsight Compute table (default: the shared measurements)")
+    v.add_argument("--no-banks", action="store_true", help="skip the bank-conflict simulation")
+    args = ap.parse_args(argv)
+    table, line, levels = validate(args.gpu, args.results, args.ncu, banks=not args.no_banks)
+    show = table.drop(columns=[c for c in table.columns if c.startswith("_") or c == "kind"])
+    show = show.assign(measured_us=(show.pop("measured_s") * 1e6).round(1),
+                       predicted_us=(show.pop("predicted_s") * 1e6).round(1), ratio=show["ratio"].round(2))
+    show = show[["op", "problem", "rung", "measured_us", "predicted_us", "ratio", "bound"]]
+    with pd.option_context("display.max_rows", None, "display.width", 200, "display.max_colwidth", 48):
+        print(show.to_string(index=False))
+        if len(levels):
+            print()
+            print("per-level counts against Nsight Compute (model / ncu):")
+            lv = levels.assign(ratio=levels["ratio"].round(2))
+            print(lv.pivot_table(index=["op", "rung"], columns="level", values="ratio").round(2).to_string())
+    print(line)
+    return 0

@@ -1,0 +1,426 @@
+"""Shared-memory bank conflicts counted with no GPU: run a rung in Numba's CUDA simulator,
+record every thread's shared-memory address at every access, and count the wavefronts each
+warp-wide access needs, as the hardware does.
+
+Public API (other modules build on it; keep it stable)::
+
+    rep = banks.count(variant, problem)          # BankReport of the launches of one run
+    rep.wavefronts, rep.ideal, rep.conflicts     # totals over the simulated blocks
+    rep.degree                                   # wavefronts / ideal (1.0: conflict free)
+    rep.load_degree, rep.store_degree            # the same for loads and for stores
+    rep.sites                                    # per source line: accesses, wavefronts, ideal
+    rep.scaled(f)                                # every count times f (e.g. to a full grid)
+    banks.wavefronts(addresses, width)           # one warp-wide access: (wavefronts, ideal)
+    banks.small_problem(variant, problem)        # a shrunken twin of problem to simulate
+
+The rule (NVIDIA's shared memory: 32 banks, 4 bytes wide, one wavefront serves each bank once):
+
+* a warp-wide access of 4 bytes (or less) per thread is served in one phase of 32 threads;
+  64-bit accesses in two phases of 16 threads, 128-bit accesses in four phases of 8 threads
+  (CUDA C++ Best Practices Guide, "Shared Memory and Memory Banks"; the phases are why a
+  conflict-free ``LDS.128`` costs 4 wavefronts in Nsight Compute);
+* within a phase, the wavefronts needed are the largest number of DISTINCT 4-byte words any
+  one bank holds among the addresses of the active threads (threads reading the same word
+  are served together: a broadcast);
+* ``ideal`` is the number of phases with an active thread; ``conflicts = wavefronts - ideal``
+  (what ``l1tex__data_bank_conflicts_pipe_lsu_mem_shared`` counts).
+
+How accesses are grouped into warp-wide instructions: an access site is a source line and a
+direction (load or store); the k-th access of a thread at a site belongs with the k-th access
+of the other threads of its warp at that site (true for non-divergent code, which is what
+kernels with shared memory and barriers are).  The compiler turns runs of a thread's
+consecutive accesses to adjacent words at one site (``reg[j] = S[r, c + j]`` for j in 0..3)
+into one 64- or 128-bit instruction when the run's start is aligned to its size; the same
+merge is applied here, so an unrolled ``LDS.128`` is counted as one.  Shared arrays are laid
+out one after another in the order a block first touches them, each 16-byte aligned.
+
+Cost: the simulator runs every thread as a Python thread, so simulate a small problem
+(:func:`small_problem`) and at most ``max_blocks`` blocks of each launch; the conflict DEGREE
+per access site does not depend on the size, and :mod:`perfkit.model` multiplies it by the
+number of shared-memory instructions the compiled kernel executes at the real size.  Results
+are cached on disk next to the anatomy cache.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import sys
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["BankReport", "count", "wavefronts", "small_problem", "BankError"]
+
+BANKS = 32
+WORD = 4
+
+
+class BankError(RuntimeError):
+    """The rung cannot be simulated for bank counting (the message says why)."""
+
+
+def wavefronts(addresses, width: int = 4) -> tuple[int, int]:
+    """Wavefronts and the ideal number for ONE warp-wide shared access.
+
+    ``addresses``: the byte address of each active thread, in lane order (``None`` or a
+    missing lane: inactive), ``width``: bytes per thread (1, 2, 4, 8 or 16).
+    """
+    lanes = list(addresses)
+    width = int(width)
+    if width not in (1, 2, 4, 8, 16):
+        raise ValueError(f"width must be 1, 2, 4, 8 or 16 bytes, got {width}")
+    per_phase = 32 if width <= 4 else (16 if width == 8 else 8)
+    total = ideal = 0
+    for p0 in range(0, max(len(lanes), 1), per_phase):
+        words_by_bank: dict[int, set] = {}
+        active = False
+        for a in lanes[p0:p0 + per_phase]:
+            if a is None:
+                continue
+            active = True
+            first = int(a) // WORD
+            last = (int(a) + max(width, 1) - 1) // WORD
+            for w in range(first, last + 1):
+                words_by_bank.setdefault(w % BANKS, set()).add(w)
+        if active:
+            ideal += 1
+            total += max(len(s) for s in words_by_bank.values())
+    return total, ideal
+
+
+@dataclass
+class BankReport:
+    """Shared-memory accesses of the simulated blocks, as warp-wide instructions."""
+
+    variant: str
+    problem: str
+    blocks: int                   # blocks simulated (over all launches)
+    accesses: int = 0             # warp-wide shared instructions
+    wavefronts: int = 0
+    ideal: int = 0
+    load_accesses: int = 0
+    load_wavefronts: int = 0
+    load_ideal: int = 0
+    store_accesses: int = 0
+    store_wavefronts: int = 0
+    store_ideal: int = 0
+    sites: list = field(default_factory=list)  # dicts: file, line, kind, width, accesses, wavefronts, ideal
+
+    @property
+    def conflicts(self) -> int:
+        return self.wavefronts - self.ideal
+
+    @property
+    def degree(self) -> float:
+        return self.wavefronts / self.ideal if self.ideal else 1.0
+
+    @property
+    def load_degree(self) -> float:
+        return self.load_wavefronts / self.load_ideal if self.load_ideal else 1.0
+
+    @property
+    def store_degree(self) -> float:
+        return self.store_wavefronts / self.store_ideal if self.store_ideal else 1.0
+
+    def scaled(self, factor: float) -> "BankReport":
+        """Every count multiplied by ``factor`` (sites too), e.g. blocks in the grid / blocks run."""
+        d = dataclasses.asdict(self)
+        for k in ("accesses", "wavefronts", "ideal", "load_accesses", "load_wavefronts", "load_ideal",
+                  "store_accesses", "store_wavefronts", "store_ideal"):
+            d[k] = d[k] * factor
+        d["sites"] = [{**s, **{k: s[k] * factor for k in ("accesses", "wavefronts", "ideal")}} for s in self.sites]
+        return BankReport(**d)
+
+    def as_dict(self) -> dict:
+        return {**dataclasses.asdict(self), "conflicts": self.conflicts, "degree": self.degree}
+
+    def __str__(self) -> str:
+        return (f"shared memory of {self.variant} at {self.problem} ({self.blocks} block(s) simulated): "
+                f"{self.accesses:g} warp accesses, {self.wavefronts:g} wavefronts, ideal {self.ideal:g}, "
+                f"conflicts {self.conflicts:g} (degree {self.degree:.2f}; loads {self.load_degree:.2f}, "
+                f"stores {self.store_degree:.2f})")
+
+
+# --- recording --------------------------------------------------------------------------------
+class _Recorder:
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.bases: dict[int, int] = {}     # id(shared array buffer) -> byte base
+        self.keep: list = []                # keep arrays alive so ids stay unique
+        self.next_base = 0
+        self.events: dict = {}              # (block, thread) -> list of (site, addr, size)
+
+    def base_of(self, arr: np.ndarray) -> int:
+        key = id(arr)
+        b = self.bases.get(key)
+        if b is None:
+            with self.lock:
+                b = self.bases.get(key)
+                if b is None:
+                    b = self.bases[key] = self.next_base
+                    self.keep.append(arr)
+                    self.next_base = -(-(b + arr.nbytes) // 16) * 16
+        return b
+
+
+_REC: _Recorder | None = None
+
+
+def _offsets(arr: np.ndarray, index) -> list[int]:
+    """Element offsets (C order) that ``arr[index]`` touches."""
+    if not isinstance(index, tuple):
+        index = (index,)
+    try:
+        if len(index) == arr.ndim and all(isinstance(i, (int, np.integer)) for i in index):
+            flat = 0
+            for i, n in zip(index, arr.shape):
+                i = int(i)
+                if i < 0:
+                    i += n
+                flat = flat * n + i
+            return [flat]
+    except TypeError:
+        pass
+    return [int(x) for x in np.arange(arr.size).reshape(arr.shape)[index].ravel()]
+
+
+class _Shared(np.ndarray):
+    """A simulator shared array that reports its accesses to the recorder."""
+
+    def _note(self, index, kind):
+        rec = _REC
+        if rec is None:
+            return
+        t = threading.current_thread()
+        tid = getattr(t, "thread_id", None)
+        if tid is None:
+            return
+        base_arr = self.base if isinstance(self.base, np.ndarray) and self.base is not None else self
+        while isinstance(base_arr.base, np.ndarray):
+            base_arr = base_arr.base
+        base = rec.base_of(base_arr)
+        caller = sys._getframe(2)
+        site = (caller.f_code.co_filename, caller.f_lineno, kind)
+        size = self.itemsize
+        blk = tuple(t.blockIdx) if hasattr(t, "blockIdx") else (0, 0, 0)
+        lst = rec.events.setdefault((blk, tid), [])
+        for off in _offsets(self, index):
+            lst.append((site, base + off * size, size))
+
+    def __getitem__(self, index):
+        self._note(index, "load")
+        return np.ndarray.__getitem__(self.view(np.ndarray), index)
+
+    def __setitem__(self, index, value):
+        self._note(index, "store")
+        np.ndarray.__setitem__(self.view(np.ndarray), index, value)
+
+
+_ALLOC_LOCK = threading.Lock()
+
+
+def _alloc(shared, shape, dtype, caller):
+    """The simulator's allocation of a static shared array, keyed by the calling line (as
+    perfkit._simfix does it, under a lock)."""
+    from numba.core import types
+    from numba.np import numpy_support
+
+    if isinstance(dtype, types.Type):
+        dtype = numpy_support.as_dtype(dtype)
+    key = (caller.f_code.co_filename, caller.f_lineno)
+    with _ALLOC_LOCK:
+        res = shared._allocations.get(key)
+        if res is None:
+            res = shared._allocations[key] = np.empty(shape, dtype)
+    return res
+
+
+def _install():
+    from numba.cuda.simulator import kernelapi
+
+    original = kernelapi.FakeCUDAShared.array
+    if getattr(original, "_perfkit_banks", False):
+        return original
+
+    def array(self, shape, dtype, alignment=None):
+        if _REC is None or alignment is not None or (isinstance(shape, int) and shape == 0):
+            if alignment is None and not (isinstance(shape, int) and shape == 0):
+                return _alloc(self, shape, dtype, sys._getframe(1))
+            res = original(self, shape, dtype, alignment)
+        else:
+            res = _alloc(self, shape, dtype, sys._getframe(1))
+        return res.view(_Shared) if _REC is not None and isinstance(res, np.ndarray) else res
+
+    array._perfkit_banks = True
+    array._original = original
+    kernelapi.FakeCUDAShared.array = array
+    return original
+
+
+def _merge(seq: list) -> list:
+    """A thread's accesses at one site -> (address, width) after the compiler's vector merge:
+    a run of 2 or 4 consecutive 4-byte words starting at an address aligned to the run's size
+    becomes one 64- or 128-bit access."""
+    out = []
+    i = 0
+    while i < len(seq):
+        addr, size = seq[i]
+        step = 1
+        if size == 4:
+            for w in (16, 8):
+                n = w // 4
+                if addr % w == 0 and i + n <= len(seq) and all(seq[i + m] == (addr + 4 * m, 4) for m in range(n)):
+                    size, step = w, n
+                    break
+        out.append((addr, size))
+        i += step
+    return out
+
+
+def _tally(rec: _Recorder, threads_per_block: int, report: BankReport) -> None:
+    sites: dict = {}
+    by_block: dict = {}
+    for (blk, tid), evs in rec.events.items():
+        per_site: dict = {}
+        for site, addr, size in evs:
+            per_site.setdefault(site, []).append((addr, size))
+        by_block.setdefault(blk, {})[tid] = {s: _merge(v) for s, v in per_site.items()}
+    for blk, threads in by_block.items():
+        all_sites = {s for th in threads.values() for s in th}
+        for site in all_sites:
+            for w0 in range(0, threads_per_block, 32):
+                lanes = [threads.get(t, {}).get(site, []) for t in range(w0, min(w0 + 32, threads_per_block))]
+                n = max((len(x) for x in lanes), default=0)
+                for k in range(n):
+                    addrs, width = [], 1
+                    for x in lanes:
+                        if k < len(x):
+                            addrs.append(x[k][0])
+                            width = max(width, x[k][1])
+                        else:
+                            addrs.append(None)
+                    wf, ideal = wavefronts(addrs, width)
+                    s = sites.setdefault(site, {"file": os.path.basename(site[0]), "line": site[1], "kind": site[2],
+                                                "width": width, "accesses": 0, "wavefronts": 0, "ideal": 0})
+                    s["accesses"] += 1
+                    s["wavefronts"] += wf
+                    s["ideal"] += ideal
+    for s in sites.values():
+        report.sites.append(s)
+        report.accesses += s["accesses"]
+        report.wavefronts += s["wavefronts"]
+        report.ideal += s["ideal"]
+        k = s["kind"]
+        setattr(report, f"{k}_accesses", getattr(report, f"{k}_accesses") + s["accesses"])
+        setattr(report, f"{k}_wavefronts", getattr(report, f"{k}_wavefronts") + s["wavefronts"])
+        setattr(report, f"{k}_ideal", getattr(report, f"{k}_ideal") + s["ideal"])
+
+
+# --- the problem to simulate -----------------------------------------------------------------
+def _plan_shape(variant, problem):
+    launches = variant.plan(problem, variant.host_buffers(problem))
+    return [(getattr(l.kernel, "py_func", l.kernel), tuple(l.block)) for l in launches]
+
+
+def small_problem(variant, problem, budget_bytes: float = 96 * 1024, floor: int = 32):
+    """A twin of ``problem`` with its integer sizes halved (largest first) while the rung
+    still supports it, launches the same kernels with the same block shapes, every size
+    stays >= ``floor`` (or its own value when smaller), and until ``problem.bytes`` is under
+    ``budget_bytes``.  Conflicts per access depend on the index arithmetic, not the size."""
+    from .kernels.base import ProblemError, UnsupportedProblem
+
+    try:
+        shape0 = _plan_shape(variant, problem)
+    except Exception:
+        shape0 = None
+    fields = [f.name for f in dataclasses.fields(problem)
+              if isinstance(getattr(problem, f.name), (int, np.integer)) and not isinstance(getattr(problem, f.name), bool)]
+    cur = problem
+    frozen: set = set()
+    while cur.bytes > budget_bytes:
+        cands = [f for f in fields if f not in frozen and getattr(cur, f) // 2 >= min(floor, getattr(problem, f))
+                 and getattr(cur, f) > 1]
+        if not cands:
+            break
+        f = max(cands, key=lambda f: getattr(cur, f))
+        try:
+            nxt = dataclasses.replace(cur, **{f: getattr(cur, f) // 2})
+            variant.supports(nxt)
+            if shape0 is not None:
+                s = _plan_shape(variant, nxt)
+                if [b for _, b in s] != [b for _, b in shape0] or len(s) != len(shape0):
+                    raise UnsupportedProblem("plan changed")
+        except (ProblemError, UnsupportedProblem, ValueError):
+            frozen.add(f)
+            continue
+        cur = nxt
+    return cur
+
+
+def _cache_path(variant, problem, max_blocks) -> Path:
+    from . import anatomy
+
+    doc = json.dumps({"v": type(variant).__module__ + "." + type(variant).__qualname__, "config": variant.config,
+                      "problem": type(problem).__qualname__, "params": problem.params, "max_blocks": max_blocks,
+                      "source": anatomy._source_hash(variant), "banks": 2}, sort_keys=True, default=str)
+    key = hashlib.sha256(doc.encode()).hexdigest()[:32]
+    return anatomy._cache_dir().parent / "banks" / f"{key}.json"
+
+
+def count(variant, problem, *, max_blocks: int | None = 1, seed: int = 0, cache: bool = True) -> BankReport:
+    """Simulate ``variant`` on ``problem`` (in Numba's CUDA simulator) and count the wavefronts of
+    its shared-memory accesses, launch by launch, for the first ``max_blocks`` blocks of each
+    launch (``None``: every block).  Counts are for the simulated blocks; ``scaled`` them to a
+    grid.  Works only in a process that runs the simulator (``PERFKIT_BACKEND=sim`` or no GPU);
+    on a GPU, ask Nsight Compute.  Pass a small problem (:func:`small_problem`)."""
+    global _REC
+    from . import backend
+
+    if not backend.is_simulator():
+        raise BankError("banks.count runs kernels in the CUDA simulator; this process uses a GPU "
+                        "(measure conflicts with Nsight Compute there, or run with PERFKIT_BACKEND=sim)")
+    if variant.oracle:
+        raise BankError(f"{variant.label} is a library call: no kernel of ours to simulate")
+    path = _cache_path(variant, problem, max_blocks) if cache else None
+    if path is not None and path.exists():
+        try:
+            d = json.loads(path.read_text())
+            return BankReport(**d)
+        except (OSError, ValueError, TypeError):
+            pass
+    _install()
+    variant.supports(problem)
+    inputs = problem.make_inputs(seed)
+    prepared = variant.prepare(problem, inputs)
+    report = BankReport(variant=variant.label, problem=problem.label, blocks=0)
+    with _LOCK:
+        for launch in prepared.launches:
+            grid = launch.grid
+            if max_blocks is not None:
+                keep, g = max_blocks, []
+                for d in grid:  # first blocks along x, then y, then z
+                    take = max(1, min(d, keep))
+                    g.append(take)
+                    keep = max(1, keep // take)
+                grid = tuple(g)
+            _REC = _Recorder()
+            try:
+                launch.kernel[grid, launch.block, 0, launch.shared_bytes](*launch.args)
+                rec = _REC
+            finally:
+                _REC = None
+            report.blocks += int(np.prod(grid))
+            _tally(rec, int(np.prod(launch.block)), report)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(dataclasses.asdict(report)))
+        os.replace(tmp, path)
+    return report
+
+
+_LOCK = threading.Lock()

@@ -70,7 +70,79 @@ def test_measured_ceiling_kernels_run_and_check_in_the_simulator():
     bw = roofline.copy_bandwidth(4096, record=False)
     assert bw["measurement"].simulated and np.isnan(bw["bytes_per_s"])
     fl = roofline.fp32_rate(4, record=False)
-    assert np.isnan(fl["flops_per_s"]) and fl["flops"] == 2 * 8 * 4 * 2 * 32
+    assert np.isnan(fl["flops_per_s"]) and fl["flops"] == 2 * roofline.FMA_CHAINS * roofline.FMA_UNROLL * 4 * 2 * 32
+    assert bw["below_recorded"] is None and fl["below_recorded"] is None  # nothing to compare a simulation with
+
+
+@pytest.mark.parametrize("n", [1, 3, 4, 61, 4099])
+def test_copy16_copies_every_element_at_awkward_sizes(n):
+    """The 16-byte copy: float4 body, unrolled by 4, plus a scalar tail of up to 3 elements."""
+    p = roofline.CopyProblem(n)
+    x = p.make_inputs(np.random.SeedSequence().entropy % 2**31)
+    assert p.check(roofline.COPY.run(p, x), p.reference(x)).ok  # the output is NaN-poisoned first
+
+
+def test_fma_ceiling_kernel_checks_against_its_closed_form():
+    p = roofline.FmaProblem(iters=3, blocks=2, threads=32)
+    out = roofline.FMA.run(p, {})
+    assert p.check(out, p.reference({})).ok
+    assert not p.check(out + 1e-3, p.reference({})).ok
+
+
+def _real_h100_rows():
+    from perfkit import results
+
+    return results.load(gpu="NVIDIA H100 80GB HBM3")
+
+
+def test_best_recorded_results_the_ceilings_must_beat():
+    """On the recorded H100 run: cuBLAS SGEMM (50.2 TFLOP/s) is the float32 compute bar; the
+    bandwidth bar is a DRAM-streaming record (problem bytes at least twice the L2)."""
+    if _real_h100_rows().empty:
+        pytest.skip("no H100 records in data/results")
+    best = roofline.best_recorded("compute", gpu="NVIDIA H100 80GB HBM3")
+    assert best["op"] == "gemm" and 45e12 < best["value"] < 60e12
+    mem = roofline.best_recorded("memory", gpu="NVIDIA H100 80GB HBM3")
+    assert mem is None or mem["value"] < 3.35e12 * 1.1
+    with pytest.raises(ValueError, match="kind"):
+        roofline.best_recorded("speed", gpu="NVIDIA H100 80GB HBM3")
+
+
+def test_copy_kernel_uses_16_byte_accesses_in_its_sass():
+    from perfkit import anatomy
+
+    r = anatomy.inspect(roofline.COPY, roofline.CopyProblem(1 << 20), (9, 0))
+    assert r.mix.get("global load 128", 0) >= 4 and r.mix.get("global store 128", 0) >= 4, r.mix
+    assert "LDG.E.128" in r.sass and "STG.E.128" in r.sass
+
+
+def test_fma_kernel_is_ffma_dominated_in_its_sass():
+    from perfkit import anatomy
+
+    r = anatomy.inspect(roofline.FMA, roofline.FmaProblem(iters=64, blocks=264, threads=256), (9, 0))
+    loop = _hot_loop(r.sass)
+    ffma = sum(1 for ins in loop if ins.startswith("FFMA"))
+    assert ffma == roofline.FMA_CHAINS * roofline.FMA_UNROLL, loop
+    assert ffma / len(loop) > 0.9, loop  # the counter, compare and branch: a few per 128 FFMAs
+
+
+def _hot_loop(sass: str) -> list[str]:
+    """The instructions of the kernel's one backward branch's loop, in order."""
+    import re
+
+    code = {}
+    for line in sass.splitlines():
+        m = re.match(r"\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;", line)
+        if m:
+            code[int(m.group(1), 16)] = m.group(2).strip()
+    loops = []
+    for addr, ins in code.items():
+        m = re.search(r"BRA (0x[0-9a-f]+)", ins)
+        if m and int(m.group(1), 16) < addr:
+            loops.append((int(m.group(1), 16), addr))
+    assert len(loops) == 1, loops
+    lo, hi = loops[0]
+    return [re.sub(r"^@!?U?P\w+\s+", "", code[a]) for a in sorted(code) if lo <= a <= hi]
 
 
 def test_lesson_source_diff():
@@ -82,3 +154,12 @@ def test_lesson_source_diff():
     text = str(d)
     assert "+    stride = cuda.gridsize(1)" in text and "saxpy_naive" in text
     assert "<pre" in d._repr_html_()
+
+
+def test_a_ceiling_below_a_recorded_result_is_flagged(monkeypatch):
+    best = {"value": 50.2e12, "op": "gemm", "problem": "m=4096", "variant": "oracle", "path": "x.json"}
+    monkeypatch.setattr(roofline, "best_recorded", lambda kind: best)
+    with pytest.warns(RuntimeWarning, match="below a recorded result.*50.2 TFLOP/s"):
+        assert roofline._flag_below_recorded("compute", 31.4e12, "FP32 FMA rate") == best
+    assert roofline._flag_below_recorded("compute", 60e12, "FP32 FMA rate") is None
+    assert roofline._flag_below_recorded("compute", float("nan"), "FP32 FMA rate") is None

@@ -51,17 +51,23 @@ def _run_and_check(v, p, seed):
 
 
 SIMT = [v for v in conv.LADDER if v.name != "tensor_core"]
+RUNG = {v.name: v for v in conv.LADDER}
 
 
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("v", SIMT, ids=lambda v: v.name)
 def test_rung_is_correct(v, case, fresh_seed):
-    _run_and_check(v, _problem(case), fresh_seed)
+    p = _problem(case)
+    if v.name == "winograd" and (p.r, p.s, p.stride) != (3, 3, 1):
+        with pytest.raises(UnsupportedProblem, match="3x3 filters at stride 1"):
+            v.run(p, p.make_inputs(0))
+        return
+    _run_and_check(v, p, fresh_seed)
 
 
 @pytest.mark.parametrize("case", TC_CASES)
 def test_tensor_core_rung_is_correct(case, fresh_seed):
-    _run_and_check(conv.LADDER[-1], _problem(case, "float16"), fresh_seed)
+    _run_and_check(RUNG["tensor_core"], _problem(case, "float16"), fresh_seed)
 
 
 @pytest.mark.parametrize("case", ["3x3_p1_c3_k17_nchw", "1x1_s2_c17_k3_nhwc", "5x5_p3_c1_nhwc",
@@ -144,14 +150,18 @@ def test_bad_inputs_name_the_field(layout):
 def test_registry_texts_and_traffic():
     registry_check(conv.LADDER)
     assert [v.name for v in conv.LADDER] == ["oracle", "direct", "direct_halo", "im2col_gemm", "igemm_naive",
-                                            "igemm_smem", "igemm_regblock", "tensor_core"]
+                                            "igemm_smem", "igemm_regblock", "winograd", "tensor_core"]
     assert all(v.what for v in conv.LADDER)
     for v in conv.LADDER:
         p = v.example(conv.EXAMPLE_PROBLEM)
         t = v.traffic(p)
-        assert t.flops == p.flops and np.isfinite(t.dram_bytes) and t.dram_bytes >= p.bytes * 0.99
+        if v.name == "winograd":  # the FLOPs it does: 16 products per 2x2 tile where direct does 36
+            assert t.flops == pytest.approx(p.flops * 16 / 36, rel=0.01) and t.extra["algorithmic_flops"] == p.flops
+        else:
+            assert t.flops == p.flops
+        assert np.isfinite(t.dram_bytes) and t.dram_bytes >= p.bytes * 0.99
         assert t.l2_bytes is None or t.l2_bytes >= p.bytes * 0.99
-    im2col = conv.LADDER[3]
+    im2col = RUNG["im2col_gemm"]
     assert im2col.gemm_variant().name in conv.GEMM_PREFERENCE
     p = conv.EXAMPLE_PROBLEM  # the im2col buffer is ~9x x for a 3x3 stride-1 layer
     assert im2col.traffic(p).dram_bytes > 9 * p.n * p.c * p.h * p.w * 4
@@ -160,10 +170,10 @@ def test_registry_texts_and_traffic():
 def test_dtype_and_layout_choices_are_explained():
     p32 = conv.Problem(1, 3, 5, 5, 4, 3, 3)
     with pytest.raises(UnsupportedProblem, match="takes float16"):
-        conv.LADDER[-1].run(p32, p32.make_inputs(0))
-    tc = conv.LADDER[-1].example(p32)
+        RUNG["tensor_core"].run(p32, p32.make_inputs(0))
+    tc = RUNG["tensor_core"].example(p32)
     assert (tc.dtype, tc.layout) == ("float16", "NHWC")
-    rb = conv.LADDER[6]
+    rb = RUNG["igemm_regblock"]
     assert rb.vectorized(conv.Problem(1, 4, 5, 5, 4, 3, 3, layout="NHWC")) == (True, True)
     assert rb.vectorized(conv.Problem(1, 3, 5, 5, 4, 3, 3, layout="NHWC")) == (False, False)
     assert rb.vectorized(conv.Problem(1, 4, 5, 5, 4, 3, 3)) == (False, True)
@@ -182,7 +192,8 @@ def test_gpu_sweep_is_resnet50_at_batch_32():
     # every rung can take every layer it is meant for (tile and launch limits, by arithmetic)
     for p in conv.GPU_SWEEP:
         for v in conv.LADDER[1:]:
-            if v.name == "tensor_core" and p.dtype != "float16":
+            if (v.name == "tensor_core" and p.dtype != "float16") or \
+                    (v.name == "winograd" and (p.r, p.s, p.stride) != (3, 3, 1)):
                 continue
             v.supports(p)
 
@@ -199,7 +210,7 @@ def test_peers_are_gpu_only_here():
 
 def test_regblock_and_tensor_core_compile_for_sm90():
     p = conv.EXAMPLE_PROBLEM
-    r = anatomy.inspect(conv.LADDER[6], conv.to_layout(p, "NHWC"), cc=(9, 0))
+    r = anatomy.inspect(RUNG["igemm_regblock"], conv.to_layout(p, "NHWC"), cc=(9, 0))
     assert r.mix["global load 128"] >= 2 and r.spill_store_bytes == 0  # x and w: LDG.E.128
-    t = anatomy.inspect(conv.LADDER[7], conv.to_layout(p, "NHWC", "float16"), cc=(9, 0))
+    t = anatomy.inspect(RUNG["tensor_core"], conv.to_layout(p, "NHWC", "float16"), cc=(9, 0))
     assert "HMMA.16816.F32" in t.sass and t.mix["tensor mma"] >= 4

@@ -79,6 +79,17 @@ def metric_for(op: str) -> str:
 _UNIT = {"tflops": "TFLOP/s", "gbps": "GB/s"}
 
 
+def fmt_rate(x) -> str:
+    """A rate with three significant digits and no exponent: 24.1, 0.499, 2163."""
+    try:
+        x = float(x)
+    except (TypeError, ValueError):
+        return "—"
+    if not np.isfinite(x):
+        return "—"
+    return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
 def _rate(metric: str, flops, nbytes, seconds) -> float:
     try:
         return (float(flops) / float(seconds) / 1e12) if metric == "tflops" else (float(nbytes) / float(seconds) / 1e9)
@@ -632,6 +643,9 @@ class RungCard:
                     + ".")
         r, m, e = self.ratio, self.median_s, self.estimate_s
         kind = "estimate" if self.estimate_kind == "estimate" else "roofline bound"
+        caveat = (f"Caution: the record is of this rung's kernel at {(self.commit or '?')[:7]}, which has changed "
+                  "since, while the estimate is of today's kernel: the two describe different code. "
+                  if self.changed_since else "")
         legs = sorted(((k, float(v)) for k, v in (self.legs or {}).items()
                        if v is not None and np.isfinite(float(v))), key=lambda kv: -kv[1])
         total = sum(v for _, v in legs)
@@ -676,7 +690,7 @@ class RungCard:
             else:
                 verdict = ""
             out.append(f"Against {self.prev_label}: measured x{meas:.2f}, the model said x{pred:.2f}{verdict}.")
-        return " ".join(out)
+        return caveat + " ".join(out)
 
     # -- rendering --
     def rows(self) -> list[tuple[str, str]]:
@@ -688,7 +702,7 @@ class RungCard:
             return [("measured", msg)]
         rows = [("measured (median)", f"{fmt_seconds(self.median_s)}  ±{fmt_seconds(self.iqr_s / 2)} (IQR/2), "
                  f"{int(self.n_samples) if np.isfinite(self.n_samples) else '?'} samples"),
-                ("rate", f"{self.rate:.3g} {unit}")]
+                ("rate", f"{fmt_rate(self.rate)} {unit}")]
         if self.prev_label:
             if np.isfinite(self.x_prev):
                 rows.append(("x the rung before", f"x{self.x_prev:.2f} vs {self.prev_label} "
@@ -699,7 +713,7 @@ class RungCard:
         rows.append(("recorded on", self.provenance))
         if np.isfinite(self.estimate_s):
             legs = ", ".join(f"{k} {fmt_seconds(v)}" for k, v in
-                             sorted(self.legs.items(), key=lambda kv: -float(kv[1] or 0)) if v is not None)
+                             sorted(self.legs.items(), key=lambda kv: -float(kv[1] or 0)) if v)
             name = "model estimate" if self.estimate_kind == "estimate" else "roofline bound (model.estimate absent)"
             rows.append((name, f"{fmt_seconds(self.estimate_s)}, bound by {self.bound}" + (f"; legs: {legs}" if legs else "")))
             rows.append(("measured / estimate", f"{self.ratio:.2f}"))
@@ -735,8 +749,20 @@ class RungCard:
                 "measured/est": self.ratio, "recorded on": self.provenance}
 
 
+_ESTIMATES: dict = {}
+
+
 def _estimate(variant: Variant, problem: Problem, gpu_key: str):
-    """(seconds, bound, legs, kind, error) from ``model.estimate`` when it exists, else the roofline."""
+    """(seconds, bound, legs, kind, error) from ``model.estimate`` when it exists, else the
+    roofline; remembered per (rung, config, problem, gpu) for the session."""
+    key = (type(variant).__module__, type(variant).__qualname__, repr(getattr(variant, "config", None)),
+           type(problem).__qualname__, problem.label, gpu_key)
+    if key not in _ESTIMATES:
+        _ESTIMATES[key] = _estimate_now(variant, problem, gpu_key)
+    return _ESTIMATES[key]
+
+
+def _estimate_now(variant: Variant, problem: Problem, gpu_key: str):
     from . import model
 
     if hasattr(model, "estimate"):
@@ -928,13 +954,12 @@ def anatomy_table(reports: dict) -> pd.DataFrame:
     rows = []
     for label, r in reports.items():
         mix = getattr(r, "mix", {}) or {}
-        ldg = {k: v for k, v in mix.items() if "load" in k and "global" in k and v}
+        ldg = {k.split()[-1]: v for k, v in mix.items() if k.startswith("global load") and v}
         rows.append({"rung": label, "registers": r.registers, "shared B": r.shared_bytes,
                      "spills B": r.spill_store_bytes + r.spill_load_bytes,
                      "threads": r.threads_per_block, "occupancy": f"{r.occupancy.ratio:.0%}",
                      "limiter": r.occupancy.limiter, "SASS instr": r.instructions,
-                     "global loads": ", ".join(f"{k.replace('global ', '').replace('load ', '')} {v}"
-                                               for k, v in ldg.items()) or "—"})
+                     "global loads (static)": ", ".join(f"{v} x {k}-bit" for k, v in ldg.items()) or "—"})
     return pd.DataFrame(rows)
 
 

@@ -63,10 +63,14 @@ def _static_provenance() -> dict:
         except metadata.PackageNotFoundError:
             pass
     status = _git("status", "--porcelain", "--untracked-files=no")
+    commit = _git("rev-parse", "HEAD")
     return {
         "packages": versions,
         "python": platform.python_version(),
-        "git_commit": _git("rev-parse", "HEAD"),
+        # a copy of the working tree with no .git (a lent GPU machine): the commit it was made
+        # from, as the caller says in PERFKIT_GIT_COMMIT (tools/record_gpu.py --commit)
+        "git_commit": commit or os.environ.get("PERFKIT_GIT_COMMIT") or None,
+        "git_commit_from": "git" if commit else ("PERFKIT_GIT_COMMIT" if os.environ.get("PERFKIT_GIT_COMMIT") else None),
         "git_dirty": bool(status) if status is not None else None,
         "host": socket.gethostname(),
         "platform": platform.platform(),

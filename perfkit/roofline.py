@@ -410,7 +410,8 @@ class FmaChains(_Variant):
 COPY, FMA = Copy16(), FmaChains()
 
 
-def _record(op_variant: str, flops: float, nbytes: float, m, params: dict, extra: dict | None = None):
+def _record(op_variant: str, flops: float, nbytes: float, m, params: dict, extra: dict | None = None,
+            root=None):
     from . import results
 
     if m.simulated:
@@ -419,7 +420,7 @@ def _record(op_variant: str, flops: float, nbytes: float, m, params: dict, extra
                            "params": params, "rung": 0 if op_variant == "copy" else 1,
                            "variant": op_variant, "flops": flops, "bytes": nbytes,
                            "timing": m.as_dict(), "check": {"ok": True}, "check_ok": True,
-                           **(extra or {})})
+                           **(extra or {})}, root=root)
 
 
 def best_recorded(kind: str, gpu: str | None = None, *, root=None) -> dict | None:
@@ -471,13 +472,13 @@ def _flag_below_recorded(kind: str, value: float, what: str) -> dict | None:
     return best
 
 
-def copy_bandwidth(nbytes: int | None = None, *, record: bool = True, **timer) -> dict:
+def copy_bandwidth(nbytes: int | None = None, *, record: bool = True, results_root=None, **timer) -> dict:
     """Measure DRAM bandwidth with the 16-byte copy kernel (bytes read + bytes written).
 
     Default size: 8x the L2 (at least 1 GiB) on a GPU, so the copy streams from DRAM; 64 KiB in
     the simulator.  Returns ``{"bytes_per_s", "measurement", "nbytes", "path", "below_recorded"}``;
     ``below_recorded`` is the recorded result of this GPU that beats the measured ceiling (a
-    warning says so too), else None.
+    warning says so too), else None.  ``results_root``: where to record (default: data/results).
     """
     sim = backend.is_simulator()
     if nbytes is None:
@@ -497,11 +498,12 @@ def copy_bandwidth(nbytes: int | None = None, *, record: bool = True, **timer) -
     bw = np.nan if m.simulated else moved / m.median_s
     below = None if m.simulated else _flag_below_recorded("memory", bw, "copy bandwidth")
     path = _record("copy", 0.0, moved, m, {"n": n, "dtype": "float32", "kernel": "copy16"},
-                   {"below_recorded": below}) if record else None
-    return {"bytes_per_s": bw, "measurement": m, "nbytes": moved, "path": path, "below_recorded": below}
+                   {"below_recorded": below}, root=results_root) if record else None
+    return {"bytes_per_s": bw, "measurement": m, "nbytes": moved, "path": path, "below_recorded": below,
+            "params": {"n": n, "dtype": "float32", "kernel": "copy16"}}
 
 
-def fp32_rate(iters: int | None = None, *, record: bool = True, **timer) -> dict:
+def fp32_rate(iters: int | None = None, *, record: bool = True, results_root=None, **timer) -> dict:
     """Measure the FP32 FMA rate: FMA_CHAINS independent chains per thread, FMA_UNROLL-fold
     unrolled, one full wave of blocks (2 FLOPs per FMA).  Same return fields as
     :func:`copy_bandwidth` with ``flops_per_s`` and ``flops``."""
@@ -526,10 +528,11 @@ def fp32_rate(iters: int | None = None, *, record: bool = True, **timer) -> dict
     flops = prob.flops
     rate = np.nan if m.simulated else flops / m.median_s
     below = None if m.simulated else _flag_below_recorded("compute", rate, "FP32 FMA rate")
-    path = _record("fma", flops, prob.bytes, m, {"iters": iters, "blocks": blocks, "threads": threads,
-                                                 "chains": FMA_CHAINS, "unroll": FMA_UNROLL},
-                   {"below_recorded": below}) if record else None
-    return {"flops_per_s": rate, "measurement": m, "flops": flops, "path": path, "below_recorded": below}
+    params = {"iters": int(iters), "blocks": blocks, "threads": threads, "chains": FMA_CHAINS, "unroll": FMA_UNROLL}
+    path = _record("fma", flops, prob.bytes, m, params, {"below_recorded": below}, root=results_root) \
+        if record else None
+    return {"flops_per_s": rate, "measurement": m, "flops": flops, "path": path, "below_recorded": below,
+            "params": params, "nbytes": prob.bytes}
 
 
 # --- the figure ----------------------------------------------------------------------------

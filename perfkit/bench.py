@@ -145,7 +145,8 @@ def _measure_one(problem, variant, *, seed, check_seed, timer, record, results_r
         if record:
             stage = "record"
             entry = {"op": problem.op, "problem": problem.label, "params": problem.params,
-                     "rung": variant.rung, "variant": variant.name, "config": variant.config,
+                     "rung": variant.rung, "variant": variant.name, "label": variant.label,
+                     "config": variant.config,
                      "flops": problem.flops, "bytes": problem.bytes, "timing": m.as_dict(),
                      "check": {**check.as_dict(), "seed": check_seed, "after_timing": after.as_dict()},
                      "traffic": traffic.as_dict(), "simulated": m.simulated,

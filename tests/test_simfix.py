@@ -4,9 +4,16 @@ import sys
 import threading
 
 import numpy as np
+import pytest
 
 import perfkit  # noqa: F401  (applies the fix in the simulator)
 from numba.cuda.simulator import kernelapi
+from perfkit import backend
+
+# perfkit._simfix is applied only when the simulator is the backend: on a GPU the simulator's
+# classes are Numba's own (unfixed, unused), and this race is not perfkit's to show there
+pytestmark = pytest.mark.skipif(not backend.is_simulator(),
+                                reason="perfkit._simfix patches the simulator only when it is the backend")
 
 
 def _allocate_together(n_threads=64, rounds=300):

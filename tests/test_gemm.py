@@ -210,8 +210,56 @@ def test_tolerance_admits_float32_rounding_at_large_k_but_not_a_wrong_element():
     assert not p.check(out, ref).ok
 
 
+_LOAD4_FAULT_CHILD = r"""
+import sys
+import numpy as np
+import perfkit
+from numba import cuda
+from perfkit.kernels._vector import load4
+
+@cuda.jit
+def probe(a, out, j):
+    x0, x1, x2, x3 = load4(a, 1, j)
+    out[0] = x0 + x1 + x2 + x3
+
+a = cuda.to_device(np.arange(24, dtype=np.float32).reshape(3, 8))
+out = cuda.device_array(1, np.float32)
+probe[1, 1](a, out, 4)
+print("ALIGNED", float(out.copy_to_host()[0]), flush=True)
+try:
+    probe[1, 1](a, out, 2)
+    cuda.synchronize()
+except Exception as exc:
+    print("FAULT", exc, flush=True)
+    sys.exit(0)
+print("NO FAULT", flush=True)
+"""
+
+
+def test_load4_misaligned_faults_on_a_gpu_in_a_child():
+    """On a GPU, a misaligned 128-bit load faults the device: that kills the process's CUDA
+    context, so it runs in a child process (PERFKIT_BACKEND=gpu), never in the test process."""
+    import os
+    import subprocess
+    import sys
+
+    from perfkit import backend
+
+    if backend.is_simulator():
+        pytest.skip("a real misaligned-address fault needs a GPU (the simulator case is the next test)")
+    r = subprocess.run([sys.executable, "-c", _LOAD4_FAULT_CHILD], capture_output=True, text=True,
+                       env={**os.environ, "PERFKIT_BACKEND": "gpu"}, timeout=300)
+    out = r.stdout + r.stderr
+    assert "ALIGNED 54.0" in r.stdout, out[-3000:]
+    assert "NO FAULT" not in r.stdout and "misaligned" in out.lower(), out[-3000:]
+
+
 def test_simulated_load4_faults_where_a_gpu_would():
     """A 128-bit load must be 16-byte aligned; the simulator's load4 refuses what a GPU faults on."""
+    from perfkit import backend
+
+    if not backend.is_simulator():
+        pytest.skip("on a GPU the fault would take this process's CUDA context: see the child-process test above")
     from numba import cuda
 
     from perfkit.kernels._vector import load4

@@ -76,8 +76,21 @@ pd.DataFrame([{"rung": v.rung, "name": v.name, "what changed and why": v.what} f
 # clock you must wait for it (`synchronize`), and then you also time the wait's own overhead.
 # CUDA **events** are recorded *on the stream*, so the GPU stamps the start and end itself.
 #
+# **What an event window holds.**  The GPU stamps an event when it *reaches* it in the stream.
+# If the GPU is idle when the host records the start event, the start is stamped at once, and
+# the GPU then waits for the host to launch the kernel: the window holds the host's launch time
+# too (tens of microseconds through Numba with several array arguments).  On the first H100 run
+# (2026-11-23, commit 7c7b2e0; `shared/measurements/h100-2026-11-23`) that made an empty kernel
+# "take" 26.5 µs by events and an 80 µs softmax rung read 1.4x its time against
+# `triton.testing.do_bench`.  So `measure()` first queues a one-thread **spin kernel** that keeps
+# the GPU busy for longer than the host needs to launch (measured during warm-up), then the start
+# event, the kernel(s), the end event.  The launches queue up behind the spin, and the window
+# holds only the GPU's work: the kernels and the GPU's own gaps between them.  Each measurement
+# keeps the spin length and the host's enqueue time per sample in `extra`.
+#
 # In the simulator, a launch runs the kernel to completion on the CPU before returning, so the
 # "launch only" and "with synchronize" numbers coincide; on a GPU the first is far smaller.
+# Simulated times are host times of a CPU simulation and show none of this.
 
 # %%
 problem = saxpy.Problem(n=n_elements)
@@ -93,6 +106,10 @@ tag = " (simulated: CPU times)" if SIM else ""
 print(f"host clock, launch only    : {t_launch * 1e6:10.1f} us{tag}")
 print(f"host clock, + synchronize  : {t_synced * 1e6:10.1f} us{tag}")
 print(f"{ev.clock:27s}: {ev.median_s * 1e6:10.1f} us{tag}")
+if not SIM:
+    print(f"the window sat behind a {ev.extra['spin_s'] * 1e6:.0f} us spin; the host took "
+          f"{np.median(ev.extra['host_enqueue_s']) * 1e6:.1f} us (median) to enqueue the events and the kernel, "
+          f"{ev.extra['host_exceeded_spin']} sample(s) where it outlasted the spin")
 
 # %% [markdown]
 # ## 2 · Warm-up
@@ -116,30 +133,49 @@ print(f"first call {first * 1e3:.1f} ms, second call {second * 1e3:.1f} ms"
 # row on inputs that fit, and the second run reads them from L2, not DRAM.  Real workloads rarely
 # find their inputs in L2, so `measure()` writes a buffer of at least **twice the L2 size**
 # before every sample (`l2="cold"`, the default).  `l2="hot"` skips the flush, to show the effect.
-# The flush is outside the timed region (between the events).
-
-# %%
-cold = timing.measure(run, l2="cold", max_time_s=1.0)
-hot = timing.measure(run, l2="hot", max_time_s=1.0)
-print("cold:", cold)
-print("hot: ", hot)
-print(f"flush buffer: {cold.flush_bytes / 2**20:.0f} MiB (device L2: {backend.device().l2_bytes} bytes)")
-if not SIM:
-    fig, ax = plt.subplots(figsize=(7, 3))
-    ax.hist(np.array(cold.samples) * 1e6, bins=40, alpha=0.6, label="cold L2")
-    ax.hist(np.array(hot.samples) * 1e6, bins=40, alpha=0.6, label="hot L2")
-    ax.set_xlabel("kernel time (us)"); ax.legend(); ax.set_title(f"saxpy n={n_elements}")
-
-# %% [markdown]
-# ## 4 · Launch overhead
+# The flush is outside the timed region (queued before the spin kernel and the start event).
 #
-# An empty kernel still costs a launch: a few microseconds from Python through Numba's
-# dispatcher and the driver, of which the GPU sees only a part.  Any kernel shorter than a few
-# microseconds measures mostly this.
+# The effect shows only when the data *fits* in L2: here a 16-byte copy whose source and
+# destination together take half the L2 (on a GPU; a tiny copy in the simulator).  Hot must then
+# come out no slower than cold; a hot run slower than a cold one means the window holds something
+# other than the kernel (on the first H100 run, before the spin kernel: hot 352 µs, cold 330 µs).
 
 # %%
 from numba import cuda
 
+l2_bytes = backend.device().l2_bytes or 0
+n_fit = max(1024, l2_bytes // 4 // 4) if not SIM else 1024   # floats: src + dst = half the L2
+src_fit, dst_fit = cuda.to_device(np.ones(n_fit, np.float32)), cuda.device_array(n_fit, np.float32)
+copy_fit = roofline.copy_launcher(dst_fit, src_fit)
+if not SIM:
+    cold = timing.measure(copy_fit, l2="cold", max_time_s=1.0)
+    hot = timing.measure(copy_fit, l2="hot", max_time_s=1.0)
+    print(f"copy of {n_fit * 4 * 2 / 2**20:.1f} MiB (src + dst) against an L2 of {l2_bytes / 2**20:.0f} MiB")
+    print("cold:", cold)
+    print("hot: ", hot)
+    print(f"flush buffer: {cold.flush_bytes / 2**20:.0f} MiB")
+    verdict = "as it must" if hot.median_s <= cold.median_s * 1.02 else "WRONG: the window holds more than the kernel"
+    print(f"hot / cold = {hot.median_s / cold.median_s:.2f} ({verdict})")
+    fig, ax = plt.subplots(figsize=(7, 3))
+    ax.hist(np.array(cold.samples) * 1e6, bins=40, alpha=0.6, label="cold L2")
+    ax.hist(np.array(hot.samples) * 1e6, bins=40, alpha=0.6, label="hot L2")
+    ax.set_xlabel("kernel time (us)"); ax.legend(); ax.set_title(f"16-byte copy, {n_fit * 8 / 2**20:.0f} MiB moved")
+else:
+    copy_fit(); cuda.synchronize()   # the copy runs and is checked here; its simulated time is not shown
+    assert np.array_equal(dst_fit.copy_to_host(), np.ones(n_fit, np.float32))
+    print("The simulator has no L2: a simulated hot/cold pair says nothing (it can even come out reversed), "
+          "so none is shown. No hot/cold measurement has been recorded on a real GPU with this timer yet "
+          "(tools/record_gpu.py --parts timer measures one).")
+
+# %% [markdown]
+# ## 4 · Launch overhead
+#
+# An empty kernel still costs a launch: microseconds from Python through Numba's dispatcher
+# and the driver, of which the GPU sees only a part.  The event window (behind the spin kernel)
+# shows the GPU's part; the host clock around launch + synchronize shows the whole round trip.
+# A kernel shorter than the round trip is, from Python, mostly launch: batch such work or fuse it.
+
+# %%
 @cuda.jit
 def empty_kernel():
     pass
@@ -208,7 +244,10 @@ else:
 
 recorded_ceilings = results.load(op="roofline")
 if recorded_ceilings.empty:
-    print("No measured ceilings have been recorded on a real GPU yet (data/results/ has none).")
+    print("No measured ceilings have been recorded on a real GPU yet (data/results/ has none). The first "
+          "H100 run's copy (2360 GB/s) and FMA (31.4 TFLOP/s) kernels under-measured the hardware (cuBLAS "
+          "SGEMM ran at 50.2 TFLOP/s on the same GPU), so they were left out; the kernels here are their "
+          "rewrites (16-byte accesses; 8 FMA chains, unrolled), not yet measured.")
 else:
     display(recorded_ceilings[["gpu", "variant", "gbps", "tflops", "median_s", "utc", "commit"]])
 
@@ -221,6 +260,14 @@ ax = roofline.plot(points, ceil, title="saxpy on the roofline"
                    + (" (recorded GPU results)" if not recorded.empty else ""))
 if recorded.empty:
     print("No saxpy results recorded on a real GPU yet: the roofline shows the ceilings only.")
+    # what *is* recorded: the softmax ladder on the H100 (notebook 04), a memory-bound op like saxpy
+    sm = results.load(op="softmax")
+    sm = sm[sm["problem"].astype(str).str.startswith("rows=4096 cols=4096 dtype=float32")]
+    if not sm.empty:
+        sm = sm.assign(label=sm["rung"].map(lambda r: f"{int(r):02d}" if str(r).lstrip("-").isdigit() else str(r))
+                       + " " + sm["variant"].astype(str))
+        roofline.plot(sm, roofline.ceilings(sm["gpu"].iloc[0]), title="recorded: softmax 4096x4096 fp32"
+                      + plots.provenance(sm))
 
 # %% [markdown]
 # The ridge point (where the slanted memory roof meets the flat compute roof) sits at tens of

@@ -688,13 +688,23 @@ def _entry_usage(launch: dict) -> dict:
     return usage[entry]
 
 
-def _reserved_in_cubin(cc, shared: int, ptxas: dict) -> int:
+def _reserved_in_cubin(cc, shared: int, ptxas: dict, cubin: bytes = b"") -> int:
     """From sm_90 on, a kernel that uses shared memory carries the system's 1 KiB reservation in
     its shared section (``.nv.reservedSmem``), so ``cuobjdump -res-usage`` SHARED is ptxas's
     "bytes smem" + 1024. The occupancy calculator adds the reservation itself; counting it
-    twice would charge 2 KiB per block."""
+    twice would charge 2 KiB per block.
+
+    ptxas's report is not always there to subtract (on the H100 machine the link's info log had
+    no "bytes smem" line, so the whole 9216 counted as the kernel's and the reservation was
+    charged twice: 10240), so on sm_90+ a cubin that holds ``.nv.reservedSmem`` and a shared
+    section of at least the reservation is taken to carry it, whatever ptxas said or did not."""
+    reservation = occ.limits_for(cc).reserved_shared_per_block
     extra = shared - ptxas.get("static_shared_bytes", shared)
-    return extra if 0 < extra <= occ.limits_for(cc).reserved_shared_per_block else 0
+    if 0 < extra <= reservation:
+        return extra
+    if tuple(cc) >= (9, 0) and shared >= reservation > 0 and b".nv.reservedSmem" in cubin:
+        return reservation
+    return 0
 
 
 def _report(variant: Variant, cc, launch: dict, summaries: list) -> Report:
@@ -706,7 +716,7 @@ def _report(variant: Variant, cc, launch: dict, summaries: list) -> Report:
     for b in launch["block"]:
         threads *= b
     try:
-        reserved = _reserved_in_cubin(cc, static_smem, ptxas)
+        reserved = _reserved_in_cubin(cc, static_smem, ptxas, base64.b64decode(launch["cubin_b64"]))
         user_smem = static_smem - reserved
         # Numba never raises a kernel's dynamic shared-memory limit: 48 KiB per block at most
         o = occ.occupancy(cc, threads, regs, user_smem + launch["dynamic_shared_bytes"], opt_in=False)

@@ -694,10 +694,11 @@ def _reserved_in_cubin(cc, shared: int, ptxas: dict, cubin: bytes = b"") -> int:
     "bytes smem" + 1024. The occupancy calculator adds the reservation itself; counting it
     twice would charge 2 KiB per block.
 
-    ptxas's report is not always there to subtract (on the H100 machine the link's info log had
-    no "bytes smem" line, so the whole 9216 counted as the kernel's and the reservation was
-    charged twice: 10240), so on sm_90+ a cubin that holds ``.nv.reservedSmem`` and a shared
-    section of at least the reservation is taken to carry it, whatever ptxas said or did not."""
+    ptxas's figure cannot always be subtracted: on the H100 machine (a driver present, CUDA 13.0)
+    the report found no reservation (either no "bytes smem" figure, parsed as 0, or one that held
+    the 1 KiB already; its log was not kept), so the whole 9216 counted as the kernel's and the
+    reservation was charged twice (10240).  So on sm_90+ a cubin that holds ``.nv.reservedSmem``
+    and a shared section of at least the reservation is taken to carry it, whatever ptxas said."""
     reservation = occ.limits_for(cc).reserved_shared_per_block
     extra = shared - ptxas.get("static_shared_bytes", shared)
     if 0 < extra <= reservation:

@@ -191,9 +191,9 @@ def test_built_as_numba_builds_for_a_launch():
 @pytest.mark.parametrize("ptxas", [{"static_shared_bytes": 8192}, {"static_shared_bytes": 0}, {},
                                    {"static_shared_bytes": 9216}])
 def test_reservation_charged_once_whatever_ptxas_reports(ptxas):
-    """On the H100 machine ptxas's report gave no "bytes smem" to subtract (parsed as 0), so the
-    sm_90 cubin's 9216 counted as the kernel's and the 1 KiB was charged twice (10240 vs 9216).
-    The cubin's .nv.reservedSmem decides when ptxas's figure does not."""
+    """On the H100 machine ptxas's report gave no reservation to subtract (no "bytes smem", parsed
+    as 0, or a figure holding it already), so the sm_90 cubin's 9216 counted as the kernel's and
+    the 1 KiB was charged twice (10240 vs 9216). The cubin's .nv.reservedSmem decides then."""
     cubin = b"...\x00.nv.reservedSmem\x00..."
     assert anatomy._reserved_in_cubin((9, 0), 9216, ptxas, cubin) == 1024
     assert anatomy._reserved_in_cubin((8, 0), 8192, {"static_shared_bytes": 8192}, b"") == 0

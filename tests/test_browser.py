@@ -175,6 +175,7 @@ def _keep_evidence(page, lab, why: str) -> Path:
     return out
 
 
+@pytest.mark.slow
 def test_notebook_01_runs_in_jupyterlab_in_chromium(lab):
     from playwright.sync_api import sync_playwright
 

@@ -59,6 +59,7 @@ cc = (9, 0)                 # compile target for the anatomy view
 gpu = "h100-sxm"            # GPU whose published ceilings feed the model
 seed = None                 # None: fresh random inputs for the check
 record = "auto"             # record GPU measurements into data/results/ ("auto": only on a real GPU)
+exercise_reference = False  # True: the exercises grade the reference solutions, for CI
 
 # %%
 import numpy as np
@@ -440,3 +441,62 @@ display(lesson.card_table(cs, style=True))
 plots.ladder(recorded, problem=EX.label, title=f"Convolution ladder at {EX.label}",
              estimates={c.label: c.estimate_rate for c in cs})
 plt.show()
+
+# %% [markdown]
+# ## Exercises
+#
+# Complete each skeleton, then run its `grade(...)`: the grader runs your kernel (simulator here,
+# the GPU when there is one) against the float64 reference at awkward shapes (stride 2 with
+# padding, a 1x1 filter, a filter as wide as the padded input) with NaN-poisoned outputs, then
+# compiles it for an H100 and reads the anatomy.  A failed check names the shape and the first
+# wrong element (for im2col: which output pixel and which filter tap it is).  `show(name)` prints
+# a task; reference solutions live apart, in `perfkit/exercises/solutions/`
+# (`exercise_reference = True` grades those, for CI).  Both exercises are NCHW float32.
+
+# %%
+from perfkit.exercises import grade, show
+from numba import cuda, float32
+
+# %% [markdown]
+# ### Exercise 03.im2col · the im2col index math (rung 3)
+#
+# `col` has one row per output pixel `m = (b, p, q)` (q fastest) and one column per filter tap
+# `j = (c, r, s)` (s fastest, as `w[k]` is stored).  `col[m, j]` is
+# `x[b, c, p*stride - pad + r, q*stride - pad + s]`, or 0 where that falls in the padding.  One
+# thread per element of `col`.
+
+# %%
+@cuda.jit
+def im2col(x, col, N, C, H, W, R, S, P, Q, stride, pad):
+    i = cuda.grid(1)
+    CRS = C * R * S
+    if i < N * P * Q * CRS:
+        m = i // CRS
+        j = i % CRS
+        v = float32(0)  # FILL ME IN (about 10 lines): m -> (b, p, q), j -> (c, r, s), the tap's x or 0
+        col[m, j] = v
+
+
+grade("03.im2col", im2col, reference=exercise_reference)
+
+# %% [markdown]
+# ### Exercise 03.direct · the direct convolution (rung 1)
+#
+# One thread per element of `y` (NCHW, in memory order: q fastest), summing
+# `x[b, c, p*stride - pad + r, q*stride - pad + s] * w[k, c, r, s]` over `(c, r, s)`; taps in the
+# padding contribute nothing.
+
+# %%
+@cuda.jit
+def conv_direct(x, w, y, N, C, H, W, K, R, S, P, Q, stride, pad):
+    i = cuda.grid(1)
+    if i < N * K * P * Q:
+        q = i % Q
+        p = (i // Q) % P
+        k = (i // (P * Q)) % K
+        b = i // (K * P * Q)
+        acc = float32(0)  # FILL ME IN (about 8 lines): loops over c, r, s with the padding tests
+        y[b, k, p, q] = acc
+
+
+grade("03.direct", conv_direct, reference=exercise_reference)

@@ -1,0 +1,114 @@
+"""perfkit.banks: wavefronts of warp-wide shared accesses, against hand-counted answers."""
+import pytest
+
+import perfkit  # noqa: F401  (chooses the backend before numba.cuda)
+from dataclasses import dataclass
+
+import numpy as np
+from numba import cuda, float32
+
+from perfkit import backend, banks
+from perfkit.kernels.base import Launch, Problem, Variant
+
+
+def test_stride_1_is_one_wavefront():
+    assert banks.wavefronts([4 * i for i in range(32)], 4) == (1, 1)
+
+
+def test_broadcast_is_one_wavefront():
+    assert banks.wavefronts([0] * 32, 4) == (1, 1)
+
+
+@pytest.mark.parametrize("stride,expected", [(2, 2), (4, 4), (8, 8), (32, 32), (33, 1), (3, 1)])
+def test_word_stride_conflicts(stride, expected):
+    # lane i reads word i*stride: gcd(stride, 32) lanes share each bank used
+    wf, ideal = banks.wavefronts([4 * stride * i for i in range(32)], 4)
+    assert (wf, ideal) == (expected, 1)
+
+
+def test_128bit_phases():
+    # 16 bytes per lane, consecutive: four phases of 8 lanes, each 128 bytes: 4 wavefronts, ideal 4
+    assert banks.wavefronts([16 * i for i in range(32)], 16) == (4, 4)
+    # every lane 32 bytes apart: each phase of 8 lanes spans 256 bytes -> 2 wavefronts per phase
+    assert banks.wavefronts([32 * i for i in range(32)], 16) == (8, 4)
+
+
+def test_64bit_phases_and_inactive_lanes():
+    assert banks.wavefronts([8 * i for i in range(32)], 8) == (2, 2)
+    # only the first half-warp active: one phase
+    assert banks.wavefronts([8 * i for i in range(16)] + [None] * 16, 8) == (1, 1)
+
+
+def test_bad_width():
+    with pytest.raises(ValueError, match="width"):
+        banks.wavefronts([0], 3)
+
+
+@dataclass(frozen=True)
+class _T32(Problem):
+    n: int = 32
+    op = "t32"
+
+    def input_specs(self):
+        return {"x": ((32, 32), "float32")}
+
+    def output_specs(self):
+        return {"y": ((32, 32), "float32")}
+
+    def _make(self, g):
+        return {"x": g.standard_normal((32, 32)).astype(np.float32)}
+
+    def _reference(self, inputs):
+        return inputs["x"].T.astype(np.float64)
+
+    @property
+    def flops(self):
+        return 0.0
+
+
+@cuda.jit
+def _transpose_plain(x, y):
+    tile = cuda.shared.array((32, 32), float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    tile[ty, tx] = x[ty, tx]
+    cuda.syncthreads()
+    y[ty, tx] = tile[tx, ty]
+
+
+@cuda.jit
+def _transpose_padded(x, y):
+    tile = cuda.shared.array((32, 33), float32)
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    tile[ty, tx] = x[ty, tx]
+    cuda.syncthreads()
+    y[ty, tx] = tile[tx, ty]
+
+
+@dataclass(frozen=True)
+class _Plain(Variant):
+    rung = 1
+    name = "transpose"
+
+    def plan(self, problem, bufs):
+        return [Launch(_transpose_plain, (1,), (32, 32), (bufs["x"], bufs["y"]))]
+
+
+@dataclass(frozen=True)
+class _Padded(_Plain):
+    name = "transpose_padded"
+
+    def plan(self, problem, bufs):
+        return [Launch(_transpose_padded, (1,), (32, 32), (bufs["x"], bufs["y"]))]
+
+
+@pytest.mark.skipif(not backend.is_simulator(), reason="banks.count runs kernels in the CUDA simulator")
+def test_count_transpose_unpadded_vs_padded():
+    """A 32x32 transpose through shared memory: the column reads of the unpadded tile hit one
+    bank 32 times (32 wavefronts per warp read); padding each row by one word removes them."""
+    plain = banks.count(_Plain(), _T32(), cache=False)
+    padded = banks.count(_Padded(), _T32(), cache=False)
+    assert plain.load_accesses == 32 and plain.store_accesses == 32
+    assert plain.load_wavefronts == 32 * 32 and plain.store_wavefronts == 32  # row writes are clean
+    assert plain.conflicts == 32 * 31
+    assert padded.wavefronts == padded.ideal == 64
+    assert padded.degree == 1.0 and plain.load_degree == 32.0

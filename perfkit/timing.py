@@ -18,8 +18,8 @@ Why each piece is there:
   microseconds per kernel, not the host's launch time), and nothing else.  This is NVBench's
   idea (its blocking kernel), with a fixed-length spin instead of a host-released flag.
   ``extra`` keeps the spin length and every sample's host enqueue time.  A sample where the
-  host took longer than the spin is taken again with a longer spin
-  (``extra["retaken_with_longer_spin"]``); only at the longest spin (``SPIN_MAX_S``) is such a
+  host took longer than the spin is taken again, with a longer spin if it happens twice running
+  (``extra["retaken_with_longer_spin"]`` counts them); only at the longest spin (``SPIN_MAX_S``) is such a
   sample kept, and counted in ``extra["host_exceeded_spin"]`` (it should be 0).
 * **Warm-up by time budget.**  The first calls pay for JIT compilation, module loading, clock
   ramp-up and cold TLBs.  We call ``fn`` until ``warmup_s`` has passed (at least once).
@@ -343,7 +343,7 @@ def measure(fn: Callable[[], None], *, l2: str = "cold", warmup_s: float | None 
         clock = "cuda events"
 
     host_enqueue: list[float] = []
-    spin = {"s": 0.0, "exceeded": 0, "retaken": 0, "history": []}
+    spin = {"s": 0.0, "exceeded": 0, "retaken": 0, "misses": 0, "history": []}
 
     def one_sample() -> float:
         flush()
@@ -361,12 +361,15 @@ def measure(fn: Callable[[], None], *, l2: str = "cold", warmup_s: float | None 
         end_ev.synchronize()
         host_enqueue.append(t_host)
         if t_host > spin["s"]:  # the host outlasted the spin: this window may hold launch time
-            if spin["s"] < SPIN_MAX_S:  # spin longer and take the sample again
-                spin["s"] = spin_length(t_host)
-                spin["history"].append(spin["s"])
-                spin["retaken"] += 1
+            if spin["s"] < SPIN_MAX_S:  # take the sample again (with a longer spin if it happens twice
+                spin["retaken"] += 1      # running: one slow host moment, a GC pause, is no reason)
+                spin["misses"] += 1
+                if spin["misses"] >= 2:
+                    spin["s"] = spin_length(t_host)
+                    spin["history"].append(spin["s"])
                 return None
             spin["exceeded"] += 1  # at the longest spin: kept, and counted
+        spin["misses"] = 0
         return cuda.event_elapsed_time(start_ev, end_ev) / 1e3
 
     before = nvml_snapshot()

@@ -191,3 +191,65 @@ def test_hot_l2_is_not_slower_than_cold_when_the_data_fits():
     hot = timing.measure(copy, l2="hot")
     cold = timing.measure(copy, l2="cold")
     assert hot.median_s <= cold.median_s * 1.02, (hot.median_s, cold.median_s)
+
+
+def test_gpu_path_retakes_a_sample_the_host_outlasted(monkeypatch):
+    """The GPU path's logic, run here with stand-ins for events, the spin kernel, the device and a
+    virtual host clock: the spin is sized from the host's enqueue time; a sample in which the host
+    outlasted the spin (a 3 ms pause here) is taken again, never kept; the spin grows only if that
+    happens twice running."""
+    import types
+
+    from numba import cuda
+
+    clock = [0.0]
+    fake_time = types.SimpleNamespace(perf_counter=lambda: clock[0])
+
+    class Event:
+        def __init__(self, timing=True):
+            self.t = None
+
+        def record(self, stream=0):
+            self.t = clock[0]
+
+        def synchronize(self):
+            pass
+
+    spins = []
+
+    class Spin:
+        def __getitem__(self, launch_config):
+            return lambda ns: spins.append(int(ns))
+
+    monkeypatch.setattr(timing, "time", fake_time)
+    monkeypatch.setattr(cuda, "event", Event, raising=False)
+    monkeypatch.setattr(cuda, "event_elapsed_time", lambda a, b: (b.t - a.t) * 1e3, raising=False)
+    monkeypatch.setattr(cuda, "synchronize", lambda: None)
+    monkeypatch.setattr(backend, "is_simulator", lambda: False)
+    monkeypatch.setattr(backend, "device", lambda: backend.DeviceInfo(name="stand-in", simulated=False, l2_bytes=1 << 20))
+    monkeypatch.setattr(timing, "nvml_snapshot", lambda: None)
+    monkeypatch.setattr(timing, "_spin_kernel", lambda: Spin())
+    monkeypatch.setattr(timing, "_flusher", lambda l2, factor: ((lambda: None), factor * l2))
+    calls = [0]
+
+    def fn():  # 100 us on the host, once a 3 ms pause (call 8: a timed sample)
+        calls[0] += 1
+        clock[0] += 3e-3 if calls[0] == 8 else 1e-4
+
+    m = timing.measure(fn, warmup_s=0, min_samples=12, max_samples=12, max_time_s=10.0)
+    assert not m.simulated and m.n == 12 and m.clock == "cuda events"
+    assert m.extra["retaken_with_longer_spin"] == 1 and m.extra["host_exceeded_spin"] == 0
+    assert max(m.samples) == pytest.approx(1e-4), "the sample the host outlasted must not be kept"
+    assert m.extra["spin_s"] == pytest.approx(timing.spin_length(1e-4)) and len(m.extra["spin_history_s"]) == 1
+    assert spins[0] == 0 and all(ns == int(m.extra["spin_s"] * 1e9) for ns in spins[1:])
+    assert len(m.extra["host_enqueue_s"]) == m.n + 1 and m.flush_bytes == 2 << 20
+
+    calls[0] = 0  # now the host takes 100 us in warm-up and probes, then 1 ms: the spin must grow
+
+    def slower():
+        calls[0] += 1
+        clock[0] += 1e-4 if calls[0] <= 4 else 1e-3
+
+    m = timing.measure(slower, warmup_s=0, min_samples=5, max_samples=5, max_time_s=10.0)
+    assert m.extra["spin_s"] >= timing.spin_length(1e-3) and m.extra["retaken_with_longer_spin"] == 2
+    assert m.extra["host_exceeded_spin"] == 0 and m.n == 5

@@ -117,6 +117,31 @@ class GridSync(_Example):
     kernel_name: ClassVar[str] = "grid_sync"
 
 
+@cuda.jit
+def fma_chains(out, x):
+    """Four independent FMA chains per iteration, for a trip count known only at run time
+    (x.size // 8): the hot loop does FMAs in multiples of 4 per iteration (ptxas may unroll
+    it, by a factor that keeps the multiple), one global load per element."""
+    i = cuda.grid(1)
+    n = x.size
+    a0 = a1 = a2 = a3 = float32(0)
+    for k in range(n // 8):
+        v = x[(i + k) % n]
+        a0 = a0 * v + float32(1.5)
+        a1 = a1 * v + float32(2.5)
+        a2 = a2 * v + float32(3.5)
+        a3 = a3 * v + float32(4.5)
+    if i < n:
+        out[i] = a0 + a1 + a2 + a3
+
+
+@dataclass(frozen=True)
+class FmaChains(_Example):
+    name: ClassVar[str] = "fma_chains"
+    kernel_name: ClassVar[str] = "fma_chains"
+
+
+FMA_LOOP = (FmaChains(), Problem(n=1024, dtype="float32"))
 WIDE = (WideLoad(), Problem(n=1024, dtype="complex128"))
 LOCAL = (LocalArray(), Problem(n=1024, dtype="float32"))
 SPILLS = (Spills(), Problem(n=1024, dtype="float32"))

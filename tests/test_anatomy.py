@@ -221,3 +221,46 @@ def test_report_names_the_arch_and_the_reservation():
     assert (r80.reserved_shared_bytes, r90.reserved_shared_bytes) == (0, 1024)
     assert "sm_90a" in str(r90) and "1024 the system's reservation" in str(r90)
     assert r90.summary()["arch"] == "sm_90a" and "(sm_80) -> " in str(anatomy.diff(r80, r90))
+
+
+# --- loops and the hot loop (issue 13) ---------------------------------------------------------
+def test_no_loop_has_no_hot_loop():
+    rep = anatomy.inspect(*ex.WIDE)
+    assert rep.loops == [] and rep.hot_loop is None
+
+
+def test_hot_loop_mix_of_fma_chains():
+    rep = anatomy.inspect(*ex.FMA_LOOP)
+    hot = rep.hot_loop
+    assert hot is not None and hot.innermost
+    # four FMA chains per source iteration: any unroll keeps a multiple of 4 FMAs per iteration
+    assert hot.mix["fp32 fma"] >= 4 and hot.mix["fp32 fma"] % 4 == 0
+    for lp in rep.loops:
+        assert lp.mix.get("fp32 fma", 0) % 4 == 0
+    # exactly one back edge closes each loop: one branch per iteration
+    assert hot.mix["branch/control"] >= 1
+    assert set(hot.mix) <= set(anatomy.MIX_CLASSES)
+
+
+def test_find_loops_on_a_listing():
+    sass = """
+        /*0000*/                   MOV R1, c[0x0][0x28] ;
+        /*0010*/                   S2R R0, SR_TID.X ;
+        /*0020*/                   LDS R2, [R0] ;
+        /*0030*/                   FFMA R3, R2, R2, R3 ;
+        /*0040*/                   FFMA R4, R2, R2, R4 ;
+        /*0050*/                   LDS R5, [R0+0x80] ;
+        /*0060*/                   FFMA R6, R5, R5, R6 ;
+        /*0070*/               @P0 BRA 0x50 ;
+        /*0080*/                   IADD3 R0, R0, 0x1, RZ ;
+        /*0090*/               @P1 BRA 0x20 ;
+        /*00a0*/                   EXIT ;
+        /*00b0*/                   BRA 0xb0;
+    """
+    loops = anatomy.find_loops(sass)
+    assert [(lp.start, lp.end) for lp in loops] == [(0x20, 0x90), (0x50, 0x70)]
+    outer, inner = loops
+    assert inner.parent == 0 and inner.depth == 1 and inner.innermost and not outer.innermost
+    assert inner.mix == {"shared load 32": 1, "fp32 fma": 1, "branch/control": 1}
+    assert outer.own_mix["fp32 fma"] == 2 and outer.own_mix["shared load 32"] == 1
+    assert anatomy.hot_loop_of(loops) is inner

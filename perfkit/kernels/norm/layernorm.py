@@ -348,7 +348,7 @@ class Welford(Variant):
 
 # --- rung 5 -------------------------------------------------------------------------------
 @lru_cache(maxsize=None)
-def _rows_kernel(G: int, R: int, V: int, W: int, NC: int):
+def _rows_kernel(G: int, R: int, V: int, W: int, NC: int, TAIL: bool = True):
     """G threads per row, R rows per block, W-element vector loads/stores; each thread's first
     NC chunks (chunk c at column W * (lane + c * G)) stay in registers from the statistics to
     the write (x read from DRAM once); the rest of a wider row goes in trips of V chunks, each
@@ -393,24 +393,25 @@ def _rows_kernel(G: int, R: int, V: int, W: int, NC: int):
         cnt = k
         m = cm
         m2 = cq
-        for base in range(W * (lane + NC * G), n, G * V * W):  # rows wider than the cache
-            kt = ZERO
-            s = ZERO
-            for v in range(V):
-                j = base + v * G * W
-                if j < n:
-                    ld(x, r, j, buf, v * W)
-                    kt += float32(W)
-                    for q in range(W):
-                        s += buf[v * W + q]
-            tm = s / kt
-            tq = ZERO
-            for v in range(V):
-                if base + v * G * W < n:
-                    for q in range(W):
-                        d = buf[v * W + q] - tm
-                        tq += d * d
-            cnt, m, m2 = chan_merge(cnt, m, m2, kt, tm, tq)  # merge the trip: one division
+        if TAIL:  # compiled only for rows wider than the register cache
+            for base in range(W * (lane + NC * G), n, G * V * W):  # rows wider than the cache
+                kt = ZERO
+                s = ZERO
+                for v in range(V):
+                    j = base + v * G * W
+                    if j < n:
+                        ld(x, r, j, buf, v * W)
+                        kt += float32(W)
+                        for q in range(W):
+                            s += buf[v * W + q]
+                tm = s / kt
+                tq = ZERO
+                for v in range(V):
+                    if base + v * G * W < n:
+                        for q in range(W):
+                            d = buf[v * W + q] - tm
+                            tq += d * d
+                cnt, m, m2 = chan_merge(cnt, m, m2, kt, tm, tq)  # merge the trip: one division
         cnt, m, m2 = group_welford(cnt, m, m2, G, scr_n, scr_m, scr_q)
         q = ONE / math.sqrt(m2 / cnt + eps) if n > 0 else ZERO
         if lane == 0 and row < rows:
@@ -426,21 +427,22 @@ def _rows_kernel(G: int, R: int, V: int, W: int, NC: int):
                 for e in range(W):
                     cache[c * W + e] += par[e]
                 st(y, r, j, cache, c * W)
-        for base in range(W * (lane + NC * G), n, G * V * W):  # the uncached tail, read again
-            for v in range(V):
-                j = base + v * G * W
-                if j < n:
-                    ld(x, r, j, buf, v * W)
-            for v in range(V):
-                j = base + v * G * W
-                if j < n:
-                    ld(gamma, 0, j, par, 0)
-                    for e in range(W):
-                        buf[v * W + e] = (buf[v * W + e] - m) * q * par[e]
-                    ld(beta, 0, j, par, 0)
-                    for e in range(W):
-                        buf[v * W + e] += par[e]
-                    st(y, r, j, buf, v * W)
+        if TAIL:  # compiled only for rows wider than the register cache
+            for base in range(W * (lane + NC * G), n, G * V * W):  # the uncached tail, read again
+                for v in range(V):
+                    j = base + v * G * W
+                    if j < n:
+                        ld(x, r, j, buf, v * W)
+                for v in range(V):
+                    j = base + v * G * W
+                    if j < n:
+                        ld(gamma, 0, j, par, 0)
+                        for e in range(W):
+                            buf[v * W + e] = (buf[v * W + e] - m) * q * par[e]
+                        ld(beta, 0, j, par, 0)
+                        for e in range(W):
+                            buf[v * W + e] += par[e]
+                        st(y, r, j, buf, v * W)
 
     return ln_rows
 
@@ -484,7 +486,7 @@ class MultiRow(Variant):
         self.supports(problem)
         G, R, V, W, NC = self.kernel_params(problem)
         c = problem.cols
-        return [Launch(_rows_kernel(G, R, V, W, NC), -(-problem.rows // R), G * R,
+        return [Launch(_rows_kernel(G, R, V, W, NC, C.cached_cols(problem.cols, G, W, NC) < problem.cols), -(-problem.rows // R), G * R,
                        (bufs["x"], C.view(bufs["gamma"], (1, c)), C.view(bufs["beta"], (1, c)), bufs["y"],
                         bufs["mean"], bufs["rstd"], C.eps32(problem), problem.rows, c))]
 
@@ -520,8 +522,8 @@ class Tuned(MultiRow):
         "two reads for 32 threads x 128 floats), so threads_per_row = cols / 16 rounded up to a "
         "power of two, at least a warp and at most 512 (rows of 1024 threads lost where measured: "
         "535 us at width 16384 against 371-423 us); rows per block fill 256 threads; the widest "
-        "vector load the width allows (16 bytes: 4 floats or 8 halves). At 16 floats a thread "
-        "takes about 55 registers on sm_90 (half occupancy, 64 KB of loads in flight per SM). "
+        "vector load the width allows (16 bytes: 4 floats or 8 halves). Holding 16 floats, a thread "
+        "takes 36-48 registers on sm_90 at width 4096 (62-75% theoretical occupancy; the old rung 48-56). "
         "search() with a time_fn ranks every legal shape by measurement on a GPU."
     )
 

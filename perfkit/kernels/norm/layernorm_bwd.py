@@ -618,7 +618,7 @@ BWD_ARRAYS = 4
 
 
 @lru_cache(maxsize=None)
-def _rows_kernel(G: int, R: int, V: int, W: int, NC: int):
+def _rows_kernel(G: int, R: int, V: int, W: int, NC: int, TAIL: bool = True):
     """Persistent: slot = one group of G threads, looping over rows slot, slot + nslots, ...
     Its lane's columns are the same in every row, so its dgamma / dbeta partials for the NC
     cached chunks (chunk c at column W * (lane + c * G)) live in registers across rows and are
@@ -689,31 +689,32 @@ def _rows_kernel(G: int, R: int, V: int, W: int, NC: int):
                         d = xc[c * W + q] - mx
                         m2 += d * d
                         cc += d * (dc[c * W + q] * par[q] - mg)
-            for base in range(kept + W * lane, n_, G * VW):  # rows wider than the cache
-                kt = ZERO
-                tx = ZERO
-                tg = ZERO
-                for v in range(V):
-                    j = base + v * G * W
-                    if j < n_:
-                        ld(x, r, j, xb, v * W)
-                        ld(dy, r, j, db, v * W)
-                        ld(gamma, 0, j, par, v * W)
-                        kt += float32(W)
-                        for q in range(W):
-                            tx += xb[v * W + q]
-                            tg += db[v * W + q] * par[v * W + q]
-                tmx = tx / kt
-                tmg = tg / kt
-                tq = ZERO
-                tc = ZERO
-                for v in range(V):
-                    if base + v * G * W < n_:
-                        for q in range(W):
-                            d = xb[v * W + q] - tmx
-                            tq += d * d
-                            tc += d * (db[v * W + q] * par[v * W + q] - tmg)
-                n, mx, m2, mg, cc = comoment_merge(n, mx, m2, mg, cc, kt, tmx, tq, tmg, tc)
+            if TAIL:  # compiled only for rows wider than the register cache
+                for base in range(kept + W * lane, n_, G * VW):  # rows wider than the cache
+                    kt = ZERO
+                    tx = ZERO
+                    tg = ZERO
+                    for v in range(V):
+                        j = base + v * G * W
+                        if j < n_:
+                            ld(x, r, j, xb, v * W)
+                            ld(dy, r, j, db, v * W)
+                            ld(gamma, 0, j, par, v * W)
+                            kt += float32(W)
+                            for q in range(W):
+                                tx += xb[v * W + q]
+                                tg += db[v * W + q] * par[v * W + q]
+                    tmx = tx / kt
+                    tmg = tg / kt
+                    tq = ZERO
+                    tc = ZERO
+                    for v in range(V):
+                        if base + v * G * W < n_:
+                            for q in range(W):
+                                d = xb[v * W + q] - tmx
+                                tq += d * d
+                                tc += d * (db[v * W + q] * par[v * W + q] - tmg)
+                    n, mx, m2, mg, cc = comoment_merge(n, mx, m2, mg, cc, kt, tmx, tq, tmg, tc)
             n, mx, m2, mg, cc = group_comoment(n, mx, m2, mg, cc, G, scr)
             q = ONE / math.sqrt(m2 / n + eps) if n_ > 0 else ZERO
             b = cc / n * q if n_ > 0 else ZERO
@@ -728,23 +729,24 @@ def _rows_kernel(G: int, R: int, V: int, W: int, NC: int):
                         ab[i] += dc[i]
                         xc[i] = q * (dc[i] * par[e] - mg - xh * b)
                     st(dx, r, j, xc, c * W)
-            for base in range(kept + W * lane, n_, G * VW):  # the uncached columns, read again
-                for v in range(V):
-                    j = base + v * G * W
-                    if j < n_:
-                        ld(x, r, j, xb, v * W)
-                        ld(dy, r, j, db, v * W)
-                for v in range(V):
-                    j = base + v * G * W
-                    if j < n_:
-                        ld(gamma, 0, j, par, v * W)
-                        for e in range(W):
-                            i = v * W + e
-                            xh = (xb[i] - mx) * q
-                            pg[slot, j + e] += db[i] * xh  # this lane always owns column j: no race
-                            pb[slot, j + e] += db[i]
-                            xb[i] = q * (db[i] * par[i] - mg - xh * b)
-                        st(dx, r, j, xb, v * W)
+            if TAIL:  # compiled only for rows wider than the register cache
+                for base in range(kept + W * lane, n_, G * VW):  # the uncached columns, read again
+                    for v in range(V):
+                        j = base + v * G * W
+                        if j < n_:
+                            ld(x, r, j, xb, v * W)
+                            ld(dy, r, j, db, v * W)
+                    for v in range(V):
+                        j = base + v * G * W
+                        if j < n_:
+                            ld(gamma, 0, j, par, v * W)
+                            for e in range(W):
+                                i = v * W + e
+                                xh = (xb[i] - mx) * q
+                                pg[slot, j + e] += db[i] * xh  # this lane always owns column j: no race
+                                pb[slot, j + e] += db[i]
+                                xb[i] = q * (db[i] * par[i] - mg - xh * b)
+                            st(dx, r, j, xb, v * W)
         for c in range(NC):  # the cached columns' partials, written once
             j = W * (lane + c * G)
             if j < cols:
@@ -810,7 +812,7 @@ class MultiRow(Variant):
         nslots = grid * R
         parts, chunk = col_split(nslots, problem.cols)
         c = problem.cols
-        return [Launch(_rows_kernel(G, R, V, W, NC), grid, G * R,
+        return [Launch(_rows_kernel(G, R, V, W, NC, C.cached_cols(problem.cols, G, W, NC) < problem.cols), grid, G * R,
                        (bufs["x"], bufs["dy"], C.view(bufs["gamma"], (1, c)), bufs["dx"], bufs["part_dgamma"],
                         bufs["part_dbeta"], C.eps32(problem), problem.rows, c)),
                 Launch(lnb_sum_partials, (-(-c // COL_TILE), parts), COL_TILE * COL_LANES,

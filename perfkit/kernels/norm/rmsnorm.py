@@ -252,7 +252,7 @@ class Warp(Variant):
 
 # --- rung 4 -------------------------------------------------------------------------------
 @lru_cache(maxsize=None)
-def _rows_kernel(G: int, R: int, V: int, W: int, NC: int):
+def _rows_kernel(G: int, R: int, V: int, W: int, NC: int, TAIL: bool = True):
     """G threads per row, R rows per block, W-element vector loads/stores; each thread's first
     NC chunks (chunk c at column W * (lane + c * G)) stay in registers from the sum of squares
     to the write (x read from DRAM once); the rest of a wider row is read twice."""
@@ -282,16 +282,17 @@ def _rows_kernel(G: int, R: int, V: int, W: int, NC: int):
         s = ZERO
         for i in range(CW):
             s += cache[i] * cache[i]
-        for base in range(W * (lane + NC * G), n, G * V * W):  # rows wider than the cache
-            for v in range(V):
-                j = base + v * G * W
-                if j < n:
-                    ld(x, r, j, buf, v * W)
-                else:
-                    for q in range(W):
-                        buf[v * W + q] = ZERO
-            for i in range(V * W):
-                s += buf[i] * buf[i]
+        if TAIL:  # compiled only for rows wider than the register cache
+            for base in range(W * (lane + NC * G), n, G * V * W):  # rows wider than the cache
+                for v in range(V):
+                    j = base + v * G * W
+                    if j < n:
+                        ld(x, r, j, buf, v * W)
+                    else:
+                        for q in range(W):
+                            buf[v * W + q] = ZERO
+                for i in range(V * W):
+                    s += buf[i] * buf[i]
         s = group_sum(s, G, scr)
         rs = ONE / math.sqrt(s / float32(cols) + eps)
         for c in range(NC):  # the write, from registers
@@ -301,18 +302,19 @@ def _rows_kernel(G: int, R: int, V: int, W: int, NC: int):
                 for e in range(W):
                     cache[c * W + e] = cache[c * W + e] * rs * par[e]
                 st(y, r, j, cache, c * W)
-        for base in range(W * (lane + NC * G), n, G * V * W):  # the uncached tail, read again
-            for v in range(V):
-                j = base + v * G * W
-                if j < n:
-                    ld(x, r, j, buf, v * W)
-            for v in range(V):
-                j = base + v * G * W
-                if j < n:
-                    ld(gamma, 0, j, par, 0)
-                    for e in range(W):
-                        buf[v * W + e] = buf[v * W + e] * rs * par[e]
-                    st(y, r, j, buf, v * W)
+        if TAIL:  # compiled only for rows wider than the register cache
+            for base in range(W * (lane + NC * G), n, G * V * W):  # the uncached tail, read again
+                for v in range(V):
+                    j = base + v * G * W
+                    if j < n:
+                        ld(x, r, j, buf, v * W)
+                for v in range(V):
+                    j = base + v * G * W
+                    if j < n:
+                        ld(gamma, 0, j, par, 0)
+                        for e in range(W):
+                            buf[v * W + e] = buf[v * W + e] * rs * par[e]
+                        st(y, r, j, buf, v * W)
 
     return rms_rows
 
@@ -354,7 +356,7 @@ class MultiRow(Variant):
         self.supports(problem)
         G, R, V, W, NC = self.kernel_params(problem)
         c = problem.cols
-        return [Launch(_rows_kernel(G, R, V, W, NC), -(-problem.rows // R), G * R,
+        return [Launch(_rows_kernel(G, R, V, W, NC, C.cached_cols(problem.cols, G, W, NC) < problem.cols), -(-problem.rows // R), G * R,
                        (bufs["x"], C.view(bufs["gamma"], (1, c)), bufs["y"], C.eps32(problem), problem.rows, c))]
 
     def traffic(self, problem):
@@ -389,8 +391,8 @@ class Tuned(MultiRow):
         "two reads for 32 threads x 128 floats), so threads_per_row = cols / 16 rounded up to a "
         "power of two, at least a warp and at most 512 (rows of 1024 threads lost where measured: "
         "535 us at width 16384 against 371-423 us); rows per block fill 256 threads; the widest "
-        "vector load the width allows (16 bytes: 4 floats or 8 halves). At 16 floats a thread "
-        "takes about 55 registers on sm_90 (half occupancy, 64 KB of loads in flight per SM). "
+        "vector load the width allows (16 bytes: 4 floats or 8 halves). Holding 16 floats, a thread "
+        "takes 36-48 registers on sm_90 at width 4096 (62-75% theoretical occupancy; the old rung 48-56). "
         "search() with a time_fn ranks every legal shape by measurement on a GPU."
     )
 

@@ -327,7 +327,7 @@ class Online(Variant):
 
 # --- rung 5 -------------------------------------------------------------------------------
 @lru_cache(maxsize=None)
-def _rows_kernel(G: int, R: int, V: int, W: int, NC: int):
+def _rows_kernel(G: int, R: int, V: int, W: int, NC: int, TAIL: bool = True):
     """G threads per row, R rows per block; loads and stores of W elements (W * itemsize bytes:
     128-bit float4 / 8 halves, a half2 pair, or scalars); the first NC chunks of W elements of
     each thread's share of the row (chunk c at column W * (lane + c * G): a warp's chunk is
@@ -362,21 +362,22 @@ def _rows_kernel(G: int, R: int, V: int, W: int, NC: int):
         s = ZERO
         for i in range(CW):
             s += math.exp(cache[i] - m) if cache[i] != NEG_INF else ZERO
-        for base in range(W * (lane + NC * G), n, G * V * W):  # rows wider than the cache
-            for v in range(V):
-                j = base + v * G * W
-                if j < n:
-                    ld(x, r, j, buf, v * W)
-                else:
-                    for q in range(W):
-                        buf[v * W + q] = NEG_INF
-            mt = NEG_INF
-            for i in range(V * W):
-                mt = max(mt, buf[i])
-            sv = ZERO
-            for i in range(V * W):
-                sv += math.exp(buf[i] - mt) if buf[i] != NEG_INF else ZERO
-            m, s = softmax_merge(m, s, mt, sv)
+        if TAIL:  # compiled only for rows wider than the register cache
+            for base in range(W * (lane + NC * G), n, G * V * W):  # rows wider than the cache
+                for v in range(V):
+                    j = base + v * G * W
+                    if j < n:
+                        ld(x, r, j, buf, v * W)
+                    else:
+                        for q in range(W):
+                            buf[v * W + q] = NEG_INF
+                mt = NEG_INF
+                for i in range(V * W):
+                    mt = max(mt, buf[i])
+                sv = ZERO
+                for i in range(V * W):
+                    sv += math.exp(buf[i] - mt) if buf[i] != NEG_INF else ZERO
+                m, s = softmax_merge(m, s, mt, sv)
         m, s = group_softmax_stats(m, s, G, scr_m, scr_s)
         inv = ONE / s if n > 0 else ZERO
         for c in range(NC):  # the write, from registers
@@ -385,17 +386,18 @@ def _rows_kernel(G: int, R: int, V: int, W: int, NC: int):
                 for q in range(W):
                     cache[c * W + q] = math.exp(cache[c * W + q] - m) * inv
                 st(y, r, j, cache, c * W)
-        for base in range(W * (lane + NC * G), n, G * V * W):  # the uncached tail, read again
-            for v in range(V):
-                j = base + v * G * W
-                if j < n:
-                    ld(x, r, j, buf, v * W)
-            for v in range(V):
-                j = base + v * G * W
-                if j < n:
-                    for q in range(W):
-                        buf[v * W + q] = math.exp(buf[v * W + q] - m) * inv
-                    st(y, r, j, buf, v * W)
+        if TAIL:  # compiled only for rows wider than the register cache
+            for base in range(W * (lane + NC * G), n, G * V * W):  # the uncached tail, read again
+                for v in range(V):
+                    j = base + v * G * W
+                    if j < n:
+                        ld(x, r, j, buf, v * W)
+                for v in range(V):
+                    j = base + v * G * W
+                    if j < n:
+                        for q in range(W):
+                            buf[v * W + q] = math.exp(buf[v * W + q] - m) * inv
+                        st(y, r, j, buf, v * W)
 
     return softmax_rows
 
@@ -438,7 +440,7 @@ class MultiRow(Variant):
     def plan(self, problem, bufs):
         self.supports(problem)
         G, R, V, W, NC = self.kernel_params(problem)
-        return [Launch(_rows_kernel(G, R, V, W, NC), -(-problem.rows // R), G * R,
+        return [Launch(_rows_kernel(G, R, V, W, NC, C.cached_cols(problem.cols, G, W, NC) < problem.cols), -(-problem.rows // R), G * R,
                        (bufs["x"], bufs["y"], problem.rows, problem.cols))]
 
     def traffic(self, problem):
@@ -474,8 +476,8 @@ class Tuned(MultiRow):
         "two reads for 32 threads x 128 floats), so threads_per_row = cols / 16 rounded up to a "
         "power of two, at least a warp and at most 512 (rows of 1024 threads lost where measured: "
         "535 us at width 16384 against 371-423 us); rows per block fill 256 threads; the widest "
-        "vector load the width allows (16 bytes: 4 floats or 8 halves). At 16 floats a thread "
-        "takes about 55 registers on sm_90 (half occupancy, 64 KB of loads in flight per SM). "
+        "vector load the width allows (16 bytes: 4 floats or 8 halves). Holding 16 floats, a thread "
+        "takes 36-48 registers on sm_90 at width 4096 (62-75% theoretical occupancy; the old rung 48-56). "
         "search() with a time_fn ranks every legal shape by measurement on a GPU."
     )
 

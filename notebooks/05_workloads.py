@@ -51,7 +51,7 @@ mode = "train"                # "train": forward + backward; "infer": forward on
 dtype = "bfloat16"            # float32, float16 or bfloat16 (mixed-precision training runs GEMMs in 16 bits)
 gpu = "h100-sxm"              # device of data/devices.yaml for the predictions
 what_if_gpus = ["h100-sxm", "h100-pcie", "h200", "a100-sxm-80gb", "l40s", "rtx-4090", "b200"]
-ladders = True                # use perfkit.model.estimate on the ladders where one stands for an op
+ladders = "off"               # "top"/"best": perfkit.model.estimate of the ladder rung standing for an op (compiles rungs: slow)
 measure = False               # on a GPU: profile each step with torch.profiler and record it
 
 # %%
@@ -136,11 +136,12 @@ pd.DataFrame(rows).style.format({"traced GFLOP (matmuls)": "{:.1f}", "published 
 # %% [markdown]
 # ## 3 · The three networks side by side (predicted, one step)
 #
-# Each op's predicted time on the chosen GPU: where a perfkit ladder stands for the op and
-# `perfkit.model.estimate` exists, the estimate of the ladder's best rung; otherwise the roofline
-# bound, the slower of `flops / peak` and `bytes / DRAM bandwidth` (published figures: tensor-core
-# rates for 16-bit matmuls and convolutions, the FP32 rate for everything else) with a floor of a
-# couple of microseconds per kernel.  Kernels run one after another on one stream, so the step is
+# Each op's predicted time on the chosen GPU: the roofline bound, the slower of `flops / peak` and
+# `bytes / DRAM bandwidth` (published figures: tensor-core rates for 16-bit matmuls and
+# convolutions, the FP32 rate for everything else) with a floor of a couple of microseconds per
+# kernel.  With `ladders = "top"` (or `"best"`), ops that a perfkit ladder stands for are timed
+# instead by `perfkit.model.estimate` of the ladder's top rung (or its fastest): what perfkit's own
+# kernel would take, GPU time only.  Each estimate compiles a rung, so that is slow on a laptop.  Kernels run one after another on one stream, so the step is
 # their sum and a class's **share** is its time over the step.  **step_speedup_2x** is Amdahl's
 # law: the step's speedup if that class's kernels were twice as fast, $1 / (1 - s + s/2)$.
 

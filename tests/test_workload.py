@@ -231,7 +231,8 @@ def test_ladder_estimate_used_where_a_problem_stands_and_cached(monkeypatch):
         def __init__(self, s):
             self.seconds, self.bound, self.legs, self.inputs = s, "dram", {"dram": s}, {}
 
-    def fake_estimate(variant, problem, gpu):
+    def fake_estimate(variant, problem, gpu, banks=True):
+        assert banks is False  # no simulated run of the kernel to count bank conflicts
         calls.append((variant.rung, problem, gpu))
         return Est(1e-3 / (1 + variant.rung))  # the highest rung is "best" here
 
@@ -239,15 +240,22 @@ def test_ladder_estimate_used_where_a_problem_stands_and_cached(monkeypatch):
     monkeypatch.setattr(workload, "_LADDER_CACHE", {})
     with torch.device("meta"):
         m, x = nn.Sequential(nn.Linear(8, 8), nn.Linear(8, 8)), torch.randn(3, 8)
-    df = workload.predict(workload.trace(m, x), "h100-sxm")
+    df = workload.predict(workload.trace(m, x), "h100-sxm", ladders="best")
     mm = df[df["op"] == "aten.addmm"]
     assert len(mm) == 2 and mm["method"].str.startswith("estimate").all()
     n_rungs = len(calls)
     assert n_rungs >= 1 and all(c[2] == "h100-sxm" for c in calls)
     best = min(1e-3 / (1 + c[0]) for c in calls)
     assert mm["predicted_s"].tolist() == [best, best]
-    workload.predict(workload.trace(m, x), "h100-sxm")
+    workload.predict(workload.trace(m, x), "h100-sxm", ladders="best")
     assert len(calls) == n_rungs  # the same problem twice: estimated once (cache)
+    top = workload.predict(workload.trace(m, x), "h100-sxm", ladders="top")
+    assert len(calls) == n_rungs + 1 and calls[-1][0] == max(c[0] for c in calls)  # the top rung alone
+    assert top.loc[top["op"] == "aten.addmm", "method"].str.startswith("estimate").all()
+    off = workload.predict(workload.trace(m, x), "h100-sxm")
+    assert (off.loc[off["op"] != "aten.t", "method"] == "roofline").all() and len(calls) == n_rungs + 1
+    with pytest.raises(workload.WorkloadError, match="ladders"):
+        workload.predict(workload.trace(m, x), "h100-sxm", ladders="all")
     assert (mm["roofline_s"] > 0).all()
 
 

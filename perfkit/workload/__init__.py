@@ -8,11 +8,13 @@ The flow::
 
 Every aten op of the step (forward, and backward for ``mode="train"``) is recorded on the
 ``meta`` device (:mod:`.ops`): nothing is allocated, no weights are downloaded, no GPU is needed.
-Its predicted time on a device of ``data/devices.yaml`` comes from
-``perfkit.model.estimate(variant, problem, gpu)`` with the ladder's best rung where a perfkit
-ladder stands for the op, and from the roofline bound otherwise (the slower of
-``flops / peak`` and ``bytes / DRAM bandwidth``, published figures, plus a per-kernel floor);
-ops of the same kind and shape share one estimate (a cache), so a network takes seconds.
+Its predicted time on a device of ``data/devices.yaml`` is the roofline bound (the slower of
+``flops / peak`` and ``bytes / DRAM bandwidth``, published figures, with a per-kernel floor),
+or, with ``ladders="top"`` or ``"best"``, ``perfkit.model.estimate(variant, problem, gpu)`` of
+the ladder rung that stands for the op where a perfkit ladder exists.  Ops of the same kind and
+shape share one prediction (a memo per call; estimates are cached per problem for the process):
+a network takes seconds with roofline bounds.  An estimate compiles its rung, seconds per unique
+problem and rung on a laptop, which is why the ladders are opt-in.
 
 Kernels run one after another on one stream, so the step's predicted time is the sum over ops,
 and the share of a class is its time over that sum.  The Amdahl view: a class with share ``s``
@@ -273,11 +275,31 @@ def _make_problem(problem: tuple):
     return module, module.Problem(**dict(fields))
 
 
-def _ladder_estimate(problem: tuple, gpu: str):
-    """``(seconds, bound, rung label)`` of the ladder's best rung by ``perfkit.model.estimate``,
-    or ``(None, reason)`` when there is no estimate (no ``estimate`` yet, no ladder, no rung
-    that takes the problem)."""
-    key = (problem, gpu)
+LADDER_MODES = ("off", "top", "best")
+
+
+def _estimate_call(estimate, v, prob, gpu):
+    """GPU time of one rung by ``perfkit.model.estimate``: its launch sequence less the host's
+    launch leg (Numba's launch cost, which a torch step does not pay, and which a stream of
+    kernels hides behind the GPU's work)."""
+    try:
+        e = estimate(v, prob, gpu, banks=False)  # conflict-free shared memory: no simulated run
+    except TypeError:
+        e = estimate(v, prob, gpu)
+    sec = float(e.seconds)
+    legs = getattr(e, "legs", None) or {}
+    busy = sec - float(legs.get("launch", 0.0) or 0.0)
+    return (busy if busy > 0 else sec), str(getattr(e, "bound", ""))
+
+
+def _ladder_estimate(problem: tuple, gpu: str, which: str = "top"):
+    """``(seconds, bound, rung label)`` by ``perfkit.model.estimate`` for the ladder rung that
+    stands for the problem, or ``(None, reason)`` when there is none (no ``estimate``, no
+    ladder, no rung that takes the problem).  ``which="top"``: the highest rung that takes the
+    problem (the ladder's end, one estimate); ``"best"``: the fastest estimate over all rungs
+    (one estimate per rung).  Each estimate compiles its rung (seconds each): results are
+    cached per (problem, gpu, which) for the life of the process."""
+    key = (problem, gpu, which)
     if key in _LADDER_CACHE:
         return _LADDER_CACHE[key]
     from .. import model
@@ -293,37 +315,47 @@ def _ladder_estimate(problem: tuple, gpu: str):
         except Exception as exc:  # a shape the ladder's Problem refuses
             result = (None, f"{type(exc).__name__}: {exc}")
         else:
+            rungs = [v for v in getattr(module, "LADDER", []) if v.rung >= 1]  # rung 0: a vendor library
             best = None
-            for v in getattr(module, "LADDER", []):
-                if v.rung < 1:  # the oracle is a vendor library, not a modelled rung
-                    continue
+            for v in sorted(rungs, key=lambda v: -v.rung):
                 try:
                     v.supports(prob)
-                    e = estimate(v, prob, gpu)
-                    sec = float(e.seconds)
+                    sec, bound = _estimate_call(estimate, v, prob, gpu)
                 except Exception:
                     continue
                 if math.isfinite(sec) and sec > 0 and (best is None or sec < best[0]):
-                    best = (sec, str(getattr(e, "bound", "")), v.label)
+                    best = (sec, bound, v.label)
+                if best and which == "top":
+                    break
             result = best if best else (None, "no rung of the ladder takes this problem")
     _LADDER_CACHE[key] = result
     return result
 
 
-def predict(workload, gpu: str = "h100-sxm", *, ladders: bool = True, tf32: bool | None = None,
+def predict(workload, gpu: str = "h100-sxm", *, ladders: str | bool = "off", tf32: bool | None = None,
             floor_s: float = KERNEL_FLOOR_S) -> pd.DataFrame:
     """Per-op table with the predicted time of each op on ``gpu`` (a key or alias of
     ``data/devices.yaml``).
 
     ``roofline_s`` is ``max(flops / peak, bytes / dram_bw, floor_s)`` for every op that launches a
     kernel (peak: the tensor-core rate of the dtype for gemm, conv and attention in float16 and
-    bfloat16; for float32, TF32 when ``tf32`` is True, FP32 when False, and PyTorch's defaults when None:
-    TF32 for convolutions, FP32 for matmuls; the FP32 rate for every other class); ``predicted_s`` is the ladder's best rung
-    by ``perfkit.model.estimate`` where a ladder Problem stands for a single (unbatched) op and
-    ``ladders`` is on, and ``roofline_s`` otherwise; ``method`` says which.
+    bfloat16; for float32, TF32 when ``tf32`` is True, FP32 when False, and PyTorch's defaults when
+    None: TF32 for convolutions, FP32 for matmuls; the FP32 rate for every other class).
+
+    ``predicted_s`` is ``roofline_s`` unless ``ladders`` asks for ``perfkit.model.estimate`` of the
+    perfkit ladder that stands for an op (single, unbatched problems): ``"top"`` estimates the
+    ladder's highest rung that takes the problem, ``"best"`` every rung and keeps the fastest
+    (``True`` means ``"best"``).  Each estimate compiles a rung (seconds each, cached per unique
+    problem), so the default is ``"off"``: a network in seconds.  ``method`` says which applied.
     """
     from .. import specs
 
+    if ladders is True:
+        ladders = "best"
+    elif ladders is False or ladders is None:
+        ladders = "off"
+    if ladders not in LADDER_MODES:
+        raise WorkloadError(f"ladders must be one of {', '.join(LADDER_MODES)}, got {ladders!r}")
     records = workload.records if isinstance(workload, Workload) else workload
     spec = specs.get(gpu)
     df = _records_frame(records)
@@ -340,8 +372,8 @@ def predict(workload, gpu: str = "h100-sxm", *, ladders: bool = True, tf32: bool
             b = max(legs, key=legs.get)
             t_roof = legs[b]
             t, m, bnd = t_roof, "roofline", b
-            if ladders and r.problem and r.problem[2] == 1:
-                est = _ladder_estimate(r.problem, spec.key)
+            if ladders != "off" and r.problem and r.problem[2] == 1:
+                est = _ladder_estimate(r.problem, spec.key, ladders)
                 if est[0] is not None:
                     t, bnd, m = est[0], est[1], f"estimate {est[2]}"
             memo[k] = (t_roof, bnd, m, t)

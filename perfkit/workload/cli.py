@@ -1,5 +1,5 @@
 """``perfkit workload NETWORK [--batch B] [--seq S] [--mode infer|train] [--dtype D] [--gpu KEY]
-[--out FILE.csv] [--roofline] [--tf32 torch|on|off] [--measure]``
+[--out FILE.csv] [--ladders off|top|best] [--tf32 torch|on|off] [--measure]``
 
 Prints the per-class table of one network's step on a device (class, kernels, GFLOP, GB,
 predicted ms, share of the step, share of the FLOPs, step speedup if that class were 2x faster)
@@ -27,8 +27,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
     ap.add_argument("--gpu", default="h100-sxm", help="a device of data/devices.yaml (key or name)")
     ap.add_argument("--out", default=None, metavar="FILE.csv", help="write the per-op table as CSV")
-    ap.add_argument("--roofline", action="store_true",
-                    help="roofline bounds only (skip perfkit.model.estimate on the ladders)")
+    ap.add_argument("--ladders", default="off", choices=["off", "top", "best"],
+                    help="time ops a perfkit ladder stands for by perfkit.model.estimate of its top rung or "
+                         "of every rung (compiles each rung: seconds per unique problem); default: roofline")
     ap.add_argument("--tf32", default="torch", choices=["torch", "on", "off"],
                     help="float32 matmul/conv on TF32 tensor cores: torch's defaults (conv on, matmul off)")
     ap.add_argument("--measure", action="store_true", help="also profile the step on the GPU and record it")
@@ -47,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     except (WorkloadError, ValueError) as exc:  # SpecError is a ValueError
         print(f"perfkit workload: {exc}", file=sys.stderr)
         return 2
-    ops = predict(w, spec.key, ladders=not args.roofline, tf32=tf32)
+    ops = predict(w, spec.key, ladders=args.ladders, tf32=tf32)
     table = by_class(ops)
     kernels = int((ops["class"] != "view").sum())
     methods = ops.loc[ops["class"] != "view", "method"].value_counts()

@@ -36,7 +36,7 @@ from functools import lru_cache
 from typing import ClassVar
 
 import numpy as np
-from numba import cuda, float32
+from numba import cuda, float32, int64
 from numba.types import float16
 
 from .. import backend
@@ -852,6 +852,9 @@ def _igemm_regblock_kernel(NHWC: bool, VEC: bool, BM: int, BN: int, BK: int, TM:
         acc = cuda.local.array(TMN, float32)
         reg_m = cuda.local.array(TM, float32)
         reg_n = cuda.local.array(TN, float32)
+        tc = cuda.local.array(4, int64)  # (c, r, s) of this thread's 4 taps of A
+        tr = cuda.local.array(4, int64)
+        ts = cuda.local.array(4, int64)
         t = cuda.threadIdx.x
         M = N * P * Q
         CRS = C * R * S
@@ -861,90 +864,109 @@ def _igemm_regblock_kernel(NHWC: bool, VEC: bool, BM: int, BN: int, BK: int, TM:
         t_row = t // TCOLS
         for i in range(TMN):
             acc[i] = float32(0)
+        # this thread's row of the A tile and its 4 taps: BM * BK / 4 == NT, so one 4-vector of A
+        # per thread and k step, always the same output pixel: decode the pixel once, and keep the
+        # taps as (c, r, s) counters advanced by BK per step instead of dividing j every time
+        rr = t // BK4
+        qq = (t % BK4) * 4
+        m = m0 + rr
+        m_ok = m < M
+        oq = m % Q
+        ot = m // Q
+        op = ot % P
+        ob = ot // P
+        hb = op * stride - pad
+        wb = oq * stride - pad
+        for e in range(4):
+            je = qq + e
+            if NHWC:  # (r, s, c), c fastest
+                tc[e] = je % C
+                ts[e] = (je // C) % S
+                tr[e] = je // (C * S)
+            else:  # (c, r, s), s fastest
+                ts[e] = je % S
+                tr[e] = (je // S) % R
+                tc[e] = je // (S * R)
+        vec = NHWC and vec_x  # C % 4 == 0: the 4 taps are 4 channels of one pixel
         for j0 in range(0, CRS, BK):
-            # A: 4 consecutive taps of one output pixel per step; in NHWC with c % 4 == 0 they are
-            # 4 consecutive channels of one input pixel: one 16-byte load
-            for v in range(t, BM * BK4, NT):
-                rr = v // BK4
-                qq = (v % BK4) * 4
-                m = m0 + rr
-                a0 = float32(0)
-                a1 = float32(0)
-                a2 = float32(0)
-                a3 = float32(0)
-                if m < M:
-                    oq = m % Q
-                    ot = m // Q
-                    op = ot % P
-                    ob = ot // P
-                    j = j0 + qq
-                    if NHWC and vec_x and j < CRS:  # C % 4 == 0: j..j+3 share (r, s)
-                        c = j % C
-                        t2 = j // C
-                        ih = op * stride - pad + t2 // S
-                        iw = oq * stride - pad + t2 % S
+            j = j0 + qq
+            a0 = float32(0)
+            a1 = float32(0)
+            a2 = float32(0)
+            a3 = float32(0)
+            if m_ok:
+                if vec:
+                    if j < CRS:
+                        ih = hb + tr[0]
+                        iw = wb + ts[0]
                         if ih >= 0 and ih < H and iw >= 0 and iw < W:
-                            a0, a1, a2, a3 = ld4(x2, (ob * H + ih) * W + iw, c)
-                    else:
-                        for e in range(4):
-                            je = j + e
-                            u = float32(0)
-                            if je < CRS:
+                            a0, a1, a2, a3 = ld4(x2, (ob * H + ih) * W + iw, tc[0])
+                else:
+                    for e in range(4):
+                        u = float32(0)
+                        if j + e < CRS:
+                            ih = hb + tr[e]
+                            iw = wb + ts[e]
+                            if ih >= 0 and ih < H and iw >= 0 and iw < W:
                                 if NHWC:
-                                    c = je % C
-                                    t2 = je // C
-                                    s = t2 % S
-                                    r = t2 // S
+                                    u = float32(x[ob, ih, iw, tc[e]])
                                 else:
-                                    s = je % S
-                                    t2 = je // S
-                                    r = t2 % R
-                                    c = t2 // R
-                                ih = op * stride - pad + r
-                                iw = oq * stride - pad + s
-                                if ih >= 0 and ih < H and iw >= 0 and iw < W:
-                                    if NHWC:
-                                        u = float32(x[ob, ih, iw, c])
-                                    else:
-                                        u = float32(x[ob, c, ih, iw])
-                            if e == 0:
-                                a0 = u
-                            elif e == 1:
-                                a1 = u
-                            elif e == 2:
-                                a2 = u
-                            else:
-                                a3 = u
-                AsT[qq, rr] = a0
-                AsT[qq + 1, rr] = a1
-                AsT[qq + 2, rr] = a2
-                AsT[qq + 3, rr] = a3
+                                    u = float32(x[ob, tc[e], ih, iw])
+                        if e == 0:
+                            a0 = u
+                        elif e == 1:
+                            a1 = u
+                        elif e == 2:
+                            a2 = u
+                        else:
+                            a3 = u
+            AsT[qq, rr] = a0
+            AsT[qq + 1, rr] = a1
+            AsT[qq + 2, rr] = a2
+            AsT[qq + 3, rr] = a3
+            for e in range(4):  # the next step's taps: j + BK (a constant trip count keeps them in registers)
+                if NHWC:
+                    tc[e] += BK
+                    while tc[e] >= C:
+                        tc[e] -= C
+                        ts[e] += 1
+                        if ts[e] == S:
+                            ts[e] = 0
+                            tr[e] += 1
+                else:
+                    ts[e] += BK
+                    while ts[e] >= S:
+                        ts[e] -= S
+                        tr[e] += 1
+                        if tr[e] == R:
+                            tr[e] = 0
+                            tc[e] += 1
             # B: 4 consecutive taps of one filter (a row of w2): one 16-byte load when C*R*S % 4 == 0
             for v in range(t, BN * BK4, NT):
                 nn = v // BK4
-                qq = (v % BK4) * 4
+                qb = (v % BK4) * 4
                 n = n0 + nn
-                j = j0 + qq
+                jb = j0 + qb
                 b0 = float32(0)
                 b1 = float32(0)
                 b2 = float32(0)
                 b3 = float32(0)
                 if n < K:
-                    if vec_w and j < CRS:
-                        b0, b1, b2, b3 = ld4(w2, n, j)
+                    if vec_w and jb < CRS:
+                        b0, b1, b2, b3 = ld4(w2, n, jb)
                     else:
-                        if j < CRS:
-                            b0 = float32(w2[n, j])
-                        if j + 1 < CRS:
-                            b1 = float32(w2[n, j + 1])
-                        if j + 2 < CRS:
-                            b2 = float32(w2[n, j + 2])
-                        if j + 3 < CRS:
-                            b3 = float32(w2[n, j + 3])
-                Bs[qq, nn] = b0
-                Bs[qq + 1, nn] = b1
-                Bs[qq + 2, nn] = b2
-                Bs[qq + 3, nn] = b3
+                        if jb < CRS:
+                            b0 = float32(w2[n, jb])
+                        if jb + 1 < CRS:
+                            b1 = float32(w2[n, jb + 1])
+                        if jb + 2 < CRS:
+                            b2 = float32(w2[n, jb + 2])
+                        if jb + 3 < CRS:
+                            b3 = float32(w2[n, jb + 3])
+                Bs[qb, nn] = b0
+                Bs[qb + 1, nn] = b1
+                Bs[qb + 2, nn] = b2
+                Bs[qb + 3, nn] = b3
             cuda.syncthreads()
             for kk in range(BK):
                 for i in range(TM):
@@ -989,7 +1011,9 @@ class IgemmRegblock(TunableVariant):
         "In NHWC with c % 4 == 0 four consecutive taps are four consecutive channels of one input "
         "pixel, so the gather is one 16-byte load (load4, ld.global.v4.f32); rows of w are read 16 "
         "bytes at a time when C*R*S % 4 == 0. NCHW, odd channel counts and float16 take scalar "
-        "loads: the layout decides whether the gather vectorizes.")
+        "loads: the layout decides whether the gather vectorizes. Each thread gathers the same "
+        "output pixel at every k step, so it decodes the pixel once and walks the taps as (c, r, s) "
+        "counters: no 64-bit integer division (a ~60-instruction subroutine) inside the k loop.")
 
     def example(self, problem):
         return to_layout(problem, "NHWC")
@@ -1007,6 +1031,10 @@ class IgemmRegblock(TunableVariant):
     def supports(self, problem):
         if self.BM % self.TM or self.BN % self.TN or self.BK % 4:
             raise UnsupportedProblem(f"{self.label}: BM, BN must be multiples of TM, TN and BK of 4")
+        if self.BM * self.BK // 4 != self.threads() or self.BN * self.BK // 4 > self.threads():
+            raise UnsupportedProblem(f"{self.label}: the A tile must be one 4-vector per thread "
+                                     f"(BM*BK/4 = {self.BM * self.BK // 4} != {self.threads()} threads) and "
+                                     "the B tile at most one")
         _check(self, problem, self.grid(problem), self.threads(), self.shared_bytes())
 
     def vectorized(self, p) -> tuple[bool, bool]:
@@ -1296,6 +1324,8 @@ def _tensor_core_kernel(NHWC: bool, WARPS_M: int, WARPS_N: int, NTILES: int):
     NT = 32 * WARPS_M * WARPS_N
     WARPS = WARPS_M * WARPS_N
     NACC = NTILES * 4
+    ROWS = BM * BK // NT  # rows of the A tile each thread gathers per k step
+    RSTEP = NT // BK
 
     @cuda.jit
     def conv_tensor_core(x, w2, y, N, C, H, W, K, R, S, P, Q, stride, pad):
@@ -1306,6 +1336,9 @@ def _tensor_core_kernel(NHWC: bool, WARPS_M: int, WARPS_N: int, NTILES: int):
         acc = cuda.local.array(NACC, float32)
         fa = cuda.local.array(8, float16)
         fb = cuda.local.array(4, float16)
+        pb = cuda.local.array(ROWS, int64)  # batch index of each gathered row (-1: past the end)
+        ph = cuda.local.array(ROWS, int64)  # its input row and column at tap (0, 0)
+        pw = cuda.local.array(ROWS, int64)
         t = cuda.threadIdx.x
         lane = t % 32
         warp = t // 32
@@ -1317,36 +1350,52 @@ def _tensor_core_kernel(NHWC: bool, WARPS_M: int, WARPS_N: int, NTILES: int):
         n0 = cuda.blockIdx.x * BN
         for i in range(NACC):
             acc[i] = float32(0)
+        # this thread's part of the A tile: column qq (one tap per k step) of ROWS rows (output
+        # pixels) NT / BK apart.  Decode the pixels once; keep the tap as (c, r, s) counters
+        # advanced by BK per step: no integer division inside the k loop.
+        qq = t % BK
+        for i in range(ROWS):
+            m = m0 + t // BK + i * RSTEP
+            pq = m % (P * Q)
+            pb[i] = m // (P * Q) if m < M else -1  # -1: a row past the end of y
+            ph[i] = (pq // Q) * stride - pad
+            pw[i] = (pq % Q) * stride - pad
+        if NHWC:  # (r, s, c), c fastest
+            tc = qq % C
+            ts = (qq // C) % S
+            tr = qq // (C * S)
+        else:  # (c, r, s), s fastest
+            ts = qq % S
+            tr = (qq // S) % R
+            tc = qq // (S * R)
         for j0 in range(0, CRS, BK):
-            for idx in range(t, BM * BK, NT):
-                rr = idx // BK
-                qq = idx % BK
-                m = m0 + rr
-                j = j0 + qq
+            j_ok = j0 + qq < CRS
+            for i in range(ROWS):
                 v = float16(0)
-                if m < M and j < CRS:
-                    oq = m % Q
-                    ot = m // Q
-                    op = ot % P
-                    ob = ot // P
+                ih = ph[i] + tr
+                iw = pw[i] + ts
+                if j_ok and pb[i] >= 0 and ih >= 0 and ih < H and iw >= 0 and iw < W:
                     if NHWC:
-                        c = j % C
-                        t2 = j // C
-                        s = t2 % S
-                        r = t2 // S
+                        v = x[pb[i], ih, iw, tc]
                     else:
-                        s = j % S
-                        t2 = j // S
-                        r = t2 % R
-                        c = t2 // R
-                    ih = op * stride - pad + r
-                    iw = oq * stride - pad + s
-                    if ih >= 0 and ih < H and iw >= 0 and iw < W:
-                        if NHWC:
-                            v = x[ob, ih, iw, c]
-                        else:
-                            v = x[ob, c, ih, iw]
-                As[rr, qq] = v
+                        v = x[pb[i], tc, ih, iw]
+                As[t // BK + i * RSTEP, qq] = v
+            if NHWC:  # the next step's tap: j + BK
+                tc += BK
+                while tc >= C:
+                    tc -= C
+                    ts += 1
+                    if ts == S:
+                        ts = 0
+                        tr += 1
+            else:
+                ts += BK
+                while ts >= S:
+                    ts -= S
+                    tr += 1
+                    if tr == R:
+                        tr = 0
+                        tc += 1
             for idx in range(t, BK * BN, NT):
                 nn = idx // BK  # lanes walk along a row of w2 (coalesced)
                 qq = idx % BK
@@ -1397,7 +1446,8 @@ class TensorCore(TunableVariant):
         "y. Each block gathers a 64x16 tile of A from x (the same (c, r, s) decode as rung 5) and a "
         "16x64 tile of B from w into shared memory; each warp then issues mma.sync.m16n8k16 (GEMM "
         "rung 11's inline-PTX intrinsic, exactly emulated in the simulator) on fragments read from "
-        "there. No ldmatrix, no cp.async pipeline: the gather and the fragment loads bound it.")
+        "there. As in rung 6, each thread decodes its 4 output pixels once and advances its tap by "
+        "counters. No ldmatrix, no cp.async pipeline: the gather and the fragment loads bound it.")
 
     def example(self, problem):
         return to_layout(problem, "NHWC", "float16")
@@ -1415,6 +1465,9 @@ class TensorCore(TunableVariant):
     def supports(self, problem):
         if problem.dtype != "float16":
             raise UnsupportedProblem(f"{self.label} takes float16 inputs (float32 accumulate); got {problem.dtype}")
+        if (16 * self.WARPS_M * 16) % self.threads() or self.threads() % 16:
+            raise UnsupportedProblem(f"{self.label}: the 16-wide A tile must split into whole rows per thread "
+                                     f"({16 * self.WARPS_M} x 16 over {self.threads()} threads)")
         _check(self, problem, self.grid(problem), self.threads(), self.shared_bytes())
 
     def plan(self, problem, bufs):

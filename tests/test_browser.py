@@ -242,3 +242,19 @@ def test_notebook_01_runs_in_jupyterlab_in_chromium(lab):
     print(f"JupyterLab up in {lab['start_s']:.1f} s; page and kernel ready in {t_ready - t_start:.1f} s; "
           f"Run All Cells took {t_end - t_ready:.1f} s ({len(state['prompts'])} code cells, {state['figures']} "
           f"figures, {state['tables']} tables, {state['progress']} progress widgets seen during the run)")
+
+
+def test_notebook_copy_carries_the_ci_parameters(tmp_path):
+    """The copy the browser runs is notebook 01 with the ci profile's values injected after its
+    parameters cell (as papermill injects them), unpaired, with the exercise cells at its end."""
+    import nbformat
+
+    nb = nbformat.read(_notebook_copy(tmp_path), as_version=4)
+    assert "jupytext" not in nb.metadata
+    tags = [c.metadata.get("tags", []) for c in nb.cells]
+    i = next(k for k, t in enumerate(tags) if "parameters" in t)
+    assert "injected-parameters" in tags[i + 1]
+    ci = workbook.profiles()["ci"]["notebooks"][NOTEBOOK]
+    for name, value in ci.items():
+        assert f"{name} = {value!r}" in nb.cells[i + 1].source
+    assert any("grade(" in c.source for c in nb.cells[-6:])

@@ -281,14 +281,14 @@ def _merge(seq: list) -> list:
     return out
 
 
-def _tally(rec: _Recorder, threads_per_block: int, report: BankReport) -> None:
+def _tally(rec: _Recorder, threads_per_block: int, report: BankReport, vectorize: bool = True) -> None:
     sites: dict = {}
     by_block: dict = {}
     for (blk, tid), evs in rec.events.items():
         per_site: dict = {}
         for site, addr, size in evs:
             per_site.setdefault(site, []).append((addr, size))
-        by_block.setdefault(blk, {})[tid] = {s: _merge(v) for s, v in per_site.items()}
+        by_block.setdefault(blk, {})[tid] = {s: (_merge(v) if vectorize else v) for s, v in per_site.items()}
     for blk, threads in by_block.items():
         all_sites = {s for th in threads.values() for s in th}
         for site in all_sites:
@@ -361,22 +361,25 @@ def small_problem(variant, problem, budget_bytes: float = 96 * 1024, floor: int 
     return cur
 
 
-def _cache_path(variant, problem, max_blocks) -> Path:
+def _cache_path(variant, problem, max_blocks, vectorize=True) -> Path:
     from . import anatomy
 
     doc = json.dumps({"v": type(variant).__module__ + "." + type(variant).__qualname__, "config": variant.config,
-                      "problem": type(problem).__qualname__, "params": problem.params, "max_blocks": max_blocks,
+                      "problem": type(problem).__qualname__, "params": problem.params, "max_blocks": max_blocks, "vectorize": vectorize,
                       "source": anatomy._source_hash(variant), "banks": 2}, sort_keys=True, default=str)
     key = hashlib.sha256(doc.encode()).hexdigest()[:32]
     return anatomy._cache_dir().parent / "banks" / f"{key}.json"
 
 
-def count(variant, problem, *, max_blocks: int | None = 1, seed: int = 0, cache: bool = True) -> BankReport:
+def count(variant, problem, *, max_blocks: int | None = 1, seed: int = 0, cache: bool = True,
+          vectorize: bool = True) -> BankReport:
     """Simulate ``variant`` on ``problem`` (in Numba's CUDA simulator) and count the wavefronts of
     its shared-memory accesses, launch by launch, for the first ``max_blocks`` blocks of each
     launch (``None``: every block).  Counts are for the simulated blocks; ``scaled`` them to a
     grid.  Works only in a process that runs the simulator (``PERFKIT_BACKEND=sim`` or no GPU);
-    on a GPU, ask Nsight Compute.  Pass a small problem (:func:`small_problem`)."""
+    on a GPU, ask Nsight Compute.  Pass a small problem (:func:`small_problem`).
+    ``vectorize=False`` counts every element access as its own instruction (what the SASS does
+    where the compiler did not merge a run of accesses into one 64/128-bit access)."""
     global _REC
     from . import backend
 
@@ -385,7 +388,7 @@ def count(variant, problem, *, max_blocks: int | None = 1, seed: int = 0, cache:
                         "(measure conflicts with Nsight Compute there, or run with PERFKIT_BACKEND=sim)")
     if variant.oracle:
         raise BankError(f"{variant.label} is a library call: no kernel of ours to simulate")
-    path = _cache_path(variant, problem, max_blocks) if cache else None
+    path = _cache_path(variant, problem, max_blocks, vectorize) if cache else None
     if path is not None and path.exists():
         try:
             d = json.loads(path.read_text())
@@ -414,7 +417,7 @@ def count(variant, problem, *, max_blocks: int | None = 1, seed: int = 0, cache:
             finally:
                 _REC = None
             report.blocks += int(np.prod(grid))
-            _tally(rec, int(np.prod(launch.block)), report)
+            _tally(rec, int(np.prod(launch.block)), report, vectorize)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")

@@ -470,7 +470,7 @@ def _wavefronts(counts: dict, ld_degree: float, st_degree: float) -> float:
 
 
 @functools.lru_cache(maxsize=4096)
-def _bank_degrees(variant, problem) -> tuple[float, float, str]:
+def _bank_degrees(variant, problem, vectorize: bool = True) -> tuple[float, float, str]:
     """(load degree, store degree, source) of the rung's shared accesses (simulated on a small
     twin of the problem, cached on disk); (1, 1) where it cannot be simulated."""
     from . import backend, banks
@@ -479,10 +479,11 @@ def _bank_degrees(variant, problem) -> tuple[float, float, str]:
         return 1.0, 1.0, "not simulated (GPU process): conflict free assumed"
     try:
         small = banks.small_problem(variant, problem)
-        rep = banks.count(variant, small)
+        rep = banks.count(variant, small, vectorize=vectorize)
     except Exception as exc:  # noqa: BLE001
         return 1.0, 1.0, f"not simulated ({exc.__class__.__name__}): conflict free assumed"
-    return rep.load_degree, rep.store_degree, f"perfkit.banks simulated at {small.label}"
+    return (rep.load_degree, rep.store_degree,
+            f"perfkit.banks simulated at {small.label}" + ("" if vectorize else " (scalar accesses, as the SASS has)"))
 
 
 def _inspect(variant, problem, cc, k):
@@ -516,7 +517,10 @@ def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *,
                       threads_per_block=tpb)
     c = dyn["counts"]
     if use_banks and (sum(c["lds"].values()) + sum(c["sts"].values())) > 0:
-        ldd, std, bsrc = _bank_degrees(variant, problem)
+        # the SASS decides whether runs of a thread's accesses became 64/128-bit instructions
+        vec = (c["lds"][8] + c["lds"][16] + c["sts"][8] + c["sts"][16]) > 0.05 * (
+            sum(c["lds"].values()) + sum(c["sts"].values()))
+        ldd, std, bsrc = _bank_degrees(variant, problem, vec)
     else:
         ldd, std, bsrc = 1.0, 1.0, "no shared accesses" if use_banks else "banks off: conflict free assumed"
     wavefronts = _wavefronts(c, ldd, std)
@@ -722,9 +726,11 @@ def _find_variant(op: str, rung: int, name: str, config: dict):
     return None, mod
 
 
-def validate(gpu: str = "h100-sxm", results_root=None, ncu_path=None, *, banks: bool = True):
+def validate(gpu: str = "h100-sxm", results_root=None, ncu_path=None, *, banks: bool = True,
+             ops=None, problems=None):
     """Estimate every recorded (problem, rung) and compare.  Returns ``(table, line, levels)``:
-    the per-record table, the summary line, and per-level counts against Nsight Compute."""
+    the per-record table, the summary line, and per-level counts against Nsight Compute.
+    ``ops`` / ``problems``: keep only records of these ops / problem labels."""
     import glob
     import json
 
@@ -739,6 +745,8 @@ def validate(gpu: str = "h100-sxm", results_root=None, ncu_path=None, *, banks: 
         if d.get("simulated"):
             continue
         op, rung, name = d["op"], int(d["rung"]), d.get("variant", "")
+        if (ops and op not in ops) or (problems and d["problem"] not in problems):
+            continue
         v, mod = _find_variant(op, rung, name, d.get("config") or {})
         row = {"op": op, "problem": d["problem"], "rung": f"{rung:02d} {name}" if rung >= 0 else f"peer {name}",
                "measured_s": d["timing"]["median_s"], "kind": "oracle/peer" if rung <= 0 else "rung"}

@@ -79,6 +79,22 @@ def test_ncu_raw_csv_becomes_the_metrics_table():
     assert set(mod.NCU_TABLE) >= set(mod.NCU_COLUMNS)  # every metric has its column
 
 
+@pytest.mark.skipif(not backend.is_simulator(), reason="the driver runs under ncu on a GPU (record_gpu --parts ncu)")
+def test_ncu_driver_marks_every_rung_it_runs(tmp_path):
+    """The driver ncu runs: every rung of the op prepared, run once unprofiled, then a marker
+    launch and one launch of the rung; the manifest lists them in that order (dry run, tiny size)."""
+    import json as _json
+
+    mod = _tool()
+    manifest = tmp_path / "saxpy.manifest.jsonl"
+    assert mod.ncu_driver("saxpy", manifest) == 0
+    rows = [_json.loads(l) for l in manifest.read_text().splitlines()]
+    assert [r["rung"] for r in rows] == ["00 oracle", "01 naive", "02 grid_stride", "03 unrolled"]
+    assert {r["op"] for r in rows} == {"saxpy"}
+    driver = mod.NCU_DRIVER.format(out=str(tmp_path), tool="/x/record_gpu.py")
+    compile(driver, "ncu_driver.py", "exec")  # the script record_gpu writes is valid Python
+
+
 def test_ncu_table_columns_match_the_first_h100_table():
     shared = Path("/work/shared/measurements/h100-2026-11-23/ncu_metrics_all_rungs.csv")
     if not shared.exists():

@@ -356,11 +356,13 @@ def unit_timer(out: Path, only: list[str] | None, tiny: bool) -> int:
         try:
             m = timing.measure(fn, sync=sync, l2=l2)
             db = do_bench(fn, warmup=25, rep=100, return_mode="median") / 1e3 if do_bench and not tiny else float("nan")
-            rows.append({"op": op, "problem": problem, "variant": label, "l2": l2, "measure_s": m.median_s,
-                         "n": m.n, "do_bench_s": db, "ratio": m.median_s / db if db == db else float("nan"),
-                         "spin_s": m.extra.get("spin_s"), "host_enqueue_median_s":
-                         float(np.median(m.extra["host_enqueue_s"])) if m.extra.get("host_enqueue_s") else None,
-                         "simulated": m.simulated})
+            row = {"op": op, "problem": problem, "variant": label, "l2": l2, "measure_s": m.median_s,
+                   "n": m.n, "do_bench_s": db, "ratio": m.median_s / db if db == db else float("nan"),
+                   "spin_s": m.extra.get("spin_s"), "host_enqueue_median_s":
+                   float(np.median(m.extra["host_enqueue_s"])) if m.extra.get("host_enqueue_s") else None,
+                   "simulated": m.simulated}
+            rows.append(row)
+            _append_csv(out / "measure_vs_do_bench.csv", [row])  # row by row: a budget stop keeps them
             print(f"  {op:10s} {label:22s} measure {m.median_s * 1e6:10.2f} us  do_bench {db * 1e6:10.2f} us")
         except Exception as exc:  # one rung failing must not stop the comparison
             print(f"  {op} {label}: {exc.__class__.__name__}: {exc}")
@@ -397,7 +399,7 @@ def unit_timer(out: Path, only: list[str] | None, tiny: bool) -> int:
     cp = roofline.copy_launcher(dst, src)
     for l2mode in ("hot", "cold"):
         compare("timer", f"copy n={n} (fits L2)", "copy16", cp, cuda.synchronize, l2mode)
-    _append_csv(out / "measure_vs_do_bench.csv", rows)
+    print(f"{len(rows)} comparisons in {out / 'measure_vs_do_bench.csv'}")
     return 0
 
 

@@ -250,10 +250,18 @@ rung_view("igemm_smem")
 # the gather is a single 16-byte `load4` (`LDG.E.128` in the SASS); in NCHW consecutive taps are
 # neighbouring columns, not 16-byte aligned in general, so the rung falls back to scalar loads.
 # Its example problem is the NHWC twin; compare the global-load mix of both layouts below.
+#
+# A second change is about the gather's arithmetic, not its bytes.  Decoding a reduction index j
+# into (c, r, s) and a row m into (n, p, q) takes integer divisions by runtime sizes, and a 64-bit
+# integer division is a subroutine of dozens of instructions on a GPU.  Here each thread gathers
+# the same output pixel at every k step, so it decodes the pixel once, before the loop, and walks
+# its taps as (c, r, s) counters advanced by BK: no division is left inside the k loop.  (The
+# static instruction counts in the anatomy cannot show this: the win is per loop trip.)
 
 # %%
 rung_view("igemm_regblock")
-both = {lay: anatomy.inspect(conv.LADDER[6], conv.to_layout(EX, lay), cc) for lay in ("NCHW", "NHWC")}
+regblock = next(v for v in conv.LADDER if v.name == "igemm_regblock")
+both = {lay: anatomy.inspect(regblock, conv.to_layout(EX, lay), cc) for lay in ("NCHW", "NHWC")}
 pd.DataFrame([{"layout": lay, "registers": r.registers, "global load 128": r.mix.get("global load 128", 0),
                "global load 32": r.mix.get("global load 32", 0), "occupancy": f"{r.occupancy.ratio:.0%}"}
               for lay, r in both.items()])

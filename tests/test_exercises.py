@@ -282,6 +282,19 @@ def test_pad_unpadded_tile_has_32_way_conflicts():
             "32-way bank conflicts", "tile[tx, ty + j]", "pad")
 
 
+def test_pad_counts_in_a_simulator_child_as_on_a_gpu():
+    """A process on a GPU counts bank conflicts in a child that runs the simulator, on the
+    kernel carry() wrote out; forced here."""
+    from perfkit.exercises import _core, nb02
+
+    module, name = _core.carry(transpose_unpadded)
+    sites, counter = nb02.count_bank_conflicts(nb02.LearnerTranspose(module=module, kernel=name),
+                                               nb02.Transpose(32, 64), seed=0, child=True)
+    assert "simulator process" in counter
+    worst = max(sites, key=lambda s: s.degree)
+    assert worst.kind == "load" and round(worst.degree) == 32 and "tile[tx, ty + j]" in worst.source
+
+
 def test_pad_direct_transpose_skips_shared_memory():
     _failed(grade("02.pad", gemm_no_shared, progress=False), "correct at 1x1", "raised")
 

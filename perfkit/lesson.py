@@ -272,14 +272,34 @@ class _Mod:
         self.rel = rel
         tree = ast.parse(text)
         self.defs, self.imports, self.modules = {}, {}, {}
-        for node in tree.body:
+
+        def top(body):  # module level, and inside module-level if/try (per-backend definitions)
+            for node in body:
+                if isinstance(node, ast.If):
+                    yield from top(node.body)
+                    yield from top(node.orelse)
+                elif isinstance(node, ast.Try):
+                    yield from top(node.body)
+                    for h in node.handlers:
+                        yield from top(h.body)
+                    yield from top(node.orelse)
+                    yield from top(node.finalbody)
+                else:
+                    yield node
+
+        def add(name, node):  # a name defined in both branches: both definitions count
+            if name in self.defs:
+                node = ast.Module(body=[self.defs[name], node], type_ignores=[])
+            self.defs[name] = node
+
+        for node in top(tree.body):
             if isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)):
-                self.defs[node.name] = node
+                add(node.name, node)
             elif isinstance(node, (ast.Assign, ast.AnnAssign)):
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 for t in targets:
                     if isinstance(t, ast.Name):
-                        self.defs[t.id] = node
+                        add(t.id, node)
             elif isinstance(node, ast.ImportFrom) and node.level:
                 base = Path(rel).parent
                 for _ in range(node.level - 1):
@@ -294,6 +314,8 @@ class _Mod:
 
 
 def _strip_docstrings(node):
+    if isinstance(node, ast.Module):  # several definitions of one name (per backend)
+        return ast.Module(body=[_strip_docstrings(n) for n in node.body], type_ignores=[])
     node = ast.parse(ast.unparse(node)).body[0]  # a copy
     for n in ast.walk(node):
         if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)) and n.body and \
@@ -312,7 +334,13 @@ def _rung_closure(read, rel: str, variant_name: str) -> dict | None:
     top-level definition those name, followed into sibling kernel modules (not base.py)."""
     mods: dict[str, _Mod | None] = {}
 
+    root = Path(rel).parent.as_posix()
+    while root and not root.endswith("kernels") and "/" in root:
+        root = root.rsplit("/", 1)[0]  # perfkit/kernels: definitions are followed only inside it
+
     def mod(r: str):
+        if r != rel and (not r.startswith(root + "/") or r.endswith("/base") or r.endswith("/base.py")):
+            return None
         if r not in mods:
             text, r_file = None, r
             for cand in (f"{r}.py", f"{r}/__init__.py") if not r.endswith(".py") else (r,):
@@ -400,10 +428,10 @@ def _rung_closure(read, rel: str, variant_name: str) -> dict | None:
                     orig = mm.imports[name][1]
                     if m2 is not None and orig in m2.defs:
                         tgt = (m2, m2.defs[orig])
-                if tgt is None:
-                    continue
+                if tgt is None or isinstance(tgt[1], ast.ClassDef):
+                    continue  # classes named in the code are problems and types (annotations), not kernel code
                 key = f"{tgt[0].rel}:{name}"
-                if key in out or isinstance(tgt[1], ast.ClassDef) and tgt[1] is cls:
+                if key in out:
                     continue
                 out[key] = ast.dump(_strip_docstrings(tgt[1]))
                 todo.append(tgt)

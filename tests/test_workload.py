@@ -83,6 +83,24 @@ def test_each_network_traced_quickly_in_training():
             assert "softmax" in classes and "data movement" in classes
 
 
+@pytest.mark.parametrize("dtype,kernel", [("bfloat16", "flash"), ("float32", "efficient")])
+def test_sdpa_attention_is_one_fused_kernel(dtype, kernel):
+    s, L, h, dh = 64, 12, 12, 64
+    w = workload.characterize("bert-base", batch=1, seq=s, mode="train", dtype=dtype, attention="sdpa")
+    att = [r for r in w.records if r.cls == "attention"]
+    fwd = [r for r in att if r.phase == "forward"]
+    assert len(fwd) == L and len(att) == 2 * L
+    assert all(kernel in r.op for r in att)
+    assert sum(r.flops for r in fwd) == L * 4 * h * s * s * dh  # QK^T and AV, full S x S
+    assert not any(r.cls == "softmax" for r in w.records)  # the softmax lives inside the fused kernel
+    eager = workload.characterize("bert-base", batch=1, seq=s, mode="infer", dtype=dtype)
+    fused = workload.characterize("bert-base", batch=1, seq=s, mode="infer", dtype=dtype, attention="sdpa")
+    assert fused.matmul_flops() == pytest.approx(eager.matmul_flops())  # the same work, fewer kernels
+    assert len(_kernels(fused.records)) < len(_kernels(eager.records))
+    with pytest.raises(workload.WorkloadError, match="no attention"):
+        workload.characterize("resnet50", batch=1, attention="sdpa")
+
+
 # --- bytes and FLOPs of small layers, by hand ------------------------------------------------
 def test_linear_bytes_flops_problem_by_hand():
     m, x = _meta(lambda: nn.Linear(5, 3), 4, 5)

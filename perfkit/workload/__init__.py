@@ -126,12 +126,19 @@ def _fused_dropout_mode():
     from torch.overrides import TorchFunctionMode
 
     class FusedDropout(TorchFunctionMode):
-        """Dropout as the one fused kernel a GPU runs (``native_dropout``: output and mask in one
-        pass, ``native_dropout_backward`` in the backward); on the meta device torch would take
-        its CPU path instead (``bernoulli_``, ``div_``, ``mul``: three kernels)."""
+        """The kernels a GPU would run where the meta device would take another path:
+
+        * dropout as the one fused kernel (``native_dropout``: output and mask in one pass,
+          ``native_dropout_backward`` in the backward), not the CPU path's ``bernoulli_``,
+          ``div_``, ``mul`` (three kernels);
+        * ``F.scaled_dot_product_attention`` as the fused kernel a GPU picks: flash attention for
+          float16/bfloat16 with no mask and head size <= 256, memory-efficient attention otherwise
+          (the meta device would decompose it into the math path's matmuls and softmax)."""
 
         def __torch_function__(self, func, types, args=(), kwargs=None):
             kwargs = kwargs or {}
+            if func is F.scaled_dot_product_attention:
+                return _fused_sdpa(*args, **kwargs)
             if func in (F.dropout, torch.dropout):
                 x = args[0]
                 p = args[1] if len(args) > 1 else kwargs.get("p", 0.5)
@@ -142,6 +149,19 @@ def _fused_dropout_mode():
             return func(*args, **kwargs)
 
     return FusedDropout
+
+
+def _fused_sdpa(q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    import torch
+
+    if enable_gqa:
+        raise WorkloadError("scaled_dot_product_attention with enable_gqa is not traced")
+    if attn_mask is None and q.dtype in (torch.float16, torch.bfloat16) and q.shape[-1] <= 256:
+        return torch.ops.aten._scaled_dot_product_flash_attention(q, k, v, float(dropout_p), bool(is_causal),
+                                                                  False, scale=scale)[0]
+    need_lse = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
+    return torch.ops.aten._scaled_dot_product_efficient_attention(q, k, v, attn_mask, need_lse, float(dropout_p),
+                                                                  bool(is_causal), scale=scale)[0]
 
 
 def _FusedDropout():
@@ -160,11 +180,13 @@ class Workload:
     params: int
     records: list = field(repr=False)
     trace_s: float = 0.0
+    attention: str = ""
 
     @property
     def label(self) -> str:
         s = f" seq {self.seq}" if self.seq else ""
-        return f"{self.network} batch {self.batch}{s} {self.mode} {self.dtype}"
+        a = " sdpa" if self.attention == "sdpa" else ""
+        return f"{self.network} batch {self.batch}{s} {self.mode} {self.dtype}{a}"
 
     def table(self) -> pd.DataFrame:
         """One row per aten op (views included) with its class, FLOPs, bytes and Problem."""
@@ -182,8 +204,11 @@ class Workload:
 
 
 def characterize(network: str, *, batch: int | None = None, seq: int | None = None, mode: str = "infer",
-                 dtype: str = "float32") -> Workload:
-    """Trace one of :data:`NETWORKS` (``resnet50``, ``bert-base``, ``gpt2``) on the meta device."""
+                 dtype: str = "float32", attention: str = "eager") -> Workload:
+    """Trace one of :data:`NETWORKS` (``resnet50``, ``bert-base``, ``gpt2``) on the meta device.
+
+    ``attention`` (transformers only): ``"eager"`` (matmuls, scale, mask, softmax, dropout as
+    separate kernels) or ``"sdpa"`` (one fused attention kernel)."""
     torch = _torch()
     spec = resolve(network)
     if mode not in MODES:
@@ -200,14 +225,18 @@ def characterize(network: str, *, batch: int | None = None, seq: int | None = No
         seq = spec.default_seq if seq is None else seq
         if isinstance(seq, bool) or not isinstance(seq, int) or not 1 <= seq <= spec.max_seq:
             raise WorkloadError(f"seq must be an int in 1..{spec.max_seq} for {spec.name}, got {seq!r}")
+    if attention not in ("eager", "sdpa"):
+        raise WorkloadError(f"attention must be eager or sdpa, got {attention!r}")
+    if attention != "eager" and spec.kind != "tokens":
+        raise WorkloadError(f"{spec.name} has no attention: attention={attention!r} does not apply")
     t0 = time.perf_counter()
     tdt = getattr(torch, dtype)
     with torch.device("meta"):
-        model = spec.build().to(tdt)
+        model = (spec.build(attention=attention) if spec.kind == "tokens" else spec.build()).to(tdt)
         inp = spec.inputs(batch, seq, device="meta", dtype=tdt)
     records = trace(model, (inp["x"],), mode=mode, loss_fn=lambda out: spec.loss(out, inp["target"]))
     return Workload(spec.name, batch, seq, mode, dtype, count_params(model), records,
-                    time.perf_counter() - t0)
+                    time.perf_counter() - t0, attention if spec.kind == "tokens" else "")
 
 
 def published_flops(network: str, *, batch: int, seq: int | None = None) -> dict:

@@ -1,5 +1,5 @@
-"""``perfkit workload NETWORK [--batch B] [--seq S] [--mode infer|train] [--dtype D] [--gpu KEY]
-[--out FILE.csv] [--ladders off|top|best] [--tf32 torch|on|off] [--measure]``
+"""``perfkit workload NETWORK [--batch B] [--seq S] [--mode infer|train] [--dtype D] [--attention eager|sdpa]
+[--gpu KEY] [--out FILE.csv] [--ladders off|top|best] [--tf32 torch|on|off] [--measure]``
 
 Prints the per-class table of one network's step on a device (class, kernels, GFLOP, GB,
 predicted ms, share of the step, share of the FLOPs, step speedup if that class were 2x faster)
@@ -25,6 +25,8 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--mode", default="infer", choices=["infer", "train"],
                     help="inference, or a training step (forward + backward)")
     ap.add_argument("--dtype", default="float32", choices=["float32", "float16", "bfloat16"])
+    ap.add_argument("--attention", default="eager", choices=["eager", "sdpa"],
+                    help="transformers: eager attention (separate kernels) or one fused SDPA kernel")
     ap.add_argument("--gpu", default="h100-sxm", help="a device of data/devices.yaml (key or name)")
     ap.add_argument("--out", default=None, metavar="FILE.csv", help="write the per-op table as CSV")
     ap.add_argument("--ladders", default="off", choices=["off", "top", "best"],
@@ -44,7 +46,8 @@ def main(argv: list[str] | None = None) -> int:
     tf32 = {"torch": None, "on": True, "off": False}[args.tf32]
     try:
         spec = specs.get(args.gpu)
-        w = characterize(args.network, batch=args.batch, seq=args.seq, mode=args.mode, dtype=args.dtype)
+        w = characterize(args.network, batch=args.batch, seq=args.seq, mode=args.mode, dtype=args.dtype,
+                         attention=args.attention)
     except (WorkloadError, ValueError) as exc:  # SpecError is a ValueError
         print(f"perfkit workload: {exc}", file=sys.stderr)
         return 2
@@ -73,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         if reason:
             print(f"perfkit workload: --measure skipped: {reason}", file=sys.stderr)
             return 3
-        res = measure.profile(w.network, batch=w.batch, seq=w.seq, mode=w.mode, dtype=w.dtype, gpu=spec.key)
+        res = measure.profile(w.network, batch=w.batch, seq=w.seq, mode=w.mode, dtype=w.dtype, gpu=spec.key,
+                              attention=args.attention)
         print(res["per_class"].to_string(index=False))
         print(f"measured kernels {res['kernel_ms']:.3f} ms/step, predicted {res['predicted_ms']:.3f} ms; "
               f"recorded: {res['path']}")

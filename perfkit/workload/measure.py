@@ -57,7 +57,7 @@ def _step_fn(spec, model, inp, mode):
 
 def profile(network: str, *, batch: int | None = None, seq: int | None = None, mode: str = "train",
             dtype: str = "float32", gpu: str | None = None, steps: int = 5, warmup: int = 3,
-            record: bool | str = "auto") -> dict:
+            record: bool | str = "auto", attention: str = "eager") -> dict:
     """Profile ``steps`` steps of a network on the GPU and compare with the prediction.
 
     Returns ``{"per_op": DataFrame (aten op, class, kernels, measured_ms per step),
@@ -76,11 +76,11 @@ def profile(network: str, *, batch: int | None = None, seq: int | None = None, m
     from .. import backend, specs
 
     spec = resolve(network)
-    w = characterize(spec.name, batch=batch, seq=seq, mode=mode, dtype=dtype)  # validates arguments too
+    w = characterize(spec.name, batch=batch, seq=seq, mode=mode, dtype=dtype, attention=attention)  # validates too
     gpu_key = specs.get(gpu or backend.device().name).key
     tdt = getattr(torch, dtype)
     with torch.device("cuda"):
-        model = spec.build().to(tdt)
+        model = (spec.build(attention=attention) if spec.kind == "tokens" else spec.build()).to(tdt)
         inp = spec.inputs(w.batch, w.seq, device="cuda", dtype=tdt)
     step = _step_fn(spec, model, inp, mode)
     for _ in range(warmup):
@@ -131,7 +131,8 @@ def _record(out: dict, w, steps: int, warmup: int):
     med = statistics.median(out["step_ms"]) / 1e3
     entry = {
         "op": "workload", "problem": w.label, "rung": "profile", "variant": f"torch-eager-{w.network}",
-        "params": {"network": w.network, "batch": w.batch, "seq": w.seq, "mode": w.mode, "dtype": w.dtype},
+        "params": {"network": w.network, "batch": w.batch, "seq": w.seq, "mode": w.mode, "dtype": w.dtype,
+                   "attention": w.attention or None},
         "timing": {"median_s": med, "min_s": min(out["step_ms"]) / 1e3, "n": len(out["step_ms"]),
                    "samples": [t / 1e3 for t in out["step_ms"]], "warmup_steps": warmup,
                    "timer": "torch.cuda.Event around each step, torch.profiler kernels per op"},

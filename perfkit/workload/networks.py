@@ -12,9 +12,11 @@
   written out in Python ops as ``NewGELUActivation`` does, final LayerNorm, and the LM head tied
   to the token embedding (counted once: 124,439,808 parameters).
 
-Eager attention on purpose: it is what the FLOP formulas count and what Ivanov et al. (MLSys
+Eager attention by default: it is what the FLOP formulas count and what Ivanov et al. (MLSys
 2021) profiled, and it shows the softmax, scale and mask kernels that a fused attention kernel
-hides.  Build under ``torch.device("meta")`` to get shapes with no memory.
+hides.  ``attention="sdpa"`` builds the transformers' ``sdpa`` path instead:
+``F.scaled_dot_product_attention``, one fused kernel (flash or memory-efficient attention on a
+GPU).  Build under ``torch.device("meta")`` to get shapes with no memory.
 """
 from __future__ import annotations
 
@@ -98,6 +100,15 @@ def resnet50() -> nn.Module:
     return tv_resnet50(weights=None)
 
 
+ATTENTION = ("eager", "sdpa")
+
+
+def _sdpa(attention: str) -> bool:
+    if attention not in ATTENTION:
+        raise ValueError(f"attention must be one of {', '.join(ATTENTION)}, got {attention!r}")
+    return attention == "sdpa"
+
+
 # --- BERT-base (transformers BertModel, eager attention) -------------------------------------
 @dataclass(frozen=True)
 class BertConfig:
@@ -113,17 +124,21 @@ class BertConfig:
 
 
 class BertSelfAttention(nn.Module):
-    def __init__(self, c: BertConfig):
+    def __init__(self, c: BertConfig, attention: str = "eager"):
         super().__init__()
-        self.h, self.dh = c.heads, c.hidden // c.heads
+        self.h, self.dh, self.sdpa = c.heads, c.hidden // c.heads, _sdpa(attention)
         self.query, self.key, self.value = (nn.Linear(c.hidden, c.hidden) for _ in range(3))
         self.dropout = nn.Dropout(c.dropout)
+        self.p = c.dropout
 
     def _heads(self, x):  # (B, S, H*Dh) -> (B, H, S, Dh)
         return x.view(x.shape[0], x.shape[1], self.h, self.dh).permute(0, 2, 1, 3)
 
     def forward(self, x, mask):
         q, k, v = self._heads(self.query(x)), self._heads(self.key(x)), self._heads(self.value(x))
+        if self.sdpa:  # every token attends (the mask is all zeros): no mask, as transformers' sdpa path
+            ctx = F.scaled_dot_product_attention(q, k, v, dropout_p=self.p if self.training else 0.0)
+            return ctx.transpose(1, 2).reshape(x.shape[0], x.shape[1], self.h * self.dh)
         scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.dh) + mask
         probs = self.dropout(F.softmax(scores, dim=-1))
         ctx = torch.matmul(probs, v).permute(0, 2, 1, 3).contiguous()
@@ -131,9 +146,9 @@ class BertSelfAttention(nn.Module):
 
 
 class BertLayer(nn.Module):
-    def __init__(self, c: BertConfig):
+    def __init__(self, c: BertConfig, attention: str = "eager"):
         super().__init__()
-        self.attention = BertSelfAttention(c)
+        self.attention = BertSelfAttention(c, attention)
         self.attn_out = nn.Linear(c.hidden, c.hidden)
         self.attn_norm = nn.LayerNorm(c.hidden, eps=c.eps)
         self.intermediate = nn.Linear(c.hidden, c.intermediate)
@@ -150,7 +165,7 @@ class BertLayer(nn.Module):
 class Bert(nn.Module):
     """BERT-base encoder with embeddings and pooler; ``forward(input_ids)`` -> (sequence, pooled)."""
 
-    def __init__(self, c: BertConfig = BertConfig()):
+    def __init__(self, c: BertConfig = BertConfig(), attention: str = "eager"):
         super().__init__()
         self.config = c
         self.word = nn.Embedding(c.vocab_size, c.hidden)
@@ -158,7 +173,7 @@ class Bert(nn.Module):
         self.token_type = nn.Embedding(c.type_vocab, c.hidden)
         self.emb_norm = nn.LayerNorm(c.hidden, eps=c.eps)
         self.dropout = nn.Dropout(c.dropout)
-        self.layers = nn.ModuleList(BertLayer(c) for _ in range(c.layers))
+        self.layers = nn.ModuleList(BertLayer(c, attention) for _ in range(c.layers))
         self.pooler = nn.Linear(c.hidden, c.hidden)
 
     def forward(self, input_ids):
@@ -208,9 +223,9 @@ def new_gelu(x):
 
 
 class GPT2Attention(nn.Module):
-    def __init__(self, c: GPT2Config):
+    def __init__(self, c: GPT2Config, attention: str = "eager"):
         super().__init__()
-        self.h, self.dh, self.d = c.heads, c.d // c.heads, c.d
+        self.h, self.dh, self.d, self.sdpa, self.p = c.heads, c.d // c.heads, c.d, _sdpa(attention), c.dropout
         n = c.n_positions
         self.register_buffer("bias", torch.tril(torch.ones(n, n, dtype=torch.bool)).view(1, 1, n, n),
                              persistent=False)
@@ -223,6 +238,9 @@ class GPT2Attention(nn.Module):
         b, s, _ = x.shape
         q, k, v = self.c_attn(x).split(self.d, dim=2)
         q, k, v = (t.view(b, s, self.h, self.dh).transpose(1, 2) for t in (q, k, v))
+        if self.sdpa:
+            out = F.scaled_dot_product_attention(q, k, v, dropout_p=self.p if self.training else 0.0, is_causal=True)
+            return self.resid_dropout(self.c_proj(out.transpose(1, 2).contiguous().view(b, s, self.d)))
         w = torch.matmul(q, k.transpose(-1, -2))
         w = w / torch.full([], v.size(-1) ** 0.5, dtype=w.dtype, device=w.device)
         causal = self.bias[:, :, :s, :s]
@@ -233,10 +251,10 @@ class GPT2Attention(nn.Module):
 
 
 class GPT2Block(nn.Module):
-    def __init__(self, c: GPT2Config):
+    def __init__(self, c: GPT2Config, attention: str = "eager"):
         super().__init__()
         self.ln_1 = nn.LayerNorm(c.d, eps=c.eps)
-        self.attn = GPT2Attention(c)
+        self.attn = GPT2Attention(c, attention)
         self.ln_2 = nn.LayerNorm(c.d, eps=c.eps)
         self.c_fc = Conv1D(4 * c.d, c.d)
         self.c_proj = Conv1D(c.d, 4 * c.d)
@@ -250,13 +268,13 @@ class GPT2Block(nn.Module):
 class GPT2(nn.Module):
     """GPT-2 small with its tied LM head; ``forward(input_ids)`` -> logits (B, S, vocab)."""
 
-    def __init__(self, c: GPT2Config = GPT2Config()):
+    def __init__(self, c: GPT2Config = GPT2Config(), attention: str = "eager"):
         super().__init__()
         self.config = c
         self.wte = nn.Embedding(c.vocab_size, c.d)
         self.wpe = nn.Embedding(c.n_positions, c.d)
         self.drop = nn.Dropout(c.dropout)
-        self.h = nn.ModuleList(GPT2Block(c) for _ in range(c.layers))
+        self.h = nn.ModuleList(GPT2Block(c, attention) for _ in range(c.layers))
         self.ln_f = nn.LayerNorm(c.d, eps=c.eps)
 
     def forward(self, input_ids):

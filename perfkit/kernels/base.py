@@ -246,7 +246,7 @@ class Problem:
             if bad.any():
                 idx = tuple(int(i) for i in np.argwhere(bad)[0])
                 msgs.append(f"{name}: {int(bad.sum())}/{bad.size} elements off, first at {idx}: "
-                            f"got {o[idx]!r}, expected {r[idx]!r}")
+                            f"got {float(o[idx])!r}, expected {float(r[idx])!r}")
         ok = n_bad == 0
         return CheckResult(ok, worst_abs, worst_rel, n_bad, n_nan, rtol, atol,
                            "ok" if ok else "; ".join(msgs))

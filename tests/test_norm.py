@@ -156,8 +156,10 @@ def test_every_rung_row_of_65537(op, dtype, fresh_seed):
 @pytest.mark.parametrize("G,R,V,cols,dtype", [
     (8, 4, 1, 37, "float32"),     # sub-warp groups, several rows per block, rows % R != 0
     (64, 2, 3, 300, "float16"),   # a group spanning two warps (cross-warp merge), odd vec
-    (32, 2, 2, 36, "float32"),    # float32 and cols % 4 == 0: the 128-bit load4 path
+    (32, 2, 2, 36, "float32"),    # float32 and cols % 4 == 0: 128-bit vector loads (W=4)
     (16, 2, 4, 4, "float32"),     # load4 with fewer elements than lanes
+    (8, 4, 2, 522, "float16"),    # half2 loads (W=2); 256 columns in registers, the rest swept twice
+    (32, 1, 1, 1032, "float16"),  # 16-byte loads of 8 halves (W=8), 8 columns past the register cache
 ])
 def test_multirow_launch_shapes(op, G, R, V, cols, dtype, fresh_seed):
     mod = ROW_OPS[op]

@@ -687,7 +687,7 @@ class Split(Variant):
     def splits(self, problem) -> int:
         ct, rb = self.tile(problem)
         tiles = -(-problem.c // ct)
-        want = max(1, (_sms() * 4) // tiles)  # about 4 blocks per SM in all
+        want = max(1, (_sms() * 8) // tiles)  # about 8 blocks per SM in all (4 left it at 40% occupancy)
         return max(1, min(want, -(-problem.m // (rb * self.vec))))
 
     def supports(self, problem):

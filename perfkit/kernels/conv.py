@@ -281,6 +281,22 @@ class Oracle(OracleVariant):
         "float16 inputs give a float16 output (float32 accumulation). In the simulator: torch on the "
         "CPU in float32 (NumPy without torch).")
 
+    def supports(self, problem):
+        if not backend.is_simulator():  # on a GPU, cuDNN comes through PyTorch only
+            try:
+                import torch
+
+                ok = torch.cuda.is_available()
+            except ImportError:
+                ok = False
+            if not ok:
+                raise UnsupportedProblem(f"{self.label}: needs PyTorch with CUDA (cuDNN) on a GPU; "
+                                         "this PyTorch has no CUDA device")
+
+    def prepare(self, problem, inputs):
+        self.supports(problem)
+        return super().prepare(problem, inputs)
+
     def gpu(self, problem, x, out):
         return _torch_conv(problem, x, benchmark=False)
 

@@ -242,7 +242,7 @@ def _pipe_counts(body: list[str]) -> dict:
     """Per-iteration counts the legs need, from a list of SASS instructions."""
     from .anatomy import classify
 
-    c = {"instr": 0, "fma": 0, "imad": 0, "alu": 0, "xu": 0, "fp64": 0, "mma": 0, "gmem": 0, "gmem_bytes": 0,
+    c = {"instr": 0, "fma": 0, "ffma": 0, "imad": 0, "alu": 0, "xu": 0, "fp64": 0, "mma": 0, "gmem": 0, "gmem_bytes": 0,
          "gload_bytes": 0, "lds": {4: 0, 8: 0, 16: 0}, "sts": {4: 0, 8: 0, 16: 0}, "ldsm": 0, "bar": 0,
          "shfl": 0, "local": 0}
     for ins in body:
@@ -254,6 +254,8 @@ def _pipe_counts(body: list[str]) -> dict:
         c["instr"] += 1
         if cls in ("fp32 fma", "fp32 add", "fp32 mul"):
             c["fma"] += 2 if base.endswith("2") else 1
+            if cls == "fp32 fma":
+                c["ffma"] += 2 if base.endswith("2") else 1
         elif cls == "integer/address":
             if base.lstrip("U") in ("IMAD", "IMUL", "IDP") and not base.startswith("U"):
                 c["imad"] += 1
@@ -420,9 +422,9 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
     flops = float(problem.flops)
     if dense:
         mma_loops = [i for i, c in enumerate(own) if c["mma"] > 0]
-        fma_loops = [i for i, c in enumerate(own) if c["fma"] > 0 and not mma_loops]
+        fma_loops = [i for i, c in enumerate(own) if c["ffma"] > 0 and not mma_loops]
         group = mma_loops or fma_loops
-        key = "mma" if mma_loops else "fma"
+        key = "mma" if mma_loops else "ffma"
         per = 4096.0 if mma_loops else 64.0  # FLOPs per warp instruction (mma.m16n8k16; 32 FMAs)
         if group:
             # alternative paths: loops with the same count per iteration, not nested: keep the shortest
@@ -586,7 +588,7 @@ def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *,
             "warps": warps, "registers": rep.registers, "blocks_per_sm": bps, "occupancy": rep.occupancy.ratio,
             "waves": waves, "tail": tail, "overlap": overlap, "warps_per_scheduler": warps_per_sched, "share": share,
             "legs": legs, "seconds": seconds, "bound": bound,
-            "warp_instructions": c["instr"], "ffma": c["fma"] * 32, "smem_wavefronts": wavefronts,
+            "warp_instructions": c["instr"], "ffma": c["ffma"] * 32, "smem_wavefronts": wavefronts,
             "smem_ideal": ideal, "smem_conflicts": wavefronts - ideal, "bank_degree_load": ldd,
             "bank_degree_store": std, "bank_source": bsrc, "dram_bytes": dram_bytes, "l2_bytes": l2_bytes,
             "lsu_wavefronts": lsu_wavefronts, "trips": dyn["trips"], "trip_rules": dyn["rules"],

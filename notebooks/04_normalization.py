@@ -37,6 +37,12 @@
 #
 # In the simulator every rung is **checked**, but times say nothing about GPU speed: speeds shown
 # here come only from results recorded on real GPUs, with their provenance.
+#
+# **How to read an op's section.**  One table for the whole ladder (recorded time and GB/s, x the
+# rung before, fraction of the oracle, the model's estimate and the ratio), its bar chart, and one
+# anatomy table (registers, shared memory, occupancy, load widths).  Then, rung by rung: what it
+# changes, with the kernel diff and anatomy folded; a question to **predict** (faster or slower, by
+# how much, what binds); and the answer folded below it, to open once you have guessed.
 
 # %% tags=["parameters"]
 # Parameters (papermill overrides these; profiles in notebooks/profiles.yaml)
@@ -50,6 +56,8 @@ cc = (9, 0)                   # compile target for the anatomy view
 gpu = "h100-sxm"              # GPU whose published bandwidth feeds the model predictions
 seed = None                   # None: fresh random inputs for the check
 record = "auto"               # record GPU measurements into data/results/ ("auto": only on a real GPU)
+model_estimates = True        # per rung, perfkit.model.estimate beside the record (compiles each rung: slower)
+exercise_reference = False    # True: the exercises grade the reference solutions, for CI
 
 # %%
 import dataclasses
@@ -64,6 +72,7 @@ import perfkit                      # decides GPU or simulator before numba.cuda
 from perfkit import anatomy, backend, bench, lesson, model, plots, results, roofline, specs
 from perfkit.kernels import peers
 
+lesson.quiet_numba_warnings()       # Numba's performance warnings: once per kind, the rest counted
 SIM = backend.is_simulator()
 print(backend.describe())
 MODS = {op: importlib.import_module(f"perfkit.kernels.norm.{op}") for op in ops}
@@ -130,9 +139,12 @@ else:
 published_bw = specs.get(gpu).dram_bw
 model_bw = copy_bw or published_bw
 
-recorded = pd.concat([results.load(op=op) for op in ops], ignore_index=True)
+recorded = pd.concat([lesson.records(op) for op in ops], ignore_index=True)  # today's labels, matched by name
+print("matching rule:", lesson.MATCH_RULE)
 if recorded.empty:
     print("No normalization results have been recorded on a real GPU yet (data/results/ has none).")
+else:
+    print(f"{len(recorded)} normalization records: recorded" + plots.provenance(recorded))
 
 # %%
 swept = pd.DataFrame()
@@ -140,49 +152,58 @@ if sweep and not SIM:
     probs = {op: [dataclasses.replace(p, dtype=d) for p in MODS[op].GPU_SWEEP for d in sweep_dtypes] for op in ops}
     swept = pd.concat([bench.sweep(probs[op], MODS[op].LADDER + peers.peers_for(op), record=record)
                        for op in ops], ignore_index=True)  # the ladder, plus a Triton peer where there is one
-    display(swept[["op", "problem", "label", "check_ok", "median_s", "gbps", "model_s", "error"]])
-    recorded = pd.concat([recorded, swept], ignore_index=True)
+    display(lesson.sweep_table(swept, metric="gbps"))
+    if record is False:  # not recorded: keep this run's rows beside the records
+        recorded = pd.concat([recorded, swept], ignore_index=True)
+    else:
+        lesson.reload()
+        recorded = pd.concat([lesson.records(op) for op in ops], ignore_index=True)
 elif sweep:
     print("sweep=True but there is no GPU here: nothing is timed.")
 
 
 # %%
-def measured_gbps(op, v, p):
-    if recorded.empty:
-        return None
-    r = recorded[(recorded.op == op) & (recorded.variant == v.name) & (recorded.problem == p.label)]
-    r = r[r.get("simulated", False) != True] if "simulated" in r else r
-    return None if r.empty or r.gbps.isna().all() else float(r.gbps.median())
-
-reports = {}
+cards = {}
 def ladder_view(op, problem=None):
-    # One row per rung: the bytes it moves against the ideal, the model's time and GB/s, and the
-    # measurement where one was recorded; then per rung the source diff and the anatomy diff.
+    # The whole ladder in one table: per rung (today's ladder, looped) its bytes against the ideal,
+    # the recorded median and GB/s, x the rung before, fraction of the oracle, the model's estimate
+    # and measured / estimate (lesson.recorded: records matched by variant name and problem); then
+    # the same as bars, with the model's estimates as black ticks.
     m = MODS[op]
     p = problem or m.EXAMPLE_PROBLEM
-    rows = []
-    for v in m.LADDER:
-        t = v.traffic(p)
-        pr = model.predict(t, peak_flops=specs.get(gpu).fp32_flops, dram_bw=model_bw)
-        got = measured_gbps(op, v, p)
-        rows.append({"rung": v.label, "DRAM bytes / ideal": t.dram_bytes / p.bytes,
-                     "model µs": pr.seconds * 1e6, "model GB/s (useful)": p.bytes / pr.seconds / 1e9,
-                     "measured GB/s": got,
-                     "measured / model": (got * 1e9 * pr.seconds / p.bytes) if got else None,
-                     "notes": t.notes})
-    display(Markdown(f"**{op}** at `{p.label}`: ideal traffic {p.bytes / 1e6:.1f} MB; model bandwidth "
-                     f"{model_bw / 1e12:.2f} TB/s ({'measured copy' if copy_bw else 'published, ' + gpu})"))
-    display(pd.DataFrame(rows).style.format(precision=2, na_rep="—"))
+    cs = lesson.ladder_cards(op, p, ladder=m.LADDER, table=recorded, model_gpu=gpu, estimate=model_estimates)
+    cards[op, p.label] = cs
+    tab = lesson.card_table(cs)
+    tab.insert(1, "DRAM bytes / ideal", [v.traffic(p).dram_bytes / p.bytes for v in m.LADDER if not v.oracle])
+    display(Markdown(f"**{op}** at `{p.label}`: ideal traffic {p.bytes / 1e6:.1f} MB "
+                     f"({p.bytes / published_bw * 1e6:.1f} µs at the published {published_bw / 1e12:.2f} TB/s of {gpu})"))
+    display(tab.style.format({"DRAM bytes / ideal": "{:.2f}", "GB/s": "{:.0f}", "x prev": "x{:.2f}",
+                              "of oracle": "{:.0%}", "measured/est": "{:.2f}"}, na_rep="—").hide(axis="index"))
+    plots.ladder(recorded[recorded.op == op] if not recorded.empty else recorded, metric="gbps", problem=p.label,
+                 title=f"{op} at {p.label}", estimates={c.label: c.estimate_rate for c in cs})
+    plt.show()
 
 def rung_steps(op, problem=None):
+    # One anatomy table for the ladder, then per rung: what it changes, the kernel diff and the
+    # anatomy diff folded, a prediction to make, and the answer (recorded + model) folded.
     m = MODS[op]
     p = problem or m.EXAMPLE_PROBLEM
+    rungs = [v for v in m.LADDER if not v.oracle]
+    reps = {v.label: anatomy.inspect(v, p, cc) for v in rungs}
+    display(Markdown(f"**Anatomy of the {op} ladder** (compiled for sm_{cc[0]}{cc[1]}, no GPU needed)"))
+    display(lesson.anatomy_table(reps).style.hide(axis="index"))
     prev = None
-    for v in m.LADDER[1:]:
+    for v in rungs:
+        r = reps[v.label]
         display(Markdown(f"#### {op} · {v.label}\n\n{v.what}"))
-        display(lesson.source(v, p) if prev is None else lesson.source_diff(prev, v, p))
-        reports[op, v.rung] = r = anatomy.inspect(v, p, cc)
-        display(r if prev is None else anatomy.diff(reports[op, prev.rung], r))
+        code = lesson.source(v, p) if prev is None else lesson.source_diff(prev, v, p)
+        display(lesson.fold(code, r if prev is None else anatomy.diff(reps[prev.label], r),
+                            summary=f"{code.title}; anatomy ({r.registers} registers, {r.shared_bytes} B shared, "
+                                    f"occupancy {r.occupancy.ratio:.0%})"))
+        prompt, ans, _ = lesson.rung_section(op, prev, v, p, ladder=m.LADDER, table=recorded, model_gpu=gpu,
+                                             estimate=model_estimates)
+        display(prompt)
+        display(ans)
         prev = v
 
 
@@ -311,18 +332,23 @@ else:
         orc = g[g.rung == 0].gbps
         return pd.Series({"best rung": b.label, "GB/s": b.gbps,
                           "of copy bw": b.gbps * 1e9 / copy_bw if copy_bw else np.nan,
+                          "of published bw": b.gbps * 1e9 / published_bw,
                           "vs oracle": b.gbps / orc.iloc[0] if len(orc) else np.nan})
     summary = real.groupby(["gpu", "op", "problem"]).apply(best).dropna(how="all")
-    display(summary.style.format({"GB/s": "{:.0f}", "of copy bw": "{:.0%}", "vs oracle": "{:.2f}x"}))
-    summary.reset_index().pipe(lambda s: s.pivot_table(index="op", values="of copy bw", aggfunc="median")) \
-        .plot.barh(legend=False, title="median fraction of copy bandwidth, best rung")
+    display(summary.style.format({"GB/s": "{:.0f}", "of copy bw": "{:.0%}", "of published bw": "{:.0%}",
+                                  "vs oracle": "{:.2f}x"}, na_rep="—")
+            .set_caption("best rung per problem, recorded" + plots.provenance(real)))
+    col = "of copy bw" if copy_bw else "of published bw"  # no recorded copy ceiling: the datasheet's
+    summary.reset_index().pipe(lambda s: s.pivot_table(index="op", values=col, aggfunc="median")) \
+        .plot.barh(legend=False, title=f"median {col.replace('bw', 'bandwidth')}, best rung")
 
 # %%
 # The normalizations on the roofline: about one FLOP per byte, far left of the ridge point, so only
 # the memory roof matters.  Only real GPU measurements are drawn.
 examples = {MODS[op].EXAMPLE_PROBLEM.label for op in ops}
 on_roof = recorded[recorded.problem.isin(examples)] if not recorded.empty else None
-roofline.plot(on_roof, roofline.ceilings(gpu), title=f"normalizations on the roofline ({gpu} ceilings)")
+roofline.plot(on_roof, roofline.ceilings(gpu), title=f"normalizations on the roofline ({gpu} ceilings)"
+              + ("\nrecorded" + plots.provenance(on_roof) if on_roof is not None and not on_roof.empty else ""))
 if on_roof is None or on_roof.empty:
     print("No recorded GPU results for the example problems: the figure shows the ceilings only.")
 
@@ -337,3 +363,61 @@ if on_roof is None or on_roof.empty:
 # * Fill the machine: narrow rows need several rows per block; few channels need a split grid.
 # * Check the numerically fragile cases (huge magnitudes, constant rows, NaNs, float16) every time
 #   you change a kernel; they are where fast kernels are wrong.
+
+# %% [markdown]
+# ## Exercises
+#
+# Complete each skeleton, then run its `grade(...)`: the grader runs your code (simulator here,
+# the GPU when there is one) against the float64 reference at awkward shapes with NaN-poisoned
+# outputs (and, for softmax, rows near 1000 and masked `-inf` positions), then compiles it for an
+# H100 and reads the anatomy (warp shuffles, shared memory, registers).  A failed check names the
+# shape, the first wrong element or the property.  `show(name)` prints a task; reference
+# solutions live apart, in `perfkit/exercises/solutions/` (`exercise_reference = True` grades
+# those, for CI).
+
+# %%
+import math
+
+from perfkit.exercises import grade, show, shfl_down
+from numba import cuda, float32
+
+# %% [markdown]
+# ### Exercise 04.warp_sum · a warp-shuffle row sum
+#
+# One warp per row, 4 warps per block.  Each lane sums a strided part of the row; then the warp
+# adds its 32 partials in registers with `shfl_down` (log2 32 = 5 steps), and lane 0 writes.
+# `shfl_down` is `cuda.shfl_down_sync` on a GPU and an exact emulation in the simulator; every
+# lane must call it, so no early `return`.
+
+# %%
+@cuda.jit
+def row_sum(out, x, rows, cols):
+    lane = cuda.threadIdx.x % 32
+    row = cuda.blockIdx.x * 4 + cuda.threadIdx.x // 32
+    v = float32(0)
+    if row < rows:
+        for j in range(lane, cols, 32):
+            v += x[row, j]
+    # FILL ME IN (4 lines): v += shfl_down(v, off) for off = 16, 8, 4, 2, 1
+    if lane == 0 and row < rows:
+        out[row] = v
+
+
+grade("04.warp_sum", row_sum, reference=exercise_reference)
+
+# %% [markdown]
+# ### Exercise 04.online_softmax · the online-softmax update
+#
+# Rung 4's single pass keeps, per row, the running max `m` and the running sum
+# `s = sum(exp(x_i - m))`.  Write the update for one more element `x`.  The grader's kernel starts
+# each row at `(m, s) = (-inf, 0)`, calls `online_update` for every element, then writes
+# `exp(x - m) / s`.  Think about a row whose first elements are `-inf` (masked).
+
+# %%
+@cuda.jit(device=True)
+def online_update(m, s, x):
+    m_new = max(m, x)
+    return m_new, s + math.exp(x - m_new)  # FILL ME IN: s was relative to m, not m_new
+
+
+grade("04.online_softmax", online_update, reference=exercise_reference)

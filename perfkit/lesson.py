@@ -884,7 +884,9 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
         if not orc.empty:
             card.oracle_median_s = float(orc.iloc[-1]["median_s"])
             card.of_oracle = card.oracle_median_s / card.median_s
-    if estimate and isinstance(problem, Problem):
+    if not estimate:
+        card.estimate_error = "not computed here (estimate=False)"
+    elif isinstance(problem, Problem):
         key = _spec_key(card.gpu, model_gpu)
         card.estimate_s, card.bound, card.legs, card.estimate_kind, card.estimate_error = _estimate(v, problem, key)
         if prev is not None and np.isfinite(card.x_prev) and not card.prev_note:

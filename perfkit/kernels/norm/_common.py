@@ -149,6 +149,23 @@ def sweep_dram(rows: int, cols: int, dtype: str, sweeps: int) -> float:
     return e if row * min(rows, ROWS_IN_FLIGHT) <= ONCHIP_BYTES else e * sweeps
 
 
+#: SMs assumed where no GPU is present (the simulator, the anatomy compiler, the model): an H100
+#: SXM's 132, so plans made here (persistent grids, split counts) are the ones an H100 runs.
+#: Grids stay bounded by the problem (rows, columns), so tiny test problems stay tiny.
+DEFAULT_SMS = 132
+
+
+def sm_count() -> int:
+    """SMs of the GPU in use, or :data:`DEFAULT_SMS` without one."""
+    try:
+        d = backend.device()
+        if not getattr(d, "simulated", False) and d.sm_count:
+            return int(d.sm_count)
+    except Exception:
+        pass
+    return DEFAULT_SMS
+
+
 # --- kernels with a fixed block size ---------------------------------------------------------
 def block_reg_cap(threads: int) -> int:
     """Registers per thread that let one block of ``threads`` threads launch: the block's warps

@@ -653,10 +653,7 @@ def _norm_grid(shape2: tuple[int, int]) -> tuple[int, int]:
 
 
 def _sms() -> int:
-    try:
-        return backend.device().sm_count or 4
-    except Exception:
-        return 4
+    return C.sm_count()
 
 
 @dataclass(frozen=True)

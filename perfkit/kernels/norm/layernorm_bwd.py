@@ -291,17 +291,14 @@ def lnb_col_finish(pg, pb, dgamma, dbeta, nparts, cols):
 
 
 def _sms() -> int:
-    try:
-        return backend.device().sm_count or 4
-    except Exception:
-        return 4
+    return C.sm_count()
 
 
 def col_split(nrows: int, cols: int) -> tuple[int, int]:
     """(parts, chunk): enough row chunks that tiles x parts fill every SM about 8 blocks deep,
-    at most 64 partials per column and at least 8 rows per chunk."""
+    at most 64 partials per column and at least 64 rows per chunk (8 per warp)."""
     tiles = -(-cols // COL_TILE)
-    parts = max(1, min(64, -(-_sms() * 8 // tiles), -(-nrows // COL_LANES)))
+    parts = max(1, min(64, -(-_sms() * 8 // tiles), nrows // 64))
     chunk = -(-nrows // parts)
     return -(-nrows // chunk), chunk
 

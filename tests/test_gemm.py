@@ -18,7 +18,13 @@ ABOVE_TILE = {"naive": (33, 34, 35), "coalesced": (33, 34, 35), "smem_tiling": (
               "blocktile_1d": (65, 66, 9), "blocktile_2d": (129, 131, 9), "vectorized": (129, 132, 12),
               "no_bank_conflicts": (129, 132, 12), "double_buffer": (129, 132, 12),
               "index32": (129, 132, 20), "warptile": (129, 132, 20), "autotuned": (129, 132, 12),
-              "tensor_core": (65, 65, 17)}
+              "tensor_core": (65, 65, 17), "tc_vector": (65, 65, 40), "tc_ldmatrix": (65, 65, 40),
+              "tc_cp_async": (65, 65, 72), "tc_warptile": (129, 129, 40), "tc_epilogue": (129, 132, 40)}
+# The simulator runs the mma/ldmatrix twins slowly (two barriers per instruction, every lane a
+# Python thread): the sub-ladder after rung 12 is checked at its default tiles only at 1x1x1
+# (and its big-warp-tile rungs not at all here), and at every awkward shape through one-warp
+# instances of the same kernels (same code, smaller compile-time tiles; TC_SMALL below).
+TC_AWKWARD = {"1x1x1"}
 RUNGS = list(range(len(gemm.LADDER)))
 BY_NAME = {v.name: v for v in gemm.LADDER}
 
@@ -38,13 +44,32 @@ def _check(v, shape, seed):
     assert res.ok, f"{v.label} {shape} seed={seed}: {res.message}"
 
 
-@pytest.mark.parametrize("shape", AWKWARD.values(), ids=AWKWARD.keys())
-@pytest.mark.parametrize("rung", RUNGS, ids=[v.name for v in gemm.LADDER])
+_TC0 = BY_NAME["tensor_core"].rung
+_CASES = [(r, s) for r in RUNGS for s in AWKWARD
+          if gemm.LADDER[r].rung <= _TC0 or (s in TC_AWKWARD and gemm.LADDER[r].threads() <= 128
+                                               and gemm.LADDER[r].MT * gemm.LADDER[r].NT8 <= 8)]
+# (a one-warp tc_warptile is tc_cp_async's kernel at the same constants, so it is left out)
+TC_SMALL = [cls(WARPS_M=1, WARPS_N=1, MT=1, NT8=8, BK=32) for cls in
+            (gemm.TCVector, gemm.TCLdmatrix, gemm.TCPipeline, gemm.TCEpilogue)]
+TC_SHAPES = {k: AWKWARD[k] for k in ("1x1x1", "primes2", "k1", "tall_skinny")}
+TC_SHAPES.update(above_tile=(17, 65, 40), k_tiles=(24, 72, 104))  # 104 = 3 k-tiles + 8: the ring wraps
+
+
+@pytest.mark.parametrize("rung, shape", _CASES, ids=[f"{gemm.LADDER[r].name}-{s}" for r, s in _CASES])
 def test_rung_at_awkward_shapes(rung, shape, fresh_seed):
-    _check(gemm.LADDER[rung], shape, fresh_seed)
+    _check(gemm.LADDER[rung], AWKWARD[shape], fresh_seed)
 
 
-@pytest.mark.parametrize("rung", RUNGS[1:], ids=[v.name for v in gemm.LADDER[1:]])
+@pytest.mark.parametrize("shape", TC_SHAPES.values(), ids=TC_SHAPES.keys())
+@pytest.mark.parametrize("v", TC_SMALL, ids=lambda v: v.name)
+def test_tensor_core_kernels_at_awkward_shapes_one_warp(v, shape, fresh_seed):
+    _check(v, shape, fresh_seed)
+
+
+_ABOVE = [r for r in RUNGS[1:] if gemm.LADDER[r].rung <= _TC0 + 3]  # 16, 17: minutes in the simulator
+
+
+@pytest.mark.parametrize("rung", _ABOVE, ids=[gemm.LADDER[r].name for r in _ABOVE])
 def test_rung_just_above_one_block_tile(rung, fresh_seed):
     v = gemm.LADDER[rung]
     _check(v, ABOVE_TILE[v.name], fresh_seed)
@@ -363,3 +388,72 @@ def test_shared_memory_limit_is_inclusive_and_counts_the_padding():
 def test_shared_bytes_is_what_the_compiler_allocates(v):
     r = anatomy.inspect(v, v.example(gemm.Problem(256, 256, 256)), cc=(8, 0))  # sm_80: no reservation
     assert r.static_shared_bytes == v.shared_bytes()
+
+
+# --- the static goals of issue 14 and the tensor-core sub-ladder's instructions -----------------
+def test_last_simt_rung_hot_loop_is_ffma_and_conflict_free():
+    """Issue 14's static goals: the last SIMT rung's hot loop is >= 85% FFMA (sm_90a SASS) and
+    its shared-memory accesses are conflict-free by the bank-conflict counter."""
+    from perfkit import backend, banks
+
+    v = BY_NAME["autotuned"]
+    r = anatomy.inspect(v, gemm.EXAMPLE_PROBLEM, cc=(9, 0))
+    mix = r.hot_loop.mix
+    assert mix["fp32 fma"] / sum(mix.values()) >= 0.85, str(r.hot_loop)
+    assert r.spill_store_bytes == 0 and r.registers <= 128
+    if backend.is_simulator():
+        rep = banks.count(v, gemm.Problem(64, 128, 32), max_blocks=1)
+        assert rep.wavefronts > 0 and rep.conflicts == 0, rep
+
+
+@pytest.mark.parametrize("name, hmma, ldsm, ldgsts", [("tc_ldmatrix", 16, 8, 0), ("tc_epilogue", 32, 8, 1)])
+def test_tensor_core_sub_ladder_assembles(name, hmma, ldsm, ldgsts):
+    """The inline PTX (mma.sync, ldmatrix, cp.async) assembles for sm_80 and sm_90a, and the
+    instructions land in the SASS: HMMA, LDSM, LDGSTS (counts of the kernel body, static)."""
+    v = BY_NAME[name]
+    p = gemm.Problem(256, 256, 256, "float16")
+    for cc in ((8, 0), (9, 0)):
+        r = anatomy.inspect(v, p, cc=cc)
+        assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in r.ptx
+        assert len(re.findall(r"\bHMMA\.16816\.F32\b", r.sass)) >= hmma
+        assert len(re.findall(r"\bLDSM\.16\.M88\.4\b", r.sass)) >= ldsm // 2
+        assert len(re.findall(r"\bLDSM\.16\.MT88\.4\b", r.sass)) >= ldsm // 2
+        assert len(re.findall(r"\bLDGSTS\b", r.sass)) >= ldgsts
+        assert r.spill_store_bytes == 0 or name != "tc_epilogue"
+
+
+def test_simulated_cp_async_lands_only_at_its_wait():
+    """The simulator's cp.async twin defers each copy until the wait that retires its group (as a
+    GPU may), zero-fills past src_bytes, and refuses a misaligned source."""
+    from numba import cuda, float16 as f16, float32 as f32
+
+    from perfkit.kernels._ptx import cp_async16, cp_async_commit, cp_async_wait
+
+    @cuda.jit
+    def probe(g, out, col, nbytes):
+        s = cuda.shared.array((2, 8), f16)
+        for e in range(8):
+            s[0, e] = f16(-1)
+            s[1, e] = f16(-1)
+        cp_async16(s, 0, 0, g, 0, col, nbytes)
+        cp_async_commit()
+        cp_async16(s, 1, 0, g, 1, col, nbytes)
+        cp_async_commit()
+        out[0] = f32(s[0, 0])  # nothing has landed yet
+        cp_async_wait(1)       # the first group, not the second
+        out[1] = f32(s[0, 0])
+        out[2] = f32(s[1, 0])
+        cp_async_wait(0)
+        for e in range(8):
+            out[3 + e] = f32(s[1, e])
+
+    from perfkit import backend
+    if not backend.is_simulator():
+        pytest.skip("checks the simulator's twin; on a GPU the instruction itself runs")
+    g = np.arange(32, dtype=np.float16).reshape(2, 16)
+    out = np.zeros(11, np.float32)
+    probe[1, 1](g, out, 8, 12)
+    assert out[0] == -1 and out[1] == 8 and out[2] == -1
+    assert list(out[3:]) == [24, 25, 26, 27, 28, 29, 0, 0]  # 6 halves read, 2 zero-filled
+    with pytest.raises(RuntimeError, match="misaligned"):
+        probe[1, 1](g, out, 4, 16)

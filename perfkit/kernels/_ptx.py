@@ -31,6 +31,12 @@ What each one is (PTX ISA 8.x; sm_80 and later):
   and a barrier.  The simulator's twin really defers each copy until the wait that retires its
   group, so a kernel that reads a stage too early reads stale data there too.
 * ``pack_h2(lo, hi) -> uint32``, ``unpack_h2(u) -> (lo, hi)``: float16 pairs <-> one register.
+* ``shfl_xor(val, lanemask, scr)``: ``cuda.shfl_xor_sync(0xffffffff, val, lanemask)`` for a
+  float32 ``val`` (SHFL.BFLY); Numba's simulator has no shuffles, so its twin trades values
+  through ``scr`` (float32 shared, (warps, 32, >= 1)), which the GPU version ignores.
+* ``ld16_u32(arr, i, j) -> (u0, u1, u2, u3)`` and ``st16_u32(arr, i, j, u0, u1, u2, u3)``: one
+  16-byte load or store at ``arr[i, j]`` of a 2-D float16 array (global or shared; 8 halves as
+  four packed registers), ``LDG.E.128``/``STS.128``; the address must be 16-byte aligned.
 
 Fragment maps (``frag_*``) are the PTX ISA's tables "Matrix Fragments for mma.m16n8k16 with
 floating point type" (lane = 4 * group + thread-in-group); tests check them against an
@@ -46,7 +52,7 @@ from numba import cuda, float32
 from .. import backend
 
 __all__ = ["frag_a", "frag_b", "frag_c", "mma_16816", "mma_16816_u32", "ldmatrix_x4", "ldmatrix_x4_trans",
-           "cp_async16", "cp_async_commit", "cp_async_wait", "pack_h2", "unpack_h2"]
+           "cp_async16", "cp_async_commit", "cp_async_wait", "pack_h2", "unpack_h2", "ld16_u32", "st16_u32", "shfl_xor"]
 
 
 @cuda.jit(device=True)
@@ -170,6 +176,35 @@ if backend.is_simulator():
     @cuda.jit(device=True)
     def ldmatrix_x4_trans(smem, row, col, scr):
         return _ldmatrix_sim(smem, row, col, scr, True)
+
+    def _check16(arr, i, j, who):
+        if arr.ndim != 2 or arr.dtype != np.float16:
+            raise TypeError(f"{who}: a 2-D float16 array is needed, got {arr.dtype} {arr.ndim}-D")
+        off = int(i) * arr.strides[0] + int(j) * arr.strides[1]
+        if off % 16 or arr.strides[1] != 2 or not (0 <= int(i) < arr.shape[0] and 0 <= int(j) <= arr.shape[1] - 8):
+            raise RuntimeError(f"{who}: 16-byte access at [{i}, {j}] (byte offset {off}) of a {arr.shape} array "
+                               "is misaligned or out of bounds: a GPU would fault here")
+
+    def ld16_u32(arr, i, j):
+        _check16(arr, i, j, "ld16_u32")
+        i, j = int(i), int(j)
+        return tuple(pack_h2(arr[i, j + 2 * q], arr[i, j + 2 * q + 1]) for q in range(4))
+
+    def st16_u32(arr, i, j, u0, u1, u2, u3):
+        _check16(arr, i, j, "st16_u32")
+        i, j = int(i), int(j)
+        for q, u in enumerate((u0, u1, u2, u3)):
+            arr[i, j + 2 * q], arr[i, j + 2 * q + 1] = unpack_h2(u)
+
+    @cuda.jit(device=True)
+    def shfl_xor(val, lanemask, scr):
+        lane = cuda.threadIdx.x % 32
+        w = cuda.threadIdx.x // 32
+        scr[w, lane, 0] = val
+        cuda.syncthreads()
+        got = scr[w, lane ^ lanemask, 0]
+        cuda.syncthreads()
+        return float32(got)
 
     _pending = threading.local()  # the simulator runs each CUDA thread as a Python thread
 
@@ -357,6 +392,45 @@ else:
             asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), []), f"cp.async.wait_group {count};", "~{memory}",
                                side_effect=True)
             builder.call(asm, [])
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    @cuda.jit(device=True, forceinline=True)
+    def shfl_xor(val, lanemask, scr):
+        return cuda.shfl_xor_sync(0xFFFFFFFF, val, lanemask)
+
+    def _vec_ptr(context, builder, aryty, ary_val, idx_vals, idx_tys):
+        ptr = _item_ptr(context, builder, aryty, ary_val, idx_vals, idx_tys)
+        return builder.bitcast(ptr, ir.VectorType(_i32, 4).as_pointer())
+
+    @intrinsic
+    def ld16_u32(typingctx, arr, i, j):
+        if not (isinstance(arr, types.Array) and arr.ndim == 2 and arr.dtype == types.float16):
+            return None
+        sig = types.UniTuple(types.uint32, 4)(arr, i, j)
+
+        def codegen(context, builder, signature, args):
+            v = builder.load(_vec_ptr(context, builder, signature.args[0], args[0], args[1:3], signature.args[1:3]),
+                             align=16)
+            return context.make_tuple(builder, signature.return_type,
+                                      [builder.extract_element(v, ir.Constant(_i32, q)) for q in range(4)])
+
+        return sig, codegen
+
+    @intrinsic
+    def st16_u32(typingctx, arr, i, j, u0, u1, u2, u3):
+        if not (isinstance(arr, types.Array) and arr.ndim == 2 and arr.dtype == types.float16):
+            return None
+        sig = types.void(arr, i, j, u0, u1, u2, u3)
+
+        def codegen(context, builder, signature, args):
+            vec = ir.Constant(ir.VectorType(_i32, 4), ir.Undefined)
+            for q in range(4):
+                x = context.cast(builder, args[3 + q], signature.args[3 + q], types.uint32)
+                vec = builder.insert_element(vec, x, ir.Constant(_i32, q))
+            builder.store(vec, _vec_ptr(context, builder, signature.args[0], args[0], args[1:3], signature.args[1:3]),
+                          align=16)
             return context.get_dummy_value()
 
         return sig, codegen

@@ -13,13 +13,23 @@ one rung further onto the tensor cores.  Ledger (the rung number and name live o
    6 vectorized    128-bit global loads (load4) and A stored transposed in shared memory
    7 no_bank_conf  padded A^T and swizzled B tiles: shared loads and stores without conflicts
    8 double_buf    two shared buffers: the next tile's loads overlap this tile's FMAs
-   9 warptile      warps own 64x64 sub-tiles: better register reuse and shared-load locality
-  10 autotuned     warp tiling at the configuration a search picked (see ``search``)
-  11 tensor_core   float16 in, float32 accumulate, ``mma.sync.m16n8k16`` through inline PTX
+   9 index32       rung 8 with 32-bit offsets, written-out k-steps, hoisted addresses
+  10 warptile      warps own 64x32 tiles of 4x4 sub-tiles: every operand load is an LDS.128
+  11 autotuned     warp tiling at the configuration a search picked (see ``search``)
+  12 tensor_core   float16 in, float32 accumulate, ``mma.sync.m16n8k16`` through inline PTX
+  13 tc_vector     16-byte global loads, 32-deep k-tiles, 32x32 warp tiles
+  14 tc_ldmatrix   fragments by ``ldmatrix`` from XOR-swizzled (conflict-free) shared tiles
+  15 tc_cp_async   ``cp.async`` into a 3-stage ring: two k-tiles in flight, one barrier each
+  16 tc_warptile   64x64 warp tiles: each fragment feeds 4-8 mma
+  17 tc_epilogue   lanes pair up by shuffle: C written with 16-byte stores
+
+The inline-PTX helpers (mma, ldmatrix, cp.async, shuffles) and their simulator twins live in
+:mod:`perfkit.kernels._ptx`; the 128-bit float32 loads and stores in :mod:`._vector`.
 
 Every rung is correct for every (m, n, k) >= 1: loads outside A or B read zeros and stores
 outside C are skipped, so no size needs to be a multiple of a tile.  SIMT rungs take float32;
-the tensor-core rung takes float16.  ``supports`` refuses, by arithmetic alone, a launch no GPU
+the tensor-core rungs take float16.  Rungs 9-11 index with 32-bit offsets and refuse matrices of
+2**31 elements or more.  ``supports`` refuses, by arithmetic alone, a launch no GPU
 runs: over 1024 threads or 48 KiB of static shared memory per block (a tile configuration), or
 over 65535 blocks along grid.y (m beyond 65535 row tiles; the naive rung puts n there).
 """
@@ -32,12 +42,13 @@ from functools import lru_cache
 from typing import Callable, ClassVar
 
 import numpy as np
-from numba import cuda, float32, int32, int64, uint64
+from numba import cuda, float32, int32, int64, uint32, uint64
 from numba.types import float16  # numba.float16 is not exported; the type casts in kernels too
 
 from .. import backend
 from ..model import Traffic
-from ._ptx import frag_a, frag_b, frag_c, mma_16816  # noqa: F401  (public through gemm too)
+from ._ptx import (cp_async16, cp_async_commit, cp_async_wait, frag_a, frag_b, frag_c, ld16_u32,  # noqa: F401
+                   ldmatrix_x4, ldmatrix_x4_trans, mma_16816, mma_16816_u32, shfl_xor, st16_u32)
 from ._vector import ld4, load4, st4
 from .base import (MAX_STATIC_SHARED, MAX_THREADS_PER_BLOCK, Launch, OracleVariant, Problem, ProblemError,
                    TunableVariant, UnsupportedProblem, Variant, check_launch_shape, registry_check)
@@ -165,6 +176,14 @@ def _gemm_ex_f16_f32(a, b, c) -> None:
                       zero.ctypes.data, c.data.ptr, cuda_r_32f, n, compute_32f, algo)
     finally:
         cublas.setPointerMode(handle, mode)
+
+
+def _jit(**opts):
+    """cuda.jit with target options (launch_bounds, max_registers, forceinline) the simulator
+    does not take."""
+    if backend.is_simulator():
+        return cuda.jit(device=opts.get("device", False))
+    return cuda.jit(**opts)
 
 
 # --- rung 0 --------------------------------------------------------------------------------
@@ -323,10 +342,11 @@ class SmemTiling(_Tunable):
 
 # --- rung 4 --------------------------------------------------------------------------------
 @lru_cache(maxsize=None)
-def _blocktile_1d_kernel(BM: int, BN: int, BK: int, TM: int):
+def _blocktile_1d_kernel(BM: int, BN: int, BK: int, TM: int, MIN_BLOCKS: int = 1):
     NT = BM * BN // TM
+    LA, LB = -(-BM * BK // NT), -(-BK * BN // NT)  # loads per thread per tile (the last may be idle)
 
-    @cuda.jit
+    @_jit(launch_bounds=(NT, MIN_BLOCKS))
     def gemm_blocktile_1d(a, b, c, M, N, K):
         As = cuda.shared.array((BM, BK), float32)
         Bs = cuda.shared.array((BK, BN), float32)
@@ -336,22 +356,29 @@ def _blocktile_1d_kernel(BM: int, BN: int, BK: int, TM: int):
         bn = cuda.blockIdx.x * BN
         t_col = t % BN
         t_row = t // BN  # this thread's rows: t_row * TM ... + TM - 1
+        r0 = uint64(t_row * TM)  # unsigned: no negative-index fix-up on every shared load
+        c0 = uint64(t_col)
         for i in range(TM):
             acc[i] = float32(0)
         for k0 in range(0, K, BK):
-            for idx in range(t, BM * BK, NT):
+            for s in range(LA):  # a constant trip count: each thread's loads are known at compile time
+                idx = t + s * NT
                 r = idx // BK
                 q = idx % BK
-                As[r, q] = a[bm + r, k0 + q] if bm + r < M and k0 + q < K else float32(0)
-            for idx in range(t, BK * BN, NT):
+                if idx < BM * BK:
+                    As[r, q] = a[bm + r, k0 + q] if bm + r < M and k0 + q < K else float32(0)
+            for s in range(LB):
+                idx = t + s * NT
                 r = idx // BN
                 q = idx % BN
-                Bs[r, q] = b[k0 + r, bn + q] if k0 + r < K and bn + q < N else float32(0)
+                if idx < BK * BN:
+                    Bs[r, q] = b[k0 + r, bn + q] if k0 + r < K and bn + q < N else float32(0)
             cuda.syncthreads()
             for kk in range(BK):
-                bt = Bs[kk, t_col]  # one shared load of B feeds TM FMAs
+                ku = uint64(kk)
+                bt = Bs[ku, c0]  # one shared load of B feeds TM FMAs
                 for i in range(TM):
-                    acc[i] += As[t_row * TM + i, kk] * bt
+                    acc[i] += As[r0 + uint64(i), ku] * bt
             cuda.syncthreads()
         for i in range(TM):
             r = bm + t_row * TM + i
@@ -367,13 +394,20 @@ class Blocktile1D(_Tunable):
     BN: int = 64
     BK: int = 8
     TM: int = 8
+    MIN_BLOCKS: int = 2  # launch_bounds(512, 2): at most 64 registers, 2 blocks (32 warps) per SM
 
     rung: ClassVar[int] = 4
     name: ClassVar[str] = "blocktile_1d"
     what: ClassVar[str] = (
         "Each thread computes TM=8 results down a column of C. A value of B read from shared "
         "memory is kept in a register and used for 8 FMAs, so shared loads per FMA fall from "
-        "2 to about 1.1, and the block tile grows to 64x64.")
+        "2 to about 1.1, and the block tile grows to 64x64. Two details make the idea pay: the "
+        "tile loads have constant trip counts and the shared indices are unsigned (uint64), so "
+        "the 8 loads of A fold into one base plus immediate offsets (Numba adds a negative-index "
+        "fix-up to every signed index), and launch_bounds(512, 2) caps registers. The first H100 "
+        "run had neither: 123 registers, 25% occupancy, FFMA 0.13 of issued instructions, slower "
+        "than rung 3. Compiled for sm_90a now: 56 registers, 50% occupancy, and the hot loop "
+        "has 16 FFMA in 58 instructions (0.28; rung 3: 32 in 133, 0.24).")
 
     def supports(self, problem):
         _require_float32(self, problem)
@@ -389,7 +423,7 @@ class Blocktile1D(_Tunable):
 
     def plan(self, problem, bufs):
         m, n, k = _dims(problem)
-        kern = _blocktile_1d_kernel(self.BM, self.BN, self.BK, self.TM)
+        kern = _blocktile_1d_kernel(self.BM, self.BN, self.BK, self.TM, self.MIN_BLOCKS)
         grid = _tile_grid(problem, self.BM, self.BN)
         return [Launch(kern, grid, self.threads(), (bufs["a"], bufs["b"], bufs["c"], m, n, k))]
 
@@ -400,11 +434,12 @@ class Blocktile1D(_Tunable):
 
 # --- rung 5 --------------------------------------------------------------------------------
 @lru_cache(maxsize=None)
-def _blocktile_2d_kernel(BM: int, BN: int, BK: int, TM: int, TN: int):
+def _blocktile_2d_kernel(BM: int, BN: int, BK: int, TM: int, TN: int, MIN_BLOCKS: int = 1):
     NT = (BM // TM) * (BN // TN)
     TMN = TM * TN  # array shapes must be compile-time constants: computed here, not in the kernel
+    LA, LB = -(-BM * BK // NT), -(-BK * BN // NT)  # loads per thread per tile (the last may be idle)
 
-    @cuda.jit
+    @_jit(launch_bounds=(NT, MIN_BLOCKS))
     def gemm_blocktile_2d(a, b, c, M, N, K):
         As = cuda.shared.array((BM, BK), float32)
         Bs = cuda.shared.array((BK, BN), float32)
@@ -416,23 +451,30 @@ def _blocktile_2d_kernel(BM: int, BN: int, BK: int, TM: int, TN: int):
         bn = cuda.blockIdx.x * BN
         t_col = t % (BN // TN)
         t_row = t // (BN // TN)
+        r0 = uint64(t_row * TM)
+        c0 = uint64(t_col * TN)
         for i in range(TM * TN):
             acc[i] = float32(0)
         for k0 in range(0, K, BK):
-            for idx in range(t, BM * BK, NT):
+            for s in range(LA):  # constant trip counts
+                idx = t + s * NT
                 r = idx // BK
                 q = idx % BK
-                As[r, q] = a[bm + r, k0 + q] if bm + r < M and k0 + q < K else float32(0)
-            for idx in range(t, BK * BN, NT):
+                if idx < BM * BK:
+                    As[r, q] = a[bm + r, k0 + q] if bm + r < M and k0 + q < K else float32(0)
+            for s in range(LB):
+                idx = t + s * NT
                 r = idx // BN
                 q = idx % BN
-                Bs[r, q] = b[k0 + r, bn + q] if k0 + r < K and bn + q < N else float32(0)
+                if idx < BK * BN:
+                    Bs[r, q] = b[k0 + r, bn + q] if k0 + r < K and bn + q < N else float32(0)
             cuda.syncthreads()
             for kk in range(BK):
+                ku = uint64(kk)  # unsigned indices: no negative-index fix-up on each shared load
                 for i in range(TM):
-                    reg_m[i] = As[t_row * TM + i, kk]
+                    reg_m[i] = As[r0 + uint64(i), ku]
                 for j in range(TN):
-                    reg_n[j] = Bs[kk, t_col * TN + j]
+                    reg_n[j] = Bs[ku, c0 + uint64(j)]
                 for i in range(TM):  # outer product: TM + TN loads feed TM * TN FMAs
                     for j in range(TN):
                         acc[i * TN + j] += reg_m[i] * reg_n[j]
@@ -454,13 +496,17 @@ class Blocktile2D(_Tunable):
     BK: int = 8
     TM: int = 8
     TN: int = 8
+    MIN_BLOCKS: int = 2  # launch_bounds(256, 2): at most 128 registers, 2 blocks (16 warps) per SM
 
     rung: ClassVar[int] = 5
     name: ClassVar[str] = "blocktile_2d"
     what: ClassVar[str] = (
         "Each thread computes an 8x8 tile of C as a sum of outer products: per k step it loads "
         "8 values of A and 8 of B into registers and does 64 FMAs. Shared loads per FMA fall "
-        "to 0.25; the 128x128 block tile halves L2 traffic again.")
+        "to 0.25; the 128x128 block tile halves L2 traffic again. launch_bounds(256, 2) holds it "
+        "to 128 registers (the first H100 run: 196 registers, 12.5% occupancy); sm_90a hot loop: "
+        "64 FFMA in 89 instructions (0.72). Its shared reads still conflict: B is read 8 words "
+        "apart by neighbouring threads (rungs 6 and 7 fix that).")
 
     def supports(self, problem):
         _require_float32(self, problem)
@@ -469,7 +515,7 @@ class Blocktile2D(_Tunable):
         _check_launch(self, problem, _tile_grid(problem, self.BM, self.BN), self.threads(), self.shared_bytes())
 
     def _kernel(self):
-        return _blocktile_2d_kernel(self.BM, self.BN, self.BK, self.TM, self.TN)
+        return _blocktile_2d_kernel(self.BM, self.BN, self.BK, self.TM, self.TN, self.MIN_BLOCKS)
 
     def threads(self) -> int:
         return (self.BM // self.TM) * (self.BN // self.TN)
@@ -489,14 +535,15 @@ class Blocktile2D(_Tunable):
 
 # --- rung 6 --------------------------------------------------------------------------------
 @lru_cache(maxsize=None)
-def _vectorized_kernel(BM: int, BN: int, BK: int, TM: int, TN: int, PAD: int, SWIZZLE: bool):
+def _vectorized_kernel(BM: int, BN: int, BK: int, TM: int, TN: int, PAD: int, SWIZZLE: bool, MIN_BLOCKS: int = 1):
     """Rungs 6 and 7: 128-bit global loads, A^T in shared memory (rung 7 adds PAD and SWIZZLE)."""
     NT = (BM // TM) * (BN // TN)
     TCOLS = BN // TN  # threads along a row of the block tile
     TMN = TM * TN
     BMP = BM + PAD
+    LA, LB = -(-BM * BK // 4 // NT), -(-BK * BN // 4 // NT)  # 4-vectors per thread per tile
 
-    @cuda.jit
+    @_jit(launch_bounds=(NT, MIN_BLOCKS))
     def gemm_vectorized(a, b, c, M, N, K, vec_a, vec_b):
         AsT = cuda.shared.array((BK, BMP), float32)  # A tile stored transposed: (BK, BM + PAD)
         Bs = cuda.shared.array((BK, BN), float32)
@@ -508,10 +555,15 @@ def _vectorized_kernel(BM: int, BN: int, BK: int, TM: int, TN: int, PAD: int, SW
         bn = cuda.blockIdx.x * BN
         t_col = t % TCOLS
         t_row = t // TCOLS
+        r0 = uint64(t_row * TM)
+        c0 = uint64(t_col) if SWIZZLE else uint64(t_col * TN)
         for i in range(TM * TN):
             acc[i] = float32(0)
         for k0 in range(0, K, BK):
-            for v in range(t, BM * BK // 4, NT):  # 4 consecutive k of one row of A per load
+            for s in range(LA):  # 4 consecutive k of one row of A per load
+                v = t + s * NT
+                if v >= BM * BK // 4:
+                    break
                 r = v // (BK // 4)
                 q = (v % (BK // 4)) * 4
                 if vec_a and bm + r < M and k0 + q + 3 < K:
@@ -525,7 +577,10 @@ def _vectorized_kernel(BM: int, BN: int, BK: int, TM: int, TN: int, PAD: int, SW
                 AsT[q + 1, r] = x1
                 AsT[q + 2, r] = x2
                 AsT[q + 3, r] = x3
-            for v in range(t, BK * BN // 4, NT):  # 4 consecutive columns of one row of B
+            for s in range(LB):  # 4 consecutive columns of one row of B
+                v = t + s * NT
+                if v >= BK * BN // 4:
+                    break
                 r = v // (BN // 4)
                 q = (v % (BN // 4)) * 4
                 if vec_b and k0 + r < K and bn + q + 3 < N:
@@ -547,13 +602,14 @@ def _vectorized_kernel(BM: int, BN: int, BK: int, TM: int, TN: int, PAD: int, SW
                     Bs[r, q + 3] = y3
             cuda.syncthreads()
             for kk in range(BK):
+                ku = uint64(kk)  # unsigned indices: no negative-index fix-up on each shared load
                 for i in range(TM):
-                    reg_m[i] = AsT[kk, t_row * TM + i]  # consecutive: one broadcast per warp
+                    reg_m[i] = AsT[ku, r0 + uint64(i)]  # consecutive: one broadcast per warp
                 for j in range(TN):
                     if SWIZZLE:
-                        reg_n[j] = Bs[kk, j * TCOLS + t_col]  # 16 consecutive words: no conflict
+                        reg_n[j] = Bs[ku, c0 + uint64(j * TCOLS)]  # 16 consecutive words: no conflict
                     else:
-                        reg_n[j] = Bs[kk, t_col * TN + j]  # stride TN words: 4-way conflicts
+                        reg_n[j] = Bs[ku, c0 + uint64(j)]  # stride TN words: 4-way conflicts
                 for i in range(TM):
                     for j in range(TN):
                         acc[i * TN + j] += reg_m[i] * reg_n[j]
@@ -579,6 +635,7 @@ class Vectorized(Blocktile2D):
         "stored transposed so each thread's 8 values of A are consecutive in shared memory.")
     PAD: ClassVar[int] = 0
     SWIZZLE: ClassVar[bool] = False
+    MIN_BLOCKS: int = 2
 
     def supports(self, problem):
         super().supports(problem)
@@ -586,7 +643,7 @@ class Vectorized(Blocktile2D):
             raise UnsupportedProblem(f"{self.label}: BK and BN must be multiples of 4 (vector loads)")
 
     def _kernel(self):
-        return _vectorized_kernel(self.BM, self.BN, self.BK, self.TM, self.TN, self.PAD, self.SWIZZLE)
+        return _vectorized_kernel(self.BM, self.BN, self.BK, self.TM, self.TN, self.PAD, self.SWIZZLE, self.MIN_BLOCKS)
 
     def shared_bytes(self) -> int:
         return self.BK * (self.BM + self.PAD + self.BN) * F32  # AsT (padded) and Bs
@@ -622,7 +679,7 @@ class NoBankConflicts(Vectorized):
 
 # --- rung 8 --------------------------------------------------------------------------------
 @lru_cache(maxsize=None)
-def _double_buffer_kernel(BM: int, BN: int, BK: int, TM: int, TN: int):
+def _double_buffer_kernel(BM: int, BN: int, BK: int, TM: int, TN: int, MIN_BLOCKS: int = 1):
     NT = (BM // TM) * (BN // TN)
     TCOLS = BN // TN
     NA = BM * BK // 4 // NT  # 4-vectors of A each thread loads per tile
@@ -632,7 +689,7 @@ def _double_buffer_kernel(BM: int, BN: int, BK: int, TM: int, TN: int):
     TMN = TM * TN
     NA4, NB4 = NA * 4, NB * 4
 
-    @cuda.jit
+    @_jit(launch_bounds=(NT, MIN_BLOCKS))
     def gemm_double_buffer(a, b, c, M, N, K, vec_a, vec_b):
         AsT = cuda.shared.array((2, BK, BMP), float32)  # two buffers of the A^T tile
         Bs = cuda.shared.array((2, BK, BN), float32)
@@ -646,6 +703,8 @@ def _double_buffer_kernel(BM: int, BN: int, BK: int, TM: int, TN: int):
         bn = cuda.blockIdx.x * BN
         t_col = t % TCOLS
         t_row = t // TCOLS
+        r0 = uint64(t_row * TM)
+        c0 = uint64(t_col)
         for i in range(TM * TN):
             acc[i] = float32(0)
         n_tiles = (K + BK - 1) // BK
@@ -675,11 +734,13 @@ def _double_buffer_kernel(BM: int, BN: int, BK: int, TM: int, TN: int):
             #    while the loads above are still in flight
             if tile > 0:
                 cur = (tile - 1) % 2
+                cu = uint64(cur)
                 for kk in range(BK):
+                    ku = uint64(kk)
                     for i in range(TM):
-                        reg_m[i] = AsT[cur, kk, t_row * TM + i]
+                        reg_m[i] = AsT[cu, ku, r0 + uint64(i)]
                     for j in range(TN):
-                        reg_n[j] = Bs[cur, kk, j * TCOLS + t_col]
+                        reg_n[j] = Bs[cu, ku, c0 + uint64(j * TCOLS)]
                     for i in range(TM):
                         for j in range(TN):
                             acc[i * TN + j] += reg_m[i] * reg_n[j]
@@ -726,7 +787,7 @@ class DoubleBuffer(Blocktile2D):
                                      f"per thread ({nt} threads)")
 
     def _kernel(self):
-        return _double_buffer_kernel(self.BM, self.BN, self.BK, self.TM, self.TN)
+        return _double_buffer_kernel(self.BM, self.BN, self.BK, self.TM, self.TN, self.MIN_BLOCKS)
 
     def shared_bytes(self) -> int:
         return 2 * self.BK * (self.BM + 4 + self.BN) * F32  # two buffers of AsT (padded) and Bs
@@ -744,14 +805,6 @@ class DoubleBuffer(Blocktile2D):
 
 
 # --- rungs 9 and 10: 32-bit index arithmetic, then warp tiling --------------------------------
-def _jit(**opts):
-    """cuda.jit with target options (launch_bounds, max_registers, forceinline) the simulator
-    does not take."""
-    if backend.is_simulator():
-        return cuda.jit(device=opts.get("device", False))
-    return cuda.jit(**opts)
-
-
 I32_LIMIT = 2**31 - 1
 
 
@@ -829,6 +882,26 @@ def _simt_kernel(BM: int, BN: int, BK: int, TM: int, TN: int, LR: int, WARP: boo
     ASZ, BSZ, RA, RB, TMN = 2 * ABUF, 2 * BBUF, 4 * NA, 4 * NB, TM * TN  # array shapes: constants
     kblock = _k_block(BK, BMP, BN, TM, TN, TCOLS, SUBM, SUBN, WARP)
     dev = _jit(device=True, forceinline=True)
+
+    @dev
+    def kblock_rolled(As, Bs, acc, rm, rn, abase, bbase):
+        """The same k-steps as a loop: for the checked tail (at most one tile of aligned
+        matrices), so that the unrolled copy stays the kernel's one hot loop."""
+        for kk in range(BK):
+            ao = abase + kk * BMP
+            bo = bbase + kk * BN
+            for i4 in range(TM4):
+                rm[4 * i4], rm[4 * i4 + 1], rm[4 * i4 + 2], rm[4 * i4 + 3] = ld4(
+                    As, ao + i4 * (SUBM if WARP else 4))
+            if WARP:
+                for j4 in range(TN4):
+                    rn[4 * j4], rn[4 * j4 + 1], rn[4 * j4 + 2], rn[4 * j4 + 3] = ld4(Bs, bo + j4 * SUBN)
+            else:
+                for j in range(TN):
+                    rn[j] = Bs[uint64(bo + j * TCOLS)]
+            for i in range(TM):
+                for j in range(TN):
+                    acc[i * TN + j] += rm[i] * rn[j]
 
     @dev
     def fetch_fast(a, b, ra, rb, a_off, b_off, k0, N32):
@@ -934,7 +1007,7 @@ def _simt_kernel(BM: int, BN: int, BK: int, TM: int, TN: int, LR: int, WARP: boo
             if tile < n_tiles:
                 fetch_checked(a, b, ra, rb, t, bm, bn, i32(tile * i32(BK)), M32, N32, K32, vec_a, vec_b)
             cur = int64(i32(tile - i32(1)) & i32(1))
-            kblock(As, Bs, acc, rm, rn, cur * ABUF + a_lane, cur * BBUF + b_lane)
+            kblock_rolled(As, Bs, acc, rm, rn, cur * ABUF + a_lane, cur * BBUF + b_lane)
             if tile < n_tiles:
                 stash(As, Bs, ra, rb, t, i32(tile & i32(1)))
             cuda.syncthreads()
@@ -972,8 +1045,12 @@ class Index32(DoubleBuffer):
         "adds (IMAD.WIDE, IADD3.X pairs) and each signed array index a negative-index check. "
         "Here A, B, C are passed as flat 1-D views, every offset is an int32 (numba.int32 casts, "
         "an int32 loop counter), shared and global vectors go through ld4/st4 (128-bit, no "
-        "wraparound check), the loop trip counts are compile-time constants, launch_bounds "
-        "tells ptxas the block size, and C is written with 128-bit stores. "
+        "wraparound check), the 8 k-steps of a tile are written out so each shared offset is a "
+        "base plus an immediate, each thread's global offsets are computed once (rows past m "
+        "clamped, their products never stored) so full aligned k-tiles load with no checks, "
+        "launch_bounds(256, 2) caps registers, and C is written with 128-bit stores. sm_90a, "
+        "no GPU: 125 registers (rung 8: 120), the hot loop (a whole k-tile) is 512 FFMA in 653 "
+        "instructions (0.78; rung 8's k-step 64 in 90, 0.71, plus its per-tile loads). "
         "Refuses matrices of 2**31 elements or more, which 32-bit offsets cannot reach.")
 
     def supports(self, problem):
@@ -1017,7 +1094,11 @@ class WarpTile(_Tunable):
         "and a quarter-warp's loads fall on distinct 16-byte chunks of one 128-byte row or on "
         "the same chunk (broadcast), so they are conflict-free. B is stored unswizzled with "
         "128-bit shared stores. Same 32-bit offsets, double buffering and 128x128x8 block tile "
-        "as rung 9, as CUTLASS's SIMT SGEMM arranges it.")
+        "as rung 9, as CUTLASS's SIMT SGEMM arranges it. Checked with no GPU (sm_90a): the hot "
+        "loop is 512 FFMA in 588 instructions (0.87; rung 9: 0.78, rung 8's k-step: 0.71), "
+        "32 LDS.128 and no LDS.32; 128 registers under launch_bounds(256, 2), 25% occupancy, "
+        "with a 20-byte spill (one local load per k-tile); the bank-conflict counter finds its "
+        "shared accesses conflict-free (degree 1.00 at 64x128x64).")
 
     @property
     def LC(self) -> int:
@@ -1173,7 +1254,7 @@ def search(problem: Problem, candidates: list[WarpTile] | None = None, cc=(9, 0)
             out.append(Candidate(v, rejected="; ".join(bad)))
         else:
             legal.append(Candidate(v, estimate_s=model_estimate(v, problem)["seconds"]))
-    legal.sort(key=lambda c: c.estimate_s)
+    legal.sort(key=lambda c: (c.estimate_s, _warp_chunks(c.variant)))
     for c in legal[keep:]:
         out.append(dataclasses_replace(c, rejected=f"pruned by the model: estimate {c.estimate_s * 1e3:.3f} ms, "
                                                    f"not among the best {keep}"))
@@ -1203,8 +1284,14 @@ def search(problem: Problem, candidates: list[WarpTile] | None = None, cc=(9, 0)
         if time_fn is not None:
             c = dataclasses_replace(c, seconds=float(time_fn(v)))
         ok.append(c)
-    ok.sort(key=(lambda c: c.seconds) if time_fn is not None else (lambda c: c.estimate_s))
+    ok.sort(key=(lambda c: c.seconds) if time_fn is not None else (lambda c: (c.estimate_s, _warp_chunks(c.variant))))
     return ok + out
+
+
+def _warp_chunks(v: WarpTile) -> int:
+    """Distinct 16-byte shared chunks a warp's lanes read per k step (A and B): the fewer, the
+    fewer shared wavefronts; the tie-breaker between warp shapes the estimate does not tell apart."""
+    return (v.TM // 4) * v.LR + (v.TN // 4) * v.LC
 
 
 def dataclasses_replace(obj, **kw):
@@ -1215,7 +1302,12 @@ def dataclasses_replace(obj, **kw):
 
 #: how the autotuned rung's configuration was chosen; a GPU session reruns search() with
 #: time_fn and records the timing through perfkit.results (tools/record_gpu.py)
-AUTOTUNE_PICK = {"problem": (4096, 4096, 4096), "cc": (9, 0), "timed": False, "how": "model_estimate"}
+AUTOTUNE_PICK = {"problem": (4096, 4096, 4096), "cc": (9, 0), "timed": False, "how": "model_estimate",
+                 "config": {"BM": 128, "BN": 128, "BK": 16, "TM": 8, "TN": 8, "LR": 8, "MIN_BLOCKS": 2},
+                 "estimate_ms": 2.392, "registers": 128, "spills": 0, "occupancy": 0.25,
+                 "note": "search(EXAMPLE_PROBLEM, keep=10) on 2026-11-23 with no GPU: 68 legal tilings, 10 "
+                         "compiled, 8 survived; ties (LR does not enter the estimate) broken by the fewest "
+                         "distinct 16-byte shared chunks a warp reads per k step"}
 
 
 @dataclass(frozen=True)
@@ -1224,7 +1316,7 @@ class Autotuned(WarpTile):
     # survivors (AUTOTUNE_PICK says so); rerun search() with time_fn on a GPU to retune.
     BM: int = 128
     BN: int = 128
-    BK: int = 8
+    BK: int = 16
     TM: int = 8
     TN: int = 8
     LR: int = 8
@@ -1237,7 +1329,9 @@ class Autotuned(WarpTile):
         "by a static model (issue rate from the FFMA share of a k step, L2 traffic, tail waves, "
         "occupancy from shared memory and registers), the best few are compiled for the target "
         "with no GPU and pruned if they spill or starve occupancy, and the survivors are timed on "
-        "a GPU. With no GPU (so far) the rung is the model's pick, which is not a measurement.")
+        "a GPU. No GPU has timed them yet: this configuration (128x128 block, BK=16, 8x8 per "
+        "thread, 64x32 warp tile) is the model's pick, estimated 2.39 ms at 4096^3 on an H100 "
+        "against 2.41 ms for rung 10's BK=8 -- a prediction, not a measurement.")
 
 
 # --- rung 11: tensor cores -------------------------------------------------------------------
@@ -1354,9 +1448,340 @@ class TensorCore(_Tunable):
                        extra={"peak": "tensor.fp16"})
 
 
+# --- rungs 13-17: the tensor-core sub-ladder ---------------------------------------------------
+@lru_cache(maxsize=None)
+def _tc_kernel(WARPS_M: int, WARPS_N: int, MT: int, NT8: int, BK: int, STAGES: int, LDSM: bool, EPI: bool):
+    """float16 GEMM on mma.m16n8k16 (rungs 13-17).  A block of WARPS_M x WARPS_N warps; each
+    warp owns MT x NT8 tiles of 16x8 (a (16*MT) x (8*NT8) tile of C) and reuses every A
+    fragment NT8 times and every B fragment MT times.  Global -> shared moves 16-byte chunks
+    (8 halves): ``STAGES == 1`` through registers (ld16_u32/st16_u32) with a barrier pair per
+    k-tile; ``STAGES >= 2`` with cp.async into a ring of STAGES buffers, STAGES - 1 tiles in
+    flight, one barrier per k-tile.  ``LDSM``: fragments come from ldmatrix (x4 for A, x4.trans
+    for B) out of XOR-swizzled tiles (16-byte chunk c of row r stored at c ^ f(r)) that make
+    each 8-address phase hit 8 distinct bank groups; else they are gathered as halves with the
+    frag_* maps.  ``EPI``: lanes pair up with one shuffle so that each holds 4 consecutive
+    floats of one row of C and writes them with one 16-byte store.
+    Edges: chunks past m, n or k are zero-filled (cp.async reads 0 bytes; registers take zeros);
+    matrices whose rows are not 16-byte aligned (k or n not a multiple of 8) take checked
+    2-byte loads instead of 16-byte ones, on the same shared layout."""
+    BM, BN = 16 * MT * WARPS_M, 8 * NT8 * WARPS_N
+    NT = 32 * WARPS_M * WARPS_N
+    WARPS = WARPS_M * WARPS_N
+    KS = BK // 16
+    ACPR, BCPR = BK // 8, BN // 8  # 16-byte chunks per row of the A and the B tile
+    ACH, BCH = BM * ACPR, BK * BCPR
+    LA, LB = -(-ACH // NT), -(-BCH // NT)
+    S = STAGES
+    ASH, BSH = S * BM, S * BK
+    NACC = MT * NT8 * 4
+    NFA, NFB, NRA, NRB = MT * 8, NT8 * 4, MT * 4, NT8 * 2  # array shapes: constants
+    WAIT = max(STAGES - 2, 0)
+    AROWS_PER_LINE = max(8 // ACPR, 1)  # rows of A sharing one 128-byte line (2 when BK = 32)
+    dev = _jit(device=True, forceinline=True)
+
+    @dev
+    def a_phys(r, ch):  # physical chunk of logical chunk ch of A-tile row r
+        return (ch ^ ((r // AROWS_PER_LINE) % ACPR)) if LDSM else ch
+
+    @dev
+    def b_phys(r, ch):
+        return (ch ^ (r % 8)) if LDSM else ch
+
+    @dev
+    def load_tile(a, b, As, Bs, stage, k0, M, N, K, t, bm, bn, vec_a, vec_b):
+        for i in range(LA):
+            chn = t + i * NT
+            if chn < ACH:
+                r = chn // ACPR
+                cc = chn % ACPR
+                srow = stage * BM + r
+                scol = a_phys(r, cc) * 8
+                grow = bm + r
+                gcol = k0 + cc * 8
+                if STAGES > 1 and vec_a:
+                    nb = min(max(K - gcol, 0), 8) * 2 if grow < M else 0
+                    cp_async16(As, srow, scol, a, grow if nb > 0 else 0, gcol if nb > 0 else 0, nb)
+                elif vec_a and grow < M and gcol + 8 <= K:
+                    u0, u1, u2, u3 = ld16_u32(a, grow, gcol)
+                    st16_u32(As, srow, scol, u0, u1, u2, u3)
+                else:
+                    for e in range(8):
+                        As[srow, scol + e] = a[grow, gcol + e] if grow < M and gcol + e < K else float16(0)
+        for i in range(LB):
+            chn = t + i * NT
+            if chn < BCH:
+                r = chn // BCPR
+                cc = chn % BCPR
+                srow = stage * BK + r
+                scol = b_phys(r, cc) * 8
+                grow = k0 + r
+                gcol = bn + cc * 8
+                if STAGES > 1 and vec_b:
+                    nb = min(max(N - gcol, 0), 8) * 2 if grow < K else 0
+                    cp_async16(Bs, srow, scol, b, grow if nb > 0 else 0, gcol if nb > 0 else 0, nb)
+                elif vec_b and grow < K and gcol + 8 <= N:
+                    u0, u1, u2, u3 = ld16_u32(b, grow, gcol)
+                    st16_u32(Bs, srow, scol, u0, u1, u2, u3)
+                else:
+                    for e in range(8):
+                        Bs[srow, scol + e] = b[grow, gcol + e] if grow < K and gcol + e < N else float16(0)
+
+    @dev
+    def compute(As, Bs, acc, fa, fb, ra, rb, stage, wm, wn, lane, scr_a, scr_b, scr_l):
+        for ks in range(KS):
+            for mt in range(MT):
+                if LDSM:
+                    r = wm + mt * 16 + lane % 16
+                    ra[mt * 4], ra[mt * 4 + 1], ra[mt * 4 + 2], ra[mt * 4 + 3] = ldmatrix_x4(
+                        As, stage * BM + r, a_phys(r, ks * 2 + lane // 16) * 8, scr_l)
+                else:
+                    for i in range(8):
+                        fr, fc = frag_a(lane, i)
+                        fa[mt * 8 + i] = As[stage * BM + wm + mt * 16 + fr, ks * 16 + fc]
+            for np_ in range(NT8 // 2 if LDSM else NT8):
+                if LDSM:  # two n8 tiles per ldmatrix.x4.trans
+                    kr = ks * 16 + lane % 16
+                    rb[np_ * 4], rb[np_ * 4 + 1], rb[np_ * 4 + 2], rb[np_ * 4 + 3] = ldmatrix_x4_trans(
+                        Bs, stage * BK + kr, b_phys(kr, (wn + np_ * 16) // 8 + lane // 16) * 8, scr_l)
+                else:
+                    for i in range(4):
+                        fr, fc = frag_b(lane, i)
+                        fb[np_ * 4 + i] = Bs[stage * BK + ks * 16 + fr, wn + np_ * 8 + fc]
+            for mt in range(MT):
+                for nt in range(NT8):
+                    o = (mt * NT8 + nt) * 4
+                    if LDSM:
+                        q = (nt // 2) * 4 + (nt % 2) * 2
+                        acc[o], acc[o + 1], acc[o + 2], acc[o + 3] = mma_16816_u32(
+                            ra[mt * 4], ra[mt * 4 + 1], ra[mt * 4 + 2], ra[mt * 4 + 3], rb[q], rb[q + 1],
+                            acc[o], acc[o + 1], acc[o + 2], acc[o + 3], scr_a, scr_b)
+                    else:
+                        f = mt * 8
+                        g = nt * 4
+                        acc[o], acc[o + 1], acc[o + 2], acc[o + 3] = mma_16816(
+                            fa[f], fa[f + 1], fa[f + 2], fa[f + 3], fa[f + 4], fa[f + 5], fa[f + 6], fa[f + 7],
+                            fb[g], fb[g + 1], fb[g + 2], fb[g + 3], acc[o], acc[o + 1], acc[o + 2], acc[o + 3],
+                            scr_a, scr_b)
+
+    @_jit(launch_bounds=NT)
+    def gemm_tc(a, b, c, M, N, K, vec_a, vec_b, vec_c):
+        As = cuda.shared.array((ASH, BK), float16)  # STAGES tiles of A, (BM, BK) each
+        Bs = cuda.shared.array((BSH, BN), float16)  # STAGES tiles of B, (BK, BN) each
+        scr_a = cuda.shared.array((WARPS, 32, 8), float32)  # used by the simulator's twins only
+        scr_b = cuda.shared.array((WARPS, 32, 4), float32)
+        scr_l = cuda.shared.array((WARPS, 32, 2), int32)
+        acc = cuda.local.array(NACC, float32)
+        fa = cuda.local.array(NFA, float16)
+        fb = cuda.local.array(NFB, float16)
+        ra = cuda.local.array(NRA, uint32)
+        rb = cuda.local.array(NRB, uint32)
+        t = cuda.threadIdx.x
+        lane = t % 32
+        warp = t // 32
+        wm = (warp // WARPS_N) * (16 * MT)
+        wn = (warp % WARPS_N) * (8 * NT8)
+        bm = cuda.blockIdx.y * BM
+        bn = cuda.blockIdx.x * BN
+        for i in range(NACC):
+            acc[i] = float32(0)
+        n_k = (K + BK - 1) // BK
+        if STAGES == 1:
+            for kt in range(n_k):
+                load_tile(a, b, As, Bs, 0, kt * BK, M, N, K, t, bm, bn, vec_a, vec_b)
+                cuda.syncthreads()
+                compute(As, Bs, acc, fa, fb, ra, rb, 0, wm, wn, lane, scr_a, scr_b, scr_l)
+                cuda.syncthreads()
+        else:
+            for s in range(STAGES - 1):  # prologue: STAGES - 1 tiles in flight
+                if s < n_k:
+                    load_tile(a, b, As, Bs, s, s * BK, M, N, K, t, bm, bn, vec_a, vec_b)
+                cp_async_commit()
+            for kt in range(n_k):
+                cp_async_wait(WAIT)  # tile kt has landed (this thread's copies) ...
+                cuda.syncthreads()   # ... and everyone's; the stage read at kt - 1 is free
+                nk = kt + STAGES - 1
+                if nk < n_k:
+                    load_tile(a, b, As, Bs, nk % STAGES, nk * BK, M, N, K, t, bm, bn, vec_a, vec_b)
+                cp_async_commit()
+                compute(As, Bs, acc, fa, fb, ra, rb, kt % STAGES, wm, wn, lane, scr_a, scr_b, scr_l)
+            cp_async_wait(0)
+        g = lane // 4
+        t4 = lane % 4
+        for mt in range(MT):
+            for nt in range(NT8):
+                o = (mt * NT8 + nt) * 4
+                row = bm + wm + mt * 16 + g
+                col = bn + wn + nt * 8 + 2 * t4
+                if EPI:  # lanes t4 and t4 ^ 1 trade halves: 4 consecutive floats each
+                    odd = t4 % 2
+                    s0 = acc[o] if odd else acc[o + 2]
+                    s1 = acc[o + 1] if odd else acc[o + 3]
+                    r0 = shfl_xor(s0, 1, scr_a)
+                    r1 = shfl_xor(s1, 1, scr_a)
+                    if odd:
+                        row += 8
+                        col -= 2
+                        v0, v1, v2, v3 = r0, r1, acc[o + 2], acc[o + 3]
+                    else:
+                        v0, v1, v2, v3 = acc[o], acc[o + 1], r0, r1
+                    if row < M:
+                        if vec_c and col + 3 < N:
+                            st4(c, row * N + col, v0, v1, v2, v3)
+                        else:
+                            if col < N:
+                                c[row * N + col] = v0
+                            if col + 1 < N:
+                                c[row * N + col + 1] = v1
+                            if col + 2 < N:
+                                c[row * N + col + 2] = v2
+                            if col + 3 < N:
+                                c[row * N + col + 3] = v3
+                else:
+                    for i in range(4):
+                        r = row + 8 * (i // 2)
+                        q = col + (i % 2)
+                        if r < M and q < N:
+                            c[r * N + q] = acc[o + i]
+
+    return gemm_tc
+
+
+@dataclass(frozen=True)
+class _TCBase(_Tunable):
+    """Shared by the tensor-core rungs 13-17 (one kernel, one idea switched on per rung)."""
+    WARPS_M: int = 2
+    WARPS_N: int = 2
+    MT: int = 2
+    NT8: int = 4
+    BK: int = 32
+
+    STAGES: ClassVar[int] = 1
+    LDSM: ClassVar[bool] = False
+    EPI: ClassVar[bool] = False
+
+    def example(self, problem):
+        return problem if problem.dtype == "float16" else Problem(problem.m, problem.n, problem.k, "float16")
+
+    @property
+    def BM(self) -> int:
+        return 16 * self.MT * self.WARPS_M
+
+    @property
+    def BN(self) -> int:
+        return 8 * self.NT8 * self.WARPS_N
+
+    def threads(self) -> int:
+        return 32 * self.WARPS_M * self.WARPS_N
+
+    def grid(self, problem):
+        return _tile_grid(problem, self.BM, self.BN)
+
+    def shared_bytes(self) -> int:
+        """The float16 A and B tiles (all stages); the simulator's scratch is dropped on a GPU."""
+        return self.STAGES * (self.BM * self.BK + self.BK * self.BN) * 2
+
+    def supports(self, problem):
+        if problem.dtype != "float16":
+            raise UnsupportedProblem(f"{self.label} takes float16 inputs (float32 accumulate); got {problem.dtype}")
+        if self.BK % 16 or self.BK > 64:
+            raise UnsupportedProblem(f"{self.label}: BK={self.BK} must be 16, 32, 48 or 64 (k steps of 16)")
+        if self.LDSM and (self.NT8 % 2 or self.BN // 8 < 8 or self.BK // 8 not in (2, 4, 8)):
+            raise UnsupportedProblem(f"{self.label}: ldmatrix needs NT8 even, BN >= 64 and BK in (16, 32, 64) "
+                                     f"(got NT8={self.NT8}, BN={self.BN}, BK={self.BK})")
+        _check_launch(self, problem, self.grid(problem), self.threads(), self.shared_bytes())
+        m, n, k = _dims(problem)
+        if m * n + 64 > I32_LIMIT:
+            raise UnsupportedProblem(f"{self.label}: C has {m * n} elements; its flat index is 32-bit here")
+
+    def plan(self, problem, bufs):
+        m, n, k = _dims(problem)
+        kern = _tc_kernel(self.WARPS_M, self.WARPS_N, self.MT, self.NT8, self.BK, self.STAGES, self.LDSM, self.EPI)
+        args = (bufs["a"], bufs["b"], bufs["c"].reshape(-1), m, n, k, k % 8 == 0, n % 8 == 0, n % 4 == 0)
+        return [Launch(kern, self.grid(problem), self.threads(), args)]
+
+    def traffic(self, problem):
+        m, n, k = _dims(problem)
+        l2 = (m * k * math.ceil(n / self.BN) + k * n * math.ceil(m / self.BM)) * 2 + m * n * F32
+        return Traffic(flops=problem.flops, dram_bytes=problem.bytes, l2_bytes=l2,
+                       smem_bytes=float(l2 - m * n * F32) * 2, limiter="l2/smem",
+                       notes=f"{self.BM}x{self.BN}x{self.BK} block tile, {self.STAGES} stage(s); shared bytes: "
+                             "each global byte stored once and read once by the fragment loads",
+                       extra={"peak": "tensor.fp16"})
+
+
+@dataclass(frozen=True)
+class TCVector(_TCBase):
+    rung: ClassVar[int] = 13
+    name: ClassVar[str] = "tc_vector"
+    what: ClassVar[str] = (
+        "Rung 12 moved A and B with 2-byte loads, each behind a bounds check, and synchronised "
+        "twice per 16 of k. Here every thread moves 16-byte chunks (8 halves: one LDG.E.128 and "
+        "one STS.128) and a k-tile is 32 deep, so a barrier pair covers two mma k-steps; each "
+        "warp owns a 32x32 tile of C (2x4 mma tiles: an A fragment feeds 4 mmas, a B fragment "
+        "2). Fragments are still gathered from shared memory 2 bytes at a time. Rows that are "
+        "not 16-byte aligned (k or n not a multiple of 8) take checked 2-byte loads.")
+
+
+@dataclass(frozen=True)
+class TCLdmatrix(TCVector):
+    rung: ClassVar[int] = 14
+    name: ClassVar[str] = "tc_ldmatrix"
+    LDSM: ClassVar[bool] = True
+    what: ClassVar[str] = (
+        "Fragments come from ldmatrix: one ldmatrix.x4 gives a lane its four A registers of a "
+        "16x16 tile, one ldmatrix.x4.trans the B registers of two 16x8 tiles (eight 2-byte "
+        "loads and packing before). ldmatrix reads 8 rows of 16 bytes per phase; rows of the "
+        "A tile (64 bytes) and B tile (128 bytes and more) would put those 8 rows on 2 or 1 "
+        "bank groups (4- to 8-way conflicts), so the tiles are stored XOR-swizzled: 16-byte "
+        "chunk c of row r at c ^ (r/2 mod 4) for A, c ^ (r mod 8) for B, which spreads each "
+        "phase over 8 distinct bank groups.")
+
+
+@dataclass(frozen=True)
+class TCPipeline(TCLdmatrix):
+    rung: ClassVar[int] = 15
+    name: ClassVar[str] = "tc_cp_async"
+    STAGES: ClassVar[int] = 3
+    what: ClassVar[str] = (
+        "cp.async (LDGSTS) copies global memory straight into shared memory without passing "
+        "through registers, asynchronously: with a ring of 3 stages, 2 k-tiles are in flight "
+        "while the warps multiply the third, and each k-tile needs one barrier (cp.async.wait_group "
+        "then __syncthreads) instead of two. Chunks past the matrix edge are zero-filled by the "
+        "copy itself (it reads 0 of the 16 bytes).")
+
+
+@dataclass(frozen=True)
+class TCWarpTile(TCPipeline):
+    WARPS_M: int = 2
+    WARPS_N: int = 2
+    MT: int = 4
+    NT8: int = 8
+    BK: int = 32
+
+    rung: ClassVar[int] = 16
+    name: ClassVar[str] = "tc_warptile"
+    what: ClassVar[str] = (
+        "Larger warp tiles: each warp owns 64x64 of C (4x8 mma tiles, 128 float32 accumulators "
+        "per lane), so an A fragment feeds 8 mmas and a B fragment 4: per k-step of 16 a warp "
+        "issues 4 + 4 ldmatrix for 32 mma (rung 15: 2 + 2 for 8), and the 128x128 block tile "
+        "halves the L2 traffic per FLOP again.")
+
+
+@dataclass(frozen=True)
+class TCEpilogue(TCWarpTile):
+    rung: ClassVar[int] = 17
+    name: ClassVar[str] = "tc_epilogue"
+    EPI: ClassVar[bool] = True
+    what: ClassVar[str] = (
+        "A vectorized epilogue: an mma accumulator tile gives a lane 2 adjacent floats in each "
+        "of 2 rows. Lanes 2j and 2j+1 swap one pair with a shuffle (SHFL.BFLY), after which each "
+        "holds 4 consecutive floats of one row and writes them with one 16-byte store (STG.128) "
+        "where n is a multiple of 4: half the store instructions, whole 32-byte sectors.")
+
+
 LADDER: list[Variant] = [Oracle(), Naive(), Coalesced(), SmemTiling(), Blocktile1D(), Blocktile2D(),
                          Vectorized(), NoBankConflicts(), DoubleBuffer(), Index32(), WarpTile(), Autotuned(),
-                         TensorCore()]
+                         TensorCore(), TCVector(), TCLdmatrix(), TCPipeline(), TCWarpTile(), TCEpilogue()]
 registry_check(LADDER)
 
 EXAMPLE_PROBLEM = Problem(4096, 4096, 4096)

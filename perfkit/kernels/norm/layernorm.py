@@ -534,7 +534,7 @@ class Tuned(MultiRow):
 
 def search(problem: Problem, time_fn: Callable[[Variant], float] | None = None,
            candidates: list[C.Shape] | None = None) -> list[tuple[Variant, float | None]]:
-    """Rank launch shapes of the tuned rung (timed by ``time_fn`` on a GPU, else static rule)."""
+    """Rank launch shapes of the tuned rung (timed by ``time_fn`` on a GPU, else by closeness to its rule)."""
     return C.search(lambda s: Tuned(threads_per_row=s.G, rows_per_block=s.R, vec=s.V), problem.cols,
                     time_fn, candidates, pick=Tuned().shape(problem))
 

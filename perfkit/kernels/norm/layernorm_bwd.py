@@ -25,7 +25,8 @@ Ledger (one line per rung; numbers and names live only in ``LADDER``):
   5 multirow    G threads per row, R rows per block, a persistent grid: a row's x and dy stay in
                 registers (read from DRAM once) and each lane keeps dgamma/dbeta partials for its
                 columns in registers across rows; the two-stage column reduction sums the slots
-  6 tuned       rung 5 at the launch shape chosen by ``search`` (static rule without a GPU)
+  6 tuned       rung 5 at the launch shape of the rule of the forward ops (``search`` ranks shapes
+                by measurement on a GPU)
 """
 from __future__ import annotations
 
@@ -870,7 +871,7 @@ class Tuned(MultiRow):
 
 def search(problem: Problem, time_fn: Callable[[Variant], float] | None = None,
            candidates: list[C.Shape] | None = None) -> list[tuple[Variant, float | None]]:
-    """Rank launch shapes of the tuned rung (timed by ``time_fn`` on a GPU, else static rule)."""
+    """Rank launch shapes of the tuned rung (timed by ``time_fn`` on a GPU, else by closeness to its rule)."""
     return C.search(lambda s: Tuned(threads_per_row=s.G, rows_per_block=s.R, vec=s.V), problem.cols,
                     time_fn, candidates, pick=Tuned().shape(problem))
 

@@ -490,7 +490,7 @@ class Tuned(MultiRow):
 def search(problem: Problem, time_fn: Callable[[Variant], float] | None = None,
            candidates: list[C.Shape] | None = None) -> list[tuple[Variant, float | None]]:
     """Rank launch shapes of rung 6 for ``problem``: ``time_fn(variant) -> seconds`` on a GPU
-    (e.g. ``lambda v: bench.sweep([problem], [v]).median_s[0]``), else the static rule."""
+    (e.g. ``lambda v: bench.sweep([problem], [v]).median_s[0]``), else by closeness to its rule."""
     return C.search(lambda s: Tuned(threads_per_row=s.G, rows_per_block=s.R, vec=s.V), problem.cols,
                     time_fn, candidates, pick=Tuned().shape(problem))
 

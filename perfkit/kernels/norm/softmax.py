@@ -360,8 +360,11 @@ def _rows_kernel(G: int, R: int, V: int, W: int, NC: int, TAIL: bool = True):
         for i in range(CW):
             m = max(m, cache[i])
         s = ZERO
-        for i in range(CW):
-            s += math.exp(cache[i] - m) if cache[i] != NEG_INF else ZERO
+        for i in range(CW):  # keep exp(x - m) in the cache: one exp per element, not two
+            e = math.exp(cache[i] - m) if cache[i] != NEG_INF else ZERO
+            cache[i] = e
+            s += e
+        mc = m  # the cache holds exp(x - mc)
         if TAIL:  # compiled only for rows wider than the register cache
             for base in range(W * (lane + NC * G), n, G * V * W):  # rows wider than the cache
                 for v in range(V):
@@ -380,11 +383,12 @@ def _rows_kernel(G: int, R: int, V: int, W: int, NC: int, TAIL: bool = True):
                 m, s = softmax_merge(m, s, mt, sv)
         m, s = group_softmax_stats(m, s, G, scr_m, scr_s)
         inv = ONE / s if n > 0 else ZERO
+        f = (math.exp(mc - m) if mc != NEG_INF else ZERO) * inv  # exp(x - m) / s = exp(x - mc) * f
         for c in range(NC):  # the write, from registers
             j = W * (lane + c * G)
             if j < n:
                 for q in range(W):
-                    cache[c * W + q] = math.exp(cache[c * W + q] - m) * inv
+                    cache[c * W + q] = cache[c * W + q] * f
                 st(y, r, j, cache, c * W)
         if TAIL:  # compiled only for rows wider than the register cache
             for base in range(W * (lane + NC * G), n, G * V * W):  # the uncached tail, read again
@@ -414,7 +418,8 @@ class MultiRow(Variant):
         "A group of threads_per_row threads per row and rows_per_block rows per block (narrow "
         "rows no longer leave most of a block idle). Each thread loads its whole share of the row "
         "into registers before using any of it (all loads in flight: Little's law), computes the "
-        "max and sum from registers and writes y from them: x leaves DRAM once (the old version "
+        "max and the sum from registers, keeping exp(x - its max) there (one exp per element, "
+        "rescaled once by the row's max at the write), and writes y from them: x leaves DRAM once (the old version "
         "re-read the row for the write and, with many rows in flight, read DRAM twice: 135 MB for "
         "a 67 MB input on the H100). Loads and stores are vectors (no float4 / half2 in Numba: "
         "the vec_load / vec_store intrinsics): 4 floats or 8 halves (16 bytes) when cols allows, a "

@@ -641,10 +641,60 @@ def _kernel_sources() -> list[tuple[str, Path]]:
     return [(f.relative_to(root).as_posix(), f) for f in sorted(root.rglob("*.py"))]
 
 
+#: modules whose source cannot change a compiled kernel (the tools that read it)
+_NOT_KERNEL_CODE = {"perfkit.model", "perfkit.banks", "perfkit.anatomy", "perfkit.bench", "perfkit.results",
+                    "perfkit.workbook", "perfkit.lesson", "perfkit.plots", "perfkit.timing", "perfkit.roofline"}
+
+
+def _module_closure(modname: str) -> list[str]:
+    """The source files a rung's code can reach: its module and, transitively, every perfkit
+    module its globals name (modules, functions, classes, kernels), so an edit to a helper it
+    uses (norm/_common.py, _vector.py, base.py) misses the cache while an edit to an unrelated
+    ladder does not."""
+    import types
+
+    seen: set[str] = set()
+    todo = [modname]
+    files = []
+    parents: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in seen or name in _NOT_KERNEL_CODE:
+            continue
+        seen.add(name)
+        mod = sys.modules.get(name)
+        if mod is None:
+            try:
+                mod = importlib.import_module(name)
+            except Exception:  # noqa: BLE001
+                continue
+        f = getattr(mod, "__file__", None)
+        if f:
+            files.append(f)
+        if "." in name:
+            parents.add(name.rsplit(".", 1)[0])  # the package's __init__: its file, not its globals
+        if getattr(mod, "__path__", None) is not None and name != modname:
+            continue  # a package: its globals list whatever submodules happen to be imported
+        for v in list(vars(mod).values()):
+            target = None
+            if isinstance(v, types.ModuleType):
+                target = v.__name__
+            else:
+                target = getattr(getattr(v, "py_func", v), "__module__", None)
+            if isinstance(target, str) and (target == "perfkit" or target.startswith("perfkit.")) \
+                    or (isinstance(target, str) and target == modname):
+                todo.append(target)
+    for name in parents - seen:
+        f = getattr(sys.modules.get(name), "__file__", None)
+        if f:
+            files.append(f)
+    return sorted(set(files))
+
+
 def _source_hash(variant: Variant) -> str:
-    h = hashlib.sha256(_kernels_source_hash().encode())
-    f = getattr(sys.modules.get(type(variant).__module__), "__file__", None)
-    if f:  # a variant defined outside perfkit.kernels (a user's notebook module)
+    h = hashlib.sha256(b"closure-1")
+    for f in _module_closure(type(variant).__module__):
+        h.update(f.encode())
         h.update(Path(f).read_bytes())
     return h.hexdigest()
 

@@ -488,10 +488,33 @@ def _bank_degrees(variant, problem, vectorize: bool = True) -> tuple[float, floa
             f"perfkit.banks simulated at {small.label}" + ("" if vectorize else " (scalar accesses, as the SASS has)"))
 
 
+def _kernel_key(variant, problem):
+    launches = variant.plan(problem, variant.host_buffers(problem))
+    return [(id(getattr(l.kernel, "py_func", l.kernel)), tuple(l.block), int(l.shared_bytes),
+             tuple((getattr(a, "dtype", type(a)), getattr(a, "ndim", 0)) for a in l.args)) for l in launches]
+
+
+@functools.lru_cache(maxsize=4096)
+def _compile_problem(variant, problem):
+    """The problem to compile for: a small twin (:func:`perfkit.banks.small_problem`) when its
+    plan launches the very same kernels with the same blocks, shared memory and argument
+    types (the SASS then cannot differ: sizes are run-time arguments), so that every size of a
+    rung shares one compile; else the problem itself."""
+    from . import banks
+
+    try:
+        small = banks.small_problem(variant, problem)
+        if small != problem and _kernel_key(variant, small) == _kernel_key(variant, problem):
+            return small
+    except Exception:  # noqa: BLE001
+        pass
+    return problem
+
+
 def _inspect(variant, problem, cc, k):
     from . import anatomy
 
-    return anatomy.inspect(variant, problem, cc=cc, kernel=k)
+    return anatomy.inspect(variant, _compile_problem(variant, problem), cc=cc, kernel=k)
 
 
 def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *, use_banks: bool) -> dict:

@@ -264,3 +264,11 @@ def test_find_loops_on_a_listing():
     assert inner.mix == {"shared load 32": 1, "fp32 fma": 1, "branch/control": 1}
     assert outer.own_mix["fp32 fma"] == 2 and outer.own_mix["shared load 32"] == 1
     assert anatomy.hot_loop_of(loops) is inner
+
+
+def test_cache_key_is_the_rungs_code_closure():
+    """The cache key covers the rung's module and every perfkit module it reaches (helpers,
+    base.py), not unrelated ladders, so one engineer's edit to conv does not recompile norm."""
+    files = {f.replace("\\", "/").split("perfkit/", 1)[1] for f in anatomy._module_closure("perfkit.kernels.norm.softmax")}
+    assert {"kernels/base.py", "kernels/norm/_common.py", "kernels/norm/softmax.py"} <= files
+    assert "kernels/conv.py" not in files and "model.py" not in files

@@ -214,38 +214,48 @@ COL_TILE = 32   # columns per block of the column reduction (one warp's worth: 1
 #: (64-thread blocks): it runs every thread as a Python thread, and 256 of them per 32 columns made
 #: the backward ladder's tests several times slower.
 COL_LANES = 2 if backend.is_simulator() else 8
+#: column tiles in flight along grid.x (blocks loop over the rest): every tile on a GPU; 8 in the
+#: simulator, where each block is Python threads (a 65537-wide row made 2049 blocks there)
+COL_TILE_BLOCKS = 8 if backend.is_simulator() else 2**31 - 1
+
+
+def _tile_blocks(cols: int) -> int:
+    return max(1, min(-(-cols // COL_TILE), COL_TILE_BLOCKS))
 
 
 @cuda.jit
 def lnb_col_partials(x, dy, mean, rstd, pg, pb, rows, cols, chunk):
     """Stage 1 of dgamma/dbeta: block (tile, k) sums dy * xhat and dy over rows
-    [k * chunk, (k + 1) * chunk) for 32 columns; its 8 warps take every 8th row (each warp reads
-    32 neighbouring columns of a row: coalesced) and meet in shared memory; one partial per
-    column and chunk goes to pg[k, j], pb[k, j]."""
+    [k * chunk, (k + 1) * chunk) for 32 columns (looping over tiles when grid.x has fewer);
+    its 8 warps take every 8th row (each warp reads 32 neighbouring columns of a row:
+    coalesced) and meet in shared memory; one partial per column and chunk goes to pg[k, j],
+    pb[k, j]."""
     sh = cuda.shared.array((2, COL_LANES, COL_TILE), float32)
     t = cuda.threadIdx.x
     tx = t % COL_TILE
     ty = t // COL_TILE
-    j = cuda.blockIdx.x * COL_TILE + tx
     k = cuda.blockIdx.y
     lo = k * chunk
     hi = min(rows, lo + chunk)
-    a = ZERO
-    b = ZERO
-    if j < cols:
-        for r in range(lo + ty, hi, COL_LANES):
-            d = float32(dy[r, j])
-            a += d * (float32(x[r, j]) - mean[r]) * rstd[r]
-            b += d
-    sh[0, ty, tx] = a
-    sh[1, ty, tx] = b
-    cuda.syncthreads()
-    if ty == 0 and j < cols:
-        for u in range(1, COL_LANES):
-            a += sh[0, u, tx]
-            b += sh[1, u, tx]
-        pg[k, j] = a
-        pb[k, j] = b
+    for tile in range(cuda.blockIdx.x, (cols + COL_TILE - 1) // COL_TILE, cuda.gridDim.x):
+        j = tile * COL_TILE + tx
+        a = ZERO
+        b = ZERO
+        if j < cols:
+            for r in range(lo + ty, hi, COL_LANES):
+                d = float32(dy[r, j])
+                a += d * (float32(x[r, j]) - mean[r]) * rstd[r]
+                b += d
+        sh[0, ty, tx] = a
+        sh[1, ty, tx] = b
+        cuda.syncthreads()
+        if ty == 0 and j < cols:
+            for u in range(1, COL_LANES):
+                a += sh[0, u, tx]
+                b += sh[1, u, tx]
+            pg[k, j] = a
+            pb[k, j] = b
+        cuda.syncthreads()  # sh is reused by the next tile
 
 
 @cuda.jit
@@ -255,25 +265,27 @@ def lnb_sum_partials(sg, sb, pg, pb, nslots, cols, chunk):
     t = cuda.threadIdx.x
     tx = t % COL_TILE
     ty = t // COL_TILE
-    j = cuda.blockIdx.x * COL_TILE + tx
     k = cuda.blockIdx.y
     lo = k * chunk
     hi = min(nslots, lo + chunk)
-    a = ZERO
-    b = ZERO
-    if j < cols:
-        for r in range(lo + ty, hi, COL_LANES):
-            a += sg[r, j]
-            b += sb[r, j]
-    sh[0, ty, tx] = a
-    sh[1, ty, tx] = b
-    cuda.syncthreads()
-    if ty == 0 and j < cols:
-        for u in range(1, COL_LANES):
-            a += sh[0, u, tx]
-            b += sh[1, u, tx]
-        pg[k, j] = a
-        pb[k, j] = b
+    for tile in range(cuda.blockIdx.x, (cols + COL_TILE - 1) // COL_TILE, cuda.gridDim.x):
+        j = tile * COL_TILE + tx
+        a = ZERO
+        b = ZERO
+        if j < cols:
+            for r in range(lo + ty, hi, COL_LANES):
+                a += sg[r, j]
+                b += sb[r, j]
+        sh[0, ty, tx] = a
+        sh[1, ty, tx] = b
+        cuda.syncthreads()
+        if ty == 0 and j < cols:
+            for u in range(1, COL_LANES):
+                a += sh[0, u, tx]
+                b += sh[1, u, tx]
+            pg[k, j] = a
+            pb[k, j] = b
+        cuda.syncthreads()  # sh is reused by the next tile
 
 
 @cuda.jit
@@ -314,7 +326,7 @@ def _stats_ws(problem) -> dict:
 def _col_launches(problem, bufs) -> list:
     parts, chunk = col_split(problem.rows, problem.cols)
     c = problem.cols
-    return [Launch(lnb_col_partials, (-(-c // COL_TILE), parts), COL_TILE * COL_LANES,
+    return [Launch(lnb_col_partials, (_tile_blocks(c), parts), COL_TILE * COL_LANES,
                    (bufs["x"], bufs["dy"], bufs["mean"], bufs["rstd"], bufs["col_dgamma"], bufs["col_dbeta"],
                     problem.rows, c, chunk)),
             Launch(lnb_col_finish, -(-c // 128), 128,
@@ -816,7 +828,7 @@ class MultiRow(Variant):
         return [Launch(_rows_kernel(G, R, V, W, NC, C.cached_cols(problem.cols, G, W, NC) < problem.cols), grid, G * R,
                        (bufs["x"], bufs["dy"], C.view(bufs["gamma"], (1, c)), bufs["dx"], bufs["part_dgamma"],
                         bufs["part_dbeta"], C.eps32(problem), problem.rows, c)),
-                Launch(lnb_sum_partials, (-(-c // COL_TILE), parts), COL_TILE * COL_LANES,
+                Launch(lnb_sum_partials, (_tile_blocks(c), parts), COL_TILE * COL_LANES,
                        (bufs["part_dgamma"], bufs["part_dbeta"], bufs["col_dgamma"], bufs["col_dbeta"], nslots, c,
                         chunk)),
                 Launch(lnb_col_finish, -(-c // 128), 128,

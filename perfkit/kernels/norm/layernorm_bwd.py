@@ -210,13 +210,14 @@ def lnb_row_dx(x, dy, gamma, mean, rstd, c1, c2, dx, rows, cols):
 
 
 COL_TILE = 32   # columns per block of the column reduction (one warp's worth: 128 coalesced bytes)
-#: row lanes per block: 256 threads on a GPU.  The simulator runs the same kernels with 2 lanes
-#: (64-thread blocks): it runs every thread as a Python thread, and 256 of them per 32 columns made
-#: the backward ladder's tests several times slower.
-COL_LANES = 2 if backend.is_simulator() else 8
-#: column tiles in flight along grid.x (blocks loop over the rest): every tile on a GPU; 8 in the
+#: row lanes per block: 256 threads on a GPU.  The simulator runs the same kernels with 1 lane
+#: (32-thread blocks): it runs every thread as a Python thread and every barrier costs thread
+#: switches; 256 threads per 32 columns made the backward ladder's tests several times slower.
+#: (So the cross-lane merge in shared memory runs only on a GPU: the GPU test run checks it.)
+COL_LANES = 1 if backend.is_simulator() else 8
+#: column tiles in flight along grid.x (blocks loop over the rest): every tile on a GPU; 32 in the
 #: simulator, where each block is Python threads (a 65537-wide row made 2049 blocks there)
-COL_TILE_BLOCKS = 8 if backend.is_simulator() else 2**31 - 1
+COL_TILE_BLOCKS = 32 if backend.is_simulator() else 2**31 - 1
 
 
 def _tile_blocks(cols: int) -> int:

@@ -543,9 +543,12 @@ def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *,
     c = dyn["counts"]
     if use_banks and (sum(c["lds"].values()) + sum(c["sts"].values())) > 0:
         # the SASS decides whether runs of a thread's accesses became 64/128-bit instructions
-        vec = (c["lds"][8] + c["lds"][16] + c["sts"][8] + c["sts"][16]) > 0.05 * (
-            sum(c["lds"].values()) + sum(c["sts"].values()))
-        ldd, std, bsrc = _bank_degrees(variant, problem, vec)
+        # (loads and stores apart: a quarter of the executed ones wide -> merged counts)
+        ld_vec = (c["lds"][8] + c["lds"][16]) > 0.25 * max(sum(c["lds"].values()), 1e-9)
+        st_vec = (c["sts"][8] + c["sts"][16]) > 0.25 * max(sum(c["sts"].values()), 1e-9)
+        ldd, _, bsrc = _bank_degrees(variant, problem, ld_vec)
+        _, std, bsrc2 = _bank_degrees(variant, problem, st_vec)
+        bsrc = bsrc if bsrc == bsrc2 else f"loads: {bsrc}; stores: {bsrc2}"
     else:
         ldd, std, bsrc = 1.0, 1.0, "no shared accesses" if use_banks else "banks off: conflict free assumed"
     wavefronts = _wavefronts(c, ldd, std)

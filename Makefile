@@ -23,8 +23,9 @@ install: $(STAMP)
 run: $(STAMP)
 	$(BIN)/perfkit run --profile auto --quiet
 
+# One worker per core: the simulator runs a kernel on one core (its threads share the GIL).
 test: $(STAMP)
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto --dist worksteal
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks/

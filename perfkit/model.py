@@ -754,11 +754,33 @@ def _find_variant(op: str, rung: int, name: str, config: dict):
     return None, mod
 
 
+def _variant_as_recorded(v, mod, op, name, config, commit):
+    """The rung as it was when the record was made: today's when its kernel code is unchanged
+    since ``commit`` (:func:`perfkit.lesson.source_changed_since`), else the rung rebuilt from
+    that commit (:func:`perfkit.history.variant_at`).  Returns (variant, module, code) with
+    code ``"today"``, ``"at <commit>"``, or ``"today (changed since <commit>; <why>)"``."""
+    from . import history as _history
+    from . import lesson
+
+    changed = lesson.source_changed_since(v, commit) if v is not None else True
+    if changed is False:
+        return v, mod, "today"
+    old, old_mod = _history.variant_at(commit, op, name, config)
+    if old is not None:
+        return old, old_mod, f"at {commit[:7]}"
+    why = _history.why_not(commit) or "rung not in that commit's ladder"
+    return v, mod, f"today (changed since {commit[:7]}; {why})" if changed else "today"
+
+
 def validate(gpu: str = "h100-sxm", results_root=None, ncu_path=None, *, banks: bool = True,
-             ops=None, problems=None):
+             ops=None, problems=None, history: bool = True):
     """Estimate every recorded (problem, rung) and compare.  Returns ``(table, line, levels)``:
     the per-record table, the summary line, and per-level counts against Nsight Compute.
-    ``ops`` / ``problems``: keep only records of these ops / problem labels."""
+    ``ops`` / ``problems``: keep only records of these ops / problem labels.
+
+    A record is compared with the code it measured: where a rung's kernel code changed since
+    the record's commit, the rung is rebuilt as it was then (:mod:`perfkit.history`; column
+    ``code`` says ``at <commit>``).  ``history=False`` estimates today's kernels throughout."""
     import glob
     import json
 
@@ -776,15 +798,19 @@ def validate(gpu: str = "h100-sxm", results_root=None, ncu_path=None, *, banks: 
         if (ops and op not in ops) or (problems and d["problem"] not in problems):
             continue
         v, mod = _find_variant(op, rung, name, d.get("config") or {})
+        commit = ((d.get("provenance") or {}).get("git_commit") or "")
+        code = "today"
+        if rung > 0 and commit and history:
+            v, mod, code = _variant_as_recorded(v, mod, op, name, d.get("config") or {}, commit)
         row = {"op": op, "problem": d["problem"], "rung": f"{rung:02d} {name}" if rung >= 0 else f"peer {name}",
-               "measured_s": d["timing"]["median_s"], "kind": "oracle/peer" if rung <= 0 else "rung"}
+               "measured_s": d["timing"]["median_s"], "kind": "oracle/peer" if rung <= 0 else "rung", "code": code}
         if v is None:
             row.update(predicted_s=np.nan, bound="rung not in ladder")
             rows.append(row)
             continue
         try:
             p = mod.Problem(**d["params"])
-            key = (op, json.dumps(d["params"], sort_keys=True), name, json.dumps(v.config, sort_keys=True, default=str))
+            key = (op, code, json.dumps(d["params"], sort_keys=True), name, json.dumps(v.config, sort_keys=True, default=str))
             if key not in cache:
                 cache[key] = estimate(v, p, gpu, banks=banks)
             e = cache[key]
@@ -873,12 +899,15 @@ def validate_cli(argv=None) -> int:
     v.add_argument("--results", default=None, help="records folder (default data/results)")
     v.add_argument("--ncu", default=None, help="Nsight Compute table (default: the shared measurements)")
     v.add_argument("--no-banks", action="store_true", help="skip the bank-conflict simulation")
+    v.add_argument("--today", action="store_true",
+                   help="estimate today's kernels even where a rung's code changed since its record")
     args = ap.parse_args(argv)
-    table, line, levels = validate(args.gpu, args.results, args.ncu, banks=not args.no_banks)
+    table, line, levels = validate(args.gpu, args.results, args.ncu, banks=not args.no_banks,
+                                   history=not args.today)
     show = table.drop(columns=[c for c in table.columns if c.startswith("_") or c == "kind"])
     show = show.assign(measured_us=(show.pop("measured_s") * 1e6).round(1),
                        predicted_us=(show.pop("predicted_s") * 1e6).round(1), ratio=show["ratio"].round(2))
-    show = show[["op", "problem", "rung", "measured_us", "predicted_us", "ratio", "bound"]]
+    show = show[["op", "problem", "rung", "code", "measured_us", "predicted_us", "ratio", "bound"]]
     with pd.option_context("display.max_rows", None, "display.width", 200, "display.max_colwidth", 48):
         print(show.to_string(index=False))
         if len(levels):

@@ -820,17 +820,69 @@ def _require_int32_offsets(v: Variant, problem: Problem) -> None:
                                      f"offsets, which reach 2**31 - 1 (use rung 8 for larger matrices)")
 
 
+#: the A^T tile of rungs 9-11: rows of BM + 4 words, and 8 more words after every 8 rows
+_AT_PAD, _AT_SKEW = 4, 8
+
+
+def _at_words(BM: int, BK: int) -> int:
+    """Words of one A^T buffer: BK rows of BM + 4, skewed by 8 words every 8 rows."""
+    return BK * (BM + _AT_PAD) + _AT_SKEW * ((BK - 1) // 8)
+
+
+if backend.is_simulator():
+
+    def st2(arr, off, x0, x1):
+        """``arr[off:off+2] = x0, x1`` (1-D float32, ``off`` even): one 64-bit store on a GPU."""
+        off = int(off)
+        if arr.ndim != 1 or arr.strides[0] != 4 or off % 2 or not 0 <= off <= arr.shape[0] - 2:
+            raise RuntimeError(f"st2: 64-bit access at element {off} of a {arr.shape} array "
+                               f"(strides {arr.strides}) is misaligned or out of bounds: a GPU would fault here")
+        arr[off], arr[off + 1] = x0, x1
+
+else:
+    from llvmlite import ir
+    from numba import types as _nbtypes
+    from numba.core import cgutils
+    from numba.cuda.extending import intrinsic
+
+    @intrinsic
+    def st2(typingctx, arr, off, x0, x1):
+        """``arr[off:off+2] = x0, x1`` as one 64-bit store (``STS.64`` in shared memory): 1-D
+        float32 ``arr``, ``off`` even (8-byte aligned), no negative-index wraparound."""
+        if not (isinstance(arr, _nbtypes.Array) and arr.ndim == 1 and arr.dtype == _nbtypes.float32
+                and isinstance(off, _nbtypes.Integer)):
+            return None
+        sig = _nbtypes.void(arr, off, x0, x1)
+
+        def codegen(context, builder, signature, args):
+            aryty, offty = signature.args[0], signature.args[1]
+            ary = context.make_array(aryty)(context, builder, args[0])
+            idx = [context.cast(builder, args[1], offty, _nbtypes.intp)]
+            ptr = cgutils.get_item_pointer(context, builder, aryty, ary, idx, wraparound=False)
+            vty = ir.VectorType(ir.FloatType(), 2)
+            vec = ir.Constant(vty, ir.Undefined)
+            for k in range(2):
+                x = context.cast(builder, args[2 + k], signature.args[2 + k], _nbtypes.float32)
+                vec = builder.insert_element(vec, x, ir.Constant(ir.IntType(32), k))
+            builder.store(vec, builder.bitcast(ptr, vty.as_pointer()), align=8)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+
 @lru_cache(maxsize=None)
-def _k_block(BK: int, BMP: int, BN: int, TM: int, TN: int, TCOLS: int, SUBM: int, SUBN: int, WARP: bool):
+def _k_block(BK: int, BMP: int, BN: int, TM: int, TN: int, TCOLS: int, SUBM: int, SUBN: int, WARP: bool,
+             SKEW: int = 0):
     """The BK k-steps of one shared tile, written out one after another (generated source): a
     loop over k with 64 FMAs a step is past LLVM's full-unroll threshold, and a rolled loop pays
     a 64-bit counter and recomputed addresses every step.  Unrolled, every shared offset is the
     lane's base (``abase``, ``bbase``: int64, computed once per tile) plus a constant, which
-    ptxas folds into the LDS instruction's immediate."""
+    ptxas folds into the LDS instruction's immediate.  Row ``kk`` of the A^T tile starts at
+    ``kk * BMP + SKEW * (kk // 8)`` (see ``_simt_kernel``)."""
     body = ["def k_block(As, Bs, acc, rm, rn, abase, bbase):"]
     for kk in range(BK):
         for i4 in range(TM // 4):
-            off = kk * BMP + i4 * (SUBM if WARP else 4)
+            off = kk * BMP + SKEW * (kk // 8) + i4 * (SUBM if WARP else 4)
             body.append(f"    rm[{4 * i4}], rm[{4 * i4 + 1}], rm[{4 * i4 + 2}], rm[{4 * i4 + 3}] = ld4(As, abase + {off})")
         if WARP:
             for j4 in range(TN // 4):
@@ -863,6 +915,17 @@ def _simt_kernel(BM: int, BN: int, BK: int, TM: int, TN: int, LR: int, WARP: boo
     swizzle as TN scalar loads); ``WARP=True`` arranges each warp's 32 lanes as LR x LC over
     4x4 sub-tiles, so a lane's operands are 4 consecutive floats (one LDS.128) and a
     quarter-warp's loads hit distinct 16-byte chunks of one 128-byte row or the same one.
+
+    The A^T tile (row k holds A[:, k] of the block) is padded to BM + 4 words a row, and every
+    8 rows further by SKEW = 8 words: row k starts at ``k * (BM + 4) + 8 * (k // 8)`` (16-byte
+    aligned, so the LDS.128 loads stay; a constant per k, so they stay immediates).  When each
+    thread moves an even number of A's 4-vectors (PAIR), it loads them from two adjacent rows
+    at the same 4 k and stores each k's pair with one 64-bit STS.  Why, for BK = 16: a warp's
+    transposing stores cover 8 rows (4 row pairs per 16-lane phase of an STS.64) at 4 k-groups
+    q = 0, 4, 8, 12; with the pad alone rows q and q + 8 start 8 * 132 = 1056 = 0 (mod 32)
+    banks apart, a 2-way conflict; the skew moves the q = 8, 12 rows by 8 banks, so the four
+    groups land on banks 0-7, 16-23, 8-15, 24-31 (+4e for element e).  BK = 8 has no row 8: no
+    skew, the layout rungs 9 and 10 always had.
     """
     i32 = int32
     if WARP:
@@ -874,24 +937,35 @@ def _simt_kernel(BM: int, BN: int, BK: int, TM: int, TN: int, LR: int, WARP: boo
         NT = (BM // TM) * (BN // TN)
         LC = WM = WN = WARPS_N = 1
     TCOLS = BN // TN
-    PAD = 4
-    BMP = BM + PAD
-    ABUF, BBUF = BK * BMP, BK * BN
+    BMP = BM + _AT_PAD
+    SKEW = _AT_SKEW
+    ABUF, BBUF = _at_words(BM, BK), BK * BN
     NA = BM * BK // 4 // NT  # 4-vectors of A and of B each thread moves per tile
     NB = BK * BN // 4 // NT
+    PAIR = NA % 2 == 0  # A's vectors in row pairs: 64-bit transposing stores
     TM4, TN4 = TM // 4, TN // 4
     SUBM, SUBN = LR * 4, LC * 4
     BK4, BN4 = BK // 4, BN // 4
     ASZ, BSZ, RA, RB, TMN = 2 * ABUF, 2 * BBUF, 4 * NA, 4 * NB, TM * TN  # array shapes: constants
-    kblock = _k_block(BK, BMP, BN, TM, TN, TCOLS, SUBM, SUBN, WARP)
+    kblock = _k_block(BK, BMP, BN, TM, TN, TCOLS, SUBM, SUBN, WARP, SKEW)
     dev = _jit(device=True, forceinline=True)
+
+    @dev
+    def a_vec(t, s):
+        """This thread's 4-vector ``s`` of the A tile: (row, first k) in the tile.  PAIR: vectors
+        2p and 2p + 1 are rows 2r and 2r + 1 at the same 4 k (one STS.64 per k stores both)."""
+        if PAIR:
+            v = i32(t + i32((s // 2) * NT))
+            return i32(i32(v // i32(BK4)) * i32(2) + i32(s % 2)), i32(i32(v % i32(BK4)) * i32(4))
+        v = i32(t + i32(s * NT))
+        return i32(v // i32(BK4)), i32(i32(v % i32(BK4)) * i32(4))
 
     @dev
     def kblock_rolled(As, Bs, acc, rm, rn, abase, bbase):
         """The same k-steps as a loop: for the checked tail (at most one tile of aligned
         matrices), so that the unrolled copy stays the kernel's one hot loop."""
         for kk in range(BK):
-            ao = abase + kk * BMP
+            ao = abase + kk * BMP + (kk // 8) * SKEW
             bo = bbase + kk * BN
             for i4 in range(TM4):
                 rm[4 * i4], rm[4 * i4 + 1], rm[4 * i4 + 2], rm[4 * i4 + 3] = ld4(
@@ -918,9 +992,9 @@ def _simt_kernel(BM: int, BN: int, BK: int, TM: int, TN: int, LR: int, WARP: boo
     def fetch_checked(a, b, ra, rb, t, bm, bn, k0, M32, N32, K32, vec_a, vec_b):
         """Any k-tile of any matrices: out-of-range elements read as zeros."""
         for s in range(NA):
-            v = i32(t + i32(s * NT))
-            r = i32(bm + i32(v // i32(BK4)))
-            q = i32(k0 + i32(v % i32(BK4)) * i32(4))
+            r, q = a_vec(t, s)
+            r = i32(bm + r)
+            q = i32(k0 + q)
             if vec_a and r < M32 and q + i32(3) < K32:
                 ra[4 * s], ra[4 * s + 1], ra[4 * s + 2], ra[4 * s + 3] = ld4(a, i32(r * K32 + q))
             else:
@@ -941,12 +1015,18 @@ def _simt_kernel(BM: int, BN: int, BK: int, TM: int, TN: int, LR: int, WARP: boo
         """Registers -> shared buffer ``buf``: A transposed (padded rows), B as stored."""
         abase = i32(buf * i32(ABUF))
         bbase = i32(buf * i32(BBUF))
-        for s in range(NA):
-            v = i32(t + i32(s * NT))
-            r = i32(v // i32(BK4))
-            q = i32(i32(v % i32(BK4)) * i32(4))
-            for e in range(4):
-                As[uint64(abase + i32(q + e) * i32(BMP) + r)] = ra[4 * s + e]
+        if PAIR:  # rows r, r + 1 at k = q + e: one 64-bit store per k
+            for p in range(NA // 2):
+                r, q = a_vec(t, 2 * p)
+                o = i32(abase + q * i32(BMP) + i32(q // i32(8)) * i32(SKEW) + r)  # (q + e) // 8 == q // 8
+                for e in range(4):
+                    st2(As, i32(o + i32(e * BMP)), ra[8 * p + e], ra[8 * p + 4 + e])
+        else:
+            for s in range(NA):
+                r, q = a_vec(t, s)
+                o = i32(abase + q * i32(BMP) + i32(q // i32(8)) * i32(SKEW) + r)
+                for e in range(4):
+                    As[uint64(o + i32(e * BMP))] = ra[4 * s + e]
         for s in range(NB):
             v = i32(t + i32(s * NT))
             r = i32(v // i32(BN4))
@@ -960,7 +1040,7 @@ def _simt_kernel(BM: int, BN: int, BK: int, TM: int, TN: int, LR: int, WARP: boo
 
     @_jit(launch_bounds=(NT, MIN_BLOCKS))  # MIN_BLOCKS resident blocks: caps registers at 64K / (NT * MIN_BLOCKS)
     def gemm_simt(a, b, c, M, N, K, vec_a, vec_b, vec_c):
-        As = cuda.shared.array(ASZ, float32)  # two buffers of the A^T tile, rows padded
+        As = cuda.shared.array(ASZ, float32)  # two buffers of the A^T tile, rows padded and skewed
         Bs = cuda.shared.array(BSZ, float32)
         ra = cuda.local.array(RA, float32)  # the next tile, staged in registers
         rb = cuda.local.array(RB, float32)
@@ -986,8 +1066,8 @@ def _simt_kernel(BM: int, BN: int, BK: int, TM: int, TN: int, LR: int, WARP: boo
         for i in range(TMN):
             acc[i] = float32(0)
         for s in range(NA):  # clamped: a row past m reads row m-1 (its products are never stored)
-            v = i32(t + i32(s * NT))
-            a_off[s] = i32(min(i32(bm + i32(v // i32(BK4))), i32(M32 - i32(1))) * K32 + i32(v % i32(BK4)) * i32(4))
+            r, q = a_vec(t, s)
+            a_off[s] = i32(min(i32(bm + r), i32(M32 - i32(1))) * K32 + q)
         for s in range(NB):  # clamped to the last 4 columns (n is a multiple of 4 on this path)
             v = i32(t + i32(s * NT))
             b_off[s] = i32(i32(v // i32(BN4)) * N32 + min(i32(bn + i32(v % i32(BN4)) * i32(4)), i32(N32 - i32(4))))
@@ -1052,7 +1132,7 @@ class Index32(DoubleBuffer):
         "base plus an immediate, each thread's global offsets are computed once (rows past m "
         "clamped, their products never stored) so full aligned k-tiles load with no checks, "
         "launch_bounds(256, 2) caps registers, and C is written with 128-bit stores. sm_90a, "
-        "no GPU: 125 registers (rung 8: 120), the hot loop (a whole k-tile) is 512 FFMA in 653 "
+        "no GPU: 125 registers (rung 8: 120), the hot loop (a whole k-tile) is 512 FFMA in 652 "
         "instructions (0.78; rung 8's k-step 64 in 90, 0.71, plus its per-tile loads). "
         "Refuses matrices of 2**31 elements or more, which 32-bit offsets cannot reach.")
 
@@ -1064,6 +1144,9 @@ class Index32(DoubleBuffer):
 
     def _kernel(self):
         return _simt_kernel(self.BM, self.BN, self.BK, self.TM, self.TN, 1, False, self.MIN_BLOCKS)
+
+    def shared_bytes(self) -> int:
+        return 2 * (_at_words(self.BM, self.BK) + self.BK * self.BN) * F32  # two buffers of A^T and B
 
     def plan(self, problem, bufs):
         m, n, k = _dims(problem)
@@ -1098,7 +1181,7 @@ class WarpTile(_Tunable):
         "the same chunk (broadcast), so they are conflict-free. B is stored unswizzled with "
         "128-bit shared stores. Same 32-bit offsets, double buffering and 128x128x8 block tile "
         "as rung 9, as CUTLASS's SIMT SGEMM arranges it. Checked with no GPU (sm_90a): the hot "
-        "loop is 512 FFMA in 588 instructions (0.87; rung 9: 0.78, rung 8's k-step: 0.71), "
+        "loop is 512 FFMA in 587 instructions (0.87; rung 9: 0.78, rung 8's k-step: 0.71), "
         "32 LDS.128 and no LDS.32; 128 registers under launch_bounds(256, 2), 25% occupancy, "
         "with a 20-byte spill (one local load per k-tile); the bank-conflict counter finds its "
         "shared accesses conflict-free (degree 1.00 at 64x128x64).")
@@ -1154,7 +1237,7 @@ class WarpTile(_Tunable):
         return [Launch(self._kernel(), grid, self.threads(), args)]
 
     def shared_bytes(self) -> int:
-        return 2 * self.BK * (self.BM + 4 + self.BN) * F32
+        return 2 * (_at_words(self.BM, self.BK) + self.BK * self.BN) * F32  # two buffers of A^T and B
 
     def traffic(self, problem):
         return _tiled_traffic(problem, self.BM, self.BN, self.BK, (1 / self.TN + 1 / self.TM) * F32, "fma",
@@ -1345,11 +1428,17 @@ class Autotuned(WarpTile):
         "occupancy from shared memory and registers), the best few are compiled for the target "
         "with no GPU and pruned if they spill or starve occupancy, and the survivors are timed on "
         "a GPU. No GPU has timed them yet: this configuration (128x128 block, BK=16, 8x8 per "
-        "thread, 32x64 warp tile) is the model's pick (perfkit.model.estimate: 3.48 ms at "
-        "4096^3 on an H100, rung 10 3.49 ms; rung 10's BK=8 spills 20 bytes under the register "
-        "cap, this one does not) -- a prediction, not a measurement. sm_90a: hot loop 1024 FFMA "
-        "in 1174 instructions (0.87), 128 registers; the counter finds its shared loads "
-        "conflict-free and its transposing A stores 2-way (128 extra of 4480 wavefronts).")
+        "thread, 32x64 warp tile) is the model's pick (perfkit.model.estimate: 3.47 ms at "
+        "4096^3 on an H100; rung 10's BK=8 spills 20 bytes under the register cap, this one "
+        "does not) -- a prediction, not a measurement. BK=16 brings one more fix: with rows of "
+        "the A^T tile padded to 132 words, rows k and k+8 start on the same bank, so a warp's "
+        "transposing stores (8 rows of A at k groups 0, 4, 8, 12) were 2-way (perfkit.banks, "
+        "128x128x32, one block: 4480 wavefronts for 4352 ideal). Here rows 8-15 are skewed by 8 "
+        "more words (still 16-byte aligned, still an immediate in every LDS.128) and each thread "
+        "loads its two A vectors from adjacent rows, storing each k's pair with one STS.64: the "
+        "counter finds loads and stores conflict-free (4352 of 4352, degree 1.00; every shared "
+        "instruction 64/128-bit, so counted merged). sm_90a: hot loop 1024 FFMA in 1159 "
+        "instructions (0.88; 4 STS.64 where 8 STS.32 were), 128 registers, no spills.")
 
 
 # --- rung 11: tensor cores -------------------------------------------------------------------

@@ -420,20 +420,41 @@ def find_loops(sass: str) -> list[Loop]:
     return loops
 
 
+def _math(m: dict) -> int:
+    return sum(v for k, v in m.items() if k.startswith(("fp32", "fp16", "fp64")))
+
+
+def _mem(m: dict) -> int:
+    return sum(v for k, v in m.items() if k.startswith(("global", "shared")))
+
+
 def hot_loop_of(loops: list[Loop]) -> Loop | None:
-    """The hot loop: among the innermost loops, the one doing the most arithmetic (tensor mma,
-    then fp32/fp16 math), then the one moving the most memory, then the largest body."""
+    """The hot loop: the innermost loop doing the arithmetic work.
+
+    Among the innermost loops, the one doing the most arithmetic (tensor mma, then
+    fp32/fp16/fp64 math), then the one moving the most memory, then the largest body.  But the
+    work may sit in a loop that is not innermost: a tensor-core k-loop whose tile loads are
+    loops of their own (nested, innermost, with no mma).  So, kind by kind (tensor mma first,
+    then the float math): if the best innermost loop does none of that kind while some loop's
+    OWN body (its nested loops' bodies left out) does, the hot loop is the deepest such loop
+    (then the most of that kind, the most memory, the largest body).  ``mix`` stays the whole
+    body per iteration, nested loops included."""
     inner = [lp for lp in loops if lp.innermost]
     if not inner:
         return None
 
     def weight(lp):
         m = lp.mix
-        math_ = sum(v for k, v in m.items() if k.startswith(("fp32", "fp16", "fp64")))
-        mem = sum(v for k, v in m.items() if k.startswith(("global", "shared")))
-        return (m.get("tensor mma", 0), math_, mem, lp.instructions)
+        return (m.get("tensor mma", 0), _math(m), _mem(m), lp.instructions)
 
-    return max(inner, key=weight)
+    best = max(inner, key=weight)
+    for score in (lambda m: m.get("tensor mma", 0), _math):
+        if score(best.mix) > 0:
+            return best
+        doing = [lp for lp in loops if score(lp.own_mix) > 0]
+        if doing:
+            return max(doing, key=lambda lp: (lp.depth, score(lp.own_mix), _mem(lp.own_mix), lp.instructions))
+    return best
 
 
 # --- the report -----------------------------------------------------------------------------

@@ -14,6 +14,8 @@ The decision is announced in one line on stderr and is available as :func:`name`
 """
 from __future__ import annotations
 
+import contextlib
+
 import os
 import sys
 from dataclasses import asdict, dataclass, field
@@ -153,9 +155,26 @@ class DeviceInfo:
 _device_cache: DeviceInfo | None = None
 
 
+_device_override: list = []
+
+
+@contextlib.contextmanager
+def planning_for(info: DeviceInfo):
+    """Within the block, :func:`device` answers ``info``: a launch plan that sizes its grid from
+    the device's SM count is planned for that device (the model's estimates of a target GPU),
+    whatever runs the process.  Nothing is launched."""
+    _device_override.append(info)
+    try:
+        yield info
+    finally:
+        _device_override.pop()
+
+
 def device() -> DeviceInfo:
     """The device in use (cached).  In the simulator, a DeviceInfo that says so."""
     global _device_cache
+    if _device_override:
+        return _device_override[-1]
     if _device_cache is not None:
         return _device_cache
     choose()

@@ -364,8 +364,22 @@ def _array_bytes(args) -> tuple[int, int, float]:
     return arrays, scalars, nbytes
 
 
-def _plan_launches(variant, problem):
-    """The rung's launches with stand-in buffers of the real shapes (nothing allocated)."""
+def _plan_launches(variant, problem, r=None):
+    """The rung's launches with stand-in buffers of the real shapes (nothing allocated), planned
+    for the target GPU of the rates ``r`` (its SM count and compute capability, for plans that
+    size their grids from the device)."""
+    from . import backend
+
+    if r is None:
+        return _plan_launches_here(variant, problem)
+    info = backend.DeviceInfo(name=f"model target ({r['sm_count']['value']} SMs)", simulated=False,
+                              compute_capability=tuple(r["compute_capability"]["value"]),
+                              sm_count=int(r["sm_count"]["value"]))
+    with backend.planning_for(info):
+        return _plan_launches_here(variant, problem)
+
+
+def _plan_launches_here(variant, problem):
     import numpy as np
 
     specs = {**problem.input_specs(), **problem.output_specs(), **variant.workspace(problem)}
@@ -375,6 +389,19 @@ def _plan_launches(variant, problem):
             self.shape, self.dtype = tuple(shape), np.dtype(dtype)
             self.ndim = len(self.shape)
             self.size = int(np.prod(self.shape))
+
+        def reshape(self, *shape):
+            shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
+            shape = tuple(int(x) for x in shape)
+            if -1 in shape:
+                known = int(np.prod([x for x in shape if x != -1]))
+                shape = tuple(self.size // max(known, 1) if x == -1 else x for x in shape)
+            if int(np.prod(shape)) != self.size:
+                raise ValueError(f"cannot reshape {self.shape} to {shape}")
+            return _Buf(shape, self.dtype)
+
+        def ravel(self):
+            return _Buf((self.size,), self.dtype)
 
     try:
         return variant.plan(problem, {n: _Buf(s, d) for n, (s, d) in specs.items()})
@@ -443,6 +470,18 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
                 trips[i], rules[i] = total, f"{key} work: flops / ({per:g} x {key} per iteration)"
     # 2. sweeping loops
     sweep = [i for i, c in enumerate(own) if trips[i] is None and c["gmem_bytes"] > 0]
+    # a remainder loop: the sibling right before or after an unrolled loop whose global
+    # accesses it repeats k (>= 2) times fewer; each thread runs it fewer than k times per pass
+    for i in list(sweep):
+        for j in (i - 1, i + 1):
+            if j in sweep and j != i and loops[j].parent == loops[i].parent:
+                a, b = own[i], own[j]
+                k = b["gmem_bytes"] / a["gmem_bytes"]
+                if k >= 2 and k == int(k) and b["gload_bytes"] * a["gmem_bytes"] == a["gload_bytes"] * b["gmem_bytes"]:
+                    trips[i], rules[i] = warps * (k - 1) / 2, f"remainder of loop {j} (unrolled x{k:g}): (k - 1) / 2 per warp"
+                    sweep.remove(i)
+                    launch_bytes = max(launch_bytes - trips[i] * 32 * a["gmem_bytes"], 0.0)
+                    break
     if sweep and launch_bytes > 0:
         per_iter = sum(own[i]["gmem_bytes"] for i in sweep) * 32
         t = launch_bytes / per_iter
@@ -517,6 +556,104 @@ def _inspect(variant, problem, cc, k):
     return anatomy.inspect(variant, _compile_problem(variant, problem), cc=cc, kernel=k)
 
 
+_NO_DST = ("ST", "STG", "STS", "STL", "BRA", "BAR", "EXIT", "RET", "BSYNC", "BSSY", "WARPSYNC", "DEPBAR",
+           "LDGDEPBAR", "NOP", "RED", "CALL", "YIELD", "MEMBAR", "ERRBAR", "CCTL", "BPT", "BREAK", "JMP", "BRX",
+           "LDGSTS", "ARRIVES", "SYNCS", "VOTEU", "NANOSLEEP", "REDG", "STSM")
+_XU = ("MUFU", "I2F", "F2I", "F2F", "I2I", "FRND", "POPC", "FLO", "BREV", "I2FP", "F2IP")
+_OPERAND_REG = re.compile(r"\b(U?P\d|U?PT|UR\d+|URZ|R\d+|RZ)(\.64)?\b")
+
+
+def _operand_regs(text: str) -> list[str]:
+    out = []
+    for m in _OPERAND_REG.finditer(text):
+        name = m.group(1)
+        if name in ("RZ", "URZ", "PT", "UPT"):
+            continue
+        out.append(name)
+        if m.group(2) and name[0] in "RU" and not name.startswith("UP"):
+            pre = "UR" if name.startswith("UR") else "R"
+            out.append(f"{pre}{int(name[len(pre):]) + 1}")
+    return out
+
+
+def _latencies(r, miss: float, bank_degree: float = 1.0) -> dict:
+    """Cycles from issue to a result a dependent instruction can use, by kind (Hopper figures
+    from ``data/rates.yaml``); a global load's is the L2 hit latency plus the DRAM miss rate
+    times the difference."""
+    g = r["latency_l2_clk"]["value"] + miss * (r["latency_dram_clk"]["value"] - r["latency_l2_clk"]["value"])
+    return {"alu": r["latency_alu_clk"]["value"], "xu": r["latency_xu_clk"]["value"],
+            "global": g, "local": r["latency_l1_clk"]["value"],
+            "shared": r["latency_smem_clk"]["value"] * max(bank_degree, 1.0),
+            "ldsm": r["latency_smem_clk"]["value"], "shfl": r["latency_shuffle_clk"]["value"],
+            "bar": r["latency_barrier_clk"]["value"], "mma": r["latency_mma_clk"]["value"],
+            "fp64": r["latency_fp64_clk"]["value"]}
+
+
+def _warp_cycles(body: list[str], lat: dict, *, loop: bool) -> float:
+    """Cycles one warp alone needs per pass over ``body`` (SASS instructions, in order): an
+    in-order scoreboard where an instruction issues one cycle after the one before, or when the
+    registers and predicates it reads are ready, whichever is later; its destinations are ready
+    its latency later.  A loop body is run twice and the second pass counted (the steady state,
+    with the dependences an iteration carries into the next)."""
+    ready: dict = {}
+    t = 0.0
+    passes = 2 if loop else 1
+    first = 0.0
+    for p in range(passes):
+        t0 = t
+        for ins in body:
+            text = ins.strip().rstrip(";").strip()
+            guard = []
+            if text.startswith("@"):
+                g, _, text = text.partition(" ")
+                guard = [g.lstrip("@!")]
+            op, _, rest = text.partition(" ")
+            base = op.split(".")[0]
+            if base == "NOP":
+                continue
+            ops = [o.strip() for o in rest.split(",")] if rest.strip() else []
+            writes = base not in _NO_DST and bool(ops)
+            dst = _operand_regs(ops[0]) if writes else []
+            srcs = guard + [x for o in (ops[1:] if writes else ops) for x in _operand_regs(o)]
+            if writes and "[" in ops[0]:  # an address in the first operand is read
+                srcs += dst
+                dst = []
+            issue = max([t + 1.0] + [ready.get(x, 0.0) for x in srcs])
+            if base == "BAR":
+                issue += lat["bar"]
+            if base in ("LDG", "LD", "ATOMG", "ATOM"):
+                lt = lat["global"]
+            elif base == "LDL":
+                lt = lat["local"]
+            elif base in ("LDS", "ATOMS"):
+                lt = lat["shared"]
+            elif base == "LDSM":
+                lt = lat["ldsm"]
+            elif base == "SHFL":
+                lt = lat["shfl"]
+            elif base.endswith("MMA"):
+                lt = lat["mma"]
+            elif base in _XU:
+                lt = lat["xu"]
+            elif base.startswith("D") and base[1:] in ("FMA", "ADD", "MUL", "SETP"):
+                lt = lat["fp64"]
+            else:
+                lt = lat["alu"]
+            width = 4 if ".128" in op else 2 if (".64" in op or ".WIDE" in op) else 1
+            if base.endswith("MMA"):
+                width = 4
+            regs = list(dst)
+            if dst and dst[0].startswith("R") and width > 1:
+                b = int(dst[0][1:])
+                regs += [f"R{b + k}" for k in range(1, width)]
+            for x in regs:
+                ready[x] = issue + lt
+            t = issue
+        if p == 0:
+            first = t - t0
+    return (t - t0) if loop else first
+
+
 def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *, use_banks: bool) -> dict:
     cc = r["compute_capability"]["value"]
     rep = _inspect(variant, problem, cc, k)
@@ -567,41 +704,40 @@ def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *,
         "tensor": (c["mma"] * 4096.0 / (r["tensor_fp16_flops"]["value"] * r["mma_sync_fraction"]["value"])
                    if c["mma"] and r["tensor_fp16_flops"]["value"] else 0.0),
     }
-    # latency (Little's law): every warp's chain of iterations, waves of resident blocks
-    lat_l = r["latency_l2_clk"]["value"]
-    lat_d = r["latency_dram_clk"]["value"]
-    glat = lat_l if l2_total > 2 * traffic.dram_bytes else lat_d
-    chain = 0.0
-
-    def exposed(cnt, body):
-        d = _load_use_distance(body) if body else {}
-        e = 0.0
-        if cnt["gload_bytes"]:
-            e += max(0.0, glat - d.get("LDG", 0) * 2)
-        if sum(cnt["lds"].values()) or cnt["ldsm"]:
-            e += max(0.0, r["latency_smem_clk"]["value"] * ldd - d.get("LDS", 0) * 2)
-        e += cnt["bar"] * r["latency_barrier_clk"]["value"]
-        e += cnt["shfl"] * r["latency_shuffle_clk"]["value"]
-        return e
-
+    # latency: one warp's cycles per iteration of each loop (an in-order scoreboard over the
+    # SASS: an instruction issues when its operands are ready), against the issue cycles of the
+    # warps sharing a scheduler; waves of resident blocks
+    miss = min(1.0, max(0.0, traffic.dram_bytes / l2_total)) if l2_total else 1.0
+    lat = _latencies(r, miss, ldd)
+    w = warps_per_sched
     from .anatomy import _sass_lines
 
     lines = _sass_lines(rep.sass)
     loops = rep.loops
+    sched_cycles = 0.0
+    per_loop = []
     for i, lp in enumerate(loops):
         t = dyn["trips"][i]
         if not t:
             continue
         kids = [o for o in loops if o.parent == i]
         body = [ins for a, ins in lines if lp.start <= a <= lp.end and not any(kk.start <= a <= kk.end for kk in kids)]
-        cnt = dyn["own"][i]
-        chain += (t / warps) * (cnt["instr"] + exposed(cnt, body))
-    st = dyn["straight"]
+        cyc = _warp_cycles(body, lat, loop=True)
+        n = t / warps
+        n_instr = dyn["own"][i]["instr"]
+        sched_cycles += n * max(cyc, w * n_instr)
+        per_loop.append({"loop": i, "iterations_per_warp": n, "warp_cycles": cyc, "issue_cycles": w * n_instr})
     in_loop = {a for lp in loops for a, _ in lines if lp.start <= a <= lp.end}
     sbody = [ins for a, ins in lines if a not in in_loop]
-    chain += st["instr"] + exposed(st, sbody)
-    legs["latency"] = waves * chain / clk
-    ordered = sorted(legs.values(), reverse=True)
+    cyc = _warp_cycles(sbody, lat, loop=False)
+    sched_cycles += max(cyc, w * dyn["straight"]["instr"])
+    per_loop.append({"loop": "straight", "iterations_per_warp": 1, "warp_cycles": cyc,
+                     "issue_cycles": w * dyn["straight"]["instr"]})
+    legs["latency"] = waves * sched_cycles / clk
+    top = max(legs, key=legs.get)
+    # the latency leg already holds the issue cycles of the warps sharing a scheduler
+    ordered = sorted((v for k, v in legs.items() if not (top == "latency" and k == "issue")), reverse=True)
+    ordered = ordered + [0.0] * (2 - len(ordered))
     overlap = r["overlap"]["value"]
     has_barrier = any(c2["bar"] for c2 in dyn["own"]) or dyn["straight"]["bar"]
     if resident_blocks <= 1 and has_barrier:
@@ -618,7 +754,8 @@ def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *,
             "smem_ideal": ideal, "smem_conflicts": wavefronts - ideal, "bank_degree_load": ldd,
             "bank_degree_store": std, "bank_source": bsrc, "dram_bytes": dram_bytes, "l2_bytes": l2_bytes,
             "lsu_wavefronts": lsu_wavefronts, "trips": dyn["trips"], "trip_rules": dyn["rules"],
-            "hot_loop": str(rep.hot_loop) if rep.hot_loop else None}
+            "hot_loop": str(rep.hot_loop) if rep.hot_loop else None, "latency_detail": per_loop,
+            "latencies_clk": lat}
 
 
 def _coalesce_factor(traffic, c, l2_bytes) -> float:
@@ -660,7 +797,7 @@ def estimate(variant, problem, gpu: str = "h100-sxm", *, banks: bool = True) -> 
         e = _library_estimate(variant, problem, r, traffic)
         e.gpu = gpu
         return e
-    launches = _plan_launches(variant, problem)
+    launches = _plan_launches(variant, problem, r)
     if not launches:
         e = _library_estimate(variant, problem, r, traffic)
         e.gpu = gpu

@@ -21,7 +21,9 @@ from __future__ import annotations
 import functools
 import importlib
 import os
+import shutil
 import subprocess
+import tempfile
 import sys
 from pathlib import Path
 
@@ -88,21 +90,25 @@ def _materialize(commit: str) -> tuple[Path, str] | None:
     full = r.stdout.strip()
     root = _cache_root() / full[:12]
     pkg = root / package_name(full)
-    done = pkg / ".complete"
-    if not done.exists():
+    if not (pkg / ".complete").exists():
         ls = _git("ls-tree", "-r", "--name-only", full, "perfkit/kernels")
         if ls.returncode != 0 or not ls.stdout.strip():
             _WHY[key] = f"no perfkit/kernels at {full[:12]}"
             return None
+        # written into a fresh folder and renamed into place: parallel test workers never see
+        # half a package
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=root))
         for rel in ls.stdout.split():
             if not rel.endswith(".py"):
                 continue
             show = _git("show", f"{full}:{rel}")
             if show.returncode != 0:
                 _WHY[key] = f"git show {full[:12]}:{rel} failed: {show.stderr.strip()[:120]}"
+                shutil.rmtree(tmp, ignore_errors=True)
                 return None
             sub = Path(rel).relative_to("perfkit")
-            dst = pkg / sub
+            dst = tmp / sub
             dst.parent.mkdir(parents=True, exist_ok=True)
             text = show.stdout
             if sub.as_posix() == "kernels/__init__.py":
@@ -110,8 +116,15 @@ def _materialize(commit: str) -> tuple[Path, str] | None:
             elif sub.as_posix() == "kernels/base.py":
                 text = "from perfkit.kernels.base import *  # noqa: F401,F403  (today's contract)\n"
             dst.write_text(text, encoding="utf-8")
-        (pkg / "__init__.py").write_text(_INIT.format(commit=full[:12], aliases=_ALIASES), encoding="utf-8")
-        done.write_text(full)
+        (tmp / "__init__.py").write_text(_INIT.format(commit=full[:12], aliases=_ALIASES), encoding="utf-8")
+        (tmp / ".complete").write_text(full)
+        try:
+            os.rename(tmp, pkg)
+        except OSError:  # another process got there first
+            shutil.rmtree(tmp, ignore_errors=True)
+        if not (pkg / ".complete").exists():
+            _WHY[key] = f"could not write the kernels at {full[:12]} under {root}"
+            return None
     return root, full
 
 

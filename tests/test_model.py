@@ -101,3 +101,94 @@ def test_traffic_old_names_still_work():
     p = model.predict(t, peak_flops=1.0, dram_bw=4.0, l2_bw=4.0)
     assert p.limiter == "l2" and p.seconds == 4.0
     assert t.smem_wavefronts is None and t.local_bytes is None
+
+
+# --- the latency leg: one warp's cycles per iteration from an in-order scoreboard ------------
+_LAT = {"alu": 4, "xu": 16, "global": 500, "local": 33, "shared": 30, "ldsm": 30, "shfl": 25, "bar": 20,
+        "mma": 32, "fp64": 8}
+
+
+def test_scoreboard_independent_vs_dependent_chains():
+    indep = ["FFMA R1, R2, R3, R1 ;", "FFMA R4, R2, R3, R4 ;", "FFMA R5, R2, R3, R5 ;", "FFMA R6, R2, R3, R6 ;"]
+    dep = ["FFMA R1, R2, R3, R1 ;", "FFMA R1, R2, R3, R1 ;", "FFMA R1, R2, R3, R1 ;", "FFMA R1, R2, R3, R1 ;"]
+    # four independent accumulators issue back to back; one accumulator waits 4 cycles each time
+    assert model._warp_cycles(indep, _LAT, loop=True) == 4
+    assert model._warp_cycles(dep, _LAT, loop=True) == 16
+
+
+def test_scoreboard_exposes_load_latency_until_first_use():
+    used_at_once = ["LDG.E R4, desc[UR4][R2.64] ;", "FADD R5, R4, R5 ;", "IADD3 R2, R2, 0x80, RZ ;"]
+    hidden = ["LDG.E R4, desc[UR4][R2.64] ;", "IADD3 R2, R2, 0x80, RZ ;", "FADD R5, R8, R5 ;"]
+    two_loads = ["LDG.E R4, desc[UR4][R2.64] ;", "LDG.E R6, desc[UR4][R2.64+0x4] ;", "FADD R5, R4, R5 ;",
+                 "FADD R5, R6, R5 ;", "IADD3 R2, R2, 0x80, RZ ;"]
+    c1 = model._warp_cycles(used_at_once, _LAT, loop=True)
+    assert 500 <= c1 <= 510  # the FADD waits for the load; the address update feeds the next load
+    assert model._warp_cycles(hidden, _LAT, loop=True) < 20  # the load result is never waited for
+    # two independent loads overlap: one latency, not two
+    c2 = model._warp_cycles(two_loads, _LAT, loop=True)
+    assert c2 < 1.2 * c1
+    # a predicated instruction reads its guard
+    guarded = ["ISETP.GE.AND P0, PT, R1, R2, PT ;", "@P0 LDG.E R4, desc[UR4][R2.64] ;", "FADD R5, R4, R5 ;"]
+    assert model._warp_cycles(guarded, _LAT, loop=False) >= 4 + 500
+
+
+def test_scoreboard_register_pairs_and_vectors():
+    # a 128-bit load writes R4..R7: a use of R7 waits for it
+    body = ["LDS.128 R4, [R2] ;", "FADD R9, R7, R9 ;"]
+    assert model._warp_cycles(body, _LAT, loop=False) >= 30
+    # an address pair R2.64 is read as R2 and R3
+    body = ["IMAD.WIDE R2, R0, 0x4, R8 ;", "LDG.E R4, desc[UR4][R2.64] ;"]
+    assert model._warp_cycles(body, _LAT, loop=False) >= 1 + 4
+
+
+def test_planning_for_a_target_device():
+    from perfkit import backend
+
+    before = backend.device()
+    info = backend.DeviceInfo(name="target", simulated=False, compute_capability=(9, 0), sm_count=132)
+    with backend.planning_for(info):
+        assert backend.device().sm_count == 132
+    assert backend.device() == before
+
+
+def test_stand_in_buffers_reshape_like_arrays():
+    v = layernorm.LADDER[2]
+    p = layernorm.Problem(rows=37, cols=129, dtype="float32")
+    launches = model._plan_launches(v, p)
+    sizes = [model._array_bytes(l.args)[2] for l in launches]
+    assert sum(sizes) >= 2 * 37 * 129 * 4  # x in and y out at their real sizes, not 1-element stand-ins
+
+
+def _history_ok():
+    import subprocess
+
+    from perfkit import history
+
+    r = subprocess.run(["git", "cat-file", "-e", "7c7b2e0^{commit}"], cwd=history._repo_root(), capture_output=True)
+    return r.returncode == 0
+
+
+@pytest.mark.skipif(not _history_ok(), reason="commit 7c7b2e0 (the H100 records' code) is not in this clone's history")
+def test_history_rebuilds_a_rung_as_recorded():
+    from perfkit import history
+    from perfkit.kernels.base import Variant
+
+    v, mod = history.variant_at("7c7b2e0", "softmax", "multirow", {})
+    assert v is not None, history.why_not("7c7b2e0")
+    assert isinstance(v, Variant) and type(v).__module__.startswith("perfkit_at_7c7b2e0")
+    p = mod.Problem(rows=4096, cols=1024, dtype="float32")
+    e = model.estimate(v, p)
+    _check(e)
+    # the old rung's code differs from today's, and validate says which code it estimated
+    assert type(v) is not type(softmax.LADDER[5])
+    table, line, _ = model.validate("h100-sxm", ops=["softmax"], problems=["rows=4096 cols=1024 dtype=float32 axis=-1"])
+    codes = set(table[table["kind"] == "rung"]["code"])
+    assert any(c.startswith("at 7c7b2e0") for c in codes) and "today" in codes
+    assert re.fullmatch(r"median abs error \d+% over \d+; worst ratio [\d.]+; within 2x: \d+/\d+", line)
+
+
+def test_history_unknown_commit_says_why():
+    from perfkit import history
+
+    v, mod = history.variant_at("0" * 40, "softmax", "multirow", {})
+    assert v is None and "not in this repository" in history.why_not("0" * 40)

@@ -11,7 +11,7 @@ one rung further onto the tensor cores.  Ledger (the rung number and name live o
    4 blocktile_1d  each thread computes 8 C elements of a column: fewer shared loads per FMA
    5 blocktile_2d  each thread computes an 8x8 C tile from registers: outer products
    6 vectorized    128-bit global loads (load4) and A stored transposed in shared memory
-   7 no_bank_conf  padded A^T and swizzled B tiles: shared loads without conflicts
+   7 no_bank_conf  padded A^T and swizzled, padded B tiles: shared loads and stores without conflicts
    8 double_buf    two shared buffers: the next tile's loads overlap this tile's FMAs
    9 index32       rung 8 with 32-bit offsets, written-out k-steps, hoisted addresses
   10 warptile      warps own 64x32 tiles of 4x4 sub-tiles: every operand load is an LDS.128
@@ -534,6 +534,19 @@ class Blocktile2D(_Tunable):
 
 
 # --- rung 6 --------------------------------------------------------------------------------
+#: rungs 7-9 store B's column tc * TN + j at j * (TCOLS + 4) + tc (TCOLS = BN / TN threads along
+#: a row): the swizzle makes a half-warp's TN loads of B 16 consecutive words each; the 4-word
+#: pad after each of the TN runs spreads the stores.  A warp stores one 128-wide row of B as 4
+#: consecutive columns a lane, so lanes 2i and 2i + 1 write runs j and j + 4 at the same tc:
+#: unpadded, 4 * 16 = 64 words = 0 banks apart (2-way); padded, 4 * 20 = 80 = 16 banks apart.
+_B_PAD = 4
+
+
+def _b_row(BN: int, TN: int) -> int:
+    """Words of one row of the swizzled, padded B tile of rungs 7-9."""
+    return TN * (BN // TN + _B_PAD)
+
+
 @lru_cache(maxsize=None)
 def _vectorized_kernel(BM: int, BN: int, BK: int, TM: int, TN: int, PAD: int, SWIZZLE: bool, MIN_BLOCKS: int = 1):
     """Rungs 6 and 7: 128-bit global loads, A^T in shared memory (rung 7 adds PAD and SWIZZLE)."""
@@ -541,12 +554,14 @@ def _vectorized_kernel(BM: int, BN: int, BK: int, TM: int, TN: int, PAD: int, SW
     TCOLS = BN // TN  # threads along a row of the block tile
     TMN = TM * TN
     BMP = BM + PAD
+    SB = TCOLS + _B_PAD  # rung 7: words between the swizzled runs of B (rung 6: unused)
+    BNS = _b_row(BN, TN) if SWIZZLE else BN
     LA, LB = -(-BM * BK // 4 // NT), -(-BK * BN // 4 // NT)  # 4-vectors per thread per tile
 
     @_jit(launch_bounds=(NT, MIN_BLOCKS))
     def gemm_vectorized(a, b, c, M, N, K, vec_a, vec_b):
         AsT = cuda.shared.array((BK, BMP), float32)  # A tile stored transposed: (BK, BM + PAD)
-        Bs = cuda.shared.array((BK, BN), float32)
+        Bs = cuda.shared.array((BK, BNS), float32)
         acc = cuda.local.array(TMN, float32)
         reg_m = cuda.local.array(TM, float32)
         reg_n = cuda.local.array(TN, float32)
@@ -590,11 +605,11 @@ def _vectorized_kernel(BM: int, BN: int, BK: int, TM: int, TN: int, PAD: int, SW
                     y1 = b[k0 + r, bn + q + 1] if k0 + r < K and bn + q + 1 < N else float32(0)
                     y2 = b[k0 + r, bn + q + 2] if k0 + r < K and bn + q + 2 < N else float32(0)
                     y3 = b[k0 + r, bn + q + 3] if k0 + r < K and bn + q + 3 < N else float32(0)
-                if SWIZZLE:  # column (tc * TN + j) is stored at (j * TCOLS + tc)
-                    Bs[r, ((q) % TN) * TCOLS + (q) // TN] = y0
-                    Bs[r, ((q + 1) % TN) * TCOLS + (q + 1) // TN] = y1
-                    Bs[r, ((q + 2) % TN) * TCOLS + (q + 2) // TN] = y2
-                    Bs[r, ((q + 3) % TN) * TCOLS + (q + 3) // TN] = y3
+                if SWIZZLE:  # column (tc * TN + j) is stored at (j * SB + tc), SB = TCOLS + 4
+                    Bs[r, ((q) % TN) * SB + (q) // TN] = y0
+                    Bs[r, ((q + 1) % TN) * SB + (q + 1) // TN] = y1
+                    Bs[r, ((q + 2) % TN) * SB + (q + 2) // TN] = y2
+                    Bs[r, ((q + 3) % TN) * SB + (q + 3) // TN] = y3
                 else:
                     Bs[r, q] = y0
                     Bs[r, q + 1] = y1
@@ -607,7 +622,7 @@ def _vectorized_kernel(BM: int, BN: int, BK: int, TM: int, TN: int, PAD: int, SW
                     reg_m[i] = AsT[ku, r0 + uint64(i)]  # consecutive: one broadcast per warp
                 for j in range(TN):
                     if SWIZZLE:
-                        reg_n[j] = Bs[ku, c0 + uint64(j * TCOLS)]  # 16 consecutive words: no conflict
+                        reg_n[j] = Bs[ku, c0 + uint64(j * SB)]  # 16 consecutive words: no conflict
                     else:
                         reg_n[j] = Bs[ku, c0 + uint64(j)]  # stride TN words: 4-way conflicts
                 for i in range(TM):
@@ -646,7 +661,8 @@ class Vectorized(Blocktile2D):
         return _vectorized_kernel(self.BM, self.BN, self.BK, self.TM, self.TN, self.PAD, self.SWIZZLE, self.MIN_BLOCKS)
 
     def shared_bytes(self) -> int:
-        return self.BK * (self.BM + self.PAD + self.BN) * F32  # AsT (padded) and Bs
+        bn = _b_row(self.BN, self.TN) if self.SWIZZLE else self.BN
+        return self.BK * (self.BM + self.PAD + bn) * F32  # AsT (padded) and Bs (rung 7: swizzled, padded)
 
     def plan(self, problem, bufs):
         m, n, k = _dims(problem)
@@ -667,11 +683,14 @@ class NoBankConflicts(Vectorized):
     what: ClassVar[str] = (
         "Shared memory has 32 banks of 4 bytes. Reading Bs[kk, t_col*8 + j], 16 threads hit "
         "addresses 8 words apart: threads 0, 4, 8, 12 share a bank (4-way conflict). Storing B "
-        "swizzled (column t_col*8 + j at j*16 + t_col) makes those reads 16 consecutive words; "
-        "padding each A^T row by 4 words spreads the transposing stores over all banks. "
-        "perfkit.banks (64x128x64, one block): loads conflict-free (rung 5: 2.0 wavefronts per "
-        "ideal one, rung 6: 1.5), stores 1.5 (the swizzled B stores), 1.03 over all accesses "
-        "(rung 6: 1.59).")
+        "swizzled (column t_col*8 + j at j*20 + t_col) makes those reads 16 consecutive words; "
+        "the 4 spare words after each run of 16 keep the stores apart too (a warp stores a row "
+        "of B, 4 columns a lane, so lanes 2i and 2i+1 write runs j and j+4: 64 words, the same "
+        "bank, without the pad; 80 words, 16 banks apart, with it); padding each A^T row by 4 "
+        "words spreads the transposing A stores over all banks. perfkit.banks (64x128x64, one "
+        "block): loads and stores conflict-free, 8704 wavefronts for 8704 ideal (rung 5: loads "
+        "2.0 wavefronts per ideal one; rung 6: loads 1.5, stores 3.0, 1.59 over all; this rung "
+        "without the B pad: stores 1.5).")
     PAD: ClassVar[int] = 4
     SWIZZLE: ClassVar[bool] = True
 
@@ -689,13 +708,14 @@ def _double_buffer_kernel(BM: int, BN: int, BK: int, TM: int, TN: int, MIN_BLOCK
     NB = BK * BN // 4 // NT
     PAD = 4
     BMP = BM + PAD
+    SB, BNS = TCOLS + _B_PAD, _b_row(BN, TN)  # B swizzled and padded as rung 7
     TMN = TM * TN
     NA4, NB4 = NA * 4, NB * 4
 
     @_jit(launch_bounds=(NT, MIN_BLOCKS))
     def gemm_double_buffer(a, b, c, M, N, K, vec_a, vec_b):
         AsT = cuda.shared.array((2, BK, BMP), float32)  # two buffers of the A^T tile
-        Bs = cuda.shared.array((2, BK, BN), float32)
+        Bs = cuda.shared.array((2, BK, BNS), float32)
         ra = cuda.local.array(NA4, float32)  # the next tile, staged in registers
         rb = cuda.local.array(NB4, float32)
         acc = cuda.local.array(TMN, float32)
@@ -743,7 +763,7 @@ def _double_buffer_kernel(BM: int, BN: int, BK: int, TM: int, TN: int, MIN_BLOCK
                     for i in range(TM):
                         reg_m[i] = AsT[cu, ku, r0 + uint64(i)]
                     for j in range(TN):
-                        reg_n[j] = Bs[cu, ku, c0 + uint64(j * TCOLS)]
+                        reg_n[j] = Bs[cu, ku, c0 + uint64(j * SB)]
                     for i in range(TM):
                         for j in range(TN):
                             acc[i * TN + j] += reg_m[i] * reg_n[j]
@@ -761,7 +781,7 @@ def _double_buffer_kernel(BM: int, BN: int, BK: int, TM: int, TN: int, MIN_BLOCK
                     r = v // (BN // 4)
                     q = (v % (BN // 4)) * 4
                     for e in range(4):
-                        Bs[nxt, r, ((q + e) % TN) * TCOLS + (q + e) // TN] = rb[4 * s + e]
+                        Bs[nxt, r, ((q + e) % TN) * SB + (q + e) // TN] = rb[4 * s + e]
             cuda.syncthreads()
         for i in range(TM):
             r = bm + t_row * TM + i
@@ -793,7 +813,7 @@ class DoubleBuffer(Blocktile2D):
         return _double_buffer_kernel(self.BM, self.BN, self.BK, self.TM, self.TN, self.MIN_BLOCKS)
 
     def shared_bytes(self) -> int:
-        return 2 * self.BK * (self.BM + 4 + self.BN) * F32  # two buffers of AsT (padded) and Bs
+        return 2 * self.BK * (self.BM + 4 + _b_row(self.BN, self.TN)) * F32  # two buffers of AsT and Bs (padded)
 
     def plan(self, problem, bufs):
         m, n, k = _dims(problem)
@@ -888,7 +908,8 @@ def _k_block(BK: int, BMP: int, BN: int, TM: int, TN: int, TCOLS: int, SUBM: int
             for j4 in range(TN // 4):
                 off = kk * BN + j4 * SUBN
                 body.append(f"    rn[{4 * j4}], rn[{4 * j4 + 1}], rn[{4 * j4 + 2}], rn[{4 * j4 + 3}] = ld4(Bs, bbase + {off})")
-        else:  # B swizzled as rung 8: column (tc * TN + j) at (j * TCOLS + tc); unsigned: no wraparound
+        else:  # B swizzled as rung 8: column (tc * TN + j) at (j * TCOLS + tc), TCOLS (here) the padded
+            # run length and BN (here) the padded row; unsigned: no wraparound
             for j in range(TN):
                 body.append(f"    rn[{j}] = Bs[uint64(bbase + {kk * BN + j * TCOLS})]")
         body.append(f"    for i in range({TM}):")
@@ -939,7 +960,9 @@ def _simt_kernel(BM: int, BN: int, BK: int, TM: int, TN: int, LR: int, WARP: boo
     TCOLS = BN // TN
     BMP = BM + _AT_PAD
     SKEW = _AT_SKEW
-    ABUF, BBUF = _at_words(BM, BK), BK * BN
+    SB = BN // TN if WARP else BN // TN + _B_PAD  # WARP=False: B swizzled and padded as rung 8
+    BROW = BN if WARP else _b_row(BN, TN)
+    ABUF, BBUF = _at_words(BM, BK), BK * BROW
     NA = BM * BK // 4 // NT  # 4-vectors of A and of B each thread moves per tile
     NB = BK * BN // 4 // NT
     PAIR = NA % 2 == 0  # A's vectors in row pairs: 64-bit transposing stores
@@ -947,7 +970,7 @@ def _simt_kernel(BM: int, BN: int, BK: int, TM: int, TN: int, LR: int, WARP: boo
     SUBM, SUBN = LR * 4, LC * 4
     BK4, BN4 = BK // 4, BN // 4
     ASZ, BSZ, RA, RB, TMN = 2 * ABUF, 2 * BBUF, 4 * NA, 4 * NB, TM * TN  # array shapes: constants
-    kblock = _k_block(BK, BMP, BN, TM, TN, TCOLS, SUBM, SUBN, WARP, SKEW)
+    kblock = _k_block(BK, BMP, BROW, TM, TN, SB, SUBM, SUBN, WARP, SKEW)
     dev = _jit(device=True, forceinline=True)
 
     @dev
@@ -966,7 +989,7 @@ def _simt_kernel(BM: int, BN: int, BK: int, TM: int, TN: int, LR: int, WARP: boo
         matrices), so that the unrolled copy stays the kernel's one hot loop."""
         for kk in range(BK):
             ao = abase + kk * BMP + (kk // 8) * SKEW
-            bo = bbase + kk * BN
+            bo = bbase + kk * BROW
             for i4 in range(TM4):
                 rm[4 * i4], rm[4 * i4 + 1], rm[4 * i4 + 2], rm[4 * i4 + 3] = ld4(
                     As, ao + i4 * (SUBM if WARP else 4))
@@ -975,7 +998,7 @@ def _simt_kernel(BM: int, BN: int, BK: int, TM: int, TN: int, LR: int, WARP: boo
                     rn[4 * j4], rn[4 * j4 + 1], rn[4 * j4 + 2], rn[4 * j4 + 3] = ld4(Bs, bo + j4 * SUBN)
             else:
                 for j in range(TN):
-                    rn[j] = Bs[uint64(bo + j * TCOLS)]
+                    rn[j] = Bs[uint64(bo + j * SB)]
             for i in range(TM):
                 for j in range(TN):
                     acc[i * TN + j] += rm[i] * rn[j]
@@ -1033,9 +1056,9 @@ def _simt_kernel(BM: int, BN: int, BK: int, TM: int, TN: int, LR: int, WARP: boo
             q = i32(i32(v % i32(BN4)) * i32(4))
             if WARP:
                 st4(Bs, i32(bbase + r * i32(BN) + q), rb[4 * s], rb[4 * s + 1], rb[4 * s + 2], rb[4 * s + 3])
-            else:  # column (tc * TN + j) stored at (j * TCOLS + tc), as rung 8
+            else:  # column (tc * TN + j) stored at (j * SB + tc), as rung 8
                 for e in range(4):
-                    Bs[uint64(bbase + r * i32(BN) + i32(i32(q + e) % i32(TN)) * i32(TCOLS)
+                    Bs[uint64(bbase + r * i32(BROW) + i32(i32(q + e) % i32(TN)) * i32(SB)
                               + i32(q + e) // i32(TN))] = rb[4 * s + e]
 
     @_jit(launch_bounds=(NT, MIN_BLOCKS))  # MIN_BLOCKS resident blocks: caps registers at 64K / (NT * MIN_BLOCKS)
@@ -1132,7 +1155,7 @@ class Index32(DoubleBuffer):
         "base plus an immediate, each thread's global offsets are computed once (rows past m "
         "clamped, their products never stored) so full aligned k-tiles load with no checks, "
         "launch_bounds(256, 2) caps registers, and C is written with 128-bit stores. sm_90a, "
-        "no GPU: 125 registers (rung 8: 120), the hot loop (a whole k-tile) is 512 FFMA in 652 "
+        "no GPU: 126 registers (rung 8: 123), the hot loop (a whole k-tile) is 512 FFMA in 652 "
         "instructions (0.78; rung 8's k-step 64 in 90, 0.71, plus its per-tile loads). "
         "Refuses matrices of 2**31 elements or more, which 32-bit offsets cannot reach.")
 
@@ -1146,7 +1169,7 @@ class Index32(DoubleBuffer):
         return _simt_kernel(self.BM, self.BN, self.BK, self.TM, self.TN, 1, False, self.MIN_BLOCKS)
 
     def shared_bytes(self) -> int:
-        return 2 * (_at_words(self.BM, self.BK) + self.BK * self.BN) * F32  # two buffers of A^T and B
+        return 2 * (_at_words(self.BM, self.BK) + self.BK * _b_row(self.BN, self.TN)) * F32  # A^T and B (padded)
 
     def plan(self, problem, bufs):
         m, n, k = _dims(problem)

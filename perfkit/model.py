@@ -288,6 +288,11 @@ def _pipe_counts(body: list[str]) -> dict:
             c["bar"] += 1
         elif cls == "shuffle":
             c["shfl"] += 1
+        elif base == "LDGSTS":  # cp.async: a global load that lands in shared memory
+            w = 16 if ".128" in op else 8 if ".64" in op else 4
+            c["gmem"] += 1
+            c["gmem_bytes"] += w
+            c["gload_bytes"] += w
         elif cls == "local load/store":
             c["local"] += 1
             c["gmem"] += 1
@@ -423,6 +428,73 @@ def _plan_launches_here(variant, problem):
         return [_L(l) for l in launches]
 
 
+_BRA = re.compile(r"^(@!?U?P\w+\s+)?BRA(?:\.\w+)*\s+(?:`\()?(0x[0-9a-fA-F]+)")
+
+
+def _one_path(body: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """A body with each if/else of the SASS reduced to one arm: a conditional forward branch
+    whose skipped block ends in an unconditional forward branch over a second block (the
+    compiler's if/else) runs one of the two blocks, not both.  The shorter arm is kept (a
+    bounds-checked kernel's vector fast path, taken by every full tile, is shorter than its
+    element-by-element edge path); an arm holding a CALL counts as the longer one (the called
+    routine's instructions are not in the listing)."""
+    addrs = [a for a, _ in body]
+    drop: set = set()
+
+    def size(lo: int, hi: int) -> float:
+        arm = [body[k][1] for k in range(lo, hi) if k not in drop]
+        if any("CALL" in ins for ins in arm):
+            return float("inf")
+        return float(sum(1 for ins in arm if not ins.strip().startswith("NOP")))
+
+    import bisect
+
+    for idx, (a, ins) in enumerate(body):
+        if idx in drop:
+            continue
+        m = _BRA.match(ins.strip())
+        if not m or not m.group(1):
+            continue
+        t = int(m.group(2), 16)
+        if t <= a or t > addrs[-1]:
+            continue
+        j = bisect.bisect_left(addrs, t) - 1  # the instruction just before the branch target
+        if j <= idx:
+            continue
+        m2 = _BRA.match(body[j][1].strip())
+        if not m2 or m2.group(1):
+            continue
+        e = int(m2.group(2), 16)
+        if e <= t:
+            continue
+        k_t = j + 1
+        k_e = bisect.bisect_left(addrs, e)
+        a_arm, b_arm = (idx + 1, j + 1), (k_t, k_e)
+        sa, sb = size(*a_arm), size(*b_arm)
+        lo, hi = a_arm if sa > sb else b_arm
+        if sa == sb == float("inf"):
+            continue
+        drop.update(range(lo, hi))
+    return [x for k, x in enumerate(body) if k not in drop]
+
+
+def _bodies(lines, loops):
+    """Each loop's own body (its nested loops' bodies left out) and the straight-line code, as
+    (address, instruction) lists, each if/else reduced to one arm (:func:`_one_path`)."""
+    in_loop = set()
+    for lp in loops:
+        for a, _ in lines:
+            if lp.start <= a <= lp.end:
+                in_loop.add(a)
+    own = []
+    for i, lp in enumerate(loops):
+        kids = [o for o in loops if o.parent == i]
+        own.append(_one_path([(a, ins) for a, ins in lines if lp.start <= a <= lp.end
+                              and not any(k.start <= a <= k.end for k in kids)]))
+    straight = _one_path([(a, ins) for a, ins in lines if a not in in_loop])
+    return own, straight
+
+
 def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int, threads_per_block: int) -> dict:
     """Dynamic per-pipe counts of one launch (warp instructions over the whole launch) and the
     trips of each loop; see the module docstring for the trip rules."""
@@ -430,18 +502,9 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
     from .anatomy import _sass_lines
 
     lines = _sass_lines(report.sass)
-    in_loop = set()
-    for lp in loops:
-        for a, _ in lines:
-            if lp.start <= a <= lp.end:
-                in_loop.add(a)
-    straight = [ins for a, ins in lines if a not in in_loop]
-    # own bodies
-    own_bodies = []
-    for i, lp in enumerate(loops):
-        kids = [o for o in loops if o.parent == i]
-        own_bodies.append([ins for a, ins in lines if lp.start <= a <= lp.end
-                           and not any(k.start <= a <= k.end for k in kids)])
+    own_pairs, straight_pairs = _bodies(lines, loops)
+    straight = [ins for _, ins in straight_pairs]
+    own_bodies = [[ins for _, ins in b] for b in own_pairs]
     own = [_pipe_counts(b) for b in own_bodies]
     trips = [None] * len(loops)
     rules = [""] * len(loops)
@@ -482,11 +545,18 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
                     sweep.remove(i)
                     launch_bytes = max(launch_bytes - trips[i] * 32 * a["gmem_bytes"], 0.0)
                     break
-    if sweep and launch_bytes > 0:
+    # bytes the arithmetic loops already move (a GEMM's k-loop loads its tiles) are not swept again
+    covered = sum(trips[i] * 32 * own[i]["gmem_bytes"] for i in range(len(loops)) if trips[i])
+    launch_bytes = max(launch_bytes - covered, 0.0)
+    if sweep:
         per_iter = sum(own[i]["gmem_bytes"] for i in sweep) * 32
         t = launch_bytes / per_iter
+        if t < warps:  # prologue / epilogue loops around the work: at least once per warp
+            t, why = float(warps), "once per warp (the bytes left after the arithmetic loops are fewer)"
+        else:
+            why = "sweep: launch bytes / (32 x bytes per iteration)"
         for i in sweep:
-            trips[i], rules[i] = t, "sweep: launch bytes / (32 x bytes per iteration)"
+            trips[i], rules[i] = t, why
     # 3. outer loops, then the rest
     for _ in range(len(loops)):
         for i, lp in enumerate(loops):
@@ -714,21 +784,20 @@ def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *,
 
     lines = _sass_lines(rep.sass)
     loops = rep.loops
+    own_pairs, straight_pairs = _bodies(lines, loops)
     sched_cycles = 0.0
     per_loop = []
     for i, lp in enumerate(loops):
         t = dyn["trips"][i]
         if not t:
             continue
-        kids = [o for o in loops if o.parent == i]
-        body = [ins for a, ins in lines if lp.start <= a <= lp.end and not any(kk.start <= a <= kk.end for kk in kids)]
+        body = [ins for _, ins in own_pairs[i]]
         cyc = _warp_cycles(body, lat, loop=True)
         n = t / warps
         n_instr = dyn["own"][i]["instr"]
         sched_cycles += n * max(cyc, w * n_instr)
         per_loop.append({"loop": i, "iterations_per_warp": n, "warp_cycles": cyc, "issue_cycles": w * n_instr})
-    in_loop = {a for lp in loops for a, _ in lines if lp.start <= a <= lp.end}
-    sbody = [ins for a, ins in lines if a not in in_loop]
+    sbody = [ins for _, ins in straight_pairs]
     cyc = _warp_cycles(sbody, lat, loop=False)
     sched_cycles += max(cyc, w * dyn["straight"]["instr"])
     per_loop.append({"loop": "straight", "iterations_per_warp": 1, "warp_cycles": cyc,

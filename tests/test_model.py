@@ -192,3 +192,26 @@ def test_history_unknown_commit_says_why():
 
     v, mod = history.variant_at("0" * 40, "softmax", "multirow", {})
     assert v is None and "not in this repository" in history.why_not("0" * 40)
+
+
+def test_one_path_keeps_the_shorter_arm_of_an_if_else():
+    body = [(0x00, "ISETP.GE.AND P0, PT, R1, R2, PT ;"),
+            (0x10, "@P0 BRA 0x60 ;"),                      # if (!P0): the long edge path
+            (0x20, "LDG.E.U16 R4, desc[UR4][R2.64] ;"),
+            (0x30, "LDG.E.U16 R5, desc[UR4][R2.64+0x2] ;"),
+            (0x40, "LDG.E.U16 R6, desc[UR4][R2.64+0x4] ;"),
+            (0x50, "BRA 0x70 ;"),
+            (0x60, "LDG.E.128 R4, desc[UR4][R2.64] ;"),    # else: one vector load
+            (0x70, "HMMA.16816.F32 R8, R4, R6, R8 ;")]
+    kept = [a for a, _ in model._one_path(body)]
+    assert kept == [0x00, 0x10, 0x60, 0x70]
+    # an arm that calls a routine (its body is elsewhere) is the longer one
+    body2 = [(0x00, "@!P0 BRA 0x40 ;"), (0x10, "MOV R4, R2 ;"), (0x20, "CALL.REL.NOINC 0x200 ;"), (0x30, "BRA 0x80 ;"),
+             (0x40, "I2F.U32.RP R5, R3 ;"), (0x50, "MUFU.RCP R5, R5 ;"), (0x60, "F2I.FTZ.U32.TRUNC R5, R5 ;"),
+             (0x70, "IMAD R5, R5, R3, RZ ;"), (0x80, "FADD R1, R5, R1 ;")]
+    kept2 = [a for a, _ in model._one_path(body2)]
+    assert 0x20 not in kept2 and 0x50 in kept2
+    # a plain forward skip (no else) keeps everything
+    body3 = [(0x00, "@P0 BRA 0x30 ;"), (0x10, "STG.E desc[UR4][R2.64], R4 ;"), (0x20, "IADD3 R1, R1, 0x1, RZ ;"),
+             (0x30, "EXIT ;")]
+    assert len(model._one_path(body3)) == 4

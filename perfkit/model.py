@@ -22,11 +22,17 @@ The model of one kernel launch
      ``flops / 2 / (32 * fma_per_iteration)`` times (``mma``: 4096 FLOPs per m16n8k16); sibling
      loops with the same FMA count are alternative paths (vector / scalar) and the shortest
      body is taken;
-   * a loop that loads or stores global memory sweeps the launch's share of the rung's L2
-     traffic: ``trips = bytes / (32 * bytes per thread per iteration, summed over the sweeping
-     loops)``; a launch's share is proportional to the bytes of the arrays it is passed;
+   * a loop that loads or stores global memory (cp.async included) sweeps the launch's share
+     of the rung's L2 traffic, less what the arithmetic loops already move: ``trips = bytes /
+     (32 * bytes per thread per iteration, summed over the sweeping loops)``, at least once per
+     warp; a launch's share is proportional to the bytes of the arrays it is passed; a sibling
+     loop right beside an unrolled sweep that repeats its accesses k times fewer is its
+     remainder loop and runs (k - 1) / 2 times per warp;
    * an outer loop runs as often as its least frequent inner loop; any other loop (a
      reduction tree) runs ``log2(threads per block)`` times per warp.
+
+   Each if/else in a body counts one arm (:func:`_one_path`): the shorter, which is a full
+   tile's vector path in a bounds-checked kernel; an arm that CALLs a routine counts as longer.
 
 2. **Legs** (seconds), each the time one resource needs if nothing else limited:
 
@@ -41,10 +47,14 @@ The model of one kernel launch
    fp32      FP32 pipe: (FFMA + FADD + FMUL + 2 x IMAD) / 4 per clock per SM (128 lanes)
    alu       integer and compare pipe: 2 warp instructions per clock per SM (64 lanes)
    tensor    mma FLOPs / (dense tensor peak x ``mma_sync_fraction``)
-   latency   Little's law: each resident warp runs its iterations back to back, each costing
-             its instructions plus the latency it cannot hide (global: L2 or DRAM latency less
-             the instructions between a load and its first use; shared: latency x conflict
-             degree; barrier; shuffle chains), times the waves of blocks
+   latency   per loop, iterations per warp x max(one warp's cycles per iteration, the issue
+             cycles of the warps sharing a scheduler), summed, times the waves of blocks.  A
+             warp's cycles come from an in-order scoreboard over the SASS body
+             (:func:`_warp_cycles`): an instruction issues when the registers and predicates it
+             reads are ready; results are ready after the latencies of ``rates.yaml`` (ALU,
+             MUFU/conversions, shared x conflict degree, L2 hit + DRAM miss rate x (DRAM - L2),
+             shuffle, mma, barrier).  Little's law with the resident warps: few warps, or loads
+             used right after they issue, leave latency exposed
    ========  ====================================================================================
 
    SM-side legs (smem, lsu, issue, fp32, alu, latency) are multiplied by the tail of the last
@@ -52,7 +62,8 @@ The model of one kernel launch
 
 3. **Combination** (the model's one assumption about overlap): a launch takes
    ``max(legs) + overlap * second_largest(legs)``, ``overlap`` a fitted constant (0: perfect
-   overlap of all resources, 1: the two slowest serialize).
+   overlap of all resources, 1: the two slowest serialize); when latency is the largest leg,
+   issue is not the second (the latency leg already holds the issue cycles).
 
 4. **The launch sequence.**  The host issues launches back to back (Numba's launch cost: 6.6
    us + 3.7 us per array argument, numba-cuda PR #288); the GPU runs them in order.  The
@@ -64,8 +75,15 @@ The model of one kernel launch
    estimate (their Traffic over the datasheet peaks) plus one library call's cost, bound
    ``"library (roofline)"``.
 
-Fitted constants (``data/rates.yaml`` ``fitted``): ``dram_efficiency`` and ``overlap``, nothing
-per rung or per op.  ``Estimate.inputs`` lists every number used with its source.
+Launch plans are made for the target GPU (:func:`perfkit.backend.planning_for`: a plan that
+sizes its grid from the SM count gets the target's).
+
+Fitted constants (``data/rates.yaml`` ``fitted``): ``dram_efficiency``, ``overlap`` and
+``launch_latency_s``, nothing per rung or per op.  ``Estimate.inputs`` lists every number used
+with its source.
+
+:func:`validate` compares each record with the code it measured: a rung whose kernel code
+changed since the record's commit is rebuilt from that commit (:mod:`perfkit.history`).
 """
 from __future__ import annotations
 

@@ -62,8 +62,8 @@ The model of one kernel launch
 
 3. **Combination** (the model's one assumption about overlap): a launch takes
    ``max(legs) + overlap * second_largest(legs)``, ``overlap`` a fitted constant (0: perfect
-   overlap of all resources, 1: the two slowest serialize); when latency is the largest leg,
-   issue is not the second (the latency leg already holds the issue cycles).
+   overlap of all resources, 1: the two slowest serialize); when latency or issue is the largest
+   leg, the other is not the second (the latency leg already holds the issue cycles).
 
 4. **The launch sequence.**  The host issues launches back to back (Numba's launch cost: 6.6
    us + 3.7 us per array argument, numba-cuda PR #288); the GPU runs them in order.  The
@@ -446,59 +446,77 @@ def _plan_launches_here(variant, problem):
         return [_L(l) for l in launches]
 
 
-_BRA = re.compile(r"^(@!?U?P\w+\s+)?BRA(?:\.\w+)*\s+(?:`\()?(0x[0-9a-fA-F]+)")
+_BRA = re.compile(r"^(@!?U?P\w+\s+)?BRA(?:\.\w+)*\s+(!?U?P\w+\s*,\s*)?(?:`\()?(0x[0-9a-fA-F]+)")
 
 
-def _one_path(body: list[tuple[int, str]]) -> list[tuple[int, str]]:
+_MEM_OP = re.compile(r"\b(LDG|STG|LDS|STS|LDGSTS|LD|ST)\b")
+_MEM_WIDTH = re.compile(r"\b(?:LDG|STG|LDS|STS|LDGSTS|LD|ST)(?:\.\w+)*?\.(128|64)\b")
+
+
+def _one_path(body: list[tuple[int, str]], full: list[tuple[int, str]] | None = None,
+              dropped: list | None = None) -> list[tuple[int, str]]:
     """A body with each if/else of the SASS reduced to one arm: a conditional forward branch
     whose skipped block ends in an unconditional forward branch over a second block (the
-    compiler's if/else) runs one of the two blocks, not both.  The shorter arm is kept (a
-    bounds-checked kernel's vector fast path, taken by every full tile, is shorter than its
-    element-by-element edge path); an arm holding a CALL counts as the longer one (the called
-    routine's instructions are not in the listing)."""
-    addrs = [a for a, _ in body]
-    drop: set = set()
+    compiler's if/else) runs one of the two blocks, not both.  The arm kept is the fast path a
+    full tile takes: the one whose memory instructions are wider (16-byte vectors rather than an
+    element-by-element edge path), else the shorter; an arm holding a CALL is never preferred
+    (the called routine's instructions are not in the listing).
 
-    def size(lo: int, hi: int) -> float:
-        arm = [body[k][1] for k in range(lo, hi) if k not in drop]
-        if any("CALL" in ins for ins in arm):
-            return float("inf")
-        return float(sum(1 for ins in arm if not ins.strip().startswith("NOP")))
-
+    ``full``: the whole listing of the range (nested loops included), used to size the arms;
+    ``dropped`` receives the (start, end) address ranges left out, so that a nested loop inside
+    a dropped arm can be told it does not run."""
     import bisect
 
-    for idx, (a, ins) in enumerate(body):
-        if idx in drop:
+    full = full or body
+    faddrs = [a for a, _ in full]
+    ranges: list = []
+
+    def gone(a: int) -> bool:
+        return any(lo <= a < hi for lo, hi in ranges)
+
+    def size(lo: int, hi: int) -> tuple:
+        """(calls, -bytes per memory instruction, instructions): smaller is the arm taken."""
+        arm = [ins for a, ins in full if lo <= a < hi and not gone(a)]
+        if any("CALL" in ins for ins in arm):
+            return (1, 0.0, float("inf"))
+        n = float(sum(1 for ins in arm if not ins.strip().startswith("NOP")))
+        mem = [_MEM_WIDTH.search(ins) for ins in arm if _MEM_OP.search(ins)]
+        widths = [int(m.group(1)) // 8 if m else 4 for m in mem]
+        per = sum(widths) / len(widths) if widths else 0.0
+        return (0, -per, n)
+
+    for a, ins in body:
+        if gone(a):
             continue
         m = _BRA.match(ins.strip())
-        if not m or not m.group(1):
+        if not m or not (m.group(1) or m.group(2)):  # conditional: a guard or a predicate operand
             continue
-        t = int(m.group(2), 16)
-        if t <= a or t > addrs[-1]:
+        t = int(m.group(3), 16)
+        if t <= a or not faddrs or t > faddrs[-1]:
             continue
-        j = bisect.bisect_left(addrs, t) - 1  # the instruction just before the branch target
-        if j <= idx:
+        j = bisect.bisect_left(faddrs, t) - 1  # the instruction just before the branch target
+        if j < 0 or faddrs[j] <= a:
             continue
-        m2 = _BRA.match(body[j][1].strip())
-        if not m2 or m2.group(1):
+        m2 = _BRA.match(full[j][1].strip())
+        if not m2 or m2.group(1) or m2.group(2):
             continue
-        e = int(m2.group(2), 16)
+        e = int(m2.group(3), 16)
         if e <= t:
             continue
-        k_t = j + 1
-        k_e = bisect.bisect_left(addrs, e)
-        a_arm, b_arm = (idx + 1, j + 1), (k_t, k_e)
+        a_arm, b_arm = (a + 1, t), (t, e)
         sa, sb = size(*a_arm), size(*b_arm)
-        lo, hi = a_arm if sa > sb else b_arm
-        if sa == sb == float("inf"):
+        if sa[0] and sb[0]:
             continue
-        drop.update(range(lo, hi))
-    return [x for k, x in enumerate(body) if k not in drop]
+        ranges.append(a_arm if sa > sb else b_arm)
+    if dropped is not None:
+        dropped.extend(ranges)
+    return [(a, ins) for a, ins in body if not gone(a)]
 
 
-def _bodies(lines, loops):
+def _bodies(lines, loops, dropped: list | None = None):
     """Each loop's own body (its nested loops' bodies left out) and the straight-line code, as
-    (address, instruction) lists, each if/else reduced to one arm (:func:`_one_path`)."""
+    (address, instruction) lists, each if/else reduced to one arm (:func:`_one_path`);
+    ``dropped`` receives the address ranges of the arms left out."""
     in_loop = set()
     for lp in loops:
         for a, _ in lines:
@@ -507,9 +525,10 @@ def _bodies(lines, loops):
     own = []
     for i, lp in enumerate(loops):
         kids = [o for o in loops if o.parent == i]
-        own.append(_one_path([(a, ins) for a, ins in lines if lp.start <= a <= lp.end
-                              and not any(k.start <= a <= k.end for k in kids)]))
-    straight = _one_path([(a, ins) for a, ins in lines if a not in in_loop])
+        full = [(a, ins) for a, ins in lines if lp.start <= a <= lp.end]
+        own.append(_one_path([(a, ins) for a, ins in full if not any(k.start <= a <= k.end for k in kids)],
+                             full, dropped))
+    straight = _one_path([(a, ins) for a, ins in lines if a not in in_loop], lines, dropped)
     return own, straight
 
 
@@ -520,17 +539,22 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
     from .anatomy import _sass_lines
 
     lines = _sass_lines(report.sass)
-    own_pairs, straight_pairs = _bodies(lines, loops)
+    dropped: list = []
+    own_pairs, straight_pairs = _bodies(lines, loops, dropped)
     straight = [ins for _, ins in straight_pairs]
     own_bodies = [[ins for _, ins in b] for b in own_pairs]
     own = [_pipe_counts(b) for b in own_bodies]
     trips = [None] * len(loops)
     rules = [""] * len(loops)
+    # a loop inside the arm of an if/else that is not taken does not run
+    for i, lp in enumerate(loops):
+        if any(lo <= lp.start and lp.end < hi for lo, hi in dropped):
+            trips[i], rules[i] = 0.0, "alternative path (not taken)"
     # 1. arithmetic loops of dense ops
     flops = float(problem.flops)
     if dense:
-        mma_loops = [i for i, c in enumerate(own) if c["mma"] > 0]
-        fma_loops = [i for i, c in enumerate(own) if c["ffma"] > 0 and not mma_loops]
+        mma_loops = [i for i, c in enumerate(own) if c["mma"] > 0 and trips[i] is None]
+        fma_loops = [i for i, c in enumerate(own) if c["ffma"] > 0 and trips[i] is None and not mma_loops]
         group = mma_loops or fma_loops
         key = "mma" if mma_loops else "ffma"
         per = 4096.0 if mma_loops else 64.0  # FLOPs per warp instruction (mma.m16n8k16; 32 FMAs)
@@ -566,6 +590,23 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
     # bytes the arithmetic loops already move (a GEMM's k-loop loads its tiles) are not swept again
     covered = sum(trips[i] * 32 * own[i]["gmem_bytes"] for i in range(len(loops)) if trips[i])
     launch_bytes = max(launch_bytes - covered, 0.0)
+    # loaders nested in an arithmetic loop carry its traffic; sweeping loops outside it (a
+    # pipeline's prologue, an epilogue) run about once per warp
+    work = {i for i in range(len(loops)) if trips[i] and rules[i].startswith(("mma work", "ffma work"))}
+
+    def inside_work(i):
+        j = loops[i].parent
+        while j is not None:
+            if j in work:
+                return True
+            j = loops[j].parent
+        return False
+
+    if work and any(inside_work(i) for i in sweep):
+        for i in [i for i in sweep if not inside_work(i)]:
+            trips[i], rules[i] = float(warps), "outside the arithmetic loop: once per warp"
+            sweep.remove(i)
+            launch_bytes = max(launch_bytes - warps * 32 * own[i]["gmem_bytes"], 0.0)
     if sweep:
         per_iter = sum(own[i]["gmem_bytes"] for i in sweep) * 32
         t = launch_bytes / per_iter
@@ -822,8 +863,10 @@ def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *,
                      "issue_cycles": w * dyn["straight"]["instr"]})
     legs["latency"] = waves * sched_cycles / clk
     top = max(legs, key=legs.get)
-    # the latency leg already holds the issue cycles of the warps sharing a scheduler
-    ordered = sorted((v for k, v in legs.items() if not (top == "latency" and k == "issue")), reverse=True)
+    # the latency leg already holds the issue cycles of the warps sharing a scheduler: whichever
+    # of the two is the largest, the other is not a second resource
+    ordered = sorted((v for k, v in legs.items() if not (top in ("latency", "issue") and k in ("latency", "issue")
+                                                          and k != top)), reverse=True)
     ordered = ordered + [0.0] * (2 - len(ordered))
     overlap = r["overlap"]["value"]
     has_barrier = any(c2["bar"] for c2 in dyn["own"]) or dyn["straight"]["bar"]

@@ -71,6 +71,24 @@ pd.Series({k: launch.get(k) for k in ("kernel", "registers", "blocks_per_sm", "o
                                       "bank_source", "hot_loop")}, name="first launch")
 
 # %% [markdown]
+# ## The latency leg: one warp against the warps sharing its scheduler
+#
+# For each loop the model runs an in-order scoreboard over the SASS body: an instruction issues
+# one cycle after the one before it, or when the registers it reads are ready (a global load's
+# result after the L2 or DRAM latency, a shared load's after ~30 cycles times its conflict
+# degree, an FFMA's after 4). That gives one warp's cycles per iteration. The warps sharing a
+# scheduler need their instructions' issue cycles; the loop costs whichever is larger, per
+# iteration. A loop whose `warp_cycles` exceed its `issue_cycles` waits on latency (too few
+# warps, or loads used right after they issue); the other way round, the scheduler is busy.
+
+# %%
+detail = pd.DataFrame(launch.get("latency_detail", []))
+if len(detail):
+    detail["bound_by"] = ["latency" if c > i else "issue" for c, i in zip(detail["warp_cycles"], detail["issue_cycles"])]
+    print(detail.round(1).to_string(index=False))
+    print("trip rules:", dict(enumerate(launch.get("trip_rules", []))))
+
+# %% [markdown]
 # ## What if it ran on another GPU?
 #
 # The same rung, compiled for each device's compute capability, with that device's SM count,
@@ -93,13 +111,20 @@ plt.show()
 # many rungs are within 2x (oracles and peers, library calls the model only bounds with a
 # roofline, are listed but left out of the line). The per-level table compares the model's
 # counts with Nsight Compute's where the shared ncu table has the rung.
+#
+# Each record is compared with the code it measured. The H100 records were made at commit
+# 7c7b2e0; many rungs have been rewritten since. Where a rung's kernel code changed, `validate`
+# rebuilds the rung as it was at the record's commit (`perfkit.history`: the `perfkit/kernels`
+# folder of that commit, from git) and estimates that; the `code` column says `at 7c7b2e0`.
+# Estimating today's kernel against an old kernel's time would score the model on the wrong
+# program.
 
 # %%
 table, line, levels = model.validate("h100-sxm", ops=validate_ops or None, problems=validate_problems or None,
                                      banks=use_banks)
 show = table.drop(columns=[c for c in table.columns if c.startswith("_")])
 show = show.assign(measured_us=show["measured_s"] * 1e6, predicted_us=show["predicted_s"] * 1e6)
-print(show[["op", "problem", "rung", "measured_us", "predicted_us", "ratio", "bound"]].round(2).to_string(index=False))
+print(show[["op", "problem", "rung", "code", "measured_us", "predicted_us", "ratio", "bound"]].round(2).to_string(index=False))
 print(line)
 
 # %%
@@ -110,7 +135,20 @@ else:
 
 # %% [markdown]
 # Where the model misses, the per-launch details in `Estimate.launches` say which leg it
-# believed and why (trip rules, bank degree, waves). The known weak spot: kernels with one
-# block per SM and few warps (the GEMM blocktile and warptile rungs, the tensor-core rung),
-# whose time depends on stalls (scoreboard waits, barrier phases) that static counts see only
-# roughly.
+# believed and why (trip rules, bank degree, waves, the scoreboard per loop). Its known weak
+# spots, from the full validate run over the 105 recorded H100 rungs (median error about 20%,
+# 86 within 2x at the time of writing; run `perfkit model validate` for today's line):
+#
+# - **Loads that wait behind stores** (the 7c7b2e0 multirow/tuned norm rungs): the compiler
+#   cannot move a load of `x` above a store to `y` that may alias it, so each iteration waits
+#   for ~16 loads one after another. The scoreboard sees the chain, but the H100 spent several
+#   times longer per load than the L2/DRAM latencies of `data/rates.yaml` (predicted 0.13 to
+#   0.7 of the measured time): latency under many outstanding scattered requests is not modelled.
+# - **Few warps walking memory** (layernorm backward's `lnb_col_params`: 32 blocks of 4 warps,
+#   about one warp per SM, each walking 4096 rows; the batchnorm NCHW rungs: 2 blocks per SM):
+#   predicted at 0.4 to 0.6 of the measured time.
+# - **The naive GEMM**: no L1 model, so its uncoalesced loads count as L2 traffic (over 2x slow).
+# - **DRAM bytes of the tiled GEMMs**: the rungs declare each matrix read once; Nsight Compute
+#   counted 2 to 11 times that for the tiled rungs and about 50 times for the naive ones (an
+#   L2-capacity effect the model does not have; it barely moves their time, which is bound on
+#   the SM).

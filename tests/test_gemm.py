@@ -64,6 +64,14 @@ def test_tensor_core_kernels_at_awkward_shapes_one_warp(v, shape, fresh_seed):
     _check(v, shape, fresh_seed)
 
 
+@pytest.mark.parametrize("v", [TC_SMALL[0], TC_SMALL[1], TC_SMALL[3]], ids=lambda v: v.name)
+def test_tensor_core_unchecked_path_hands_over_to_the_checked_one(v, fresh_seed):
+    """k and n multiples of 8: blocks inside m and n take the unchecked loader (hoisted 32-bit
+    offsets) for their two full k-tiles and the checked one for the last (k = 72 = 2 * 32 + 8);
+    the blocks at the m edge take the checked loader throughout."""
+    _check(v, (17, 64, 72), fresh_seed)
+
+
 def test_cp_async_ring_wraps_in_the_simulator(fresh_seed):
     """Four k-tiles through a 3-stage ring: each stage is refilled while the others are read."""
     _check(gemm.TCPipeline(WARPS_M=1, WARPS_N=1, MT=1, NT8=8), (16, 64, 104), fresh_seed)

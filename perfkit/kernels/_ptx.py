@@ -37,10 +37,25 @@ What each one is (PTX ISA 8.x; sm_80 and later):
 * ``ld16_u32(arr, i, j) -> (u0, u1, u2, u3)`` and ``st16_u32(arr, i, j, u0, u1, u2, u3)``: one
   16-byte load or store at ``arr[i, j]`` of a 2-D float16 array (global or shared; 8 halves as
   four packed registers), ``LDG.E.128``/``STS.128``; the address must be 16-byte aligned.
+* Flat-offset forms for hot loops, ``off`` an element offset (an ``int32``: 32-bit address
+  arithmetic) into the C-ordered storage of a C-contiguous 2-D float16 array, so that a kernel
+  computes a thread's offsets once and advances them by a constant:
+  ``ldmatrix_x4_off(smem, off, scr)``, ``ldmatrix_x4_trans_off(smem, off, scr)`` (``off``: lane
+  ``l``'s row address, as ``row * cols + col`` above), ``cp_async16_off(smem, soff, gmem, goff)``
+  (all 16 bytes, no zero-fill: for tiles known to be inside the matrix),
+  ``ld16_u32_off(arr, off)`` and ``st16_u32_off(arr, off, u0, u1, u2, u3)``.  On a GPU the shared
+  address is the array's 32-bit ``.shared`` address plus ``2 * off`` (no generic-to-shared
+  conversion, no 64-bit math); the global one is the data pointer plus ``off``.  Their twins
+  turn the offset back into ``[row, col]`` and run the 2-D twins (same checks).
 
 Fragment maps (``frag_*``) are the PTX ISA's tables "Matrix Fragments for mma.m16n8k16 with
 floating point type" (lane = 4 * group + thread-in-group); tests check them against an
 independent transcription.
+
+The twins' scratch arrays stand in for the register exchange inside a warp (mma operands,
+ldmatrix row addresses, shuffles): a GPU makes no shared-memory access there, so the twins
+touch them through a plain ndarray view that :mod:`perfkit.banks` does not record (its
+bank-conflict counts hold the kernel's own shared accesses and the data the twins read).
 """
 from __future__ import annotations
 
@@ -52,7 +67,8 @@ from numba import cuda, float32
 from .. import backend
 
 __all__ = ["frag_a", "frag_b", "frag_c", "mma_16816", "mma_16816_u32", "ldmatrix_x4", "ldmatrix_x4_trans",
-           "cp_async16", "cp_async_commit", "cp_async_wait", "pack_h2", "unpack_h2", "ld16_u32", "st16_u32", "shfl_xor"]
+           "cp_async16", "cp_async_commit", "cp_async_wait", "pack_h2", "unpack_h2", "ld16_u32", "st16_u32", "shfl_xor",
+           "ldmatrix_x4_off", "ldmatrix_x4_trans_off", "cp_async16_off", "ld16_u32_off", "st16_u32_off"]
 
 
 @cuda.jit(device=True)
@@ -85,6 +101,10 @@ if backend.is_simulator():
     def _half(u) -> np.float16:
         return np.uint16(int(u) & 0xFFFF).view(np.float16)
 
+    def _exchange(scr):
+        """The scratch as a plain ndarray: a twin's register exchange is no shared access."""
+        return np.ndarray.view(scr, np.ndarray) if isinstance(scr, np.ndarray) else scr
+
     def pack_h2(lo, hi):
         return np.uint32(_bits(lo) | (_bits(hi) << 16))
 
@@ -98,6 +118,7 @@ if backend.is_simulator():
         accumulators from the whole warp's, placing every value with the same frag_* maps."""
         lane = cuda.threadIdx.x % 32
         w = cuda.threadIdx.x // 32
+        scr_a, scr_b = _exchange(scr_a), _exchange(scr_b)
         scr_a[w, lane, 0] = float32(a0)
         scr_a[w, lane, 1] = float32(a1)
         scr_a[w, lane, 2] = float32(a2)
@@ -152,6 +173,7 @@ if backend.is_simulator():
         lane = cuda.threadIdx.x % 32
         w = cuda.threadIdx.x // 32
         _check_ldmatrix_address(smem, row, col)
+        scr = _exchange(scr)
         scr[w, lane, 0] = row
         scr[w, lane, 1] = col
         cuda.syncthreads()
@@ -200,6 +222,7 @@ if backend.is_simulator():
     def shfl_xor(val, lanemask, scr):
         lane = cuda.threadIdx.x % 32
         w = cuda.threadIdx.x // 32
+        scr = _exchange(scr)
         scr[w, lane, 0] = val
         cuda.syncthreads()
         got = scr[w, lane ^ lanemask, 0]
@@ -244,6 +267,45 @@ if backend.is_simulator():
                 for e, v in enumerate(vals):
                     smem[r, q + e] = v
         _pending.groups = closed[max(len(closed) - int(n), 0):] + [groups[-1]]
+
+    def _rowcol(arr, off, who):
+        """Element offset ``off`` of a C-contiguous 2-D array -> (row, col), as a GPU would
+        address it (data pointer + off): refused where that is not ``arr[row, col]``."""
+        if arr.ndim != 2:
+            raise TypeError(f"{who}: a 2-D array is needed, got {arr.ndim}-D")
+        item = arr.dtype.itemsize
+        if arr.strides[1] != item or arr.strides[0] != arr.shape[1] * item:
+            raise RuntimeError(f"{who}: the array (shape {arr.shape}, strides {arr.strides}) is not C-contiguous: "
+                               "a flat offset does not address [row, col]")
+        off = int(off)
+        if not 0 <= off < arr.shape[0] * arr.shape[1]:
+            raise RuntimeError(f"{who}: element offset {off} is outside the {arr.shape} array: a GPU would "
+                               "fault or touch another buffer here")
+        return divmod(off, arr.shape[1])
+
+    @cuda.jit(device=True)
+    def ldmatrix_x4_off(smem, off, scr):
+        row, col = _rowcol(smem, off, "ldmatrix")
+        return _ldmatrix_sim(smem, row, col, scr, False)
+
+    @cuda.jit(device=True)
+    def ldmatrix_x4_trans_off(smem, off, scr):
+        row, col = _rowcol(smem, off, "ldmatrix")
+        return _ldmatrix_sim(smem, row, col, scr, True)
+
+    def cp_async16_off(smem, soff, gmem, goff):
+        srow, scol = _rowcol(smem, soff, "cp_async16_off")
+        grow, gcol = _rowcol(gmem, goff, "cp_async16_off")
+        if gcol + 16 // gmem.dtype.itemsize > gmem.shape[1]:
+            raise RuntimeError(f"cp_async16_off: 16 bytes at [{grow}, {gcol}] run past the end of a row of "
+                               f"{gmem.shape}: the fast path is for chunks inside the matrix")
+        cp_async16(smem, srow, scol, gmem, grow, gcol, 16)
+
+    def ld16_u32_off(arr, off):
+        return ld16_u32(arr, *_rowcol(arr, off, "ld16_u32_off"))
+
+    def st16_u32_off(arr, off, u0, u1, u2, u3):
+        st16_u32(arr, *_rowcol(arr, off, "st16_u32_off"), u0, u1, u2, u3)
 
 else:
     # --- inline PTX -------------------------------------------------------------------------
@@ -431,6 +493,94 @@ else:
                 vec = builder.insert_element(vec, x, ir.Constant(_i32, q))
             builder.store(vec, _vec_ptr(context, builder, signature.args[0], args[0], args[1:3], signature.args[1:3]),
                           align=16)
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+
+    def _flat_ptr(context, builder, aryty, ary_val, off, offty):
+        """&arr.flat[off] (the data pointer + off elements; C-contiguous arrays only)."""
+        data = context.make_array(aryty)(context, builder, ary_val).data
+        return builder.gep(data, [context.cast(builder, off, offty, types.int64)], inbounds=True)
+
+    def _shared_off(context, builder, aryty, ary_val, off, offty):
+        """The 32-bit .shared address of element ``off`` of a shared array: its base (a
+        constant: the array's symbol) plus off * itemsize, in 32-bit arithmetic."""
+        data = context.make_array(aryty)(context, builder, ary_val).data
+        base = builder.ptrtoint(builder.addrspacecast(data, ir.PointerType(data.type.pointee, 3)), _i32)
+        size = context.get_abi_sizeof(context.get_data_type(aryty.dtype))
+        o = context.cast(builder, off, offty, types.int32)
+        return builder.add(base, builder.mul(o, ir.Constant(_i32, size)))
+
+    def _c2d_f16(ty):
+        return isinstance(ty, types.Array) and ty.ndim == 2 and ty.dtype == types.float16 and ty.layout == "C"
+
+    def _ldmatrix_off(trans: bool):
+        def typer(typingctx, smem, off, scr):
+            if not (_c2d_f16(smem) and isinstance(off, types.Integer)):
+                return None
+            sig = types.UniTuple(types.uint32, 4)(smem, off, scr)
+
+            def codegen(context, builder, signature, args):
+                addr = _shared_off(context, builder, signature.args[0], args[0], args[1], signature.args[1])
+                fnty = ir.FunctionType(ir.LiteralStructType([_i32] * 4), [_i32])
+                asm = ir.InlineAsm(fnty, f"ldmatrix.sync.aligned.m8n8.x4{'.trans' if trans else ''}.shared.b16 "
+                                   "{$0,$1,$2,$3}, [$4];", "=r,=r,=r,=r,r,~{memory}", side_effect=True)
+                res = builder.call(asm, [addr])
+                return context.make_tuple(builder, signature.return_type,
+                                          [builder.extract_value(res, i) for i in range(4)])
+
+            return sig, codegen
+        return typer
+
+    ldmatrix_x4_off = intrinsic(_ldmatrix_off(False))
+    ldmatrix_x4_trans_off = intrinsic(_ldmatrix_off(True))
+
+    @intrinsic
+    def cp_async16_off(typingctx, smem, soff, gmem, goff):
+        if not (_c2d_f16(smem) and _c2d_f16(gmem) and isinstance(soff, types.Integer)
+                and isinstance(goff, types.Integer)):
+            return None
+        sig = types.void(smem, soff, gmem, goff)
+
+        def codegen(context, builder, signature, args):
+            sty = signature.args
+            dst = _shared_off(context, builder, sty[0], args[0], args[1], sty[1])
+            src = builder.ptrtoint(_flat_ptr(context, builder, sty[2], args[2], args[3], sty[3]), _i64)
+            asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), [_i32, _i64]),
+                               "cp.async.cg.shared.global [$0], [$1], 16;", "r,l,~{memory}", side_effect=True)
+            builder.call(asm, [dst, src])
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    @intrinsic
+    def ld16_u32_off(typingctx, arr, off):
+        if not (_c2d_f16(arr) and isinstance(off, types.Integer)):
+            return None
+        sig = types.UniTuple(types.uint32, 4)(arr, off)
+
+        def codegen(context, builder, signature, args):
+            ptr = _flat_ptr(context, builder, signature.args[0], args[0], args[1], signature.args[1])
+            v = builder.load(builder.bitcast(ptr, ir.VectorType(_i32, 4).as_pointer()), align=16)
+            return context.make_tuple(builder, signature.return_type,
+                                      [builder.extract_element(v, ir.Constant(_i32, q)) for q in range(4)])
+
+        return sig, codegen
+
+    @intrinsic
+    def st16_u32_off(typingctx, arr, off, u0, u1, u2, u3):
+        if not (_c2d_f16(arr) and isinstance(off, types.Integer)):
+            return None
+        sig = types.void(arr, off, u0, u1, u2, u3)
+
+        def codegen(context, builder, signature, args):
+            vec = ir.Constant(ir.VectorType(_i32, 4), ir.Undefined)
+            for q in range(4):
+                x = context.cast(builder, args[2 + q], signature.args[2 + q], types.uint32)
+                vec = builder.insert_element(vec, x, ir.Constant(_i32, q))
+            ptr = _flat_ptr(context, builder, signature.args[0], args[0], args[1], signature.args[1])
+            builder.store(vec, builder.bitcast(ptr, ir.VectorType(_i32, 4).as_pointer()), align=16)
             return context.get_dummy_value()
 
         return sig, codegen

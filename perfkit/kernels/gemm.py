@@ -47,8 +47,9 @@ from numba.types import float16  # numba.float16 is not exported; the type casts
 
 from .. import backend
 from ..model import Traffic
-from ._ptx import (cp_async16, cp_async_commit, cp_async_wait, frag_a, frag_b, frag_c, ld16_u32,  # noqa: F401
-                   ldmatrix_x4, ldmatrix_x4_trans, mma_16816, mma_16816_u32, shfl_xor, st16_u32)
+from ._ptx import (cp_async16, cp_async16_off, cp_async_commit, cp_async_wait, frag_a, frag_b, frag_c,  # noqa: F401
+                   ld16_u32, ld16_u32_off, ldmatrix_x4, ldmatrix_x4_off, ldmatrix_x4_trans, ldmatrix_x4_trans_off,
+                   mma_16816, mma_16816_u32, shfl_xor, st16_u32, st16_u32_off)
 from ._vector import ld4, load4, st4
 from .base import (MAX_STATIC_SHARED, MAX_THREADS_PER_BLOCK, Launch, OracleVariant, Problem, ProblemError,
                    TunableVariant, UnsupportedProblem, Variant, check_launch_shape, registry_check)
@@ -1584,16 +1585,30 @@ def _tc_kernel(WARPS_M: int, WARPS_N: int, MT: int, NT8: int, BK: int, STAGES: i
     """float16 GEMM on mma.m16n8k16 (rungs 13-17).  A block of WARPS_M x WARPS_N warps; each
     warp owns MT x NT8 tiles of 16x8 (a (16*MT) x (8*NT8) tile of C) and reuses every A
     fragment NT8 times and every B fragment MT times.  Global -> shared moves 16-byte chunks
-    (8 halves): ``STAGES == 1`` through registers (ld16_u32/st16_u32) with a barrier pair per
+    (8 halves): ``STAGES == 1`` through registers (LDG.128 then STS.128) with a barrier pair per
     k-tile; ``STAGES >= 2`` with cp.async into a ring of STAGES buffers, STAGES - 1 tiles in
     flight, one barrier per k-tile.  ``LDSM``: fragments come from ldmatrix (x4 for A, x4.trans
     for B) out of XOR-swizzled tiles (16-byte chunk c of row r stored at c ^ f(r)) that make
     each 8-address phase hit 8 distinct bank groups; else they are gathered as halves with the
     frag_* maps.  ``EPI``: lanes pair up with one shuffle so that each holds 4 consecutive
     floats of one row of C and writes them with one 16-byte store.
-    Edges: chunks past m, n or k are zero-filled (cp.async reads 0 bytes; registers take zeros);
-    matrices whose rows are not 16-byte aligned (k or n not a multiple of 8) take checked
-    2-byte loads instead of 16-byte ones, on the same shared layout."""
+
+    Addresses are 32-bit element offsets (Numba would type them int64: numba#8447), computed
+    once per thread before the k-loop: a thread's chunk i of a tile sits RA (RB) rows after its
+    chunk 0, and the swizzle repeats every 8 rows, so its shared offset is a constant after
+    chunk 0's (an immediate of the LDGSTS/STS) and its global offset chunk 0's plus i * RA * K;
+    per k-tile the global offsets advance by BK (A) and BK * N (B), the stage by a constant.
+    The ldmatrix row addresses likewise: the A swizzle depends on the lane only (warp and mma
+    tile rows are multiples of 16), so each k-step's A address is a per-lane offset plus a
+    constant per mma tile, each B address one per pair of n8 tiles plus a constant per k-step.
+    The loops over chunks, k-steps and mma tiles have compile-time trip counts (unrolled).
+
+    Edges: a block whose tile lies inside m and n, of matrices with 16-byte aligned rows (k and
+    n multiples of 8), takes that unchecked path for its full k-tiles; the partial last k-tile,
+    blocks at the m or n edge and unaligned matrices take the checked loader: chunks past m, n
+    or k are zero-filled (cp.async reads 0 bytes; registers take zeros), and rows that are not
+    16-byte aligned take checked 2-byte loads, on the same shared layout."""
+    i32 = int32
     BM, BN = 16 * MT * WARPS_M, 8 * NT8 * WARPS_N
     NT = 32 * WARPS_M * WARPS_N
     WARPS = WARPS_M * WARPS_N
@@ -1603,22 +1618,69 @@ def _tc_kernel(WARPS_M: int, WARPS_N: int, MT: int, NT8: int, BK: int, STAGES: i
     LA, LB = -(-ACH // NT), -(-BCH // NT)
     S = STAGES
     ASH, BSH = S * BM, S * BK
+    ASTAGE, BSTAGE = BM * BK, BK * BN  # elements of one stage
     NACC = MT * NT8 * 4
     NFA, NFB, NRA, NRB = MT * 8, NT8 * 4, MT * 4, NT8 * 2  # array shapes: constants
+    NBP = max(NT8 // 2, 1)
+    NU = 4 * (LA + LB)
     WAIT = max(STAGES - 2, 0)
     AROWS_PER_LINE = max(8 // ACPR, 1)  # rows of A sharing one 128-byte line (2 when BK = 32)
+    # the unchecked path: every thread moves whole rows' worth of chunks (chunk i of a thread is
+    # RA rows below chunk i - 1); PER_*: the swizzle repeats every 8 rows, so those rows share it
+    FAST = ACH % NT == 0 and BCH % NT == 0 and NT % ACPR == 0 and NT % BCPR == 0
+    RA, RB = max(NT // ACPR, 1), max(NT // BCPR, 1)
+    PER_A = not LDSM or RA % 8 == 0
+    PER_B = not LDSM or RB % 8 == 0
     dev = _jit(device=True, forceinline=True)
 
     @dev
     def a_phys(r, ch):  # physical chunk of logical chunk ch of A-tile row r
-        return (ch ^ ((r // AROWS_PER_LINE) % ACPR)) if LDSM else ch
+        return i32(ch ^ i32(i32(r // AROWS_PER_LINE) % ACPR)) if LDSM else ch
 
     @dev
     def b_phys(r, ch):
-        return (ch ^ (r % 8)) if LDSM else ch
+        return i32(ch ^ i32(r % 8)) if LDSM else ch
 
     @dev
-    def load_tile(a, b, As, Bs, stage, k0, M, N, K, t, bm, bn, vec_a, vec_b):
+    def a_soff(i, sa0, ra0, ca):  # shared offset (in a stage) of this thread's A chunk i
+        if PER_A:
+            return i32(sa0 + i32(i * (RA * BK)))
+        r = i32(ra0 + i32(i * RA))
+        return i32(i32(r * BK) + i32(a_phys(r, ca) * 8))
+
+    @dev
+    def b_soff(i, sb0, rb0, cb):
+        if PER_B:
+            return i32(sb0 + i32(i * (RB * BN)))
+        r = i32(rb0 + i32(i * RB))
+        return i32(i32(r * BN) + i32(b_phys(r, cb) * 8))
+
+    @dev
+    def load_fast(a, b, As, Bs, sta, stb, ga, gb, gas, gbs, sa0, ra0, ca, sb0, rb0, cb, ru):
+        """A full k-tile of a block inside m and n: no checks, offsets from the hoisted bases
+        (sta, stb: the stage's first element; ga, gb: chunk 0's global offsets this k-tile;
+        gas, gbs: RA * K and RB * N, the step between a thread's chunks)."""
+        if STAGES > 1:
+            for i in range(LA):
+                cp_async16_off(As, i32(sta + a_soff(i, sa0, ra0, ca)), a, i32(ga + i32(i * gas)))
+            for i in range(LB):
+                cp_async16_off(Bs, i32(stb + b_soff(i, sb0, rb0, cb)), b, i32(gb + i32(i * gbs)))
+        else:  # every load issued before the first store: the loads overlap
+            for i in range(LA):
+                ru[4 * i], ru[4 * i + 1], ru[4 * i + 2], ru[4 * i + 3] = ld16_u32_off(a, i32(ga + i32(i * gas)))
+            for i in range(LB):
+                q = 4 * (LA + i)
+                ru[q], ru[q + 1], ru[q + 2], ru[q + 3] = ld16_u32_off(b, i32(gb + i32(i * gbs)))
+            for i in range(LA):
+                st16_u32_off(As, i32(sta + a_soff(i, sa0, ra0, ca)), ru[4 * i], ru[4 * i + 1], ru[4 * i + 2],
+                             ru[4 * i + 3])
+            for i in range(LB):
+                q = 4 * (LA + i)
+                st16_u32_off(Bs, i32(stb + b_soff(i, sb0, rb0, cb)), ru[q], ru[q + 1], ru[q + 2], ru[q + 3])
+
+    @dev
+    def load_checked(a, b, As, Bs, stage, k0, M, N, K, t, bm, bn, vec_a, vec_b):
+        """Any k-tile of any block: every chunk bounds-checked (edges, unaligned matrices)."""
         for i in range(LA):
             chn = t + i * NT
             if chn < ACH:
@@ -1657,22 +1719,22 @@ def _tc_kernel(WARPS_M: int, WARPS_N: int, MT: int, NT8: int, BK: int, STAGES: i
                         Bs[srow, scol + e] = b[grow, gcol + e] if grow < K and gcol + e < N else float16(0)
 
     @dev
-    def compute(As, Bs, acc, fa, fb, ra, rb, stage, wm, wn, lane, scr_a, scr_b, scr_l):
+    def compute(As, Bs, acc, fa, fb, ra, rb, stage, wm, wn, lane, aoff, boff, scr_a, scr_b, scr_l):
+        sta = i32(stage * ASTAGE)
+        stb = i32(stage * BSTAGE)
         for ks in range(KS):
             for mt in range(MT):
                 if LDSM:
-                    r = wm + mt * 16 + lane % 16
-                    ra[mt * 4], ra[mt * 4 + 1], ra[mt * 4 + 2], ra[mt * 4 + 3] = ldmatrix_x4(
-                        As, stage * BM + r, a_phys(r, ks * 2 + lane // 16) * 8, scr_l)
+                    ra[mt * 4], ra[mt * 4 + 1], ra[mt * 4 + 2], ra[mt * 4 + 3] = ldmatrix_x4_off(
+                        As, i32(i32(sta + aoff[ks]) + i32(mt * (16 * BK))), scr_l)
                 else:
                     for i in range(8):
                         fr, fc = frag_a(lane, i)
                         fa[mt * 8 + i] = As[stage * BM + wm + mt * 16 + fr, ks * 16 + fc]
             for np_ in range(NT8 // 2 if LDSM else NT8):
                 if LDSM:  # two n8 tiles per ldmatrix.x4.trans
-                    kr = ks * 16 + lane % 16
-                    rb[np_ * 4], rb[np_ * 4 + 1], rb[np_ * 4 + 2], rb[np_ * 4 + 3] = ldmatrix_x4_trans(
-                        Bs, stage * BK + kr, b_phys(kr, (wn + np_ * 16) // 8 + lane // 16) * 8, scr_l)
+                    rb[np_ * 4], rb[np_ * 4 + 1], rb[np_ * 4 + 2], rb[np_ * 4 + 3] = ldmatrix_x4_trans_off(
+                        Bs, i32(i32(stb + boff[np_]) + i32(ks * (16 * BN))), scr_l)
                 else:
                     for i in range(4):
                         fr, fc = frag_b(lane, i)
@@ -1705,35 +1767,88 @@ def _tc_kernel(WARPS_M: int, WARPS_N: int, MT: int, NT8: int, BK: int, STAGES: i
         fb = cuda.local.array(NFB, float16)
         ra = cuda.local.array(NRA, uint32)
         rb = cuda.local.array(NRB, uint32)
-        t = cuda.threadIdx.x
-        lane = t % 32
-        warp = t // 32
-        wm = (warp // WARPS_N) * (16 * MT)
-        wn = (warp % WARPS_N) * (8 * NT8)
-        bm = cuda.blockIdx.y * BM
-        bn = cuda.blockIdx.x * BN
+        ru = cuda.local.array(NU, uint32)
+        aoff = cuda.local.array(KS, int32)
+        boff = cuda.local.array(NBP, int32)
+        Mi, Ni, Ki = i32(M), i32(N), i32(K)
+        t = i32(cuda.threadIdx.x)
+        lane = i32(t % 32)
+        warp = i32(t // 32)
+        wm = i32(i32(warp // WARPS_N) * (16 * MT))
+        wn = i32(i32(warp % WARPS_N) * (8 * NT8))
+        bm = i32(i32(cuda.blockIdx.y) * BM)
+        bn = i32(i32(cuda.blockIdx.x) * BN)
         for i in range(NACC):
             acc[i] = float32(0)
-        n_k = (K + BK - 1) // BK
+        if LDSM:  # this lane's ldmatrix row addresses (the swizzle of rows wm + 16 mt + l16 is l16's)
+            l16 = i32(lane % 16)
+            hi = i32(lane // 16)
+            for ks in range(KS):
+                aoff[ks] = i32(i32(i32(wm + l16) * BK) + i32(a_phys(l16, i32(ks * 2 + hi)) * 8))
+            for np_ in range(NBP):
+                boff[np_] = i32(i32(l16 * BN) + i32(b_phys(l16, i32(i32(wn // 8) + i32(np_ * 2 + hi))) * 8))
+        # the unchecked loader's bases: chunk 0 of this thread in the A and the B tile
+        ra0 = i32(t // ACPR)
+        ca = i32(t % ACPR)
+        rb0 = i32(t // BCPR)
+        cb = i32(t % BCPR)
+        sa0 = i32(i32(ra0 * BK) + i32(a_phys(ra0, ca) * 8))
+        sb0 = i32(i32(rb0 * BN) + i32(b_phys(rb0, cb) * 8))
+        ga = i32(i32(i32(bm + ra0) * Ki) + i32(ca * 8))
+        gb = i32(i32(rb0 * Ni) + i32(bn + i32(cb * 8)))
+        gas = i32(RA * Ki)
+        gbs = i32(RB * Ni)
+        gbk = i32(BK * Ni)
+        n_k = i32(i32(Ki + (BK - 1)) // BK)
+        n_full = i32(0)
+        if FAST and vec_a and vec_b and bm + BM <= Mi and bn + BN <= Ni:
+            n_full = i32(Ki // BK)
         if STAGES == 1:
-            for kt in range(n_k):
-                load_tile(a, b, As, Bs, 0, kt * BK, M, N, K, t, bm, bn, vec_a, vec_b)
+            kt = i32(0)
+            while kt < n_k:
+                if kt < n_full:
+                    load_fast(a, b, As, Bs, 0, 0, ga, gb, gas, gbs, sa0, ra0, ca, sb0, rb0, cb, ru)
+                else:
+                    load_checked(a, b, As, Bs, 0, i32(kt * BK), M, N, K, t, bm, bn, vec_a, vec_b)
+                ga = i32(ga + BK)
+                gb = i32(gb + gbk)
                 cuda.syncthreads()
-                compute(As, Bs, acc, fa, fb, ra, rb, 0, wm, wn, lane, scr_a, scr_b, scr_l)
+                compute(As, Bs, acc, fa, fb, ra, rb, 0, wm, wn, lane, aoff, boff, scr_a, scr_b, scr_l)
                 cuda.syncthreads()
+                kt = i32(kt + 1)
         else:
             for s in range(STAGES - 1):  # prologue: STAGES - 1 tiles in flight
-                if s < n_k:
-                    load_tile(a, b, As, Bs, s, s * BK, M, N, K, t, bm, bn, vec_a, vec_b)
+                if s < n_full:
+                    load_fast(a, b, As, Bs, i32(s * ASTAGE), i32(s * BSTAGE), ga, gb, gas, gbs, sa0, ra0, ca,
+                              sb0, rb0, cb, ru)
+                elif s < n_k:
+                    load_checked(a, b, As, Bs, s, i32(s * BK), M, N, K, t, bm, bn, vec_a, vec_b)
+                ga = i32(ga + BK)
+                gb = i32(gb + gbk)
                 cp_async_commit()
-            for kt in range(n_k):
+            rs = i32(0)      # the stage read this k-tile
+            ws = i32(S - 1)  # the stage written (tile kt + STAGES - 1)
+            kt = i32(0)
+            while kt < n_k:
                 cp_async_wait(WAIT)  # tile kt has landed (this thread's copies) ...
                 cuda.syncthreads()   # ... and everyone's; the stage read at kt - 1 is free
-                nk = kt + STAGES - 1
-                if nk < n_k:
-                    load_tile(a, b, As, Bs, nk % STAGES, nk * BK, M, N, K, t, bm, bn, vec_a, vec_b)
+                nk = i32(kt + (S - 1))
+                if nk < n_full:
+                    load_fast(a, b, As, Bs, i32(ws * ASTAGE), i32(ws * BSTAGE), ga, gb, gas, gbs, sa0, ra0, ca,
+                              sb0, rb0, cb, ru)
+                elif nk < n_k:
+                    load_checked(a, b, As, Bs, ws, i32(nk * BK), M, N, K, t, bm, bn, vec_a, vec_b)
                 cp_async_commit()
-                compute(As, Bs, acc, fa, fb, ra, rb, kt % STAGES, wm, wn, lane, scr_a, scr_b, scr_l)
+                compute(As, Bs, acc, fa, fb, ra, rb, rs, wm, wn, lane, aoff, boff, scr_a, scr_b, scr_l)
+                ga = i32(ga + BK)
+                gb = i32(gb + gbk)
+                rs = i32(rs + 1)
+                if rs == S:
+                    rs = i32(0)
+                ws = i32(ws + 1)
+                if ws == S:
+                    ws = i32(0)
+                kt = i32(kt + 1)
             cp_async_wait(0)
         g = lane // 4
         t4 = lane % 4
@@ -1820,8 +1935,10 @@ class _TCBase(_Tunable):
                                      f"(got NT8={self.NT8}, BN={self.BN}, BK={self.BK})")
         _check_launch(self, problem, self.grid(problem), self.threads(), self.shared_bytes())
         m, n, k = _dims(problem)
-        if m * n + 64 > I32_LIMIT:
-            raise UnsupportedProblem(f"{self.label}: C has {m * n} elements; its flat index is 32-bit here")
+        for what, size in (("A (m*k)", m * k), ("B (k*n)", k * n), ("C (m*n)", m * n)):
+            if size + 64 > I32_LIMIT:
+                raise UnsupportedProblem(f"{self.label}: {what} has {size} elements; this rung's offsets are "
+                                         "32-bit, which reach 2**31 - 1")
 
     def plan(self, problem, bufs):
         m, n, k = _dims(problem)

@@ -207,16 +207,29 @@ if backend.is_simulator():
             raise RuntimeError(f"{who}: 16-byte access at [{i}, {j}] (byte offset {off}) of a {arr.shape} array "
                                "is misaligned or out of bounds: a GPU would fault here")
 
+    def _words(arr):
+        """A shared (ndarray) tile seen as 4-byte words, so that a 16-byte access is four
+        consecutive words, as perfkit.banks merges them into one 128-bit access (the SASS's
+        LDS.128/STS.128), not eight 2-byte ones; None for global arrays."""
+        return arr.view(np.uint32) if isinstance(arr, np.ndarray) and arr.shape[1] % 2 == 0 else None
+
     def ld16_u32(arr, i, j):
         _check16(arr, i, j, "ld16_u32")
         i, j = int(i), int(j)
+        w = _words(arr)
+        if w is not None:
+            return tuple(np.uint32(w[i, j // 2 + q]) for q in range(4))
         return tuple(pack_h2(arr[i, j + 2 * q], arr[i, j + 2 * q + 1]) for q in range(4))
 
     def st16_u32(arr, i, j, u0, u1, u2, u3):
         _check16(arr, i, j, "st16_u32")
         i, j = int(i), int(j)
+        w = _words(arr)
         for q, u in enumerate((u0, u1, u2, u3)):
-            arr[i, j + 2 * q], arr[i, j + 2 * q + 1] = unpack_h2(u)
+            if w is not None:
+                w[i, j // 2 + q] = np.uint32(u)
+            else:
+                arr[i, j + 2 * q], arr[i, j + 2 * q + 1] = unpack_h2(u)
 
     @cuda.jit(device=True)
     def shfl_xor(val, lanemask, scr):

@@ -17,7 +17,7 @@ one rung further onto the tensor cores.  Ledger (the rung number and name live o
   10 warptile      warps own 64x32 tiles of 4x4 sub-tiles: every operand load is an LDS.128
   11 autotuned     warp tiling at the configuration a search picked (see ``search``)
   12 tensor_core   float16 in, float32 accumulate, ``mma.sync.m16n8k16`` through inline PTX
-  13 tc_vector     16-byte global loads, 32-deep k-tiles, 32x32 warp tiles
+  13 tc_vector     16-byte global loads (hoisted 32-bit offsets), 32-deep k-tiles, 32x32 warp tiles
   14 tc_ldmatrix   fragments by ``ldmatrix`` from XOR-swizzled (conflict-free) shared tiles
   15 tc_cp_async   ``cp.async`` into a 3-stage ring: two k-tiles in flight, one barrier each
   16 tc_warptile   64x64 warp tiles: each fragment feeds 4-8 mma
@@ -28,8 +28,8 @@ The inline-PTX helpers (mma, ldmatrix, cp.async, shuffles) and their simulator t
 
 Every rung is correct for every (m, n, k) >= 1: loads outside A or B read zeros and stores
 outside C are skipped, so no size needs to be a multiple of a tile.  SIMT rungs take float32;
-the tensor-core rungs take float16.  Rungs 9-11 index with 32-bit offsets and refuse matrices of
-2**31 elements or more.  ``supports`` refuses, by arithmetic alone, a launch no GPU
+the tensor-core rungs take float16.  Rungs 9-11 and 13-17 index with 32-bit offsets and refuse
+matrices of 2**31 elements or more.  ``supports`` refuses, by arithmetic alone, a launch no GPU
 runs: over 1024 threads or 48 KiB of static shared memory per block (a tile configuration), or
 over 65535 blocks along grid.y (m beyond 65535 row tiles; the naive rung puts n there).
 """
@@ -1965,8 +1965,13 @@ class TCVector(_TCBase):
         "twice per 16 of k. Here every thread moves 16-byte chunks (8 halves: one LDG.E.128 and "
         "one STS.128) and a k-tile is 32 deep, so a barrier pair covers two mma k-steps; each "
         "warp owns a 32x32 tile of C (2x4 mma tiles: an A fragment feeds 4 mmas, a B fragment "
-        "2). Fragments are still gathered from shared memory 2 bytes at a time. Rows that are "
-        "not 16-byte aligned (k or n not a multiple of 8) take checked 2-byte loads.")
+        "2). Fragments are still gathered from shared memory 2 bytes at a time. A thread's "
+        "chunk addresses are 32-bit offsets computed once before the k-loop and advanced by a "
+        "constant per k-tile (its shared offsets become immediates of the STS.128), so a block "
+        "inside the matrix loads a full k-tile with no index math or bounds checks per chunk "
+        "(rungs 14-17 inherit this loader); edge blocks, the last partial k-tile and rows that "
+        "are not 16-byte aligned (k or n not a multiple of 8) take a checked loader, the last "
+        "with 2-byte loads.")
 
 
 @dataclass(frozen=True)

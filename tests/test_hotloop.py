@@ -81,3 +81,19 @@ def test_tensor_core_rungs_hot_loop_holds_their_mma(name):
     # no loop nested inside it issues mma: it is the innermost loop doing the tensor work
     assert not [lp for lp in r.loops if hot.start <= lp.start and lp.end <= hot.end and lp is not hot
                 and lp.mix.get("tensor mma", 0)]
+
+
+@pytest.mark.parametrize("name, copies", [("tc_cp_async", 4), ("tc_epilogue", 8)])
+def test_tensor_core_unchecked_tile_copies_are_cheap(name, copies):
+    """Issue 14, compile only (sm_90a): the k-loop's unchecked loader issues one LDGSTS without
+    zero-fill per 16-byte chunk of a thread (LA + LB a k-tile), its offsets hoisted out of the
+    loop: the arm that issues them (from the branch before the first copy to the last copy)
+    takes at most 10 instructions per copy (it was ~110 with per-chunk int64 index math)."""
+    import re
+
+    r = anatomy.inspect(BY_NAME[name], gemm.Problem(256, 256, 256, "float16"), cc=(9, 0))
+    body = r.hot_loop.body
+    idx = [i for i, ins in enumerate(body) if "LDGSTS" in ins and "ZFILL" not in ins]
+    assert len(idx) == copies, [body[i] for i in idx]
+    start = max(i for i in range(idx[0]) if re.search(r"\bBRA\b", body[i]))
+    assert idx[-1] - start <= 10 * copies, "\n".join(body[start:idx[-1] + 1])

@@ -629,7 +629,8 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
     total = _add({}, _pipe_counts(straight), float(warps))
     for i in range(len(loops)):
         _add(total, own[i], trips[i])
-    return {"counts": total, "trips": trips, "rules": rules, "own": own, "straight": _pipe_counts(straight)}
+    return {"counts": total, "trips": trips, "rules": rules, "own": own, "straight": _pipe_counts(straight),
+            "bodies": (own_pairs, straight_pairs)}
 
 
 def _wavefronts(counts: dict, ld_degree: float, st_degree: float) -> float:
@@ -839,11 +840,8 @@ def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *,
     miss = min(1.0, max(0.0, traffic.dram_bytes / l2_total)) if l2_total else 1.0
     lat = _latencies(r, miss, ldd)
     w = warps_per_sched
-    from .anatomy import _sass_lines
-
-    lines = _sass_lines(rep.sass)
     loops = rep.loops
-    own_pairs, straight_pairs = _bodies(lines, loops)
+    own_pairs, straight_pairs = dyn["bodies"]  # each loop's own body, one arm per if/else
     sched_cycles = 0.0
     per_loop = []
     for i, lp in enumerate(loops):

@@ -404,6 +404,14 @@ else:
         cvta = ir.InlineAsm(ir.FunctionType(_i64, [_i64]), "cvta.to.shared.u64 $0, $1;", "=l,l")
         return builder.trunc(builder.call(cvta, [builder.ptrtoint(ptr, _i64)]), _i32)
 
+    def _emit_ldmatrix(context, builder, signature, addr, trans: bool):
+        """ldmatrix.x4 (optionally .trans) from a 32-bit shared address: a tuple of 4 uint32."""
+        fnty = ir.FunctionType(ir.LiteralStructType([_i32] * 4), [_i32])
+        asm = ir.InlineAsm(fnty, f"ldmatrix.sync.aligned.m8n8.x4{'.trans' if trans else ''}.shared.b16 "
+                           "{$0,$1,$2,$3}, [$4];", "=r,=r,=r,=r,r,~{memory}", side_effect=True)
+        res = builder.call(asm, [addr])
+        return context.make_tuple(builder, signature.return_type, [builder.extract_value(res, i) for i in range(4)])
+
     def _ldmatrix(trans: bool):
         def typer(typingctx, smem, row, col, scr):
             if not (isinstance(smem, types.Array) and smem.ndim == 2 and smem.dtype == types.float16):
@@ -412,13 +420,7 @@ else:
 
             def codegen(context, builder, signature, args):
                 ptr = _item_ptr(context, builder, signature.args[0], args[0], args[1:3], signature.args[1:3])
-                addr = _shared_addr(builder, ptr)
-                fnty = ir.FunctionType(ir.LiteralStructType([_i32] * 4), [_i32])
-                asm = ir.InlineAsm(fnty, f"ldmatrix.sync.aligned.m8n8.x4{'.trans' if trans else ''}.shared.b16 "
-                                   "{$0,$1,$2,$3}, [$4];", "=r,=r,=r,=r,r,~{memory}", side_effect=True)
-                res = builder.call(asm, [addr])
-                return context.make_tuple(builder, signature.return_type,
-                                          [builder.extract_value(res, i) for i in range(4)])
+                return _emit_ldmatrix(context, builder, signature, _shared_addr(builder, ptr), trans)
 
             return sig, codegen
         return typer
@@ -536,12 +538,7 @@ else:
 
             def codegen(context, builder, signature, args):
                 addr = _shared_off(context, builder, signature.args[0], args[0], args[1], signature.args[1])
-                fnty = ir.FunctionType(ir.LiteralStructType([_i32] * 4), [_i32])
-                asm = ir.InlineAsm(fnty, f"ldmatrix.sync.aligned.m8n8.x4{'.trans' if trans else ''}.shared.b16 "
-                                   "{$0,$1,$2,$3}, [$4];", "=r,=r,=r,=r,r,~{memory}", side_effect=True)
-                res = builder.call(asm, [addr])
-                return context.make_tuple(builder, signature.return_type,
-                                          [builder.extract_value(res, i) for i in range(4)])
+                return _emit_ldmatrix(context, builder, signature, addr, trans)
 
             return sig, codegen
         return typer

@@ -27,7 +27,10 @@ The model of one kernel launch
      (32 * bytes per thread per iteration, summed over the sweeping loops)``, at least once per
      warp; a launch's share is proportional to the bytes of the arrays it is passed; a sibling
      loop right beside an unrolled sweep that repeats its accesses k times fewer is its
-     remainder loop and runs (k - 1) / 2 times per warp;
+     remainder loop and runs (k - 1) / 2 times per warp; a sweeping loop around another
+     sweeping loop (a grid-stride loop over columns around the walk down the rows) runs once per
+     warp and the inner one carries the bytes; a store-only sibling of such an outer loop is the
+     compiler's unswitched copy for an empty inner range and does not run;
    * an outer loop runs as often as its least frequent inner loop; any other loop (a
      reduction tree) runs ``log2(threads per block)`` times per warp.
 
@@ -532,6 +535,16 @@ def _bodies(lines, loops, dropped: list | None = None):
     return own, straight
 
 
+def _nested_in(loops, j: int, i: int) -> bool:
+    """Whether loop ``j`` lies (at any depth) inside loop ``i``."""
+    p = loops[j].parent
+    while p is not None:
+        if p == i:
+            return True
+        p = loops[p].parent
+    return False
+
+
 def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int, threads_per_block: int) -> dict:
     """Dynamic per-pipe counts of one launch (warp instructions over the whole launch) and the
     trips of each loop; see the module docstring for the trip rules."""
@@ -607,6 +620,25 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
             trips[i], rules[i] = float(warps), "outside the arithmetic loop: once per warp"
             sweep.remove(i)
             launch_bytes = max(launch_bytes - warps * 32 * own[i]["gmem_bytes"], 0.0)
+    # a sweeping loop around another sweeping loop (a grid-stride loop over columns around the
+    # walk down the rows) passes its own accesses about once per warp; the inner loop sweeps
+    def has_inner_sweep(i):
+        return any(j != i and _nested_in(loops, j, i) for j in sweep)
+
+    outer = [i for i in sweep if has_inner_sweep(i)]
+    for i in outer:
+        trips[i], rules[i] = float(warps), "around an inner sweep: once per warp"
+        launch_bytes = max(launch_bytes - warps * 32 * own[i]["gmem_bytes"], 0.0)
+    # the compiler's copy of such an outer loop for an empty inner range (loop unswitching on
+    # rows <= 0): a sibling that only stores; it and its remainder loop do not run
+    for i in [i for i in sweep if trips[i] is None and own[i]["gload_bytes"] == 0]:
+        if any(loops[o].parent == loops[i].parent for o in outer):
+            trips[i], rules[i] = 0.0, "unswitched copy for an empty inner loop (not taken)"
+            for j in range(len(loops)):
+                if rules[j].startswith(f"remainder of loop {i} "):
+                    launch_bytes += trips[j] * 32 * own[j]["gmem_bytes"]
+                    trips[j], rules[j] = 0.0, "unswitched copy for an empty inner loop (not taken)"
+    sweep = [i for i in sweep if trips[i] is None]
     if sweep:
         per_iter = sum(own[i]["gmem_bytes"] for i in sweep) * 32
         t = launch_bytes / per_iter

@@ -215,3 +215,44 @@ def test_one_path_keeps_the_shorter_arm_of_an_if_else():
     body3 = [(0x00, "@P0 BRA 0x30 ;"), (0x10, "STG.E desc[UR4][R2.64], R4 ;"), (0x20, "IADD3 R1, R1, 0x1, RZ ;"),
              (0x30, "EXIT ;")]
     assert len(model._one_path(body3)) == 4
+
+
+def _fake_report(instrs):
+    from types import SimpleNamespace
+
+    from perfkit.anatomy import find_loops
+    sass = "\n".join(f"        /*{a:04x}*/                   {t} ;" for a, t in instrs)
+    return SimpleNamespace(sass=sass, loops=find_loops(sass))
+
+
+def test_sweep_trips_nested_and_unswitched_loops():
+    """A grid-stride loop over columns around a walk down the rows (layernorm_bwd's column
+    reduction): the inner loop carries the bytes, the outer runs about once per warp, and the
+    compiler's store-only copy of the outer loop for an empty inner range does not run."""
+    from types import SimpleNamespace
+    instrs = [(0x00, "ISETP.GE.AND P0, PT, R1, RZ, PT"),
+              (0x10, "@P0 BRA 0x60"),
+              (0x20, "STG.E desc[UR4][R2.64], RZ"),          # unswitched copy: rows <= 0
+              (0x30, "IADD3 R2, R2, 0x4, RZ"),
+              (0x40, "@P1 BRA 0x20"),
+              (0x50, "EXIT"),
+              (0x60, "MOV R5, RZ"),                           # outer: over columns
+              (0x70, "LDG.E R6, desc[UR4][R8.64]"),          # inner: down the rows
+              (0x80, "LDG.E R7, desc[UR4][R10.64]"),
+              (0x90, "FFMA R5, R6, R7, R5"),
+              (0xa0, "@P2 BRA 0x70"),
+              (0xb0, "STG.E desc[UR4][R2.64], R5"),
+              (0xc0, "@P3 BRA 0x60"),
+              (0xd0, "EXIT")]
+    rep = _fake_report(instrs)
+    starts = [lp.start for lp in rep.loops]
+    u, o, i = starts.index(0x20), starts.index(0x60), starts.index(0x70)
+    assert rep.loops[i].parent == o
+    warps = 128
+    nbytes = 64e6
+    dyn = model.dynamic_mix(rep, SimpleNamespace(flops=0.0, bytes=nbytes), launch_bytes=nbytes, dense=False,
+                            warps=warps, threads_per_block=128)
+    trips = dyn["trips"]
+    assert trips[u] == 0.0 and "unswitched" in dyn["rules"][u]
+    assert trips[o] == warps
+    assert trips[i] == pytest.approx((nbytes - warps * 32 * 4) / (32 * 8))

@@ -486,7 +486,8 @@ def test_double_buffering_is_cheap_and_the_model_predicts_the_climb():
     assert outer["integer/address"] / outer["barrier"] <= 200, outer
     for n in (1024, 4096):
         p = gemm.Problem(n, n, n)
-        t = [model.estimate(BY_NAME[k], p, banks=False).seconds for k in ("no_bank_conflicts", "double_buffer", "index32")]
+        t = [model.estimate(BY_NAME[k], p, banks=False).seconds
+             for k in ("no_bank_conflicts", "double_buffer", "index32")]
         assert t[0] > t[1] > t[2], (n, t)
 
 

@@ -859,8 +859,9 @@ class DoubleBuffer(Blocktile2D):
         "only if the buffering is cheap. The first version picked the buffer as tile % 2 in "
         "int64 and recomputed every thread's store addresses each tile: sm_90a, 172 "
         "instructions a tile outside the k-steps (rung 7: 76), 892 for 512 FFMA, and the model "
-        "predicted it slower than rung 7 at 4096^3 (27.3 vs 27.9 TFLOP/s; on the H100 that "
-        "code, at commit 7c7b2e0 and without launch bounds, measured 24.1 vs 22.0 TFLOP/s: the "
+        "(perfkit.model at 4e0f9aa) predicted it slower than rung 7 at 4096^3 (27.3 vs 27.7 "
+        "TFLOP/s; on the H100, rungs 7 and 8 as recorded at commit 7c7b2e0, an earlier "
+        "version of both with the same buffering, measured 22.0 and 24.1 TFLOP/s: there the "
         "model missed). Here the k-loop is unrolled by two, so buffers 0 and 1 are separate "
         "shared arrays named at compile time; each thread's shared offsets (and global rows "
         "and columns) are computed once before the loop; the tile and k-step counters are "
@@ -868,8 +869,9 @@ class DoubleBuffer(Blocktile2D):
         "registers, no spills; 75 instructions a tile outside the k-steps, a k-step of 64 FFMA "
         "in 83 instructions (0.77; rung 7: 87, 0.74), 740 a tile; perfkit.banks (64x128x64, "
         "one block): loads and stores conflict-free, 8704 wavefronts for 8704 ideal. Model "
-        "prediction (H100; this code has not run on a GPU): 31.3 TFLOP/s at 4096^3 and 11.0 at "
-        "1024^3 (rung 7: 27.9 and 9.4). The global loads keep rung 7's int64 indices and "
+        "prediction (the same model, H100; this code has not run on a GPU): 31.3 TFLOP/s at "
+        "4096^3 and 11.0 at 1024^3 (rung 7: 27.7 and 9.4; rung 9: 34.7 and 13.1; before: 27.3 "
+        "and 10.1). The global loads keep rung 7's int64 indices and "
         "bounds checks: rung 9 takes those on.")
 
     def supports(self, problem):

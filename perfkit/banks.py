@@ -11,6 +11,9 @@ Public API (other modules build on it; keep it stable)::
     rep.sites                                    # per source line: accesses, wavefronts, ideal
     rep.scaled(f)                                # every count times f (e.g. to a full grid)
     banks.wavefronts(addresses, width)           # one warp-wide access: (wavefronts, ideal)
+    rep.coalescing(launch=None)                  # global memory, same simulation: requests,
+                                                 # sectors and lines per request, efficiency
+    rep.gsites                                   # per source line: requests, sectors, lines
     banks.small_problem(variant, problem)        # a shrunken twin of problem to simulate
 
 The rule (NVIDIA's shared memory: 32 banks, 4 bytes wide, one wavefront serves each bank once):
@@ -33,6 +36,13 @@ consecutive accesses to adjacent words at one site (``reg[j] = S[r, c + j]`` for
 into one 64- or 128-bit instruction when the run's start is aligned to its size; the same
 merge is applied here, so an unrolled ``LDS.128`` is counted as one.  Shared arrays are laid
 out one after another in the order a block first touches them, each 16-byte aligned.
+
+Global memory (coalescing) is recorded in the same run: every element a thread reads or
+writes in a kernel argument, with its byte address (each buffer 256-byte aligned, as
+``cudaMalloc`` gives); the k-th access of each lane at a site is one warp-wide request, which
+touches some 32-byte sectors and 128-byte lines.  Lines per request is what the L1 spends on
+it (1 for a coalesced 4-byte warp access; 32 when every thread walks its own row, as in the
+naive GEMM, whose H100 time 275 ms is its 33 lines per k-step at one line per clock per SM).
 
 Cost: the simulator runs every thread as a Python thread, so simulate a small problem
 (:func:`small_problem`) and at most ``max_blocks`` blocks of each launch; the conflict DEGREE
@@ -109,6 +119,10 @@ class BankReport:
     store_wavefronts: int = 0
     store_ideal: int = 0
     sites: list = field(default_factory=list)  # dicts: file, line, kind, width, accesses, wavefronts, ideal
+    # global memory, from the same simulation: per launch, warp-wide requests and the 32-byte
+    # sectors and 128-byte lines they touch (``gsites``: the same per source line)
+    global_launches: list = field(default_factory=list)  # dicts: requests, sectors, lines, ideal_sectors (load_/store_)
+    gsites: list = field(default_factory=list)           # dicts: file, line, kind, width, requests, sectors, lines
 
     @property
     def conflicts(self) -> int:
@@ -126,6 +140,24 @@ class BankReport:
     def store_degree(self) -> float:
         return self.store_wavefronts / self.store_ideal if self.store_ideal else 1.0
 
+    def coalescing(self, launch: int | None = None) -> dict:
+        """Global-memory requests of the simulated blocks (one launch, or all): ``requests``,
+        ``sectors`` and ``lines`` touched, ``sectors_per_request``, ``lines_per_request`` (1-4 for
+        a coalesced warp, up to 32 when every thread has its own line) and ``efficiency``
+        (ideal sectors / sectors: 1.0 when no byte of a fetched sector goes unused)."""
+        ls = self.global_launches if launch is None else self.global_launches[launch:launch + 1]
+        out = {}
+        for pre in ("", "load_", "store_"):
+            for k in ("requests", "sectors", "lines", "ideal_sectors"):
+                out[pre + k] = sum(d.get(pre + k, 0) for d in ls)
+        r = max(out["requests"], 1)
+        out["sectors_per_request"] = out["sectors"] / r
+        out["lines_per_request"] = out["lines"] / r
+        out["load_lines_per_request"] = out["load_lines"] / max(out["load_requests"], 1)
+        out["store_lines_per_request"] = out["store_lines"] / max(out["store_requests"], 1)
+        out["efficiency"] = out["ideal_sectors"] / out["sectors"] if out["sectors"] else 1.0
+        return out
+
     def scaled(self, factor: float) -> "BankReport":
         """Every count multiplied by ``factor`` (sites too), e.g. blocks in the grid / blocks run."""
         d = dataclasses.asdict(self)
@@ -133,6 +165,8 @@ class BankReport:
                   "store_accesses", "store_wavefronts", "store_ideal"):
             d[k] = d[k] * factor
         d["sites"] = [{**s, **{k: s[k] * factor for k in ("accesses", "wavefronts", "ideal")}} for s in self.sites]
+        d["global_launches"] = [{k: v * factor for k, v in g.items()} for g in self.global_launches]
+        d["gsites"] = [{**s, **{k: s[k] * factor for k in ("requests", "sectors", "lines")}} for s in self.gsites]
         return BankReport(**d)
 
     def as_dict(self) -> dict:
@@ -153,6 +187,21 @@ class _Recorder:
         self.keep: list = []                # keep arrays alive so ids stay unique
         self.next_base = 0
         self.events: dict = {}              # (block, thread) -> list of (site, addr, size)
+        self.gevents: dict = {}             # the same for global memory
+        self.gbases: dict[int, int] = {}    # id(root buffer of a global array) -> a 256-byte aligned base
+        self.next_gbase = 1 << 30
+
+    def gbase_of(self, root: np.ndarray) -> int:
+        key = id(root)
+        b = self.gbases.get(key)
+        if b is None:
+            with self.lock:
+                b = self.gbases.get(key)
+                if b is None:  # cudaMalloc aligns to 256 bytes
+                    b = self.gbases[key] = self.next_gbase
+                    self.keep.append(root)
+                    self.next_gbase = -(-(b + root.nbytes + 1) // 256) * 256
+        return b
 
     def base_of(self, arr: np.ndarray) -> int:
         key = id(arr)
@@ -218,6 +267,112 @@ class _Shared(np.ndarray):
     def __setitem__(self, index, value):
         self._note(index, "store")
         np.ndarray.__setitem__(self.view(np.ndarray), index, value)
+
+
+def _access_site(kind):
+    """(file, line, kind) of the kernel line that made an access: the first frame outside this
+    module and Numba's simulator."""
+    f = sys._getframe(2)
+    while f is not None and (f.f_code.co_filename == __file__ or "numba" in f.f_code.co_filename
+                             and "simulator" in f.f_code.co_filename):
+        f = f.f_back
+    return (f.f_code.co_filename, f.f_lineno, kind) if f is not None else ("?", 0, kind)
+
+
+class _Global(np.ndarray):
+    """A kernel argument's buffer in the simulator that reports each element access (not the
+    taking of a view) with its byte address."""
+
+    def _note(self, index, kind):
+        rec = _REC
+        if rec is None:
+            return
+        if not isinstance(index, tuple):
+            index = (index,)
+        if len(index) != self.ndim or not all(isinstance(i, (int, np.integer)) for i in index):
+            return  # a view (x[r]) or a slice: its elements are noted when they are read
+        t = threading.current_thread()
+        tid = getattr(t, "thread_id", None)
+        if tid is None:
+            return
+        root = self
+        while isinstance(root.base, np.ndarray):
+            root = root.base
+        addr = rec.gbase_of(root) + (self.__array_interface__["data"][0] - root.__array_interface__["data"][0])
+        for i, n, st in zip(index, self.shape, self.strides):
+            i = int(i)
+            addr += (i + n if i < 0 else i) * st
+        blk = tuple(t.blockIdx) if hasattr(t, "blockIdx") else (0, 0, 0)
+        rec.gevents.setdefault((blk, tid), []).append((_access_site(kind), addr, self.itemsize))
+
+    def __getitem__(self, index):
+        self._note(index, "load")
+        out = np.ndarray.__getitem__(self, index)
+        return out
+
+    def __setitem__(self, index, value):
+        self._note(index, "store")
+        np.ndarray.__setitem__(self.view(np.ndarray), index, value)
+
+
+def _recording_arg(a):
+    """A simulator device array whose element accesses are recorded (other arguments as they are)."""
+    try:
+        from numba.cuda.simulator.cudadrv.devicearray import FakeCUDAArray
+    except ImportError:  # pragma: no cover
+        return a
+    if isinstance(a, FakeCUDAArray) and isinstance(a._ary, np.ndarray) and a._ary.ndim > 0:
+        return FakeCUDAArray(a._ary.view(_Global), a.stream)
+    return a
+
+
+def _sectors_lines(addrs, width) -> tuple[int, int, int]:
+    """(32-byte sectors, 128-byte lines, ideal sectors) of one warp-wide global access."""
+    sec, lines = set(), set()
+    distinct = {a for a in addrs if a is not None}
+    for a in distinct:
+        for b in range(a // 32, (a + width - 1) // 32 + 1):
+            sec.add(b)
+            lines.add(b // 4)
+    return len(sec), len(lines), -(-len(distinct) * width // 32)
+
+
+def _gtally(rec: _Recorder, threads_per_block: int, report: "BankReport", vectorize: bool = True) -> None:
+    per_launch = {k: 0 for p in ("", "load_", "store_") for k in
+                  (p + "requests", p + "sectors", p + "lines", p + "ideal_sectors")}
+    sites: dict = {}
+    by_block: dict = {}
+    for (blk, tid), evs in rec.gevents.items():
+        per_site: dict = {}
+        for site, addr, size in evs:
+            per_site.setdefault(site, []).append((addr, size))
+        by_block.setdefault(blk, {})[tid] = {s: (_merge(v) if vectorize else v) for s, v in per_site.items()}
+    for blk, threads in by_block.items():
+        for site in {s for th in threads.values() for s in th}:
+            for w0 in range(0, threads_per_block, 32):
+                lanes = [threads.get(t, {}).get(site, []) for t in range(w0, min(w0 + 32, threads_per_block))]
+                n = max((len(x) for x in lanes), default=0)
+                for k in range(n):
+                    addrs, width = [], 1
+                    for x in lanes:
+                        if k < len(x):
+                            addrs.append(x[k][0])
+                            width = max(width, x[k][1])
+                        else:
+                            addrs.append(None)
+                    ns, nl, ni = _sectors_lines(addrs, width)
+                    s = sites.setdefault(site, {"file": os.path.basename(site[0]), "line": site[1], "kind": site[2],
+                                                "width": width, "requests": 0, "sectors": 0, "lines": 0})
+                    s["requests"] += 1
+                    s["sectors"] += ns
+                    s["lines"] += nl
+                    for p in ("", site[2] + "_"):
+                        per_launch[p + "requests"] += 1
+                        per_launch[p + "sectors"] += ns
+                        per_launch[p + "lines"] += nl
+                        per_launch[p + "ideal_sectors"] += ni
+    report.gsites.extend(sites.values())
+    report.global_launches.append(per_launch)
 
 
 _ALLOC_LOCK = threading.Lock()
@@ -366,7 +521,7 @@ def _cache_path(variant, problem, max_blocks, vectorize=True) -> Path:
 
     doc = json.dumps({"v": type(variant).__module__ + "." + type(variant).__qualname__, "config": variant.config,
                       "problem": type(problem).__qualname__, "params": problem.params, "max_blocks": max_blocks, "vectorize": vectorize,
-                      "source": anatomy._source_hash(variant), "banks": 2}, sort_keys=True, default=str)
+                      "source": anatomy._source_hash(variant), "banks": 3}, sort_keys=True, default=str)
     key = hashlib.sha256(doc.encode()).hexdigest()[:32]
     return anatomy._cache_dir().parent / "banks" / f"{key}.json"
 
@@ -412,12 +567,14 @@ def count(variant, problem, *, max_blocks: int | None = 1, seed: int = 0, cache:
                 grid = tuple(g)
             _REC = _Recorder()
             try:
-                launch.kernel[grid, launch.block, 0, launch.shared_bytes](*launch.args)
+                args = [_recording_arg(a) for a in launch.args]
+                launch.kernel[grid, launch.block, 0, launch.shared_bytes](*args)
                 rec = _REC
             finally:
                 _REC = None
             report.blocks += int(np.prod(grid))
             _tally(rec, int(np.prod(launch.block)), report, vectorize)
+            _gtally(rec, int(np.prod(launch.block)), report, vectorize)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")

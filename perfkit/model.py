@@ -47,8 +47,10 @@ The model of one kernel launch
    l2        L2 bytes / (L2->SM bytes per clock per SM x SMs x clock)
    smem      shared wavefronts / (1 wavefront per clock per SM); wavefronts = shared instructions
              x phases (1, 2, 4 for 32/64/128-bit) x the conflict degree from :mod:`perfkit.banks`
-   lsu       global/local memory instructions x L1 wavefronts each (32 for an uncoalesced 4-byte
-             warp load whose threads walk rows) / (1 per clock per SM)
+   lsu       global/local memory instructions x L1 wavefronts each: the 128-byte lines each
+             warp-wide request touches, from the addresses of a simulated block
+             (:meth:`perfkit.banks.BankReport.coalescing`; 32 for a warp whose threads walk rows),
+             else guessed from the rung's L2 bytes / (1 per clock per SM)
    issue     warp instructions / (4 per clock per SM)
    fp32      FP32 pipe: (FFMA + FADD + FMUL + 2 x IMAD) / 4 per clock per SM (128 lanes)
    alu       integer and compare pipe: 2 warp instructions per clock per SM (64 lanes)
@@ -68,8 +70,9 @@ The model of one kernel launch
 
 3. **Combination** (the model's one assumption about overlap): a launch takes
    ``max(legs) + overlap * second_largest(legs)``, ``overlap`` a fitted constant (0: perfect
-   overlap of all resources, 1: the two slowest serialize); when latency or issue is the largest
-   leg, the other is not the second (the latency leg already holds the issue cycles).
+   overlap of all resources, 1: the two slowest serialize); when latency, issue or lsu is the
+   largest leg, the other two are not the second (the latency leg already holds the issue
+   cycles, and L1 works on a warp's requests while the warp waits for them).
 
 4. **The launch sequence.**  The host issues launches back to back (Numba's launch cost: 6.6
    us + 3.7 us per array argument, numba-cuda PR #288); the GPU runs them in order.  The
@@ -268,7 +271,7 @@ def _pipe_counts(body: list[str]) -> dict:
 
     c = {"instr": 0, "fma": 0, "ffma": 0, "imad": 0, "alu": 0, "xu": 0, "fp64": 0, "mma": 0, "gmem": 0, "gmem_bytes": 0,
          "gload_bytes": 0, "lds": {4: 0, 8: 0, 16: 0}, "sts": {4: 0, 8: 0, 16: 0}, "ldsm": 0, "bar": 0,
-         "shfl": 0, "local": 0}
+         "shfl": 0, "local": 0, "gwide": 0}
     for ins in body:
         cls = classify(ins)
         op = _opcode(ins)
@@ -297,6 +300,7 @@ def _pipe_counts(body: list[str]) -> dict:
             w = int(cls.rsplit(" ", 1)[1]) // 8
             c["gmem"] += 1
             c["gmem_bytes"] += w
+            c["gwide"] += w >= 8
             if "load" in cls:
                 c["gload_bytes"] += w
         elif cls.startswith("shared"):
@@ -907,7 +911,10 @@ def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *,
         dram_src = (f"panels per wave: {panel['waves']} waves of {panel['per_wave']} blocks "
                     f"({panel['tile'][0]}x{panel['tile'][1]} tiles) read {panel['reads'] / 1e6:.0f} MB of A and B")
     l2_bytes = l2_total * share
-    lsu_wavefronts = c["gmem"] * _coalesce_factor(traffic, c, l2_bytes)
+    lines, lsrc = (_lines_per_request(variant, problem, k, c) if use_banks else (None, "banks off"))
+    if lines is None:
+        lines, lsrc = _coalesce_factor(traffic, c, l2_bytes), f"from the rung's L2 bytes ({lsrc})"
+    lsu_wavefronts = c["gmem"] * lines
     legs = {
         "dram": dram_bytes / (r["dram_bw"]["value"] * r["dram_efficiency"]["value"]),
         "l2": l2_bytes / (r["l2_bytes_per_sm_per_clk"]["value"] * sms * clk),
@@ -946,10 +953,11 @@ def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *,
                      "issue_cycles": w * dyn["straight"]["instr"]})
     legs["latency"] = waves * sched_cycles / clk
     top = max(legs, key=legs.get)
-    # the latency leg already holds the issue cycles of the warps sharing a scheduler: whichever
-    # of the two is the largest, the other is not a second resource
-    ordered = sorted((v for k, v in legs.items() if not (top in ("latency", "issue") and k in ("latency", "issue")
-                                                          and k != top)), reverse=True)
+    # the latency leg already holds the issue cycles of the warps sharing a scheduler, and the
+    # cycles L1 spends on a warp's requests pass while the warp waits for them: of latency,
+    # issue and lsu, only the largest counts, the others are not a second resource
+    _grp = ("latency", "issue", "lsu")
+    ordered = sorted((v for k, v in legs.items() if not (top in _grp and k in _grp and k != top)), reverse=True)
     ordered = ordered + [0.0] * (2 - len(ordered))
     overlap = r["overlap"]["value"]
     has_barrier = any(c2["bar"] for c2 in dyn["own"]) or dyn["straight"]["bar"]
@@ -969,6 +977,28 @@ def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *,
             "lsu_wavefronts": lsu_wavefronts, "trips": dyn["trips"], "trip_rules": dyn["rules"],
             "hot_loop": str(rep.hot_loop) if rep.hot_loop else None, "latency_detail": per_loop,
             "latencies_clk": lat}
+
+
+def _lines_per_request(variant, problem, k: int, c: dict) -> tuple[float | None, str]:
+    """L1 wavefronts per global warp instruction of launch ``k``: the 128-byte lines each
+    warp-wide request touches, from the addresses the threads of a simulated block used
+    (:meth:`perfkit.banks.BankReport.coalescing`; 1 for a coalesced 4-byte warp access, 32 when
+    every thread walks its own row).  Runs of a thread's accesses count as one 64/128-bit
+    access only where the SASS has wide global accesses.  (None, why) where not simulated."""
+    from . import backend, banks
+
+    if not backend.is_simulator():
+        return None, "not simulated (GPU process)"
+    wide = c.get("gwide", 0) > 0.25 * max(c["gmem"], 1e-9)
+    try:
+        small = banks.small_problem(variant, problem)
+        rep = banks.count(variant, small, vectorize=wide)
+        if k >= len(rep.global_launches) or not rep.global_launches[k].get("requests"):
+            return None, "no global requests simulated"
+        co = rep.coalescing(k)
+    except Exception as exc:  # noqa: BLE001
+        return None, f"not simulated ({exc.__class__.__name__})"
+    return co["lines_per_request"], f"perfkit.banks simulated at {small.label}"
 
 
 def _coalesce_factor(traffic, c, l2_bytes) -> float:

@@ -112,3 +112,34 @@ def test_count_transpose_unpadded_vs_padded():
     assert plain.conflicts == 32 * 31
     assert padded.wavefronts == padded.ideal == 64
     assert padded.degree == 1.0 and plain.load_degree == 32.0
+
+
+@cuda.jit
+def _transpose_global(x, y):
+    tx, ty = cuda.threadIdx.x, cuda.threadIdx.y
+    y[ty, tx] = x[tx, ty] + x[0, 0]  # a column of x (32 lines), a broadcast; a row of y
+
+
+@dataclass(frozen=True)
+class _Naive(_Plain):
+    name = "transpose_global"
+
+    def plan(self, problem, bufs):
+        return [Launch(_transpose_global, (1,), (32, 32), (bufs["x"], bufs["y"]))]
+
+
+@pytest.mark.skipif(not backend.is_simulator(), reason="banks.count runs kernels in the CUDA simulator")
+def test_global_coalescing_of_rows_columns_and_broadcasts():
+    """The same simulation counts global requests: a warp reading a row of a float32 matrix
+    touches 4 sectors of 1 line; a column, 32 sectors of 32 lines; one element for all, 1."""
+    plain = banks.count(_Plain(), _T32(), cache=False).coalescing()
+    assert plain["load_requests"] == plain["store_requests"] == 32
+    assert plain["sectors"] == 64 * 4 and plain["lines"] == 64 and plain["efficiency"] == 1.0
+    naive = banks.count(_Naive(), _T32(), cache=False)
+    co = naive.coalescing(0)
+    assert co["load_requests"] == 64 and co["store_requests"] == 32
+    assert co["load_lines"] == 32 * 32 + 32 and co["load_sectors"] == 32 * 32 + 32
+    assert co["store_lines_per_request"] == 1.0
+    assert co["load_lines_per_request"] == pytest.approx(16.5)
+    sites = {(s["kind"], s["requests"]): s for s in naive.gsites}
+    assert sites[("store", 32)]["sectors"] == 4 * 32

@@ -21,7 +21,8 @@ The model of one kernel launch
    * a loop holding tensor ``mma`` or FP32 FMAs in an arithmetic-dense op (FLOP/byte > 8) runs
      ``flops / 2 / (32 * fma_per_iteration)`` times (``mma``: 4096 FLOPs per m16n8k16); sibling
      loops with the same FMA count are alternative paths (vector / scalar) and the shortest
-     body is taken;
+     body is taken; a loop with fewer FMAs per iteration than the main one (the checked tail of
+     k after the full tiles) runs once per warp;
    * a loop that loads or stores global memory (cp.async included) sweeps the launch's share
      of the rung's L2 traffic, less what the arithmetic loops already move: ``trips = bytes /
      (32 * bytes per thread per iteration, summed over the sweeping loops)``, at least once per
@@ -633,7 +634,15 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
                 for i in idx:
                     if i != best:
                         trips[i], rules[i] = 0.0, "alternative path (not taken)"
-            total = flops / per / sum(own[i][key] for i in chosen)
+            # the loop with the most work per iteration carries it; a loop with less (the checked
+            # tail of k after the full tiles, a remainder) runs about once per warp
+            main = max(chosen, key=lambda i: own[i][key])
+            for i in chosen:
+                if i != main and not _nested_in(loops, i, main) and not _nested_in(loops, main, i):
+                    trips[i], rules[i] = float(warps), f"tail: fewer {key} per iteration than loop {main}: once per warp"
+            chosen = [i for i in chosen if trips[i] is None]
+            total = max(flops / per - sum(trips[i] * own[i][key] for i in group if trips[i]), 0.0) / sum(
+                own[i][key] for i in chosen)
             for i in chosen:
                 trips[i], rules[i] = total, f"{key} work: flops / ({per:g} x {key} per iteration)"
     # 2. sweeping loops

@@ -273,3 +273,20 @@ def test_panel_reads_of_a_tiled_matrix_product():
     assert model._panel_reads(big, (1024,), 1, 132) is None          # a 1-D grid is not a tiling
     assert model._panel_reads(big, (8192, 2), 1, 132) is None        # more blocks than columns
     assert model._panel_reads(SimpleNamespace(rows=4, cols=4), (2, 2), 1, 1) is None
+
+
+def test_arithmetic_tail_loop_runs_once_per_warp():
+    """A k-loop over full tiles (4 FFMA per iteration) and its checked tail (1 FFMA): the main
+    loop carries the FLOPs, the tail runs about once per warp."""
+    from types import SimpleNamespace
+    instrs = [(0x00, "FFMA R1, R2, R3, R1"), (0x10, "FFMA R4, R2, R3, R4"), (0x20, "FFMA R5, R2, R3, R5"),
+              (0x30, "FFMA R6, R2, R3, R6"), (0x40, "@P0 BRA 0x0"),
+              (0x50, "FFMA R1, R2, R3, R1"), (0x60, "@P1 BRA 0x50"), (0x70, "EXIT")]
+    rep = _fake_report(instrs)
+    warps = 64
+    flops = 2.0 * 32 * 4 * 1000 * warps  # 1000 main iterations per warp
+    dyn = model.dynamic_mix(rep, SimpleNamespace(flops=flops, bytes=1.0), launch_bytes=0.0, dense=True,
+                            warps=warps, threads_per_block=128)
+    main, tail = dyn["trips"]
+    assert tail == warps and "tail" in dyn["rules"][1]
+    assert main == pytest.approx((flops / 64 - warps) / 4)

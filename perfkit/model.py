@@ -36,7 +36,9 @@ The model of one kernel launch
      reduction tree) runs ``log2(threads per block)`` times per warp.
 
    Each if/else in a body counts one arm (:func:`_one_path`): the shorter, which is a full
-   tile's vector path in a bounds-checked kernel; an arm that CALLs a routine counts as longer.
+   tile's vector path in a bounds-checked kernel; an arm that CALLs a routine counts as longer;
+   where the branch tests a value against zero, the nonzero arm (the zero case is the
+   compiler's specialisation for a zero divisor or an empty range).
 
 2. **Legs** (seconds), each the time one resource needs if nothing else limited:
 
@@ -464,6 +466,34 @@ _MEM_OP = re.compile(r"\b(LDG|STG|LDS|STS|LDGSTS|LD|ST)\b")
 _MEM_WIDTH = re.compile(r"\b(?:LDG|STG|LDS|STS|LDGSTS|LD|ST)(?:\.\w+)*?\.(128|64)\b")
 
 
+_ISETP_NE_ZERO = re.compile(r"^ISETP\.NE\.(?:U32\.)?AND(?:\.EX)?\s+(U?P\w+)\s*,\s*U?PT\s*,\s*"
+                            r"(?:U?RZ\s*,\s*U?R\w+|U?R\w+\s*,\s*U?RZ)\b")
+
+
+def _zero_guard(full: list[tuple[int, str]], at: int, guard: str) -> int:
+    """Whether the conditional branch at address ``at`` (guard ``@P0`` / ``@!P0``) tests a value
+    against zero (``ISETP.NE ... RZ``, the compiler's specialisation for a zero divisor or an
+    empty range): +1 when the branch is taken for a nonzero value (the fall-through arm is the
+    zero case), -1 when it is taken for zero, 0 when it is not such a test."""
+    g = guard.rstrip(",").strip().lstrip("@")
+    neg = g.startswith("!")
+    pred = g.lstrip("!")
+    if not pred or pred in ("PT", "UPT"):
+        return 0
+    for a, ins in reversed(full):
+        if a >= at:
+            continue
+        text = ins.strip().rstrip(";").strip()
+        if text.startswith("@"):
+            continue
+        ops = text.split(None, 1)
+        if len(ops) < 2 or not ops[1].split(",")[0].strip() == pred:
+            continue
+        mm = _ISETP_NE_ZERO.match(text)
+        return 0 if not mm else (-1 if neg else 1)
+    return 0
+
+
 def _one_path(body: list[tuple[int, str]], full: list[tuple[int, str]] | None = None,
               dropped: list | None = None) -> list[tuple[int, str]]:
     """A body with each if/else of the SASS reduced to one arm: a conditional forward branch
@@ -471,7 +501,10 @@ def _one_path(body: list[tuple[int, str]], full: list[tuple[int, str]] | None = 
     compiler's if/else) runs one of the two blocks, not both.  The arm kept is the fast path a
     full tile takes: the one whose memory instructions are wider (16-byte vectors rather than an
     element-by-element edge path), else the shorter; an arm holding a CALL is never preferred
-    (the called routine's instructions are not in the listing).
+    (the called routine's instructions are not in the listing).  Where the branch tests a value
+    against zero (:func:`_zero_guard`), the zero case is the arm left out, whatever its size:
+    the compiler's copy of a loop for a zero divisor or an empty range (an arm that ends in
+    EXIT counts as one of the two here).
 
     ``full``: the whole listing of the range (nested loops included), used to size the arms;
     ``dropped`` receives the (start, end) address ranges left out, so that a nested loop inside
@@ -508,6 +541,15 @@ def _one_path(body: list[tuple[int, str]], full: list[tuple[int, str]] | None = 
         j = bisect.bisect_left(faddrs, t) - 1  # the instruction just before the branch target
         if j < 0 or faddrs[j] <= a:
             continue
+        z = _zero_guard(full, a, (m.group(1) or m.group(2) or "").strip())
+        prev = full[j][1].strip().rstrip(";").strip()
+        if z and prev == "EXIT":
+            # the arm before the target ends the kernel: the other runs from the target to the
+            # next EXIT
+            ends = [fa for fa, fi in full if fa >= t and fi.strip().rstrip(";").strip() == "EXIT"]
+            e = (ends[0] + 1) if ends else faddrs[-1] + 1
+            ranges.append((a + 1, t) if z > 0 else (t, e))
+            continue
         m2 = _BRA.match(full[j][1].strip())
         if not m2 or m2.group(1) or m2.group(2):
             continue
@@ -515,6 +557,9 @@ def _one_path(body: list[tuple[int, str]], full: list[tuple[int, str]] | None = 
         if e <= t:
             continue
         a_arm, b_arm = (a + 1, t), (t, e)
+        if z:  # one arm is the case of a value equal to zero (a divisor, a size): the other runs
+            ranges.append(a_arm if z > 0 else b_arm)
+            continue
         sa, sb = size(*a_arm), size(*b_arm)
         if sa[0] and sb[0]:
             continue

@@ -290,3 +290,29 @@ def test_arithmetic_tail_loop_runs_once_per_warp():
     main, tail = dyn["trips"]
     assert tail == warps and "tail" in dyn["rules"][1]
     assert main == pytest.approx((flops / 64 - warps) / 4)
+
+
+def test_one_path_drops_the_zero_divisor_specialisation():
+    """The compiler's copy of a loop for a zero divisor (i // nb with nb == 0) is not the path
+    taken, though it is the shorter and the other arm calls the slow division routine."""
+    body = [(0x00, "ISETP.NE.U32.AND P1, PT, R19, RZ, PT ;"),
+            (0x10, "ISETP.NE.AND.EX P1, PT, R17, RZ, PT, P1 ;"),
+            (0x20, "@P1 BRA 0x60 ;"),
+            (0x30, "LDG.E R4, desc[UR4][R2.64] ;"),             # nb == 0: no division
+            (0x40, "FADD R1, R4, R1 ;"),
+            (0x50, "BRA 0xa0 ;"),
+            (0x60, "CALL.REL.NOINC 0x200 ;"),                  # nb != 0: divide, then load
+            (0x70, "LDG.E R4, desc[UR4][R2.64] ;"),
+            (0x80, "FADD R1, R4, R1 ;"),
+            (0x90, "NOP ;"),
+            (0xa0, "EXIT ;")]
+    kept = [a for a, _ in model._one_path(body)]
+    assert 0x30 not in kept and 0x60 in kept and 0x70 in kept
+    # the same test with the arms swapped (@!P1: the branch is the zero case), ending in EXIT
+    body2 = [(0x00, "ISETP.NE.U32.AND P1, PT, RZ, UR4, PT ;"), (0x10, "@!P1 BRA 0x40 ;"),
+             (0x20, "STG.E desc[UR4][R2.64], R5 ;"), (0x30, "EXIT ;"),
+             (0x40, "STG.E desc[UR4][R2.64], RZ ;"), (0x50, "EXIT ;")]
+    kept2 = [a for a, _ in model._one_path(body2)]
+    assert kept2 == [0x00, 0x10, 0x20, 0x30]
+    # a comparison of two registers is not a zero test
+    assert model._zero_guard([(0x0, "ISETP.NE.AND P0, PT, R2, R3, PT ;")], 0x10, "@P0") == 0

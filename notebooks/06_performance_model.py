@@ -89,6 +89,38 @@ if len(detail):
     print("trip rules:", dict(enumerate(launch.get("trip_rules", []))))
 
 # %% [markdown]
+# ## Where the L1 spends its cycles: coalescing, with no GPU
+#
+# The `lsu` leg counts the 128-byte lines each warp-wide global request touches: one for a warp
+# reading 32 consecutive floats, 32 when every thread walks its own row. `perfkit.banks` learns
+# it from the addresses themselves: the simulation that counts bank conflicts also records every
+# element a thread reads or writes in a kernel argument. Nsight Compute calls the same numbers
+# sectors and requests. The naive GEMM (threads of a warp on neighbouring rows) against the
+# coalesced one (neighbouring columns), at a tiny size in the simulator:
+
+# %%
+from perfkit import backend, banks  # noqa: E402
+
+if backend.is_simulator():
+    from perfkit.kernels import gemm as _g
+
+    rows = []
+    for name in ("naive", "coalesced"):
+        v = next(x for x in _g.LADDER if x.name == name)
+        co = banks.count(v, _g.Problem(m=64, n=64, k=32, dtype="float32")).coalescing()
+        rows.append({"rung": v.label, "requests": co["requests"], "sectors/request": co["sectors_per_request"],
+                     "lines/request (loads)": co["load_lines_per_request"],
+                     "lines/request (stores)": co["store_lines_per_request"], "sector efficiency": co["efficiency"]})
+    print(pd.DataFrame(rows).round(2).to_string(index=False))
+else:
+    print("a GPU process: ask Nsight Compute (l1tex__t_sectors_pipe_lsu_mem_global_op_ld / requests)")
+
+# %% [markdown]
+# The naive rung's loads average 16.5 lines per request: its load of `A` touches 32 lines, its
+# load of `B` one (every thread the same element). At 4096^3 that is 33 L1 cycles per k-step per
+# warp, which at one line per clock per SM on 132 SMs is the 274 ms the lsu leg predicts; the
+# H100 measured 275 ms.
+#
 # ## What if it ran on another GPU?
 #
 # The same rung, compiled for each device's compute capability, with that device's SM count,
@@ -136,19 +168,28 @@ else:
 # %% [markdown]
 # Where the model misses, the per-launch details in `Estimate.launches` say which leg it
 # believed and why (trip rules, bank degree, waves, the scoreboard per loop). Its known weak
-# spots, from the full validate run over the 105 recorded H100 rungs (median error about 20%,
-# 86 within 2x at the time of writing; run `perfkit model validate` for today's line):
+# spots, from the full validate run over the 105 recorded H100 rungs (at the time of writing:
+# median error 20%, worst ratio 0.14, 97 of 105 within 2x; run `perfkit model validate` for
+# today's line):
 #
 # - **Loads that wait behind stores** (the 7c7b2e0 multirow/tuned norm rungs): the compiler
 #   cannot move a load of `x` above a store to `y` that may alias it, so each iteration waits
-#   for ~16 loads one after another. The scoreboard sees the chain, but the H100 spent several
-#   times longer per load than the L2/DRAM latencies of `data/rates.yaml` (predicted 0.13 to
-#   0.7 of the measured time): latency under many outstanding scattered requests is not modelled.
-# - **Few warps walking memory** (layernorm backward's `lnb_col_params`: 32 blocks of 4 warps,
-#   about one warp per SM, each walking 4096 rows; the batchnorm NCHW rungs: 2 blocks per SM):
-#   predicted at 0.4 to 0.6 of the measured time.
-# - **The naive GEMM**: no L1 model, so its uncoalesced loads count as L2 traffic (over 2x slow).
-# - **DRAM bytes of the tiled GEMMs**: the rungs declare each matrix read once; Nsight Compute
-#   counted 2 to 11 times that for the tiled rungs and about 50 times for the naive ones (an
-#   L2-capacity effect the model does not have; it barely moves their time, which is bound on
-#   the SM).
+#   for ~16 loads one after another. The scoreboard sees the chain, but those rungs took several
+#   times longer than predicted (0.14 to 0.6 of the measured time), and Nsight Compute counted
+#   twice the DRAM reads the rung's traffic declares for multirow at 4096 columns: every row is
+#   in flight at once, more than L2 holds, so the second sweep misses. The model has no
+#   L2-capacity check for sweeps.
+# - **Few warps walking memory** (layernorm backward's `lnb_col_params`: 32 blocks of 4 warps
+#   on 32 SMs, each thread walking 4096 rows; the batchnorm NCHW rungs, 2 blocks per SM): the
+#   trip counts are now right (1024 iterations per warp for `lnb_col_params`, once the compiler's
+#   copy of the loop for zero rows and the zero-divisor copy of batchnorm's `i // nb` are set
+#   aside), but the H100 spent about 2650 cycles per iteration where the scoreboard, with the
+#   idle DRAM latency of `rates.yaml` (480 cycles), sees 1300 to 1600: 0.3 to 0.5 of the measured
+#   time for layernorm backward, 0.6 for batchnorm.
+# - **The naive GEMM**: the lsu leg is right (274 against 275 ms), but the rung declares 64
+#   bytes of L2 traffic per FMA (Nsight Compute counted 1/200 of that: L1 catches the rest), and
+#   that leg adds on top: 1.5x slow.
+# - **DRAM bytes of the tiled GEMMs** come from panels per wave (each wave of resident blocks
+#   reads its distinct A and B panels once): within 6% of Nsight Compute for rungs 02, 04, 05,
+#   08, 09 and 11; 0.63-0.68 for the rungs with two blocks per SM (their waves drift apart) and
+#   0.51 for the naive and smem_tiling rungs (thousands of short blocks).

@@ -507,6 +507,22 @@ def test_tensor_core_sub_ladder_assembles(name, hmma, ldsm, ldgsts):
         assert r.spill_store_bytes == 0 or name != "tc_epilogue"
 
 
+def test_vectorized_epilogue_keeps_the_accumulators_in_registers():
+    """Issue 14, compile only (sm_90a; the same build as the test above): rung 17's epilogue
+    chooses what a lane sends and keeps on values (selp), not by a ternary on acc[...], which
+    the compiler had made a load from a computed address: the 128 accumulators went through a
+    512-byte stack (64 STL.128, 62 LDL in a rolled loop).  Now no stack and no local memory;
+    full blocks write C with one STG.128 and two SHFL.BFLY per mma tile (32 tiles a lane),
+    edge blocks with rung 16's scalar stores (4 per tile)."""
+    p = gemm.Problem(256, 256, 256, "float16")
+    r = anatomy.inspect(BY_NAME["tc_epilogue"], p, cc=(9, 0))
+    assert r.stack_bytes == 0 and r.spill_store_bytes == 0, (r.stack_bytes, r.spill_store_bytes)
+    assert r.mix.get("local load/store", 0) == 0, r.mix
+    assert r.mix["global store 128"] == 32 and r.mix["shuffle"] == 64, r.mix
+    assert r.mix["global store 32"] == 128, r.mix
+    assert len(re.findall(r"\bSTG\.E\.128\b", r.sass)) == 32
+
+
 def test_simulated_cp_async_lands_only_at_its_wait():
     """The simulator's cp.async twin defers each copy until the wait that retires its group (as a
     GPU may), zero-fills past src_bytes, and refuses a misaligned source."""

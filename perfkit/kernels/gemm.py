@@ -1662,8 +1662,9 @@ def _tc_kernel(WARPS_M: int, WARPS_N: int, MT: int, NT8: int, BK: int, STAGES: i
     flight, one barrier per k-tile.  ``LDSM``: fragments come from ldmatrix (x4 for A, x4.trans
     for B) out of XOR-swizzled tiles (16-byte chunk c of row r stored at c ^ f(r)) that make
     each 8-address phase hit 8 distinct bank groups; else they are gathered as halves with the
-    frag_* maps.  ``EPI``: lanes pair up with one shuffle so that each holds 4 consecutive
-    floats of one row of C and writes them with one 16-byte store.
+    frag_* maps.  ``EPI``: in a full block (inside m and n, n a multiple of 4) lanes pair up
+    with one shuffle so that each holds 4 consecutive floats of one row of C and writes them
+    with one 16-byte store; edge blocks store one float at a time.
 
     Addresses are 32-bit element offsets (Numba would type them int64: numba#8447), computed
     once per thread before the k-loop: a thread's chunk i of a tile sits RA (RB) rows after its
@@ -1924,36 +1925,32 @@ def _tc_kernel(WARPS_M: int, WARPS_N: int, MT: int, NT8: int, BK: int, STAGES: i
             cp_async_wait(0)
         g = lane // 4
         t4 = lane % 4
-        for mt in range(MT):
-            for nt in range(NT8):
-                o = (mt * NT8 + nt) * 4
-                row = bm + wm + mt * 16 + g
-                col = bn + wn + nt * 8 + 2 * t4
-                if EPI:  # lanes t4 and t4 ^ 1 trade halves: 4 consecutive floats each
-                    odd = t4 % 2
-                    s0 = acc[o] if odd else acc[o + 2]
-                    s1 = acc[o + 1] if odd else acc[o + 3]
-                    r0 = shfl_xor(s0, 1, scr_a)
-                    r1 = shfl_xor(s1, 1, scr_a)
-                    if odd:
-                        row += 8
-                        col -= 2
-                        v0, v1, v2, v3 = r0, r1, acc[o + 2], acc[o + 3]
-                    else:
-                        v0, v1, v2, v3 = acc[o], acc[o + 1], r0, r1
-                    if row < M:
-                        if vec_c and col + 3 < N:
-                            st4(c, row * N + col, v0, v1, v2, v3)
-                        else:
-                            if col < N:
-                                c[row * N + col] = v0
-                            if col + 1 < N:
-                                c[row * N + col + 1] = v1
-                            if col + 2 < N:
-                                c[row * N + col + 2] = v2
-                            if col + 3 < N:
-                                c[row * N + col + 3] = v3
-                else:
+        if EPI and vec_c and bm + BM <= Mi and bn + BN <= Ni:
+            # a full block of a C with 16-byte aligned rows: lanes t4 and t4 ^ 1 trade halves, so
+            # each holds 4 consecutive floats of one row (the odd lane row g + 8, columns 2 t4 - 2
+            # ... 2 t4 + 1; the even one row g, 2 t4 ... 2 t4 + 3) and stores them with one
+            # STG.128; no checks.  The branch is uniform across the block (every lane shuffles),
+            # and the (mt, nt) loops hold no other branch, so they unroll and the accumulators
+            # stay in registers (edge blocks below store as rung 16 does)
+            odd = i32(t4 % 2)
+            cbase = i32(i32(i32(bm + wm + g + 8 * odd) * Ni) + i32(bn + wn + 2 * t4 - 2 * odd))
+            up = odd == 1  # the odd lane: row g + 8
+            for mt in range(MT):
+                for nt in range(NT8):
+                    o = (mt * NT8 + nt) * 4
+                    # all four read, then selp on the values (a ternary on acc[...] becomes a
+                    # load from a computed address, which puts acc on the stack)
+                    x0, x1, x2, x3 = acc[o], acc[o + 1], acc[o + 2], acc[o + 3]
+                    r0 = shfl_xor(cuda.selp(up, x0, x2), 1, scr_a)
+                    r1 = shfl_xor(cuda.selp(up, x1, x3), 1, scr_a)
+                    st4(c, i32(cbase + i32(i32(mt * 16) * Ni) + i32(nt * 8)), cuda.selp(up, r0, x0),
+                        cuda.selp(up, r1, x1), cuda.selp(up, x2, r0), cuda.selp(up, x3, r1))
+        else:
+            for mt in range(MT):
+                for nt in range(NT8):
+                    o = (mt * NT8 + nt) * 4
+                    row = bm + wm + mt * 16 + g
+                    col = bn + wn + nt * 8 + 2 * t4
                     for i in range(4):
                         r = row + 8 * (i // 2)
                         q = col + (i % 2)
@@ -2099,8 +2096,20 @@ class TCEpilogue(TCWarpTile):
     what: ClassVar[str] = (
         "A vectorized epilogue: an mma accumulator tile gives a lane 2 adjacent floats in each "
         "of 2 rows. Lanes 2j and 2j+1 swap one pair with a shuffle (SHFL.BFLY), after which each "
-        "holds 4 consecutive floats of one row and writes them with one 16-byte store (STG.128) "
-        "where n is a multiple of 4: half the store instructions, whole 32-byte sectors.")
+        "holds 4 consecutive floats of one row and writes them with one 16-byte store (STG.128): "
+        "a quarter of the store instructions, whole 32-byte sectors. Full blocks of a C whose n "
+        "is a multiple of 4 take this path with no checks; edge blocks store one float at a "
+        "time, as rung 16 does. The lane's choice of what to send and keep is made on values "
+        "(selp after reading all four accumulators): the first version chose with a ternary on "
+        "acc[...], which the compiler turned into a load from a computed address, so the 128 "
+        "accumulators went through a 512-byte stack (sm_90a: 64 STL.128 after the k-loop, 62 "
+        "LDL in a rolled epilogue loop), and the model had it slower than rung 16 (4096^3: 302.6 "
+        "vs 295.4 us, the local traffic on its lsu leg). Now sm_90a, no GPU: 211 registers "
+        "(rung 16: 209), no stack, no local memory, 32 STG.128 and 64 SHFL.BFLY. Model "
+        "prediction (perfkit.model at 5025c0c, H100; this code has not run on a GPU): 10.7 us "
+        "at 1024^3 (rung 16: 13.1) and a tie with rung 16 at 4096^3 (295.4 us, 465 TFLOP/s): "
+        "there both are bound by the tensor pipe with shared memory second, which the "
+        "epilogue does not touch (its lsu leg falls from 114.8 to 105.5 us, below both).")
 
 
 LADDER: list[Variant] = [Oracle(), Naive(), Coalesced(), SmemTiling(), Blocktile1D(), Blocktile2D(),

@@ -851,6 +851,9 @@ def cli(argv: list[str] | None = None) -> int:
     ap.add_argument("--diff", metavar="RUNG2", help="compare with another rung")
     ap.add_argument("--diff-cc", metavar="CC", help="compare with the same rung at another target")
     ap.add_argument("--sass", action="store_true", help="print the SASS too")
+    ap.add_argument("--access", action="store_true",
+                    help="simulate one block of a small twin of the problem and print its shared-memory bank "
+                         "conflicts and global coalescing per source line (perfkit.banks; no GPU needed)")
     args = ap.parse_args(argv)
     try:
         mod = importlib.import_module(f"perfkit.kernels.{args.op}")
@@ -873,6 +876,15 @@ def cli(argv: list[str] | None = None) -> int:
             print(diff(rep, other))
         if args.sass:
             print(rep.sass)
+        if args.access:
+            from . import banks
+
+            small = banks.small_problem(v, problem)
+            try:
+                print(banks.count(v, small).table())
+            except banks.BankError as exc:
+                print(f"perfkit anatomy --access: {exc}", file=sys.stderr)
+                return 2
     except (AnatomyError, ModuleNotFoundError, AttributeError, TypeError, ValueError) as exc:
         print(f"perfkit anatomy: {exc}", file=sys.stderr)
         return 2

@@ -158,6 +158,24 @@ class BankReport:
         out["efficiency"] = out["ideal_sectors"] / out["sectors"] if out["sectors"] else 1.0
         return out
 
+    def table(self) -> str:
+        """Per source line, the shared accesses (wavefronts per access: 1 is conflict free) and
+        the global requests (sectors and 128-byte lines per request), as text."""
+        out = [str(self)]
+        if self.global_launches:
+            co = self.coalescing()
+            out.append(f"global memory: {co['requests']:g} warp requests, {co['sectors_per_request']:.2f} sectors "
+                       f"and {co['lines_per_request']:.2f} lines per request (loads {co['load_lines_per_request']:.2f}, "
+                       f"stores {co['store_lines_per_request']:.2f}), sector efficiency {co['efficiency']:.2f}")
+        rows = [(s["file"], s["line"], "shared " + s["kind"], s["width"], s["accesses"],
+                 f"{s['wavefronts'] / max(s['accesses'], 1):.2f} wavefronts/access") for s in self.sites]
+        rows += [(s["file"], s["line"], "global " + s["kind"], s["width"], s["requests"],
+                  f"{s['sectors'] / max(s['requests'], 1):.2f} sectors, {s['lines'] / max(s['requests'], 1):.2f} lines/request")
+                 for s in self.gsites]
+        for f, ln, kind, w, n, what in sorted(rows, key=lambda r: (r[0], r[1], r[2])):
+            out.append(f"  {f}:{ln:<5d} {kind:13s} {w:>2d} B x {n:>7g}  {what}")
+        return "\n".join(out)
+
     def scaled(self, factor: float) -> "BankReport":
         """Every count multiplied by ``factor`` (sites too), e.g. blocks in the grid / blocks run."""
         d = dataclasses.asdict(self)

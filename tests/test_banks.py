@@ -143,3 +143,12 @@ def test_global_coalescing_of_rows_columns_and_broadcasts():
     assert co["load_lines_per_request"] == pytest.approx(16.5)
     sites = {(s["kind"], s["requests"]): s for s in naive.gsites}
     assert sites[("store", 32)]["sectors"] == 4 * 32
+
+
+@pytest.mark.skipif(not backend.is_simulator(), reason="banks.count runs kernels in the CUDA simulator")
+def test_anatomy_access_prints_conflicts_and_coalescing(capsys):
+    from perfkit import anatomy
+    assert anatomy.cli(["saxpy", "1", "--access"]) == 0
+    out = capsys.readouterr().out
+    assert "global memory:" in out and "1.00 lines per request" in out
+    assert "global load" in out and "global store" in out

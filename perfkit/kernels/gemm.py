@@ -507,7 +507,12 @@ class Blocktile2D(_Tunable):
         "to 0.25; the 128x128 block tile halves L2 traffic again. launch_bounds(256, 2) holds it "
         "to 128 registers (the first H100 run: 196 registers, 12.5% occupancy); sm_90a hot loop: "
         "64 FFMA in 89 instructions (0.72). Its shared reads still conflict: B is read 8 words "
-        "apart by neighbouring threads (rungs 6 and 7 fix that).")
+        "apart by neighbouring threads (rungs 6 and 7 fix that). Model prediction (perfkit.model "
+        "at 5025c0c, H100): 14.6 TFLOP/s at 4096^3 (rung 4: 8.7) but 4.3 at 1024^3 (rung 4: "
+        "8.6): there the 128x128 tiles make 64 blocks for 132 SMs, one block of 8 warps on each "
+        "busy SM, and the largest leg is latency: a thread's 4 + 4 scalar tile loads each sit "
+        "behind a bounds check and are stored before the next is issued, 8 global latencies in "
+        "a row per k-tile with 2 warps per scheduler to hide them.")
 
     def supports(self, problem):
         _require_float32(self, problem)
@@ -2085,7 +2090,11 @@ class TCWarpTile(TCPipeline):
         "Larger warp tiles: each warp owns 64x64 of C (4x8 mma tiles, 128 float32 accumulators "
         "per lane), so an A fragment feeds 8 mmas and a B fragment 4: per k-step of 16 a warp "
         "issues 4 + 4 ldmatrix for 32 mma (rung 15: 2 + 2 for 8), and the 128x128 block tile "
-        "halves the L2 traffic per FLOP again.")
+        "halves the L2 traffic per FLOP again. Model prediction (perfkit.model at 5025c0c, "
+        "H100): 295 us at 4096^3 (rung 15: 422) but 13.1 us at 1024^3 (rung 15: 8.9): 64x64 "
+        "warp tiles make 256 warps in all there, for 132 SMs of 4 schedulers, and each warp's "
+        "k-loop runs with little to hide its latency; no block shape helps (1x1 to 2x2 warps: "
+        "11.7 to 13.1 us), so at that size the idea does not pay.")
 
 
 @dataclass(frozen=True)

@@ -52,8 +52,10 @@ The model of one kernel launch
              x phases (1, 2, 4 for 32/64/128-bit) x the conflict degree from :mod:`perfkit.banks`
    lsu       global/local memory instructions x L1 wavefronts each: the 128-byte lines each
              warp-wide request touches, from the addresses of a simulated block
-             (:meth:`perfkit.banks.BankReport.coalescing`; 32 for a warp whose threads walk rows),
-             else guessed from the rung's L2 bytes / (1 per clock per SM)
+             (:meth:`perfkit.banks.BankReport.coalescing`; 32 for a warp whose threads walk rows;
+             simulated where the bank simulation runs anyway or the rung's L2 bytes say its
+             accesses are not coalesced), else guessed from the rung's L2 bytes / (1 per clock
+             per SM)
    issue     warp instructions / (4 per clock per SM)
    fp32      FP32 pipe: (FFMA + FADD + FMUL + 2 x IMAD) / 4 per clock per SM (128 lanes)
    alu       integer and compare pipe: 2 warp instructions per clock per SM (64 lanes)
@@ -965,9 +967,15 @@ def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *,
         dram_src = (f"panels per wave: {panel['waves']} waves of {panel['per_wave']} blocks "
                     f"({panel['tile'][0]}x{panel['tile'][1]} tiles) read {panel['reads'] / 1e6:.0f} MB of A and B")
     l2_bytes = l2_total * share
-    lines, lsrc = (_lines_per_request(variant, problem, k, c) if use_banks else (None, "banks off"))
+    # lines per global request: simulated where the bank simulation runs anyway (shared accesses)
+    # or where the rung's L2 bytes say its accesses are not coalesced; else 1 per the L2 bytes
+    guess = _coalesce_factor(traffic, c, l2_bytes)
+    has_smem = (sum(c["lds"].values()) + sum(c["sts"].values())) > 0
+    lines, lsrc = None, "banks off" if not use_banks else "coalesced by the rung's L2 bytes: not simulated"
+    if use_banks and (has_smem or guess > 1.0):
+        lines, lsrc = _lines_per_request(variant, problem, k, c, vectorize=ld_vec if has_smem else None)
     if lines is None:
-        lines, lsrc = _coalesce_factor(traffic, c, l2_bytes), f"from the rung's L2 bytes ({lsrc})"
+        lines, lsrc = guess, f"from the rung's L2 bytes ({lsrc})"
     lsu_wavefronts = c["gmem"] * lines
     legs = {
         "dram": dram_bytes / (r["dram_bw"]["value"] * r["dram_efficiency"]["value"]),
@@ -1033,7 +1041,7 @@ def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *,
             "latencies_clk": lat}
 
 
-def _lines_per_request(variant, problem, k: int, c: dict) -> tuple[float | None, str]:
+def _lines_per_request(variant, problem, k: int, c: dict, vectorize: bool | None = None) -> tuple[float | None, str]:
     """L1 wavefronts per global warp instruction of launch ``k``: the 128-byte lines each
     warp-wide request touches, from the addresses the threads of a simulated block used
     (:meth:`perfkit.banks.BankReport.coalescing`; 1 for a coalesced 4-byte warp access, 32 when
@@ -1043,7 +1051,7 @@ def _lines_per_request(variant, problem, k: int, c: dict) -> tuple[float | None,
 
     if not backend.is_simulator():
         return None, "not simulated (GPU process)"
-    wide = c.get("gwide", 0) > 0.25 * max(c["gmem"], 1e-9)
+    wide = c.get("gwide", 0) > 0.25 * max(c["gmem"], 1e-9) if vectorize is None else vectorize
     try:
         small = banks.small_problem(variant, problem)
         rep = banks.count(variant, small, vectorize=wide)

@@ -344,23 +344,12 @@ def _recording_arg(a):
     return a
 
 
-def _sectors_lines(addrs, width) -> tuple[int, int, int]:
-    """(32-byte sectors, 128-byte lines, ideal sectors) of one warp-wide global access."""
-    sec, lines = set(), set()
-    distinct = {a for a in addrs if a is not None}
-    for a in distinct:
-        for b in range(a // 32, (a + width - 1) // 32 + 1):
-            sec.add(b)
-            lines.add(b // 4)
-    return len(sec), len(lines), -(-len(distinct) * width // 32)
-
-
-def _gtally(rec: _Recorder, threads_per_block: int, report: "BankReport", vectorize: bool = True) -> None:
-    per_launch = {k: 0 for p in ("", "load_", "store_") for k in
-                  (p + "requests", p + "sectors", p + "lines", p + "ideal_sectors")}
-    sites: dict = {}
+def _warp_accesses(events: dict, threads_per_block: int, vectorize: bool = True):
+    """Warp-wide instructions of recorded per-thread accesses: (site, addresses of the 32 lanes
+    (None for a lane with no k-th access at the site), width), the k-th access of each lane at a
+    site making one instruction, runs merged into 64/128-bit accesses when ``vectorize``."""
     by_block: dict = {}
-    for (blk, tid), evs in rec.gevents.items():
+    for (blk, tid), evs in events.items():
         per_site: dict = {}
         for site, addr, size in evs:
             per_site.setdefault(site, []).append((addr, size))
@@ -378,17 +367,36 @@ def _gtally(rec: _Recorder, threads_per_block: int, report: "BankReport", vector
                             width = max(width, x[k][1])
                         else:
                             addrs.append(None)
-                    ns, nl, ni = _sectors_lines(addrs, width)
-                    s = sites.setdefault(site, {"file": os.path.basename(site[0]), "line": site[1], "kind": site[2],
-                                                "width": width, "requests": 0, "sectors": 0, "lines": 0})
-                    s["requests"] += 1
-                    s["sectors"] += ns
-                    s["lines"] += nl
-                    for p in ("", site[2] + "_"):
-                        per_launch[p + "requests"] += 1
-                        per_launch[p + "sectors"] += ns
-                        per_launch[p + "lines"] += nl
-                        per_launch[p + "ideal_sectors"] += ni
+                    yield site, addrs, width
+
+
+def _sectors_lines(addrs, width) -> tuple[int, int, int]:
+    """(32-byte sectors, 128-byte lines, ideal sectors) of one warp-wide global access."""
+    sec, lines = set(), set()
+    distinct = {a for a in addrs if a is not None}
+    for a in distinct:
+        for b in range(a // 32, (a + width - 1) // 32 + 1):
+            sec.add(b)
+            lines.add(b // 4)
+    return len(sec), len(lines), -(-len(distinct) * width // 32)
+
+
+def _gtally(rec: _Recorder, threads_per_block: int, report: "BankReport", vectorize: bool = True) -> None:
+    per_launch = {k: 0 for p in ("", "load_", "store_") for k in
+                  (p + "requests", p + "sectors", p + "lines", p + "ideal_sectors")}
+    sites: dict = {}
+    for site, addrs, width in _warp_accesses(rec.gevents, threads_per_block, vectorize):
+        ns, nl, ni = _sectors_lines(addrs, width)
+        s = sites.setdefault(site, {"file": os.path.basename(site[0]), "line": site[1], "kind": site[2],
+                                    "width": width, "requests": 0, "sectors": 0, "lines": 0})
+        s["requests"] += 1
+        s["sectors"] += ns
+        s["lines"] += nl
+        for p in ("", site[2] + "_"):
+            per_launch[p + "requests"] += 1
+            per_launch[p + "sectors"] += ns
+            per_launch[p + "lines"] += nl
+            per_launch[p + "ideal_sectors"] += ni
     report.gsites.extend(sites.values())
     report.global_launches.append(per_launch)
 
@@ -456,32 +464,13 @@ def _merge(seq: list) -> list:
 
 def _tally(rec: _Recorder, threads_per_block: int, report: BankReport, vectorize: bool = True) -> None:
     sites: dict = {}
-    by_block: dict = {}
-    for (blk, tid), evs in rec.events.items():
-        per_site: dict = {}
-        for site, addr, size in evs:
-            per_site.setdefault(site, []).append((addr, size))
-        by_block.setdefault(blk, {})[tid] = {s: (_merge(v) if vectorize else v) for s, v in per_site.items()}
-    for blk, threads in by_block.items():
-        all_sites = {s for th in threads.values() for s in th}
-        for site in all_sites:
-            for w0 in range(0, threads_per_block, 32):
-                lanes = [threads.get(t, {}).get(site, []) for t in range(w0, min(w0 + 32, threads_per_block))]
-                n = max((len(x) for x in lanes), default=0)
-                for k in range(n):
-                    addrs, width = [], 1
-                    for x in lanes:
-                        if k < len(x):
-                            addrs.append(x[k][0])
-                            width = max(width, x[k][1])
-                        else:
-                            addrs.append(None)
-                    wf, ideal = wavefronts(addrs, width)
-                    s = sites.setdefault(site, {"file": os.path.basename(site[0]), "line": site[1], "kind": site[2],
-                                                "width": width, "accesses": 0, "wavefronts": 0, "ideal": 0})
-                    s["accesses"] += 1
-                    s["wavefronts"] += wf
-                    s["ideal"] += ideal
+    for site, addrs, width in _warp_accesses(rec.events, threads_per_block, vectorize):
+        wf, ideal = wavefronts(addrs, width)
+        s = sites.setdefault(site, {"file": os.path.basename(site[0]), "line": site[1], "kind": site[2],
+                                    "width": width, "accesses": 0, "wavefronts": 0, "ideal": 0})
+        s["accesses"] += 1
+        s["wavefronts"] += wf
+        s["ideal"] += ideal
     for s in sites.values():
         report.sites.append(s)
         report.accesses += s["accesses"]

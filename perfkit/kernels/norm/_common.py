@@ -139,6 +139,37 @@ def eps32(problem) -> np.float32:
 #: a second sweep over a row hits L1/L2 or goes back to DRAM.
 ROWS_IN_FLIGHT = 1024
 ONCHIP_BYTES = 32 * 2**20  # what we trust L2 (50 MB on an H100) to hold for re-reads
+#: what we trust one SM's L1 to hold for re-reads of the rows its blocks work on (an H100 SM has
+#: 256 KB of L1 and shared memory, an A100 SM 192 KB; these kernels ask little shared memory)
+L1_BYTES = 192 * 2**10
+
+
+def _rows_fit_l1(rows: int, cols: int, dtype: str) -> bool:
+    row = cols * np.dtype(dtype).itemsize
+    per_sm = max(1, min(rows, ROWS_IN_FLIGHT) // DEFAULT_SMS)
+    return row * per_sm <= L1_BYTES
+
+
+def sweep_l2(rows: int, cols: int, dtype: str, sweeps: int) -> float:
+    """Bytes the SMs request from L2 to read a (rows, cols) array ``sweeps`` times, one row at a
+    time: once when the rows an SM keeps in flight (``ROWS_IN_FLIGHT`` over the SMs) fit in its
+    L1 (later sweeps hit L1), every sweep otherwise.  (Nsight Compute on the H100 at 4096x4096
+    fp32: the three-sweep softmax, layernorm and rmsnorm rungs request x once.)"""
+    e = row_elems_bytes(rows, cols, dtype)
+    return e if _rows_fit_l1(rows, cols, dtype) else e * sweeps
+
+
+def reread_l2(nbytes: float, rows: int, cols: int, dtype: str) -> float:
+    """L2 bytes of a small array every row reads again (gamma, beta): once per SM while the rows
+    in flight leave it room in L1, once per row otherwise."""
+    return nbytes * (min(rows, DEFAULT_SMS) if _rows_fit_l1(rows, cols, dtype) else rows)
+
+
+def scattered_store_l2(nbytes: float, dtype: str) -> float:
+    """L2 bytes of stores where neighbouring threads write a row apart (one row per thread): L1
+    writes through, and each element is its own 32-byte sector write (Nsight Compute on the H100:
+    the naive rungs' write kernels request ~8x the bytes of y at fp32)."""
+    return nbytes * 32.0 / np.dtype(dtype).itemsize
 
 
 def sweep_dram(rows: int, cols: int, dtype: str, sweeps: int) -> float:

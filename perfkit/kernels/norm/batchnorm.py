@@ -310,7 +310,9 @@ class Naive(Variant):
 
     def traffic(self, problem):
         e = problem.elem_bytes
-        return Traffic(flops=problem.flops, dram_bytes=4 * e, l2_bytes=4 * e, limiter="dram",
+        # one thread per channel: in NCHW neighbouring threads write a channel plane apart
+        w = C.scattered_store_l2(e, problem.dtype) if problem.layout == "NCHW" else e
+        return Traffic(flops=problem.flops, dram_bytes=4 * e, l1_bytes=4 * e, l2_bytes=3 * e + w, limiter="dram",
                        notes="3 reads + 1 write; only C threads in flight (latency-bound in practice)")
 
 

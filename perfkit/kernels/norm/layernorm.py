@@ -81,7 +81,8 @@ def _traffic(p: Problem, sweeps: int, note: str, smem: float = 0.0) -> Traffic:
     par = 2 * p.cols * np.dtype(p.dtype).itemsize
     stats = 8.0 * p.rows
     return Traffic(flops=p.flops, dram_bytes=C.sweep_dram(p.rows, p.cols, p.dtype, sweeps) + e + par + stats,
-                   l2_bytes=sweeps * e + e + par * p.rows + stats, smem_bytes=smem, limiter="dram", notes=note)
+                   l2_bytes=C.sweep_l2(p.rows, p.cols, p.dtype, sweeps) + e + C.reread_l2(par, p.rows, p.cols, p.dtype)
+                   + stats, l1_bytes=sweeps * e + e + par * p.rows + stats, smem_bytes=smem, limiter="dram", notes=note)
 
 
 # --- rung 0 -------------------------------------------------------------------------------
@@ -183,7 +184,8 @@ class Naive(Variant):
         e = problem.elem_bytes
         par = 2 * problem.cols * np.dtype(problem.dtype).itemsize
         return Traffic(flops=problem.flops, dram_bytes=3 * e + e + par + problem.rows * 16.0,
-                       l2_bytes=3 * e + e + par * problem.rows, limiter="dram",
+                       l1_bytes=3 * e + e + par * problem.rows,
+                       l2_bytes=3 * e + C.scattered_store_l2(e, problem.dtype) + par * problem.rows / 32, limiter="dram",
                        notes="three kernels each read x (3 reads + 1 write); uncoalesced row-per-thread")
 
 

@@ -72,7 +72,8 @@ def _traffic(p: Problem, sweeps: int, note: str, smem: float = 0.0) -> Traffic:
     e = p.elem_bytes
     g = p.cols * np.dtype(p.dtype).itemsize
     return Traffic(flops=p.flops, dram_bytes=C.sweep_dram(p.rows, p.cols, p.dtype, sweeps) + e + g,
-                   l2_bytes=sweeps * e + e + g * p.rows, smem_bytes=smem, limiter="dram", notes=note)
+                   l2_bytes=C.sweep_l2(p.rows, p.cols, p.dtype, sweeps) + e + C.reread_l2(g, p.rows, p.cols, p.dtype),
+                   l1_bytes=sweeps * e + e + g * p.rows, smem_bytes=smem, limiter="dram", notes=note)
 
 
 # --- rung 0 -------------------------------------------------------------------------------
@@ -153,7 +154,8 @@ class Naive(Variant):
         e = problem.elem_bytes
         g = problem.cols * np.dtype(problem.dtype).itemsize
         return Traffic(flops=problem.flops, dram_bytes=3 * e + g + problem.rows * 8.0,
-                       l2_bytes=3 * e + g * problem.rows, limiter="dram",
+                       l1_bytes=3 * e + g * problem.rows,
+                       l2_bytes=2 * e + C.scattered_store_l2(e, problem.dtype) + g * problem.rows / 32, limiter="dram",
                        notes="two kernels each read x (2 reads + 1 write); uncoalesced row-per-thread access")
 
 

@@ -72,7 +72,8 @@ def _traffic(p: Problem, sweeps: int, note: str, smem: float = 0.0, extra_dram: 
     """``sweeps`` reads of each row (the last one feeds the write) and one write of y."""
     e = p.elem_bytes
     return Traffic(flops=p.flops, dram_bytes=C.sweep_dram(p.rows, p.cols, p.dtype, sweeps) + e + extra_dram,
-                   l2_bytes=sweeps * e + e + extra_dram, smem_bytes=smem, limiter="dram", notes=note)
+                   l2_bytes=C.sweep_l2(p.rows, p.cols, p.dtype, sweeps) + e + extra_dram,
+                   l1_bytes=sweeps * e + e + extra_dram, smem_bytes=smem, limiter="dram", notes=note)
 
 
 # --- rung 0 -------------------------------------------------------------------------------
@@ -170,7 +171,8 @@ class Naive(Variant):
     def traffic(self, problem):
         e = problem.elem_bytes
         ws = problem.rows * 4.0 * 5  # write max, read it twice, write sum, read it once
-        return Traffic(flops=problem.flops, dram_bytes=3 * e + e + ws, l2_bytes=3 * e + e + ws,
+        return Traffic(flops=problem.flops, dram_bytes=3 * e + e + ws, l1_bytes=3 * e + e + ws,
+                       l2_bytes=3 * e + C.scattered_store_l2(e, problem.dtype) + ws,
                        limiter="dram", notes="three kernels each read x: 3 reads + 1 write; uncoalesced "
                                              "row-per-thread access wastes most of every sector")
 

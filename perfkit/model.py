@@ -24,7 +24,8 @@ The model of one kernel launch
      body is taken; a loop with fewer FMAs per iteration than the main one (the checked tail of
      k after the full tiles) runs once per warp;
    * a loop that loads or stores global memory (cp.async included) sweeps the launch's share
-     of the rung's L2 traffic, less what the arithmetic loops already move: ``trips = bytes /
+     of the bytes the rung's global instructions move (``Traffic.l1_bytes``, else its L2
+     bytes), less what the arithmetic loops already move: ``trips = bytes /
      (32 * bytes per thread per iteration, summed over the sweeping loops)``, at least once per
      warp; a launch's share is proportional to the bytes of the arrays it is passed; a sibling
      loop right beside an unrolled sweep that repeats its accesses k times fewer is its
@@ -47,7 +48,12 @@ The model of one kernel launch
              a tiled matrix product (2-D grid over C) reads its A and B panels once per wave of
              resident blocks (:func:`_panel_reads`), which is what Nsight Compute counted on the
              H100 for the 64x64 and 128x128 tile rungs (2182, 619 MB at 4096^3 fp32)
-   l2        L2 bytes / (L2->SM bytes per clock per SM x SMs x clock)
+   l2        L2 bytes (what misses L1) / (L2->SM bytes per clock per SM x SMs x clock).  The
+             per-level count compared with Nsight Compute's ``lts__t_bytes`` is the L2 *tag*
+             traffic: these bytes plus ``l2_fabric_fraction`` (H100: 0.5, measured on streaming
+             kernels) of the first touches, which on a two-partition L2 cross the fabric when
+             the line lives in the far partition and are counted again (all L2 bytes of a
+             streaming op; the DRAM bytes of a tiled product, whose panels are re-read from L2)
    smem      shared wavefronts / (1 wavefront per clock per SM); wavefronts = shared instructions
              x phases (1, 2, 4 for 32/64/128-bit) x the conflict degree from :mod:`perfkit.banks`
    lsu       global/local memory instructions x L1 wavefronts each: the 128-byte lines each

@@ -114,7 +114,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 __all__ = ["Traffic", "Prediction", "predict", "Estimate", "estimate", "what_if", "plot_what_if",
-           "validate", "summary_line", "dynamic_mix", "rates", "LEGS", "RATES_PATH"]
+           "validate", "summary_line", "levels_line", "repeat_line", "dynamic_mix", "rates", "LEGS", "RATES_PATH"]
 
 RATES_PATH = Path(__file__).resolve().parent.parent / "data" / "rates.yaml"
 LEGS = ("dram", "l2", "smem", "lsu", "issue", "fp32", "alu", "tensor", "latency", "launch")
@@ -1288,6 +1288,24 @@ def validate(gpu: str = "h100-sxm", results_root=None, ncu_path=None, *, banks: 
     return table, line, levels
 
 
+def repeat_line(table) -> str:
+    """How far apart records of the same rung, problem and code are (the measurements' own
+    spread, a floor under any model's error): ``repeated records: median spread X% over N
+    pairs (max Y%)``, the spread of a pair being max/min - 1."""
+    import numpy as np
+
+    t = table[table["kind"] == "rung"]
+    spreads = []
+    for _, g in t.groupby(["op", "problem", "rung", "code"]):
+        v = sorted(float(x) for x in g["measured_s"] if x == x and x > 0)
+        if len(v) > 1:
+            spreads.append(v[-1] / v[0] - 1)
+    if not spreads:
+        return "repeated records: none"
+    return (f"repeated records: median spread {100 * np.median(spreads):.0f}% over {len(spreads)} pairs "
+            f"(max {100 * max(spreads):.0f}%)")
+
+
 def levels_line(levels) -> str:
     """``per-level within 25% of Nsight Compute: dram_bytes K/N, ...`` of the per-level table
     (model / ncu ratios; a level where both counts are zero agrees)."""
@@ -1389,5 +1407,6 @@ def validate_cli(argv=None) -> int:
             lv = levels.assign(ratio=levels["ratio"].round(2))
             print(lv.pivot_table(index=["op", "rung"], columns="level", values="ratio").round(2).to_string())
             print(levels_line(levels))
+    print(repeat_line(table))
     print(line)
     return 0

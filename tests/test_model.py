@@ -347,3 +347,24 @@ def test_l2_requests_after_l1_and_the_partition_fabric():
         assert 0.75 < tag / ncu < 1.25, (name, tag / ncu)
     # an odd shape keeps the formula honest: ceil over partial tiles
     assert gemm._l1_tiled_l2(33, 65, 7, 32) == (33 * 7 * 3 + 7 * 65 * 2) * 4.0
+
+
+def test_levels_and_repeat_lines():
+    import pandas as pd
+
+    levels = pd.DataFrame([
+        {"op": "a", "rung": "01", "level": "dram_bytes", "ncu": 100.0, "model": 120.0, "ratio": 1.2},
+        {"op": "a", "rung": "02", "level": "dram_bytes", "ncu": 100.0, "model": 130.0, "ratio": 1.3},
+        {"op": "a", "rung": "01", "level": "shared_wavefronts", "ncu": 0.0, "model": 0.0, "ratio": float("nan")},
+    ])
+    assert model.levels_line(levels) == ("per-level within 25% of Nsight Compute: dram_bytes 1/2, "
+                                         "shared_wavefronts 1/1")
+    table = pd.DataFrame([
+        {"op": "s", "problem": "p", "rung": "02 fused", "code": "today", "kind": "rung", "measured_s": 1.0},
+        {"op": "s", "problem": "p", "rung": "02 fused", "code": "today", "kind": "rung", "measured_s": 1.5},
+        {"op": "s", "problem": "p", "rung": "03 warp", "code": "today", "kind": "rung", "measured_s": 2.0},
+        {"op": "s", "problem": "p", "rung": "00 oracle", "code": "today", "kind": "oracle/peer", "measured_s": 1.0},
+        {"op": "s", "problem": "p", "rung": "00 oracle", "code": "today", "kind": "oracle/peer", "measured_s": 9.0},
+    ])
+    assert model.repeat_line(table) == "repeated records: median spread 50% over 1 pairs (max 50%)"
+    assert model.repeat_line(table.iloc[2:]) == "repeated records: none"

@@ -157,11 +157,13 @@ table, line, levels = model.validate("h100-sxm", ops=validate_ops or None, probl
 show = table.drop(columns=[c for c in table.columns if c.startswith("_")])
 show = show.assign(measured_us=show["measured_s"] * 1e6, predicted_us=show["predicted_s"] * 1e6)
 print(show[["op", "problem", "rung", "code", "measured_us", "predicted_us", "ratio", "bound"]].round(2).to_string(index=False))
+print(model.repeat_line(table))
 print(line)
 
 # %%
 if len(levels):
     print(levels.pivot_table(index=["op", "rung"], columns="level", values="ratio").round(2).to_string())
+    print(model.levels_line(levels))
 else:
     print("no Nsight Compute table found next to this checkout (shared/measurements/*/ncu_metrics_all_rungs.csv)")
 
@@ -186,9 +188,21 @@ else:
 #   aside), but the H100 spent about 2650 cycles per iteration where the scoreboard, with the
 #   idle DRAM latency of `rates.yaml` (480 cycles), sees 1300 to 1600: 0.3 to 0.5 of the measured
 #   time for layernorm backward, 0.6 for batchnorm.
-# - **The naive GEMM**: the lsu leg is right (274 against 275 ms), but the rung declares 64
-#   bytes of L2 traffic per FMA (Nsight Compute counted 1/200 of that: L1 catches the rest), and
-#   that leg adds on top: 1.5x slow.
+# - **The naive GEMM**: the lsu leg is right (274 against 275 ms). Its L2 bytes are now what
+#   misses L1 (the 32 warps of a 32x32 block read the same rows of A and columns of B, and L1
+#   serves them as a shared tile would: `Traffic.l1_bytes` keeps what the instructions ask,
+#   64 bytes per FMA), so the L2 leg no longer adds 0.3 s on top; the estimate is 1.16x the
+#   measured time, the alu leg (90 ms) adding half of itself.
+# - **L2 traffic against Nsight Compute**: the per-level L2 column is L2 *tag* traffic
+#   (`lts__t_bytes`), the bytes that miss L1 plus, on the H100's two-partition L2, half of the
+#   first touches counted again (`l2_fabric_fraction`, measured on the streaming kernels:
+#   1.47-1.54x their bytes). 33 of the 39 rungs with counts are within 25%; the misses are the
+#   rungs rebuilt from 7c7b2e0 whose own traffic models count re-reads L1 catches (layernorm
+#   backward 1.5x) or miss uncoalesced ones (the multirow rungs, 0.67-0.73).
+# - **The records' own spread**: ten rung/problem pairs were recorded twice at the same commit
+#   on the same H100, and the two medians differ by 18% (median of the pairs) and up to 66%
+#   (rmsnorm fused at 4096x1024: 23.7 and 39.3 us). `validate` prints this spread above its
+#   summary line: an error line near 20% is at the floor these records set.
 # - **DRAM bytes of the tiled GEMMs** come from panels per wave (each wave of resident blocks
 #   reads its distinct A and B panels once): within 6% of Nsight Compute for rungs 02, 04, 05,
 #   08, 09 and 11; 0.63-0.68 for the rungs with two blocks per SM (their waves drift apart) and

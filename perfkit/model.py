@@ -140,7 +140,6 @@ class Traffic:
     dram_bytes: float
     l2_bytes: float | None = None
     smem_bytes: float | None = None
-    l1_bytes: float | None = None
     limiter: str | None = None
     notes: str = ""
     extra: dict = field(default_factory=dict)
@@ -149,6 +148,7 @@ class Traffic:
     local_bytes: float | None = None
     warp_instructions: float | None = None
     ffma: float | None = None
+    l1_bytes: float | None = None
 
     @property
     def intensity(self) -> float:

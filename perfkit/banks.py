@@ -207,6 +207,7 @@ class _Recorder:
         self.events: dict = {}              # (block, thread) -> list of (site, addr, size)
         self.gevents: dict = {}             # the same for global memory
         self.gbases: dict[int, int] = {}    # id(root buffer of a global array) -> a 256-byte aligned base
+        self.gsizes: dict[int, int] = {}    # that base -> the buffer's bytes
         self.next_gbase = 1 << 30
 
     def gbase_of(self, root: np.ndarray) -> int:
@@ -217,6 +218,7 @@ class _Recorder:
                 b = self.gbases.get(key)
                 if b is None:  # cudaMalloc aligns to 256 bytes
                     b = self.gbases[key] = self.next_gbase
+                    self.gsizes[b] = int(root.nbytes)
                     self.keep.append(root)
                     self.next_gbase = -(-(b + root.nbytes + 1) // 256) * 256
         return b
@@ -397,8 +399,44 @@ def _gtally(rec: _Recorder, threads_per_block: int, report: "BankReport", vector
             per_launch[p + "sectors"] += ns
             per_launch[p + "lines"] += nl
             per_launch[p + "ideal_sectors"] += ni
+    per_launch.update(_rereads(rec))
     report.gsites.extend(sites.values())
     report.global_launches.append(per_launch)
+
+
+def _rereads(rec: _Recorder) -> dict:
+    """What the simulated blocks read again: ``bytes`` (every element a thread read or wrote),
+    and for the *streamed* arrays (those the blocks read less than half of: rows, channels,
+    tiles, not a parameter vector every block reads whole) ``streamed_distinct`` (bytes read at
+    least once) and ``streamed_reread`` (bytes read again after the first time);
+    ``bytes_if_rereads_miss``: the stores and every read of a streamed array (what DRAM moves
+    when no re-read of a row finds it in cache; the other arrays, read by every block, stay
+    in L2 and are left out)."""
+    import bisect
+
+    bases = sorted(rec.gsizes)
+    loaded: dict = {}   # base -> [bytes read, {address: element size}]
+    total = 0
+    for evs in rec.gevents.values():
+        for site, addr, size in evs:
+            total += size
+            if site[2] != "load":
+                continue
+            i = bisect.bisect_right(bases, addr) - 1
+            if i < 0:
+                continue
+            d = loaded.setdefault(bases[i], [0, {}])
+            d[0] += size
+            d[1].setdefault(addr, size)
+    distinct = reread = 0
+    miss = total - sum(d[0] for d in loaded.values())  # stores
+    for b, (nread, addrs) in loaded.items():
+        uniq = sum(addrs.values())
+        if uniq < 0.5 * rec.gsizes[b]:
+            distinct += uniq
+            reread += nread - uniq
+            miss += nread
+    return {"bytes": total, "streamed_distinct": distinct, "streamed_reread": reread, "bytes_if_rereads_miss": miss}
 
 
 _ALLOC_LOCK = threading.Lock()
@@ -528,7 +566,7 @@ def _cache_path(variant, problem, max_blocks, vectorize=True) -> Path:
 
     doc = json.dumps({"v": type(variant).__module__ + "." + type(variant).__qualname__, "config": variant.config,
                       "problem": type(problem).__qualname__, "params": problem.params, "max_blocks": max_blocks, "vectorize": vectorize,
-                      "source": anatomy._source_hash(variant), "banks": 3}, sort_keys=True, default=str)
+                      "source": anatomy._source_hash(variant), "banks": 6}, sort_keys=True, default=str)
     key = hashlib.sha256(doc.encode()).hexdigest()[:32]
     return anatomy._cache_dir().parent / "banks" / f"{key}.json"
 

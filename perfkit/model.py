@@ -29,7 +29,10 @@ The model of one kernel launch
      (32 * bytes per thread per iteration, summed over the sweeping loops)``, at least once per
      warp; a launch's share is proportional to the bytes of the arrays it is passed; a sibling
      loop right beside an unrolled sweep that repeats its accesses k times fewer is its
-     remainder loop and runs (k - 1) / 2 times per warp; a sweeping loop around another
+     remainder loop: where all sweeping loops are such pairs at the top level, the elements a
+     thread handles per pass, n = bytes / (threads x bytes per element summed over the passes),
+     give both counts when n is whole (n // k and n % k per warp), else the remainder runs
+     (k - 1) / 2 times per warp; a sweeping loop around another
      sweeping loop (a grid-stride loop over columns around the walk down the rows) runs once per
      warp and the inner one carries the bytes; a store-only sibling of such an outer loop is the
      compiler's unswitched copy for an empty inner range and does not run;
@@ -47,7 +50,12 @@ The model of one kernel launch
    dram      DRAM bytes (Traffic.dram_bytes share) / (datasheet bandwidth x ``dram_efficiency``);
              a tiled matrix product (2-D grid over C) reads its A and B panels once per wave of
              resident blocks (:func:`_panel_reads`), which is what Nsight Compute counted on the
-             H100 for the 64x64 and 128x128 tile rungs (2182, 619 MB at 4096^3 fp32)
+             H100 for the 64x64 and 128x128 tile rungs (2182, 619 MB at 4096^3 fp32); a
+             streaming op whose blocks read their rows again (the bank simulation's global
+             recording: :func:`perfkit.banks._rereads`) re-reads them from L2 only while the
+             rows of the resident blocks fit in ``l2_reuse_fraction`` of L2; where every row is
+             in flight at once, every read of a row goes to DRAM (the 7c7b2e0 multirow rungs:
+             Nsight Compute counted x read twice)
    l2        L2 bytes (what misses L1) / (L2->SM bytes per clock per SM x SMs x clock).  The
              per-level count compared with Nsight Compute's ``lts__t_bytes`` is the L2 *tag*
              traffic: these bytes plus ``l2_fabric_fraction`` (H100: 0.5, measured on streaming
@@ -257,6 +265,7 @@ def rates(gpu: str = "h100-sxm") -> dict:
     out.put("dram_bw", s.dram_bw, s.sources.get("dram_bw"))
     out.put("tensor_fp16_flops", s.tensor_flops.get("fp16"), s.sources.get("tensor_flops.fp16"))
     out.put("max_warps_per_sm", s.max_warps_per_sm, s.sources.get("max_warps_per_sm"))
+    out.put("l2_size_bytes", s.l2_bytes, s.sources.get("l2_size"))
     for k, fig in arch.items():
         out.put(k, fig["value"], fig["source"])
     for k, fig in doc["launch"].items():
@@ -705,16 +714,38 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
     sweep = [i for i, c in enumerate(own) if trips[i] is None and c["gmem_bytes"] > 0]
     # a remainder loop: the sibling right before or after an unrolled loop whose global
     # accesses it repeats k (>= 2) times fewer; each thread runs it fewer than k times per pass
+    pairs = []
     for i in list(sweep):
         for j in (i - 1, i + 1):
-            if j in sweep and j != i and loops[j].parent == loops[i].parent:
+            if j in sweep and j != i and loops[j].parent == loops[i].parent and all(j != q for _, q, _ in pairs):
                 a, b = own[i], own[j]
                 k = b["gmem_bytes"] / a["gmem_bytes"]
                 if k >= 2 and k == int(k) and b["gload_bytes"] * a["gmem_bytes"] == a["gload_bytes"] * b["gmem_bytes"]:
-                    trips[i], rules[i] = warps * (k - 1) / 2, f"remainder of loop {j} (unrolled x{k:g}): (k - 1) / 2 per warp"
+                    pairs.append((i, j, int(k)))
                     sweep.remove(i)
-                    launch_bytes = max(launch_bytes - trips[i] * 32 * a["gmem_bytes"], 0.0)
                     break
+    # where every sweeping loop is such a pair at the top level, each thread's elements per pass
+    # follow from the bytes: n = bytes / (threads x bytes per element, over the passes); when n
+    # is whole, the unrolled loop runs n // k times and the remainder n % k (0 for 16 elements a
+    # thread, the 4096-column rows of 256 threads); else the remainder runs (k - 1) / 2 times
+    exact = None
+    if pairs and not [q for q in sweep if all(q != j for _, j, _ in pairs)] \
+            and all(loops[i].parent is None and loops[j].parent is None for i, j, _ in pairs):
+        n = launch_bytes / (sum(own[i]["gmem_bytes"] for i, _, _ in pairs) * 32.0 * warps)
+        if n >= 0.98 and abs(n - round(n)) <= 0.02 * n:
+            exact = int(round(n))
+    for i, j, k in pairs:
+        a, b = own[i], own[j]
+        if exact is not None:
+            trips[i], rules[i] = float(warps * (exact % k)), \
+                f"remainder of loop {j} (unrolled x{k}): {exact} elements a thread per pass, {exact % k} per warp"
+            trips[j], rules[j] = float(warps * (exact // k)), \
+                f"unrolled x{k}: {exact} elements a thread per pass, {exact // k} per warp"
+            sweep.remove(j)
+            launch_bytes = max(launch_bytes - trips[i] * 32 * a["gmem_bytes"] - trips[j] * 32 * b["gmem_bytes"], 0.0)
+        else:
+            trips[i], rules[i] = warps * (k - 1) / 2, f"remainder of loop {j} (unrolled x{k:g}): (k - 1) / 2 per warp"
+            launch_bytes = max(launch_bytes - trips[i] * 32 * a["gmem_bytes"], 0.0)
     # bytes the arithmetic loops already move (a GEMM's k-loop loads its tiles) are not swept again
     covered = sum(trips[i] * 32 * own[i]["gmem_bytes"] for i in range(len(loops)) if trips[i])
     launch_bytes = max(launch_bytes - covered, 0.0)
@@ -979,6 +1010,26 @@ def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *,
                     f"({panel['tile'][0]}x{panel['tile'][1]} tiles) read {panel['reads'] / 1e6:.0f} MB of A and B")
     l2_bytes = l2_total * share
     l1_bytes = l1_total * share
+    if not dense and l1_bytes > dram_bytes * 1.05 and r["l2_size_bytes"]["value"] and use_banks:
+        # re-reads (a second sweep over a row) find the row in L2 only while the rows the
+        # resident blocks work on fit: the launch's distinct bytes of re-read (streamed) arrays,
+        # their share of the simulated block's bytes scaled to the launch's L1 bytes, times the
+        # share of blocks resident at once, against what L2 keeps for re-reads.  Where they do
+        # not fit (every row in flight at once), DRAM moves what the simulated block reads and
+        # writes with every read of a streamed array a miss, scaled the same way
+        resident = min(blocks, sms * bps)
+        keep = r["l2_size_bytes"]["value"] * r["l2_reuse_fraction"]["value"]
+        g = _simulated_rereads(variant, problem, k)
+        if g and g.get("streamed_reread", 0) > 0 and g.get("bytes", 0) > 0:
+            footprint = l1_bytes * g["streamed_distinct"] / g["bytes"] * resident / blocks
+            if footprint > keep:
+                # the arrays every block reads (parameters) stay in L2: their bytes as declared
+                miss_bytes = l1_bytes * g["bytes_if_rereads_miss"] / g["bytes"]
+                if miss_bytes > dram_bytes:
+                    dram_src = (f"re-reads miss L2: {resident} resident blocks of {blocks} work on "
+                                f"{footprint / 1e6:.0f} MB at once, L2 keeps {keep / 1e6:.0f} MB; the simulated "
+                                f"block's reads of its rows all go to DRAM")
+                    dram_bytes = miss_bytes
     # L2 tag traffic (Nsight Compute's lts__t_bytes): on a GPU whose L2 is two partitions
     # (H100), a request whose line lives in the far partition and is not yet copied in the near
     # one crosses the fabric and is counted again: first touches, about half of them far.  A
@@ -1081,6 +1132,20 @@ def _lines_per_request(variant, problem, k: int, c: dict, vectorize: bool | None
     except Exception as exc:  # noqa: BLE001
         return None, f"not simulated ({exc.__class__.__name__})"
     return co["lines_per_request"], f"perfkit.banks simulated at {small.label}"
+
+
+def _simulated_rereads(variant, problem, k: int) -> dict | None:
+    """Launch ``k``'s re-read tallies from the bank simulation of a small twin of the problem
+    (:func:`perfkit.banks._rereads`), or None where it cannot be simulated."""
+    from . import backend, banks
+
+    if not backend.is_simulator():
+        return None
+    try:
+        rep = banks.count(variant, banks.small_problem(variant, problem), vectorize=False)
+    except Exception:  # noqa: BLE001
+        return None
+    return rep.global_launches[k] if k < len(rep.global_launches) else None
 
 
 def _coalesce_factor(traffic, c, l2_bytes) -> float:

@@ -152,3 +152,21 @@ def test_anatomy_access_prints_conflicts_and_coalescing(capsys):
     out = capsys.readouterr().out
     assert "global memory:" in out and "1.00 lines per request" in out
     assert "global load" in out and "global store" in out
+
+
+def test_rereads_of_streamed_rows_and_parameters():
+    """The global recording tells re-read rows (streamed) from parameter vectors every block
+    reads whole: a block of the fused layernorm reads its row of x three times, gamma and beta
+    once each, and writes its row of y and two statistics."""
+    from perfkit.kernels.norm import layernorm
+
+    p = layernorm.Problem(rows=8, cols=40, dtype="float32")
+    v = next(x for x in layernorm.LADDER if x.name == "fused")
+    rep = banks.count(v, p, cache=False)
+    g = rep.global_launches[0]
+    row = 40 * 4
+    assert g["streamed_distinct"] == row
+    assert g["streamed_reread"] == 2 * row
+    assert g["bytes"] == 3 * row + 2 * row + row + 8  # x 3x, gamma + beta, y, mean + rstd
+    # every read of x and the stores; gamma and beta, read by every block, stay in L2
+    assert g["bytes_if_rereads_miss"] == 3 * row + row + 8

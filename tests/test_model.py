@@ -368,3 +368,60 @@ def test_levels_and_repeat_lines():
     ])
     assert model.repeat_line(table) == "repeated records: median spread 50% over 1 pairs (max 50%)"
     assert model.repeat_line(table.iloc[2:]) == "repeated records: none"
+
+
+def test_rereads_miss_l2_when_the_resident_rows_do_not_fit(monkeypatch):
+    """A second sweep over a row hits L2 while the rows the resident blocks hold fit in what
+    L2 keeps for re-reads: 1056 of 4096 rows of 16 KB (17 MB of x) fit in 32 MB, and the fused
+    softmax reads x from DRAM once; with L2 keeping 5 MB, all three sweeps go to DRAM."""
+    fused = next(v for v in softmax.LADDER if v.name == "fused")
+    p = softmax.Problem(rows=4096, cols=4096, dtype="float32")
+    e = 4096 * 4096 * 4.0
+    L = model.estimate(fused, p, "h100-sxm").launches[0]
+    assert not L["dram_source"].startswith("re-reads")
+    assert L["dram_bytes"] == pytest.approx(2 * e, rel=0.02)
+    real = model.rates
+
+    def small_l2(gpu="h100-sxm"):
+        r = real(gpu)
+        r.put("l2_reuse_fraction", 0.1, "test")
+        return r
+
+    monkeypatch.setattr(model, "rates", small_l2)
+    L = model.estimate(fused, p, "h100-sxm").launches[0]
+    assert L["dram_source"].startswith("re-reads miss L2"), L["dram_source"]
+    assert L["dram_bytes"] == pytest.approx(4 * e, rel=0.02)  # x three times, y once
+
+
+def test_unrolled_sweep_and_remainder_from_elements_per_thread():
+    """An unrolled-by-4 sweep with its remainder loop: when the bytes give each thread a whole
+    number of elements per pass (16 for a 4096-column row on 256 threads), the unrolled loop
+    runs n // 4 and the remainder n % 4 times per warp; a fractional n keeps the average rule."""
+    from types import SimpleNamespace
+    instrs = [(0x00, "LDG.E R4, desc[UR4][R2.64]"),          # remainder: one element
+              (0x10, "STG.E desc[UR4][R6.64], R4"),
+              (0x20, "@P0 BRA 0x00"),
+              (0x30, "LDG.E R4, desc[UR4][R2.64]"),          # unrolled x4
+              (0x40, "LDG.E R5, desc[UR4][R2.64+0x4]"),
+              (0x50, "LDG.E R8, desc[UR4][R2.64+0x8]"),
+              (0x60, "LDG.E R9, desc[UR4][R2.64+0xc]"),
+              (0x70, "STG.E desc[UR4][R6.64], R4"),
+              (0x80, "STG.E desc[UR4][R6.64+0x4], R5"),
+              (0x90, "STG.E desc[UR4][R6.64+0x8], R8"),
+              (0xa0, "STG.E desc[UR4][R6.64+0xc], R9"),
+              (0xb0, "@P1 BRA 0x30"),
+              (0xc0, "EXIT")]
+    rep = _fake_report(instrs)
+    starts = [lp.start for lp in rep.loops]
+    rem, main = starts.index(0x00), starts.index(0x30)
+    warps = 1000
+    for n, want_main, want_rem in ((16, 4, 0), (7, 1, 3), (4, 1, 0)):
+        nbytes = n * warps * 32 * 8.0  # 4 bytes read + 4 written per element
+        dyn = model.dynamic_mix(rep, SimpleNamespace(flops=0.0, bytes=nbytes), launch_bytes=nbytes, dense=False,
+                                warps=warps, threads_per_block=256)
+        assert dyn["trips"][main] == warps * want_main, (n, dyn["rules"])
+        assert dyn["trips"][rem] == warps * want_rem, (n, dyn["rules"])
+    nbytes = 6.5 * warps * 32 * 8.0
+    dyn = model.dynamic_mix(rep, SimpleNamespace(flops=0.0, bytes=nbytes), launch_bytes=nbytes, dense=False,
+                            warps=warps, threads_per_block=256)
+    assert dyn["trips"][rem] == warps * 1.5 and "(k - 1) / 2" in dyn["rules"][rem]

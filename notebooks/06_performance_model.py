@@ -171,16 +171,18 @@ else:
 # Where the model misses, the per-launch details in `Estimate.launches` say which leg it
 # believed and why (trip rules, bank degree, waves, the scoreboard per loop). Its known weak
 # spots, from the full validate run over the 105 recorded H100 rungs (at the time of writing:
-# median error 20%, worst ratio 0.14, 97 of 105 within 2x; run `perfkit model validate` for
+# median error 20%, worst ratio 0.14, 99 of 105 within 2x; run `perfkit model validate` for
 # today's line):
 #
 # - **Loads that wait behind stores** (the 7c7b2e0 multirow/tuned norm rungs): the compiler
 #   cannot move a load of `x` above a store to `y` that may alias it, so each iteration waits
-#   for ~16 loads one after another. The scoreboard sees the chain, but those rungs took several
-#   times longer than predicted (0.14 to 0.6 of the measured time), and Nsight Compute counted
-#   twice the DRAM reads the rung's traffic declares for multirow at 4096 columns: every row is
-#   in flight at once, more than L2 holds, so the second sweep misses. The model has no
-#   L2-capacity check for sweeps.
+#   for ~16 loads one after another. The scoreboard sees the chain, but several of those rungs
+#   still took longer than predicted (0.53 to 0.76 of the measured time at 4096 columns, 0.14
+#   and 0.25 for layernorm at 1024, whose record is bimodal). Their DRAM bytes are now right:
+#   every row is in flight at once (all blocks resident), more than the 32 MB L2 keeps for
+#   re-reads, so the second sweep misses, and the model says so from the launch (resident
+#   blocks x the rows the simulated block re-reads) rather than from the rung's declared
+#   traffic: Nsight Compute's DRAM bytes against the model's went from 0.70-0.73 to 1.06-1.09.
 # - **Few warps walking memory** (layernorm backward's `lnb_col_params`: 32 blocks of 4 warps
 #   on 32 SMs, each thread walking 4096 rows; the batchnorm NCHW rungs, 2 blocks per SM): the
 #   trip counts are now right (1024 iterations per warp for `lnb_col_params`, once the compiler's

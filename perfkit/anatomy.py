@@ -841,10 +841,29 @@ def _find_rung(ladder, rung: str):
     raise AnatomyError(f"no rung {rung!r}; have: {', '.join(v.label for v in ladder)}")
 
 
+def _op_module(op: str):
+    """``perfkit.kernels.<op>``, or ``perfkit.kernels.norm.<op>`` for the normalization ops
+    (``softmax`` as well as ``norm.softmax``); an unknown op says which exist."""
+    import pkgutil
+
+    from . import kernels
+    from .kernels import norm
+
+    for name in (f"perfkit.kernels.{op}", f"perfkit.kernels.norm.{op}"):
+        try:
+            return importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name != name:
+                raise
+    known = [m.name for m in pkgutil.iter_modules(kernels.__path__) if not m.name.startswith("_") and m.name not in ("norm", "base", "peers")]
+    known += [m.name for m in pkgutil.iter_modules(norm.__path__) if not m.name.startswith("_")]
+    raise AnatomyError(f"no op {op!r}: one of {', '.join(sorted(known))}")
+
+
 def cli(argv: list[str] | None = None) -> int:
     """``perfkit anatomy OP RUNG [--cc 9.0] [--size k=v ...] [--diff RUNG2] [--sass]``."""
     ap = argparse.ArgumentParser(prog="perfkit anatomy", description="what the compiler made of a rung")
-    ap.add_argument("op", help="op module under perfkit.kernels, e.g. saxpy, gemm, norm.softmax")
+    ap.add_argument("op", help="op module under perfkit.kernels, e.g. saxpy, gemm, softmax (= norm.softmax)")
     ap.add_argument("rung", help="rung number or name")
     ap.add_argument("--cc", default="9.0", help="target compute capability (default 9.0)")
     ap.add_argument("--size", action="append", default=[], metavar="K=V", help="problem field override")
@@ -856,7 +875,7 @@ def cli(argv: list[str] | None = None) -> int:
                          "conflicts and global coalescing per source line (perfkit.banks; no GPU needed)")
     args = ap.parse_args(argv)
     try:
-        mod = importlib.import_module(f"perfkit.kernels.{args.op}")
+        mod = _op_module(args.op)
         ladder = getattr(mod, "LADDER")
         problem = getattr(mod, "EXAMPLE_PROBLEM", None)
         if args.size:

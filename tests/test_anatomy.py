@@ -272,3 +272,11 @@ def test_cache_key_is_the_rungs_code_closure():
     files = {f.replace("\\", "/").split("perfkit/", 1)[1] for f in anatomy._module_closure("perfkit.kernels.norm.softmax")}
     assert {"kernels/base.py", "kernels/norm/_common.py", "kernels/norm/softmax.py"} <= files
     assert "kernels/conv.py" not in files and "model.py" not in files
+
+
+def test_cli_op_names_accept_bare_norm_ops():
+    from perfkit.kernels.norm import softmax
+    assert anatomy._op_module("softmax") is softmax
+    assert anatomy._op_module("norm.softmax") is softmax
+    with pytest.raises(anatomy.AnatomyError, match="one of .*gemm.*softmax"):
+        anatomy._op_module("nosuch")

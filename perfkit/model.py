@@ -136,7 +136,8 @@ class Traffic:
     from L2 (loads that miss L1, and stores: L1 writes through, a 32-byte sector for each sector
     a warp's store touches), ``l1_bytes`` what the threads' global instructions ask of L1 in
     32-byte sectors before any hit (default: ``l2_bytes``; larger where L1 catches re-reads),
-    ``smem_bytes`` shared-memory traffic.  ``None`` means the model does not say.  ``limiter`` is the resource the rung's author expects to bind.
+    ``smem_bytes`` shared-memory traffic.  ``None`` means the model does not say.  ``limiter``
+    is the resource the rung's author expects to bind.
 
     Optional per-level counts (all default ``None``: :func:`estimate` then derives them from the
     compiled kernel): ``smem_wavefronts`` (shared-memory wavefronts, bank-conflict replays

@@ -30,8 +30,9 @@ The model of one kernel launch
      warp; a launch's share is proportional to the bytes of the arrays it is passed; a sibling
      loop right beside an unrolled sweep that repeats its accesses k times fewer is its
      remainder loop: where all sweeping loops are such pairs at the top level, the elements a
-     thread handles per pass, n = bytes / (threads x bytes per element summed over the passes),
-     give both counts when n is whole (n // k and n % k per warp), else the remainder runs
+     thread handles per pass (n: the problem's elements over the threads where the remainder
+     moves one item per access, else bytes / (threads x bytes per element summed over the
+     passes)) give both counts when n is whole (n // k and n % k per warp), else the remainder runs
      (k - 1) / 2 times per warp; a sweeping loop around another
      sweeping loop (a grid-stride loop over columns around the walk down the rows) runs once per
      warp and the inner one carries the bytes; a store-only sibling of such an outer loop is the
@@ -652,6 +653,22 @@ def _panel_reads(problem, grid, blocks_per_sm: int, sms: int) -> dict | None:
             "per_wave": per_wave, "tile": (bm, bn)}
 
 
+def _elements_per_thread(problem, remainders: list, warps: int) -> float | None:
+    """Elements of the problem's main array per thread of the launch (``elem_bytes`` over the
+    item size, over the threads), where every remainder loop moves one element per access (its
+    global accesses are all one item wide); None where the problem does not say."""
+    try:
+        import numpy as np
+
+        it = np.dtype(problem.dtype).itemsize
+        elems = float(problem.elem_bytes) / it
+    except (AttributeError, TypeError, ValueError):
+        return None
+    if warps <= 0 or not all(c["gmem"] and c["gmem_bytes"] == c["gmem"] * it for c in remainders):
+        return None
+    return elems / (32.0 * warps)
+
+
 def _nested_in(loops, j: int, i: int) -> bool:
     """Whether loop ``j`` lies (at any depth) inside loop ``i``."""
     p = loops[j].parent
@@ -732,7 +749,12 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
     exact = None
     if pairs and not [q for q in sweep if all(q != j for _, j, _ in pairs)] \
             and all(loops[i].parent is None and loops[j].parent is None for i, j, _ in pairs):
-        n = launch_bytes / (sum(own[i]["gmem_bytes"] for i, _, _ in pairs) * 32.0 * warps)
+        by_bytes = launch_bytes / (sum(own[i]["gmem_bytes"] for i, _, _ in pairs) * 32.0 * warps)
+        n = _elements_per_thread(problem, [own[i] for i, _, _ in pairs], warps)
+        # the problem's shape where this launch sweeps the main array (its bytes agree within 4x;
+        # a small launch over partial sums does not), else the bytes
+        if n is None or not (0.25 * by_bytes <= n <= 4.0 * by_bytes):
+            n = by_bytes
         if n >= 0.98 and abs(n - round(n)) <= 0.02 * n:
             exact = int(round(n))
     for i, j, k in pairs:

@@ -425,3 +425,12 @@ def test_unrolled_sweep_and_remainder_from_elements_per_thread():
     dyn = model.dynamic_mix(rep, SimpleNamespace(flops=0.0, bytes=nbytes), launch_bytes=nbytes, dense=False,
                             warps=warps, threads_per_block=256)
     assert dyn["trips"][rem] == warps * 1.5 and "(k - 1) / 2" in dyn["rules"][rem]
+    # the problem's shape decides where the rung's declared bytes are off (within 4x): 16
+    # float32 elements a thread, though the bytes say 6.5
+    prob = SimpleNamespace(flops=0.0, bytes=nbytes, dtype="float32", elem_bytes=16 * warps * 32 * 4.0)
+    dyn = model.dynamic_mix(rep, prob, launch_bytes=nbytes, dense=False, warps=warps, threads_per_block=256)
+    assert dyn["trips"][main] == warps * 4 and dyn["trips"][rem] == 0
+    # a launch that moves far fewer bytes than the problem's array (partial sums) keeps its bytes
+    prob = SimpleNamespace(flops=0.0, bytes=nbytes, dtype="float32", elem_bytes=1000 * warps * 32 * 4.0)
+    dyn = model.dynamic_mix(rep, prob, launch_bytes=nbytes, dense=False, warps=warps, threads_per_block=256)
+    assert dyn["trips"][rem] == warps * 1.5

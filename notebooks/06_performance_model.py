@@ -182,7 +182,7 @@ else:
 #   every row is in flight at once (all blocks resident), more than the 32 MB L2 keeps for
 #   re-reads, so the second sweep misses, and the model says so from the launch (resident
 #   blocks x the rows the simulated block re-reads) rather than from the rung's declared
-#   traffic: Nsight Compute's DRAM bytes against the model's went from 0.70-0.73 to 1.06-1.09.
+#   traffic: the model's DRAM bytes over Nsight Compute's went from 0.70-0.73 to 1.06-1.09.
 # - **Few warps walking memory** (layernorm backward's `lnb_col_params`: 32 blocks of 4 warps
 #   on 32 SMs, each thread walking 4096 rows; the batchnorm NCHW rungs, 2 blocks per SM): the
 #   trip counts are now right (1024 iterations per warp for `lnb_col_params`, once the compiler's
@@ -198,9 +198,10 @@ else:
 # - **L2 traffic against Nsight Compute**: the per-level L2 column is L2 *tag* traffic
 #   (`lts__t_bytes`), the bytes that miss L1 plus, on the H100's two-partition L2, half of the
 #   first touches counted again (`l2_fabric_fraction`, measured on the streaming kernels:
-#   1.47-1.54x their bytes). 33 of the 39 rungs with counts are within 25%; the misses are the
+#   1.47-1.54x their bytes). 33 of the 39 rungs with counts are within 25%; the six misses are
 #   rungs rebuilt from 7c7b2e0 whose own traffic models count re-reads L1 catches (layernorm
-#   backward 1.5x) or miss uncoalesced ones (the multirow rungs, 0.67-0.73).
+#   backward fused and warp 1.5x, the warptile GEMM 1.5x) or miss uncoalesced accesses
+#   (rmsnorm and softmax multirow 0.67 and 0.73, layernorm backward naive 0.56).
 # - **The records' own spread**: ten rung/problem pairs were recorded twice at the same commit
 #   on the same H100, and the two medians differ by 18% (median of the pairs) and up to 66%
 #   (rmsnorm fused at 4096x1024: 23.7 and 39.3 us). `validate` prints this spread above its

@@ -64,7 +64,10 @@ The model of one kernel launch
              the line lives in the far partition and are counted again (all L2 bytes of a
              streaming op; the DRAM bytes of a tiled product, whose panels are re-read from L2)
    smem      shared wavefronts / (1 wavefront per clock per SM); wavefronts = shared instructions
-             x phases (1, 2, 4 for 32/64/128-bit) x the conflict degree from :mod:`perfkit.banks`
+             x phases (1, 2, 4 for 32/64/128-bit) x the conflict degree from :mod:`perfkit.banks`,
+             plus one per warp shuffle (shuffles cross the same pipe) and one per warp launched
+             (Nsight Compute's table on the H100: 1 per warp where a kernel has neither, shuffles
+             + 1 per warp in the multirow row norms, whose only such instructions are shuffles)
    lsu       global/local memory instructions x L1 wavefronts each: the 128-byte lines each
              warp-wide request touches, from the addresses of a simulated block
              (:meth:`perfkit.banks.BankReport.coalescing`; 32 for a warp whose threads walk rows;
@@ -907,11 +910,13 @@ def _operand_regs(text: str) -> list[str]:
     return out
 
 
-def _latencies(r, miss: float, bank_degree: float = 1.0) -> dict:
+def _latencies(r, miss: float, bank_degree: float = 1.0, l1_hit: float = 0.0) -> dict:
     """Cycles from issue to a result a dependent instruction can use, by kind (Hopper figures
-    from ``data/rates.yaml``); a global load's is the L2 hit latency plus the DRAM miss rate
-    times the difference."""
-    g = r["latency_l2_clk"]["value"] + miss * (r["latency_dram_clk"]["value"] - r["latency_l2_clk"]["value"])
+    from ``data/rates.yaml``); a global load's is the mean over where its bytes come from:
+    ``l1_hit`` of them from L1, ``miss`` from DRAM, the rest from L2."""
+    l1_hit = min(max(l1_hit, 0.0), 1.0 - miss)
+    g = (l1_hit * r["latency_l1_clk"]["value"] + miss * r["latency_dram_clk"]["value"]
+         + (1.0 - l1_hit - miss) * r["latency_l2_clk"]["value"])
     return {"alu": r["latency_alu_clk"]["value"], "xu": r["latency_xu_clk"]["value"],
             "global": g, "local": r["latency_l1_clk"]["value"],
             "shared": r["latency_smem_clk"]["value"] * max(bank_degree, 1.0),
@@ -1011,7 +1016,9 @@ def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *,
     dyn = dynamic_mix(rep, problem, launch_bytes=l1_total * share, dense=dense, warps=warps,
                       threads_per_block=tpb)
     c = dyn["counts"]
-    if use_banks and (sum(c["lds"].values()) + sum(c["sts"].values())) > 0:
+    has_smem = (sum(c["lds"].values()) + sum(c["sts"].values())) > 0
+    ld_vec = False
+    if use_banks and has_smem:
         # the SASS decides whether runs of a thread's accesses became 64/128-bit instructions
         # (loads and stores apart: a quarter of the executed ones wide -> merged counts)
         ld_vec = (c["lds"][8] + c["lds"][16]) > 0.25 * max(sum(c["lds"].values()), 1e-9)
@@ -1021,8 +1028,12 @@ def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *,
         bsrc = bsrc if bsrc == bsrc2 else f"loads: {bsrc}; stores: {bsrc2}"
     else:
         ldd, std, bsrc = 1.0, 1.0, "no shared accesses" if use_banks else "banks off: conflict free assumed"
-    wavefronts = _wavefronts(c, ldd, std)
-    ideal = _wavefronts(c, 1.0, 1.0)
+    # the shared-memory pipe (MIO) also carries every warp shuffle (one wavefront each), and
+    # Nsight Compute counts one more per warp launched (its table: 1 per warp in kernels with no
+    # shared accesses or shuffles; shuffles + 1 per warp in the multirow row norms)
+    mio_extra = c["shfl"] + warps
+    wavefronts = _wavefronts(c, ldd, std) + mio_extra
+    ideal = _wavefronts(c, 1.0, 1.0) + mio_extra
     dram_bytes = traffic.dram_bytes * share
     panel = _panel_reads(problem, launch.grid, bps, sms) if dense else None
     dram_src = "the rung's traffic model"
@@ -1042,7 +1053,8 @@ def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *,
         # writes with every read of a streamed array a miss, scaled the same way
         resident = min(blocks, sms * bps)
         keep = r["l2_size_bytes"]["value"] * r["l2_reuse_fraction"]["value"]
-        g = _simulated_rereads(variant, problem, k)
+        g = _simulated_rereads(variant, problem, k, vectorize=(ld_vec if has_smem else
+                                                              c.get("gwide", 0) > 0.25 * max(c["gmem"], 1e-9)))
         if g and g.get("streamed_reread", 0) > 0 and g.get("bytes", 0) > 0:
             footprint = l1_bytes * g["streamed_distinct"] / g["bytes"] * resident / blocks
             if footprint > keep:
@@ -1063,7 +1075,6 @@ def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *,
     # lines per global request: simulated where the bank simulation runs anyway (shared accesses)
     # or where the rung's L1 bytes say its accesses are not coalesced; else 1 per those bytes
     guess = _coalesce_factor(traffic, c, l1_bytes)
-    has_smem = (sum(c["lds"].values()) + sum(c["sts"].values())) > 0
     lines, lsrc = None, "banks off" if not use_banks else "coalesced by the rung's L2 bytes: not simulated"
     if use_banks and (has_smem or guess > 1.0):
         lines, lsrc = _lines_per_request(variant, problem, k, c, vectorize=ld_vec if has_smem else None)
@@ -1085,7 +1096,8 @@ def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *,
     # SASS: an instruction issues when its operands are ready), against the issue cycles of the
     # warps sharing a scheduler; waves of resident blocks
     miss = min(1.0, max(0.0, dram_bytes / l1_bytes)) if l1_bytes else 1.0
-    lat = _latencies(r, miss, ldd)
+    l1_hit = min(1.0, max(0.0, 1.0 - l2_bytes / l1_bytes)) if l1_bytes else 0.0
+    lat = _latencies(r, miss, ldd, l1_hit)
     w = warps_per_sched
     loops = rep.loops
     own_pairs, straight_pairs = dyn["bodies"]  # each loop's own body, one arm per if/else
@@ -1157,15 +1169,22 @@ def _lines_per_request(variant, problem, k: int, c: dict, vectorize: bool | None
     return co["lines_per_request"], f"perfkit.banks simulated at {small.label}"
 
 
-def _simulated_rereads(variant, problem, k: int) -> dict | None:
+def _simulated_rereads(variant, problem, k: int, vectorize: bool = False) -> dict | None:
     """Launch ``k``'s re-read tallies from the bank simulation of a small twin of the problem
-    (:func:`perfkit.banks._rereads`), or None where it cannot be simulated."""
+    (:func:`perfkit.banks._rereads`), or None where it cannot be simulated.  The tallies come
+    from the raw element accesses, so either ``vectorize`` setting gives them: a simulation
+    already on disk with the other setting is used rather than running a second one."""
     from . import backend, banks
 
     if not backend.is_simulator():
         return None
     try:
-        rep = banks.count(variant, banks.small_problem(variant, problem), vectorize=False)
+        small = banks.small_problem(variant, problem)
+        for vec in (vectorize, not vectorize):
+            if banks._cache_path(variant, small, 1, vec).exists():
+                vectorize = vec
+                break
+        rep = banks.count(variant, small, vectorize=vectorize)
     except Exception:  # noqa: BLE001
         return None
     return rep.global_launches[k] if k < len(rep.global_launches) else None

@@ -400,8 +400,91 @@ def _gtally(rec: _Recorder, threads_per_block: int, report: "BankReport", vector
             per_launch[p + "lines"] += nl
             per_launch[p + "ideal_sectors"] += ni
     per_launch.update(_rereads(rec))
+    per_launch.update(_l1_hits(rec, threads_per_block))
     report.gsites.extend(sites.values())
     report.global_launches.append(per_launch)
+
+
+# a thread's sector counts as an L1 hit when it is among the last 4 distinct sectors the thread
+# touched: reuse that the access pattern fixes whatever the size (a walk along a row within a
+# sector, a warp-uniform parameter read for the next rows); reuse at a distance that grows with
+# the problem (a second sweep over a row) is left to the rung's L2 bytes, since the simulated
+# twin of the problem is far smaller than the problem
+L1_REUSE_WINDOW = 4
+
+
+def _l1_hits(rec: _Recorder, threads_per_block: int) -> dict:
+    """Where the warp-wide global loads of the simulated block find their data.  A lane's
+    access hits L1 when each of its 32-byte sectors is among the last ``L1_REUSE_WINDOW``
+    distinct sectors the thread touched (a walk along a row, a warp-uniform parameter read for
+    the next rows; not a re-sweep of a row, nor reuse across threads); a request hits when all
+    its lanes do.  A request that misses goes to DRAM when
+    one of its lanes touches a sector for the first time in the block (a parameter vector that
+    every block reads is counted so too, though later blocks find it in L2: in a batch of loads
+    it is waited for with the row's own loads, which do go to DRAM); else it finds its data in L2.
+    ``load_requests_hit``, ``load_miss_requests``, ``load_miss_dram`` and ``load_miss_lines``
+    (the 128-byte lines the missing requests touch), prefixed ``l1s_`` with every element
+    access its own request and ``l1v_`` with runs of a thread's accesses merged into 64/128-bit
+    requests (as :func:`_warp_accesses` does with ``vectorize``)."""
+    from collections import OrderedDict
+
+    # per thread and site, in order: (address, size, L1 hit, first touch of a sector in the
+    # block); threads are walked one after another, so which lane of a request touches a shared
+    # sector first is arbitrary, but not whether the request holds a first touch
+    seen_block: set = set()
+    flags: dict = {}
+    order = sorted(rec.gevents)
+    for key in order:
+        recent: OrderedDict = OrderedDict()
+        per_site: dict = {}
+        for site, addr, size in rec.gevents[key]:
+            secs = range(addr // 32, (addr + max(size, 1) - 1) // 32 + 1)
+            if site[2] == "load":
+                first = any(b not in seen_block for b in secs)
+                per_site.setdefault(site, []).append((addr, size, all(b in recent for b in secs), first))
+            for b in secs:
+                recent.pop(b, None)
+                recent[b] = True
+                if len(recent) > L1_REUSE_WINDOW:
+                    recent.popitem(last=False)
+                seen_block.add(b)
+        flags.setdefault(key[0], {})[key[1]] = per_site
+    out = {}
+    for pre, vec in (("l1s_", False), ("l1v_", True)):
+        out.update({pre + k: v for k, v in _l1_requests(flags, threads_per_block, vec).items()})
+    return out
+
+
+def _l1_requests(flags: dict, threads_per_block: int, vectorize: bool) -> dict:
+    out = {"load_requests_hit": 0, "load_miss_requests": 0, "load_miss_dram": 0, "load_miss_lines": 0}
+    for blk, threads in flags.items():
+        if vectorize:
+            # runs merged into one wide access: it hits when all its elements did
+            threads = {t: {st: _merge_flags(v) for st, v in ps.items()} for t, ps in threads.items()}
+        for site in {s for th in threads.values() for s in th}:
+            for w0 in range(0, threads_per_block, 32):
+                lanes = [threads.get(t, {}).get(site, []) for t in range(w0, min(w0 + 32, threads_per_block))]
+                for k in range(max((len(x) for x in lanes), default=0)):
+                    acc = [x[k] for x in lanes if k < len(x)]
+                    if all(a[2] for a in acc):
+                        out["load_requests_hit"] += 1
+                        continue
+                    out["load_miss_requests"] += 1
+                    out["load_miss_dram"] += any(a[3] for a in acc)
+                    out["load_miss_lines"] += _sectors_lines([a[0] for a in acc], max(a[1] for a in acc))[1]
+    return out
+
+
+def _merge_flags(v: list) -> list:
+    res, i = [], 0
+    for a, z in _merge([(a, z) for a, z, _, _ in v]):
+        n, hit, first = 0, True, False
+        while i < len(v) and n < z:
+            hit, first = hit and v[i][2], first or v[i][3]
+            n += v[i][1]
+            i += 1
+        res.append((a, z, hit, first))
+    return res
 
 
 def _rereads(rec: _Recorder) -> dict:
@@ -530,7 +613,8 @@ def small_problem(variant, problem, budget_bytes: float = 96 * 1024, floor: int 
     """A twin of ``problem`` with its integer sizes halved (largest first) while the rung
     still supports it, launches the same kernels with the same block shapes, every size
     stays >= ``floor`` (or its own value when smaller), and until ``problem.bytes`` is under
-    ``budget_bytes``.  Conflicts per access depend on the index arithmetic, not the size."""
+    ``budget_bytes``; where that cannot reach the budget, the sizes still whole are halved
+    down to 8.  Conflicts per access depend on the index arithmetic, not the size."""
     from .kernels.base import ProblemError, UnsupportedProblem
 
     try:
@@ -541,9 +625,18 @@ def small_problem(variant, problem, budget_bytes: float = 96 * 1024, floor: int 
               if isinstance(getattr(problem, f.name), (int, np.integer)) and not isinstance(getattr(problem, f.name), bool)]
     cur = problem
     frozen: set = set()
+    low = min(floor, 8)
     while cur.bytes > budget_bytes:
         cands = [f for f in fields if f not in frozen and getattr(cur, f) // 2 >= min(floor, getattr(problem, f))
                  and getattr(cur, f) > 1]
+        if not cands:
+            # still too big with every size at the floor (batchnorm: n=32, h=w=56): halve the
+            # sizes not halved yet down to 8 (a channel of n x h x w values stays far longer
+            # than a block; the sizes a kernel tiles keep the floor)
+            cands = [f for f in fields if f not in frozen and getattr(cur, f) == getattr(problem, f)
+                     and getattr(cur, f) // 2 >= low]
+            cands = cands or [f for f in fields if f not in frozen and getattr(cur, f) // 2 >= low
+                              and getattr(cur, f) < getattr(problem, f) and getattr(cur, f) < floor]
         if not cands:
             break
         f = max(cands, key=lambda f: getattr(cur, f))
@@ -566,7 +659,7 @@ def _cache_path(variant, problem, max_blocks, vectorize=True) -> Path:
 
     doc = json.dumps({"v": type(variant).__module__ + "." + type(variant).__qualname__, "config": variant.config,
                       "problem": type(problem).__qualname__, "params": problem.params, "max_blocks": max_blocks, "vectorize": vectorize,
-                      "source": anatomy._source_hash(variant), "banks": 6}, sort_keys=True, default=str)
+                      "source": anatomy._source_hash(variant), "banks": 10}, sort_keys=True, default=str)
     key = hashlib.sha256(doc.encode()).hexdigest()[:32]
     return anatomy._cache_dir().parent / "banks" / f"{key}.json"
 

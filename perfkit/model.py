@@ -83,8 +83,13 @@ The model of one kernel launch
              warp's cycles come from an in-order scoreboard over the SASS body
              (:func:`_warp_cycles`): an instruction issues when the registers and predicates it
              reads are ready; results are ready after the latencies of ``rates.yaml`` (ALU,
-             MUFU/conversions, shared x conflict degree, L2 hit + DRAM miss rate x (DRAM - L2),
-             shuffle, mma, barrier).  Little's law with the resident warps: few warps, or loads
+             MUFU/conversions, shared x conflict degree, shuffle, mma, barrier).  Global loads
+             in flight are waited for as a batch: back from L1 if all hit (the simulated
+             block's hit rate: a thread touching its own sectors again), else from L2 or, for
+             the DRAM share of L2's traffic, from DRAM, where a request that touches n lines
+             waits for the slowest (``latency_dram_clk``, the idle latency, + the fitted
+             ``dram_latency_spread_clk`` x H(n), H the harmonic number: the expected largest of
+             n exponential waits).  Little's law with the resident warps: few warps, or loads
              used right after they issue, leave latency exposed
    ========  ====================================================================================
 
@@ -110,8 +115,8 @@ The model of one kernel launch
 Launch plans are made for the target GPU (:func:`perfkit.backend.planning_for`: a plan that
 sizes its grid from the SM count gets the target's).
 
-Fitted constants (``data/rates.yaml`` ``fitted``): ``dram_efficiency``, ``overlap`` and
-``launch_latency_s``, nothing per rung or per op.  ``Estimate.inputs`` lists every number used
+Fitted constants (``data/rates.yaml`` ``fitted``): ``dram_efficiency``, ``overlap``,
+``launch_latency_s`` and ``dram_latency_spread_clk``, nothing per rung or per op.  ``Estimate.inputs`` lists every number used
 with its source.
 
 :func:`validate` compares each record with the code it measured: a rung whose kernel code
@@ -930,8 +935,18 @@ def _warp_cycles(body: list[str], lat: dict, *, loop: bool) -> float:
     in-order scoreboard where an instruction issues one cycle after the one before, or when the
     registers and predicates it reads are ready, whichever is later; its destinations are ready
     its latency later.  A loop body is run twice and the second pass counted (the steady state,
-    with the dependences an iteration carries into the next)."""
+    with the dependences an iteration carries into the next).
+
+    Global loads (when ``lat`` has ``miss_p``): the loads in flight form a batch; the first
+    instruction that reads one of them waits for the whole batch, which is back at
+    ``global_hit`` (L1) after the last was issued if every load hit L1, else at ``global_miss``:
+    a batch of n loads misses with probability min(1, n x ``miss_p``) (a thread's consecutive
+    loads share sectors, so at most one of a run misses).  A walk along a row with four loads a
+    trip waits for a miss every other trip; four rows read one after the other wait four times."""
     ready: dict = {}
+    batched = "miss_p" in lat
+    inflight: list = []   # (issue time, registers) of global loads not yet waited for
+    inflight_regs: set = set()
     t = 0.0
     passes = 2 if loop else 1
     first = 0.0
@@ -954,6 +969,14 @@ def _warp_cycles(body: list[str], lat: dict, *, loop: bool) -> float:
             if writes and "[" in ops[0]:  # an address in the first operand is read
                 srcs += dst
                 dst = []
+            if batched and inflight and any(x in inflight_regs for x in srcs):
+                n = len(inflight)
+                p_miss = min(1.0, n * lat["miss_p"])
+                back = max(i for i, _ in inflight) + lat["global_hit"] + p_miss * (lat["global_miss"] - lat["global_hit"])
+                for _, regs_ in inflight:
+                    for x in regs_:
+                        ready[x] = back
+                inflight, inflight_regs = [], set()
             issue = max([t + 1.0] + [ready.get(x, 0.0) for x in srcs])
             if base == "BAR":
                 issue += lat["bar"]
@@ -982,8 +1005,15 @@ def _warp_cycles(body: list[str], lat: dict, *, loop: bool) -> float:
             if dst and dst[0].startswith("R") and width > 1:
                 b = int(dst[0][1:])
                 regs += [f"R{b + k}" for k in range(1, width)]
-            for x in regs:
-                ready[x] = issue + lt
+            if batched and base in ("LDG", "LD"):
+                inflight.append((issue, regs))
+                inflight_regs.update(regs)
+                for x in regs:
+                    ready.pop(x, None)
+            else:
+                for x in regs:
+                    ready[x] = issue + lt
+                    inflight_regs.discard(x)
             t = issue
         if p == 0:
             first = t - t0
@@ -1096,8 +1126,26 @@ def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *,
     # SASS: an instruction issues when its operands are ready), against the issue cycles of the
     # warps sharing a scheduler; waves of resident blocks
     miss = min(1.0, max(0.0, dram_bytes / l1_bytes)) if l1_bytes else 1.0
-    l1_hit = min(1.0, max(0.0, 1.0 - l2_bytes / l1_bytes)) if l1_bytes else 0.0
-    lat = _latencies(r, miss, ldd, l1_hit)
+    lat = _latencies(r, miss, ldd)
+    # global loads: L1 hits from the simulated block's accesses (a thread's own sectors touched
+    # again soon), else from the bytes; a miss goes to L2, and to DRAM for the DRAM share of what
+    # reaches L2, where a request waits for the slowest of its lines
+    sim = _simulated_launch(variant, problem, k) if (use_banks and not dense) else None
+    pre = "l1v_" if c.get("gwide", 0) > 0.25 * max(c["gmem"], 1e-9) else "l1s_"
+    nreq = (sim.get(pre + "load_requests_hit", 0) + sim.get(pre + "load_miss_requests", 0)) if sim else 0
+    if nreq:
+        nmiss = sim[pre + "load_miss_requests"]
+        miss_p = nmiss / nreq
+        miss_lines = sim[pre + "load_miss_lines"] / nmiss if nmiss else 1.0
+        to_dram = sim[pre + "load_miss_dram"] / nmiss if nmiss else 0.0
+    else:
+        miss_p = min(1.0, max(0.0, l2_bytes / l1_bytes)) if l1_bytes else 1.0
+        miss_lines = min(max(lines, 1.0), 32.0)
+        to_dram = min(1.0, max(0.0, dram_bytes / l2_bytes)) if l2_bytes else 1.0
+    harmonic = sum(1.0 / i for i in range(1, int(round(miss_lines)) + 1))
+    l_dram = r["latency_dram_clk"]["value"] + r["dram_latency_spread_clk"]["value"] * harmonic
+    lat.update(global_hit=r["latency_l1_clk"]["value"], miss_p=miss_p,
+               global_miss=r["latency_l2_clk"]["value"] + to_dram * (l_dram - r["latency_l2_clk"]["value"]))
     w = warps_per_sched
     loops = rep.loops
     own_pairs, straight_pairs = dyn["bodies"]  # each loop's own body, one arm per if/else
@@ -1167,6 +1215,13 @@ def _lines_per_request(variant, problem, k: int, c: dict, vectorize: bool | None
     except Exception as exc:  # noqa: BLE001
         return None, f"not simulated ({exc.__class__.__name__})"
     return co["lines_per_request"], f"perfkit.banks simulated at {small.label}"
+
+
+def _simulated_launch(variant, problem, k: int) -> dict | None:
+    """Launch ``k``'s global-memory tallies from a bank simulation of a small twin of the
+    problem already run (either vectorize setting), else one run now; None where it cannot
+    be simulated."""
+    return _simulated_rereads(variant, problem, k, vectorize=True)
 
 
 def _simulated_rereads(variant, problem, k: int, vectorize: bool = False) -> dict | None:

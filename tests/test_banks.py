@@ -170,3 +170,39 @@ def test_rereads_of_streamed_rows_and_parameters():
     assert g["bytes"] == 3 * row + 2 * row + row + 8  # x 3x, gamma + beta, y, mean + rstd
     # every read of x and the stores; gamma and beta, read by every block, stay in L2
     assert g["bytes_if_rereads_miss"] == 3 * row + row + 8
+
+
+def test_l1_hits_of_a_row_walk_and_a_coalesced_stream():
+    """Where loads find their data: threads that each walk their own row (the naive softmax's
+    max pass) touch a new 32-byte sector every 8 floats, so 1 request in 8 misses L1, and that
+    one touches 32 lines (one per lane), all first touches (DRAM); saxpy's coalesced requests
+    each touch one new line: every one misses, to DRAM."""
+    from perfkit.kernels import saxpy
+    from perfkit.kernels.norm import softmax
+
+    naive = next(v for v in softmax.LADDER if v.name == "naive")
+    rep = banks.count(naive, softmax.Problem(rows=32, cols=64, dtype="float32"), cache=False)
+    g = rep.global_launches[0]  # softmax_row_max: 64 loads per thread
+    assert g["l1s_load_requests_hit"] + g["l1s_load_miss_requests"] == 64
+    assert g["l1s_load_miss_requests"] == 8
+    assert g["l1s_load_miss_dram"] == 8
+    assert g["l1s_load_miss_lines"] == 8 * 32
+    s = next(v for v in saxpy.LADDER if not v.oracle)
+    rep = banks.count(s, saxpy.Problem(n=4096), cache=False)
+    g = rep.global_launches[0]
+    assert g["l1s_load_requests_hit"] == 0
+    assert g["l1s_load_miss_requests"] == g["l1s_load_miss_dram"] > 0
+    assert g["l1s_load_miss_lines"] == g["l1s_load_miss_requests"]
+
+
+def test_small_problem_reaches_below_the_floor_where_it_must():
+    """Batchnorm's example (32x256x56x56) cannot get under the budget with every size >= 32;
+    the sizes still whole are halved down to 8, and the twin launches the same kernels with the
+    same blocks."""
+    from perfkit.kernels.norm import batchnorm as bn
+
+    v = next(x for x in bn.LADDER if x.name == "fused")
+    p = bn.EXAMPLE_PROBLEM
+    q = banks.small_problem(v, p)
+    assert q.n * q.h * q.w < p.n * p.h * p.w / 16 and q.c >= 32
+    assert [b for _, b in banks._plan_shape(v, q)] == [b for _, b in banks._plan_shape(v, p)]

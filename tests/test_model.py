@@ -132,6 +132,39 @@ def test_scoreboard_exposes_load_latency_until_first_use():
     assert model._warp_cycles(guarded, _LAT, loop=False) >= 4 + 500
 
 
+def test_scoreboard_waits_for_a_batch_of_loads():
+    """With L1 hit/miss latencies, the loads in flight are waited for together: four loads then
+    their uses wait once, missing with probability 4 x miss_p; four load-use pairs in a chain
+    wait four times, each missing with miss_p (a walk along a row: 1 load in 8 misses)."""
+    lat = dict(_LAT, global_hit=33.0, global_miss=1033.0, miss_p=0.125)
+    batch = ["LDG.E R4, desc[UR4][R2.64] ;", "LDG.E R5, desc[UR4][R12.64] ;", "LDG.E R6, desc[UR4][R14.64] ;",
+             "LDG.E R7, desc[UR4][R16.64] ;", "FADD R9, R4, R9 ;", "FADD R9, R5, R9 ;", "FADD R9, R6, R9 ;",
+             "FADD R9, R7, R9 ;"]
+    c = model._warp_cycles(batch, lat, loop=False)
+    assert c == pytest.approx(3 + 33 + 0.5 * 1000 + 3 * 4, abs=1)
+    chain = ["LDG.E R4, desc[UR4][R2.64] ;", "FADD R9, R4, R9 ;"] * 4
+    c = model._warp_cycles(chain, lat, loop=False)
+    assert c == pytest.approx(4 * (33 + 0.125 * 1000) + 4, abs=4)
+    # a batch that surely misses (col walk: every row new) waits the full miss latency
+    lat1 = dict(lat, miss_p=1.0)
+    assert model._warp_cycles(batch, lat1, loop=False) == pytest.approx(3 + 1033 + 12, abs=1)
+
+
+def test_shared_wavefronts_count_shuffles_and_one_per_warp():
+    """Nsight Compute counts a shuffle as a shared wavefront and one more per warp launched:
+    the naive softmax has no shared accesses and no shuffles (one per warp), the warp rung's
+    shuffle reductions add 10 per warp (max and sum, 5 butterfly steps each)."""
+    naive = next(v for v in softmax.LADDER if v.name == "naive")
+    p = softmax.Problem(rows=4096, cols=4096, dtype="float32")
+    for L in model.estimate(naive, p, "h100-sxm").launches:
+        assert L["smem_wavefronts"] == pytest.approx(L["warps"])
+        assert L["smem_conflicts"] == pytest.approx(0.0)
+    warp = next(v for v in softmax.LADDER if v.name == "warp")
+    L = model.estimate(warp, p, "h100-sxm").launches[0]
+    # 10 shuffles and 1 per warp, plus the partials parked in shared memory and read back
+    assert L["smem_wavefronts"] > 11 * L["warps"] and L["smem_conflicts"] >= 0
+
+
 def test_scoreboard_register_pairs_and_vectors():
     # a 128-bit load writes R4..R7: a use of R7 waits for it
     body = ["LDS.128 R4, [R2] ;", "FADD R9, R7, R9 ;"]

@@ -614,7 +614,7 @@ def small_problem(variant, problem, budget_bytes: float = 96 * 1024, floor: int 
     still supports it, launches the same kernels with the same block shapes, every size
     stays >= ``floor`` (or its own value when smaller), and until ``problem.bytes`` is under
     ``budget_bytes``; where that cannot reach the budget, the sizes still whole are halved
-    down to 8.  Conflicts per access depend on the index arithmetic, not the size."""
+    down to 16.  Conflicts per access depend on the index arithmetic, not the size."""
     from .kernels.base import ProblemError, UnsupportedProblem
 
     try:
@@ -625,14 +625,16 @@ def small_problem(variant, problem, budget_bytes: float = 96 * 1024, floor: int 
               if isinstance(getattr(problem, f.name), (int, np.integer)) and not isinstance(getattr(problem, f.name), bool)]
     cur = problem
     frozen: set = set()
-    low = min(floor, 8)
+    low = min(floor, 16)
     while cur.bytes > budget_bytes:
         cands = [f for f in fields if f not in frozen and getattr(cur, f) // 2 >= min(floor, getattr(problem, f))
                  and getattr(cur, f) > 1]
         if not cands:
             # still too big with every size at the floor (batchnorm: n=32, h=w=56): halve the
-            # sizes not halved yet down to 8 (a channel of n x h x w values stays far longer
-            # than a block; the sizes a kernel tiles keep the floor)
+            # sizes not halved yet down to 16 (a channel of n x h x w values stays far longer
+            # than a block, and a plane of 28 x 28 floats is still a whole number of 32-byte
+            # sectors, as 56 x 56 is, so the lanes of a warp cross sectors together; the sizes a
+            # kernel tiles keep the floor)
             cands = [f for f in fields if f not in frozen and getattr(cur, f) == getattr(problem, f)
                      and getattr(cur, f) // 2 >= low]
             cands = cands or [f for f in fields if f not in frozen and getattr(cur, f) // 2 >= low

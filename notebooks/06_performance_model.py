@@ -169,32 +169,51 @@ else:
 
 # %% [markdown]
 # Where the model misses, the per-launch details in `Estimate.launches` say which leg it
-# believed and why (trip rules, bank degree, waves, the scoreboard per loop). Its known weak
-# spots, from the full validate run over the 105 recorded H100 rungs (at the time of writing:
-# median error 20%, worst ratio 0.14, 99 of 105 within 2x; run `perfkit model validate` for
-# today's line):
+# believed and why (trip rules, bank degree, waves, the scoreboard per loop, the load latencies
+# in `latencies_clk`). Its known weak spots, from the full validate run over the 105 recorded
+# H100 rungs (at the time of writing: median error 16%, worst ratio 0.14, 102 of 105 within 2x;
+# run `perfkit model validate` for today's line):
 #
+# - **Where a load's data comes from.** The scoreboard waits for the global loads in flight as
+#   a batch: back from L1 when every lane finds its sectors there (the simulated block tells:
+#   a thread walking its own row touches a new 32-byte sector every 8 floats), else from L2,
+#   or from DRAM for a block's first touch, where a warp request waits for the slowest of the
+#   lines it touches (`latency_dram_clk` + `dram_latency_spread_clk` x H(lines), the spread
+#   fitted: about 700 cycles for one line, 1400 for 32). Against Nsight Compute's time per
+#   kernel, the naive row passes (each thread its own row, 32 lines a request) are now 0.9 to
+#   1.24, layernorm backward's column kernel (`lnb_col_params`, one coalesced line per row,
+#   rows 16 KB apart) 0.85 in the fused and warp rungs, and batchnorm's naive channel passes
+#   0.74 to 1.15. Not explained: the float16 naive rungs took longer than the float32 ones on
+#   the H100 (rmsnorm 1413 against 1189 us) though they touch half the sectors; the model
+#   predicts 0.55 to 0.6 of their time.
 # - **Loads that wait behind stores** (the 7c7b2e0 multirow/tuned norm rungs): the compiler
 #   cannot move a load of `x` above a store to `y` that may alias it, so each iteration waits
 #   for ~16 loads one after another. The scoreboard sees the chain, but several of those rungs
-#   still took longer than predicted (0.53 to 0.76 of the measured time at 4096 columns, 0.14
-#   and 0.25 for layernorm at 1024, whose record is bimodal). Their DRAM bytes are now right:
-#   every row is in flight at once (all blocks resident), more than the 32 MB L2 keeps for
-#   re-reads, so the second sweep misses, and the model says so from the launch (resident
-#   blocks x the rows the simulated block re-reads) rather than from the rung's declared
-#   traffic: the model's DRAM bytes over Nsight Compute's went from 0.70-0.73 to 1.06-1.09.
-# - **Few warps walking memory** (layernorm backward's `lnb_col_params`: 32 blocks of 4 warps
-#   on 32 SMs, each thread walking 4096 rows; the batchnorm NCHW rungs, 2 blocks per SM): the
-#   trip counts are now right (1024 iterations per warp for `lnb_col_params`, once the compiler's
-#   copy of the loop for zero rows and the zero-divisor copy of batchnorm's `i // nb` are set
-#   aside), but the H100 spent about 2650 cycles per iteration where the scoreboard, with the
-#   idle DRAM latency of `rates.yaml` (480 cycles), sees 1300 to 1600: 0.3 to 0.5 of the measured
-#   time for layernorm backward, 0.6 for batchnorm.
-# - **The naive GEMM**: the lsu leg is right (274 against 275 ms). Its L2 bytes are now what
+#   still took longer than predicted (0.51 to 0.85 of the measured time at 4096 columns, 0.14
+#   and 0.24 for layernorm at 1024, whose records all sit ~40 us above the other ops' at that
+#   width, torch's and Triton's included). Their DRAM bytes are right: every row is in flight
+#   at once (all blocks resident), more than the 32 MB L2 keeps for re-reads, so the second
+#   sweep misses, and the model says so from the launch (resident blocks x the rows the
+#   simulated block re-reads).
+# - **Launch shares.** A launch's trips come from its share of the bytes the rung's
+#   instructions move, split in proportion to the arrays each launch is passed. Layernorm
+#   backward's tuned and multirow rungs (7c7b2e0) sum 528 rows of partial results in a second
+#   kernel whose share this rule makes 2.6x too large: the tuned rung is predicted at 1.4x
+#   (float32) and 2.5x (float16) of its measured time, the one rung over 2x.
+# - **Batchnorm NCHW** (2 blocks per SM, each walking its channels): 0.61 to 0.63 of the measured
+#   time for the fused, warp and welford rungs.
+# - **The naive GEMM**: the lsu leg is right (274 against 275 ms). Its L2 bytes are what
 #   misses L1 (the 32 warps of a 32x32 block read the same rows of A and columns of B, and L1
 #   serves them as a shared tile would: `Traffic.l1_bytes` keeps what the instructions ask,
-#   64 bytes per FMA), so the L2 leg no longer adds 0.3 s on top; the estimate is 1.16x the
-#   measured time, the alu leg (90 ms) adding half of itself.
+#   64 bytes per FMA); the estimate is 1.16x the measured time, the alu leg (90 ms) adding half
+#   of itself.
+# - **Shared wavefronts against Nsight Compute**: its count holds every warp shuffle (one
+#   wavefront each: shuffles cross the shared-memory pipe) and one more per warp launched (1 per
+#   warp in the kernels with neither, shuffles + 1 per warp in the multirow row norms); with
+#   them 27 of the 39 rungs are within 25%. Misses: the naive and coalesced GEMMs (0.5: Nsight
+#   Compute counts 2 per warp of their 1024-thread blocks), the warp-shuffle norm rungs
+#   (1.25-1.34: the partials are read back with 128-bit broadcast loads, which the model counts
+#   as 4 wavefronts and Nsight Compute as about 2), and layernorm backward's multirow rung.
 # - **L2 traffic against Nsight Compute**: the per-level L2 column is L2 *tag* traffic
 #   (`lts__t_bytes`), the bytes that miss L1 plus, on the H100's two-partition L2, half of the
 #   first touches counted again (`l2_fabric_fraction`, measured on the streaming kernels:

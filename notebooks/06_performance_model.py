@@ -57,7 +57,8 @@ print(est)
 # ## The legs of one estimate
 #
 # Each leg is the time one resource would need if nothing else limited the kernel; the estimate
-# combines them (`max` plus a fitted part of the second largest; the module docstring states
+# combines them (`max` plus a fitted part of the second largest, none of it where DRAM binds
+# and the second is a pipe or another level, as in the roofline; the module docstring states
 # the rule). The bound is the largest leg.
 
 # %%
@@ -171,7 +172,7 @@ else:
 # Where the model misses, the per-launch details in `Estimate.launches` say which leg it
 # believed and why (trip rules, bank degree, waves, the scoreboard per loop, the load latencies
 # in `latencies_clk`). Its known weak spots, from the full validate run over the 105 recorded
-# H100 rungs (at the time of writing: median error 16%, worst ratio 0.14, 102 of 105 within 2x;
+# H100 rungs (at the time of writing: median error 15%, worst ratio 0.14, 102 of 105 within 2x;
 # run `perfkit model validate` for today's line):
 #
 # - **Where a load's data comes from.** The scoreboard waits for the global loads in flight as

@@ -467,3 +467,22 @@ def test_unrolled_sweep_and_remainder_from_elements_per_thread():
     prob = SimpleNamespace(flops=0.0, bytes=nbytes, dtype="float32", elem_bytes=1000 * warps * 32 * 4.0)
     dyn = model.dynamic_mix(rep, prob, launch_bytes=nbytes, dense=False, warps=warps, threads_per_block=256)
     assert dyn["trips"][rem] == warps * 1.5
+
+
+def test_dram_bound_launch_hides_pipe_work_but_not_latency():
+    """Where DRAM is the slowest leg, the pipes' work hides under it (the roofline's max); where
+    the second leg is exposed latency, half of it shows (the fitted overlap)."""
+    from perfkit.kernels.norm import rmsnorm
+
+    p = rmsnorm.Problem(rows=4096, cols=4096, dtype="float32")
+    for v in rmsnorm.LADDER:
+        if v.oracle:
+            continue
+        for L in model.estimate(v, p, "h100-sxm").launches:
+            legs = sorted(L["legs"].items(), key=lambda kv: -kv[1])
+            if legs[0][0] != "dram" or L["overlap"] == 1.0:
+                continue
+            if legs[1][0] == "latency":
+                assert L["seconds"] == pytest.approx(legs[0][1] + 0.5 * legs[1][1])
+            else:
+                assert L["seconds"] == pytest.approx(legs[0][1])

@@ -172,7 +172,7 @@ else:
 # Where the model misses, the per-launch details in `Estimate.launches` say which leg it
 # believed and why (trip rules, bank degree, waves, the scoreboard per loop, the load latencies
 # in `latencies_clk`). Its known weak spots, from the full validate run over the 105 recorded
-# H100 rungs (at the time of writing: median error 15%, worst ratio 0.14, 102 of 105 within 2x;
+# H100 rungs (at the time of writing: median error 14%, worst ratio 0.14, 103 of 105 within 2x;
 # run `perfkit model validate` for today's line):
 #
 # - **Where a load's data comes from.** The scoreboard waits for the global loads in flight as
@@ -196,11 +196,14 @@ else:
 #   at once (all blocks resident), more than the 32 MB L2 keeps for re-reads, so the second
 #   sweep misses, and the model says so from the launch (resident blocks x the rows the
 #   simulated block re-reads).
-# - **Launch shares.** A launch's trips come from its share of the bytes the rung's
-#   instructions move, split in proportion to the arrays each launch is passed. Layernorm
-#   backward's tuned and multirow rungs (7c7b2e0) sum 528 rows of partial results in a second
-#   kernel whose share this rule makes 2.6x too large: the tuned rung is predicted at 1.4x
-#   (float32) and 2.5x (float16) of its measured time, the one rung over 2x.
+# - **Launch shares.** A rung of several launches splits its traffic by what the bank
+#   simulation saw each launch's block access, times the launch's blocks (once for a grid-stride
+#   launch one block ran whole), scaled to the problem by the bytes of the arrays each launch is
+#   passed; those bytes set each launch's trips. Before, the split followed the arrays' bytes
+#   alone, and layernorm backward's tuned rung (528 rows of partial sums added by a second
+#   kernel) was predicted at 2.5x its measured time in float16; now 1.11x, and its float32
+#   twin 0.77x. Its multirow rung (7c7b2e0) is at 0.69-0.70: its row kernel took 487 us in
+#   Nsight Compute, the model sees 185 us (it reads 655 MB from DRAM there, the model 201 MB).
 # - **Batchnorm NCHW** (2 blocks per SM, each walking its channels): 0.61 to 0.63 of the measured
 #   time for the fused, warp and welford rungs.
 # - **The naive GEMM**: the lsu leg is right (274 against 275 ms). Its L2 bytes are what

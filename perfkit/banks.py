@@ -661,7 +661,7 @@ def _cache_path(variant, problem, max_blocks, vectorize=True) -> Path:
 
     doc = json.dumps({"v": type(variant).__module__ + "." + type(variant).__qualname__, "config": variant.config,
                       "problem": type(problem).__qualname__, "params": problem.params, "max_blocks": max_blocks, "vectorize": vectorize,
-                      "source": anatomy._source_hash(variant), "banks": 10}, sort_keys=True, default=str)
+                      "source": anatomy._source_hash(variant), "banks": 11}, sort_keys=True, default=str)
     key = hashlib.sha256(doc.encode()).hexdigest()[:32]
     return anatomy._cache_dir().parent / "banks" / f"{key}.json"
 
@@ -715,6 +715,11 @@ def count(variant, problem, *, max_blocks: int | None = 1, seed: int = 0, cache:
             report.blocks += int(np.prod(grid))
             _tally(rec, int(np.prod(launch.block)), report, vectorize)
             _gtally(rec, int(np.prod(launch.block)), report, vectorize)
+            # the launch's whole grid and the bytes of the arrays it is passed (to scale the
+            # simulated blocks' accesses to the launch)
+            report.global_launches[-1]["launch_blocks"] = int(np.prod(launch.grid))
+            report.global_launches[-1]["arg_bytes"] = int(sum(getattr(a, "nbytes", 0) for a in launch.args
+                                                             if getattr(a, "ndim", 0) > 0))
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")

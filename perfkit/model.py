@@ -27,7 +27,9 @@ The model of one kernel launch
      of the bytes the rung's global instructions move (``Traffic.l1_bytes``, else its L2
      bytes), less what the arithmetic loops already move: ``trips = bytes /
      (32 * bytes per thread per iteration, summed over the sweeping loops)``, at least once per
-     warp; a launch's share is proportional to the bytes of the arrays it is passed; a sibling
+     warp; a launch's share is what the bank simulation's block of a small twin accessed, times
+     the twin's blocks (once for a grid-stride launch that one block ran whole), scaled by the
+     bytes of the arrays each launch is passed (without a simulation: those bytes); a sibling
      loop right beside an unrolled sweep that repeats its accesses k times fewer is its
      remainder loop: where all sweeping loops are such pairs at the top level, the elements a
      thread handles per pass (n: the problem's elements over the threads where the remainder
@@ -1024,7 +1026,8 @@ def _warp_cycles(body: list[str], lat: dict, *, loop: bool) -> float:
     return (t - t0) if loop else first
 
 
-def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *, use_banks: bool) -> dict:
+def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *, use_banks: bool,
+                     launch_l1: float | None = None) -> dict:
     cc = r["compute_capability"]["value"]
     rep = _inspect(variant, problem, cc, k)
     sms, clk = r["sm_count"]["value"], r["clock_hz"]["value"]
@@ -1047,8 +1050,10 @@ def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *,
     l2_total = traffic.l2_bytes if traffic.l2_bytes is not None else traffic.dram_bytes
     # what the global instructions move (the trip counts of sweeping loops), before L1 hits
     l1_total = traffic.l1_bytes if traffic.l1_bytes is not None else l2_total
-    dyn = dynamic_mix(rep, problem, launch_bytes=l1_total * share, dense=dense, warps=warps,
-                      threads_per_block=tpb)
+    # the bytes this launch's global instructions move: from the simulation where it says
+    # (each launch's own accesses scaled to the problem), else the launch's share of the rung's
+    dyn = dynamic_mix(rep, problem, launch_bytes=launch_l1 if launch_l1 else l1_total * share, dense=dense,
+                      warps=warps, threads_per_block=tpb)
     c = dyn["counts"]
     has_smem = (sum(c["lds"].values()) + sum(c["sts"].values())) > 0
     ld_vec = False
@@ -1227,6 +1232,26 @@ def _lines_per_request(variant, problem, k: int, c: dict, vectorize: bool | None
     return co["lines_per_request"], f"perfkit.banks simulated at {small.label}"
 
 
+def _launch_weights(variant, problem, sizes) -> list[float] | None:
+    """Each launch's part of the bytes the rung's global instructions move, from the bank
+    simulation of a small twin of the problem: the simulated block's accesses times the blocks
+    of the twin's launch (or once, where that block alone touched at least half of the bytes it
+    was passed: a grid-stride loop run by one block does the whole launch), scaled to the problem
+    by the bytes of the arrays each launch is passed.  None where there is one launch or no
+    simulation (then the share follows the bytes of the arrays passed)."""
+    if len(sizes) < 2:
+        return None
+    out = []
+    for k, (_, _, nb) in enumerate(sizes):
+        g = _simulated_launch(variant, problem, k)
+        if not g or not g.get("arg_bytes") or not g.get("launch_blocks") or not g.get("bytes"):
+            return None
+        block = float(g["bytes"])
+        total = block if block >= 0.5 * g["arg_bytes"] else block * g["launch_blocks"]
+        out.append(total * nb / g["arg_bytes"])
+    return out
+
+
 def _simulated_launch(variant, problem, k: int) -> dict | None:
     """Launch ``k``'s global-memory tallies from a bank simulation of a small twin of the
     problem already run (either vectorize setting), else one run now; None where it cannot
@@ -1300,10 +1325,15 @@ def estimate(variant, problem, gpu: str = "h100-sxm", *, banks: bool = True) -> 
         e.gpu = gpu
         return e
     sizes = [_array_bytes(l.args) for l in launches]
-    tot = sum(s[2] for s in sizes) or 1.0
+    weights = _launch_weights(variant, problem, sizes) if banks else None
+    simulated = weights is not None
+    if weights is None:
+        weights = [s[2] for s in sizes]
+    tot = sum(weights) or 1.0
     per = []
     for k, (l, (na, ns, nb)) in enumerate(zip(launches, sizes)):
-        per.append(_launch_estimate(variant, problem, l, k, r, traffic, nb / tot, use_banks=banks))
+        per.append(_launch_estimate(variant, problem, l, k, r, traffic, weights[k] / tot, use_banks=banks,
+                                    launch_l1=weights[k] if simulated else None))
         per[-1]["host_s"] = r["host_base_s"]["value"] + na * r["host_per_array_arg_s"]["value"] \
             + ns * r["host_per_scalar_arg_s"]["value"]
     # the launch sequence: host issues launches back to back, the GPU runs in order; the first

@@ -203,7 +203,8 @@ else:
 #   alone, and layernorm backward's tuned rung (528 rows of partial sums added by a second
 #   kernel) was predicted at 2.5x its measured time in float16; now 1.11x, and its float32
 #   twin 0.77x. Its multirow rung (7c7b2e0) is at 0.69-0.70: its row kernel took 487 us in
-#   Nsight Compute, the model sees 185 us (it reads 655 MB from DRAM there, the model 201 MB).
+#   Nsight Compute, the model sees 185 us (it moved 655 MB to and from DRAM there; the model
+#   counts 201 MB).
 # - **Batchnorm NCHW** (2 blocks per SM, each walking its channels): 0.61 to 0.63 of the measured
 #   time for the fused, warp and welford rungs.
 # - **The naive GEMM**: the lsu leg is right (274 against 275 ms). Its L2 bytes are what

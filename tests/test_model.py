@@ -486,3 +486,22 @@ def test_dram_bound_launch_hides_pipe_work_but_not_latency():
                 assert L["seconds"] == pytest.approx(legs[0][1] + 0.5 * legs[1][1])
             else:
                 assert L["seconds"] == pytest.approx(legs[0][1])
+
+
+def test_launch_weights_follow_what_each_launch_accesses():
+    """Layernorm backward's tuned rung: the row kernel reads x and dy more than once per
+    element (its weight exceeds the bytes of its arrays), the kernels that add the partial sums
+    read each once; with the bytes of the arrays alone their shares were too large."""
+    from perfkit.kernels.norm import layernorm_bwd as lb
+
+    v = next(x for x in lb.LADDER if x.name == "tuned")
+    p = lb.Problem(rows=4096, cols=4096, dtype="float32")
+    launches = model._plan_launches(v, p, model.rates("h100-sxm"))
+    sizes = [model._array_bytes(l.args) for l in launches]
+    w = model._launch_weights(v, p, sizes)
+    assert w is not None and len(w) == len(sizes) >= 2
+    assert w[0] > 1.1 * sizes[0][2]
+    for k in range(1, len(w)):
+        assert w[k] == pytest.approx(sizes[k][2], rel=0.05)
+    # one launch: no split to make
+    assert model._launch_weights(v, p, sizes[:1]) is None

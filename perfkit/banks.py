@@ -383,7 +383,8 @@ def _sectors_lines(addrs, width) -> tuple[int, int, int]:
     return len(sec), len(lines), -(-len(distinct) * width // 32)
 
 
-def _gtally(rec: _Recorder, threads_per_block: int, report: "BankReport", vectorize: bool = True) -> None:
+def _gtally(rec: _Recorder, threads_per_block: int, report: "BankReport", vectorize: bool = True,
+            shared: dict | None = None) -> None:
     per_launch = {k: 0 for p in ("", "load_", "store_") for k in
                   (p + "requests", p + "sectors", p + "lines", p + "ideal_sectors")}
     sites: dict = {}
@@ -399,8 +400,7 @@ def _gtally(rec: _Recorder, threads_per_block: int, report: "BankReport", vector
             per_launch[p + "sectors"] += ns
             per_launch[p + "lines"] += nl
             per_launch[p + "ideal_sectors"] += ni
-    per_launch.update(_rereads(rec))
-    per_launch.update(_l1_hits(rec, threads_per_block))
+    per_launch.update(shared if shared is not None else {**_rereads(rec), **_l1_hits(rec, threads_per_block)})
     report.gsites.extend(sites.values())
     report.global_launches.append(per_launch)
 
@@ -694,7 +694,10 @@ def count(variant, problem, *, max_blocks: int | None = 1, seed: int = 0, cache:
     variant.supports(problem)
     inputs = problem.make_inputs(seed)
     prepared = variant.prepare(problem, inputs)
-    report = BankReport(variant=variant.label, problem=problem.label, blocks=0)
+    # one simulation run serves both settings of ``vectorize`` (the run is the cost; the
+    # grouping of its recorded accesses into instructions is cheap): both are cached
+    reports = {vec: BankReport(variant=variant.label, problem=problem.label, blocks=0)
+               for vec in ((vectorize, not vectorize) if path is not None else (vectorize,))}
     with _LOCK:
         for launch in prepared.launches:
             grid = launch.grid
@@ -712,20 +715,25 @@ def count(variant, problem, *, max_blocks: int | None = 1, seed: int = 0, cache:
                 rec = _REC
             finally:
                 _REC = None
-            report.blocks += int(np.prod(grid))
-            _tally(rec, int(np.prod(launch.block)), report, vectorize)
-            _gtally(rec, int(np.prod(launch.block)), report, vectorize)
-            # the launch's whole grid and the bytes of the arrays it is passed (to scale the
-            # simulated blocks' accesses to the launch)
-            report.global_launches[-1]["launch_blocks"] = int(np.prod(launch.grid))
-            report.global_launches[-1]["arg_bytes"] = int(sum(getattr(a, "nbytes", 0) for a in launch.args
-                                                             if getattr(a, "ndim", 0) > 0))
+            tpb = int(np.prod(launch.block))
+            both = {**_rereads(rec), **_l1_hits(rec, tpb)}
+            for vec, rep in reports.items():
+                rep.blocks += int(np.prod(grid))
+                _tally(rec, tpb, rep, vec)
+                _gtally(rec, tpb, rep, vec, both)
+                # the launch's whole grid and the bytes of the arrays it is passed (to scale the
+                # simulated blocks' accesses to the launch)
+                rep.global_launches[-1]["launch_blocks"] = int(np.prod(launch.grid))
+                rep.global_launches[-1]["arg_bytes"] = int(sum(getattr(a, "nbytes", 0) for a in launch.args
+                                                              if getattr(a, "ndim", 0) > 0))
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
-        tmp.write_text(json.dumps(dataclasses.asdict(report)))
-        os.replace(tmp, path)
-    return report
+        for vec, rep in reports.items():
+            pth = path if vec == vectorize else _cache_path(variant, problem, max_blocks, vec)
+            pth.parent.mkdir(parents=True, exist_ok=True)
+            tmp = pth.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(dataclasses.asdict(rep)))
+            os.replace(tmp, pth)
+    return reports[vectorize]
 
 
 _LOCK = threading.Lock()

@@ -181,10 +181,11 @@ else:
 #   or from DRAM for a block's first touch, where a warp request waits for the slowest of the
 #   lines it touches (`latency_dram_clk` + `dram_latency_spread_clk` x H(lines), the spread
 #   fitted: about 700 cycles for one line, 1400 for 32). Against Nsight Compute's time per
-#   kernel, the naive row passes (each thread its own row, 32 lines a request) are now 0.9 to
-#   1.24, layernorm backward's column kernel (`lnb_col_params`, one coalesced line per row,
-#   rows 16 KB apart) 0.85 in the fused and warp rungs, and batchnorm's naive channel passes
-#   0.74 to 1.15. Not explained: the float16 naive rungs took longer than the float32 ones on
+#   kernel, the naive forward row passes (each thread its own row, 32 lines a request) are now
+#   0.9 to 1.24 (layernorm backward's naive row kernels 0.83 to 1.74), layernorm backward's
+#   column kernel (`lnb_col_params`, one coalesced line per row, rows 16 KB apart) 0.92 to 0.95
+#   in the four rungs that use it, and batchnorm's naive channel passes 0.74 to 1.15. Not
+#   explained: the float16 naive rungs took longer than the float32 ones on
 #   the H100 (rmsnorm 1413 against 1189 us) though they touch half the sectors; the model
 #   predicts 0.55 to 0.6 of their time.
 # - **Loads that wait behind stores** (the 7c7b2e0 multirow/tuned norm rungs): the compiler
@@ -203,7 +204,7 @@ else:
 #   alone, and layernorm backward's tuned rung (528 rows of partial sums added by a second
 #   kernel) was predicted at 2.5x its measured time in float16; now 1.11x, and its float32
 #   twin 0.77x. Its multirow rung (7c7b2e0) is at 0.69-0.70: its row kernel took 487 us in
-#   Nsight Compute, the model sees 185 us (it moved 655 MB to and from DRAM there; the model
+#   Nsight Compute, the model sees 227 us (it moved 655 MB to and from DRAM there; the model
 #   counts 201 MB).
 # - **Batchnorm NCHW** (2 blocks per SM, each walking its channels): 0.61 to 0.63 of the measured
 #   time for the fused, warp and welford rungs.

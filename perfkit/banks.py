@@ -19,14 +19,21 @@ Public API (other modules build on it; keep it stable)::
 The rule (NVIDIA's shared memory: 32 banks, 4 bytes wide, one wavefront serves each bank once):
 
 * a warp-wide access of 4 bytes (or less) per thread is served in one phase of 32 threads;
-  64-bit accesses in two phases of 16 threads, 128-bit accesses in four phases of 8 threads
-  (CUDA C++ Best Practices Guide, "Shared Memory and Memory Banks"; the phases are why a
-  conflict-free ``LDS.128`` costs 4 wavefronts in Nsight Compute);
+  64-bit and 128-bit accesses in two phases of 16 threads (half-warps);
 * within a phase, the wavefronts needed are the largest number of DISTINCT 4-byte words any
   one bank holds among the addresses of the active threads (threads reading the same word
-  are served together: a broadcast);
-* ``ideal`` is the number of phases with an active thread; ``conflicts = wavefronts - ideal``
-  (what ``l1tex__data_bank_conflicts_pipe_lsu_mem_shared`` counts).
+  are served together: a broadcast).  A half-warp of distinct 128-bit accesses holds 64 words,
+  two in every bank: 2 wavefronts, so a conflict-free ``LDS.128`` costs 4, as the quarter-warp
+  phases of the CUDA C++ Best Practices Guide ("Shared Memory and Memory Banks") also give.
+  Where lanes share 16-byte words the half-warp rule gives fewer: a warp-uniform ``LDS.128``
+  costs 2 (one per half), not 4.  Nsight Compute on the H100 (the shared ncu table at
+  7c7b2e0) says so: the warp-shuffle norm rungs, whose only 128-bit loads are broadcasts of
+  the per-warp partials, and GEMM rungs 07/08, whose ``LDS.128`` lanes read two distinct
+  16-byte words per half-warp, count within 5% of the half-warp rule and 29-34% under the
+  quarter-warp one;
+* ``ideal`` is, per phase with an active thread, the distinct words over 32 (at least 1);
+  ``conflicts = wavefronts - ideal`` (what ``l1tex__data_bank_conflicts_pipe_lsu_mem_shared``
+  counts).
 
 How accesses are grouped into warp-wide instructions: an access site is a source line and a
 direction (load or store); the k-th access of a thread at a site belongs with the k-th access
@@ -83,7 +90,7 @@ def wavefronts(addresses, width: int = 4) -> tuple[int, int]:
     width = int(width)
     if width not in (1, 2, 4, 8, 16):
         raise ValueError(f"width must be 1, 2, 4, 8 or 16 bytes, got {width}")
-    per_phase = 32 if width <= 4 else (16 if width == 8 else 8)
+    per_phase = 32 if width <= 4 else 16
     total = ideal = 0
     for p0 in range(0, max(len(lanes), 1), per_phase):
         words_by_bank: dict[int, set] = {}
@@ -97,7 +104,7 @@ def wavefronts(addresses, width: int = 4) -> tuple[int, int]:
             for w in range(first, last + 1):
                 words_by_bank.setdefault(w % BANKS, set()).add(w)
         if active:
-            ideal += 1
+            ideal += max(1, -(-sum(len(s) for s in words_by_bank.values()) // BANKS))
             total += max(len(s) for s in words_by_bank.values())
     return total, ideal
 
@@ -661,7 +668,7 @@ def _cache_path(variant, problem, max_blocks, vectorize=True) -> Path:
 
     doc = json.dumps({"v": type(variant).__module__ + "." + type(variant).__qualname__, "config": variant.config,
                       "problem": type(problem).__qualname__, "params": problem.params, "max_blocks": max_blocks, "vectorize": vectorize,
-                      "source": anatomy._source_hash(variant), "banks": 11}, sort_keys=True, default=str)
+                      "source": anatomy._source_hash(variant), "banks": 12}, sort_keys=True, default=str)
     key = hashlib.sha256(doc.encode()).hexdigest()[:32]
     return anatomy._cache_dir().parent / "banks" / f"{key}.json"
 

@@ -66,10 +66,12 @@ The model of one kernel launch
              the line lives in the far partition and are counted again (all L2 bytes of a
              streaming op; the DRAM bytes of a tiled product, whose panels are re-read from L2)
    smem      shared wavefronts / (1 wavefront per clock per SM); wavefronts = shared instructions
-             x phases (1, 2, 4 for 32/64/128-bit) x the conflict degree from :mod:`perfkit.banks`,
-             plus one per warp shuffle (shuffles cross the same pipe) and one per warp launched
-             (Nsight Compute's table on the H100: 1 per warp where a kernel has neither, shuffles
-             + 1 per warp in the multirow row norms, whose only such instructions are shuffles)
+             of each kind and width x the wavefronts per access :mod:`perfkit.banks` simulated
+             for that kind and width (half-warp phases for 64/128-bit: a warp-uniform LDS.128 is
+             2), plus one per warp shuffle (shuffles cross the same pipe) and one per read of the
+             thread index (``S2R SR_TID.*``; Nsight Compute's table on the H100: 1 per warp in
+             kernels that read threadIdx.x once and have neither, 2 in the 2-D-block naive
+             GEMMs and in batchnorm's kernels that read it again after a call)
    lsu       global/local memory instructions x L1 wavefronts each: the 128-byte lines each
              warp-wide request touches, from the addresses of a simulated block
              (:meth:`perfkit.banks.BankReport.coalescing`; 32 for a warp whose threads walk rows;
@@ -310,7 +312,7 @@ def _pipe_counts(body: list[str]) -> dict:
 
     c = {"instr": 0, "fma": 0, "ffma": 0, "imad": 0, "alu": 0, "xu": 0, "fp64": 0, "mma": 0, "gmem": 0, "gmem_bytes": 0,
          "gload_bytes": 0, "lds": {4: 0, 8: 0, 16: 0}, "sts": {4: 0, 8: 0, 16: 0}, "ldsm": 0, "bar": 0,
-         "shfl": 0, "local": 0, "gwide": 0}
+         "shfl": 0, "local": 0, "gwide": 0, "s2r_tid": 0}
     for ins in body:
         cls = classify(ins)
         op = _opcode(ins)
@@ -355,6 +357,8 @@ def _pipe_counts(body: list[str]) -> dict:
             c["bar"] += 1
         elif cls == "shuffle":
             c["shfl"] += 1
+        elif base == "S2R" and "SR_TID" in ins:
+            c["s2r_tid"] += 1
         elif base == "LDGSTS":  # cp.async: a global load that lands in shared memory
             w = 16 if ".128" in op else 8 if ".64" in op else 4
             c["gmem"] += 1
@@ -848,11 +852,40 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
             "bodies": (own_pairs, straight_pairs)}
 
 
-def _wavefronts(counts: dict, ld_degree: float, st_degree: float) -> float:
+def _wavefronts(counts: dict, ld_degree: float, st_degree: float, per_access: dict | None = None) -> float:
+    """Shared wavefronts of the SASS counts: per instruction of a width, the simulated
+    wavefronts per access of that kind and width where the simulation has such accesses
+    (``per_access``: (kind, width) -> wavefronts per access), else the conflict-free phases
+    (1, 2, 4 for 32/64/128-bit) times the kind's degree."""
     phases = {4: 1, 8: 2, 16: 4}
-    ld = sum(n * phases[w] for w, n in counts["lds"].items()) + 4 * counts["ldsm"]
-    st = sum(n * phases[w] for w, n in counts["sts"].items())
-    return ld * ld_degree + st * st_degree
+    per_access = per_access or {}
+    ld = sum(n * per_access.get(("load", w), phases[w] * ld_degree) for w, n in counts["lds"].items())
+    st = sum(n * per_access.get(("store", w), phases[w] * st_degree) for w, n in counts["sts"].items())
+    return ld + 4 * counts["ldsm"] * ld_degree + st
+
+
+@functools.lru_cache(maxsize=4096)
+def _bank_per_access(variant, problem, vectorize: bool = True) -> dict:
+    """{"wavefronts": {(kind, width): per access}, "ideal": {...}}: the simulated wavefronts
+    (and conflict-free ones) per warp-wide shared access of that kind and width, from the
+    small twin's bank simulation; {} where it cannot be simulated."""
+    from . import backend, banks
+
+    if not backend.is_simulator():
+        return {}
+    try:
+        rep = banks.count(variant, banks.small_problem(variant, problem), vectorize=vectorize)
+    except Exception:  # noqa: BLE001
+        return {}
+    acc: dict = {}
+    for site in rep.sites:
+        a = acc.setdefault((site["kind"], int(site["width"])), [0, 0, 0])
+        a[0] += site["wavefronts"]
+        a[1] += site["ideal"]
+        a[2] += site["accesses"]
+    return {"wavefronts": {k: wf / n for k, (wf, _, n) in acc.items() if n},
+            "ideal": {k: i / n for k, (_, i, n) in acc.items() if n},
+            "accesses": {k: n for k, (_, _, n) in acc.items()}}
 
 
 @functools.lru_cache(maxsize=4096)
@@ -1057,20 +1090,38 @@ def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *,
     ld_vec = False
     if use_banks and has_smem:
         # the SASS decides whether runs of a thread's accesses became 64/128-bit instructions
-        # (loads and stores apart: a quarter of the executed ones wide -> merged counts)
-        ld_vec = (c["lds"][8] + c["lds"][16]) > 0.25 * max(sum(c["lds"].values()), 1e-9)
-        st_vec = (c["sts"][8] + c["sts"][16]) > 0.25 * max(sum(c["sts"].values()), 1e-9)
+        # (loads and stores apart): the simulated grouping (merged runs or one access per
+        # element) whose share of wide accesses is nearer the executed SASS's
+        def merged(kind, counts):
+            wide = (counts[8] + counts[16]) / max(sum(counts.values()), 1e-9)
+            sim = {vec: _bank_per_access(variant, problem, vec).get("accesses", {}) for vec in (True, False)}
+
+            def share(a):
+                tot = sum(n for (k, _), n in a.items() if k == kind)
+                return sum(n for (k, w), n in a.items() if k == kind and w >= 8) / tot if tot else 0.0
+            if not sim[True]:
+                return wide > 0.25
+            return abs(share(sim[True]) - wide) < abs(share(sim[False]) - wide)
+        ld_vec = merged("load", c["lds"])
+        st_vec = merged("store", c["sts"])
         ldd, _, bsrc = _bank_degrees(variant, problem, ld_vec)
         _, std, bsrc2 = _bank_degrees(variant, problem, st_vec)
         bsrc = bsrc if bsrc == bsrc2 else f"loads: {bsrc}; stores: {bsrc2}"
     else:
         ldd, std, bsrc = 1.0, 1.0, "no shared accesses" if use_banks else "banks off: conflict free assumed"
     # the shared-memory pipe (MIO) also carries every warp shuffle (one wavefront each), and
-    # Nsight Compute counts one more per warp launched (its table: 1 per warp in kernels with no
-    # shared accesses or shuffles; shuffles + 1 per warp in the multirow row norms)
-    mio_extra = c["shfl"] + warps
-    wavefronts = _wavefronts(c, ldd, std) + mio_extra
-    ideal = _wavefronts(c, 1.0, 1.0) + mio_extra
+    # Nsight Compute counts one more per read of the thread index (S2R SR_TID.*: 1 per warp in
+    # kernels with no shared accesses or shuffles that read threadIdx.x once, 2 in the naive
+    # GEMMs, which read .x and .y; shuffles + 1 per warp in the multirow row norms)
+    mio_extra = c["shfl"] + c["s2r_tid"]
+    per_access = {"wavefronts": {}, "ideal": {}}
+    if use_banks and has_smem:
+        for kind, vec in (("load", ld_vec), ("store", st_vec)):
+            sim = _bank_per_access(variant, problem, vec)
+            for what in per_access:
+                per_access[what].update({k: v for k, v in sim.get(what, {}).items() if k[0] == kind})
+    wavefronts = _wavefronts(c, ldd, std, per_access["wavefronts"]) + mio_extra
+    ideal = _wavefronts(c, 1.0, 1.0, per_access["ideal"]) + mio_extra
     dram_bytes = traffic.dram_bytes * share
     panel = _panel_reads(problem, launch.grid, bps, sms) if dense else None
     dram_src = "the rung's traffic model"

@@ -33,6 +33,17 @@ def test_128bit_phases():
     assert banks.wavefronts([32 * i for i in range(32)], 16) == (8, 4)
 
 
+def test_128bit_half_warps_broadcast():
+    # 128-bit accesses go by half-warps: a warp-uniform LDS.128 is one wavefront per half (2),
+    # not one per quarter-warp (4); Nsight Compute counts ~2 for the broadcast of per-warp
+    # partials in the warp-shuffle norm rungs on the H100
+    assert banks.wavefronts([64] * 32, 16) == (2, 2)
+    # two distinct 16-byte words per half-warp, in different banks: still one per half
+    assert banks.wavefronts([0] * 8 + [16] * 8 + [32] * 8 + [48] * 8, 16) == (2, 2)
+    # two distinct words per half in the same banks (128 bytes apart): two per half
+    assert banks.wavefronts([0] * 8 + [128] * 8 + [0] * 16, 16) == (3, 2)
+
+
 def test_64bit_phases_and_inactive_lanes():
     assert banks.wavefronts([8 * i for i in range(32)], 8) == (2, 2)
     # only the first half-warp active: one phase

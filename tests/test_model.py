@@ -150,15 +150,20 @@ def test_scoreboard_waits_for_a_batch_of_loads():
     assert model._warp_cycles(batch, lat1, loop=False) == pytest.approx(3 + 1033 + 12, abs=1)
 
 
-def test_shared_wavefronts_count_shuffles_and_one_per_warp():
-    """Nsight Compute counts a shuffle as a shared wavefront and one more per warp launched:
-    the naive softmax has no shared accesses and no shuffles (one per warp), the warp rung's
-    shuffle reductions add 10 per warp (max and sum, 5 butterfly steps each)."""
+def test_shared_wavefronts_count_shuffles_and_thread_index_reads():
+    """Nsight Compute counts a shuffle as a shared wavefront and one more per read of the
+    thread index (``S2R SR_TID``): the naive softmax has no shared accesses and no shuffles
+    and reads threadIdx.x once (one per warp), the naive GEMM's 2-D block reads .x and .y
+    (two per warp: 1048576 for its 524288 warps at 4096^3), the warp rung's shuffle reductions
+    add 10 per warp (max and sum, 5 butterfly steps each)."""
     naive = next(v for v in softmax.LADDER if v.name == "naive")
     p = softmax.Problem(rows=4096, cols=4096, dtype="float32")
     for L in model.estimate(naive, p, "h100-sxm").launches:
         assert L["smem_wavefronts"] == pytest.approx(L["warps"])
         assert L["smem_conflicts"] == pytest.approx(0.0)
+    g = next(v for v in gemm.LADDER if v.name == "naive")
+    L = model.estimate(g, gemm.Problem(m=96, n=64, k=40), "h100-sxm").launches[0]
+    assert L["smem_wavefronts"] == pytest.approx(2 * L["warps"])
     warp = next(v for v in softmax.LADDER if v.name == "warp")
     L = model.estimate(warp, p, "h100-sxm").launches[0]
     # 10 shuffles and 1 per warp, plus the partials parked in shared memory and read back

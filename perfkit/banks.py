@@ -29,8 +29,8 @@ The rule (NVIDIA's shared memory: 32 banks, 4 bytes wide, one wavefront serves e
   costs 2 (one per half), not 4.  Nsight Compute on the H100 (the shared ncu table at
   7c7b2e0) says so: the warp-shuffle norm rungs, whose only 128-bit loads are broadcasts of
   the per-warp partials, and GEMM rungs 07/08, whose ``LDS.128`` lanes read two distinct
-  16-byte words per half-warp, count within 5% of the half-warp rule and 29-34% under the
-  quarter-warp one;
+  16-byte words per half-warp, are within 4% of the model's count under the half-warp rule,
+  and were 25-34% below it under the quarter-warp one;
 * ``ideal`` is, per phase with an active thread, the distinct words over 32 (at least 1);
   ``conflicts = wavefronts - ideal`` (what ``l1tex__data_bank_conflicts_pipe_lsu_mem_shared``
   counts).

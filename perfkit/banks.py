@@ -280,7 +280,10 @@ class _Shared(np.ndarray):
             base_arr = base_arr.base
         base = rec.base_of(base_arr)
         caller = sys._getframe(2)
-        site = (caller.f_code.co_filename, caller.f_lineno, kind)
+        # one site per source line, direction and shared array: a line that reads two arrays
+        # (``acc += As[ty, k] * Bs[k, tx]``) is two instructions, each with its own run of
+        # addresses to merge
+        site = (caller.f_code.co_filename, caller.f_lineno, kind, base)
         size = self.itemsize
         blk = tuple(t.blockIdx) if hasattr(t, "blockIdx") else (0, 0, 0)
         lst = rec.events.setdefault((blk, tid), [])
@@ -668,7 +671,7 @@ def _cache_path(variant, problem, max_blocks, vectorize=True) -> Path:
 
     doc = json.dumps({"v": type(variant).__module__ + "." + type(variant).__qualname__, "config": variant.config,
                       "problem": type(problem).__qualname__, "params": problem.params, "max_blocks": max_blocks, "vectorize": vectorize,
-                      "source": anatomy._source_hash(variant), "banks": 12}, sort_keys=True, default=str)
+                      "source": anatomy._source_hash(variant), "banks": 14}, sort_keys=True, default=str)
     key = hashlib.sha256(doc.encode()).hexdigest()[:32]
     return anatomy._cache_dir().parent / "banks" / f"{key}.json"
 
@@ -726,8 +729,13 @@ def count(variant, problem, *, max_blocks: int | None = 1, seed: int = 0, cache:
             both = {**_rereads(rec), **_l1_hits(rec, tpb)}
             for vec, rep in reports.items():
                 rep.blocks += int(np.prod(grid))
+                before = (rep.load_accesses, rep.store_accesses)
                 _tally(rec, tpb, rep, vec)
                 _gtally(rec, tpb, rep, vec, both)
+                # this launch's warp-wide shared accesses (the totals add up every launch)
+                rep.global_launches[-1]["smem_load_accesses"] = rep.load_accesses - before[0]
+                rep.global_launches[-1]["smem_store_accesses"] = rep.store_accesses - before[1]
+                rep.global_launches[-1]["blocks"] = int(np.prod(grid))
                 # the launch's whole grid and the bytes of the arrays it is passed (to scale the
                 # simulated blocks' accesses to the launch)
                 rep.global_launches[-1]["launch_blocks"] = int(np.prod(launch.grid))

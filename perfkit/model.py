@@ -71,7 +71,10 @@ The model of one kernel launch
              2), plus one per warp shuffle (shuffles cross the same pipe) and one per read of the
              thread index (``S2R SR_TID.*``; Nsight Compute's table on the H100: 1 per warp in
              kernels that read threadIdx.x once and have neither, 2 in the 2-D-block naive
-             GEMMs and in batchnorm's kernels that read it again after a call)
+             GEMMs and in batchnorm's kernels that read it again after a call).  Straight-line
+             blocks the SASS branches around (a tree reduction's ``if t < s:``) count only for
+             the warps that take them, a share read from the simulated block
+             (:func:`_guarded_activity`); predicated ones (``@P0 LDS``) count for every warp
    lsu       global/local memory instructions x L1 wavefronts each: the 128-byte lines each
              warp-wide request touches, from the addresses of a simulated block
              (:meth:`perfkit.banks.BankReport.coalescing`; 32 for a warp whose threads walk rows;
@@ -609,6 +612,20 @@ def _one_path(body: list[tuple[int, str]], full: list[tuple[int, str]] | None = 
     return [(a, ins) for a, ins in body if not gone(a)]
 
 
+def _guarded(pairs: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """The instructions of ``pairs`` that a conditional forward branch of ``pairs`` jumps over
+    (the body of an ``if`` without ``else`` that the compiler branched around, rather than
+    predicated): a warp whose threads all fail the test skips them."""
+    spans = []
+    for a, ins in pairs:
+        m = _BRA.match(ins.strip())
+        if m and (m.group(1) or m.group(2)):
+            t = int(m.group(3), 16)
+            if t > a:
+                spans.append((a, t))
+    return [(a, ins) for a, ins in pairs if any(lo < a < hi for lo, hi in spans)]
+
+
 def _bodies(lines, loops, dropped: list | None = None):
     """Each loop's own body (its nested loops' bodies left out) and the straight-line code, as
     (address, instruction) lists, each if/else reduced to one arm (:func:`_one_path`);
@@ -1114,6 +1131,10 @@ def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *,
     # kernels with no shared accesses or shuffles that read threadIdx.x once, 2 in the naive
     # GEMMs, which read .x and .y; shuffles + 1 per warp in the multirow row norms)
     mio_extra = c["shfl"] + c["s2r_tid"]
+    guarded = _guarded_activity(variant, problem, k, dyn, wpb, ld_vec, st_vec) if use_banks and has_smem else None
+    if guarded is not None:
+        # the warps that branch around a guarded block skip all of it
+        _add(c, guarded["counts"], -(1.0 - guarded["active"]) * warps)
     per_access = {"wavefronts": {}, "ideal": {}}
     if use_banks and has_smem:
         for kind, vec in (("load", ld_vec), ("store", st_vec)):
@@ -1298,6 +1319,43 @@ def _launch_weights(variant, problem, sizes) -> list[float] | None:
         total = block if block >= 0.5 * g["arg_bytes"] else block * g["launch_blocks"]
         out.append(total * nb / g["arg_bytes"])
     return out
+
+
+def _guarded_activity(variant, problem, k: int, dyn: dict, wpb: int, ld_vec: bool, st_vec: bool) -> dict | None:
+    """Where a launch's shared accesses are all in straight-line code and some sit in blocks
+    the SASS branches around (``if t < s:`` in a tree reduction: the warps with no thread
+    below ``s`` skip the step), the share of warps that take those blocks, from the simulated
+    block's count of warp-wide shared accesses (the block shape and so the count per block are
+    the problem's own): ``{"active": share, "counts": the guarded instructions' counts}``.
+    None where it does not apply: shared accesses in loops, none guarded, predicated ones
+    (``@P0 LDS``: every warp issues those, and Nsight Compute counts them, while the simulation
+    sees only the warps with an active thread), or no simulation."""
+    from . import backend, banks
+
+    def nshared(cc):
+        return sum(cc["lds"].values()) + sum(cc["sts"].values()) + cc["ldsm"]
+
+    if any(t and nshared(o) for t, o in zip(dyn["trips"], dyn["own"])):
+        return None
+    straight = dyn["bodies"][1]
+    gpairs = _guarded(straight)
+    cg = _pipe_counts([ins for _, ins in gpairs])
+    ng, ns = nshared(cg), nshared(dyn["straight"])
+    if not ng or any(ins.strip().startswith("@") and _opcode(ins).split(".")[0] in ("LDS", "STS", "LDSM")
+                     for _, ins in straight):
+        return None
+    if not backend.is_simulator():
+        return None
+    try:
+        small = banks.small_problem(variant, problem)
+        g = {vec: banks.count(variant, small, vectorize=vec).global_launches[k] for vec in {ld_vec, st_vec}}
+    except Exception:  # noqa: BLE001
+        return None
+    if not g[ld_vec].get("blocks"):
+        return None
+    per_block = (g[ld_vec].get("smem_load_accesses", 0) + g[st_vec].get("smem_store_accesses", 0)) / g[ld_vec]["blocks"]
+    active = (per_block - wpb * (ns - ng)) / (wpb * ng)
+    return {"active": min(1.0, max(0.0, active)), "counts": cg}
 
 
 def _wide_global(c: dict) -> bool:

@@ -315,7 +315,7 @@ def _pipe_counts(body: list[str]) -> dict:
 
     c = {"instr": 0, "fma": 0, "ffma": 0, "imad": 0, "alu": 0, "xu": 0, "fp64": 0, "mma": 0, "gmem": 0, "gmem_bytes": 0,
          "gload_bytes": 0, "lds": {4: 0, 8: 0, 16: 0}, "sts": {4: 0, 8: 0, 16: 0}, "ldsm": 0, "bar": 0,
-         "shfl": 0, "local": 0, "gwide": 0, "s2r_tid": 0}
+         "shfl": 0, "local": 0, "gwide": 0, "s2r_tid": 0, "gw": {}}
     for ins in body:
         cls = classify(ins)
         op = _opcode(ins)
@@ -345,6 +345,8 @@ def _pipe_counts(body: list[str]) -> dict:
             c["gmem"] += 1
             c["gmem_bytes"] += w
             c["gwide"] += w >= 8
+            key = ("load" if "load" in cls else "store", w)
+            c["gw"][key] = c["gw"].get(key, 0) + 1
             if "load" in cls:
                 c["gload_bytes"] += w
         elif cls.startswith("shared"):
@@ -704,6 +706,21 @@ def _elements_per_thread(problem, remainders: list, warps: int) -> float | None:
     return elems / (32.0 * warps)
 
 
+def _elements_per_iteration(c: dict, problem) -> float | None:
+    """Elements of the problem's dtype one iteration of a sweeping loop covers per thread:
+    its smallest group of global accesses of one kind and width, in elements (a group may hold
+    several arrays: gamma's and beta's scalar loads beside x's 128-bit ones); None where the
+    problem names no dtype."""
+    try:
+        import numpy as np
+
+        it = np.dtype(problem.dtype).itemsize
+    except (AttributeError, TypeError, ValueError):
+        return None
+    groups = c.get("gw") or {}
+    return min((n * w / it for (_, w), n in groups.items() if n), default=None)
+
+
 def _nested_in(loops, j: int, i: int) -> bool:
     """Whether loop ``j`` lies (at any depth) inside loop ``i``."""
     p = loops[j].parent
@@ -844,14 +861,24 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
                     trips[j], rules[j] = 0.0, "unswitched copy for an empty inner loop (not taken)"
     sweep = [i for i in sweep if trips[i] is None]
     if sweep:
-        per_iter = sum(own[i]["gmem_bytes"] for i in sweep) * 32
-        t = launch_bytes / per_iter
-        if t < warps:  # prologue / epilogue loops around the work: at least once per warp
-            t, why = float(warps), "once per warp (the bytes left after the arithmetic loops are fewer)"
+        # the sweeps pass over the same elements (each pass of a row walks all of it), each
+        # loop a stride of its own: the elements an iteration covers is its smallest group of
+        # same-kind, same-width accesses (4 LDG.128 of float32: 16; 32 scalar loads of gamma
+        # and beta beside them: 32, two arrays), so a loop unrolled twice as far runs half as often
+        stride = {i: _elements_per_iteration(own[i], problem) for i in sweep}
+        if all(stride.values()) and len(set(stride.values())) > 1:
+            elems = launch_bytes / (32.0 * sum(own[i]["gmem_bytes"] / stride[i] for i in sweep))
+            ts = {i: elems / stride[i] for i in sweep}
+            why = "sweep: the elements every pass covers / the loop's elements per iteration"
         else:
+            t = launch_bytes / (sum(own[i]["gmem_bytes"] for i in sweep) * 32)
+            ts = {i: t for i in sweep}
             why = "sweep: launch bytes / (32 x bytes per iteration)"
+        if min(ts.values()) < warps:  # prologue / epilogue loops around the work: at least once per warp
+            ts = {i: float(warps) for i in sweep}
+            why = "once per warp (the bytes left after the arithmetic loops are fewer)"
         for i in sweep:
-            trips[i], rules[i] = t, why
+            trips[i], rules[i] = ts[i], why
     # 3. outer loops, then the rest
     for _ in range(len(loops)):
         for i, lp in enumerate(loops):
@@ -1209,7 +1236,7 @@ def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *,
     # again soon), else from the bytes; a miss goes to L2, and to DRAM for the DRAM share of what
     # reaches L2, where a request waits for the slowest of its lines
     sim = _simulated_launch(variant, problem, k) if (use_banks and not dense) else None
-    pre = "l1v_" if _wide_global(c) else "l1s_"
+    pre = "l1v_" if _wide_global(c, loads=True) else "l1s_"
     nreq = (sim.get(pre + "load_requests_hit", 0) + sim.get(pre + "load_miss_requests", 0)) if sim else 0
     if nreq:
         nmiss = sim[pre + "load_miss_requests"]
@@ -1358,9 +1385,12 @@ def _guarded_activity(variant, problem, k: int, dyn: dict, wpb: int, ld_vec: boo
     return {"active": min(1.0, max(0.0, active)), "counts": cg}
 
 
-def _wide_global(c: dict) -> bool:
-    """Whether the SASS made runs of a thread's global accesses into 64/128-bit instructions
-    (a quarter of the executed global instructions wide)."""
+def _wide_global(c: dict, loads: bool = False) -> bool:
+    """Whether the SASS made runs of a thread's global accesses (its loads, with ``loads``)
+    into 64/128-bit instructions: a quarter of the executed ones wide."""
+    if loads and c.get("gw"):
+        n = {w: v for (kind, w), v in c["gw"].items() if kind == "load"}
+        return sum(v for w, v in n.items() if w >= 8) > 0.25 * max(sum(n.values()), 1e-9)
     return c.get("gwide", 0) > 0.25 * max(c["gmem"], 1e-9)
 
 

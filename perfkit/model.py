@@ -539,8 +539,38 @@ def _zero_guard(full: list[tuple[int, str]], at: int, guard: str) -> int:
     return 0
 
 
+_REG_OPERAND = re.compile(r"^-?\|?R\d+\|?(?:\.\w+)*$")
+
+
+def _data_guard(full: list[tuple[int, str]], at: int, guard: str) -> str | None:
+    """What sets the predicate of the conditional branch at ``at``: ``"data"`` for a float
+    comparison of two registers (``FSETP.GT.AND P1, PT, R11, R16, PT``: a loaded value against
+    a running max: the lanes of a warp hold different values, so the warp diverges and runs
+    both arms), ``"special"`` for a float comparison with a constant (``R4`` against ``-INF``:
+    a special value, whose arm is the short one that returns a constant or calls a slow
+    path), None otherwise."""
+    g = guard.rstrip(",").strip().lstrip("@").lstrip("!")
+    if not g or g in ("PT", "UPT"):
+        return None
+    for a, ins in reversed(full):
+        if a >= at:
+            continue
+        text = ins.strip().rstrip(";").strip()
+        if text.startswith("@"):
+            continue
+        ops = text.split(None, 1)
+        if len(ops) < 2 or ops[1].split(",")[0].strip() != g:
+            continue
+        if not ops[0].startswith("FSETP"):
+            return None
+        args = [x.strip() for x in ops[1].split(",")]
+        regs = len(args) >= 4 and all(_REG_OPERAND.match(x) and x.strip("-|") != "RZ" for x in args[2:4])
+        return "data" if regs else "special"
+    return None
+
+
 def _one_path(body: list[tuple[int, str]], full: list[tuple[int, str]] | None = None,
-              dropped: list | None = None) -> list[tuple[int, str]]:
+              dropped: list | None = None, divergent: list | None = None) -> list[tuple[int, str]]:
     """A body with each if/else of the SASS reduced to one arm: a conditional forward branch
     whose skipped block ends in an unconditional forward branch over a second block (the
     compiler's if/else) runs one of the two blocks, not both.  The arm kept is the fast path a
@@ -549,11 +579,14 @@ def _one_path(body: list[tuple[int, str]], full: list[tuple[int, str]] | None = 
     (the called routine's instructions are not in the listing).  Where the branch tests a value
     against zero (:func:`_zero_guard`), the zero case is the arm left out, whatever its size:
     the compiler's copy of a loop for a zero divisor or an empty range (an arm that ends in
-    EXIT counts as one of the two here).
+    EXIT counts as one of the two here).  Where it compares two float registers
+    (:func:`_data_guard`: online softmax's new-max test), both arms are kept: the warp diverges;
+    where it compares a float with a constant (``x != -inf``), the longer arm is kept.
 
     ``full``: the whole listing of the range (nested loops included), used to size the arms;
     ``dropped`` receives the (start, end) address ranges left out, so that a nested loop inside
-    a dropped arm can be told it does not run."""
+    a dropped arm can be told it does not run; ``divergent`` the two arms of each branch kept
+    whole (a warp issues both, each thread runs one)."""
     import bisect
 
     full = full or body
@@ -601,12 +634,22 @@ def _one_path(body: list[tuple[int, str]], full: list[tuple[int, str]] | None = 
         e = int(m2.group(3), 16)
         if e <= t:
             continue
+        fcmp = _data_guard(full, a, (m.group(1) or m.group(2) or "").strip())
+        if fcmp == "data":
+            # lanes disagree: the warp runs both arms, each lane one of them
+            if divergent is not None:
+                divergent.extend([(a + 1, t), (t, e)])
+            continue
         a_arm, b_arm = (a + 1, t), (t, e)
         if z:  # one arm is the case of a value equal to zero (a divisor, a size): the other runs
             ranges.append(a_arm if z > 0 else b_arm)
             continue
         sa, sb = size(*a_arm), size(*b_arm)
         if sa[0] and sb[0]:
+            continue
+        if fcmp == "special" and not (sa[0] or sb[0]):
+            # a special value's arm is the short one: the common case is the longer
+            ranges.append(a_arm if sa[2] < sb[2] else b_arm)
             continue
         ranges.append(a_arm if sa > sb else b_arm)
     if dropped is not None:
@@ -628,10 +671,11 @@ def _guarded(pairs: list[tuple[int, str]]) -> list[tuple[int, str]]:
     return [(a, ins) for a, ins in pairs if any(lo < a < hi for lo, hi in spans)]
 
 
-def _bodies(lines, loops, dropped: list | None = None):
+def _bodies(lines, loops, dropped: list | None = None, divergent: list | None = None):
     """Each loop's own body (its nested loops' bodies left out) and the straight-line code, as
     (address, instruction) lists, each if/else reduced to one arm (:func:`_one_path`);
-    ``dropped`` receives the address ranges of the arms left out."""
+    ``dropped`` receives the address ranges of the arms left out, ``divergent`` those of the
+    data-dependent if/else kept whole."""
     in_loop = set()
     for lp in loops:
         for a, _ in lines:
@@ -642,8 +686,8 @@ def _bodies(lines, loops, dropped: list | None = None):
         kids = [o for o in loops if o.parent == i]
         full = [(a, ins) for a, ins in lines if lp.start <= a <= lp.end]
         own.append(_one_path([(a, ins) for a, ins in full if not any(k.start <= a <= k.end for k in kids)],
-                             full, dropped))
-    straight = _one_path([(a, ins) for a, ins in lines if a not in in_loop], lines, dropped)
+                             full, dropped, divergent))
+    straight = _one_path([(a, ins) for a, ins in lines if a not in in_loop], lines, dropped, divergent)
     return own, straight
 
 
@@ -739,10 +783,21 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
 
     lines = _sass_lines(report.sass)
     dropped: list = []
-    own_pairs, straight_pairs = _bodies(lines, loops, dropped)
+    divergent: list = []
+    own_pairs, straight_pairs = _bodies(lines, loops, dropped, divergent)
     straight = [ins for _, ins in straight_pairs]
     own_bodies = [[ins for _, ins in b] for b in own_pairs]
     own = [_pipe_counts(b) for b in own_bodies]
+
+    def thread_ffma(pairs, c):
+        # a data-dependent if/else: the warp issues both arms, each thread runs one; the FFMA
+        # a thread executes there (Nsight Compute's thread-level count) is one arm's, taken
+        # as the mean of the two
+        arms = [ins for a, ins in pairs if any(lo <= a < hi for lo, hi in divergent)]
+        c["ffma_thread"] = c["ffma"] - 0.5 * _pipe_counts(arms)["ffma"] if arms else c["ffma"]
+        return c
+
+    own = [thread_ffma(p, c) for p, c in zip(own_pairs, own)]
     trips = [None] * len(loops)
     rules = [""] * len(loops)
     # a loop inside the arm of an if/else that is not taken does not run
@@ -889,10 +944,11 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
     for i in range(len(loops)):
         if trips[i] is None:
             trips[i], rules[i] = warps * max(math.log2(max(threads_per_block, 2)), 1.0), "other: log2(threads) per warp"
-    total = _add({}, _pipe_counts(straight), float(warps))
+    total = _add({}, thread_ffma(straight_pairs, _pipe_counts(straight)), float(warps))
     for i in range(len(loops)):
         _add(total, own[i], trips[i])
-    return {"counts": total, "trips": trips, "rules": rules, "own": own, "straight": _pipe_counts(straight),
+    return {"counts": total, "trips": trips, "rules": rules, "own": own,
+            "straight": thread_ffma(straight_pairs, _pipe_counts(straight)),
             "bodies": (own_pairs, straight_pairs)}
 
 
@@ -1297,7 +1353,7 @@ def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *,
             "warps": warps, "registers": rep.registers, "blocks_per_sm": bps, "occupancy": rep.occupancy.ratio,
             "waves": waves, "tail": tail, "overlap": overlap, "dram_source": dram_src, "warps_per_scheduler": warps_per_sched, "share": share,
             "legs": legs, "seconds": seconds, "bound": bound,
-            "warp_instructions": c["instr"], "ffma": c["ffma"] * 32, "smem_wavefronts": wavefronts,
+            "warp_instructions": c["instr"], "ffma": c.get("ffma_thread", c["ffma"]) * 32, "smem_wavefronts": wavefronts,
             "smem_ideal": ideal, "smem_conflicts": wavefronts - ideal, "bank_degree_load": ldd,
             "bank_degree_store": std, "bank_source": bsrc, "dram_bytes": dram_bytes, "l2_bytes": l2_bytes,
             "l1_bytes": l1_bytes, "l2_tag_bytes": l2_tag_bytes,
@@ -1367,6 +1423,7 @@ def _guarded_activity(variant, problem, k: int, dyn: dict, wpb: int, ld_vec: boo
     straight = dyn["bodies"][1]
     gpairs = _guarded(straight)
     cg = _pipe_counts([ins for _, ins in gpairs])
+    cg["ffma_thread"] = cg["ffma"]
     ng, ns = nshared(cg), nshared(dyn["straight"])
     if not ng or any(ins.strip().startswith("@") and _opcode(ins).split(".")[0] in ("LDS", "STS", "LDSM")
                      for _, ins in straight):

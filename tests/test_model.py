@@ -539,3 +539,18 @@ def test_sweeps_over_the_same_elements_split_trips_by_stride():
                            + ["STG.E desc[UR4][R2.64], R9 ;"] * 16)
     assert model._elements_per_iteration(a, p) == 32 and model._elements_per_iteration(b, p) == 16
     assert model._elements_per_iteration(a, rmsnorm.Problem(rows=64, cols=256, dtype="float16")) == 64
+
+
+def test_float_compare_branches_divergent_or_special():
+    """An if/else on a float comparison of two registers (online softmax's ``v > m``) runs
+    both arms in a warp (lanes disagree), each thread one; one on a comparison with a constant
+    (``v != -inf``) keeps the longer arm (the special value's arm is the short one)."""
+    full = [(0x00, "LDG.E R11, desc[UR8][R10.64] ;"), (0x10, "FSETP.GT.AND P1, PT, R11, R16, PT ;"),
+            (0x20, "@P1 BRA 0x60 ;"), (0x30, "FFMA R17, R10, R17, 1 ;"), (0x40, "NOP ;"),
+            (0x50, "BRA 0x90 ;"), (0x60, "FFMA R21, R10, R21, R3 ;"), (0x70, "FFMA R21, R10, R21, R3 ;"),
+            (0x80, "FMUL R10, R10, R21 ;"), (0x90, "EXIT ;")]
+    div: list = []
+    assert model._one_path(full, full, [], div) == full and div == [(0x21, 0x60), (0x60, 0x90)]
+    special = [(a, ins.replace("R11, R16", "R11, -INF")) for a, ins in full]
+    kept = [a for a, _ in model._one_path(special, special)]
+    assert 0x60 in kept and 0x30 not in kept  # the longer arm

@@ -929,7 +929,7 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
             t = launch_bytes / (sum(own[i]["gmem_bytes"] for i in sweep) * 32)
             ts = {i: t for i in sweep}
             why = "sweep: launch bytes / (32 x bytes per iteration)"
-        if min(ts.values()) < warps:  # prologue / epilogue loops around the work: at least once per warp
+        if max(ts.values()) < warps:  # prologue / epilogue loops around the work: at least once per warp
             ts = {i: float(warps) for i in sweep}
             why = "once per warp (the bytes left after the arithmetic loops are fewer)"
         for i in sweep:

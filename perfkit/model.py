@@ -539,6 +539,7 @@ def _zero_guard(full: list[tuple[int, str]], at: int, guard: str) -> int:
     return 0
 
 
+_SHFL_BFLY = re.compile(r"\bSHFL\.BFLY\b[^;]*?,\s*(0x[0-9a-fA-F]+|\d+)\s*,\s*0x1f")
 _REG_OPERAND = re.compile(r"^-?\|?R\d+\|?(?:\.\w+)*$")
 
 
@@ -934,7 +935,18 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
             why = "once per warp (the bytes left after the arithmetic loops are fewer)"
         for i in sweep:
             trips[i], rules[i] = ts[i], why
-    # 3. outer loops, then the rest
+    # 3. outer loops, then the rest.  An outer loop with no global accesses of its own, around
+    # sweeps, whose body reduces across lanes by shuffles and no barrier (a row's statistics
+    # in a warp: butterfly offsets 16..1, L of them) walks rows: each iteration a group of 2^L
+    # lanes finishes one row, so the launch runs rows x 2^L / 32 warp-iterations of it
+    rows = getattr(problem, "rows", None)
+    for i, c in enumerate(own):
+        if trips[i] is None and isinstance(rows, (int,)) and rows > 0 and c["shfl"] and not c["bar"] \
+                and not c["gmem"] and any(trips[j] for j in range(len(loops)) if loops[j].parent == i):
+            offs = {m.group(1) for ins in own_bodies[i] for m in [_SHFL_BFLY.search(ins)] if m}
+            lanes = 2 ** len(offs) if offs else 32
+            trips[i] = max(float(rows) * min(lanes, 32) / 32.0, float(warps))
+            rules[i] = f"outer: one row per {min(lanes, 32)} lanes an iteration (a shuffle reduction, no barrier)"
     for _ in range(len(loops)):
         for i, lp in enumerate(loops):
             if trips[i] is None:

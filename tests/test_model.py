@@ -554,3 +554,34 @@ def test_float_compare_branches_divergent_or_special():
     special = [(a, ins.replace("R11, R16", "R11, -INF")) for a, ins in full]
     kept = [a for a, _ in model._one_path(special, special)]
     assert 0x60 in kept and 0x30 not in kept  # the longer arm
+
+
+def test_outer_row_loop_with_a_warp_reduction():
+    """An outer loop around a row's sweeps whose body reduces across a warp by shuffles and no
+    barrier (layernorm backward's multirow rung at 7c7b2e0: one warp a row, 25 shuffles an
+    iteration): one row per warp-iteration, so rows warp-iterations, not as many as its inner
+    sweep (Nsight Compute's shared wavefronts, which count the shuffles: 20.9x -> 0.97x)."""
+    from types import SimpleNamespace
+    instrs = [(0x00, "MOV R5, RZ"),                                   # outer: over rows
+              (0x10, "LDG.E R6, desc[UR4][R8.64]"),                  # inner: along the row
+              (0x20, "FADD R5, R6, R5"),
+              (0x30, "@P2 BRA 0x10"),
+              (0x40, "SHFL.BFLY PT, R7, R5, 0x10, 0x1f"),
+              (0x50, "SHFL.BFLY PT, R7, R5, 0x8, 0x1f"),
+              (0x60, "SHFL.BFLY PT, R7, R5, 0x4, 0x1f"),
+              (0x70, "SHFL.BFLY PT, R7, R5, 0x2, 0x1f"),
+              (0x80, "SHFL.BFLY PT, R7, R5, 0x1, 0x1f"),
+              (0x90, "@P3 BRA 0x00"),
+              (0xa0, "EXIT")]
+    rep = _fake_report(instrs)
+    starts = [lp.start for lp in rep.loops]
+    o, i = starts.index(0x00), starts.index(0x10)
+    nbytes, warps = 64e6, 256
+    prob = SimpleNamespace(flops=0.0, bytes=nbytes, rows=4096, cols=4096, dtype="float32")
+    dyn = model.dynamic_mix(rep, prob, launch_bytes=nbytes, dense=False, warps=warps, threads_per_block=128)
+    assert dyn["trips"][o] == 4096 and "row per 32 lanes" in dyn["rules"][o]
+    assert dyn["trips"][i] == pytest.approx(nbytes / (32 * 4))
+    # four butterfly steps: 16 lanes a row, two rows per warp-iteration
+    rep2 = _fake_report([x for x in instrs if "0x10, 0x1f" not in x[1]])
+    dyn2 = model.dynamic_mix(rep2, prob, launch_bytes=nbytes, dense=False, warps=warps, threads_per_block=128)
+    assert dyn2["trips"][o] == 2048

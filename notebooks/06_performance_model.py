@@ -191,7 +191,8 @@ else:
 # - **Loads that wait behind stores** (the 7c7b2e0 multirow/tuned norm rungs): the compiler
 #   cannot move a load of `x` above a store to `y` that may alias it, so each iteration waits
 #   for ~16 loads one after another. The scoreboard sees the chain, but several of those rungs
-#   still took longer than predicted (0.51 to 0.85 of the measured time at 4096 columns, 0.14
+#   still took longer than predicted (down to 0.51 of the measured time at 4096 columns for
+#   layernorm, rmsnorm and layernorm backward; softmax's are predicted over, 1.06 to 1.38), 0.14
 #   and 0.24 for layernorm at 1024, whose records all sit ~40 us above the other ops' at that
 #   width, torch's and Triton's included). Their DRAM bytes are right: every row is in flight
 #   at once (all blocks resident), more than the 32 MB L2 keeps for re-reads, so the second
@@ -203,7 +204,7 @@ else:
 #   passed; those bytes set each launch's trips. Before, the split followed the arrays' bytes
 #   alone, and layernorm backward's tuned rung (528 rows of partial sums added by a second
 #   kernel) was predicted at 2.5x its measured time in float16; now 1.11x, and its float32
-#   twin 0.77x. Its multirow rung (7c7b2e0) is at 0.69-0.70: its row kernel took 487 us in
+#   twin 0.77x. Its multirow rung (7c7b2e0) is at 0.67-0.68: its row kernel took 487 us in
 #   Nsight Compute, the model sees 227 us (it moved 655 MB to and from DRAM there; the model
 #   counts 201 MB).
 # - **Batchnorm NCHW** (2 blocks per SM, each walking its channels): 0.61 to 0.63 of the measured
@@ -213,13 +214,27 @@ else:
 #   serves them as a shared tile would: `Traffic.l1_bytes` keeps what the instructions ask,
 #   64 bytes per FMA); the estimate is 1.16x the measured time, the alu leg (90 ms) adding half
 #   of itself.
-# - **Shared wavefronts against Nsight Compute**: its count holds every warp shuffle (one
-#   wavefront each: shuffles cross the shared-memory pipe) and one more per warp launched (1 per
-#   warp in the kernels with neither, shuffles + 1 per warp in the multirow row norms); with
-#   them 27 of the 39 rungs are within 25%. Misses: the naive and coalesced GEMMs (0.5: Nsight
-#   Compute counts 2 per warp of their 1024-thread blocks), the warp-shuffle norm rungs
-#   (1.25-1.34: the partials are read back with 128-bit broadcast loads, which the model counts
-#   as 4 wavefronts and Nsight Compute as about 2), and layernorm backward's multirow rung.
+# - **Shared wavefronts against Nsight Compute** (38 of the 39 rungs within 25%): the count
+#   takes, per shared instruction of the SASS, the wavefronts per access the bank simulation
+#   found for that kind and width, and adds every warp shuffle (shuffles cross the same pipe)
+#   and one per read of the thread index (`S2R SR_TID`: 1 per warp in the kernels with
+#   neither, 2 in the naive GEMMs, which read `.x` and `.y`). Three findings of the table:
+#   64- and 128-bit accesses go by half-warps, so a warp-uniform `LDS.128` (the per-warp
+#   partials of the warp-shuffle norms, A's broadcast row in GEMM rung 03) costs 2 wavefronts,
+#   not 4 (those rungs went from 1.25-1.34 to 0.96-0.99); straight-line blocks the compiler
+#   branched around (the tree reduction's `if t < s:` in rmsnorm's fused rung) count only for
+#   the warps that take them (2.98 -> 0.83), while the same tree compiled to predicated
+#   instructions (layernorm's and softmax's fused rungs) counts every warp, as Nsight Compute
+#   does; and a loop over rows whose body reduces by shuffles runs once per row (layernorm
+#   backward's multirow rung, 20.9 -> 0.97). The one miss left is that rung's tuned twin (2.5).
+# - **Instruction counts against Nsight Compute** (warp instructions 37, FFMA 36 of 39 within
+#   25%): an if/else on a comparison of two float registers (online softmax's new-max test)
+#   runs both arms in a warp, each thread one of them; an if/else on a comparison with a
+#   constant (`x != -inf`) keeps the longer arm; sweeps over the same elements unrolled to
+#   different strides run in inverse proportion to their strides (rmsnorm multirow's FFMA 1.70
+#   -> 1.14). Left: layernorm backward's multirow and tuned rungs (FFMA 0.65 and 1.51: their
+#   inner sweeps' trips), rmsnorm's tuned rung (FFMA 1.76: the compiler peeled its one
+#   iteration out of a loop unrolled twice), and the tensor-core GEMM (warp instructions 0.71).
 # - **L2 traffic against Nsight Compute**: the per-level L2 column is L2 *tag* traffic
 #   (`lts__t_bytes`), the bytes that miss L1 plus, on the H100's two-partition L2, half of the
 #   first touches counted again (`l2_fabric_fraction`, measured on the streaming kernels:

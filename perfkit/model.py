@@ -38,14 +38,26 @@ The model of one kernel launch
      (k - 1) / 2 times per warp; a sweeping loop around another
      sweeping loop (a grid-stride loop over columns around the walk down the rows) runs once per
      warp and the inner one carries the bytes; a store-only sibling of such an outer loop is the
-     compiler's unswitched copy for an empty inner range and does not run;
-   * an outer loop runs as often as its least frequent inner loop; any other loop (a
-     reduction tree) runs ``log2(threads per block)`` times per warp.
+     compiler's unswitched copy for an empty inner range and does not run; sweeps left that
+     pass over the same elements at different strides (one unrolled twice as far as another:
+     the stride is a loop's smallest group of same-kind, same-width accesses, in elements)
+     split the bytes so that each covers every element (:func:`_elements_per_iteration`);
+   * an outer loop with no global accesses of its own whose body reduces by shuffles and no
+     barrier walks rows (``problem.rows``): ``rows x 2^L / 32`` warp-iterations, L its
+     butterfly offsets (a group of 2^L lanes finishes a row an iteration); another outer loop
+     runs as often as its least frequent inner loop; any other loop (a reduction tree) runs
+     ``log2(threads per block)`` times per warp.
 
    Each if/else in a body counts one arm (:func:`_one_path`): the shorter, which is a full
    tile's vector path in a bounds-checked kernel; an arm that CALLs a routine counts as longer;
    where the branch tests a value against zero, the nonzero arm (the zero case is the
-   compiler's specialisation for a zero divisor or an empty range).
+   compiler's specialisation for a zero divisor or an empty range); where it compares a float
+   with a constant (``x != -inf``), the longer arm (the special value's is the short one); where
+   it compares two float registers (online softmax's new-max test), both arms: the lanes
+   disagree, the warp issues both and each thread runs one (the thread-level FFMA count, which
+   Nsight Compute reports, takes the mean of the two).  Straight-line blocks the SASS branches
+   around (no else) count only for the warps that take them where the bank simulation can tell
+   (:func:`_guarded_activity`: shared accesses).
 
 2. **Legs** (seconds), each the time one resource needs if nothing else limited:
 

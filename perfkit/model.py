@@ -527,6 +527,21 @@ _ISETP_NE_ZERO = re.compile(r"^ISETP\.NE\.(?:U32\.)?AND(?:\.EX)?\s+(U?P\w+)\s*,\
                             r"(?:U?RZ\s*,\s*U?R\w+|U?R\w+\s*,\s*U?RZ)\b")
 
 
+def _predicate_setter(full: list[tuple[int, str]], at: int, pred: str) -> tuple[str, list[str]] | None:
+    """The last unguarded instruction before address ``at`` whose first operand is ``pred``
+    (the instruction that set a branch's predicate): (text, operands), or None."""
+    for a, ins in reversed(full):
+        if a >= at:
+            continue
+        text = ins.strip().rstrip(";").strip()
+        if text.startswith("@"):
+            continue
+        ops = text.split(None, 1)
+        if len(ops) == 2 and ops[1].split(",")[0].strip() == pred:
+            return text, [x.strip() for x in ops[1].split(",")]
+    return None
+
+
 def _zero_guard(full: list[tuple[int, str]], at: int, guard: str) -> int:
     """Whether the conditional branch at address ``at`` (guard ``@P0`` / ``@!P0``) tests a value
     against zero (``ISETP.NE ... RZ``, the compiler's specialisation for a zero divisor or an
@@ -537,18 +552,10 @@ def _zero_guard(full: list[tuple[int, str]], at: int, guard: str) -> int:
     pred = g.lstrip("!")
     if not pred or pred in ("PT", "UPT"):
         return 0
-    for a, ins in reversed(full):
-        if a >= at:
-            continue
-        text = ins.strip().rstrip(";").strip()
-        if text.startswith("@"):
-            continue
-        ops = text.split(None, 1)
-        if len(ops) < 2 or not ops[1].split(",")[0].strip() == pred:
-            continue
-        mm = _ISETP_NE_ZERO.match(text)
-        return 0 if not mm else (-1 if neg else 1)
-    return 0
+    setter = _predicate_setter(full, at, pred)
+    if setter is None or not _ISETP_NE_ZERO.match(setter[0]):
+        return 0
+    return -1 if neg else 1
 
 
 _SHFL_BFLY = re.compile(r"\bSHFL\.BFLY\b[^;]*?,\s*(0x[0-9a-fA-F]+|\d+)\s*,\s*0x1f")
@@ -565,21 +572,12 @@ def _data_guard(full: list[tuple[int, str]], at: int, guard: str) -> str | None:
     g = guard.rstrip(",").strip().lstrip("@").lstrip("!")
     if not g or g in ("PT", "UPT"):
         return None
-    for a, ins in reversed(full):
-        if a >= at:
-            continue
-        text = ins.strip().rstrip(";").strip()
-        if text.startswith("@"):
-            continue
-        ops = text.split(None, 1)
-        if len(ops) < 2 or ops[1].split(",")[0].strip() != g:
-            continue
-        if not ops[0].startswith("FSETP"):
-            return None
-        args = [x.strip() for x in ops[1].split(",")]
-        regs = len(args) >= 4 and all(_REG_OPERAND.match(x) and x.strip("-|") != "RZ" for x in args[2:4])
-        return "data" if regs else "special"
-    return None
+    setter = _predicate_setter(full, at, g)
+    if setter is None or not setter[0].startswith("FSETP"):
+        return None
+    args = setter[1]
+    regs = len(args) >= 4 and all(_REG_OPERAND.match(x) and x.strip("-|") != "RZ" for x in args[2:4])
+    return "data" if regs else "special"
 
 
 def _one_path(body: list[tuple[int, str]], full: list[tuple[int, str]] | None = None,

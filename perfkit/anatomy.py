@@ -388,7 +388,9 @@ def find_loops(sass: str) -> list[Loop]:
     lines = _sass_lines(sass)
     spans: dict[int, int] = {}
     for addr, instr in lines:
-        m = re.match(r"(?:@!?U?P\w+\s+)?BRA(?:\.\S+)?\s+(?:`\(\S+\)\s*)?(0x[0-9a-f]+)", instr)
+        # the predicate may be a guard (@P0 BRA) or an operand (BRA.U UP0, 0x730: sm_100's
+        # uniform back edges; @!P1 BRA !P3, 0x3030)
+        m = re.match(r"(?:@!?U?P\w+\s+)?BRA(?:\.\S+)?\s+(?:!?U?P\w+\s*,\s*)?(?:`\(\S+\)\s*)?(0x[0-9a-f]+)", instr)
         if m:
             target = int(m.group(1), 16)
             if target < addr:

@@ -264,6 +264,10 @@ def test_find_loops_on_a_listing():
     assert inner.mix == {"shared load 32": 1, "fp32 fma": 1, "branch/control": 1}
     assert outer.own_mix["fp32 fma"] == 2 and outer.own_mix["shared load 32"] == 1
     assert anatomy.hot_loop_of(loops) is inner
+    # sm_100 closes a uniform loop with the predicate as an operand (BRA.U UP0, target); a
+    # listing with that form has the same loops (the what-if on a B200 saw none before)
+    sm100 = sass.replace("@P1 BRA 0x20", "BRA.U UP0, 0x20").replace("@P0 BRA 0x50", "@!P2 BRA !P3, 0x50")
+    assert [(lp.start, lp.end) for lp in anatomy.find_loops(sm100)] == [(0x20, 0x90), (0x50, 0x70)]
 
 
 def test_cache_key_is_the_rungs_code_closure():

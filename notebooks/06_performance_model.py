@@ -227,14 +227,16 @@ else:
 #   instructions (layernorm's and softmax's fused rungs) counts every warp, as Nsight Compute
 #   does; and a loop over rows whose body reduces by shuffles runs once per row (layernorm
 #   backward's multirow rung, 20.9 -> 0.97). The one miss left is that rung's tuned twin (2.5).
-# - **Instruction counts against Nsight Compute** (warp instructions 37, FFMA 36 of 39 within
+# - **Instruction counts against Nsight Compute** (warp instructions 38, FFMA 36 of 39 within
 #   25%): an if/else on a comparison of two float registers (online softmax's new-max test)
 #   runs both arms in a warp, each thread one of them; an if/else on a comparison with a
 #   constant (`x != -inf`) keeps the longer arm; sweeps over the same elements unrolled to
 #   different strides run in inverse proportion to their strides (rmsnorm multirow's FFMA 1.70
-#   -> 1.14). Left: layernorm backward's multirow and tuned rungs (FFMA 0.65 and 1.51: their
-#   inner sweeps' trips), rmsnorm's tuned rung (FFMA 1.76: the compiler peeled its one
-#   iteration out of a loop unrolled twice), and the tensor-core GEMM (warp instructions 0.71).
+#   -> 1.14); and the code a branch skips together with a k-loop's nested tile loader is the
+#   loader's peeled remainder, which a power-of-two tile never runs (the tensor-core GEMM's
+#   warp instructions 0.71 -> 0.97, its time 0.72 -> 0.83). Left: layernorm backward's
+#   multirow and tuned rungs (FFMA 0.65 and 1.51: their inner sweeps' trips) and rmsnorm's
+#   tuned rung (FFMA 1.76: the compiler peeled its one iteration out of a loop unrolled twice).
 # - **L2 traffic against Nsight Compute**: the per-level L2 column is L2 *tag* traffic
 #   (`lts__t_bytes`), the bytes that miss L1 plus, on the H100's two-partition L2, half of the
 #   first touches counted again (`l2_fabric_fraction`, measured on the streaming kernels:

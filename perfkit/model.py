@@ -22,7 +22,9 @@ The model of one kernel launch
      ``flops / 2 / (32 * fma_per_iteration)`` times (``mma``: 4096 FLOPs per m16n8k16); sibling
      loops with the same FMA count are alternative paths (vector / scalar) and the shortest
      body is taken; a loop with fewer FMAs per iteration than the main one (the checked tail of
-     k after the full tiles) runs once per warp;
+     k after the full tiles) runs once per warp; code of such a loop that a branch skips
+     together with a nested loop moving global memory is that loader's peeled remainder and
+     does not run (a power-of-two tile divides evenly among the threads);
    * a loop that loads or stores global memory (cp.async included) sweeps the launch's share
      of the bytes the rung's global instructions move (``Traffic.l1_bytes``, else its L2
      bytes), less what the arithmetic loops already move: ``trips = bytes /
@@ -846,6 +848,25 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
                 own[i][key] for i in chosen)
             for i in chosen:
                 trips[i], rules[i] = total, f"{key} work: flops / ({per:g} x {key} per iteration)"
+    # a work loop's code that a branch skips together with a nested loop that moves global
+    # memory is that loader's prologue (the peeled remainder of its unrolled copies): a tile of
+    # a power-of-two size divides evenly, so it does not run, and its loads are not the tile's
+    for i in range(len(loops)):
+        if not (trips[i] and rules[i].startswith(("mma work", "ffma work"))):
+            continue
+        kids = [j for j, o in enumerate(loops) if o.parent == i and own[j]["gmem"]]
+        spans = []
+        for a, ins in own_pairs[i]:
+            m = _BRA.match(ins.strip())
+            if m and (m.group(1) or m.group(2)):
+                t = int(m.group(3), 16)
+                if t > a and any(a < loops[j].start and loops[j].end < t for j in kids):
+                    spans.append((a, t))
+        if spans:
+            kept = [(a, ins) for a, ins in own_pairs[i] if not any(lo < a < hi for lo, hi in spans)]
+            if len(kept) < len(own_pairs[i]):
+                own_pairs[i] = kept
+                own[i] = thread_ffma(kept, _pipe_counts([ins for _, ins in kept]))
     # 2. sweeping loops
     sweep = [i for i, c in enumerate(own) if trips[i] is None and c["gmem_bytes"] > 0]
     # a remainder loop: the sibling right before or after an unrolled loop whose global

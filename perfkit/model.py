@@ -670,10 +670,8 @@ def _one_path(body: list[tuple[int, str]], full: list[tuple[int, str]] | None = 
     return [(a, ins) for a, ins in body if not gone(a)]
 
 
-def _guarded(pairs: list[tuple[int, str]]) -> list[tuple[int, str]]:
-    """The instructions of ``pairs`` that a conditional forward branch of ``pairs`` jumps over
-    (the body of an ``if`` without ``else`` that the compiler branched around, rather than
-    predicated): a warp whose threads all fail the test skips them."""
+def _forward_spans(pairs: list[tuple[int, str]]) -> list[tuple[int, int]]:
+    """(branch address, target) of each conditional forward branch in ``pairs``."""
     spans = []
     for a, ins in pairs:
         m = _BRA.match(ins.strip())
@@ -681,6 +679,14 @@ def _guarded(pairs: list[tuple[int, str]]) -> list[tuple[int, str]]:
             t = int(m.group(3), 16)
             if t > a:
                 spans.append((a, t))
+    return spans
+
+
+def _guarded(pairs: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """The instructions of ``pairs`` that a conditional forward branch of ``pairs`` jumps over
+    (the body of an ``if`` without ``else`` that the compiler branched around, rather than
+    predicated): a warp whose threads all fail the test skips them."""
+    spans = _forward_spans(pairs)
     return [(a, ins) for a, ins in pairs if any(lo < a < hi for lo, hi in spans)]
 
 
@@ -855,13 +861,8 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
         if not (trips[i] and rules[i].startswith(("mma work", "ffma work"))):
             continue
         kids = [j for j, o in enumerate(loops) if o.parent == i and own[j]["gmem"]]
-        spans = []
-        for a, ins in own_pairs[i]:
-            m = _BRA.match(ins.strip())
-            if m and (m.group(1) or m.group(2)):
-                t = int(m.group(3), 16)
-                if t > a and any(a < loops[j].start and loops[j].end < t for j in kids):
-                    spans.append((a, t))
+        spans = [(a, t) for a, t in _forward_spans(own_pairs[i])
+                 if any(a < loops[j].start and loops[j].end < t for j in kids)]
         if spans:
             kept = [(a, ins) for a, ins in own_pairs[i] if not any(lo < a < hi for lo, hi in spans)]
             if len(kept) < len(own_pairs[i]):
@@ -1008,17 +1009,28 @@ def _wavefronts(counts: dict, ld_degree: float, st_degree: float, per_access: di
 
 
 @functools.lru_cache(maxsize=4096)
+def _bank_report(variant, problem, vectorize: bool = True):
+    """``(report, twin, why)``: the bank simulation of the problem's small twin
+    (:func:`perfkit.banks.count`, cached on disk and here, read-only), or ``(None, None,
+    why)`` where it cannot be simulated (a GPU process, or the simulation failed)."""
+    from . import backend, banks
+
+    if not backend.is_simulator():
+        return None, None, "not simulated (GPU process)"
+    try:
+        small = banks.small_problem(variant, problem)
+        return banks.count(variant, small, vectorize=vectorize), small, ""
+    except Exception as exc:  # noqa: BLE001
+        return None, None, f"not simulated ({exc.__class__.__name__})"
+
+
+@functools.lru_cache(maxsize=4096)
 def _bank_per_access(variant, problem, vectorize: bool = True) -> dict:
     """{"wavefronts": {(kind, width): per access}, "ideal": {...}}: the simulated wavefronts
     (and conflict-free ones) per warp-wide shared access of that kind and width, from the
     small twin's bank simulation; {} where it cannot be simulated."""
-    from . import backend, banks
-
-    if not backend.is_simulator():
-        return {}
-    try:
-        rep = banks.count(variant, banks.small_problem(variant, problem), vectorize=vectorize)
-    except Exception:  # noqa: BLE001
+    rep = _bank_report(variant, problem, vectorize)[0]
+    if rep is None:
         return {}
     acc: dict = {}
     for site in rep.sites:
@@ -1035,15 +1047,9 @@ def _bank_per_access(variant, problem, vectorize: bool = True) -> dict:
 def _bank_degrees(variant, problem, vectorize: bool = True) -> tuple[float, float, str]:
     """(load degree, store degree, source) of the rung's shared accesses (simulated on a small
     twin of the problem, cached on disk); (1, 1) where it cannot be simulated."""
-    from . import backend, banks
-
-    if not backend.is_simulator():
-        return 1.0, 1.0, "not simulated (GPU process): conflict free assumed"
-    try:
-        small = banks.small_problem(variant, problem)
-        rep = banks.count(variant, small, vectorize=vectorize)
-    except Exception as exc:  # noqa: BLE001
-        return 1.0, 1.0, f"not simulated ({exc.__class__.__name__}): conflict free assumed"
+    rep, small, why = _bank_report(variant, problem, vectorize)
+    if rep is None:
+        return 1.0, 1.0, f"{why}: conflict free assumed"
     return (rep.load_degree, rep.store_degree,
             f"perfkit.banks simulated at {small.label}" + ("" if vectorize else " (scalar accesses, as the SASS has)"))
 
@@ -1411,19 +1417,13 @@ def _lines_per_request(variant, problem, k: int, c: dict, vectorize: bool | None
     (:meth:`perfkit.banks.BankReport.coalescing`; 1 for a coalesced 4-byte warp access, 32 when
     every thread walks its own row).  Runs of a thread's accesses count as one 64/128-bit
     access only where the SASS has wide global accesses.  (None, why) where not simulated."""
-    from . import backend, banks
-
-    if not backend.is_simulator():
-        return None, "not simulated (GPU process)"
     wide = _wide_global(c) if vectorize is None else vectorize
-    try:
-        small = banks.small_problem(variant, problem)
-        rep = banks.count(variant, small, vectorize=wide)
-        if k >= len(rep.global_launches) or not rep.global_launches[k].get("requests"):
-            return None, "no global requests simulated"
-        co = rep.coalescing(k)
-    except Exception as exc:  # noqa: BLE001
-        return None, f"not simulated ({exc.__class__.__name__})"
+    rep, small, why = _bank_report(variant, problem, wide)
+    if rep is None:
+        return None, why
+    if k >= len(rep.global_launches) or not rep.global_launches[k].get("requests"):
+        return None, "no global requests simulated"
+    co = rep.coalescing(k)
     return co["lines_per_request"], f"perfkit.banks simulated at {small.label}"
 
 
@@ -1456,8 +1456,6 @@ def _guarded_activity(variant, problem, k: int, dyn: dict, wpb: int, ld_vec: boo
     None where it does not apply: shared accesses in loops, none guarded, predicated ones
     (``@P0 LDS``: every warp issues those, and Nsight Compute counts them, while the simulation
     sees only the warps with an active thread), or no simulation."""
-    from . import backend, banks
-
     def nshared(cc):
         return sum(cc["lds"].values()) + sum(cc["sts"].values()) + cc["ldsm"]
 
@@ -1471,13 +1469,10 @@ def _guarded_activity(variant, problem, k: int, dyn: dict, wpb: int, ld_vec: boo
     if not ng or any(ins.strip().startswith("@") and _opcode(ins).split(".")[0] in ("LDS", "STS", "LDSM")
                      for _, ins in straight):
         return None
-    if not backend.is_simulator():
+    reps = {vec: _bank_report(variant, problem, vec)[0] for vec in {ld_vec, st_vec}}
+    if any(r is None or k >= len(r.global_launches) for r in reps.values()):
         return None
-    try:
-        small = banks.small_problem(variant, problem)
-        g = {vec: banks.count(variant, small, vectorize=vec).global_launches[k] for vec in {ld_vec, st_vec}}
-    except Exception:  # noqa: BLE001
-        return None
+    g = {vec: r.global_launches[k] for vec, r in reps.items()}
     if not g[ld_vec].get("blocks"):
         return None
     per_block = (g[ld_vec].get("smem_load_accesses", 0) + g[st_vec].get("smem_store_accesses", 0)) / g[ld_vec]["blocks"]
@@ -1499,13 +1494,8 @@ def _simulated_launch(variant, problem, k: int) -> dict | None:
     arguments' bytes) from the bank simulation of a small twin of the problem, or None where it
     cannot be simulated.  They come from the raw element accesses, the same for either
     ``vectorize`` setting, and one run caches both (:func:`perfkit.banks.count`)."""
-    from . import backend, banks
-
-    if not backend.is_simulator():
-        return None
-    try:
-        rep = banks.count(variant, banks.small_problem(variant, problem), vectorize=True)
-    except Exception:  # noqa: BLE001
+    rep = _bank_report(variant, problem, True)[0]
+    if rep is None:
         return None
     return rep.global_launches[k] if k < len(rep.global_launches) else None
 

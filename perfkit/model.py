@@ -474,6 +474,20 @@ def _plan_launches(variant, problem, r=None):
         return _plan_launches_here(variant, problem)
 
 
+def _traffic_for(variant, problem, r):
+    """The rung's traffic model evaluated for the target GPU of the rates ``r``: a rung whose
+    launch shape follows the device (a persistent grid of a few blocks per SM, one partial-sum
+    row per slot) sizes its workspace, and so its traffic, from the target's SM count, as its
+    launch plan does (:func:`_plan_launches`), not from the machine the model runs on."""
+    from . import backend
+
+    info = backend.DeviceInfo(name=f"model target ({r['sm_count']['value']} SMs)", simulated=False,
+                              compute_capability=tuple(r["compute_capability"]["value"]),
+                              sm_count=int(r["sm_count"]["value"]))
+    with backend.planning_for(info):
+        return variant.traffic(problem)
+
+
 def _plan_launches_here(variant, problem):
     import numpy as np
 
@@ -1534,7 +1548,7 @@ def estimate(variant, problem, gpu: str = "h100-sxm", *, banks: bool = True) -> 
     if not isinstance(variant, Variant) or not isinstance(problem, Problem):
         raise TypeError("estimate(variant, problem, gpu): pass a perfkit Variant and Problem")
     r = rates(gpu)
-    traffic = variant.traffic(problem)
+    traffic = _traffic_for(variant, problem, r)
     if variant.oracle:
         e = _library_estimate(variant, problem, r, traffic)
         e.gpu = gpu

@@ -1358,11 +1358,14 @@ def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *,
         resident = min(blocks, sms * bps)
         keep = r["l2_size_bytes"]["value"] * r["l2_reuse_fraction"]["value"]
         g = _simulated_launch(variant, problem, k)
+        # the bytes the instructions ask for (the simulated twin's, scaled) where known: the
+        # rung's L1 bytes may count sectors (NHWC batchnorm: 8 of them per useful float)
+        asked = launch_l1 if launch_l1 else l1_bytes
         if g and g.get("streamed_reread", 0) > 0 and g.get("bytes", 0) > 0:
-            footprint = l1_bytes * g["streamed_distinct"] / g["bytes"] * resident / blocks
+            footprint = asked * g["streamed_distinct"] / g["bytes"] * resident / blocks
             if footprint > keep:
                 # the arrays every block reads (parameters) stay in L2: their bytes as declared
-                miss_bytes = l1_bytes * g["bytes_if_rereads_miss"] / g["bytes"]
+                miss_bytes = asked * g["bytes_if_rereads_miss"] / g["bytes"]
                 if miss_bytes > dram_bytes:
                     dram_src = (f"re-reads miss L2: {resident} resident blocks of {blocks} work on "
                                 f"{footprint / 1e6:.0f} MB at once, L2 keeps {keep / 1e6:.0f} MB; the simulated "
@@ -1501,13 +1504,26 @@ def _launch_weights(variant, problem, sizes) -> list[float] | None:
         return None
     out = []
     for k, (_, _, nb) in enumerate(sizes):
-        g = _simulated_launch(variant, problem, k)
-        if not g or not g.get("arg_bytes") or not g.get("launch_blocks") or not g.get("bytes"):
+        total = _requested_bytes(variant, problem, k, nb)
+        if total is None:
             return None
-        block = float(g["bytes"])
-        total = block if block >= 0.5 * g["arg_bytes"] else block * g["launch_blocks"]
-        out.append(total * nb / g["arg_bytes"])
+        out.append(total)
     return out
+
+
+def _requested_bytes(variant, problem, k: int, nb: float) -> float | None:
+    """The bytes launch ``k``'s global instructions ask for (elements x their size, before
+    any coalescing into sectors), from the bank simulation of a small twin: the simulated
+    block's accesses times the twin launch's blocks (or once, where that block alone touched
+    at least half of the bytes it was passed: a grid-stride loop run by one block does the
+    whole launch), scaled by ``nb``, the bytes of the arrays the launch is passed, over the
+    twin's.  None where not simulated."""
+    g = _simulated_launch(variant, problem, k)
+    if not g or not g.get("arg_bytes") or not g.get("launch_blocks") or not g.get("bytes"):
+        return None
+    block = float(g["bytes"])
+    total = block if block >= 0.5 * g["arg_bytes"] else block * g["launch_blocks"]
+    return total * nb / g["arg_bytes"]
 
 
 def _guarded_activity(variant, problem, k: int, dyn: dict, wpb: int, ld_vec: bool, st_vec: bool) -> dict | None:
@@ -1609,6 +1625,15 @@ def estimate(variant, problem, gpu: str = "h100-sxm", *, banks: bool = True) -> 
         return e
     sizes = [_array_bytes(l.args) for l in launches]
     weights = _launch_weights(variant, problem, sizes) if banks else None
+    if weights is None and banks and len(sizes) == 1 and traffic.l1_bytes is None \
+            and problem.flops / max(problem.bytes, 1.0) <= 8.0:
+        # one launch of a streaming op whose traffic model gives L2 bytes only: where its
+        # accesses do not coalesce (NHWC batchnorm: one useful float per 32-byte sector) those
+        # are several times what its instructions ask for, and would multiply its loops' trips;
+        # the simulated twin's requested bytes scaled to the problem count them instead.  (A
+        # tiled matrix product's tile loads are what its traffic model counts: kept)
+        w = _requested_bytes(variant, problem, 0, sizes[0][2])
+        weights = [w] if w else None
     simulated = weights is not None
     if weights is None:
         weights = [s[2] for s in sizes]

@@ -670,3 +670,24 @@ def test_traffic_is_evaluated_for_the_target_device():
         assert r["sm_count"]["value"] == sms
         t = model._traffic_for(v, p, r)
         assert f"of {sms * 2 * v.rows_per_block} slots" in t.notes, t.notes
+
+
+def test_uncoalesced_layout_moves_bytes_not_instructions():
+    """batchnorm's fused rung at 7c7b2e0 runs the same kernel on NCHW and NHWC; Nsight Compute
+    counted the same warp instructions for both (189.66e6 at 32x256x56x56) while NHWC's L2
+    bytes were 5.5x NCHW's (one useful float per 32-byte sector).  Its traffic model gives L2
+    bytes only, so the model sizes the loops from the bytes the instructions ask for (the
+    simulated twin's), not from those sectors: the same instruction count for both layouts,
+    and NHWC slower (measured 1157 vs 675 us) with DRAM bytes near ncu's 528 MB."""
+    from perfkit import history
+
+    v, mod = history.variant_at("7c7b2e0", "batchnorm", "fused", {})
+    assert v is not None, history.why_not("7c7b2e0")
+    est = {lay: model.estimate(v, mod.Problem(n=32, c=256, h=56, w=56, layout=lay)) for lay in ("NCHW", "NHWC")}
+    wi = {lay: sum(p["warp_instructions"] for p in e.launches) for lay, e in est.items()}
+    assert wi["NHWC"] == pytest.approx(wi["NCHW"], rel=0.05)
+    assert wi["NHWC"] == pytest.approx(189.66e6, rel=0.25)
+    dram = sum(p["dram_bytes"] for p in est["NHWC"].launches)
+    assert dram == pytest.approx(380.3e6 + 147.5e6, rel=0.25)
+    assert est["NHWC"].seconds > 1.2 * est["NCHW"].seconds
+    assert 0.5 < est["NHWC"].seconds / 1157.0e-6 < 2.0

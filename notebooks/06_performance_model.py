@@ -208,7 +208,14 @@ else:
 #   Nsight Compute, the model sees 227 us (it moved 655 MB to and from DRAM there; the model
 #   counts 201 MB).
 # - **Batchnorm NCHW** (2 blocks per SM, each walking its channels): 0.61 to 0.63 of the measured
-#   time for the fused, warp and welford rungs.
+#   time for the fused, warp and welford rungs. Their NHWC twins (in the shared sweep table,
+#   not in `data/results`) run the same kernel on data where each warp request touches 32
+#   lines: Nsight Compute counted the same warp instructions for both layouts and 5.5x the
+#   L2 bytes for NHWC. The model once sized their loops from those L2 bytes (3.6x the measured
+#   time); a one-launch streaming rung whose traffic model gives L2 bytes only is now sized
+#   from the bytes its instructions ask for (the simulated twin's, scaled), and L1's
+#   wavefronts count as a resource of their own beside latency (L1 serves every warp's
+#   requests, so a warp also waits behind the others'): 0.55 of the measured 1157 us.
 # - **The naive GEMM**: the lsu leg is right (274 against 275 ms). Its L2 bytes are what
 #   misses L1 (the 32 warps of a 32x32 block read the same rows of A and columns of B, and L1
 #   serves them as a shared tile would: `Traffic.l1_bytes` keeps what the instructions ask,
@@ -227,16 +234,19 @@ else:
 #   instructions (layernorm's and softmax's fused rungs) counts every warp, as Nsight Compute
 #   does; and a loop over rows whose body reduces by shuffles runs once per row (layernorm
 #   backward's multirow rung, 20.9 -> 0.97). The one miss left is that rung's tuned twin (2.5).
-# - **Instruction counts against Nsight Compute** (warp instructions 38, FFMA 36 of 39 within
+# - **Instruction counts against Nsight Compute** (warp instructions 38, FFMA 37 of 39 within
 #   25%): an if/else on a comparison of two float registers (online softmax's new-max test)
 #   runs both arms in a warp, each thread one of them; an if/else on a comparison with a
 #   constant (`x != -inf`) keeps the longer arm; sweeps over the same elements unrolled to
 #   different strides run in inverse proportion to their strides (rmsnorm multirow's FFMA 1.70
 #   -> 1.14); and the code a branch skips together with a k-loop's nested tile loader is the
 #   loader's peeled remainder, which a power-of-two tile never runs (the tensor-core GEMM's
-#   warp instructions 0.71 -> 0.97, its time 0.72 -> 0.83). Left: layernorm backward's
-#   multirow and tuned rungs (FFMA 0.65 and 1.51: their inner sweeps' trips) and rmsnorm's
-#   tuned rung (FFMA 1.76: the compiler peeled its one iteration out of a loop unrolled twice).
+#   warp instructions 0.71 -> 0.97, its time 0.72 -> 0.83); a loop unrolled twice whose odd
+#   iteration the compiler peeled into straight code after it runs s // 2 times a thread, the
+#   peeled block s % 2 (rmsnorm tuned at 4096 columns: s = 1, the loop never runs; FFMA 1.76 ->
+#   1.12). Left: layernorm backward's multirow and tuned rungs (FFMA 0.65 and 1.51: their
+#   inner sweeps' trips; the multirow rung's zeroing loop over its partial-sum slots is taken
+#   for one more sweep over the rows).
 # - **L2 traffic against Nsight Compute**: the per-level L2 column is L2 *tag* traffic
 #   (`lts__t_bytes`), the bytes that miss L1 plus, on the H100's two-partition L2, half of the
 #   first touches counted again (`l2_fabric_fraction`, measured on the streaming kernels:

@@ -203,10 +203,15 @@ else:
 #   launch one block ran whole), scaled to the problem by the bytes of the arrays each launch is
 #   passed; those bytes set each launch's trips. Before, the split followed the arrays' bytes
 #   alone, and layernorm backward's tuned rung (528 rows of partial sums added by a second
-#   kernel) was predicted at 2.5x its measured time in float16; now 1.11x, and its float32
-#   twin 0.77x. Its multirow rung (7c7b2e0) is at 0.67-0.68: its row kernel took 487 us in
-#   Nsight Compute, the model sees 227 us (it moved 655 MB to and from DRAM there; the model
-#   counts 201 MB).
+#   kernel) was predicted at 2.5x its measured time in float16. The simulation of the twin
+#   runs its first block only, and used to shrink the grid to that block: a persistent kernel
+#   (its rows shared out by `gridDim`) then ran every row in one block. The twin's launch now
+#   keeps its grid and only its first block runs: that rung is at 1.01x (float32) and 1.25x
+#   (float16), its multirow sibling at 0.76-0.77 (was 0.67-0.68), and the multirow rung's
+#   DRAM bytes 0.28 -> 0.84 of Nsight Compute (655 MB moved: x and dy re-read, and the
+#   partial-sum slots, 69 MB, read and written once per row they take). The tuned rung's DRAM
+#   is now 1.39: the re-read rule counts each block's rows as all in flight at once, while
+#   its blocks walk about eight rows one after another.
 # - **Batchnorm NCHW** (2 blocks per SM, each walking its channels): 0.61 to 0.63 of the measured
 #   time for the fused, warp and welford rungs. Their NHWC twins (in the shared sweep table,
 #   not in `data/results`) run the same kernel on data where each warp request touches 32
@@ -234,7 +239,7 @@ else:
 #   instructions (layernorm's and softmax's fused rungs) counts every warp, as Nsight Compute
 #   does; and a loop over rows whose body reduces by shuffles runs once per row (layernorm
 #   backward's multirow rung, 20.9 -> 0.97). The one miss left is that rung's tuned twin (2.5).
-# - **Instruction counts against Nsight Compute** (warp instructions 38, FFMA 37 of 39 within
+# - **Instruction counts against Nsight Compute** (warp instructions 38, FFMA 38 of 39 within
 #   25%): an if/else on a comparison of two float registers (online softmax's new-max test)
 #   runs both arms in a warp, each thread one of them; an if/else on a comparison with a
 #   constant (`x != -inf`) keeps the longer arm; sweeps over the same elements unrolled to
@@ -244,9 +249,9 @@ else:
 #   warp instructions 0.71 -> 0.97, its time 0.72 -> 0.83); a loop unrolled twice whose odd
 #   iteration the compiler peeled into straight code after it runs s // 2 times a thread, the
 #   peeled block s % 2 (rmsnorm tuned at 4096 columns: s = 1, the loop never runs; FFMA 1.76 ->
-#   1.12). Left: layernorm backward's multirow and tuned rungs (FFMA 0.65 and 1.51: their
-#   inner sweeps' trips; the multirow rung's zeroing loop over its partial-sum slots is taken
-#   for one more sweep over the rows).
+#   1.12). Left: layernorm backward's tuned rung (FFMA 1.63, warp instructions 1.28: its
+#   inner sweeps' trips; the zeroing loop over its partial-sum slots is taken for one more
+#   sweep over the rows).
 # - **L2 traffic against Nsight Compute**: the per-level L2 column is L2 *tag* traffic
 #   (`lts__t_bytes`), the bytes that miss L1 plus, on the H100's two-partition L2, half of the
 #   first touches counted again (`l2_fabric_fraction`, measured on the streaming kernels:
@@ -260,5 +265,8 @@ else:
 #   summary line: an error line near 20% is at the floor these records set.
 # - **DRAM bytes of the tiled GEMMs** come from panels per wave (each wave of resident blocks
 #   reads its distinct A and B panels once): within 6% of Nsight Compute for rungs 02, 04, 05,
-#   08, 09 and 11; 0.63-0.68 for the rungs with two blocks per SM (their waves drift apart) and
-#   0.51 for the naive and smem_tiling rungs (thousands of short blocks).
+#   08, 09 and 11; 0.63-0.68 for rungs 06, 07 and 10 and 0.51 for the naive and smem_tiling
+#   rungs. The misses are not explained: rungs 06/07/10 run two 8-warp blocks per SM, but the
+#   warptile rung (two 4-warp blocks) matches, and the coalesced rung reads what the panels
+#   say with the same grid, block and residency as the naive and smem_tiling rungs, which read
+#   twice as much (8.4 GB: all of B once per block row).

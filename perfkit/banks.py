@@ -59,6 +59,7 @@ are cached on disk next to the anatomy cache.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -551,6 +552,34 @@ def _alloc(shared, shape, dtype, caller):
     return res
 
 
+_BLOCK_BOX = None
+
+
+@contextlib.contextmanager
+def _only_blocks(box):
+    """Within the block, the simulator runs only the blocks whose index lies inside ``box``
+    (a tuple of sizes along x, y, z; None: every block) while the kernel still sees its launch's
+    whole grid (``gridDim``)."""
+    global _BLOCK_BOX
+    from numba.cuda.simulator import kernel as simkernel
+
+    run = simkernel.BlockManager.run
+    if not getattr(run, "_perfkit_box", False):
+        def boxed(self, grid_point, *args):
+            b = _BLOCK_BOX
+            if b is not None and any(int(i) >= n for i, n in zip(grid_point, b)):
+                return None
+            return run(self, grid_point, *args)
+
+        boxed._perfkit_box = True
+        simkernel.BlockManager.run = boxed
+    prev, _BLOCK_BOX = _BLOCK_BOX, (tuple(box) + (1, 1, 1))[:3] if box is not None else None
+    try:
+        yield
+    finally:
+        _BLOCK_BOX = prev
+
+
 def _install():
     from numba.cuda.simulator import kernelapi
 
@@ -671,7 +700,7 @@ def _cache_path(variant, problem, max_blocks, vectorize=True) -> Path:
 
     doc = json.dumps({"v": type(variant).__module__ + "." + type(variant).__qualname__, "config": variant.config,
                       "problem": type(problem).__qualname__, "params": problem.params, "max_blocks": max_blocks, "vectorize": vectorize,
-                      "source": anatomy._source_hash(variant), "banks": 14}, sort_keys=True, default=str)
+                      "source": anatomy._source_hash(variant), "banks": 15}, sort_keys=True, default=str)
     key = hashlib.sha256(doc.encode()).hexdigest()[:32]
     return anatomy._cache_dir().parent / "banks" / f"{key}.json"
 
@@ -713,15 +742,19 @@ def count(variant, problem, *, max_blocks: int | None = 1, seed: int = 0, cache:
             grid = launch.grid
             if max_blocks is not None:
                 keep, g = max_blocks, []
-                for d in grid:  # first blocks along x, then y, then z
-                    take = max(1, min(d, keep))
+                for d in (tuple(grid) if isinstance(grid, (tuple, list)) else (grid,)):
+                    take = max(1, min(int(d), keep))  # first blocks along x, then y, then z
                     g.append(take)
                     keep = max(1, keep // take)
                 grid = tuple(g)
             _REC = _Recorder()
             try:
                 args = [_recording_arg(a) for a in launch.args]
-                launch.kernel[grid, launch.block, 0, launch.shared_bytes](*args)
+                # the launch keeps its grid (a persistent kernel sizes its work by gridDim: one
+                # block of a 16-block grid handles a sixteenth of the rows, not all of them);
+                # only the blocks inside ``grid`` run
+                with _only_blocks(grid if max_blocks is not None else None):
+                    launch.kernel[launch.grid, launch.block, 0, launch.shared_bytes](*args)
                 rec = _REC
             finally:
                 _REC = None

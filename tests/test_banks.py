@@ -217,3 +217,34 @@ def test_small_problem_reaches_below_the_floor_where_it_must():
     q = banks.small_problem(v, p)
     assert q.n * q.h * q.w <= p.n * p.h * p.w / 8 and q.c >= 32 and q.h * q.w * 4 % 32 == 0
     assert [b for _, b in banks._plan_shape(v, q)] == [b for _, b in banks._plan_shape(v, p)]
+
+
+@cuda.jit
+def _grid_stride_copy(x, y):
+    # a persistent grid: each block's share of the rows follows gridDim
+    tx = cuda.threadIdx.x
+    for r in range(cuda.blockIdx.x, 32, cuda.gridDim.x):
+        y[r, tx] = x[r, tx]
+
+
+@dataclass(frozen=True)
+class _GridStride(_Plain):
+    name = "grid_stride_copy"
+
+    def plan(self, problem, bufs):
+        return [Launch(_grid_stride_copy, (4,), (32,), (bufs["x"], bufs["y"]))]
+
+
+@pytest.mark.skipif(not backend.is_simulator(), reason="banks.count runs kernels in the CUDA simulator")
+def test_simulated_blocks_see_the_whole_grid():
+    """Simulating the first block of a 4-block grid-stride launch: the block sees gridDim.x = 4
+    and copies its quarter of the rows (8 of 32), as it does on the GPU; a grid shrunk to the
+    simulated block would have it copy all 32."""
+    one = banks.count(_GridStride(), _T32(), max_blocks=1, cache=False)
+    assert one.blocks == 1
+    co = one.coalescing(0)
+    assert co["load_requests"] == 8 and co["store_requests"] == 8
+    g = one.global_launches[0]
+    assert g["launch_blocks"] == 4 and g["bytes"] == 8 * 32 * 4 * 2
+    every = banks.count(_GridStride(), _T32(), max_blocks=None, cache=False).coalescing(0)
+    assert every["load_requests"] == 32

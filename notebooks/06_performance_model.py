@@ -226,7 +226,7 @@ else:
 #   serves them as a shared tile would: `Traffic.l1_bytes` keeps what the instructions ask,
 #   64 bytes per FMA); the estimate is 1.16x the measured time, the alu leg (90 ms) adding half
 #   of itself.
-# - **Shared wavefronts against Nsight Compute** (38 of the 39 rungs within 25%): the count
+# - **Shared wavefronts against Nsight Compute** (all 39 rungs within 25%): the count
 #   takes, per shared instruction of the SASS, the wavefronts per access the bank simulation
 #   found for that kind and width, and adds every warp shuffle (shuffles cross the same pipe)
 #   and one per read of the thread index (`S2R SR_TID`: 1 per warp in the kernels with
@@ -238,9 +238,12 @@ else:
 #   the warps that take them (2.98 -> 0.83), while the same tree compiled to predicated
 #   instructions (layernorm's and softmax's fused rungs) counts every warp, as Nsight Compute
 #   does; and a loop over rows whose body reduces by shuffles runs once per row (layernorm
-#   backward's multirow rung, 20.9 -> 0.97). The one miss left is that rung's tuned twin (2.5).
-# - **Instruction counts against Nsight Compute** (warp instructions 38, FFMA 38 of 39 within
-#   25%): an if/else on a comparison of two float registers (online softmax's new-max test)
+#   backward's multirow rung, 20.9 -> 0.97), or, where the reduction crosses warps through
+#   shared memory (each warp stores its partial, every warp of the group loads all W of them
+#   back: W = the loop's shared loads over its stores), once per row per W warps (its tuned
+#   twin, 256 threads a row: 2.68 -> 0.97).
+# - **Instruction counts against Nsight Compute** (warp instructions and FFMA: all 39 rungs
+#   within 25%): an if/else on a comparison of two float registers (online softmax's new-max test)
 #   runs both arms in a warp, each thread one of them; an if/else on a comparison with a
 #   constant (`x != -inf`) keeps the longer arm; sweeps over the same elements unrolled to
 #   different strides run in inverse proportion to their strides (rmsnorm multirow's FFMA 1.70
@@ -249,9 +252,10 @@ else:
 #   warp instructions 0.71 -> 0.97, its time 0.72 -> 0.83); a loop unrolled twice whose odd
 #   iteration the compiler peeled into straight code after it runs s // 2 times a thread, the
 #   peeled block s % 2 (rmsnorm tuned at 4096 columns: s = 1, the loop never runs; FFMA 1.76 ->
-#   1.12). Left: layernorm backward's tuned rung (FFMA 1.63, warp instructions 1.28: its
-#   inner sweeps' trips; the zeroing loop over its partial-sum slots is taken for one more
-#   sweep over the rows).
+#   1.12); the row loop across warps above took layernorm backward's tuned rung from FFMA
+#   1.63 and warp instructions 1.28 to 0.83 and 0.92. The inner sweeps' trips of that rung and
+#   its multirow sibling are still short (the zeroing loop over their partial-sum slots is
+#   taken for one more sweep over the rows: FFMA 0.76-0.83).
 # - **L2 traffic against Nsight Compute**: the per-level L2 column is L2 *tag* traffic
 #   (`lts__t_bytes`), the bytes that miss L1 plus, on the H100's two-partition L2, half of the
 #   first touches counted again (`l2_fabric_fraction`, measured on the streaming kernels:

@@ -1043,6 +1043,21 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
             lanes = 2 ** len(offs) if offs else 32
             trips[i] = max(float(rows) * min(lanes, 32) / 32.0, float(warps))
             rules[i] = f"outer: one row per {min(lanes, 32)} lanes an iteration (a shuffle reduction, no barrier)"
+    # the same loop whose reduction crosses warps (shuffles, then each warp's partials through
+    # shared memory between barriers, every warp of the group reading all of them back): each
+    # warp stores its partials once and loads those of the W warps of its group, so W = the
+    # body's shared loads over its shared stores; each iteration the group's W warps finish one
+    # row: rows x W warp-iterations (layernorm backward tuned at 7c7b2e0, 256 threads a row:
+    # 40 loads, 5 stores, W = 8)
+    for i, c in enumerate(own):
+        nld, nst = sum(c["lds"].values()), sum(c["sts"].values())
+        if trips[i] is None and isinstance(rows, (int,)) and rows > 0 and c["shfl"] and c["bar"] \
+                and nld and nst and not c["gmem"] and not c["mma"] \
+                and any(trips[j] for j in range(len(loops)) if loops[j].parent == i):
+            wpg = min(max(round(nld / nst), 1), max(threads_per_block // 32, 1))
+            trips[i] = max(float(rows) * wpg, float(warps))
+            rules[i] = (f"outer: one row per {wpg} warps an iteration (a reduction across warps: "
+                        f"{nld} shared loads, {nst} stores)")
     for _ in range(len(loops)):
         for i, lp in enumerate(loops):
             if trips[i] is None:

@@ -212,15 +212,20 @@ else:
 #   partial-sum slots, 69 MB, read and written once per row they take). The tuned rung's DRAM
 #   is now 1.39: the re-read rule counts each block's rows as all in flight at once, while
 #   its blocks walk about eight rows one after another.
-# - **Batchnorm NCHW** (2 blocks per SM, each walking its channels): 0.61 to 0.63 of the measured
-#   time for the fused, warp and welford rungs. Their NHWC twins (in the shared sweep table,
-#   not in `data/results`) run the same kernel on data where each warp request touches 32
-#   lines: Nsight Compute counted the same warp instructions for both layouts and 5.5x the
-#   L2 bytes for NHWC. The model once sized their loops from those L2 bytes (3.6x the measured
-#   time); a one-launch streaming rung whose traffic model gives L2 bytes only is now sized
-#   from the bytes its instructions ask for (the simulated twin's, scaled), and L1's
-#   wavefronts count as a resource of their own beside latency (L1 serves every warp's
-#   requests, so a warp also waits behind the others'): 0.55 of the measured 1157 us.
+# - **Batchnorm** (one block per channel, 2 blocks per SM, three sweeps over the channel):
+#   each sweep reads the channel from DRAM again (Nsight Compute: 308 MB read, 3x the input),
+#   and every element's load waits behind an int64 division for its index. The small simulated
+#   twin fits in L2, so its re-reads hit there; the model once took their latency from it
+#   (0.61-0.63 of the measured time for the fused, warp and welford rungs). A load now waits
+#   on DRAM in at least the share of the requested bytes that the DRAM traffic says come from
+#   there: 0.81-0.94. Their NHWC twins (in the shared sweep table, not in `data/results`) run
+#   the same kernel on data where each warp request touches 32 lines: Nsight Compute counted
+#   the same warp instructions for both layouts and 5.5x the L2 bytes for NHWC. The model once
+#   sized their loops from those L2 bytes (3.6x the measured time); a one-launch streaming
+#   rung whose traffic model gives L2 bytes only is now sized from the bytes its instructions
+#   ask for (the simulated twin's, scaled), and L1's wavefronts count as a resource of their
+#   own beside latency (L1 serves every warp's requests, so a warp also waits behind the
+#   others'): 0.79-0.94 of the measured 943-1169 us.
 # - **The naive GEMM**: the lsu leg is right (274 against 275 ms). Its L2 bytes are what
 #   misses L1 (the 32 warps of a 32x32 block read the same rows of A and columns of B, and L1
 #   serves them as a shared tile would: `Traffic.l1_bytes` keeps what the instructions ask,

@@ -1366,6 +1366,7 @@ def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *,
                     f"({panel['tile'][0]}x{panel['tile'][1]} tiles) read {panel['reads'] / 1e6:.0f} MB of A and B")
     l2_bytes = l2_total * share
     l1_bytes = l1_total * share
+    reread_to_dram = None
     if not dense and l1_bytes > dram_bytes * 1.05 and r["l2_size_bytes"]["value"] and use_banks:
         # re-reads (a second sweep over a row) find the row in L2 only while the rows the
         # resident blocks work on fit: the launch's distinct bytes of re-read (streamed) arrays,
@@ -1389,6 +1390,11 @@ def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *,
                                 f"{footprint / 1e6:.0f} MB at once, L2 keeps {keep / 1e6:.0f} MB; the simulated "
                                 f"block's reads of its rows all go to DRAM")
                     dram_bytes = miss_bytes
+                    # the loads that wait on DRAM: every read of a streamed array (the first
+                    # touch and the re-reads), not the parameters every block reads
+                    streamed = g["streamed_distinct"] + g["streamed_reread"]
+                    params = g["bytes"] - g["bytes_if_rereads_miss"]
+                    reread_to_dram = streamed / max(streamed + params, 1e-9)
     # L2 tag traffic (Nsight Compute's lts__t_bytes): on a GPU whose L2 is two partitions
     # (H100), a request whose line lives in the far partition and is not yet copied in the near
     # one crosses the fabric and is counted again: first touches, about half of them far.  A
@@ -1432,6 +1438,14 @@ def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *,
         miss_p = nmiss / nreq
         miss_lines = sim[pre + "load_miss_lines"] / nmiss if nmiss else 1.0
         to_dram = sim[pre + "load_miss_dram"] / nmiss if nmiss else 0.0
+        # the simulated twin fits in L2, so its re-reads hit there; where the launch's do not
+        # (the re-read rule above, or a traffic model whose DRAM bytes are what the
+        # instructions ask for: every sweep from DRAM), they wait on DRAM as the first reads do
+        if reread_to_dram is not None:
+            to_dram = max(to_dram, reread_to_dram)
+        asked_bytes = launch_l1 if launch_l1 else l1_bytes
+        if asked_bytes:
+            to_dram = max(to_dram, min(1.0, dram_bytes / asked_bytes))
     else:
         miss_p = min(1.0, max(0.0, l2_bytes / l1_bytes)) if l1_bytes else 1.0
         miss_lines = min(max(lines, 1.0), 32.0)

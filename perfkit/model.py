@@ -1532,11 +1532,8 @@ def _lines_per_request(variant, problem, k: int, c: dict, vectorize: bool | None
 
 def _launch_weights(variant, problem, sizes) -> list[float] | None:
     """Each launch's part of the bytes the rung's global instructions move, from the bank
-    simulation of a small twin of the problem: the simulated block's accesses times the blocks
-    of the twin's launch (or once, where that block alone touched at least half of the bytes it
-    was passed: a grid-stride loop run by one block does the whole launch), scaled to the problem
-    by the bytes of the arrays each launch is passed.  None where there is one launch or no
-    simulation (then the share follows the bytes of the arrays passed)."""
+    simulation of a small twin of the problem (:func:`_requested_bytes`).  None where there is
+    one launch or no simulation (then the share follows the bytes of the arrays passed)."""
     if len(sizes) < 2:
         return None
     out = []
@@ -1551,10 +1548,11 @@ def _launch_weights(variant, problem, sizes) -> list[float] | None:
 def _requested_bytes(variant, problem, k: int, nb: float) -> float | None:
     """The bytes launch ``k``'s global instructions ask for (elements x their size, before
     any coalescing into sectors), from the bank simulation of a small twin: the simulated
-    block's accesses times the twin launch's blocks (or once, where that block alone touched
-    at least half of the bytes it was passed: a grid-stride loop run by one block does the
-    whole launch), scaled by ``nb``, the bytes of the arrays the launch is passed, over the
-    twin's.  None where not simulated."""
+    block's accesses times the twin launch's blocks (the simulated block sees the launch's
+    whole grid, so a grid-stride loop does its own share there), or once where that block
+    alone touched at least half of the bytes it was passed (the whole launch in one block),
+    scaled by ``nb``, the bytes of the arrays the launch is passed, over the twin's.  None
+    where not simulated."""
     g = _simulated_launch(variant, problem, k)
     if not g or not g.get("arg_bytes") or not g.get("launch_blocks") or not g.get("bytes"):
         return None

@@ -43,10 +43,16 @@ The model of one kernel launch
      compiler's unswitched copy for an empty inner range and does not run; sweeps left that
      pass over the same elements at different strides (one unrolled twice as far as another:
      the stride is a loop's smallest group of same-kind, same-width accesses, in elements)
-     split the bytes so that each covers every element (:func:`_elements_per_iteration`);
+     split the bytes so that each covers every element (:func:`_elements_per_iteration`); a
+     top-level sweep unrolled k times whose odd iterations the compiler peeled into a block
+     after it (branched around, its accesses the loop's k times fewer) runs s // k times per
+     thread and the block s % k times, s the thread's elements per pass over the block's
+     (where s is not whole: the block (k - 1) / 2 times);
    * an outer loop with no global accesses of its own whose body reduces by shuffles and no
      barrier walks rows (``problem.rows``): ``rows x 2^L / 32`` warp-iterations, L its
-     butterfly offsets (a group of 2^L lanes finishes a row an iteration); another outer loop
+     butterfly offsets (a group of 2^L lanes finishes a row an iteration); with barriers and
+     the warps' partials through shared memory (each warp storing its own, loading the W of
+     its group back): ``rows x W``, W its shared loads over its shared stores; another outer loop
      runs as often as its least frequent inner loop; any other loop (a reduction tree) runs
      ``log2(threads per block)`` times per warp.
 

@@ -468,18 +468,25 @@ def _array_bytes(args) -> tuple[int, int, float]:
     return arrays, scalars, nbytes
 
 
+def _planning_for_target(r):
+    """A context in which :func:`perfkit.backend.device` answers the target GPU of the rates
+    ``r`` (its SM count and compute capability), for plans and traffic models that size their
+    grids or workspaces from the device."""
+    from . import backend
+
+    info = backend.DeviceInfo(name=f"model target ({r['sm_count']['value']} SMs)", simulated=False,
+                              compute_capability=tuple(r["compute_capability"]["value"]),
+                              sm_count=int(r["sm_count"]["value"]))
+    return backend.planning_for(info)
+
+
 def _plan_launches(variant, problem, r=None):
     """The rung's launches with stand-in buffers of the real shapes (nothing allocated), planned
     for the target GPU of the rates ``r`` (its SM count and compute capability, for plans that
     size their grids from the device)."""
-    from . import backend
-
     if r is None:
         return _plan_launches_here(variant, problem)
-    info = backend.DeviceInfo(name=f"model target ({r['sm_count']['value']} SMs)", simulated=False,
-                              compute_capability=tuple(r["compute_capability"]["value"]),
-                              sm_count=int(r["sm_count"]["value"]))
-    with backend.planning_for(info):
+    with _planning_for_target(r):
         return _plan_launches_here(variant, problem)
 
 
@@ -488,13 +495,13 @@ def _traffic_for(variant, problem, r):
     launch shape follows the device (a persistent grid of a few blocks per SM, one partial-sum
     row per slot) sizes its workspace, and so its traffic, from the target's SM count, as its
     launch plan does (:func:`_plan_launches`), not from the machine the model runs on."""
-    from . import backend
-
-    info = backend.DeviceInfo(name=f"model target ({r['sm_count']['value']} SMs)", simulated=False,
-                              compute_capability=tuple(r["compute_capability"]["value"]),
-                              sm_count=int(r["sm_count"]["value"]))
-    with backend.planning_for(info):
+    with _planning_for_target(r):
         return variant.traffic(problem)
+
+
+def _is_dense(problem) -> bool:
+    """A dense op (a matrix product, a convolution): more than 8 FLOPs per byte of its arrays."""
+    return problem.flops / max(problem.bytes, 1.0) > 8.0
 
 
 def _plan_launches_here(variant, problem):
@@ -942,7 +949,13 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
     # back where it does not run.  (The sweeps below still size the other loops with this one
     # among them: the elements a pass covers are the same)
     peeled_back = []
-    for i in [q for q in sweep if loops[q].parent is None and own[q]["gw"]]:
+    try:
+        import numpy as np
+
+        n = float(problem.elem_bytes) / np.dtype(problem.dtype).itemsize / (32.0 * warps)
+    except (AttributeError, TypeError, ValueError):
+        n = None
+    for i in [q for q in sweep if n is not None and loops[q].parent is None and own[q]["gw"]]:
         after = [(a, t) for a, t in _forward_spans(straight_pairs) if a > loops[i].end]
         if not after:
             continue
@@ -958,13 +971,7 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
             continue
         k = ks.pop()
         per_block = _elements_per_iteration(cb, problem)
-        try:
-            import numpy as np
-
-            n = float(problem.elem_bytes) / np.dtype(problem.dtype).itemsize / (32.0 * warps)
-        except (AttributeError, TypeError, ValueError):
-            n = None
-        if k < 2 or k != int(k) or not per_block or n is None:
+        if k < 2 or k != int(k) or not per_block:
             continue
         k = int(k)
         src = n / per_block
@@ -1313,7 +1320,7 @@ def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *,
     waves = math.ceil(blocks / (sms * bps))
     resident_blocks = min(bps, busiest)
     warps_per_sched = max(resident_blocks * wpb / 4.0, 1e-9)
-    dense = problem.flops / max(problem.bytes, 1.0) > 8.0
+    dense = _is_dense(problem)
     l2_total = traffic.l2_bytes if traffic.l2_bytes is not None else traffic.dram_bytes
     # what the global instructions move (the trip counts of sweeping loops), before L1 hits
     l1_total = traffic.l1_bytes if traffic.l1_bytes is not None else l2_total
@@ -1372,6 +1379,9 @@ def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *,
                     f"({panel['tile'][0]}x{panel['tile'][1]} tiles) read {panel['reads'] / 1e6:.0f} MB of A and B")
     l2_bytes = l2_total * share
     l1_bytes = l1_total * share
+    # the bytes the instructions ask for (the simulated twin's, scaled) where known: the rung's
+    # L1 bytes may count sectors (NHWC batchnorm: 8 of them per useful float)
+    asked = launch_l1 if launch_l1 else l1_bytes
     reread_to_dram = None
     if not dense and l1_bytes > dram_bytes * 1.05 and r["l2_size_bytes"]["value"] and use_banks:
         # re-reads (a second sweep over a row) find the row in L2 only while the rows the
@@ -1383,9 +1393,6 @@ def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *,
         resident = min(blocks, sms * bps)
         keep = r["l2_size_bytes"]["value"] * r["l2_reuse_fraction"]["value"]
         g = _simulated_launch(variant, problem, k)
-        # the bytes the instructions ask for (the simulated twin's, scaled) where known: the
-        # rung's L1 bytes may count sectors (NHWC batchnorm: 8 of them per useful float)
-        asked = launch_l1 if launch_l1 else l1_bytes
         if g and g.get("streamed_reread", 0) > 0 and g.get("bytes", 0) > 0:
             footprint = asked * g["streamed_distinct"] / g["bytes"] * resident / blocks
             if footprint > keep:
@@ -1449,9 +1456,8 @@ def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *,
         # instructions ask for: every sweep from DRAM), they wait on DRAM as the first reads do
         if reread_to_dram is not None:
             to_dram = max(to_dram, reread_to_dram)
-        asked_bytes = launch_l1 if launch_l1 else l1_bytes
-        if asked_bytes:
-            to_dram = max(to_dram, min(1.0, dram_bytes / asked_bytes))
+        if asked:
+            to_dram = max(to_dram, min(1.0, dram_bytes / asked))
     else:
         miss_p = min(1.0, max(0.0, l2_bytes / l1_bytes)) if l1_bytes else 1.0
         miss_lines = min(max(lines, 1.0), 32.0)
@@ -1633,7 +1639,7 @@ def _coalesce_factor(traffic, c, l2_bytes) -> float:
 def _library_estimate(variant, problem, r: _Inputs, traffic) -> Estimate:
     peak = r["fp32_flops"]["value"]
     pk = (traffic.extra or {}).get("peak", "fp32")
-    if str(pk).startswith("tensor") or getattr(problem, "dtype", "float32") == "float16" and problem.flops / max(problem.bytes, 1) > 8:
+    if str(pk).startswith("tensor") or getattr(problem, "dtype", "float32") == "float16" and _is_dense(problem):
         peak = r["tensor_fp16_flops"]["value"] or peak
     legs = {k: 0.0 for k in LEGS}
     legs["dram"] = traffic.dram_bytes / (r["dram_bw"]["value"] * r["dram_efficiency"]["value"])
@@ -1666,8 +1672,7 @@ def estimate(variant, problem, gpu: str = "h100-sxm", *, banks: bool = True) -> 
         return e
     sizes = [_array_bytes(l.args) for l in launches]
     weights = _launch_weights(variant, problem, sizes) if banks else None
-    if weights is None and banks and len(sizes) == 1 and traffic.l1_bytes is None \
-            and problem.flops / max(problem.bytes, 1.0) <= 8.0:
+    if weights is None and banks and len(sizes) == 1 and traffic.l1_bytes is None and not _is_dense(problem):
         # one launch of a streaming op whose traffic model gives L2 bytes only: where its
         # accesses do not coalesce (NHWC batchnorm: one useful float per 32-byte sector) those
         # are several times what its instructions ask for, and would multiply its loops' trips;

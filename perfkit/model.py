@@ -138,9 +138,12 @@ The model of one kernel launch
 
 4. **The launch sequence.**  The host issues launches back to back (Numba's launch cost: 6.6
    us + 3.7 us per array argument, numba-cuda PR #288); the GPU runs them in order.  The
-   sequence ends at ``end_i = max(host_i, end_{i-1}) + kernel_i`` over launches i, with
-   ``host_i`` the cumulative launch cost after the first launch (whose cost hides behind the
-   work queued before it: the L2 flush of a cold-L2 timing), plus ``launch_latency_s`` once.
+   sequence ends at ``end_i = max(H_i, end_{i-1}) + kernel_i`` over launches i, with
+   ``H_i = h_0 + ... + h_i - ahead`` the time launch i is queued, counted from the start event:
+   the host launches while the GPU works through what was queued ahead of the sequence
+   (``ahead``: the timer's cold-L2 flush, 2 x L2 written at the effective DRAM rate, 45 us on
+   the H100; plus the spin kernel of timers that queue one), plus ``launch_latency_s`` once.
+   Host cost shows where it outlasts the work ahead, or the kernels before it.
    Where only one block fits on an SM and the kernel has barriers, the phases between
    barriers cannot overlap with another block's: the two slowest legs add (overlap 1).  Oracles and peers (library calls) get a roofline
    estimate (their Traffic over the datasheet peaks) plus one library call's cost, bound
@@ -164,7 +167,7 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-__all__ = ["Traffic", "Prediction", "predict", "Estimate", "estimate", "what_if", "plot_what_if",
+__all__ = ["Traffic", "Prediction", "predict", "Estimate", "estimate", "flush_seconds", "what_if", "plot_what_if",
            "validate", "summary_line", "levels_line", "repeat_line", "dynamic_mix", "rates", "LEGS", "RATES_PATH"]
 
 RATES_PATH = Path(__file__).resolve().parent.parent / "data" / "rates.yaml"
@@ -1650,11 +1653,24 @@ def _library_estimate(variant, problem, r: _Inputs, traffic) -> Estimate:
                     variant=variant.label, problem=problem.label)
 
 
-def estimate(variant, problem, gpu: str = "h100-sxm", *, banks: bool = True) -> Estimate:
+def flush_seconds(r) -> float:
+    """Seconds the GPU spends on perfkit's cold-L2 flush (:func:`perfkit.timing.measure` writes
+    2 x L2, at least 8 MiB, ahead of each sample) at the effective DRAM rate of ``r``
+    (:func:`rates`)."""
+    from .timing import flush_bytes_for
+
+    return flush_bytes_for(r["l2_size_bytes"]["value"]) / (r["dram_bw"]["value"] * r["dram_efficiency"]["value"])
+
+
+def estimate(variant, problem, gpu: str = "h100-sxm", *, banks: bool = True,
+             ahead_s: float | None = None) -> Estimate:
     """Predicted median time of one launch sequence of ``variant`` on ``problem`` on ``gpu``
     (a key or alias of ``data/devices.yaml``), from static inputs only; see the module
     docstring for the model.  ``banks=False`` skips the bank-conflict simulation (conflict-free
-    shared memory assumed)."""
+    shared memory assumed).  ``ahead_s``: seconds of GPU work queued ahead of the sequence
+    while the host launches it, which hide that much of the host's launch cost (default: the
+    cold-L2 flush, :func:`flush_seconds`; a record taken behind a spin kernel adds its
+    ``extra["spin_s"]``)."""
     from .kernels.base import Problem, Variant
 
     if not isinstance(variant, Variant) or not isinstance(problem, Problem):
@@ -1690,21 +1706,26 @@ def estimate(variant, problem, gpu: str = "h100-sxm", *, banks: bool = True) -> 
                                     launch_l1=weights[k] if simulated else None))
         per[-1]["host_s"] = r["host_base_s"]["value"] + na * r["host_per_array_arg_s"]["value"] \
             + ns * r["host_per_scalar_arg_s"]["value"]
-    # the launch sequence: host issues launches back to back, the GPU runs in order; the first
-    # launch's host cost hides behind the work queued before it (the L2 flush of a cold-L2
-    # timing), later ones show where the kernels before them are shorter
-    host = 0.0
-    end = r["launch_latency_s"]["value"]
-    for i, p in enumerate(per):
-        if i:
-            host += p["host_s"]
+    # the launch sequence: the host issues launches back to back while the GPU works through
+    # what was queued ahead of them (the L2 flush of a cold-L2 timing: ``ahead``), then runs
+    # them in order; launch i is queued at H_i = h_0 + ... + h_i - ahead (time 0: the start
+    # event, when the GPU finishes the work ahead) and starts at max(H_i, end of launch i-1).
+    # Host cost shows where it outlasts the work ahead (first launch) or the kernels before
+    ahead = flush_seconds(r) if ahead_s is None else max(float(ahead_s), 0.0)
+    host = -ahead
+    end = 0.0
+    for p in per:
+        host += p["host_s"]
         end = max(host, end) + p["seconds"]
+    end += r["launch_latency_s"]["value"]
     busy = sum(p["seconds"] for p in per)
     legs = {k: sum(p["legs"].get(k, 0.0) for p in per) for k in LEGS if k != "launch"}
     legs["launch"] = end - busy
     bound = max(legs, key=legs.get)
     inputs = dict(r)
     inputs["traffic"] = {"value": traffic.as_dict(), "source": f"{variant.label}.traffic(problem)"}
+    inputs["ahead_s"] = {"value": ahead, "source": "GPU work queued ahead of the sequence: "
+                         + ("the cold-L2 flush, 2 x L2 at dram_bw x dram_efficiency" if ahead_s is None else "given")}
     for i, p in enumerate(per):
         inputs[f"launch{i}"] = {"value": {k: v for k, v in p.items() if k not in ("legs",)},
                                 "source": "perfkit.anatomy (compiled for sm_%d%d) and perfkit.banks" % tuple(r["compute_capability"]["value"])}
@@ -1828,9 +1849,11 @@ def validate(gpu: str = "h100-sxm", results_root=None, ncu_path=None, *, banks: 
             continue
         try:
             p = mod.Problem(**d["params"])
-            key = (op, code, json.dumps(d["params"], sort_keys=True), name, json.dumps(v.config, sort_keys=True, default=str))
+            ahead = _record_ahead(d.get("timing") or {}, rates(gpu))
+            key = (op, code, json.dumps(d["params"], sort_keys=True), name, json.dumps(v.config, sort_keys=True, default=str),
+                   round(ahead * 1e7) if ahead is not None else None)
             if key not in cache:
-                cache[key] = estimate(v, p, gpu, banks=banks)
+                cache[key] = estimate(v, p, gpu, banks=banks, ahead_s=ahead)
             e = cache[key]
             row.update(predicted_s=e.seconds, bound=e.bound)
             row["_estimate"] = e
@@ -1842,6 +1865,17 @@ def validate(gpu: str = "h100-sxm", results_root=None, ncu_path=None, *, banks: 
     line = summary_line(table[table["kind"] == "rung"]["ratio"])
     levels = _levels(table, ncu_path)
     return table, line, levels
+
+
+def _record_ahead(timing: dict, r) -> float | None:
+    """Seconds of GPU work a record's timer queued ahead of each sample: its L2 flush
+    (``flush_bytes`` at the effective DRAM rate) plus its spin kernel (``extra["spin_s"]``,
+    timers from 2026-11-24 on); None where the record does not say (the default applies)."""
+    if "flush_bytes" not in timing:
+        return None
+    fb = float(timing.get("flush_bytes") or 0)
+    spin = float((timing.get("extra") or {}).get("spin_s") or 0.0)
+    return fb / (r["dram_bw"]["value"] * r["dram_efficiency"]["value"]) + spin
 
 
 def repeat_line(table) -> str:

@@ -215,7 +215,16 @@ def _spin_kernel():
 _flush_cache: dict = {}
 
 
-def _flusher(l2_bytes: int, factor: int = 2, minimum: int = 8 << 20):
+#: the cold-L2 flush writes max(FLUSH_FACTOR x L2, FLUSH_MIN_BYTES) bytes (flush_factor's default)
+FLUSH_FACTOR, FLUSH_MIN_BYTES = 2, 8 << 20
+
+
+def flush_bytes_for(l2_bytes, factor: int = FLUSH_FACTOR) -> int:
+    """Bytes the cold-L2 flush writes on a device with ``l2_bytes`` of L2."""
+    return max(factor * int(l2_bytes or 0), FLUSH_MIN_BYTES)
+
+
+def _flusher(l2_bytes: int, factor: int = FLUSH_FACTOR, minimum: int = FLUSH_MIN_BYTES):
     """A callable that writes a buffer of max(factor * L2, minimum) bytes on the device."""
     nbytes = max(factor * int(l2_bytes or 0), minimum)
     if nbytes in _flush_cache:

@@ -367,9 +367,11 @@ class Naive(Variant):
     def traffic(self, problem):
         e = problem.elem_bytes
         cb = _col_bytes(problem) - 2 * e
-        return Traffic(flops=problem.flops, dram_bytes=5 * e + 3 * e + e + cb, l2_bytes=9 * e + cb, limiter="dram",
-                       notes="x read 5 times, dy 3 times, dx written once; row-per-thread is uncoalesced; "
-                             "dgamma/dbeta by a two-stage column reduction")
+        return Traffic(flops=problem.flops, dram_bytes=5 * e + 3 * e + e + cb,
+                       l2_bytes=8 * e + C.scattered_store_l2(e, problem.dtype) + cb, limiter="dram",
+                       notes="x read 5 times, dy 3 times, dx written once; row-per-thread is uncoalesced "
+                             "(every dx element its own 32-byte sector write in L2); dgamma/dbeta by a "
+                             "two-stage column reduction")
 
 
 # --- rung 2 -------------------------------------------------------------------------------

@@ -136,8 +136,10 @@ The model of one kernel launch
    flight to keep DRAM busy).  Added after the batched load latencies, it took validate's
    median error on the H100 records from 16% to 15%, within 2x unchanged.
 
-4. **The launch sequence.**  The host issues launches back to back (Numba's launch cost: 6.6
-   us + 3.7 us per array argument, numba-cuda PR #288); the GPU runs them in order.  The
+4. **The launch sequence.**  The host issues launches back to back (perfkit's launch cost on
+   the H100 machine of the records: 37 us + 4.6 us per array argument, derived from the
+   records against Nsight Compute's kernel times, ``data/rates.yaml``; numba-cuda PR #288 timed
+   Numba's dispatch alone at 6.6 us + 3.7 us per array elsewhere); the GPU runs them in order.  The
    sequence ends at ``end_i = max(H_i, end_{i-1}) + kernel_i`` over launches i, with
    ``H_i = h_0 + ... + h_i - ahead`` the time launch i is queued, counted from the start event:
    the host launches while the GPU works through what was queued ahead of the sequence
@@ -153,7 +155,9 @@ Launch plans are made for the target GPU (:func:`perfkit.backend.planning_for`: 
 sizes its grid from the SM count gets the target's).
 
 Fitted constants (``data/rates.yaml`` ``fitted``): ``dram_efficiency``, ``overlap``,
-``launch_latency_s`` and ``dram_latency_spread_clk``, nothing per rung or per op.  ``Estimate.inputs`` lists every number used
+``launch_latency_s`` and ``dram_latency_spread_clk``, nothing per rung or per op; the host's
+launch cost (``host_base_s``, ``host_per_array_arg_s``) is derived from the records by the rule
+its note states, not tuned on validate.  ``Estimate.inputs`` lists every number used
 with its source.
 
 :func:`validate` compares each record with the code it measured: a rung whose kernel code

@@ -172,7 +172,7 @@ else:
 # Where the model misses, the per-launch details in `Estimate.launches` say which leg it
 # believed and why (trip rules, bank degree, waves, the scoreboard per loop, the load latencies
 # in `latencies_clk`). Its known weak spots, from the full validate run over the 105 recorded
-# H100 rungs (at the time of writing: median error 14%, worst ratio 0.14, 103 of 105 within 2x;
+# H100 rungs (at the time of writing: median error 13%, worst ratio 0.29, 103 of 105 within 2x;
 # run `perfkit model validate` for today's line):
 #
 # - **Where a load's data comes from.** The scoreboard waits for the global loads in flight as
@@ -192,9 +192,9 @@ else:
 #   cannot move a load of `x` above a store to `y` that may alias it, so each iteration waits
 #   for ~16 loads one after another. The scoreboard sees the chain, but several of those rungs
 #   still took longer than predicted (down to 0.51 of the measured time at 4096 columns for
-#   layernorm, rmsnorm and layernorm backward; softmax's are predicted over, 1.06 to 1.38), 0.14
-#   and 0.24 for layernorm at 1024, whose records all sit ~40 us above the other ops' at that
-#   width, torch's and Triton's included). Their DRAM bytes are right: every row is in flight
+#   layernorm, rmsnorm and layernorm backward; softmax's are predicted over, 1.06 to 1.38), 0.29
+#   and 0.48 for layernorm at 1024, whose records all sit ~40 us above the other ops' at that
+#   width, Triton's included, more than the host launch cost below explains). Their DRAM bytes are right: every row is in flight
 #   at once (all blocks resident), more than the 32 MB L2 keeps for re-reads, so the second
 #   sweep misses, and the model says so from the launch (resident blocks x the rows the
 #   simulated block re-reads).
@@ -268,7 +268,19 @@ else:
 #   1.47-1.54x their bytes). 33 of the 39 rungs with counts are within 25%; the six misses are
 #   rungs rebuilt from 7c7b2e0 whose own traffic models count re-reads L1 catches (layernorm
 #   backward fused and warp 1.5x, the warptile GEMM 1.5x) or miss uncoalesced accesses
-#   (rmsnorm and softmax multirow 0.67 and 0.73, layernorm backward naive 0.56).
+#   (rmsnorm and softmax multirow 0.67 and 0.73, layernorm backward naive 0.56: its dx stores,
+#   one row per thread, are each a 32-byte sector write in L2, 8x the bytes; today's naive rung
+#   counts them, the rung rebuilt from 7c7b2e0 keeps the traffic model it had).
+# - **Host launch cost**: the records' timer (commit 7c7b2e0) queued the L2 flush, then the
+#   start event, then the rung's launches, so a window also holds whatever part of the host's
+#   launch time outlasts the flush (2 x L2 written: 44.7 us on the H100). Measured against
+#   Nsight Compute's kernel times, that exposed part grows with the launch's array arguments
+#   (median per op: softmax 2.7 us with 2 arrays, rmsnorm 6.1 with 3, layernorm 20.2 with 6,
+#   batchnorm 29.2 with 8): perfkit's launch costs 37 us + 4.6 us per array on that machine,
+#   against 6.6 + 3.7 for Numba's dispatch alone in numba-cuda PR #288. The model queues each
+#   launch at that cost behind the work ahead (`ahead_s`; today's timer adds a spin kernel
+#   longer than the host's launch, and records it, so none shows); the median error went
+#   from 14% to 13%, layernorm at 1024 columns from 0.14 to 0.29.
 # - **The records' own spread**: ten rung/problem pairs were recorded twice at the same commit
 #   on the same H100, and the two medians differ by 18% (median of the pairs) and up to 66%
 #   (rmsnorm fused at 4096x1024: 23.7 and 39.3 us). `validate` prints this spread above its
@@ -279,4 +291,8 @@ else:
 #   rungs. The misses are not explained: rungs 06/07/10 run two 8-warp blocks per SM, but the
 #   warptile rung (two 4-warp blocks) matches, and the coalesced rung reads what the panels
 #   say with the same grid, block and residency as the naive and smem_tiling rungs, which read
-#   twice as much (8.4 GB: all of B once per block row).
+#   twice as much (8.4 GB: all of B once per block row). All five misses read the wide operand
+#   twice per wave of resident blocks (rungs 07 and 10: 589 MB read, near 2 x 4 waves x 64 MB
+#   of B + 64 MB of A = 576), as if each SM's two block slots ran half a block apart and each half-wave
+#   read it again; no static feature we have (registers, warps, shared memory, barriers)
+#   separates them from rungs 02 and 09, so the model keeps one read per wave.

@@ -562,8 +562,11 @@ _MEM_OP = re.compile(r"\b(LDG|STG|LDS|STS|LDGSTS|LD|ST)\b")
 _MEM_WIDTH = re.compile(r"\b(?:LDG|STG|LDS|STS|LDGSTS|LD|ST)(?:\.\w+)*?\.(128|64)\b")
 
 
+#: a test of a value against zero: in a register, a uniform register, or (sm_80/86/89, where a
+#: kernel parameter is compared in place) the constant bank, ``c[0x0][0x284]``
 _ISETP_NE_ZERO = re.compile(r"^ISETP\.NE\.(?:U32\.)?AND(?:\.EX)?\s+(U?P\w+)\s*,\s*U?PT\s*,\s*"
-                            r"(?:U?RZ\s*,\s*U?R\w+|U?R\w+\s*,\s*U?RZ)\b")
+                            r"(?:U?RZ\s*,\s*(?:U?R\w+\b|c\[0x[0-9a-fA-F]+\]\[0x[0-9a-fA-F]+\])"
+                            r"|(?:U?R\w+|c\[0x[0-9a-fA-F]+\]\[0x[0-9a-fA-F]+\])\s*,\s*U?RZ\b)")
 
 
 def _predicate_setter(full: list[tuple[int, str]], at: int, pred: str) -> tuple[str, list[str]] | None:

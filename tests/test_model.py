@@ -354,6 +354,29 @@ def test_one_path_drops_the_zero_divisor_specialisation():
     assert kept2 == [0x00, 0x10, 0x20, 0x30]
     # a comparison of two registers is not a zero test
     assert model._zero_guard([(0x0, "ISETP.NE.AND P0, PT, R2, R3, PT ;")], 0x10, "@P0") == 0
+    # sm_80 compares a 64-bit kernel parameter in the constant bank (the implicit-GEMM conv's
+    # channel count C, before its j // C, j % C loop): taken for zero, the branch target is the
+    # copy for C == 0; a parameter against a register is not a zero test
+    cb = [(0x00, "ISETP.NE.U32.AND P0, PT, RZ, c[0x0][0x280], PT ;"),
+          (0x10, "ISETP.NE.AND.EX P0, PT, RZ, c[0x0][0x284], PT, P0 ;")]
+    assert model._zero_guard(cb, 0x20, "@!P0") == -1 and model._zero_guard(cb, 0x20, "@P0") == 1
+    assert model._zero_guard([(0x0, "ISETP.NE.U32.AND P1, PT, R5, c[0x0][0x2b8], PT ;")], 0x10, "@P1") == 0
+
+
+def test_conv_estimate_takes_the_same_path_on_every_architecture():
+    """The implicit-GEMM conv's k loop decodes j with j // C and j % C; the compiler keeps a
+    copy of the loop for C == 0 (no division, unrolled 4x). Its sm_80 SASS tests C in the
+    constant bank, its sm_90 SASS in a uniform register: both must drop that copy, so the
+    warp instructions of one launch agree across GPUs (they once differed 6.6x)."""
+    from perfkit.kernels import conv
+
+    p = conv.Problem(n=3, c=17, h=13, w=11, k=19, r=3, s=3, stride=2, pad=1, dtype="float32", layout="NHWC")
+    v = [x for x in conv.LADDER if x.rung == 4][0]
+    counts = {g: model.estimate(v, p, g, banks=False).launches[0] for g in ("h100-sxm", "a100-sxm-80gb")}
+    a, h = counts["a100-sxm-80gb"], counts["h100-sxm"]
+    assert a["warp_instructions"] == pytest.approx(h["warp_instructions"], rel=0.1)
+    # one FFMA per k step per output: 126 pixels x 19 channels x 153 steps (C R S)
+    assert a["ffma"] == pytest.approx(126 * 19 * 153, rel=0.01)
 
 
 def test_l2_requests_after_l1_and_the_partition_fabric():

@@ -1660,12 +1660,15 @@ def _library_estimate(variant, problem, r: _Inputs, traffic) -> Estimate:
                     variant=variant.label, problem=problem.label)
 
 
-def flush_seconds(r) -> float:
+def flush_seconds(r) -> float | None:
     """Seconds the GPU spends on perfkit's cold-L2 flush (:func:`perfkit.timing.measure` writes
     2 x L2, at least 8 MiB, ahead of each sample) at the effective DRAM rate of ``r``
-    (:func:`rates`)."""
+    (:func:`rates`); None where ``devices.yaml`` does not give the L2 size (the timer sizes its
+    flush from the device it runs on)."""
     from .timing import flush_bytes_for
 
+    if not r["l2_size_bytes"]["value"]:
+        return None
     return flush_bytes_for(r["l2_size_bytes"]["value"]) / (r["dram_bw"]["value"] * r["dram_efficiency"]["value"])
 
 
@@ -1719,6 +1722,10 @@ def estimate(variant, problem, gpu: str = "h100-sxm", *, banks: bool = True,
     # event, when the GPU finishes the work ahead) and starts at max(H_i, end of launch i-1).
     # Host cost shows where it outlasts the work ahead (first launch) or the kernels before
     ahead = flush_seconds(r) if ahead_s is None else max(float(ahead_s), 0.0)
+    ahead_src = "the cold-L2 flush, 2 x L2 at dram_bw x dram_efficiency" if ahead_s is None else "given"
+    if ahead is None:  # L2 size unknown: the flush taken as long as the first launch's host cost
+        ahead = per[0]["host_s"] if per else 0.0
+        ahead_src = "the cold-L2 flush, its length unknown (no L2 size in devices.yaml): as long as the first launch's host cost"
     host = -ahead
     end = 0.0
     for p in per:
@@ -1731,8 +1738,7 @@ def estimate(variant, problem, gpu: str = "h100-sxm", *, banks: bool = True,
     bound = max(legs, key=legs.get)
     inputs = dict(r)
     inputs["traffic"] = {"value": traffic.as_dict(), "source": f"{variant.label}.traffic(problem)"}
-    inputs["ahead_s"] = {"value": ahead, "source": "GPU work queued ahead of the sequence: "
-                         + ("the cold-L2 flush, 2 x L2 at dram_bw x dram_efficiency" if ahead_s is None else "given")}
+    inputs["ahead_s"] = {"value": ahead, "source": "GPU work queued ahead of the sequence: " + ahead_src}
     for i, p in enumerate(per):
         inputs[f"launch{i}"] = {"value": {k: v for k, v in p.items() if k not in ("legs",)},
                                 "source": "perfkit.anatomy (compiled for sm_%d%d) and perfkit.banks" % tuple(r["compute_capability"]["value"])}

@@ -779,3 +779,10 @@ def test_host_launch_cost_shows_only_past_the_work_queued_ahead():
     # partly hidden: what the host takes beyond the work ahead
     part = model.estimate(v, p, banks=False, ahead_s=h0 / 2)
     assert part.seconds - hidden.seconds == pytest.approx(h0 / 2 - exposed, rel=1e-6)
+    # a device whose L2 size devices.yaml does not give (B200): the flush's length is unknown,
+    # taken as long as the first launch's host cost (hidden, as on a GPU with a large L2)
+    rb = model.rates("b200")
+    assert rb["l2_size_bytes"]["value"] is None and model.flush_seconds(rb) is None
+    eb = model.estimate(v, p, "b200", banks=False)
+    assert eb.inputs["ahead_s"]["value"] == pytest.approx(eb.launches[0]["host_s"])
+    assert eb.legs["launch"] == pytest.approx(rb["launch_latency_s"]["value"])

@@ -563,8 +563,9 @@ _MEM_WIDTH = re.compile(r"\b(?:LDG|STG|LDS|STS|LDGSTS|LD|ST)(?:\.\w+)*?\.(128|64
 
 
 #: a test of a value against zero: in a register, a uniform register, or (sm_80/86/89, where a
-#: kernel parameter is compared in place) the constant bank, ``c[0x0][0x284]``
-_ISETP_NE_ZERO = re.compile(r"^ISETP\.NE\.(?:U32\.)?AND(?:\.EX)?\s+(U?P\w+)\s*,\s*U?PT\s*,\s*"
+#: kernel parameter is compared in place) the constant bank, ``c[0x0][0x284]``; sm_100 tests a
+#: kernel parameter with the uniform datapath (``UISETP ... UP0``, branched on by ``BRA.U UP0``)
+_ISETP_NE_ZERO = re.compile(r"^U?ISETP\.NE\.(?:U32\.)?AND(?:\.EX)?\s+(U?P\w+)\s*,\s*U?PT\s*,\s*"
                             r"(?:U?RZ\s*,\s*(?:U?R\w+\b|c\[0x[0-9a-fA-F]+\]\[0x[0-9a-fA-F]+\])"
                             r"|(?:U?R\w+|c\[0x[0-9a-fA-F]+\]\[0x[0-9a-fA-F]+\])\s*,\s*U?RZ\b)")
 
@@ -685,6 +686,12 @@ def _one_path(body: list[tuple[int, str]], full: list[tuple[int, str]] | None = 
         if not m2 or m2.group(1) or m2.group(2):
             continue
         e = int(m2.group(3), 16)
+        if z > 0 and a < e < t:
+            # the zero case falls through into a copy that ends in a loop's unconditional back
+            # edge (its exit jumps past the other arm: sm_100's conv k loop for C == 0); the
+            # branch, taken for a nonzero value, skips it
+            ranges.append((a + 1, t))
+            continue
         if e <= t:
             continue
         fcmp = _data_guard(full, a, (m.group(1) or m.group(2) or "").strip())

@@ -361,20 +361,41 @@ def test_one_path_drops_the_zero_divisor_specialisation():
           (0x10, "ISETP.NE.AND.EX P0, PT, RZ, c[0x0][0x284], PT, P0 ;")]
     assert model._zero_guard(cb, 0x20, "@!P0") == -1 and model._zero_guard(cb, 0x20, "@P0") == 1
     assert model._zero_guard([(0x0, "ISETP.NE.U32.AND P1, PT, R5, c[0x0][0x2b8], PT ;")], 0x10, "@P1") == 0
+    # sm_100: the uniform datapath tests the parameter and branches on a uniform predicate; the
+    # zero case falls through into its own loop, which ends in an unconditional back edge (its
+    # exit jumps past the other arm)
+    body3 = [(0x00, "UISETP.NE.U32.AND UP0, UPT, UR14, URZ, UPT ;"),
+             (0x10, "UISETP.NE.U32.AND.EX UP0, UPT, UR15, URZ, UPT, UP0 ;"),
+             (0x20, "BRA.U UP0, 0x80 ;"),
+             (0x30, "LDG.E R4, desc[UR4][R2.64] ;"),           # C == 0: a loop with no division
+             (0x40, "FFMA R1, R4, R5, R1 ;"),
+             (0x50, "@P2 BRA 0xd0 ;"),
+             (0x60, "NOP ;"),
+             (0x70, "BRA 0x30 ;"),
+             (0x80, "CALL.REL.NOINC 0x200 ;"),                 # C != 0: divide, load, FMA
+             (0x90, "LDG.E R4, desc[UR4][R2.64] ;"),
+             (0xa0, "FFMA R1, R4, R5, R1 ;"),
+             (0xb0, "@P3 BRA 0x80 ;"),
+             (0xc0, "NOP ;"),
+             (0xd0, "EXIT ;")]
+    kept3 = [a for a, _ in model._one_path(body3)]
+    assert 0x30 not in kept3 and 0x40 not in kept3 and 0x90 in kept3 and 0xa0 in kept3
 
 
 def test_conv_estimate_takes_the_same_path_on_every_architecture():
     """The implicit-GEMM conv's k loop decodes j with j // C and j % C; the compiler keeps a
     copy of the loop for C == 0 (no division, unrolled 4x). Its sm_80 SASS tests C in the
-    constant bank, its sm_90 SASS in a uniform register: both must drop that copy, so the
-    warp instructions of one launch agree across GPUs (they once differed 6.6x)."""
+    constant bank, its sm_90 SASS in a uniform register, its sm_100 SASS with a uniform
+    predicate: all must drop that copy, so the warp instructions of one launch agree across
+    GPUs (they once differed 6.6x)."""
     from perfkit.kernels import conv
 
     p = conv.Problem(n=3, c=17, h=13, w=11, k=19, r=3, s=3, stride=2, pad=1, dtype="float32", layout="NHWC")
     v = [x for x in conv.LADDER if x.rung == 4][0]
-    counts = {g: model.estimate(v, p, g, banks=False).launches[0] for g in ("h100-sxm", "a100-sxm-80gb")}
-    a, h = counts["a100-sxm-80gb"], counts["h100-sxm"]
+    counts = {g: model.estimate(v, p, g, banks=False).launches[0] for g in ("h100-sxm", "a100-sxm-80gb", "b200")}
+    a, h, b = counts["a100-sxm-80gb"], counts["h100-sxm"], counts["b200"]
     assert a["warp_instructions"] == pytest.approx(h["warp_instructions"], rel=0.1)
+    assert 0.6 * h["warp_instructions"] < b["warp_instructions"] < 1.1 * h["warp_instructions"]  # sm_100: a shorter loop
     # one FFMA per k step per output: 126 pixels x 19 channels x 153 steps (C R S)
     assert a["ffma"] == pytest.approx(126 * 19 * 153, rel=0.01)
 

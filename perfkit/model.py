@@ -570,18 +570,37 @@ _ISETP_NE_ZERO = re.compile(r"^U?ISETP\.NE\.(?:U32\.)?AND(?:\.EX)?\s+(U?P\w+)\s*
                             r"|(?:U?R\w+|c\[0x[0-9a-fA-F]+\]\[0x[0-9a-fA-F]+\])\s*,\s*U?RZ\b)")
 
 
-def _predicate_setter(full: list[tuple[int, str]], at: int, pred: str) -> tuple[str, list[str]] | None:
+#: a predicate copied from another (``PLOP3.LUT P3, PT, PT, PT, UP0, 0x80, 0x0``: P3 = UP0, as
+#: sm_89 moves a uniform test into a predicate register before branching on it)
+_PLOP3_COPY = re.compile(r"^PLOP3\.LUT\s+U?P\w+\s*,\s*U?PT\s*,\s*U?PT\s*,\s*U?PT\s*,\s*(!?U?P\w+)\s*,\s*0x80\s*,\s*0x0$")
+
+
+def _predicate_setter(full: list[tuple[int, str]], at: int, pred: str) -> tuple[str, list[str], bool] | None:
     """The last unguarded instruction before address ``at`` whose first operand is ``pred``
-    (the instruction that set a branch's predicate): (text, operands), or None."""
-    for a, ins in reversed(full):
-        if a >= at:
-            continue
-        text = ins.strip().rstrip(";").strip()
-        if text.startswith("@"):
-            continue
-        ops = text.split(None, 1)
-        if len(ops) == 2 and ops[1].split(",")[0].strip() == pred:
-            return text, [x.strip() for x in ops[1].split(",")]
+    (the instruction that set a branch's predicate), followed through predicate copies
+    (:data:`_PLOP3_COPY`): (text, operands, negated), ``negated`` where a copy inverted it; or
+    None."""
+    neg = False
+    for _ in range(4):
+        hit = None
+        for a, ins in reversed(full):
+            if a >= at:
+                continue
+            text = ins.strip().rstrip(";").strip()
+            if text.startswith("@"):
+                continue
+            ops = text.split(None, 1)
+            if len(ops) == 2 and ops[1].split(",")[0].strip() == pred:
+                hit = (a, text, [x.strip() for x in ops[1].split(",")])
+                break
+        if hit is None:
+            return None
+        m = _PLOP3_COPY.match(hit[1])
+        if not m:
+            return hit[1], hit[2], neg
+        src = m.group(1)
+        neg ^= src.startswith("!")
+        pred, at = src.lstrip("!"), hit[0]
     return None
 
 
@@ -598,7 +617,7 @@ def _zero_guard(full: list[tuple[int, str]], at: int, guard: str) -> int:
     setter = _predicate_setter(full, at, pred)
     if setter is None or not _ISETP_NE_ZERO.match(setter[0]):
         return 0
-    return -1 if neg else 1
+    return -1 if neg ^ setter[2] else 1
 
 
 _SHFL_BFLY = re.compile(r"\bSHFL\.BFLY\b[^;]*?,\s*(0x[0-9a-fA-F]+|\d+)\s*,\s*0x1f")

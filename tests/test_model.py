@@ -380,6 +380,15 @@ def test_one_path_drops_the_zero_divisor_specialisation():
              (0xd0, "EXIT ;")]
     kept3 = [a for a, _ in model._one_path(body3)]
     assert 0x30 not in kept3 and 0x40 not in kept3 and 0x90 in kept3 and 0xa0 in kept3
+    # sm_89 copies the uniform test into a predicate register (PLOP3.LUT P3 = UP0) before the
+    # branch: the zero test is followed through the copy (the tensor-core GEMM's k-tile count:
+    # its short arm, for no k tiles, once made the estimate drop the whole k loop on the L40S)
+    cp = [(0x00, "UISETP.NE.U32.AND UP0, UPT, UR6, URZ, UPT ;"),
+          (0x10, "UISETP.NE.AND.EX UP0, UPT, UR4, URZ, UPT, UP0 ;"),
+          (0x20, "PLOP3.LUT P3, PT, PT, PT, UP0, 0x80, 0x0 ;"),
+          (0x30, "PLOP3.LUT P4, PT, PT, PT, !UP0, 0x80, 0x0 ;")]
+    assert model._zero_guard(cp, 0x40, "@P3") == 1 and model._zero_guard(cp, 0x40, "@!P3") == -1
+    assert model._zero_guard(cp, 0x40, "@P4") == -1
 
 
 def test_conv_estimate_takes_the_same_path_on_every_architecture():

@@ -615,9 +615,28 @@ def _zero_guard(full: list[tuple[int, str]], at: int, guard: str) -> int:
     if not pred or pred in ("PT", "UPT"):
         return 0
     setter = _predicate_setter(full, at, pred)
-    if setter is None or not _ISETP_NE_ZERO.match(setter[0]):
+    if setter is None:
         return 0
-    return -1 if neg ^ setter[2] else 1
+    if _ISETP_NE_ZERO.match(setter[0]):
+        return -1 if neg ^ setter[2] else 1
+    m = _ISETP_SIZE.match(setter[0])
+    if not m:
+        return 0
+    cmp, a, b = m.group(1), m.group(3).strip(), m.group(4).strip()
+    sign = _SIZE_TESTS.get((cmp, a in ("RZ", "URZ"), b in ("RZ", "URZ")), 0)
+    if not sign or (a in ("RZ", "URZ")) == (b in ("RZ", "URZ")):
+        return 0
+    return -sign if neg ^ setter[2] else sign
+
+
+#: a size (a kernel parameter or a uniform value: a uniform register or the constant bank)
+#: compared with zero: ``0 < n`` / ``n > 0`` (+1: true for a nonempty range), ``0 >= n`` /
+#: ``n <= 0`` / ``n == 0`` (-1: true for an empty one); the tensor-core GEMMs' "no k tiles" test
+_ISETP_SIZE = re.compile(r"^U?ISETP\.(LT|GT|GE|LE|EQ)\.(U32\.)?AND(?:\.EX)?\s+U?P\w+\s*,\s*U?PT\s*,\s*"
+                         r"(U?RZ|UR\d+|c\[0x[0-9a-fA-F]+\]\[0x[0-9a-fA-F]+\])\s*,\s*"
+                         r"(U?RZ|UR\d+|c\[0x[0-9a-fA-F]+\]\[0x[0-9a-fA-F]+\])\s*,\s*(?:U?PT|!?U?P\w+)$")
+_SIZE_TESTS = {("LT", True, False): 1, ("GT", False, True): 1, ("GE", True, False): -1,
+               ("LE", False, True): -1, ("EQ", True, False): -1, ("EQ", False, True): -1}
 
 
 _SHFL_BFLY = re.compile(r"\bSHFL\.BFLY\b[^;]*?,\s*(0x[0-9a-fA-F]+|\d+)\s*,\s*0x1f")

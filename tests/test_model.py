@@ -389,6 +389,13 @@ def test_one_path_drops_the_zero_divisor_specialisation():
           (0x30, "PLOP3.LUT P4, PT, PT, PT, !UP0, 0x80, 0x0 ;")]
     assert model._zero_guard(cp, 0x40, "@P3") == 1 and model._zero_guard(cp, 0x40, "@!P3") == -1
     assert model._zero_guard(cp, 0x40, "@P4") == -1
+    # a size compared with zero by order (sm_80's tc_vector GEMM: 0 < k tiles): nonempty is the
+    # taken case; the same order test of a per-thread register (a sign, not a size) is not
+    assert model._zero_guard([(0x0, "ISETP.LT.AND P1, PT, RZ, UR11, PT ;")], 0x10, "@P1") == 1
+    assert model._zero_guard([(0x0, "ISETP.GE.AND P1, PT, RZ, UR11, PT ;")], 0x10, "@P1") == -1
+    assert model._zero_guard([(0x0, "ISETP.GT.U32.AND P0, PT, UR4, RZ, PT ;"),
+                              (0x10, "ISETP.GT.AND.EX P0, PT, UR5, RZ, PT, P0 ;")], 0x20, "@!P0") == -1
+    assert model._zero_guard([(0x0, "ISETP.GE.AND P3, PT, R6, RZ, PT ;")], 0x10, "@P3") == 0
 
 
 def test_conv_estimate_takes_the_same_path_on_every_architecture():

@@ -634,7 +634,7 @@ def _zero_guard(full: list[tuple[int, str]], at: int, guard: str) -> int:
 #: ``n <= 0`` / ``n == 0`` (-1: true for an empty one); the tensor-core GEMMs' "no k tiles" test
 _ISETP_SIZE = re.compile(r"^U?ISETP\.(LT|GT|GE|LE|EQ)\.(U32\.)?AND(?:\.EX)?\s+U?P\w+\s*,\s*U?PT\s*,\s*"
                          r"(U?RZ|UR\d+|c\[0x[0-9a-fA-F]+\]\[0x[0-9a-fA-F]+\])\s*,\s*"
-                         r"(U?RZ|UR\d+|c\[0x[0-9a-fA-F]+\]\[0x[0-9a-fA-F]+\])\s*,\s*(?:U?PT|!?U?P\w+)$")
+                         r"(U?RZ|UR\d+|c\[0x[0-9a-fA-F]+\]\[0x[0-9a-fA-F]+\])\s*,\s*(?:U?PT|!?U?P\w+)(?:\s*,\s*!?U?P\w+)?$")
 _SIZE_TESTS = {("LT", True, False): 1, ("GT", False, True): 1, ("GE", True, False): -1,
                ("LE", False, True): -1, ("EQ", True, False): -1, ("EQ", False, True): -1}
 

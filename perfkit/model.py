@@ -143,8 +143,9 @@ The model of one kernel launch
    sequence ends at ``end_i = max(H_i, end_{i-1}) + kernel_i`` over launches i, with
    ``H_i = h_0 + ... + h_i - ahead`` the time launch i is queued, counted from the start event:
    the host launches while the GPU works through what was queued ahead of the sequence
-   (``ahead``: the timer's cold-L2 flush, 2 x L2 written at the effective DRAM rate, 45 us on
-   the H100; plus the spin kernel of timers that queue one), plus ``launch_latency_s`` once.
+   (``ahead``: the timer's cold-L2 flush, 2 x L2 written at the effective DRAM rate, 43 us on
+   the H100 of ``devices.yaml``, 45 us for the records' 2 x 50 MiB; plus the spin kernel of
+   timers that queue one), plus ``launch_latency_s`` once.
    Host cost shows where it outlasts the work ahead, or the kernels before it.
    Where only one block fits on an SM and the kernel has barriers, the phases between
    barriers cannot overlap with another block's: the two slowest legs add (overlap 1).  Oracles and peers (library calls) get a roofline

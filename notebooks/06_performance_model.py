@@ -207,12 +207,17 @@ else:
 #   runs its first block only, and used to shrink the grid to that block: a persistent kernel
 #   (its rows shared out by `gridDim`) then ran every row in one block. The twin's launch now
 #   keeps its grid and only its first block runs, and (below) its loads wait on DRAM where
-#   the DRAM traffic says so: that rung is at 1.01x (float32) and 1.37x (float16), its
-#   multirow sibling at 0.81-0.86 (was 0.67-0.68), and the multirow rung's
-#   DRAM bytes 0.28 -> 0.84 of Nsight Compute (655 MB moved: x and dy re-read, and the
-#   partial-sum slots, 69 MB, read and written once per row they take). The tuned rung's DRAM
-#   is now 1.39: the re-read rule counts each block's rows as all in flight at once, while
-#   its blocks walk about eight rows one after another.
+#   the DRAM traffic says so: its multirow sibling is at 0.82-0.86 (was 0.67-0.68), and the
+#   multirow rung's DRAM bytes 0.28 -> 0.84 of Nsight Compute (655 MB moved: x and dy
+#   re-read, and the partial-sum slots, 69 MB, read and written once per row they take). The
+#   tuned rung's warps walk about eight rows one after another (its outer row loop runs 7.8
+#   times a warp), so only the row each is on is in flight: 21 MB, within what L2 keeps, and
+#   its second sweeps hit (the re-read rule once took all of a block's rows as in flight at
+#   once: DRAM 1.39 of Nsight Compute, time 1.05x and 1.44x). Its time is now 0.76x (float32)
+#   and 1.14x (float16), and its DRAM bytes 0.53: the 175 MB Nsight Compute counts beyond x,
+#   dy and dx are its partial-sum slots' read-modify-write, once a row, whose reuse distance
+#   (every resident block's row and slot in between, ~40 MB) misses L2; the model does not
+#   count them.
 # - **Batchnorm** (one block per channel, 2 blocks per SM, three sweeps over the channel):
 #   each sweep reads the channel from DRAM again (Nsight Compute: 308 MB read, 3x the input),
 #   and every element's load waits behind an int64 division for its index. The small simulated

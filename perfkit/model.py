@@ -1141,9 +1141,12 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
         _add(total, cb, f)
     for i in range(len(loops)):
         _add(total, own[i], trips[i])
+    # rows a warp walks one after another (an outer row loop's iterations per warp): what a
+    # block re-reads within one row is in flight for that row only
+    walks = [trips[i] / warps for i in range(len(loops)) if rules[i].startswith("outer: one row per") and warps]
     return {"counts": total, "trips": trips, "rules": rules, "own": own,
             "straight": thread_ffma(straight_pairs, _pipe_counts(straight)),
-            "bodies": (own_pairs, straight_pairs)}
+            "bodies": (own_pairs, straight_pairs), "rows_in_turn": max(walks + [1.0])}
 
 
 def _wavefronts(counts: dict, ld_degree: float, st_degree: float, per_access: dict | None = None) -> float:
@@ -1450,7 +1453,9 @@ def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *,
         keep = r["l2_size_bytes"]["value"] * r["l2_reuse_fraction"]["value"]
         g = _simulated_launch(variant, problem, k)
         if g and g.get("streamed_reread", 0) > 0 and g.get("bytes", 0) > 0:
-            footprint = asked * g["streamed_distinct"] / g["bytes"] * resident / blocks
+            # a warp that walks its rows one after another (an outer row loop) re-reads within
+            # one row: only that row of its share is in flight
+            footprint = asked * g["streamed_distinct"] / g["bytes"] * resident / blocks / max(dyn.get("rows_in_turn", 1.0), 1.0)
             if footprint > keep:
                 # the arrays every block reads (parameters) stay in L2: their bytes as declared
                 miss_bytes = asked * g["bytes_if_rereads_miss"] / g["bytes"]
@@ -1571,7 +1576,7 @@ def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *,
     bound = max(legs, key=legs.get)
     return {"kernel": rep.kernel_name, "grid": tuple(launch.grid), "block": tuple(launch.block), "blocks": blocks,
             "warps": warps, "registers": rep.registers, "blocks_per_sm": bps, "occupancy": rep.occupancy.ratio,
-            "waves": waves, "tail": tail, "overlap": overlap, "dram_source": dram_src, "warps_per_scheduler": warps_per_sched, "share": share,
+            "waves": waves, "tail": tail, "overlap": overlap, "dram_source": dram_src, "rows_in_turn": dyn.get("rows_in_turn", 1.0), "warps_per_scheduler": warps_per_sched, "share": share,
             "legs": legs, "seconds": seconds, "bound": bound,
             "warp_instructions": c["instr"], "ffma": c.get("ffma_thread", c["ffma"]) * 32, "smem_wavefronts": wavefronts,
             "smem_ideal": ideal, "smem_conflicts": wavefronts - ideal, "bank_degree_load": ldd,

@@ -793,6 +793,9 @@ def test_outer_row_loop_with_a_reduction_across_warps():
         dyn = model.dynamic_mix(rep, prob, launch_bytes=nbytes, dense=False, warps=528 * tpb // 32,
                                 threads_per_block=tpb)
         assert dyn["trips"][o] == 4096 * w and f"one row per {w} warps" in dyn["rules"][o], dyn["rules"]
+        # each warp walks 4096 x W / warps rows one after another: what it re-reads within a
+        # row is in flight for that row only (the re-read rule's footprint is divided by it)
+        assert dyn["rows_in_turn"] == pytest.approx(4096 * w / (528 * tpb // 32))
 
 
 def test_host_launch_cost_shows_only_past_the_work_queued_ahead():

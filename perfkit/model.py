@@ -624,8 +624,8 @@ def _zero_guard(full: list[tuple[int, str]], at: int, guard: str) -> int:
     if not m:
         return 0
     cmp, a, b = m.group(1), m.group(3).strip(), m.group(4).strip()
-    sign = _SIZE_TESTS.get((cmp, a in ("RZ", "URZ"), b in ("RZ", "URZ")), 0)
-    if not sign or (a in ("RZ", "URZ")) == (b in ("RZ", "URZ")):
+    sign = _SIZE_TESTS.get((cmp, a in ("RZ", "URZ"), b in ("RZ", "URZ")), 0)  # one side zero
+    if not sign:
         return 0
     return -sign if neg ^ setter[2] else sign
 
@@ -1105,6 +1105,7 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
     # in a warp: butterfly offsets 16..1, L of them) walks rows: each iteration a group of 2^L
     # lanes finishes one row, so the launch runs rows x 2^L / 32 warp-iterations of it
     rows = getattr(problem, "rows", None)
+    row_loops: list = []  # the loops that walk rows
     for i, c in enumerate(own):
         if trips[i] is None and isinstance(rows, (int,)) and rows > 0 and c["shfl"] and not c["bar"] \
                 and not c["gmem"] and any(trips[j] for j in range(len(loops)) if loops[j].parent == i):
@@ -1112,6 +1113,7 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
             lanes = 2 ** len(offs) if offs else 32
             trips[i] = max(float(rows) * min(lanes, 32) / 32.0, float(warps))
             rules[i] = f"outer: one row per {min(lanes, 32)} lanes an iteration (a shuffle reduction, no barrier)"
+            row_loops.append(i)
     # the same loop whose reduction crosses warps (shuffles, then each warp's partials through
     # shared memory between barriers, every warp of the group reading all of them back): each
     # warp stores its partials once and loads those of the W warps of its group, so W = the
@@ -1127,6 +1129,7 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
             trips[i] = max(float(rows) * wpg, float(warps))
             rules[i] = (f"outer: one row per {wpg} warps an iteration (a reduction across warps: "
                         f"{nld} shared loads, {nst} stores)")
+            row_loops.append(i)
     for _ in range(len(loops)):
         for i, lp in enumerate(loops):
             if trips[i] is None:
@@ -1143,7 +1146,7 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
         _add(total, own[i], trips[i])
     # rows a warp walks one after another (an outer row loop's iterations per warp): what a
     # block re-reads within one row is in flight for that row only
-    walks = [trips[i] / warps for i in range(len(loops)) if rules[i].startswith("outer: one row per") and warps]
+    walks = [trips[i] / warps for i in row_loops if warps]
     return {"counts": total, "trips": trips, "rules": rules, "own": own,
             "straight": thread_ffma(straight_pairs, _pipe_counts(straight)),
             "bodies": (own_pairs, straight_pairs), "rows_in_turn": max(walks + [1.0])}
@@ -1720,7 +1723,12 @@ def flush_seconds(r) -> float | None:
 
     if not r["l2_size_bytes"]["value"]:
         return None
-    return flush_bytes_for(r["l2_size_bytes"]["value"]) / (r["dram_bw"]["value"] * r["dram_efficiency"]["value"])
+    return _write_seconds(flush_bytes_for(r["l2_size_bytes"]["value"]), r)
+
+
+def _write_seconds(nbytes: float, r) -> float:
+    """Seconds to write ``nbytes`` to DRAM at the effective rate of ``r`` (a flush)."""
+    return nbytes / (r["dram_bw"]["value"] * r["dram_efficiency"]["value"])
 
 
 def estimate(variant, problem, gpu: str = "h100-sxm", *, banks: bool = True,
@@ -1891,6 +1899,7 @@ def validate(gpu: str = "h100-sxm", results_root=None, ncu_path=None, *, banks: 
     import pandas as pd
 
     root = Path(results_root or Path(__file__).resolve().parent.parent / "data" / "results")
+    r = rates(gpu)
     rows = []
     cache = {}
     for f in sorted(glob.glob(str(root / "**" / "*.json"), recursive=True)):
@@ -1913,7 +1922,7 @@ def validate(gpu: str = "h100-sxm", results_root=None, ncu_path=None, *, banks: 
             continue
         try:
             p = mod.Problem(**d["params"])
-            ahead = _record_ahead(d.get("timing") or {}, rates(gpu))
+            ahead = _record_ahead(d.get("timing") or {}, r)
             key = (op, code, json.dumps(d["params"], sort_keys=True), name, json.dumps(v.config, sort_keys=True, default=str),
                    round(ahead * 1e7) if ahead is not None else None)
             if key not in cache:
@@ -1937,9 +1946,8 @@ def _record_ahead(timing: dict, r) -> float | None:
     timers from 2026-11-24 on); None where the record does not say (the default applies)."""
     if "flush_bytes" not in timing:
         return None
-    fb = float(timing.get("flush_bytes") or 0)
     spin = float((timing.get("extra") or {}).get("spin_s") or 0.0)
-    return fb / (r["dram_bw"]["value"] * r["dram_efficiency"]["value"]) + spin
+    return _write_seconds(float(timing.get("flush_bytes") or 0), r) + spin
 
 
 def repeat_line(table) -> str:

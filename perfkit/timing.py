@@ -219,14 +219,14 @@ _flush_cache: dict = {}
 FLUSH_FACTOR, FLUSH_MIN_BYTES = 2, 8 << 20
 
 
-def flush_bytes_for(l2_bytes, factor: int = FLUSH_FACTOR) -> int:
+def flush_bytes_for(l2_bytes, factor: int = FLUSH_FACTOR, minimum: int = FLUSH_MIN_BYTES) -> int:
     """Bytes the cold-L2 flush writes on a device with ``l2_bytes`` of L2."""
-    return max(factor * int(l2_bytes or 0), FLUSH_MIN_BYTES)
+    return max(factor * int(l2_bytes or 0), minimum)
 
 
 def _flusher(l2_bytes: int, factor: int = FLUSH_FACTOR, minimum: int = FLUSH_MIN_BYTES):
     """A callable that writes a buffer of max(factor * L2, minimum) bytes on the device."""
-    nbytes = max(factor * int(l2_bytes or 0), minimum)
+    nbytes = flush_bytes_for(l2_bytes, factor, minimum)
     if nbytes in _flush_cache:
         return _flush_cache[nbytes], nbytes
     from numba import cuda

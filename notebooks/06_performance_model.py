@@ -216,8 +216,8 @@ else:
 #   once: DRAM 1.39 of Nsight Compute, time 1.05x and 1.44x). Its time is now 0.76x (float32)
 #   and 1.14x (float16), and its DRAM bytes 0.53: the 175 MB Nsight Compute counts beyond x,
 #   dy and dx are its partial-sum slots' read-modify-write, once a row, whose reuse distance
-#   (every resident block's row and slot in between, ~40 MB) misses L2; the model does not
-#   count them.
+#   (every resident block's row and slot in between: by count 528 blocks x 80 KB, ~42 MB, more
+#   than L2 keeps) misses L2; the model does not count them.
 # - **Batchnorm** (one block per channel, 2 blocks per SM, three sweeps over the channel):
 #   each sweep reads the channel from DRAM again (Nsight Compute: 308 MB read, 3x the input),
 #   and every element's load waits behind an int64 division for its index. The small simulated

@@ -773,6 +773,13 @@ def _guarded(pairs: list[tuple[int, str]]) -> list[tuple[int, str]]:
     (the body of an ``if`` without ``else`` that the compiler branched around, rather than
     predicated): a warp whose threads all fail the test skips them."""
     spans = _forward_spans(pairs)
+    # a predicated EXIT before shared accesses (``if grp == 0:`` after a barrier, compiled as
+    # ``@P0 EXIT``: batchnorm split's merge of the groups' partials): the warps whose threads
+    # all leave there skip the rest of the code
+    for a, ins in pairs:
+        if re.match(r"@!?U?P\d+\s+EXIT\b", ins.strip()) and any(
+                b > a and _opcode(i).split(".")[0] in ("LDS", "STS", "LDSM") for b, i in pairs):
+            spans.append((a, float("inf")))
     return [(a, ins) for a, ins in pairs if any(lo < a < hi for lo, hi in spans)]
 
 

@@ -588,6 +588,24 @@ def test_guarded_blocks_count_only_the_warps_that_take_them():
     assert L["blocks"] == 96 and L["smem_wavefronts"] == pytest.approx(60 * 96)
 
 
+def test_code_after_a_predicated_exit_counts_only_the_warps_that_stay():
+    """``if grp == 0:`` after a barrier, compiled as ``@P0 EXIT`` before the shared loads of
+    the groups' partials: only the warps with a thread that stays issue them.  Batchnorm
+    split (NHWC: 32 channels x 8 groups a block): every warp stores 3 partials, warp 0 alone
+    loads 7 x 3 back, each warp reads its thread index twice: 8 x 5 + 21 = 61 wavefronts a
+    block (Nsight Compute at 7c7b2e0, NHWC 32x256x56x56: 32737 over 528 blocks = 62), where
+    every warp counted gave 96.  An EXIT with no shared access after it guards nothing."""
+    body = [(0x10, "STS [R3], R0 ;"), (0x20, "BAR.SYNC.DEFER_BLOCKING 0x0 ;"), (0x30, "@P0 EXIT ;"),
+            (0x40, "LDS R1, [R8+0x80] ;"), (0x50, "STG.E desc[UR4][R2.64], R1 ;")]
+    assert [a for a, _ in model._guarded(body)] == [0x40, 0x50]
+    assert model._guarded([(0x10, "@!P0 EXIT ;"), (0x20, "LDG.E R1, desc[UR4][R2.64] ;")]) == []
+    split = next(v for v in batchnorm.LADDER if v.name == "split")
+    p = batchnorm.Problem(n=4, c=64, h=9, w=7, layout="NHWC")
+    L = model.estimate(split, p, "h100-sxm").launches[0]
+    assert L["kernel"] == "bn_split_stats" and L["block"] == (256,)
+    assert L["smem_wavefronts"] == pytest.approx(61 * L["blocks"])
+
+
 def test_sweeps_over_the_same_elements_split_trips_by_stride():
     """Two passes over a row, one unrolled twice as far as the other (rmsnorm multirow at
     7c7b2e0: 8 LDG.128 of x for the sum of squares, 4 beside the scalar gamma loads and y

@@ -84,7 +84,9 @@ The model of one kernel launch
              traffic: these bytes plus ``l2_fabric_fraction`` (H100: 0.5, measured on streaming
              kernels) of the first touches, which on a two-partition L2 cross the fabric when
              the line lives in the far partition and are counted again (all L2 bytes of a
-             streaming op; the DRAM bytes of a tiled product, whose panels are re-read from L2)
+             streaming op, times the simulated block's sector fill where blocks share sectors:
+             NHWC batchnorm's eight channel blocks to a sector cross once; the DRAM bytes of a
+             tiled product, whose panels are re-read from L2)
    smem      shared wavefronts / (1 wavefront per clock per SM); wavefronts = shared instructions
              of each kind and width x the wavefronts per access :mod:`perfkit.banks` simulated
              for that kind and width (half-warp phases for 64/128-bit: a warp-uniform LDS.128 is
@@ -1483,9 +1485,18 @@ def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *,
     # (H100), a request whose line lives in the far partition and is not yet copied in the near
     # one crosses the fabric and is counted again: first touches, about half of them far.  A
     # streaming op touches each requested byte once; a tiled product re-reads its panels from
-    # L2, and only what comes from DRAM is a first touch
+    # L2, and only what comes from DRAM is a first touch.  Where blocks share sectors (each
+    # takes a part: NHWC batchnorm's channel blocks, a float of each sector, eight blocks to
+    # a sector) a sector crosses once for all of them: the requests times the simulated
+    # block's sector fill (Nsight Compute at 32x256x56x56 NHWC: 3457 MB of L2 for 3289 MB of
+    # requests, where 1.5x would be 4933; a block's own repeated requests, as the naive rows'
+    # element-by-element writes, cross each time: 911 MB for 604 MB)
     fabric = r["l2_fabric_fraction"]["value"]
-    l2_tag_bytes = l2_bytes + fabric * (min(dram_bytes, l2_bytes) if dense else l2_bytes)
+    fill = 1.0
+    if not dense and use_banks:
+        g = _simulated_launch(variant, problem, k)
+        fill = min(max(float((g or {}).get("sector_fill", 1.0)), 1.0 / 32), 1.0)
+    l2_tag_bytes = l2_bytes + fabric * (min(dram_bytes, l2_bytes) if dense else l2_bytes * fill)
     # lines per global request: simulated where the bank simulation runs anyway (shared accesses)
     # or where the rung's L1 bytes say its accesses are not coalesced; else 1 per those bytes
     guess = _coalesce_factor(traffic, c, l1_bytes)

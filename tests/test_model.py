@@ -447,6 +447,25 @@ def test_l2_requests_after_l1_and_the_partition_fabric():
     assert gemm._l1_tiled_l2(33, 65, 7, 32) == (33 * 7 * 3 + 7 * 65 * 2) * 4.0
 
 
+def test_sectors_blocks_share_cross_the_fabric_once():
+    """NHWC batchnorm (a block per channel, a float of each 32-byte sector, seven other blocks
+    the rest): the simulated block fills 1/8 of the sectors it touches, NCHW's blocks own
+    theirs; the far-partition fabric is counted on the requests times that fill, as Nsight
+    Compute's 3457 MB of L2 for 3289 MB of requests at 32x256x56x56 NHWC (1.5x: 4933)."""
+    from perfkit import banks
+
+    fused = next(v for v in batchnorm.LADDER if v.name == "fused")
+    fills = {}
+    for layout, h, w in (("NHWC", 5, 7), ("NCHW", 8, 8)):  # NCHW: a channel's 64-float runs fill their sectors
+        p = batchnorm.Problem(n=3, c=40, h=h, w=w, layout=layout)
+        g = banks.count(fused, p).global_launches[0]
+        fills[layout] = g["sector_fill"]
+        L = model.estimate(fused, p, "h100-sxm").launches[0]
+        assert L["l2_tag_bytes"] == pytest.approx(L["l2_bytes"] * (1 + 0.5 * g["sector_fill"]))
+    assert fills["NHWC"] == pytest.approx(1 / 8, rel=0.1)
+    assert fills["NCHW"] > 0.9
+
+
 def test_levels_and_repeat_lines():
     import pandas as pd
 

@@ -231,7 +231,11 @@ else:
 #   rung whose traffic model gives L2 bytes only is now sized from the bytes its instructions
 #   ask for (the simulated twin's, scaled), and L1's wavefronts count as a resource of their
 #   own beside latency (L1 serves every warp's requests, so a warp also waits behind the
-#   others'): 0.79-0.94 of the measured 943-1169 us.
+#   others'): 0.79-0.94 of the measured 943-1169 us. Their naive rung is 0.62 (84.7 against
+#   136 ms) and its warp instructions 0.39 of Nsight Compute: in NHWC a thread's inner loop
+#   over a channel's run holds one element (the outer loop walks N*H*W), so the inner loop,
+#   unrolled four times, never runs and every element pays the outer loop's body and the
+#   remainder; the model sizes loops from bytes and cannot yet tell a run of 1 from one of 3136.
 # - **The naive GEMM**: the lsu leg is right (274 against 275 ms). Its L2 bytes are what
 #   misses L1 (the 32 warps of a 32x32 block read the same rows of A and columns of B, and L1
 #   serves them as a shared tile would: `Traffic.l1_bytes` keeps what the instructions ask,
@@ -252,7 +256,9 @@ else:
 #   backward's multirow rung, 20.9 -> 0.97), or, where the reduction crosses warps through
 #   shared memory (each warp stores its partial, every warp of the group loads all W of them
 #   back: W = the loop's shared loads over its stores), once per row per W warps (its tuned
-#   twin, 256 threads a row: 2.68 -> 0.97).
+#   twin, 256 threads a row: 2.68 -> 0.97); code after a predicated `EXIT` (batchnorm split's
+#   `if grp == 0:` merge after its barrier) counts only for the warps that stay (the NHWC split,
+#   a row of the shared table with no record here: 1.44 -> 0.99).
 # - **Instruction counts against Nsight Compute** (warp instructions and FFMA: all 39 rungs
 #   within 25%): an if/else on a comparison of two float registers (online softmax's new-max test)
 #   runs both arms in a warp, each thread one of them; an if/else on a comparison with a
@@ -270,7 +276,12 @@ else:
 # - **L2 traffic against Nsight Compute**: the per-level L2 column is L2 *tag* traffic
 #   (`lts__t_bytes`), the bytes that miss L1 plus, on the H100's two-partition L2, half of the
 #   first touches counted again (`l2_fabric_fraction`, measured on the streaming kernels:
-#   1.47-1.54x their bytes). 33 of the 39 rungs with counts are within 25%; the six misses are
+#   1.47-1.54x their bytes). Where blocks share sectors (NHWC batchnorm: a block per channel
+#   takes one float of each 32-byte sector, seven other blocks the rest) a sector crosses once
+#   for all of them: the requests times the simulated block's sector fill, 1/8 (the NHWC fused,
+#   warp and welford rows of the shared table: 1.43, 1.42, 1.32 -> 1.01, 1.01, 0.94); a
+#   block's own repeated requests (the naive rows' element-by-element stores) cross each
+#   time. 33 of the 39 rungs with counts are within 25%; the six misses are
 #   rungs rebuilt from 7c7b2e0 whose own traffic models count re-reads L1 catches (layernorm
 #   backward fused and warp 1.5x, the warptile GEMM 1.5x) or miss uncoalesced accesses
 #   (rmsnorm and softmax multirow 0.67 and 0.73, layernorm backward naive 0.56: its dx stores,

@@ -39,7 +39,13 @@ The model of one kernel launch
      passes)) give both counts when n is whole (n // k and n % k per warp), else the remainder runs
      (k - 1) / 2 times per warp; a sweeping loop around another
      sweeping loop (a grid-stride loop over columns around the walk down the rows) runs once per
-     warp and the inner one carries the bytes; a store-only sibling of such an outer loop is the
+     warp and the inner one carries the bytes, unless it holds the inner loop's peeled
+     remainder (the inner loop unrolled k times, its k - 1 leftover elements in the outer body,
+     each branched to one exit): a walk over a 2-D range whose inner loop runs over B, the
+     last dimension of the launch's largest 2-D argument (batchnorm's naive rung: H*W in NCHW,
+     1 in NHWC), so the outer loop runs once per B of a thread's elements, the inner B // k
+     times per outer trip and the first B % k remainder blocks run (where B < k the inner
+     loop's set-up, branched around with it, does not); a store-only sibling of such an outer loop is the
      compiler's unswitched copy for an empty inner range and does not run; sweeps left that
      pass over the same elements at different strides (one unrolled twice as far as another:
      the stride is a loop's smallest group of same-kind, same-width accesses, in elements)
@@ -889,7 +895,54 @@ def _nested_in(loops, j: int, i: int) -> bool:
     return False
 
 
-def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int, threads_per_block: int) -> dict:
+def _remainder_factor(inner: dict, outer: dict) -> int | None:
+    """k where ``outer``'s own global accesses are ``inner``'s times (k - 1) / k, kind by kind
+    and width by width (an inner loop unrolled k times, its k - 1 leftover elements peeled
+    into the loop around it); else None."""
+    gi, go = inner.get("gw") or {}, outer.get("gw") or {}
+    if not gi or set(gi) != set(go):
+        return None
+    ks = set()
+    for g, n in gi.items():
+        m = n - go[g]  # accesses per element group
+        if m <= 0 or n % m:
+            return None
+        ks.add(n // m)
+    k = ks.pop() if len(ks) == 1 else None
+    return k if k and k >= 2 else None
+
+
+def _remainder_blocks(pairs: list[tuple[int, str]]) -> list[tuple[int, int, int]]:
+    """The peeled remainder of an unrolled loop in ``pairs``: two or more conditional forward
+    branches to one target with global accesses between them, as (start, end, element
+    groups) in order (each block after its branch, up to the next branch or the target; a
+    block's groups are its global accesses of the commonest kind and width)."""
+    spans = _forward_spans(pairs)
+    by_t: dict = {}
+    for a, t in spans:
+        by_t.setdefault(t, []).append(a)
+    best = []
+    for t, starts in by_t.items():
+        starts = sorted(starts)
+        if len(starts) < 2:
+            continue
+        out = []
+        for n, a in enumerate(starts):
+            end = starts[n + 1] if n + 1 < len(starts) else t
+            seg = [ins for b, ins in pairs if a < b < end]
+            c = _pipe_counts(seg)
+            groups = max((c.get("gw") or {}).values(), default=0)
+            if not groups:
+                out = []
+                break
+            out.append((a, end, int(groups)))
+        if len(out) > len(best):
+            best = out
+    return best
+
+
+def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int, threads_per_block: int,
+                inner_extent: int | None = None) -> dict:
     """Dynamic per-pipe counts of one launch (warp instructions over the whole launch) and the
     trips of each loop; see the module docstring for the trip rules."""
     loops = report.loops
@@ -1075,7 +1128,43 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
         return any(j != i and _nested_in(loops, j, i) for j in sweep)
 
     outer = [i for i in sweep if has_inner_sweep(i)]
+    # unless the outer loop holds the inner one's peeled remainder (the inner loop unrolled k
+    # times, the k - 1 leftover elements in the outer body after it, each branched to the
+    # same exit): a walk over a 2-D range, the inner loop over its last dimension (batchnorm's
+    # naive rung over x viewed as (N, C, H*W), or (N*H*W, C, 1) in NHWC).  A thread's elements
+    # over the launch's largest 2-D argument's last dimension (B) give the outer trips; per
+    # outer trip the inner loop runs B // k times and the first B % k remainder blocks run
+    nest_done = set()
     for i in outer:
+        kids = [j for j in sweep if loops[j].parent == i]
+        if len(kids) != 1 or not inner_extent or len(sweep) != 2:
+            continue
+        j = kids[0]
+        k = _remainder_factor(own[j], own[i])
+        segs = _remainder_blocks(own_pairs[i]) if k else []
+        if not segs:
+            continue
+        bpe = own[j]["gmem_bytes"] / k  # bytes a thread moves per element
+        per_thread = launch_bytes / (32.0 * warps * bpe)
+        B = int(inner_extent)
+        runs = float(per_thread) / B * warps  # outer warp-iterations
+        r = B % k
+        done, kept, cut = 0, [], []
+        for lo, hi, n in segs:
+            (kept if done < r else cut).append((lo, hi))
+            done += n
+        if B < k:  # the inner loop never runs: nor does its set-up, branched around with it
+            cut += [(a, t) for a, t in _forward_spans(own_pairs[i]) if a < loops[j].start and loops[j].end < t]
+        own_pairs[i] = [(a, ins) for a, ins in own_pairs[i] if not any(lo < a < hi for lo, hi in cut)]
+        own[i] = thread_ffma(own_pairs[i], _pipe_counts([ins for _, ins in own_pairs[i]]))
+        trips[i], rules[i] = runs, (f"outer walk holding loop {j}'s remainder: {per_thread:.0f} elements a "
+                                    f"thread over runs of {B} (the largest 2-D argument's last dimension)")
+        trips[j], rules[j] = runs * (B // k), f"unrolled x{k} inner walk: {B // k} per outer trip"
+        launch_bytes = 0.0
+        nest_done.add(i)
+    for i in outer:
+        if i in nest_done:
+            continue
         trips[i], rules[i] = float(warps), "around an inner sweep: once per warp"
         launch_bytes = max(launch_bytes - warps * 32 * own[i]["gmem_bytes"], 0.0)
     # the compiler's copy of such an outer loop for an empty inner range (loop unswitching on
@@ -1397,8 +1486,10 @@ def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *,
     l1_total = traffic.l1_bytes if traffic.l1_bytes is not None else l2_total
     # the bytes this launch's global instructions move: from the simulation where it says
     # (each launch's own accesses scaled to the problem), else the launch's share of the rung's
+    two_d = [a for a in launch.args if len(getattr(a, "shape", ()) or ()) >= 2]
+    inner_extent = int(max(two_d, key=lambda a: math.prod(a.shape)).shape[-1]) if two_d else None
     dyn = dynamic_mix(rep, problem, launch_bytes=launch_l1 if launch_l1 else l1_total * share, dense=dense,
-                      warps=warps, threads_per_block=tpb)
+                      warps=warps, threads_per_block=tpb, inner_extent=inner_extent)
     c = dyn["counts"]
     has_smem = (sum(c["lds"].values()) + sum(c["sts"].values())) > 0
     ld_vec = False

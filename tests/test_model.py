@@ -466,6 +466,34 @@ def test_sectors_blocks_share_cross_the_fabric_once():
     assert fills["NCHW"] > 0.9
 
 
+def test_outer_walk_holding_an_unrolled_inner_loops_remainder():
+    """Batchnorm's naive rung walks x viewed as (A, C, B) with two loops, the inner one over B
+    unrolled 4 times and its 1-3 leftover elements peeled into the outer body, each branched
+    to the same exit.  NCHW: B = H*W, so at 5x7 each thread runs N outer trips of 8 inner
+    ones and all 3 leftovers; NHWC: B = 1, the inner loop never runs and each element costs
+    an outer trip with one leftover.  At 32x256x56x56 NHWC Nsight Compute counted 44.96M,
+    44.16M and 78.68M warp instructions for the three kernels (7c7b2e0's kernels, unchanged
+    since); sizing the inner loop from the bytes alone gave 0.39 of that."""
+    body = [(0x10, "@!P0 BRA 0x60 ;"), (0x20, "LDG.E R1, desc[UR4][R2.64] ;"), (0x30, "@!P1 BRA 0x60 ;"),
+            (0x40, "LDG.E R3, desc[UR4][R2.64+0x4] ;"), (0x50, "@P2 LDG.E R4, desc[UR4][R2.64+0x8] ;"),
+            (0x60, "IADD3 R5, R5, 0x1, RZ ;")]
+    assert model._remainder_blocks(body) == [(0x10, 0x30, 1), (0x30, 0x60, 2)]
+    four = {"gw": {("load", 4): 4, ("store", 4): 4}}
+    assert model._remainder_factor(four, {"gw": {("load", 4): 3, ("store", 4): 3}}) == 4
+    assert model._remainder_factor(four, {"gw": {("load", 4): 3}}) is None
+    naive = next(v for v in batchnorm.LADDER if v.name == "naive")
+    for layout, outer, inner in (("NHWC", 3 * 5 * 7, 0), ("NCHW", 3, 3 * 8)):
+        p = batchnorm.Problem(n=3, c=64, h=5, w=7, layout=layout)  # 64 channels: two full warps
+        L = model.estimate(naive, p, "h100-sxm").launches[0]
+        assert L["kernel"] == "bn_chan_mean" and L["warps"] == 2
+        assert L["trips"][0] == pytest.approx(2 * outer, rel=0.05), layout
+        assert L["trips"][1] == pytest.approx(2 * inner, rel=0.05, abs=1e-9), layout
+    p = batchnorm.Problem(n=32, c=256, h=56, w=56, layout="NHWC")
+    got = [q["warp_instructions"] for q in model.estimate(naive, p, "h100-sxm", banks=False).launches]
+    for g, ncu in zip(got, (44.96e6, 44.16e6, 78.68e6)):
+        assert 0.95 < g / ncu < 1.05
+
+
 def test_levels_and_repeat_lines():
     import pandas as pd
 

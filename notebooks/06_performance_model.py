@@ -231,11 +231,13 @@ else:
 #   rung whose traffic model gives L2 bytes only is now sized from the bytes its instructions
 #   ask for (the simulated twin's, scaled), and L1's wavefronts count as a resource of their
 #   own beside latency (L1 serves every warp's requests, so a warp also waits behind the
-#   others'): 0.79-0.94 of the measured 943-1169 us. Their naive rung is 0.62 (84.7 against
-#   136 ms) and its warp instructions 0.39 of Nsight Compute: in NHWC a thread's inner loop
-#   over a channel's run holds one element (the outer loop walks N*H*W), so the inner loop,
-#   unrolled four times, never runs and every element pays the outer loop's body and the
-#   remainder; the model sizes loops from bytes and cannot yet tell a run of 1 from one of 3136.
+#   others'): 0.83-0.97 of the measured 943-1169 us. Their naive rung walks x viewed as
+#   (A, C, B) with two loops, the inner one over B unrolled four times and its leftovers peeled
+#   into the outer loop: in NHWC B = 1, so the inner loop never runs and every element pays an
+#   outer trip and one leftover. Sized from the bytes alone (the outer loop once per warp) its
+#   warp instructions were 0.39 of Nsight Compute and its time 0.62; the outer trips now come
+#   from B, the last dimension of the launch's largest 2-D argument: warp instructions 1.00
+#   (44.96M against 44.96M for the mean kernel), time 0.91 (123.5 against 136 ms).
 # - **The naive GEMM**: the lsu leg is right (274 against 275 ms). Its L2 bytes are what
 #   misses L1 (the 32 warps of a 32x32 block read the same rows of A and columns of B, and L1
 #   serves them as a shared tile would: `Traffic.l1_bytes` keeps what the instructions ask,

@@ -281,7 +281,11 @@ else:
 #   1.47-1.54x their bytes). Where blocks share sectors (NHWC batchnorm: a block per channel
 #   takes one float of each 32-byte sector, seven other blocks the rest) a sector crosses once
 #   for all of them: the requests times the simulated block's sector fill, 1/8 (the NHWC fused,
-#   warp and welford rows of the shared table: 1.43, 1.42, 1.32 -> 1.01, 1.01, 0.94); a
+#   warp and welford rows of the shared table: 1.43, 1.42, 1.32 -> 1.01, 1.01, 0.94; their
+#   DRAM bytes, 0.79, 0.78, 0.73 of Nsight Compute, are 0.96, 0.95, 0.94 now that the stores
+#   that fill an eighth of each sector read the other seven eighths from DRAM, as L2 does when
+#   a sector leaves before the other blocks' parts arrive: 72 MB read and 45 MB written beyond
+#   x and y, against the model's 90 MB); a
 #   block's own repeated requests (the naive rows' element-by-element stores) cross each
 #   time. 33 of the 39 rungs with counts are within 25%; the six misses are
 #   rungs rebuilt from 7c7b2e0 whose own traffic models count re-reads L1 catches (layernorm

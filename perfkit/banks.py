@@ -511,6 +511,7 @@ def _rereads(rec: _Recorder) -> dict:
     bases = sorted(rec.gsizes)
     loaded: dict = {}   # base -> [bytes read, {address: element size}]
     touched: dict = {}  # base -> {address: element size}, loads and stores
+    stored: dict = {}   # base -> {address: element size}, stores
     total = 0
     for evs in rec.gevents.values():
         for site, addr, size in evs:
@@ -518,6 +519,8 @@ def _rereads(rec: _Recorder) -> dict:
             i = bisect.bisect_right(bases, addr) - 1
             if i >= 0:
                 touched.setdefault(bases[i], {}).setdefault(addr, size)
+                if site[2] == "store":
+                    stored.setdefault(bases[i], {}).setdefault(addr, size)
             if site[2] != "load" or i < 0:
                 continue
             d = loaded.setdefault(bases[i], [0, {}])
@@ -535,14 +538,18 @@ def _rereads(rec: _Recorder) -> dict:
     # less than half of (rows, channels, tiles: not a parameter vector every block reads):
     # 1 where a block owns its sectors, 1/8 where it takes one float of each and seven other
     # blocks the rest (NHWC batchnorm: a channel per block, C floats apart)
-    own = secs = 0
-    for b, addrs in touched.items():
-        uniq = sum(addrs.values())
-        if uniq < 0.5 * rec.gsizes[b]:
-            own += uniq
-            secs += 32 * len({a // 32 for a in addrs})
+    def fill(arrays):
+        own = secs = 0
+        for b, addrs in arrays.items():
+            uniq = sum(addrs.values())
+            if uniq < 0.5 * rec.gsizes[b]:
+                own += uniq
+                secs += 32 * len({a // 32 for a in addrs})
+        return own / secs if secs else 1.0
+
     return {"bytes": total, "streamed_distinct": distinct, "streamed_reread": reread, "bytes_if_rereads_miss": miss,
-            "sector_fill": own / secs if secs else 1.0}
+            "sector_fill": fill(touched), "store_fill": fill(stored),
+            "store_bytes": sum(sum(a.values()) for a in stored.values())}
 
 
 _ALLOC_LOCK = threading.Lock()
@@ -712,7 +719,7 @@ def _cache_path(variant, problem, max_blocks, vectorize=True) -> Path:
 
     doc = json.dumps({"v": type(variant).__module__ + "." + type(variant).__qualname__, "config": variant.config,
                       "problem": type(problem).__qualname__, "params": problem.params, "max_blocks": max_blocks, "vectorize": vectorize,
-                      "source": anatomy._source_hash(variant), "banks": 16}, sort_keys=True, default=str)
+                      "source": anatomy._source_hash(variant), "banks": 17}, sort_keys=True, default=str)
     key = hashlib.sha256(doc.encode()).hexdigest()[:32]
     return anatomy._cache_dir().parent / "banks" / f"{key}.json"
 

@@ -84,7 +84,10 @@ The model of one kernel launch
              recording: :func:`perfkit.banks._rereads`) re-reads them from L2 only while the
              rows of the resident blocks fit in ``l2_reuse_fraction`` of L2; where every row is
              in flight at once, every read of a row goes to DRAM (the 7c7b2e0 multirow rungs:
-             Nsight Compute counted x read twice)
+             Nsight Compute counted x read twice); stores that fill only part of each sector
+             (the simulated block's store fill: NHWC batchnorm, 1/8), over more than L2 keeps,
+             read the unfilled part from DRAM (L2 completes a sector that leaves before the
+             other blocks' parts arrive)
    l2        L2 bytes (what misses L1) / (L2->SM bytes per clock per SM x SMs x clock).  The
              per-level count compared with Nsight Compute's ``lts__t_bytes`` is the L2 *tag*
              traffic: these bytes plus ``l2_fabric_fraction`` (H100: 0.5, measured on streaming
@@ -1572,6 +1575,21 @@ def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *,
                     streamed = g["streamed_distinct"] + g["streamed_reread"]
                     params = g["bytes"] - g["bytes_if_rereads_miss"]
                     reread_to_dram = streamed / max(streamed + params, 1e-9)
+    # stores that fill only part of each sector, the rest written by other blocks (NHWC
+    # batchnorm's channel blocks: a float of each 32-byte sector, eight blocks to a sector),
+    # over more than L2 keeps: the blocks drift apart, a sector leaves L2 before all its parts
+    # arrive, and L2 completes it from DRAM: the unfilled part of the stored bytes is read
+    # (Nsight Compute, NHWC 32x256x56x56: 72 MB read and 45 MB written beyond x and y, for
+    # 90 MB unfilled, in each of the fused, warp and welford rungs)
+    if not dense and use_banks and r["l2_size_bytes"]["value"]:
+        g = _simulated_launch(variant, problem, k)
+        sf = float((g or {}).get("store_fill", 1.0))
+        req = _requested_bytes(variant, problem, k, _array_bytes(launch.args)[2]) if g else None
+        if req and sf < 0.75 and g.get("bytes"):
+            stored = req * g.get("store_bytes", 0) / g["bytes"]
+            if stored > r["l2_size_bytes"]["value"] * r["l2_reuse_fraction"]["value"]:
+                dram_bytes += stored * (1.0 - sf)
+                dram_src += f"; + {stored * (1.0 - sf) / 1e6:.0f} MB completing partly written sectors (store fill {sf:.2f})"
     # L2 tag traffic (Nsight Compute's lts__t_bytes): on a GPU whose L2 is two partitions
     # (H100), a request whose line lives in the far partition and is not yet copied in the near
     # one crosses the fabric and is counted again: first touches, about half of them far.  A

@@ -494,6 +494,25 @@ def test_outer_walk_holding_an_unrolled_inner_loops_remainder():
         assert 0.95 < g / ncu < 1.05
 
 
+def test_partly_written_sectors_are_completed_from_dram():
+    """NHWC batchnorm's blocks each write a float of every 32-byte sector of y, seven other
+    blocks the rest: over more than L2 keeps, a sector leaves L2 before all eight parts arrive
+    and L2 completes it from DRAM (Nsight Compute at 32x256x56x56: 72 MB read and 45 MB
+    written beyond x and y).  The model reads the unfilled 7/8 of y; NCHW's blocks fill their
+    sectors, and a small NHWC y stays in L2."""
+    fused = next(v for v in batchnorm.LADDER if v.name == "fused")
+    extra = {}
+    for layout, n in (("NHWC", 32), ("NCHW", 32), ("NHWC", 4)):
+        p = batchnorm.Problem(n=n, c=256, h=36, w=36, layout=layout)
+        L = model.estimate(fused, p, "h100-sxm").launches[0]
+        m = re.search(r"\+ (\d+) MB completing partly written sectors \(store fill ([\d.]+)\)", L["dram_source"])
+        extra[(layout, n)] = (float(m.group(1)) * 1e6, float(m.group(2))) if m else None
+    y = 32 * 256 * 36 * 36 * 4.0
+    mb, fill = extra[("NHWC", 32)]
+    assert fill == pytest.approx(1 / 8, abs=0.01) and mb == pytest.approx(y * 7 / 8, rel=0.05)
+    assert extra[("NCHW", 32)] is None and extra[("NHWC", 4)] is None
+
+
 def test_levels_and_repeat_lines():
     import pandas as pd
 

@@ -1152,9 +1152,10 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
         B = int(inner_extent)
         runs = float(per_thread) / B * warps  # outer warp-iterations
         r = B % k
-        done, kept, cut = 0, [], []
-        for lo, hi, n in segs:
-            (kept if done < r else cut).append((lo, hi))
+        done, cut = 0, []
+        for lo, hi, n in segs:  # a block runs while elements are left for it
+            if done >= r:
+                cut.append((lo, hi))
             done += n
         if B < k:  # the inner loop never runs: nor does its set-up, branched around with it
             cut += [(a, t) for a, t in _forward_spans(own_pairs[i]) if a < loops[j].start and loops[j].end < t]
@@ -1487,10 +1488,11 @@ def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *,
     l2_total = traffic.l2_bytes if traffic.l2_bytes is not None else traffic.dram_bytes
     # what the global instructions move (the trip counts of sweeping loops), before L1 hits
     l1_total = traffic.l1_bytes if traffic.l1_bytes is not None else l2_total
-    # the bytes this launch's global instructions move: from the simulation where it says
-    # (each launch's own accesses scaled to the problem), else the launch's share of the rung's
+    # the extent of a 2-D walk's inner loop: the last dimension of the largest 2-D argument
     two_d = [a for a in launch.args if len(getattr(a, "shape", ()) or ()) >= 2]
     inner_extent = int(max(two_d, key=lambda a: math.prod(a.shape)).shape[-1]) if two_d else None
+    # the bytes this launch's global instructions move: from the simulation where it says
+    # (each launch's own accesses scaled to the problem), else the launch's share of the rung's
     dyn = dynamic_mix(rep, problem, launch_bytes=launch_l1 if launch_l1 else l1_total * share, dense=dense,
                       warps=warps, threads_per_block=tpb, inner_extent=inner_extent)
     c = dyn["counts"]
@@ -1581,12 +1583,12 @@ def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *,
     # arrive, and L2 completes it from DRAM: the unfilled part of the stored bytes is read
     # (Nsight Compute, NHWC 32x256x56x56: 72 MB read and 45 MB written beyond x and y, for
     # 90 MB unfilled, in each of the fused, warp and welford rungs)
-    if not dense and use_banks and r["l2_size_bytes"]["value"]:
-        g = _simulated_launch(variant, problem, k)
-        sf = float((g or {}).get("store_fill", 1.0))
-        req = _requested_bytes(variant, problem, k, _array_bytes(launch.args)[2]) if g else None
-        if req and sf < 0.75 and g.get("bytes"):
-            stored = req * g.get("store_bytes", 0) / g["bytes"]
+    gsim = _simulated_launch(variant, problem, k) if use_banks and not dense else None
+    if gsim and r["l2_size_bytes"]["value"]:
+        sf = float(gsim.get("store_fill", 1.0))
+        req = _requested_bytes(variant, problem, k, _array_bytes(launch.args)[2])
+        if req and sf < 0.75 and gsim.get("bytes"):
+            stored = req * gsim.get("store_bytes", 0) / gsim["bytes"]
             if stored > r["l2_size_bytes"]["value"] * r["l2_reuse_fraction"]["value"]:
                 dram_bytes += stored * (1.0 - sf)
                 dram_src += f"; + {stored * (1.0 - sf) / 1e6:.0f} MB completing partly written sectors (store fill {sf:.2f})"
@@ -1601,10 +1603,7 @@ def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *,
     # requests, where 1.5x would be 4933; a block's own repeated requests, as the naive rows'
     # element-by-element writes, cross each time: 911 MB for 604 MB)
     fabric = r["l2_fabric_fraction"]["value"]
-    fill = 1.0
-    if not dense and use_banks:
-        g = _simulated_launch(variant, problem, k)
-        fill = min(max(float((g or {}).get("sector_fill", 1.0)), 1.0 / 32), 1.0)
+    fill = min(max(float((gsim or {}).get("sector_fill", 1.0)), 1.0 / 32), 1.0)
     l2_tag_bytes = l2_bytes + fabric * (min(dram_bytes, l2_bytes) if dense else l2_bytes * fill)
     # lines per global request: simulated where the bank simulation runs anyway (shared accesses)
     # or where the rung's L1 bytes say its accesses are not coalesced; else 1 per those bytes

@@ -1137,7 +1137,6 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
     # naive rung over x viewed as (N, C, H*W), or (N*H*W, C, 1) in NHWC).  A thread's elements
     # over the launch's largest 2-D argument's last dimension (B) give the outer trips; per
     # outer trip the inner loop runs B // k times and the first B % k remainder blocks run
-    nest_done = set()
     for i in outer:
         kids = [j for j in sweep if loops[j].parent == i]
         if len(kids) != 1 or not inner_extent or len(sweep) != 2:
@@ -1165,10 +1164,7 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
                                     f"thread over runs of {B} (the largest 2-D argument's last dimension)")
         trips[j], rules[j] = runs * (B // k), f"unrolled x{k} inner walk: {B // k} per outer trip"
         launch_bytes = 0.0
-        nest_done.add(i)
-    for i in outer:
-        if i in nest_done:
-            continue
+    for i in [i for i in outer if trips[i] is None]:
         trips[i], rules[i] = float(warps), "around an inner sweep: once per warp"
         launch_bytes = max(launch_bytes - warps * 32 * own[i]["gmem_bytes"], 0.0)
     # the compiler's copy of such an outer loop for an empty inner range (loop unswitching on

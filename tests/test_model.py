@@ -189,6 +189,22 @@ def test_planning_for_a_target_device():
     assert backend.device() == before
 
 
+def test_model_plans_what_a_gpu_runs():
+    """A plan made for a target GPU (the model's) is the GPU's plan, not the simulator's: the
+    layernorm backward's column reduction runs 32-thread blocks over at most 32 tiles in the
+    simulator, 256-thread blocks over every tile on a GPU (the SASS the anatomy compiles)."""
+    from perfkit import backend
+
+    v = layernorm_bwd.LADDER[2]
+    p = layernorm_bwd.Problem(rows=300, cols=4100, dtype="float32")
+    col = lambda ls: [l for l in ls if l.name in ("lnb_col_partials", "lnb_sum_partials")]  # noqa: E731
+    gpu = col(model._plan_launches(v, p, model.rates("h100-sxm")))
+    assert gpu and all(l.threads_per_block == 256 for l in gpu) and gpu[0].grid[0] == -(-4100 // 32)
+    if backend.is_simulator():
+        here = col(model._plan_launches(v, p))
+        assert here and all(l.threads_per_block == 32 for l in here) and here[0].grid[0] == 32
+
+
 def test_stand_in_buffers_reshape_like_arrays():
     v = layernorm.LADDER[2]
     p = layernorm.Problem(rows=37, cols=129, dtype="float32")

@@ -214,14 +214,32 @@ COL_TILE = 32   # columns per block of the column reduction (one warp's worth: 1
 #: (32-thread blocks): it runs every thread as a Python thread and every barrier costs thread
 #: switches; 256 threads per 32 columns made the backward ladder's tests several times slower.
 #: (So the cross-lane merge in shared memory runs only on a GPU: the GPU test run checks it.)
-COL_LANES = 1 if backend.is_simulator() else 8
-#: column tiles in flight along grid.x (blocks loop over the rest): every tile on a GPU; 32 in the
-#: simulator, where each block is Python threads (a 65537-wide row made 2049 blocks there)
-COL_TILE_BLOCKS = 32 if backend.is_simulator() else 2**31 - 1
+COL_LANES = 1 if backend.is_simulator() else 8  # the kernels' constant; plans ask _col_lanes()
+
+
+def _for_simulator() -> bool:
+    """Whether the plan being made is for the simulator's kernels (1 lane, 32 tile blocks)
+    rather than a GPU's: a simulator process plans for the simulator, except inside
+    :func:`perfkit.backend.planning_for` (the model's estimate of a target GPU), where the plan
+    must be the one a GPU runs, matching the SASS the anatomy compiles (with the GPU's
+    ``COL_LANES``)."""
+    return bool(getattr(backend.device(), "simulated", False))
+
+
+def _col_lanes() -> int:
+    return 1 if _for_simulator() else 8
+
+
+def _col_block() -> int:
+    """Threads of a column-reduction block: COL_TILE columns x the planned device's lanes."""
+    return COL_TILE * _col_lanes()
 
 
 def _tile_blocks(cols: int) -> int:
-    return max(1, min(-(-cols // COL_TILE), COL_TILE_BLOCKS))
+    """Column tiles in flight along grid.x (blocks loop over the rest): every tile on a GPU; 32
+    in the simulator, where each block is Python threads (a 65537-wide row made 2049 blocks)."""
+    cap = 32 if _for_simulator() else 2**31 - 1
+    return max(1, min(-(-cols // COL_TILE), cap))
 
 
 @cuda.jit
@@ -327,7 +345,7 @@ def _stats_ws(problem) -> dict:
 def _col_launches(problem, bufs) -> list:
     parts, chunk = col_split(problem.rows, problem.cols)
     c = problem.cols
-    return [Launch(lnb_col_partials, (_tile_blocks(c), parts), COL_TILE * COL_LANES,
+    return [Launch(lnb_col_partials, (_tile_blocks(c), parts), _col_block(),
                    (bufs["x"], bufs["dy"], bufs["mean"], bufs["rstd"], bufs["col_dgamma"], bufs["col_dbeta"],
                     problem.rows, c, chunk)),
             Launch(lnb_col_finish, -(-c // 128), 128,
@@ -831,7 +849,7 @@ class MultiRow(Variant):
         return [Launch(_rows_kernel(G, R, V, W, NC, C.cached_cols(problem.cols, G, W, NC) < problem.cols), grid, G * R,
                        (bufs["x"], bufs["dy"], C.view(bufs["gamma"], (1, c)), bufs["dx"], bufs["part_dgamma"],
                         bufs["part_dbeta"], C.eps32(problem), problem.rows, c)),
-                Launch(lnb_sum_partials, (_tile_blocks(c), parts), COL_TILE * COL_LANES,
+                Launch(lnb_sum_partials, (_tile_blocks(c), parts), _col_block(),
                        (bufs["part_dgamma"], bufs["part_dbeta"], bufs["col_dgamma"], bufs["col_dbeta"], nslots, c,
                         chunk)),
                 Launch(lnb_col_finish, -(-c // 128), 128,

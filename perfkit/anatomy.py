@@ -42,7 +42,7 @@ from pathlib import Path
 from . import occupancy as occ
 from .kernels.base import Problem, UnsupportedProblem, Variant
 
-__all__ = ["AnatomyError", "Report", "Diff", "Loop", "inspect", "diff", "classify", "instruction_mix",
+__all__ = ["AnatomyError", "UnsupportedRung", "Report", "Diff", "Loop", "inspect", "diff", "classify", "instruction_mix",
            "find_loops", "hot_loop_of",
            "cli", "SUPPORTED_CC", "MIX_CLASSES", "tool_path"]
 
@@ -51,6 +51,13 @@ SUPPORTED_CC = [cc for cc in occ.LIMITS if cc >= (7, 5)]  # numba-cuda 0.30 comp
 
 class AnatomyError(RuntimeError):
     """A rung cannot be inspected for the asked target; the message names both."""
+
+
+class UnsupportedRung(AnatomyError, UnsupportedProblem):
+    """The rung cannot take this (valid) problem at all (its ``supports`` says no): both an
+    :class:`AnatomyError` and the rung's own :class:`~perfkit.kernels.base.UnsupportedProblem`,
+    so a caller that skips unsupported problems (``except UnsupportedProblem``) skips it in
+    ``inspect`` and ``model.estimate`` alike."""
 
 
 # --- target and tools ------------------------------------------------------------------------
@@ -819,7 +826,7 @@ def inspect(variant: Variant, problem: Problem, cc=(9, 0), kernel: int = 0) -> R
     try:
         variant.supports(problem)
     except UnsupportedProblem as exc:
-        raise AnatomyError(f"{variant.label} cannot take {problem.label}: {exc} "
+        raise UnsupportedRung(f"{variant.label} cannot take {problem.label}: {exc} "
                            f"(variant.example(problem) gives one it can)") from None
     result = _compile(variant, problem, cc)
     launches = result["launches"]

@@ -118,6 +118,21 @@ def test_oracle_has_nothing_to_inspect():
         anatomy.inspect(saxpy.LADDER[0], saxpy.EXAMPLE_PROBLEM)
 
 
+def test_a_problem_the_rung_cannot_take_is_unsupported_in_inspect_and_estimate():
+    """A float32-only rung asked for float16: the rung's UnsupportedProblem (what callers skip
+    on), still an AnatomyError, from anatomy and from the model alike."""
+    from perfkit import model
+    from perfkit.kernels import gemm
+    from perfkit.kernels.base import UnsupportedProblem
+
+    p = gemm.Problem(m=40, n=24, k=16, dtype="float16")
+    for call in (lambda: anatomy.inspect(gemm.LADDER[1], p), lambda: model.estimate(gemm.LADDER[1], p)):
+        with pytest.raises(UnsupportedProblem, match="float32"):
+            call()
+    with pytest.raises(anatomy.AnatomyError, match="cannot take"):
+        anatomy.inspect(gemm.LADDER[1], p)
+
+
 def test_a_kernel_that_fails_to_compile_names_target_and_message():
     with pytest.raises(anatomy.AnatomyError, match=r"sm_90.*(TypingError|No implementation|typing)"):
         anatomy.inspect(ex.Broken(), ex.Problem(n=16, dtype="float32"), (9, 0))

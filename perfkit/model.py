@@ -39,7 +39,8 @@ The model of one kernel launch
      passes)) give both counts when n is whole (n // k and n % k per warp), else the remainder runs
      (k - 1) / 2 times per warp; a sweeping loop around another
      sweeping loop (a grid-stride loop over columns around the walk down the rows) runs once per
-     warp and the inner one carries the bytes, unless it holds the inner loop's peeled
+     warp and the inner one carries the bytes (not a dense op's tile loop that holds the
+     arithmetic loop: it sweeps the tiles' bytes with its loaders), unless it holds the inner loop's peeled
      remainder (the inner loop unrolled k times, its k - 1 leftover elements in the outer body,
      each branched to one exit): a walk over a 2-D range whose inner loop runs over B, the
      last dimension of the launch's largest 2-D argument (batchnorm's naive rung: H*W in NCHW,
@@ -58,9 +59,14 @@ The model of one kernel launch
      barrier walks rows (``problem.rows``): ``rows x 2^L / 32`` warp-iterations, L its
      butterfly offsets (a group of 2^L lanes finishes a row an iteration); with barriers and
      the warps' partials through shared memory (each warp storing its own, loading the W of
-     its group back): ``rows x W``, W its shared loads over its shared stores; another outer loop
-     runs as often as its least frequent inner loop; any other loop (a reduction tree) runs
-     ``log2(threads per block)`` times per warp.
+     its group back): ``rows x W``, W its shared loads over its shared stores;
+   * a loop that only reads shared memory after its parent (or the straight code) stored
+     partials and passed a barrier reads them back: stores one lane makes (predicated or
+     branched around: a warp's partial) are read by every warp, ``W x stores / loads`` times
+     per parent iteration (W the block's warps); stores every lane makes are gathered by one
+     reader, ``32 x stores / loads`` times per block;
+   * another outer loop runs as often as its least frequent inner loop; any other loop (a
+     reduction tree) runs ``log2(threads per block)`` times per warp.
 
    Each if/else in a body counts one arm (:func:`_one_path`): the shorter, which is a full
    tile's vector path in a bounds-checked kernel; an arm that CALLs a routine counts as longer;
@@ -1130,7 +1136,9 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
     def has_inner_sweep(i):
         return any(j != i and _nested_in(loops, j, i) for j in sweep)
 
-    outer = [i for i in sweep if has_inner_sweep(i)]
+    # (not a tiled product's tile loop: one that holds the arithmetic loop runs once per tile,
+    # as its loaders do, and sweeps the tiles' bytes with them)
+    outer = [i for i in sweep if has_inner_sweep(i) and not any(_nested_in(loops, j, i) for j in work)]
     # unless the outer loop holds the inner one's peeled remainder (the inner loop unrolled k
     # times, the k - 1 leftover elements in the outer body after it, each branched to the
     # same exit): a walk over a 2-D range, the inner loop over its last dimension (batchnorm's
@@ -1228,6 +1236,41 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
             rules[i] = (f"outer: one row per {wpg} warps an iteration (a reduction across warps: "
                         f"{nld} shared loads, {nst} stores)")
             row_loops.append(i)
+    # a loop that only reads shared memory (no global access, barrier or shuffle) after its
+    # parent's body (or the straight code) stored partials and passed a barrier reads those
+    # partials back.  A store that one lane makes (predicated: a warp's partial after its
+    # shuffles) leaves one value a warp, and every warp reads all W = threads / 32 warps'
+    # values: W x stores / loads an iteration per warp (layernorm backward's persistent rows,
+    # a co-moment of 5 values per warp merged over 16 warps, unrolled x4: 4 a row).  A store
+    # every lane makes leaves 32 values, which one reader gathers (each warp reading them all
+    # would be all-pairs work): 32 x stores / loads iterations for the block, per warp on
+    # average 32 x stores / (loads x W) x W / W (batchnorm split's statistics in NCHW: 256
+    # threads' (n, mean, M2) merged by thread 0, 12 loads an iteration: 8 a warp, Nsight
+    # Compute's 806 shared wavefronts a block against 792).  Where a block holds several groups,
+    # each reading only its own warps', the first case counts all of them (an upper bound)
+    for i, c in enumerate(own):
+        nld, par = sum(c["lds"].values()), loops[i].parent
+        if trips[i] is not None or not nld or sum(c["sts"].values()) or c["gmem"] or c["bar"] \
+                or c["shfl"] or c["mma"] or (par is not None and not trips[par]):
+            continue
+        pairs_p = straight_pairs if par is None else own_pairs[par]
+        if not _pipe_counts([ins for _, ins in pairs_p])["bar"]:
+            continue
+        spans = _forward_spans(pairs_p)
+        # (address, conditional): predicated, or inside an if the compiler branched around
+        sts = [(a, ins.strip().startswith("@") or any(lo < a < hi for lo, hi in spans))
+               for a, ins in pairs_p if re.match(r"(@!?U?P\w+\s+)?STS\b", ins.strip())]
+        if not sts:
+            continue
+        wpb = max(threads_per_block // 32, 1)
+        one_lane = all(cond for _, cond in sts)
+        per = wpb * len(sts) / nld if one_lane else 32.0 * len(sts) / nld
+        base = float(warps) if par is None else trips[par]
+        trips[i] = base * max(per, 1.0 / wpb)
+        how = (f"one lane each: every warp reads all {wpb} warps'" if one_lane
+               else "every lane: one reader gathers them")
+        rules[i] = (f"reads back the partials stored before a barrier ({len(sts)} stores, {how}, {nld} "
+                    f"loads an iteration): {per:g} per {'warp' if par is None else f'iteration of loop {par}'}")
     for _ in range(len(loops)):
         for i, lp in enumerate(loops):
             if trips[i] is None:

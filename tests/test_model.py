@@ -926,3 +926,74 @@ def test_host_launch_cost_shows_only_past_the_work_queued_ahead():
     eb = model.estimate(v, p, "b200", banks=False)
     assert eb.inputs["ahead_s"]["value"] == pytest.approx(eb.launches[0]["host_s"])
     assert eb.legs["launch"] == pytest.approx(rb["launch_latency_s"]["value"])
+
+
+def test_a_loop_reading_back_partials_after_a_barrier():
+    """A loop that only reads shared memory after its parent stored partials and passed a
+    barrier.  Stores one lane makes (a warp's partial after its shuffles): every warp reads all
+    W = threads / 32 warps' values, W x stores / loads iterations per parent iteration
+    (layernorm backward's persistent rows today: 5 values, 16 warps, 20 loads: 4 a row).
+    Stores every lane makes: one reader gathers 32 x stores values, 32 x stores / loads
+    iterations for the block (batchnorm split in NCHW: 8 a warp, as Nsight Compute's shared
+    wavefronts say: 806 a block, the model 792)."""
+    from types import SimpleNamespace
+
+    def listing(pred, nld, nst, nested):
+        ins = []
+        if nested:
+            ins += ["MOV R5, RZ"]                                      # the row loop
+        ins += ["LDG.E R6, desc[UR4][R8.64]", "FADD R5, R6, R5"]
+        ins += [("@!P1 " if pred else "") + f"STS [R2+{hex(0x80 * j)}], R5" for j in range(nst)]
+        ins += ["BAR.SYNC.DEFER_BLOCKING 0x0", "MOV R20, RZ"]
+        merge = len(ins)
+        ins += [f"LDS R{10 + j}, [R11+{hex(4 * j)}]" for j in range(nld)] + ["FADD R20, R10, R20"]
+        out = [(0x10 * a, t) for a, t in enumerate(ins)]
+        n = len(out)
+        out += [(0x10 * n, f"@P3 BRA {hex(0x10 * merge)}")]
+        if nested:
+            out += [(0x10 * (n + 1), "STG.E desc[UR4][R2.64], R20"), (0x10 * (n + 2), "@P4 BRA 0x0")]
+        return out + [(0x10 * (len(out)), "EXIT")], 0x10 * merge
+
+    prob = SimpleNamespace(flops=0.0, bytes=64e6, rows=4096, cols=4096, dtype="float32")
+    warps = 4224
+    # one lane's stores, nested in a row loop: 16 warps x 5 / 20 = 4 per row-loop iteration
+    instrs, start = listing(True, 20, 5, True)
+    rep = _fake_report(instrs)
+    starts = [lp.start for lp in rep.loops]
+    i, o = starts.index(start), starts.index(0x0)
+    dyn = model.dynamic_mix(rep, prob, launch_bytes=64e6, dense=False, warps=warps, threads_per_block=512)
+    assert dyn["trips"][o] and dyn["trips"][i] == pytest.approx(4 * dyn["trips"][o]), dyn["rules"]
+    assert "every warp reads all 16" in dyn["rules"][i]
+    # every lane's stores in the straight code, one reader: 32 x 3 / 12 = 8 per warp
+    instrs, start = listing(False, 12, 3, False)
+    rep = _fake_report(instrs)
+    i = [lp.start for lp in rep.loops].index(start)
+    dyn = model.dynamic_mix(rep, prob, launch_bytes=64e6, dense=False, warps=4096, threads_per_block=256)
+    assert dyn["trips"][i] == pytest.approx(8 * 4096) and "one reader" in dyn["rules"][i], dyn["rules"]
+
+
+def test_a_tiled_products_tile_loop_runs_with_its_loaders():
+    """A dense op's tile loop that holds the arithmetic loop and a loader loop (the implicit
+    GEMM convolution: the k-tile loop with its B-tile loader nested): it runs once per tile as
+    its loaders do, sharing the tiles' bytes with them, not once per warp."""
+    from types import SimpleNamespace
+    instrs = [(0x00, "LDG.E R6, desc[UR4][R8.64]"),                   # tile loop: A's element
+              (0x10, "STS [R2], R6"),
+              (0x20, "LDG.E R7, desc[UR4][R10.64]"),                  # loader loop: B's elements
+              (0x30, "STS [R3], R7"),
+              (0x40, "@P1 BRA 0x20"),
+              (0x50, "BAR.SYNC.DEFER_BLOCKING 0x0"),
+              (0x60, "LDS R12, [R4]"),                                # arithmetic loop
+              (0x70, "FFMA R20, R12, R12, R20"),
+              (0x80, "@P2 BRA 0x60"),
+              (0x90, "BAR.SYNC.DEFER_BLOCKING 0x0"),
+              (0xa0, "@P3 BRA 0x00"),
+              (0xb0, "EXIT")]
+    rep = _fake_report(instrs)
+    starts = [lp.start for lp in rep.loops]
+    tile, loader, work = starts.index(0x00), starts.index(0x20), starts.index(0x60)
+    warps, nbytes = 1024, 1024 * 32 * 8 * 100.0   # 100 tiles a warp, 4 + 4 bytes a thread each
+    prob = SimpleNamespace(flops=64.0 * warps * 800, bytes=1e6, m=64, n=64, k=64, dtype="float32")
+    dyn = model.dynamic_mix(rep, prob, launch_bytes=nbytes, dense=True, warps=warps, threads_per_block=256)
+    assert dyn["trips"][work] == pytest.approx(800 * warps)
+    assert dyn["trips"][tile] == pytest.approx(100 * warps) == dyn["trips"][loader], dyn["rules"]

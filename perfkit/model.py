@@ -2098,7 +2098,8 @@ def validate(gpu: str = "h100-sxm", results_root=None, ncu_path=None, *, banks: 
         except Exception as exc:  # noqa: BLE001
             row.update(predicted_s=np.nan, bound=f"error: {exc.__class__.__name__}: {str(exc)[:60]}")
         rows.append(row)
-    table = pd.DataFrame(rows)
+    cols = ["op", "problem", "rung", "code", "kind", "measured_s", "predicted_s", "bound"]
+    table = pd.DataFrame(rows) if rows else pd.DataFrame(columns=cols)  # no records: an empty table
     table["ratio"] = table["predicted_s"] / table["measured_s"]
     line = summary_line(table[table["kind"] == "rung"]["ratio"])
     levels = _levels(table, ncu_path)
@@ -2220,8 +2221,26 @@ def validate_cli(argv=None) -> int:
     v.add_argument("--today", action="store_true",
                    help="estimate today's kernels even where a rung's code changed since its record")
     args = ap.parse_args(argv)
-    table, line, levels = validate(args.gpu, args.results, args.ncu, banks=not args.no_banks,
-                                   history=not args.today)
+    import sys
+
+    from .specs import SpecError
+
+    if args.results is not None and not Path(args.results).is_dir():
+        print(f"perfkit model validate: no records folder {args.results!r}", file=sys.stderr)
+        return 2
+    if args.ncu is not None and not Path(args.ncu).is_file():
+        print(f"perfkit model validate: no Nsight Compute table {args.ncu!r}", file=sys.stderr)
+        return 2
+    try:
+        table, line, levels = validate(args.gpu, args.results, args.ncu, banks=not args.no_banks,
+                                       history=not args.today)
+    except SpecError as exc:
+        print(f"perfkit model validate: {exc}", file=sys.stderr)
+        return 2
+    if not len(table):
+        print(f"perfkit model validate: no GPU records (JSON, not simulated) under "
+              f"{args.results or 'data/results'}", file=sys.stderr)
+        return 1
     show = table.drop(columns=[c for c in table.columns if c.startswith("_") or c == "kind"])
     show = show.assign(measured_us=(show.pop("measured_s") * 1e6).round(1),
                        predicted_us=(show.pop("predicted_s") * 1e6).round(1), ratio=show["ratio"].round(2))

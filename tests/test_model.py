@@ -997,3 +997,18 @@ def test_a_tiled_products_tile_loop_runs_with_its_loaders():
     dyn = model.dynamic_mix(rep, prob, launch_bytes=nbytes, dense=True, warps=warps, threads_per_block=256)
     assert dyn["trips"][work] == pytest.approx(800 * warps)
     assert dyn["trips"][tile] == pytest.approx(100 * warps) == dyn["trips"][loader], dyn["rules"]
+
+
+def test_validate_cli_says_what_is_wrong_without_a_traceback(tmp_path, capsys):
+    """Bad input to ``perfkit model validate``: one line on stderr and a non-zero exit, not a
+    traceback; a folder with no GPU records gives an empty table and the 0-record line."""
+    assert model.validate_cli(["validate", "--results", str(tmp_path / "nowhere")]) == 2
+    assert "no records folder" in capsys.readouterr().err
+    assert model.validate_cli(["validate", "--gpu", "no-such-gpu"]) == 2
+    assert "unknown device 'no-such-gpu'" in capsys.readouterr().err
+    assert model.validate_cli(["validate", "--ncu", str(tmp_path / "none.csv")]) == 2
+    assert "no Nsight Compute table" in capsys.readouterr().err
+    assert model.validate_cli(["validate", "--results", str(tmp_path)]) == 1
+    assert "no GPU records" in capsys.readouterr().err
+    table, line, levels = model.validate(results_root=tmp_path)
+    assert len(table) == 0 and len(levels) == 0 and line.endswith("within 2x: 0/0")

@@ -25,6 +25,11 @@ The model of one kernel launch
      k after the full tiles) runs once per warp; code of such a loop that a branch skips
      together with a nested loop moving global memory is that loader's peeled remainder and
      does not run (a power-of-two tile divides evenly among the threads);
+   * a loop whose only global accesses store zero clears the workspace the launch is passed
+     (partial sums, before a persistent grid accumulates into them): ``workspace bytes /
+     (32 * bytes per iteration)``, its remainder loop ``(k - 1) / 2`` per warp, once per warp
+     without a workspace; one that falls through to EXIT is the compiler's copy for an empty
+     inner range (below);
    * a loop that loads or stores global memory (cp.async included) sweeps the launch's share
      of the bytes the rung's global instructions move (``Traffic.l1_bytes``, else its L2
      bytes), less what the arithmetic loops already move: ``trips = bytes /
@@ -534,11 +539,14 @@ def _plan_launches_here(variant, problem):
 
     specs = {**problem.input_specs(), **problem.output_specs(), **variant.workspace(problem)}
 
-    class _Buf:  # shape and dtype only, like a device array's
-        def __init__(self, shape, dtype):
+    work = set(variant.workspace(problem))
+
+    class _Buf:  # shape and dtype only, like a device array's (and whether it is workspace)
+        def __init__(self, shape, dtype, workspace=False):
             self.shape, self.dtype = tuple(shape), np.dtype(dtype)
             self.ndim = len(self.shape)
             self.size = int(np.prod(self.shape))
+            self.workspace = workspace
 
         def reshape(self, *shape):
             shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
@@ -548,13 +556,13 @@ def _plan_launches_here(variant, problem):
                 shape = tuple(self.size // max(known, 1) if x == -1 else x for x in shape)
             if int(np.prod(shape)) != self.size:
                 raise ValueError(f"cannot reshape {self.shape} to {shape}")
-            return _Buf(shape, self.dtype)
+            return _Buf(shape, self.dtype, self.workspace)
 
         def ravel(self):
-            return _Buf((self.size,), self.dtype)
+            return _Buf((self.size,), self.dtype, self.workspace)
 
     try:
-        return variant.plan(problem, {n: _Buf(s, d) for n, (s, d) in specs.items()})
+        return variant.plan(problem, {n: _Buf(s, d, n in work) for n, (s, d) in specs.items()})
     except Exception:  # noqa: BLE001  (a plan that needs real arrays: host stand-ins)
         hb = variant.host_buffers(problem)
         launches = variant.plan(problem, hb)
@@ -562,7 +570,7 @@ def _plan_launches_here(variant, problem):
         def real(a):
             for n, b in hb.items():
                 if a is b:
-                    return _Buf(*specs[n])
+                    return _Buf(*specs[n], n in work)
             return a
 
         class _L:
@@ -951,7 +959,7 @@ def _remainder_blocks(pairs: list[tuple[int, str]]) -> list[tuple[int, int, int]
 
 
 def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int, threads_per_block: int,
-                inner_extent: int | None = None) -> dict:
+                inner_extent: int | None = None, clear_bytes: float | None = None) -> dict:
     """Dynamic per-pipe counts of one launch (warp instructions over the whole launch) and the
     trips of each loop; see the module docstring for the trip rules."""
     loops = report.loops
@@ -1026,6 +1034,43 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
                 own_pairs[i] = kept
                 own[i] = thread_ffma(kept, _pipe_counts([ins for _, ins in kept]))
     # 2. sweeping loops
+    # a loop whose only global accesses store zero (RZ) clears a workspace (partial sums set to
+    # zero before a persistent grid accumulates into them): it stores the workspace the launch
+    # is passed (``clear_bytes``), not the launch's streamed bytes; an unrolled one beside its
+    # remainder loop (k times its stores) carries them, the remainder (k - 1) / 2 per warp.
+    # Without a workspace, once per warp.  (Layernorm backward's persistent rows at 7c7b2e0
+    # clear each slot's whole partial row: 32 iterations a warp at 4096 columns, where the
+    # sweep rule had given them 69 and the row's sweeps 46 for Nsight Compute's ~62 (its
+    # FFMA: 0.76 -> 0.95); today's clear only the columns past the register cache, none at
+    # 4096: an overcount there)
+    zero = []
+    for i, body in enumerate(own_bodies):
+        g = [ins for ins in body if re.match(r"(@!?U?P\w+\s+)?(LDG|STG|LD|ST|RED|ATOM)\.", ins.strip())]
+        if trips[i] is None and g and all(re.match(r"(@!?U?P\w+\s+)?STG\.\S*\s.*,\s*RZ\s*$", ins.strip()) for ins in g):
+            zero.append(i)
+    # the compiler's copy of a loop for an empty inner range (unswitched: its sums stay zero,
+    # so it stores RZ) ends the kernel: it falls through to EXIT.  It and its siblings are left
+    # to the unswitched-copy rule below
+    def _ends_kernel(i):
+        nxt = [ins.strip() for a, ins in lines if a > loops[i].end and not ins.strip().startswith(("BSYNC", "NOP"))]
+        return bool(nxt) and nxt[0] == "EXIT"
+
+    if any(_ends_kernel(i) for i in zero):
+        zero = []
+    rem = {i for i in zero for j in zero if j != i and own[j]["gmem_bytes"] >= 2 * own[i]["gmem_bytes"]
+           and loops[i].parent == loops[j].parent}
+    carry = [i for i in zero if i not in rem]
+    for i in zero:
+        if not clear_bytes or not carry:
+            trips[i], rules[i] = float(warps), "clears a workspace (stores zero only): once per warp"
+        elif i in rem:
+            k = max(own[j]["gmem_bytes"] for j in carry) / own[i]["gmem_bytes"]
+            trips[i], rules[i] = warps * (k - 1) / 2, "remainder of a workspace-clearing loop: (k - 1) / 2 per warp"
+        else:
+            t = max(clear_bytes / (32.0 * sum(own[j]["gmem_bytes"] for j in carry)), float(warps))
+            trips[i], rules[i] = t, f"clears the launch's workspace ({clear_bytes / 1e6:.3g} MB, stores zero only)"
+    # (the launch's bytes stay with the sweeps: a small twin's slots clear little of what the
+    # problem's do, so its scaled bytes hold next to none of this clearing)
     sweep = [i for i, c in enumerate(own) if trips[i] is None and c["gmem_bytes"] > 0]
     # a remainder loop: the sibling right before or after an unrolled loop whose global
     # accesses it repeats k (>= 2) times fewer; each thread runs it fewer than k times per pass
@@ -1112,7 +1157,7 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
         peeled_back.append((i, warps * loop_runs, f"unrolled x{k} with a peeled remainder block: {how}, "
                                                   f"{loop_runs:g} per warp", cb, -(1.0 - runs) * warps))
     # bytes the arithmetic loops already move (a GEMM's k-loop loads its tiles) are not swept again
-    covered = sum(trips[i] * 32 * own[i]["gmem_bytes"] for i in range(len(loops)) if trips[i])
+    covered = sum(trips[i] * 32 * own[i]["gmem_bytes"] for i in range(len(loops)) if trips[i] and i not in zero)
     launch_bytes = max(launch_bytes - covered, 0.0)
     # loaders nested in an arithmetic loop carry its traffic; sweeping loops outside it (a
     # pipeline's prologue, an epilogue) run about once per warp
@@ -1532,8 +1577,10 @@ def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *,
     inner_extent = int(max(two_d, key=lambda a: math.prod(a.shape)).shape[-1]) if two_d else None
     # the bytes this launch's global instructions move: from the simulation where it says
     # (each launch's own accesses scaled to the problem), else the launch's share of the rung's
+    # the workspace this launch is passed (partial sums a loop may clear before accumulating)
+    clear = _array_bytes([a for a in launch.args if getattr(a, "workspace", False)])[2]
     dyn = dynamic_mix(rep, problem, launch_bytes=launch_l1 if launch_l1 else l1_total * share, dense=dense,
-                      warps=warps, threads_per_block=tpb, inner_extent=inner_extent)
+                      warps=warps, threads_per_block=tpb, inner_extent=inner_extent, clear_bytes=clear)
     c = dyn["counts"]
     has_smem = (sum(c["lds"].values()) + sum(c["sts"].values())) > 0
     ld_vec = False

@@ -1012,3 +1012,39 @@ def test_validate_cli_says_what_is_wrong_without_a_traceback(tmp_path, capsys):
     assert "no GPU records" in capsys.readouterr().err
     table, line, levels = model.validate(results_root=tmp_path)
     assert len(table) == 0 and len(levels) == 0 and line.endswith("within 2x: 0/0")
+
+
+def test_a_loop_storing_only_zero_clears_the_workspace():
+    """A loop whose only global accesses store zero clears the launch's workspace (a persistent
+    grid's partial sums, layernorm backward's multirow rung at 7c7b2e0): unrolled x4 beside its
+    remainder, it runs workspace bytes / (32 x its bytes an iteration); the streamed bytes stay
+    with the sweep.  The same code falling through to EXIT is the compiler's copy for an empty
+    inner range and does not run."""
+    from types import SimpleNamespace
+
+    def listing(exit_after):
+        ins = [(0x00, "STG.E desc[UR4][R2.64], RZ"),                 # remainder: one element
+               (0x10, "@P1 BRA 0x00")]
+        ins += [(0x20 + 0x10 * j, f"STG.E desc[UR4][R2.64+{hex(4 * j)}], RZ") for j in range(4)]
+        ins += [(0x60, "@P2 BRA 0x20")]                               # unrolled x4
+        if exit_after:
+            return ins + [(0x70, "EXIT"), (0x80, "LDG.E R6, desc[UR4][R8.64]"),
+                          (0x90, "STG.E desc[UR4][R10.64], R6"), (0xa0, "@P3 BRA 0x80"), (0xb0, "EXIT")]
+        return ins + [(0x70, "LDG.E R6, desc[UR4][R8.64]"),            # the sweep
+                      (0x80, "STG.E desc[UR4][R10.64], R6"), (0x90, "@P3 BRA 0x70"), (0xa0, "EXIT")]
+
+    prob = SimpleNamespace(flops=0.0, bytes=64e6, rows=4096, cols=4096, dtype="float32")
+    warps, nbytes, clear = 1024, 32 * 8 * 1024 * 100.0, 32 * 16 * 1024 * 10.0
+    rep = _fake_report(listing(False))
+    starts = [lp.start for lp in rep.loops]
+    r, u, sw = starts.index(0x00), starts.index(0x20), starts.index(0x70)
+    dyn = model.dynamic_mix(rep, prob, launch_bytes=nbytes, dense=False, warps=warps, threads_per_block=128,
+                            clear_bytes=clear)
+    assert dyn["trips"][u] == pytest.approx(10 * warps) and "workspace" in dyn["rules"][u]
+    assert dyn["trips"][r] == pytest.approx(1.5 * warps)
+    assert dyn["trips"][sw] == pytest.approx(100 * warps)
+    rep = _fake_report(listing(True))
+    starts = [lp.start for lp in rep.loops]
+    dyn = model.dynamic_mix(rep, prob, launch_bytes=nbytes, dense=False, warps=warps, threads_per_block=128,
+                            clear_bytes=clear)
+    assert "workspace" not in dyn["rules"][starts.index(0x20)], dyn["rules"]

@@ -93,9 +93,11 @@ The model of one kernel launch
              H100 for the 64x64 and 128x128 tile rungs (2182, 619 MB at 4096^3 fp32); a
              streaming op whose blocks read their rows again (the bank simulation's global
              recording: :func:`perfkit.banks._rereads`) re-reads them from L2 only while the
-             rows of the resident blocks fit in ``l2_reuse_fraction`` of L2; where every row is
-             in flight at once, every read of a row goes to DRAM (the 7c7b2e0 multirow rungs:
-             Nsight Compute counted x read twice); stores that fill only part of each sector
+             rows of the resident blocks (and the workspace the launch keeps live: a
+             persistent grid's partial sums) fit in ``l2_reuse_fraction`` of L2; past that
+             the re-reads miss in proportion up to the whole L2, and past the whole L2 every
+             read of a row goes to DRAM (the 7c7b2e0 multirow rungs: Nsight Compute counted x
+             read twice; layernorm backward's tuned rung, 38 MB: a third); stores that fill only part of each sector
              (the simulated block's store fill: NHWC batchnorm, 1/8), over more than L2 keeps,
              read the unfilled part from DRAM (L2 completes a sector that leaves before the
              other blocks' parts arrive)
@@ -1650,19 +1652,29 @@ def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *,
             # a warp that walks its rows one after another (an outer row loop) re-reads within
             # one row: only that row of its share is in flight
             footprint = asked * g["streamed_distinct"] / g["bytes"] * resident / blocks / max(dyn.get("rows_in_turn", 1.0), 1.0)
+            # plus the workspace the launch read-modify-writes, which every slot keeps live (a
+            # persistent grid's partial sums: layernorm backward's tuned rung at 7c7b2e0, 17 MB
+            # of rows in flight and 17 MB of partials)
+            footprint += clear
             if footprint > keep:
-                # the arrays every block reads (parameters) stay in L2: their bytes as declared
-                miss_bytes = asked * g["bytes_if_rereads_miss"] / g["bytes"]
+                # the arrays every block reads (parameters) stay in L2: their bytes as declared.
+                # Between what L2 keeps for re-reads and its whole size the re-reads miss in
+                # proportion (the part of the footprint past what is kept, over the rest of
+                # L2); past the whole L2, all of them (tuned above, 38 MB: a third; Nsight
+                # Compute: 174 MB beyond x, dy and dx, of 346 MB that could miss)
+                frac = min(1.0, (footprint - keep) / max(r["l2_size_bytes"]["value"] - keep, 1.0))
+                miss_bytes = dram_bytes + frac * (asked * g["bytes_if_rereads_miss"] / g["bytes"] - dram_bytes)
                 if miss_bytes > dram_bytes:
                     dram_src = (f"re-reads miss L2: {resident} resident blocks of {blocks} work on "
-                                f"{footprint / 1e6:.0f} MB at once, L2 keeps {keep / 1e6:.0f} MB; the simulated "
-                                f"block's reads of its rows all go to DRAM")
+                                f"{footprint / 1e6:.0f} MB at once, L2 keeps {keep / 1e6:.0f} MB; "
+                                + ("the simulated block's reads of its rows all go to DRAM" if frac >= 1 else
+                                   f"{frac:.2f} of the simulated block's re-reads go to DRAM"))
                     dram_bytes = miss_bytes
                     # the loads that wait on DRAM: every read of a streamed array (the first
                     # touch and the re-reads), not the parameters every block reads
                     streamed = g["streamed_distinct"] + g["streamed_reread"]
                     params = g["bytes"] - g["bytes_if_rereads_miss"]
-                    reread_to_dram = streamed / max(streamed + params, 1e-9)
+                    reread_to_dram = frac * streamed / max(streamed + params, 1e-9)
     # stores that fill only part of each sector, the rest written by other blocks (NHWC
     # batchnorm's channel blocks: a float of each 32-byte sector, eight blocks to a sector),
     # over more than L2 keeps: the blocks drift apart, a sector leaves L2 before all its parts

@@ -552,8 +552,9 @@ def test_levels_and_repeat_lines():
 
 def test_rereads_miss_l2_when_the_resident_rows_do_not_fit(monkeypatch):
     """A second sweep over a row hits L2 while the rows the resident blocks hold fit in what
-    L2 keeps for re-reads: 1056 of 4096 rows of 16 KB (17 MB of x) fit in 32 MB, and the fused
-    softmax reads x from DRAM once; with L2 keeping 5 MB, all three sweeps go to DRAM."""
+    L2 keeps for re-reads: the rows of 16 KB the resident blocks hold (13 MB of x) fit in 32 MB,
+    and the fused softmax reads x from DRAM once; with an L2 of 10 MB keeping 5, all three sweeps
+    go to DRAM; with the 50 MB L2 keeping 5, the re-reads miss in proportion: (13 - 5) / (50 - 5)."""
     fused = next(v for v in softmax.LADDER if v.name == "fused")
     p = softmax.Problem(rows=4096, cols=4096, dtype="float32")
     e = 4096 * 4096 * 4.0
@@ -562,15 +563,25 @@ def test_rereads_miss_l2_when_the_resident_rows_do_not_fit(monkeypatch):
     assert L["dram_bytes"] == pytest.approx(2 * e, rel=0.02)
     real = model.rates
 
-    def small_l2(gpu="h100-sxm"):
-        r = real(gpu)
-        r.put("l2_reuse_fraction", 0.1, "test")
-        return r
+    def small_l2(size):
+        def rates(gpu="h100-sxm"):
+            r = real(gpu)
+            r.put("l2_reuse_fraction", 5e6 / size, "test")
+            r.put("l2_size_bytes", size, "test")
+            return r
+        return rates
 
-    monkeypatch.setattr(model, "rates", small_l2)
+    monkeypatch.setattr(model, "rates", small_l2(10e6))
     L = model.estimate(fused, p, "h100-sxm").launches[0]
     assert L["dram_source"].startswith("re-reads miss L2"), L["dram_source"]
     assert L["dram_bytes"] == pytest.approx(4 * e, rel=0.02)  # x three times, y once
+    monkeypatch.setattr(model, "rates", small_l2(50e6))
+    L = model.estimate(fused, p, "h100-sxm").launches[0]
+    m = re.search(r"work on (\d+) MB at once.*; ([0-9.]+) of the simulated", L["dram_source"])
+    assert m, L["dram_source"]
+    frac = (float(m.group(1)) * 1e6 - 5e6) / (50e6 - 5e6)
+    assert 0 < frac < 1 and float(m.group(2)) == pytest.approx(frac, abs=0.02)
+    assert L["dram_bytes"] == pytest.approx(2 * e + frac * 2 * e, rel=0.03), L["dram_source"]
 
 
 def test_unrolled_sweep_and_remainder_from_elements_per_thread():
@@ -1048,3 +1059,18 @@ def test_a_loop_storing_only_zero_clears_the_workspace():
     dyn = model.dynamic_mix(rep, prob, launch_bytes=nbytes, dense=False, warps=warps, threads_per_block=128,
                             clear_bytes=clear)
     assert "workspace" not in dyn["rules"][starts.index(0x20)], dyn["rules"]
+
+
+@pytest.mark.skipif(not _history_ok(), reason="commit 7c7b2e0 (the H100 records' code) is not in this clone's history")
+def test_a_live_workspace_counts_in_the_rows_l2_must_keep():
+    """Layernorm backward's tuned rung at 7c7b2e0 keeps 528 slots of partial sums (17 MB) live
+    beside the rows in flight (17 MB): together past what L2 keeps for re-reads (32 MB), short
+    of its 50 MB, so part of the re-reads go to DRAM.  Nsight Compute: 375.5 MB of DRAM for this
+    kernel, 174 MB beyond x, dy and dx (the model had 196 MB before it counted the workspace)."""
+    v0 = next(v for v in layernorm_bwd.LADDER if v.name == "tuned")
+    v, _, code = model._variant_as_recorded(v0, layernorm_bwd, "layernorm_bwd", "tuned", {}, "7c7b2e0")
+    assert code.startswith("at ")
+    L = model.estimate(v, layernorm_bwd.Problem(rows=4096, cols=4096, dtype="float32"), "h100-sxm").launches[0]
+    m = re.search(r"work on (\d+) MB at once.*; ([0-9.]+) of the simulated", L["dram_source"])
+    assert m and 32 < float(m.group(1)) < 50 and 0 < float(m.group(2)) < 1, L["dram_source"]
+    assert 0.75 * 375.5e6 < L["dram_bytes"] < 1.25 * 375.5e6

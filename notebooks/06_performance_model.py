@@ -207,17 +207,20 @@ else:
 #   runs its first block only, and used to shrink the grid to that block: a persistent kernel
 #   (its rows shared out by `gridDim`) then ran every row in one block. The twin's launch now
 #   keeps its grid and only its first block runs, and (below) its loads wait on DRAM where
-#   the DRAM traffic says so: its multirow sibling is at 0.82-0.86 (was 0.67-0.68), and the
+#   the DRAM traffic says so: its multirow sibling is at 0.86-0.89 (was 0.67-0.68), and the
 #   multirow rung's DRAM bytes 0.28 -> 0.84 of Nsight Compute (655 MB moved: x and dy
 #   re-read, and the partial-sum slots, 69 MB, read and written once per row they take). The
 #   tuned rung's warps walk about eight rows one after another (its outer row loop runs 7.8
 #   times a warp), so only the row each is on is in flight: 21 MB, within what L2 keeps, and
 #   its second sweeps hit (the re-read rule once took all of a block's rows as in flight at
-#   once: DRAM 1.39 of Nsight Compute, time 1.05x and 1.44x). Its time is now 0.76x (float32)
-#   and 1.14x (float16), and its DRAM bytes 0.53: the 175 MB Nsight Compute counts beyond x,
-#   dy and dx are its partial-sum slots' read-modify-write, once a row, whose reuse distance
-#   (every resident block's row and slot in between: by count 528 blocks x 80 KB, ~42 MB, more
-#   than L2 keeps) misses L2; the model does not count them.
+#   once: DRAM 1.39 of Nsight Compute, time 1.05x and 1.44x). The 175 MB Nsight Compute counts
+#   beyond x, dy and dx are its partial-sum slots' read-modify-write, once a row, whose reuse
+#   distance (every resident block's row and slot in between: by count 528 blocks x 80 KB,
+#   ~42 MB) is more than L2 keeps for re-reads and less than all of it. The re-read rule now
+#   counts the workspace a launch keeps live (its 17 MB of slots) beside the rows in flight,
+#   and between what L2 keeps (32 MB) and its whole 50 MB takes that share of the re-reads as
+#   misses (38 MB: a third): DRAM 0.53 -> 0.82 of Nsight Compute, time 0.78x -> 0.85x
+#   (float32) and 1.17x (float16).
 # - **Batchnorm** (one block per channel, 2 blocks per SM, three sweeps over the channel):
 #   each sweep reads the channel from DRAM again (Nsight Compute: 308 MB read, 3x the input),
 #   and every element's load waits behind an int64 division for its index. The small simulated
@@ -272,9 +275,19 @@ else:
 #   iteration the compiler peeled into straight code after it runs s // 2 times a thread, the
 #   peeled block s % 2 (rmsnorm tuned at 4096 columns: s = 1, the loop never runs; FFMA 1.76 ->
 #   1.12); the row loop across warps above took layernorm backward's tuned rung from FFMA
-#   1.63 and warp instructions 1.28 to 0.83 and 0.92. The inner sweeps' trips of that rung and
-#   its multirow sibling are still short (the zeroing loop over their partial-sum slots is
-#   taken for one more sweep over the rows: FFMA 0.76-0.83).
+#   1.63 and warp instructions 1.28 to 0.83 and 0.92. A loop whose only global accesses store
+#   zero clears the launch's workspace (their partial-sum slots, before the rows accumulate
+#   into them) and is sized by it, not taken for one more sweep over the rows: the rows'
+#   sweeps of that rung and its multirow sibling got their bytes back (FFMA 0.83 and 0.76 ->
+#   0.94 and 0.95, warp instructions 0.92 and 0.83 -> 0.94 and 0.88). A loop that only reads
+#   shared memory after its parent stored partials and passed a barrier reads them back:
+#   stores one lane makes (a warp's partial) are read by every warp, W x stores / loads times;
+#   stores every lane makes are gathered by one reader (batchnorm split in NCHW, thread 0
+#   merging 256 partials: 8 iterations a warp on average, 792 shared wavefronts a block
+#   against Nsight Compute's 806). These replaced a `log2(threads)` guess that happened to
+#   give 8 there and 10 for the 1024-thread merges of softmax's and layernorm's tuned rungs at
+#   16384 columns (now 16 and 8, as their sources say: their times 1.22 and 1.47 -> 1.40 and
+#   1.36).
 # - **L2 traffic against Nsight Compute**: the per-level L2 column is L2 *tag* traffic
 #   (`lts__t_bytes`), the bytes that miss L1 plus, on the H100's two-partition L2, half of the
 #   first touches counted again (`l2_fabric_fraction`, measured on the streaming kernels:

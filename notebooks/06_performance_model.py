@@ -143,7 +143,9 @@ plt.show()
 # then its summary line: the median absolute error, the worst ratio predicted / measured and how
 # many rungs are within 2x (oracles and peers, library calls the model only bounds with a
 # roofline, are listed but left out of the line). The per-level table compares the model's
-# counts with Nsight Compute's where the shared ncu table has the rung.
+# counts with Nsight Compute's wherever the shared ncu table has the rung: at a recorded
+# problem, and (marked `*`) at the rows no record has (saxpy at 2^26, batchnorm NHWC), the rung
+# as of the records' commit estimated at the row's problem.
 #
 # Each record is compared with the code it measured. The H100 records were made at commit
 # 7c7b2e0; many rungs have been rewritten since. Where a rung's kernel code changed, `validate`
@@ -163,7 +165,7 @@ print(line)
 
 # %%
 if len(levels):
-    print(levels.pivot_table(index=["op", "rung"], columns="level", values="ratio").round(2).to_string())
+    print(model.levels_table(levels).to_string())  # * a row of the Nsight Compute table no record has
     print(model.levels_line(levels))
 else:
     print("no Nsight Compute table found next to this checkout (shared/measurements/*/ncu_metrics_all_rungs.csv)")
@@ -246,7 +248,7 @@ else:
 #   serves them as a shared tile would: `Traffic.l1_bytes` keeps what the instructions ask,
 #   64 bytes per FMA); the estimate is 1.16x the measured time, the alu leg (90 ms) adding half
 #   of itself.
-# - **Shared wavefronts against Nsight Compute** (all 39 rungs within 25%): the count
+# - **Shared wavefronts against Nsight Compute** (all 47 rungs within 25%): the count
 #   takes, per shared instruction of the SASS, the wavefronts per access the bank simulation
 #   found for that kind and width, and adds every warp shuffle (shuffles cross the same pipe)
 #   and one per read of the thread index (`S2R SR_TID`: 1 per warp in the kernels with
@@ -264,7 +266,7 @@ else:
 #   twin, 256 threads a row: 2.68 -> 0.97); code after a predicated `EXIT` (batchnorm split's
 #   `if grp == 0:` merge after its barrier) counts only for the warps that stay (the NHWC split,
 #   a row of the shared table with no record here: 1.44 -> 0.99).
-# - **Instruction counts against Nsight Compute** (warp instructions and FFMA: all 39 rungs
+# - **Instruction counts against Nsight Compute** (warp instructions and FFMA: all 47 rungs
 #   within 25%): an if/else on a comparison of two float registers (online softmax's new-max test)
 #   runs both arms in a warp, each thread one of them; an if/else on a comparison with a
 #   constant (`x != -inf`) keeps the longer arm; sweeps over the same elements unrolled to
@@ -300,7 +302,7 @@ else:
 #   a sector leaves before the other blocks' parts arrive: 72 MB read and 45 MB written beyond
 #   x and y, against the model's 90 MB); a
 #   block's own repeated requests (the naive rows' element-by-element stores) cross each
-#   time. 33 of the 39 rungs with counts are within 25%; the six misses are
+#   time. 41 of the 47 rungs with counts are within 25%; the six misses are
 #   rungs rebuilt from 7c7b2e0 whose own traffic models count re-reads L1 catches (layernorm
 #   backward fused and warp 1.5x, the warptile GEMM 1.5x) or miss uncoalesced accesses
 #   (rmsnorm and softmax multirow 0.67 and 0.73, layernorm backward naive 0.56: its dx stores,

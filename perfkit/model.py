@@ -197,7 +197,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 __all__ = ["Traffic", "Prediction", "predict", "Estimate", "estimate", "flush_seconds", "what_if", "plot_what_if",
-           "validate", "summary_line", "levels_line", "repeat_line", "dynamic_mix", "rates", "LEGS", "RATES_PATH"]
+           "validate", "summary_line", "levels_line", "levels_table", "repeat_line", "dynamic_mix", "rates", "LEGS", "RATES_PATH"]
 
 RATES_PATH = Path(__file__).resolve().parent.parent / "data" / "rates.yaml"
 LEGS = ("dram", "l2", "smem", "lsu", "issue", "fp32", "alu", "tensor", "latency", "launch")
@@ -2126,6 +2126,7 @@ def validate(gpu: str = "h100-sxm", results_root=None, ncu_path=None, *, banks: 
     r = rates(gpu)
     rows = []
     cache = {}
+    commits: set = set()
     for f in sorted(glob.glob(str(root / "**" / "*.json"), recursive=True)):
         d = json.loads(Path(f).read_text())
         if d.get("simulated"):
@@ -2135,6 +2136,8 @@ def validate(gpu: str = "h100-sxm", results_root=None, ncu_path=None, *, banks: 
             continue
         v, mod = _find_variant(op, rung, name, d.get("config") or {})
         commit = ((d.get("provenance") or {}).get("git_commit") or "")
+        if commit and rung > 0:
+            commits.add(commit)
         code = "today"
         if rung > 0 and commit and history:
             v, mod, code = _variant_as_recorded(v, mod, op, name, d.get("config") or {}, commit)
@@ -2161,7 +2164,35 @@ def validate(gpu: str = "h100-sxm", results_root=None, ncu_path=None, *, banks: 
     table = pd.DataFrame(rows) if rows else pd.DataFrame(columns=cols)  # no records: an empty table
     table["ratio"] = table["predicted_s"] / table["measured_s"]
     line = summary_line(table[table["kind"] == "rung"]["ratio"])
-    levels = _levels(table, ncu_path)
+
+    def unrecorded(op, label, rung_label):
+        """An Nsight Compute row no record has (saxpy, the NHWC batchnorm rows): the rung as of
+        the records' commit (where they share one), estimated at the row's problem."""
+        num, _, name = str(rung_label).partition(" ")
+        if len(commits) != 1 or not num.isdigit() or int(num) <= 0 \
+                or (ops and op not in ops) or (problems and label not in problems):
+            return None
+        v, mod = _find_variant(op, int(num), name, {})
+        if history:
+            v, mod, _ = _variant_as_recorded(v, mod, op, name, {}, next(iter(commits)))
+        if v is None:
+            return None
+        kw = {}
+        for tok in str(label).split():
+            k, _, val = tok.partition("=")
+            for cast in (int, float):
+                try:
+                    val = cast(val)
+                    break
+                except ValueError:
+                    pass
+            kw[k] = val
+        try:
+            return estimate(v, mod.Problem(**kw), gpu, banks=banks)
+        except Exception:  # noqa: BLE001  (a row the model cannot take: left out)
+            return None
+
+    levels = _levels(table, ncu_path, unrecorded)
     return table, line, levels
 
 
@@ -2219,9 +2250,11 @@ def summary_line(ratios) -> str:
     return f"median abs error {100 * np.median(err):.0f}% over {n}; worst ratio {worst:.2f}; within 2x: {within}/{n}"
 
 
-def _levels(table, ncu_path=None):
+def _levels(table, ncu_path=None, unrecorded=None):
     """Per-level counts of the estimates against the Nsight Compute table (where it has the
-    rung at the same problem): DRAM bytes, L2 bytes, shared wavefronts, warp instructions, FFMA."""
+    rung at the same problem): DRAM bytes, L2 bytes, shared wavefronts, warp instructions, FFMA.
+    ``unrecorded(op, problem, rung)``, where given, estimates a row of the table that no record
+    has (column ``record`` False)."""
     import pandas as pd
 
     path = Path(ncu_path) if ncu_path else None
@@ -2240,6 +2273,18 @@ def _levels(table, ncu_path=None):
         ["dram_bytes", "l2_bytes", "shared_wavefronts", "warp_instructions", "ffma_thread_instructions"]].sum()
     out = []
     seen = set()
+
+    def add(op, problem, rung, e, m, record):
+        est = {"dram_bytes": sum(p["dram_bytes"] for p in e.launches),
+               "l2_bytes": sum(p.get("l2_tag_bytes", p["l2_bytes"]) for p in e.launches),
+               "shared_wavefronts": sum(p["smem_wavefronts"] for p in e.launches),
+               "warp_instructions": sum(p["warp_instructions"] for p in e.launches),
+               "ffma_thread_instructions": sum(p["ffma"] for p in e.launches)}
+        for lvl, val in est.items():
+            meas = float(m[lvl])
+            out.append({"op": op, "problem": problem, "rung": rung, "level": lvl, "ncu": meas, "model": val,
+                        "ratio": val / meas if meas else float("nan"), "record": record})
+
     for _, row in table.iterrows():
         e = row.get("_estimate")
         if e is None or not isinstance(e, Estimate) or not e.launches:
@@ -2251,17 +2296,26 @@ def _levels(table, ncu_path=None):
         m = agg[(agg["op"] == row["op"]) & (agg["problem"] == row["problem"]) & (agg["rung"] == row["rung"])]
         if m.empty:
             continue
-        m = m.iloc[0]
-        est = {"dram_bytes": sum(p["dram_bytes"] for p in e.launches),
-               "l2_bytes": sum(p.get("l2_tag_bytes", p["l2_bytes"]) for p in e.launches),
-               "shared_wavefronts": sum(p["smem_wavefronts"] for p in e.launches),
-               "warp_instructions": sum(p["warp_instructions"] for p in e.launches),
-               "ffma_thread_instructions": sum(p["ffma"] for p in e.launches)}
-        for lvl, val in est.items():
-            meas = float(m[lvl])
-            out.append({"op": row["op"], "rung": row["rung"], "level": lvl, "ncu": meas, "model": val,
-                        "ratio": val / meas if meas else float("nan")})
+        add(row["op"], row["problem"], row["rung"], e, m.iloc[0], True)
+    if unrecorded is not None and len(table):
+        for _, m in agg.iterrows():
+            key = (m["op"], m["problem"], m["rung"])
+            if key in seen:
+                continue
+            e = unrecorded(*key)
+            if isinstance(e, Estimate) and e.launches:
+                add(*key, e, m, False)
     return pd.DataFrame(out)
+
+
+def levels_table(levels):
+    """The per-level ratios as a table: a row per (op, rung, problem), a column per level;
+    ``*`` marks a row of the Nsight Compute table no record has."""
+    t = levels.assign(ratio=levels["ratio"].round(2),
+                      problem=[("" if rec else "* ") + " ".join(w for w in str(p).split()
+                                                                 if not w.startswith(("eps=", "momentum=", "axis=", "alpha=")))
+                               for p, rec in zip(levels["problem"], levels.get("record", [True] * len(levels)))])
+    return t.pivot_table(index=["op", "rung", "problem"], columns="level", values="ratio").round(2)
 
 
 def validate_cli(argv=None) -> int:
@@ -2308,9 +2362,8 @@ def validate_cli(argv=None) -> int:
         print(show.to_string(index=False))
         if len(levels):
             print()
-            print("per-level counts against Nsight Compute (model / ncu):")
-            lv = levels.assign(ratio=levels["ratio"].round(2))
-            print(lv.pivot_table(index=["op", "rung"], columns="level", values="ratio").round(2).to_string())
+            print("per-level counts against Nsight Compute (model / ncu; * a row no record has):")
+            print(levels_table(levels).to_string())
             print(levels_line(levels))
     print(repeat_line(table))
     print(line)

@@ -1074,3 +1074,30 @@ def test_a_live_workspace_counts_in_the_rows_l2_must_keep():
     m = re.search(r"work on (\d+) MB at once.*; ([0-9.]+) of the simulated", L["dram_source"])
     assert m and 32 < float(m.group(1)) < 50 and 0 < float(m.group(2)) < 1, L["dram_source"]
     assert 0.75 * 375.5e6 < L["dram_bytes"] < 1.25 * 375.5e6
+
+
+def test_validate_compares_nsight_compute_rows_no_record_has(tmp_path):
+    """The per-level table covers every row of the Nsight Compute table: at a recorded problem,
+    and (``record`` False) at a row no record has, the rung as of the records' commit estimated
+    at the row's problem (saxpy at 2^26 here).  No records, no commit: no such rows."""
+    import glob
+    import json
+    import shutil
+
+    src = [f for f in glob.glob(str(model.RATES_PATH.parent / "results" / "*" / "softmax" / "*-r2-fused-*.json"))
+           if json.load(open(f))["problem"] == "rows=4096 cols=1024 dtype=float32 axis=-1"]
+    if not src:
+        pytest.skip("no softmax fused record at 4096x1024 in data/results")
+    shutil.copy(src[0], tmp_path / "r.json")
+    saxpy_label = "n=67108864 dtype=float32 alpha=2.0"
+    table, line, levels = model.validate(results_root=tmp_path, banks=False,
+                                         problems=["rows=4096 cols=1024 dtype=float32 axis=-1", saxpy_label])
+    if not len(levels):
+        pytest.skip("no Nsight Compute table next to this checkout")
+    sx = levels[levels["op"] == "saxpy"]
+    assert set(sx["rung"]) == {"01 naive", "02 grid_stride", "03 unrolled"} and not sx["record"].any()
+    assert set(sx["level"]) == {"dram_bytes", "l2_bytes", "shared_wavefronts", "warp_instructions",
+                                "ffma_thread_instructions"}
+    assert ((sx["ratio"] - 1).abs() < 0.25).all(), sx  # a streaming kernel: every count within 25%
+    shown = model.levels_table(levels).to_string()
+    assert "* n=67108864 dtype=float32" in shown

@@ -69,7 +69,7 @@ The model of one kernel launch
      partials and passed a barrier reads them back: stores one lane makes (predicated or
      branched around: a warp's partial) are read by every warp, ``W x stores / loads`` times
      per parent iteration (W the block's warps); stores every lane makes are gathered by one
-     reader, ``32 x stores / loads`` times per block;
+     reader, ``W x 32 x stores / loads`` times per block (``32 x stores / loads`` a warp);
    * another outer loop runs as often as its least frequent inner loop; any other loop (a
      reduction tree) runs ``log2(threads per block)`` times per warp.
 
@@ -1289,11 +1289,11 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
     # shuffles) leaves one value a warp, and every warp reads all W = threads / 32 warps'
     # values: W x stores / loads an iteration per warp (layernorm backward's persistent rows,
     # a co-moment of 5 values per warp merged over 16 warps, unrolled x4: 4 a row).  A store
-    # every lane makes leaves 32 values, which one reader gathers (each warp reading them all
-    # would be all-pairs work): 32 x stores / loads iterations for the block, per warp on
-    # average 32 x stores / (loads x W) x W / W (batchnorm split's statistics in NCHW: 256
-    # threads' (n, mean, M2) merged by thread 0, 12 loads an iteration: 8 a warp, Nsight
-    # Compute's 806 shared wavefronts a block against 792).  Where a block holds several groups,
+    # every lane makes leaves 32 values a warp, which one reader gathers (each warp reading
+    # them all would be all-pairs work): W x 32 x stores / loads iterations for the block, 32 x
+    # stores / loads per warp on average (batchnorm split's statistics in NCHW: 256 threads'
+    # (n, mean, M2) merged by thread 0, 12 loads an iteration: 8 a warp, Nsight Compute's 806
+    # shared wavefronts a block against 792).  Where a block holds several groups,
     # each reading only its own warps', the first case counts all of them (an upper bound)
     for i, c in enumerate(own):
         nld, par = sum(c["lds"].values()), loops[i].parent

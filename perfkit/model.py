@@ -2172,9 +2172,12 @@ def validate(gpu: str = "h100-sxm", results_root=None, ncu_path=None, *, banks: 
         if len(commits) != 1 or not num.isdigit() or int(num) <= 0 \
                 or (ops and op not in ops) or (problems and label not in problems):
             return None
-        v, mod = _find_variant(op, int(num), name, {})
-        if history:
-            v, mod, _ = _variant_as_recorded(v, mod, op, name, {}, next(iter(commits)))
+        try:  # an op perfkit has no ladder for, or a rung no commit has: left out
+            v, mod = _find_variant(op, int(num), name, {})
+            if history:
+                v, mod, _ = _variant_as_recorded(v, mod, op, name, {}, next(iter(commits)))
+        except Exception:  # noqa: BLE001
+            return None
         if v is None:
             return None
         kw = {}

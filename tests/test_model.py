@@ -1101,3 +1101,14 @@ def test_validate_compares_nsight_compute_rows_no_record_has(tmp_path):
     assert ((sx["ratio"] - 1).abs() < 0.25).all(), sx  # a streaming kernel: every count within 25%
     shown = model.levels_table(levels).to_string()
     assert "* n=67108864 dtype=float32" in shown
+    # a row of an op perfkit has no ladder for is left out, not an error
+    import pandas as pd
+
+    ncu = [p for p in (model.RATES_PATH.parent.parent.parent / "shared" / "measurements").glob("*/ncu_metrics_all_rungs.csv")]
+    if ncu:
+        t = pd.read_csv(ncu[0])
+        extra = t.iloc[[0]].assign(op="no_such_op", rung="01 naive", problem="n=5")
+        pd.concat([t, extra]).to_csv(tmp_path / "ncu.csv", index=False)
+        _, _, lv = model.validate(results_root=tmp_path, banks=False, ncu_path=tmp_path / "ncu.csv",
+                                  problems=["rows=4096 cols=1024 dtype=float32 axis=-1", saxpy_label, "n=5"])
+        assert "no_such_op" not in set(lv["op"]) and len(lv[lv["op"] == "saxpy"]) == 15

@@ -1637,6 +1637,8 @@ def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *,
     # the bytes the instructions ask for (the simulated twin's, scaled) where known: the rung's
     # L1 bytes may count sectors (NHWC batchnorm: 8 of them per useful float)
     asked = launch_l1 if launch_l1 else l1_bytes
+    # the simulated twin's tallies of this launch (re-reads, store fill, sector fill, L1 hits)
+    gsim = _simulated_launch(variant, problem, k) if use_banks and not dense else None
     reread_to_dram = None
     if not dense and l1_bytes > dram_bytes * 1.05 and r["l2_size_bytes"]["value"] and use_banks:
         # re-reads (a second sweep over a row) find the row in L2 only while the rows the
@@ -1647,7 +1649,7 @@ def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *,
         # writes with every read of a streamed array a miss, scaled the same way
         resident = min(blocks, sms * bps)
         keep = r["l2_size_bytes"]["value"] * r["l2_reuse_fraction"]["value"]
-        g = _simulated_launch(variant, problem, k)
+        g = gsim
         if g and g.get("streamed_reread", 0) > 0 and g.get("bytes", 0) > 0:
             # a warp that walks its rows one after another (an outer row loop) re-reads within
             # one row: only that row of its share is in flight
@@ -1681,7 +1683,6 @@ def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *,
     # arrive, and L2 completes it from DRAM: the unfilled part of the stored bytes is read
     # (Nsight Compute, NHWC 32x256x56x56: 72 MB read and 45 MB written beyond x and y, for
     # 90 MB unfilled, in each of the fused, warp and welford rungs)
-    gsim = _simulated_launch(variant, problem, k) if use_banks and not dense else None
     if gsim and r["l2_size_bytes"]["value"]:
         sf = float(gsim.get("store_fill", 1.0))
         req = _requested_bytes(variant, problem, k, _array_bytes(launch.args)[2])
@@ -1731,7 +1732,7 @@ def _launch_estimate(variant, problem, launch, k, r: _Inputs, traffic, share, *,
     # global loads: L1 hits from the simulated block's accesses (a thread's own sectors touched
     # again soon), else from the bytes; a miss goes to L2, and to DRAM for the DRAM share of what
     # reaches L2, where a request waits for the slowest of its lines
-    sim = _simulated_launch(variant, problem, k) if (use_banks and not dense) else None
+    sim = gsim
     pre = "l1v_" if _wide_global(c, loads=True) else "l1s_"
     nreq = (sim.get(pre + "load_requests_hit", 0) + sim.get(pre + "load_miss_requests", 0)) if sim else 0
     if nreq:

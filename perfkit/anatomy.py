@@ -17,7 +17,12 @@ that chose the CUDA simulator, kernels are simulator objects and the real compil
 them.  Results are cached on disk (under ``anatomy/`` in ``PERFKIT_CACHE_DIR``, default
 ``~/.cache/perfkit``), keyed by the source of ``perfkit.kernels`` and of the rung's module,
 its configuration, the problem, the target and the tool versions, so a warm report takes
-milliseconds.
+milliseconds.  Each kernel's build is also kept on its own (``anatomy/kernels/``), keyed by
+what Numba compiles: the kernel's code, its closure's values, the globals it names
+(recursively), its argument types, target options and target, and the rung's source; a rung
+at another problem that launches the same kernel with the same argument types (most do: a GEMM
+rung at any size) reuses the build.  A kernel that names an object known only by its address
+is built every time.
 """
 from __future__ import annotations
 
@@ -142,6 +147,112 @@ def _verbose_linker(driver):
         driver._Linker._get_linker_options = orig
 
 
+class _Uncacheable(Exception):
+    """A kernel whose identity cannot be written down (an object known only by its address)."""
+
+
+def _code_fp(code, depth: int, seen: set) -> list:
+    """A code object by its bytecode, names and constants (nested code objects: the same)."""
+    consts = []
+    for c in code.co_consts:
+        consts.append(_code_fp(c, depth + 1, seen) if hasattr(c, "co_code") else _fingerprint(c, depth + 1, seen))
+    return [hashlib.sha256(code.co_code).hexdigest(), list(code.co_names), list(code.co_varnames), consts]
+
+
+def _code_names(code) -> set:
+    out = set(code.co_names)
+    for c in code.co_consts:
+        if hasattr(c, "co_code"):
+            out |= _code_names(c)
+    return out
+
+
+def _func_fp(fn, depth: int, seen: set) -> list:
+    """A Python function as Numba compiles it: its code, its closure's values, its defaults and
+    the values of the globals it names (functions and kernels it calls: the same, recursively)."""
+    if id(fn) in seen:
+        return ["again", fn.__module__, fn.__qualname__]
+    seen.add(id(fn))
+    code = fn.__code__
+    cells = [_fingerprint(c.cell_contents, depth + 1, seen) if _cell_full(c) else "empty"
+             for c in (fn.__closure__ or ())]
+    g = fn.__globals__
+    names = sorted(n for n in _code_names(code) if n in g)
+    return ["function", fn.__module__, fn.__qualname__, _code_fp(code, depth, seen), cells,
+            _fingerprint(fn.__defaults__, depth + 1, seen),
+            [[n, _fingerprint(g[n], depth + 1, seen)] for n in names]]
+
+
+def _cell_full(cell) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:
+        return False
+    return True
+
+
+def _fingerprint(obj, depth: int = 0, seen: set | None = None):
+    """What identifies ``obj`` to the compiler, as JSON-able data; raises :class:`_Uncacheable`
+    where it cannot say (an object whose only name is its address)."""
+    import types
+
+    import numpy as np
+
+    seen = set() if seen is None else seen
+    if depth > 40:
+        raise _Uncacheable("nested too deep")
+    if obj is None or isinstance(obj, (bool, int, float, complex, str, bytes)):
+        return [type(obj).__name__, repr(obj)]
+    if isinstance(obj, (tuple, list)):
+        return [type(obj).__name__, [_fingerprint(x, depth + 1, seen) for x in obj]]
+    if isinstance(obj, (set, frozenset)):
+        return [type(obj).__name__, sorted(json.dumps(_fingerprint(x, depth + 1, seen)) for x in obj)]
+    if isinstance(obj, dict):
+        return ["dict", sorted([repr(k), _fingerprint(v, depth + 1, seen)] for k, v in obj.items())]
+    if isinstance(obj, types.ModuleType):
+        return ["module", obj.__name__]
+    if isinstance(obj, np.dtype):
+        return ["dtype", str(obj)]
+    if isinstance(obj, np.generic):
+        return ["scalar", str(obj.dtype), repr(obj)]
+    if isinstance(obj, np.ndarray):
+        return ["ndarray", str(obj.dtype), list(obj.shape), hashlib.sha256(obj.tobytes()).hexdigest()]
+    if isinstance(obj, type):
+        return ["type", obj.__module__, obj.__qualname__]
+    py = getattr(obj, "py_func", None)
+    if isinstance(py, types.FunctionType):  # a Numba dispatcher (kernel or device function)
+        return ["dispatcher", type(obj).__qualname__, _fingerprint(dict(getattr(obj, "targetoptions", {}) or {}), depth + 1, seen),
+                _func_fp(py, depth + 1, seen)]
+    defn = getattr(obj, "_defn", None)
+    if isinstance(defn, types.FunctionType):  # a Numba @intrinsic (inline PTX)
+        return ["intrinsic", _func_fp(defn, depth + 1, seen)]
+    if isinstance(obj, types.FunctionType):
+        return _func_fp(obj, depth + 1, seen)
+    if isinstance(obj, functools.partial):
+        return ["partial", _fingerprint(obj.func, depth + 1, seen), _fingerprint(obj.args, depth + 1, seen),
+                _fingerprint(obj.keywords, depth + 1, seen)]
+    r = repr(obj)
+    if " at 0x" in r or "object at" in r:
+        raise _Uncacheable(r)
+    return ["object", type(obj).__module__, type(obj).__qualname__, r]
+
+
+def _kernel_cache_key(fn, sig, opts: dict, full_cc, job: dict) -> str | None:
+    """The key of one kernel's build in the per-kernel cache, or None where the kernel cannot
+    be named (then it is built every time).  Rungs at different problems, and different rungs,
+    often launch the same kernel with the same argument types (a GEMM rung at two sizes; the
+    tuned rung at the multirow rung's shape): one build serves them all."""
+    try:
+        doc = {"fn": _fingerprint(fn), "sig": [str(t) for t in sig], "opts": _fingerprint(opts),
+               "cc": [str(c) for c in full_cc], "source": job.get("source"), "tools": _versions(), "v": 1}
+        text = json.dumps(doc, sort_keys=True, default=str)
+    except _Uncacheable:
+        return None
+    except Exception:  # noqa: BLE001  (a kernel this cannot describe is simply built)
+        return None
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
 def _compile_job(job: dict) -> dict:
     """Runs in the child (real numba.cuda): rebuild the rung and build every launch's kernel
     the way Numba builds it for a launch (``numba.cuda.dispatcher._Kernel`` with the kernel's own
@@ -173,6 +284,18 @@ def _compile_job(job: dict) -> dict:
         fn = launch.kernel.py_func
         sig = tuple(numba.typeof(a) for a in launch.args)
         opts = dict(getattr(launch.kernel, "targetoptions", {}) or {})
+        kkey = _kernel_cache_key(fn, sig, opts, full_cc, job) if job.get("source") else None
+        kpath = _cache_dir() / "kernels" / f"{kkey}.json" if kkey else None
+        built = None
+        if kpath is not None and kpath.exists():
+            try:
+                built = json.loads(kpath.read_text())
+            except (OSError, json.JSONDecodeError):
+                built = None  # a damaged entry is rebuilt
+        if built is not None:
+            out.append({"kernel_name": fn.__name__, "signature": [str(t) for t in sig], "grid": list(launch.grid),
+                        "block": list(launch.block), "dynamic_shared_bytes": int(launch.shared_bytes), **built})
+            continue
         try:
             kernel = cuda_dispatcher._Kernel(fn, sig, **opts)
             lib = kernel._codelibrary
@@ -189,12 +312,23 @@ def _compile_job(job: dict) -> dict:
         except Exception as exc:
             raise AnatomyError(f"compiling {fn.__name__} for {_arch(full_cc)} failed: "
                                f"{exc.__class__.__name__}: {exc}") from None
+        built = {"arch": _arch(full_cc), "lto": lto,
+                 "ptx": ptx, "cubin_b64": base64.b64encode(cubin).decode(), "ptxas_log": log,
+                 "res_usage": _cuobjdump(cubin, "-res-usage"), "sass": _cuobjdump(cubin, "-sass")}
+        if kpath is not None:
+            _write_atomic(kpath, built)
         out.append({"kernel_name": fn.__name__, "signature": [str(t) for t in sig], "grid": list(launch.grid),
-                    "block": list(launch.block), "dynamic_shared_bytes": int(launch.shared_bytes),
-                    "arch": _arch(full_cc), "lto": lto,
-                    "ptx": ptx, "cubin_b64": base64.b64encode(cubin).decode(), "ptxas_log": log,
-                    "res_usage": _cuobjdump(cubin, "-res-usage"), "sass": _cuobjdump(cubin, "-sass")})
+                    "block": list(launch.block), "dynamic_shared_bytes": int(launch.shared_bytes), **built})
     return {"launches": out}
+
+
+def _write_atomic(path: Path, doc) -> None:
+    """Write JSON so that a reader (another test worker) sees the old file or the new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmpname = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    with os.fdopen(fd, "w") as f:
+        json.dump(doc, f)
+    os.replace(tmpname, path)
 
 
 def _worker_main(job_path: str, out_path: str) -> int:
@@ -731,7 +865,8 @@ def _source_hash(variant: Variant) -> str:
 
 def _compile(variant: Variant, problem: Problem, cc) -> dict:
     job = _job(variant, problem, cc)
-    key_doc = json.dumps({"job": job, "source": _source_hash(variant), "tools": _versions(), "v": 4},
+    source = _source_hash(variant)
+    key_doc = json.dumps({"job": job, "source": source, "tools": _versions(), "v": 4},
                          sort_keys=True, default=str)
     key = hashlib.sha256(key_doc.encode()).hexdigest()[:32]
     path = _cache_dir() / f"{key}.json"
@@ -742,7 +877,7 @@ def _compile(variant: Variant, problem: Problem, cc) -> dict:
             pass  # a damaged entry is rebuilt
     with tempfile.TemporaryDirectory() as tmp:
         jp, op = Path(tmp) / "job.json", Path(tmp) / "out.json"
-        jp.write_text(json.dumps(job, default=str))
+        jp.write_text(json.dumps({**job, "source": source}, default=str))  # the source: for the kernels' cache
         env = {**os.environ, "PERFKIT_BACKEND": "compile", "NUMBA_ENABLE_CUDASIM": "0"}
         r = subprocess.run([sys.executable, "-m", "perfkit.anatomy", "--worker", str(jp), str(op)],
                            capture_output=True, text=True, env=env, timeout=600)
@@ -752,11 +887,7 @@ def _compile(variant: Variant, problem: Problem, cc) -> dict:
         result = json.loads(op.read_text())
     if "error" in result:
         raise AnatomyError(f"{variant.label} for sm_{cc[0]}{cc[1]}: {result['error']}")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmpname = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    with os.fdopen(fd, "w") as f:
-        json.dump(result, f)
-    os.replace(tmpname, path)  # atomic: readers see the old entry or the new one
+    _write_atomic(path, result)  # atomic: readers see the old entry or the new one
     return result
 
 

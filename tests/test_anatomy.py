@@ -299,3 +299,60 @@ def test_cli_op_names_accept_bare_norm_ops():
     assert anatomy._op_module("norm.softmax") is softmax
     with pytest.raises(anatomy.AnatomyError, match="one of .*gemm.*softmax"):
         anatomy._op_module("nosuch")
+
+
+# --- the per-kernel build cache ---------------------------------------------------------------
+def test_one_kernel_build_serves_every_problem_that_launches_it(monkeypatch, tmp_path):
+    """A rung at two problem sizes launches the same kernel with the same argument types: the
+    second report reuses the first build (one entry in the kernels' cache) and is the report a
+    fresh build gives."""
+    from perfkit.kernels import saxpy
+
+    v = next(x for x in saxpy.LADDER if x.name == "naive")
+    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "a"))
+    small = anatomy.inspect(v, saxpy.Problem(n=1000), cc=(9, 0))
+    big = anatomy.inspect(v, saxpy.Problem(n=1 << 22), cc=(9, 0))
+    assert len(list((tmp_path / "a" / "anatomy" / "kernels").glob("*.json"))) == 1
+    assert len(list((tmp_path / "a" / "anatomy").glob("*.json"))) == 2  # one report per problem
+    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "b"))
+    fresh = anatomy.inspect(v, saxpy.Problem(n=1 << 22), cc=(9, 0))
+    assert big.sass == fresh.sass == small.sass and big.registers == fresh.registers
+    assert big.grid == fresh.grid != small.grid  # the launch's own shape is not taken from the cache
+
+
+def test_kernels_that_differ_in_a_baked_in_constant_are_built_apart(monkeypatch, tmp_path):
+    """The multirow softmax kernel is made by a factory per launch shape (threads per row,
+    rows per block, loads in flight): two shapes are two kernels, each built and kept."""
+    from perfkit.kernels.norm import softmax
+
+    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path))
+    p = softmax.Problem(rows=8, cols=256)
+    base = next(x for x in softmax.LADDER if x.name == "multirow")
+    a = anatomy.inspect(base, p, cc=(9, 0))
+    b = anatomy.inspect(type(base)(**{**base.config, "threads_per_row": 16}), p, cc=(9, 0))
+    assert len(list((tmp_path / "anatomy" / "kernels").glob("*.json"))) == 2
+    assert a.sass != b.sass
+
+
+def test_kernel_fingerprint_follows_code_closure_and_globals():
+    def factory(k):
+        def f(x):
+            return x * k
+        return f
+
+    fp = anatomy._fingerprint
+    assert fp(factory(2)) == fp(factory(2))
+    assert fp(factory(2)) != fp(factory(3))  # a closure value
+    assert fp(factory(2)) != fp(lambda x: x * 2)  # the code
+
+    class Opaque:  # known only by its address: such a kernel is built every time
+        pass
+
+    thing = Opaque()
+
+    def uses_opaque(x):
+        return thing
+
+    with pytest.raises(anatomy._Uncacheable):
+        fp(uses_opaque)
+    assert anatomy._kernel_cache_key(uses_opaque, (), {}, (9, 0, "a"), {"source": "s"}) is None

@@ -144,6 +144,7 @@ def test_every_rung_awkward_widths(op, rows, cols, dtype, fresh_seed):
     ladder_run(op, p, p.make_inputs(fresh_seed))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("op,dtype", [("softmax", "float32"), ("rmsnorm", "float16"), ("layernorm", "float32"),
                                       ("layernorm_bwd", "float32")])
 def test_every_rung_row_of_65537(op, dtype, fresh_seed):

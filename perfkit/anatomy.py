@@ -41,6 +41,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import types
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -151,12 +152,15 @@ class _Uncacheable(Exception):
     """A kernel whose identity cannot be written down (an object known only by its address)."""
 
 
-def _code_fp(code, depth: int, seen: set) -> list:
-    """A code object by its bytecode, names and constants (nested code objects: the same)."""
+def _code_fp(code, depth: int, seen: dict) -> list:
+    """A code object by its bytecode, flags, argument counts, names and constants (nested code
+    objects: the same)."""
     consts = []
     for c in code.co_consts:
         consts.append(_code_fp(c, depth + 1, seen) if hasattr(c, "co_code") else _fingerprint(c, depth + 1, seen))
-    return [hashlib.sha256(code.co_code).hexdigest(), list(code.co_names), list(code.co_varnames), consts]
+    return [hashlib.sha256(code.co_code).hexdigest(), code.co_flags, code.co_argcount, code.co_posonlyargcount,
+            code.co_kwonlyargcount, list(code.co_names), list(code.co_varnames), list(code.co_freevars),
+            list(code.co_cellvars), consts]
 
 
 def _code_names(code) -> set:
@@ -167,20 +171,39 @@ def _code_names(code) -> set:
     return out
 
 
-def _func_fp(fn, depth: int, seen: set) -> list:
+#: modules a kernel may name whose contents are pinned by their versions (in the key's tools)
+#: or by the language: named, not walked
+_LIBRARY_MODULES = ("numba", "llvmlite", "numpy", "math", "cmath", "operator", "cuda", "builtins", "functools")
+
+
+def _is_library(modname: str) -> bool:
+    return modname.split(".")[0] in _LIBRARY_MODULES
+
+
+def _func_fp(fn, depth: int, seen: dict) -> list:
     """A Python function as Numba compiles it: its code, its closure's values, its defaults and
-    the values of the globals it names (functions and kernels it calls: the same, recursively)."""
+    the values of the globals it names (functions and kernels it calls: the same, recursively;
+    a module of the project: the attributes the code names).  A function met again is named
+    by the order it was first met in, which tells apart two functions of one name (a factory's)."""
     if id(fn) in seen:
-        return ["again", fn.__module__, fn.__qualname__]
-    seen.add(id(fn))
+        return ["again", seen[id(fn)]]
+    seen[id(fn)] = len(seen)
     code = fn.__code__
-    cells = [_fingerprint(c.cell_contents, depth + 1, seen) if _cell_full(c) else "empty"
-             for c in (fn.__closure__ or ())]
+    names = _code_names(code)
+
+    def value(v):
+        if isinstance(v, types.ModuleType) and not _is_library(v.__name__):
+            # Numba freezes ``mod.ATTR`` as a constant: the attributes the code names
+            return ["module", v.__name__, [[a, _fingerprint(getattr(v, a), depth + 1, seen)]
+                                           for a in sorted(names) if hasattr(v, a)]]
+        return _fingerprint(v, depth + 1, seen)
+
+    cells = [value(c.cell_contents) if _cell_full(c) else "empty" for c in (fn.__closure__ or ())]
     g = fn.__globals__
-    names = sorted(n for n in _code_names(code) if n in g)
+    out = [[n, value(g[n])] for n in sorted(x for x in names if x in g)]
     return ["function", fn.__module__, fn.__qualname__, _code_fp(code, depth, seen), cells,
-            _fingerprint(fn.__defaults__, depth + 1, seen),
-            [[n, _fingerprint(g[n], depth + 1, seen)] for n in names]]
+            _fingerprint(fn.__defaults__, depth + 1, seen), _fingerprint(getattr(fn, "__kwdefaults__", None), depth + 1, seen),
+            out]
 
 
 def _cell_full(cell) -> bool:
@@ -191,14 +214,19 @@ def _cell_full(cell) -> bool:
     return True
 
 
-def _fingerprint(obj, depth: int = 0, seen: set | None = None):
+def _fingerprint(obj, depth: int = 0, seen: dict | None = None):
     """What identifies ``obj`` to the compiler, as JSON-able data; raises :class:`_Uncacheable`
-    where it cannot say (an object whose only name is its address)."""
-    import types
+    where it cannot say.  Only kinds of object whose identity can be written down are taken:
+    plain values and containers, NumPy scalars, dtypes and arrays (with their layout), Numba
+    types and llvmlite IR types, enums and dataclass instances by their fields, modules,
+    classes, functions, Numba dispatchers (with the signatures of one compiled eagerly) and
+    intrinsics; anything else makes the kernel uncacheable (built every time)."""
+    import dataclasses as _dc
+    import enum
 
     import numpy as np
 
-    seen = set() if seen is None else seen
+    seen = {} if seen is None else seen
     if depth > 40:
         raise _Uncacheable("nested too deep")
     if obj is None or isinstance(obj, (bool, int, float, complex, str, bytes)):
@@ -216,13 +244,29 @@ def _fingerprint(obj, depth: int = 0, seen: set | None = None):
     if isinstance(obj, np.generic):
         return ["scalar", str(obj.dtype), repr(obj)]
     if isinstance(obj, np.ndarray):
-        return ["ndarray", str(obj.dtype), list(obj.shape), hashlib.sha256(obj.tobytes()).hexdigest()]
+        import numba
+
+        return ["ndarray", str(numba.typeof(obj)), list(obj.shape), list(obj.strides),
+                hashlib.sha256(obj.tobytes(order="A")).hexdigest()]
+    if isinstance(obj, enum.Enum):
+        return ["enum", _fingerprint(type(obj), depth + 1, seen), obj.name, _fingerprint(obj.value, depth + 1, seen)]
     if isinstance(obj, type):
-        return ["type", obj.__module__, obj.__qualname__]
+        if issubclass(obj, enum.Enum):
+            return ["enumtype", obj.__module__, obj.__qualname__,
+                    [[m.name, _fingerprint(m.value, depth + 1, seen)] for m in obj]]
+        if _is_library(obj.__module__):
+            return ["type", obj.__module__, obj.__qualname__]
+        if id(obj) in seen:
+            return ["again", seen[id(obj)]]
+        seen[id(obj)] = len(seen)
+        return ["class", obj.__module__, obj.__qualname__,
+                [[k, _fingerprint(v, depth + 1, seen)] for k, v in sorted(vars(obj).items())
+                 if not (k.startswith("__") and k.endswith("__"))]]
     py = getattr(obj, "py_func", None)
     if isinstance(py, types.FunctionType):  # a Numba dispatcher (kernel or device function)
+        sigs = [] if getattr(obj, "_can_compile", True) else [str(x) for x in getattr(obj, "signatures", [])]
         return ["dispatcher", type(obj).__qualname__, _fingerprint(dict(getattr(obj, "targetoptions", {}) or {}), depth + 1, seen),
-                _func_fp(py, depth + 1, seen)]
+                sigs, _func_fp(py, depth + 1, seen)]
     defn = getattr(obj, "_defn", None)
     if isinstance(defn, types.FunctionType):  # a Numba @intrinsic (inline PTX)
         return ["intrinsic", _func_fp(defn, depth + 1, seen)]
@@ -231,10 +275,16 @@ def _fingerprint(obj, depth: int = 0, seen: set | None = None):
     if isinstance(obj, functools.partial):
         return ["partial", _fingerprint(obj.func, depth + 1, seen), _fingerprint(obj.args, depth + 1, seen),
                 _fingerprint(obj.keywords, depth + 1, seen)]
-    r = repr(obj)
-    if " at 0x" in r or "object at" in r:
-        raise _Uncacheable(r)
-    return ["object", type(obj).__module__, type(obj).__qualname__, r]
+    if _dc.is_dataclass(obj):
+        return ["dataclass", _fingerprint(type(obj), depth + 1, seen),
+                [[f.name, _fingerprint(getattr(obj, f.name), depth + 1, seen)] for f in _dc.fields(obj)]]
+    from numba.core import types as nbtypes
+
+    if isinstance(obj, nbtypes.Type):  # a Numba type names itself fully (float32, array(...), ...)
+        return ["nbtype", type(obj).__qualname__, str(obj)]
+    if type(obj).__module__.split(".")[0] == "llvmlite" and type(obj).__module__.endswith("types"):
+        return ["llvmtype", type(obj).__qualname__, str(obj)]
+    raise _Uncacheable(f"{type(obj).__module__}.{type(obj).__qualname__}")
 
 
 def _kernel_cache_key(fn, sig, opts: dict, full_cc, job: dict) -> str | None:
@@ -243,7 +293,8 @@ def _kernel_cache_key(fn, sig, opts: dict, full_cc, job: dict) -> str | None:
     often launch the same kernel with the same argument types (a GEMM rung at two sizes; the
     tuned rung at the multirow rung's shape): one build serves them all."""
     try:
-        doc = {"fn": _fingerprint(fn), "sig": [str(t) for t in sig], "opts": _fingerprint(opts),
+        links = [hashlib.sha256(Path(str(f)).read_bytes()).hexdigest() for f in (opts.get("link") or [])]
+        doc = {"fn": _fingerprint(fn), "sig": [str(t) for t in sig], "opts": _fingerprint(opts), "links": links,
                "cc": [str(c) for c in full_cc], "source": job.get("source"), "tools": _versions(), "v": 1}
         text = json.dumps(doc, sort_keys=True, default=str)
     except _Uncacheable:
@@ -251,6 +302,10 @@ def _kernel_cache_key(fn, sig, opts: dict, full_cc, job: dict) -> str | None:
     except Exception:  # noqa: BLE001  (a kernel this cannot describe is simply built)
         return None
     return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+#: what a kept kernel build holds
+_BUILD_KEYS = {"arch", "lto", "ptx", "cubin_b64", "ptxas_log", "res_usage", "sass"}
 
 
 def _compile_job(job: dict) -> dict:
@@ -290,8 +345,10 @@ def _compile_job(job: dict) -> dict:
         if kpath is not None and kpath.exists():
             try:
                 built = json.loads(kpath.read_text())
-            except (OSError, json.JSONDecodeError):
+            except (OSError, ValueError):
                 built = None  # a damaged entry is rebuilt
+            if not (isinstance(built, dict) and _BUILD_KEYS <= set(built)):
+                built = None
         if built is not None:
             out.append({"kernel_name": fn.__name__, "signature": [str(t) for t in sig], "grid": list(launch.grid),
                         "block": list(launch.block), "dynamic_shared_bytes": int(launch.shared_bytes), **built})
@@ -316,7 +373,10 @@ def _compile_job(job: dict) -> dict:
                  "ptx": ptx, "cubin_b64": base64.b64encode(cubin).decode(), "ptxas_log": log,
                  "res_usage": _cuobjdump(cubin, "-res-usage"), "sass": _cuobjdump(cubin, "-sass")}
         if kpath is not None:
-            _write_atomic(kpath, built)
+            try:
+                _write_atomic(kpath, built)
+            except OSError:
+                pass  # an unwritable cache costs the next build, not this report
         out.append({"kernel_name": fn.__name__, "signature": [str(t) for t in sig], "grid": list(launch.grid),
                     "block": list(launch.block), "dynamic_shared_bytes": int(launch.shared_bytes), **built})
     return {"launches": out}

@@ -356,3 +356,50 @@ def test_kernel_fingerprint_follows_code_closure_and_globals():
     with pytest.raises(anatomy._Uncacheable):
         fp(uses_opaque)
     assert anatomy._kernel_cache_key(uses_opaque, (), {}, (9, 0, "a"), {"source": "s"}) is None
+
+
+def test_kernel_fingerprint_tells_apart_same_named_helpers_and_module_constants():
+    """A factory's helpers share one name: a kernel calling (s2, s3, s2) is not one calling
+    (s2, s3, s3).  A module the kernel reads a constant from is fingerprinted by that
+    constant (Numba freezes it into the code), and an object of unknown kind makes the
+    kernel uncacheable rather than trusted by its repr."""
+    import types
+
+    def make_scale(k):
+        def scale(x):
+            return x * k
+        return scale
+
+    def make_kernel(f, g, h):
+        def kern(a):
+            return f(a) + g(a) + h(a)
+        return kern
+
+    s2, s3 = make_scale(2.0), make_scale(3.0)
+    fp = anatomy._fingerprint
+    assert fp(make_kernel(s2, s3, s2)) != fp(make_kernel(s2, s3, s3))
+    assert fp(make_kernel(s2, s3, s2)) == fp(make_kernel(s2, s3, s2))
+
+    knobs = types.ModuleType("knobs_for_test")
+    knobs.SCALE = 2.0
+
+    def make_reader():
+        def reader(x):
+            return x * knobs.SCALE
+        return reader
+
+    before = fp(make_reader())
+    knobs.SCALE = 3.0
+    assert fp(make_reader()) != before
+
+    class Named:  # a repr with no address still hides its state
+        def __repr__(self):
+            return "Named()"
+
+    obj = Named()
+
+    def uses(x):
+        return obj
+
+    with pytest.raises(anatomy._Uncacheable):
+        fp(uses)

@@ -899,6 +899,15 @@ def _module_closure(modname: str) -> list[str]:
             parents.add(name.rsplit(".", 1)[0])  # the package's __init__: its file, not its globals
         if getattr(mod, "__path__", None) is not None and name != modname:
             continue  # a package: its globals list whatever submodules happen to be imported
+        top = modname.split(".")[0]
+        for base, names in _imported_in_source(mod):  # imports inside functions too (conv's rung 03 runs gemm's kernel)
+            if not (base == "perfkit" or base.startswith("perfkit.") or base.split(".")[0] == top):
+                continue
+            todo.append(base)
+            parent = sys.modules.get(base)
+            for n in names:  # ``from . import gemm``: a submodule imported by name
+                if isinstance(getattr(parent, n, None), types.ModuleType):
+                    todo.append(f"{base}.{n}")
         for v in list(vars(mod).values()):
             target = None
             if isinstance(v, types.ModuleType):
@@ -913,6 +922,45 @@ def _module_closure(modname: str) -> list[str]:
         if f:
             files.append(f)
     return sorted(set(files))
+
+
+def _imported_in_source(mod) -> list[tuple[str, list[str]]]:
+    """What ``mod``'s source imports anywhere (inside functions too), as (absolute module, names
+    imported from it): ``from . import gemm`` in perfkit.kernels.conv gives
+    ("perfkit.kernels", ["gemm"])."""
+    f = getattr(mod, "__file__", None)
+    if not f or not str(f).endswith(".py"):
+        return []
+    try:
+        stamp = os.stat(f).st_mtime_ns
+    except OSError:
+        return []
+    pkg = mod.__name__ if getattr(mod, "__path__", None) is not None else mod.__name__.rpartition(".")[0]
+    return _imports_of_file(str(f), stamp, pkg)
+
+
+@functools.lru_cache(maxsize=None)
+def _imports_of_file(path: str, stamp: int, pkg: str) -> list[tuple[str, list[str]]]:
+    import ast
+    import importlib.util
+
+    try:
+        tree = ast.parse(Path(path).read_text())
+    except (OSError, SyntaxError, ValueError):
+        return []
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(a.name, []) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            try:
+                base = importlib.util.resolve_name("." * node.level + (node.module or ""), pkg) if node.level \
+                    else (node.module or "")
+            except (ImportError, ValueError):
+                continue
+            if base:
+                out.append((base, [a.name for a in node.names if a.name != "*"]))
+    return out
 
 
 def _source_hash(variant: Variant) -> str:

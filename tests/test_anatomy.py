@@ -403,3 +403,11 @@ def test_kernel_fingerprint_tells_apart_same_named_helpers_and_module_constants(
 
     with pytest.raises(anatomy._Uncacheable):
         fp(uses)
+
+
+def test_source_closure_follows_imports_inside_functions():
+    """Convolution's im2col rung runs the GEMM ladder's kernel, imported inside a function: an
+    edit to gemm.py must miss the cached reports of conv's rungs too."""
+    files = [f.replace("\\", "/") for f in anatomy._module_closure("perfkit.kernels.conv")]
+    assert any(f.endswith("perfkit/kernels/gemm.py") for f in files)
+    assert not any(f.endswith("perfkit/kernels/norm/softmax.py") for f in files)  # an unrelated ladder

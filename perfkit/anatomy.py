@@ -21,8 +21,8 @@ milliseconds.  Each kernel's build is also kept on its own (``anatomy/kernels/``
 what Numba compiles: the kernel's code, its closure's values, the globals it names
 (recursively), its argument types, target options and target, and the rung's source; a rung
 at another problem that launches the same kernel with the same argument types (most do: a GEMM
-rung at any size) reuses the build.  A kernel that names an object known only by its address
-is built every time.
+rung at any size) reuses the build.  A kernel that names an object of a kind the key cannot
+write down (see ``_fingerprint``) is built every time.
 """
 from __future__ import annotations
 
@@ -149,7 +149,7 @@ def _verbose_linker(driver):
 
 
 class _Uncacheable(Exception):
-    """A kernel whose identity cannot be written down (an object known only by its address)."""
+    """A kernel whose identity cannot be written down (it names an object of a kind not known)."""
 
 
 def _code_fp(code, depth: int, seen: dict) -> list:
@@ -297,9 +297,7 @@ def _kernel_cache_key(fn, sig, opts: dict, full_cc, job: dict) -> str | None:
         doc = {"fn": _fingerprint(fn), "sig": [str(t) for t in sig], "opts": _fingerprint(opts), "links": links,
                "cc": [str(c) for c in full_cc], "source": job.get("source"), "tools": _versions(), "v": 1}
         text = json.dumps(doc, sort_keys=True, default=str)
-    except _Uncacheable:
-        return None
-    except Exception:  # noqa: BLE001  (a kernel this cannot describe is simply built)
+    except Exception:  # noqa: BLE001  (_Uncacheable, or any kernel this cannot describe: built every time)
         return None
     return hashlib.sha256(text.encode()).hexdigest()[:32]
 
@@ -349,37 +347,39 @@ def _compile_job(job: dict) -> dict:
                 built = None  # a damaged entry is rebuilt
             if not (isinstance(built, dict) and _BUILD_KEYS <= set(built)):
                 built = None
-        if built is not None:
-            out.append({"kernel_name": fn.__name__, "signature": [str(t) for t in sig], "grid": list(launch.grid),
-                        "block": list(launch.block), "dynamic_shared_bytes": int(launch.shared_bytes), **built})
-            continue
-        try:
-            kernel = cuda_dispatcher._Kernel(fn, sig, **opts)
-            lib = kernel._codelibrary
-            ptx = lib.get_asm_str()
-            cubin = bytes(lib.get_cubin().code)  # what the driver would load
-            # the same link (Numba's linker, every input: LTO-IR or PTX, cudadevrt, linked
-            # files) again with -verbose, for ptxas's report of spills; -verbose changes the
-            # cubin's bytes, not its code, so the cubin above is the one reported
-            lib._cubin_cache.clear()
-            with _verbose_linker(driver):
-                lib.get_cubin()
-            log = (lib.get_linkerinfo(full_cc) or "").replace("\x00", "")  # a C string
-            lto = bool(lib._lto)
-        except Exception as exc:
-            raise AnatomyError(f"compiling {fn.__name__} for {_arch(full_cc)} failed: "
-                               f"{exc.__class__.__name__}: {exc}") from None
-        built = {"arch": _arch(full_cc), "lto": lto,
-                 "ptx": ptx, "cubin_b64": base64.b64encode(cubin).decode(), "ptxas_log": log,
-                 "res_usage": _cuobjdump(cubin, "-res-usage"), "sass": _cuobjdump(cubin, "-sass")}
-        if kpath is not None:
-            try:
-                _write_atomic(kpath, built)
-            except OSError:
-                pass  # an unwritable cache costs the next build, not this report
+        if built is None:
+            built = _build_kernel(cuda_dispatcher, driver, fn, sig, opts, full_cc)
+            if kpath is not None:
+                try:
+                    _write_atomic(kpath, built)
+                except OSError:
+                    pass  # an unwritable cache costs the next build, not this report
         out.append({"kernel_name": fn.__name__, "signature": [str(t) for t in sig], "grid": list(launch.grid),
                     "block": list(launch.block), "dynamic_shared_bytes": int(launch.shared_bytes), **built})
     return {"launches": out}
+
+
+def _build_kernel(cuda_dispatcher, driver, fn, sig, opts: dict, full_cc) -> dict:
+    """One kernel built for the target: PTX, cubin, ptxas's report, res-usage and SASS."""
+    try:
+        kernel = cuda_dispatcher._Kernel(fn, sig, **opts)
+        lib = kernel._codelibrary
+        ptx = lib.get_asm_str()
+        cubin = bytes(lib.get_cubin().code)  # what the driver would load
+        # the same link (Numba's linker, every input: LTO-IR or PTX, cudadevrt, linked
+        # files) again with -verbose, for ptxas's report of spills; -verbose changes the
+        # cubin's bytes, not its code, so the cubin above is the one reported
+        lib._cubin_cache.clear()
+        with _verbose_linker(driver):
+            lib.get_cubin()
+        log = (lib.get_linkerinfo(full_cc) or "").replace("\x00", "")  # a C string
+        lto = bool(lib._lto)
+    except Exception as exc:
+        raise AnatomyError(f"compiling {fn.__name__} for {_arch(full_cc)} failed: "
+                           f"{exc.__class__.__name__}: {exc}") from None
+    return {"arch": _arch(full_cc), "lto": lto,
+            "ptx": ptx, "cubin_b64": base64.b64encode(cubin).decode(), "ptxas_log": log,
+            "res_usage": _cuobjdump(cubin, "-res-usage"), "sass": _cuobjdump(cubin, "-sass")}
 
 
 def _write_atomic(path: Path, doc) -> None:
@@ -879,6 +879,7 @@ def _module_closure(modname: str) -> list[str]:
 
     seen: set[str] = set()
     todo = [modname]
+    top = modname.split(".")[0]
     files = []
     parents: set[str] = set()
     while todo:
@@ -899,7 +900,6 @@ def _module_closure(modname: str) -> list[str]:
             parents.add(name.rsplit(".", 1)[0])  # the package's __init__: its file, not its globals
         if getattr(mod, "__path__", None) is not None and name != modname:
             continue  # a package: its globals list whatever submodules happen to be imported
-        top = modname.split(".")[0]
         for base, names in _imported_in_source(mod):  # imports inside functions too (conv's rung 03 runs gemm's kernel)
             if not (base == "perfkit" or base.startswith("perfkit.") or base.split(".")[0] == top):
                 continue

@@ -80,7 +80,7 @@ pd.DataFrame([{"rung": v.rung, "name": v.name, "what changed and why": v.what} f
 # If the GPU is idle when the host records the start event, the start is stamped at once, and
 # the GPU then waits for the host to launch the kernel: the window holds the host's launch time
 # too (tens of microseconds through Numba with several array arguments).  On the first H100 run
-# (2026-11-23, commit 7c7b2e0; `shared/measurements/h100-2026-11-23`) that made an empty kernel
+# (2026-11-23, commit 7c7b2e0; `data/ncu/h100-sxm-2026-11-23.json`) that made an empty kernel
 # "take" 26.5 µs by events and an 80 µs softmax rung read 1.4x its time against
 # `triton.testing.do_bench`.  So `measure()` first queues a one-thread **spin kernel** that keeps
 # the GPU busy for longer than the host needs to launch (measured during warm-up), then the start

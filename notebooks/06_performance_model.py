@@ -168,7 +168,7 @@ if len(levels):
     print(model.levels_table(levels).to_string())  # * a row of the Nsight Compute table no record has
     print(model.levels_line(levels))
 else:
-    print("no Nsight Compute table found next to this checkout (shared/measurements/*/ncu_metrics_all_rungs.csv)")
+    print(f"no Nsight Compute table at {model.NCU_PATH}")
 
 # %% [markdown]
 # Where the model misses, the per-launch details in `Estimate.launches` say which leg it

@@ -107,8 +107,29 @@ def _model(variant: Variant, problem: Problem):
     return row, traffic
 
 
-def _measure_one(problem, variant, *, seed, check_seed, timer, record, results_root):
+class _ProblemData:
+    """A problem's seeded inputs and their float64 reference, made once per (problem, seed) and
+    shared by the rungs of a sweep (each rung gets its own copy of the inputs; the reference is
+    only read).  One problem is kept at a time: the sweep goes problem by problem."""
+
+    def __init__(self):
+        self._key, self._data = None, {}
+        self.made = 0  # how many (inputs, reference) pairs were built: tests count them
+
+    def get(self, problem: Problem, seed: int):
+        if self._key != problem:
+            self._key, self._data = problem, {}
+        if seed not in self._data:
+            inputs = problem.make_inputs(seed)
+            self._data[seed] = (inputs, problem.reference(inputs))
+            self.made += 1
+        inputs, ref = self._data[seed]
+        return {k: v.copy() for k, v in inputs.items()}, ref
+
+
+def _measure_one(problem, variant, *, seed, check_seed, timer, record, results_root, data=None):
     """One row of the sweep.  Never raises: failures end up in ``row['error']``."""
+    data = data if data is not None else _ProblemData()
     from .timing import measure
 
     row: dict = {"op": problem.op, "problem": problem.label, **problem.params,
@@ -123,20 +144,20 @@ def _measure_one(problem, variant, *, seed, check_seed, timer, record, results_r
         stage = "supports"
         variant.supports(problem)
         stage = "check"
-        fresh = problem.make_inputs(check_seed)
-        check = problem.check(variant.run(problem, fresh), problem.reference(fresh))
+        fresh, fresh_ref = data.get(problem, check_seed)
+        check = problem.check(variant.run(problem, fresh), fresh_ref)
         row.update(check_ok=check.ok, max_abs_err=check.max_abs_err, max_rel_err=check.max_rel_err)
         if not check.ok:
             row.update(status="failed check", error=f"check failed (seed {check_seed}): {check.message}")
             return row
         stage = "time"
-        inputs = problem.make_inputs(seed)
+        inputs, ref = data.get(problem, seed)
         prepared = variant.prepare(problem, inputs)
         m = measure(prepared, sync=prepared.synchronize, **timer)
         row.update(median_s=m.median_s, min_s=m.min_s, iqr_s=m.iqr_s, cv=m.cv, n_samples=m.n,
                    stop_reason=m.stop_reason, simulated=m.simulated)
         stage = "recheck"
-        after = problem.check(prepared.output(), problem.reference(inputs))
+        after = problem.check(prepared.output(), ref)
         if not after.ok:
             row.update(check_ok=False, status="failed check after timing",
                        error=f"timed output wrong: {after.message}")
@@ -236,6 +257,7 @@ def sweep(problems: Problem | Iterable[Problem], variants: Variant | Iterable[Va
 def _run_pairs(pairs, kw, bar=None, emit=None) -> list[dict]:
     """Measure pairs in order in this process; stop after a device fault (the context is gone)."""
     rows = []
+    kw = {**kw, "data": _ProblemData()}  # inputs and references shared by a problem's rungs
     for p, v in pairs:
         if bar is not None:
             bar.set_postfix_str(f"{v.label} | {p.label}"[:60])

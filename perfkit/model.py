@@ -200,6 +200,9 @@ __all__ = ["Traffic", "Prediction", "predict", "Estimate", "estimate", "flush_se
            "validate", "summary_line", "levels_line", "levels_table", "repeat_line", "dynamic_mix", "rates", "LEGS", "RATES_PATH"]
 
 RATES_PATH = Path(__file__).resolve().parent.parent / "data" / "rates.yaml"
+#: the Nsight Compute table validate checks the levels against (H100 SXM, commit 7c7b2e0; its
+#: provenance in the .json beside it), in the repository so that every clone has it
+NCU_PATH = RATES_PATH.parent / "ncu" / "h100-sxm-2026-11-23.csv"
 LEGS = ("dram", "l2", "smem", "lsu", "issue", "fp32", "alu", "tensor", "latency", "launch")
 
 
@@ -2261,15 +2264,8 @@ def _levels(table, ncu_path=None, unrecorded=None):
     has (column ``record`` False)."""
     import pandas as pd
 
-    path = Path(ncu_path) if ncu_path else None
-    if path is None:
-        for cand in (Path(__file__).resolve().parent.parent.parent / "shared" / "measurements",
-                     Path("/work/shared/measurements")):
-            hits = sorted(cand.glob("*/ncu_metrics_all_rungs.csv")) if cand.exists() else []
-            if hits:
-                path = hits[-1]
-                break
-    if path is None or not path.exists():
+    path = Path(ncu_path) if ncu_path else NCU_PATH
+    if not path.exists():
         return pd.DataFrame()
     ncu = pd.read_csv(path)
     ncu["dram_bytes"] = ncu["dram_read_bytes"] + ncu["dram_write_bytes"]

@@ -27,7 +27,7 @@ import pandas as pd
 
 from . import backend
 
-__all__ = ["ResultsError", "REPO_ROOT", "RESULTS_DIR", "SIM_RESULTS_DIR", "RECORD_DIR_ENV", "COLUMNS", "provenance", "record",
+__all__ = ["ResultsError", "REPO_ROOT", "RESULTS_DIR", "SIM_RESULTS_DIR", "RECORD_DIR_ENV", "COLUMNS", "provenance", "git_commit", "record",
            "load", "metric_columns"]
 
 REPO_ROOT = Path(os.environ.get("PERFKIT_ROOT", Path(__file__).resolve().parent.parent))
@@ -75,6 +75,12 @@ def _static_provenance() -> dict:
         "host": socket.gethostname(),
         "platform": platform.platform(),
     }
+
+
+def git_commit() -> str | None:
+    """The commit of the code in use: git's HEAD, else ``PERFKIT_GIT_COMMIT`` (a copy with no
+    .git, as on a lent GPU machine), else None."""
+    return _static_provenance().get("git_commit")
 
 
 def provenance() -> dict:

@@ -279,3 +279,29 @@ def test_a_real_fault_is_isolated_in_a_child():
     # (its exit status is not asserted: a faulted context may complain while the process exits)
     assert "STATUS ['device fault', 'ok'] [0, 1]" in r.stdout, r.stdout + r.stderr[-3000:]
     assert "misaligned" in r.stdout.lower()
+
+
+def test_sweep_makes_each_problems_inputs_and_reference_once(monkeypatch):
+    """The inputs and float64 reference of a (problem, seed) are built once and shared by the
+    rungs (host work that dominated a GPU sweep); each rung still gets its own NaN-poisoned
+    output, and a rung that writes into its inputs cannot spoil the next rung's."""
+    calls = []
+    real = saxpy.Problem._reference
+
+    def counting(self, inputs):
+        calls.append(self.label)
+        return real(self, inputs)
+
+    monkeypatch.setattr(saxpy.Problem, "_reference", counting)
+    probs = [saxpy.Problem(n=37), saxpy.Problem(n=53)]
+    df = bench.sweep(probs, list(saxpy.LADDER) + [Wrong()], progress=False, record=False)
+    assert len(calls) == 4  # 2 problems x (check seed, timing seed), not x 5 rungs
+    assert list(df["status"]) == ["ok"] * 4 + ["failed check"] + ["ok"] * 4 + ["failed check"]
+    same = bench.sweep(probs[0], list(saxpy.LADDER), progress=False, record=False, seed=3, check_seed=3)
+    assert len(calls) == 5 and (same["status"] == "ok").all()  # one seed: one reference
+
+    data = bench._ProblemData()
+    a, _ = data.get(probs[0], 1)
+    a["x"][:] = np.nan  # a rung that scribbles on its host inputs
+    b, _ = data.get(probs[0], 1)
+    assert not np.isnan(b["x"]).any() and data.made == 1

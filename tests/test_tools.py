@@ -1,5 +1,6 @@
 import importlib.util
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,41 +13,152 @@ ROOT = Path(__file__).resolve().parent.parent
 def _tool():
     spec = importlib.util.spec_from_file_location("record_gpu", ROOT / "tools" / "record_gpu.py")
     mod = importlib.util.module_from_spec(spec)
+    sys.modules["record_gpu"] = mod  # its dataclass resolves its annotations through sys.modules
     spec.loader.exec_module(mod)
     return mod
 
 
-@pytest.mark.skipif(not backend.is_simulator(), reason="the dry run is the simulator path")
-def test_record_gpu_dry_run_records_nothing_and_resumes(tmp_path):
+QUICK_ORDER = ["ceilings", "timer", "ops-gemm-float16", "ops-gemm-float32", "ops-softmax", "ops-layernorm",
+               "ops-rmsnorm", "ops-layernorm_bwd", "ops-batchnorm", "ops-conv-float32-nchw", "ops-conv-float16-nhwc"]
+
+
+def _plan(tmp_path, *extra):
     mod = _tool()
+    assert mod.main(["--out", str(tmp_path), "--list", *extra]) == 0
+    return json.loads((tmp_path / "plan.json").read_text())
+
+
+def test_quick_plan_lists_its_units_in_order_with_caps_within_the_budget(tmp_path):
+    plan = _plan(tmp_path)  # at full size (listing needs no GPU)
+    names = [u["name"] for u in plan["units"]]
+    assert names[:len(QUICK_ORDER)] == QUICK_ORDER
+    assert names[len(QUICK_ORDER):] and all(n.startswith("ncu-") for n in names[len(QUICK_ORDER):])
+    caps = [u["cap_s"] for u in plan["units"] if u["cap_s"] is not None]
+    assert plan["budget_s"] == 420 and 0 < sum(caps) <= 420
+    assert all(u["cap_s"] is None for u in plan["units"] if u["part"] == "ncu")  # what is left
+    units = {u["name"]: u for u in plan["units"]}
+    # float16-only rungs are planned at their own (float16) problem, in the timer and in ncu
+    tc = [i for i in units["timer"]["items"] if i["rung"] == "12 tensor_core"]
+    assert tc and tc[0]["problem"]["dtype"] == "float16" and tc[0]["problem"]["m"] == 4096
+    ncu16 = [i for u in plan["units"] if u["part"] == "ncu" for i in u["items"] if i["problem"].get("dtype") == "float16"]
+    assert {"13 tc_vector", "17 tc_epilogue"} <= {i["rung"] for i in ncu16}
+    g16 = {i["rung"] for i in units["ops-gemm-float16"]["items"]}
+    assert "00 oracle" in g16 and "12 tensor_core" in g16 and "01 naive" not in g16
+    assert {"peer torch", "peer triton"} <= g16
+    assert "12 tensor_core" not in {i["rung"] for i in units["ops-gemm-float32"]["items"]}
+    assert units["ops-conv-float16-nhwc"]["items"][0]["problem"]["layout"] == "NHWC"
+    # the caps scale with the budget; --ops/--problems pick and order
+    half = _plan(tmp_path, "--budget-s", "210")
+    assert sum(u["cap_s"] for u in half["units"] if u["cap_s"]) == pytest.approx(sum(caps) / 2)
+    picked = _plan(tmp_path, "--ops", "conv,gemm", "--problems", "float16", "--parts", "ops")
+    assert [u["name"] for u in picked["units"]] == ["ops-conv-float16-nhwc", "ops-gemm-float16"]
+
+
+def test_ncu_targets_put_new_rungs_first_and_skip_unchanged_library_kernels(monkeypatch):
+    mod = _tool()
+    from perfkit import lesson
+    from perfkit.kernels import gemm
+
+    tiers = mod.ncu_targets("gemm", gemm, gemm.EXAMPLE_PROBLEM)
+    new = [v.label for v, _ in tiers["new"]]
+    assert "09 index32" in new and "17 tc_epilogue" in new and "01 naive" not in new
+    from perfkit.kernels.base import OracleVariant
+
+    # cuBLAS, torch and Triton are in the last table, and no commit of ours changes them
+    assert all(not isinstance(v, OracleVariant) for t in tiers.values() for v, _ in t)
+    monkeypatch.setattr(lesson, "source_changed_since", lambda v, c: None)  # a copy with no git
+    blind = mod.ncu_targets("gemm", gemm, gemm.EXAMPLE_PROBLEM)
+    assert [v.label for v, _ in blind["new"]] == new and not blind["changed"]
+    assert "01 naive" in [v.label for v, _ in blind["unknown"]]
+    assert all(not isinstance(v, OracleVariant) for v, _ in blind["unknown"])
+
+
+def test_a_unit_past_its_limit_is_killed_with_its_children(tmp_path):
+    import os
+    import sys
+
+    mod = _tool()
+    pids = tmp_path / "pids"
+    code = ("import subprocess, sys, time; c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+            f"open({str(pids)!r}, 'w').write(str(c.pid)); time.sleep(60)")
+    rc = mod.run_child([sys.executable, "-c", code], dict(os.environ), tmp_path / "log", timeout=3)
+    assert rc is None  # killed at the limit
+    grandchild = int(pids.read_text())
+    assert not _alive(grandchild)
+
+
+def _alive(pid: int) -> bool:
+    import time
+
+    for _ in range(40):  # an orphan killed is reaped by init a moment later
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return False
+        if state in ("Z", "X"):
+            return False
+        time.sleep(0.05)
+    return True
+
+
+@pytest.mark.skipif(not backend.is_simulator(), reason="the rehearsal is the simulator path")
+def test_quick_plan_rehearsal_runs_kills_records_simulated_and_resumes(tmp_path):
+    """The quick plan in the simulator at tiny shapes, a rung per (part, op, problem): every unit
+    in order, the sleeping unit killed with its grandchild, records marked simulated under OUT
+    (none in data/results), a float16 rung timed and driven for ncu; a second call that carries
+    the first one's output skips what it measured."""
+    import os
+    import subprocess
+    import sys
+
     before = sorted((ROOT / "data" / "results").rglob("*"))
-    argv = ["--out", str(tmp_path), "--parts", "tests,ceilings,timer,ops,ncu", "--ops", "saxpy", "--budget-s", "600"]
-    assert mod.main(argv) == 0
+    out = tmp_path / "first"
+    cmd = [sys.executable, str(ROOT / "tools" / "record_gpu.py"), "--plan", "quick", "--rehearse",
+           "--max-rungs", "1", "--out", str(out)]
+    env = {k: v for k, v in os.environ.items() if k not in ("PERFKIT_BACKEND", "NUMBA_ENABLE_CUDASIM")}
+    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    rows = {row["unit"]: row for row in json.loads((out / "status.json").read_text())["rows"]}
+    names = list(rows)
+    assert names[0] == "rehearsal-kill" and names[1:1 + len(QUICK_ORDER)] == QUICK_ORDER
+    assert rows["rehearsal-kill"]["status"] == "timed out"
+    assert not any(_alive(int(p)) for p in (out / "rehearsal-kill.pids").read_text().split())
+    assert all(rows[n]["status"] == "done" for n in QUICK_ORDER), {n: rows[n] for n in QUICK_ORDER}
+    assert any(n.startswith("ncu-") and rows[n]["status"] == "done" for n in names)
+    assert "| rehearsal-kill | rehearsal | timed out |" in (out / "summary.md").read_text()
+    # records: under OUT, the simulator's folder, every one simulated; data/results untouched
+    recs = sorted((out / "results").glob("*/*/*.json"))
+    assert recs and {p.parent.parent.name for p in recs} == {"numba-cuda-simulator"}
+    assert all(json.loads(p.read_text())["simulated"] is True for p in recs)
+    assert {p.parent.name for p in recs} >= {"gemm", "softmax", "batchnorm", "conv"}
     assert sorted((ROOT / "data" / "results").rglob("*")) == before
-    assert not (tmp_path / "results").exists()  # simulated: nothing recorded anywhere
-    log = (tmp_path / "record_gpu.log").read_text()
-    assert "simulator" in log and "[tests] skipped" in log and "[ncu] skipped" in log
-    assert "[ops-saxpy-0] ok" in log and "[ceilings] ok" in log and "[timer] ok" in log
-    assert "03 unrolled" in (tmp_path / "logs" / "ops-saxpy-0.log").read_text()
-    assert (tmp_path / "sweep_saxpy.csv").exists() and (tmp_path / "ceilings.csv").exists()
-    timer = (tmp_path / "measure_vs_do_bench.csv").read_text()
-    assert "empty" in timer and "02 grid_stride" in timer
-    status = json.loads((tmp_path / "status.json").read_text())
-    assert status["left"] == [] and status["failed"] == []
-    # run again: every unit is done, nothing runs twice
-    assert mod.main(argv) == 0
-    assert (tmp_path / "record_gpu.log").read_text().count("[ops-saxpy-0] done before") == 1
+    timer = (out / "measure_vs_do_bench.csv").read_text()
+    assert "12 tensor_core" in timer and "dtype=float16" in timer and "empty" in timer
+    ncu = (out / "ncu_metrics_all_rungs.csv").read_text()
+    assert "dtype=float16" in ncu
+    # resume: a second call carrying the first call's output measures nothing again
+    out2 = tmp_path / "second"
+    r2 = subprocess.run(cmd[:-1] + [str(out2), "--resume-from", str(out), "--parts", "ceilings,timer,ops"],
+                        env=env, capture_output=True, text=True, timeout=120)
+    assert r2.returncode == 0, r2.stdout[-3000:] + r2.stderr[-3000:]
+    rows2 = {row["unit"]: row for row in json.loads((out2 / "status.json").read_text())["rows"]}
+    assert all(rows2[n]["status"] == "skipped" for n in QUICK_ORDER if n != "timer"), rows2
+    assert "measured for this commit already" in (out2 / "logs" / "timer.log").read_text()
+    assert not (out2 / "results").exists()
 
 
 def test_record_gpu_respects_its_budget_and_checks_its_arguments(tmp_path):
     mod = _tool()
-    assert mod.main(["--out", str(tmp_path), "--parts", "ceilings", "--budget-s", "1"]) == 3  # work left
+    assert mod.main(["--out", str(tmp_path), "--rehearse", "--parts", "ceilings", "--budget-s", "0.5"]) == 3
     assert "not started" in (tmp_path / "record_gpu.log").read_text()
     assert json.loads((tmp_path / "status.json").read_text())["left"] == ["ceilings"]
     with pytest.raises(SystemExit):
-        mod.main(["--out", str(tmp_path), "--parts", "warp-speed"])
+        mod.main(["--out", str(tmp_path), "--parts", "warp-speed", "--list"])
     with pytest.raises(SystemExit, match="unknown op"):
-        mod.main(["--out", str(tmp_path), "--parts", "ops", "--ops", "nosuchop"])
+        mod.main(["--out", str(tmp_path), "--parts", "ops", "--ops", "nosuchop", "--list"])
+    if backend.is_simulator():
+        with pytest.raises(SystemExit):  # no GPU: only a rehearsal runs here
+            mod.main(["--out", str(tmp_path)])
 
 
 _RAW = '''==PROF== Connected to process 1234
@@ -81,22 +193,27 @@ def test_ncu_raw_csv_becomes_the_metrics_table():
 
 @pytest.mark.skipif(not backend.is_simulator(), reason="the driver runs under ncu on a GPU (record_gpu --parts ncu)")
 def test_ncu_driver_marks_every_rung_it_runs(tmp_path):
-    """The driver ncu runs: every rung of the op prepared, run once unprofiled, then a marker
-    launch and one launch of the rung; the manifest lists them in that order (dry run, tiny size)."""
+    """The driver ncu runs: every planned rung prepared at its own problem, run once unprofiled,
+    then a marker launch and one launch of the rung; the manifest lists them in that order."""
     import json as _json
 
+    from perfkit.kernels import saxpy
+
     mod = _tool()
+    p = saxpy.SIM_SWEEP[0]
+    items = [mod._item("saxpy", saxpy, p, v, True) for v in saxpy.LADDER]
     manifest = tmp_path / "saxpy.manifest.jsonl"
-    assert mod.ncu_driver("saxpy", manifest) == 0
+    assert mod.ncu_driver(items, manifest) == 0
     rows = [_json.loads(l) for l in manifest.read_text().splitlines()]
     assert [r["rung"] for r in rows] == ["00 oracle", "01 naive", "02 grid_stride", "03 unrolled"]
-    assert {r["op"] for r in rows} == {"saxpy"}
+    assert {r["op"] for r in rows} == {"saxpy"} and {r["problem"] for r in rows} == {p.label}
     driver = mod.NCU_DRIVER.format(out=str(tmp_path), tool="/x/record_gpu.py")
     compile(driver, "ncu_driver.py", "exec")  # the script record_gpu writes is valid Python
 
 
 def test_ncu_table_columns_match_the_first_h100_table():
-    shared = Path("/work/shared/measurements/h100-2026-11-23/ncu_metrics_all_rungs.csv")
-    if not shared.exists():
-        pytest.skip("the first H100 run's table is not on this machine")
-    assert shared.read_text().splitlines()[0].split(",") == _tool().NCU_TABLE
+    table = ROOT / "data" / "ncu" / "h100-sxm-2026-11-23.csv"
+    assert table.read_text().splitlines()[0].split(",") == _tool().NCU_TABLE
+    meta = json.loads(table.with_suffix(".json").read_text())
+    assert meta["commit"] == "7c7b2e0" and "H100" in meta["gpu"] and "not locked" in meta["clocks"]
+    assert _tool().NCU_CLOCK_CONTROL == "none"  # new tables are taken with the clocks as the first

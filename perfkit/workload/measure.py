@@ -57,13 +57,15 @@ def _step_fn(spec, model, inp, mode):
 
 def profile(network: str, *, batch: int | None = None, seq: int | None = None, mode: str = "train",
             dtype: str = "float32", gpu: str | None = None, steps: int = 5, warmup: int = 3,
-            record: bool | str = "auto", attention: str = "eager") -> dict:
+            record: bool | str = "auto", attention: str = "eager", results_root=None) -> dict:
     """Profile ``steps`` steps of a network on the GPU and compare with the prediction.
 
     Returns ``{"per_op": DataFrame (aten op, class, kernels, measured_ms per step),
     "per_class": DataFrame (class, measured_ms, predicted_ms, ratio), "step_ms": [...],
     "path": recorded file or None}``.  ``gpu`` is the devices.yaml key whose specs feed the
-    prediction (default: the device's own name).  Raises :class:`WorkloadError` with the reason
+    prediction (default: the device's own name).  ``results_root``: where the record goes
+    (default ``data/results/``; a device run gives its ``$OUT``, the only folder that comes back).
+    Raises :class:`WorkloadError` with the reason
     when there is no GPU (see :func:`unavailable`).
     """
     reason = unavailable()
@@ -120,11 +122,11 @@ def profile(network: str, *, batch: int | None = None, seq: int | None = None, m
            "kernel_ms": float(per_op["measured_ms"].sum()), "predicted_ms": float(per_class["predicted_ms"].sum()),
            "path": None}
     if record is True or (record == "auto" and not backend.is_simulator()):
-        out["path"] = str(_record(out, w, steps, warmup))
+        out["path"] = str(_record(out, w, steps, warmup, results_root))
     return out
 
 
-def _record(out: dict, w, steps: int, warmup: int):
+def _record(out: dict, w, steps: int, warmup: int, root=None):
     """One perfkit result: op ``workload``, the step's times per class and op, with provenance."""
     from .. import results
 
@@ -140,4 +142,4 @@ def _record(out: dict, w, steps: int, warmup: int):
         "per_class": out["per_class"].to_dict(orient="records"),
         "per_op": out["per_op"].to_dict(orient="records"),
     }
-    return results.record(entry)
+    return results.record(entry, root=root)

@@ -248,3 +248,22 @@ def test_notebook_ladder_views_show_every_recorded_rung():
             assert c.found == has, (op, c.label, c.problem)
             shown += c.found
     assert shown >= 40, shown
+
+
+def test_a_card_never_shows_another_ops_record():
+    """layernorm and layernorm_bwd share problem labels and rung names: a card handed a table of
+    every op's records shows its own op's record (notebook 04 once showed the backward times
+    on the forward cards)."""
+    from perfkit.kernels.norm import layernorm
+
+    every = results.load(latest=False)
+    assert {"layernorm", "layernorm_bwd"} <= set(every["op"])
+    p = layernorm.EXAMPLE_PROBLEM
+    for rung in ("fused", "warp", "naive"):
+        mixed = lesson.recorded("layernorm", p, rung, table=every, estimate=False)
+        own = lesson.recorded("layernorm", p, rung, estimate=False)
+        assert mixed.found and mixed.median_s == own.median_s
+        fwd = every[(every["op"] == "layernorm") & (every["variant"] == rung)]
+        assert mixed.median_s in set(fwd["median_s"])
+        bwd = lesson.recorded("layernorm_bwd", p, rung, table=every, estimate=False)
+        assert bwd.found and bwd.median_s != mixed.median_s

@@ -20,7 +20,8 @@
 # SGEMM worklog ([siboehm/SGEMM_CUDA](https://github.com/siboehm/SGEMM_CUDA)) one rung at a time
 # in Numba, then take one more step onto the tensor cores.  You will learn:
 #
-# 1. why memory *coalescing* alone buys an order of magnitude;
+# 1. what memory *coalescing* alone buys, and why it is far less than the 32x fewer
+#    transactions promise;
 # 2. how shared-memory tiling and register blocking raise the *arithmetic intensity* of each level
 #    of the memory hierarchy (FLOPs per byte from DRAM, from L2, from shared memory);
 # 3. what wide loads, bank-conflict-free layouts, double buffering and warp tiling each change,
@@ -147,7 +148,8 @@ def rung_view(name):
                         summary=f"anatomy of {v.label} for sm_{cc[0]}{cc[1]}: {r.registers} registers, "
                                 f"{r.shared_bytes} B shared, occupancy {r.occupancy.ratio:.0%} (open for the diff)"))
     prompt, ans, cards[name] = lesson.rung_section("gemm", prev, v, EX, table=recorded, model_gpu=gpu,
-                                                   estimate=model_estimates)
+                                                   estimate=model_estimates,
+                                                   reports=(reports[prev.name] if prev is not None else None, r))
     display(prompt)
     display(ans)
 
@@ -171,8 +173,9 @@ rung_view("naive")
 # ## Global-memory coalescing (`coalesced`)
 #
 # Swap x and y: a warp now covers 32 consecutive columns of C.  Its load of B is one 128-byte
-# transaction and its load of A a broadcast.  The arithmetic is unchanged; the memory traffic
-# falls by up to 32x.
+# transaction and its load of A a broadcast.  The arithmetic is unchanged; the transactions per
+# warp load fall by up to 32x.  The time falls much less: the naive kernel's scattered loads
+# were already served largely from L1 and L2 (the card and the model's legs say how much).
 
 # %%
 rung_view("coalesced")
@@ -191,7 +194,8 @@ rung_view("smem_tiling")
 # ## 1D register blocking (`blocktile_1d`)
 #
 # Each thread computes TM results down a column.  A value of B read from shared memory stays in a
-# register and feeds TM FMAs: shared loads per FMA fall from 2 toward 1.
+# register and feeds TM FMAs: shared loads per FMA fall from 2 toward 1.  Fewer loads are not
+# the whole story: before you predict, open the anatomy diff and compare the occupancy.
 
 # %%
 rung_view("blocktile_1d")
@@ -200,7 +204,8 @@ rung_view("blocktile_1d")
 # ## 2D register blocking (`blocktile_2d`)
 #
 # Each thread owns a TMxTN tile of C and accumulates outer products: TM+TN shared loads feed
-# TM·TN FMAs.  The larger block tile halves L2 traffic again.  Watch the register count rise.
+# TM·TN FMAs, and the larger block tile reads each global element fewer times.  Watch the register
+# count rise, and the occupancy it costs.
 
 # %%
 rung_view("blocktile_2d")
@@ -237,7 +242,9 @@ rung_view("double_buffer")
 #
 # A level between block and thread: each warp owns a sub-tile of C, so the shared-memory reads of a
 # warp come from a small region (better locality, fewer bank conflicts), and the thread tile is
-# iterated several times within the warp tile for more register reuse.
+# iterated several times within the warp tile for more register reuse.  This is the step that
+# makes siboehm's SGEMM fast; whether it does here is what the card's record says (it is not
+# always a step up: compare with the double-buffered rung).
 
 # %%
 rung_view("warptile")
@@ -263,6 +270,9 @@ rung_view("autotuned")
 # floats of C in a fixed layout (the PTX ISA's fragment tables).  The simulator cannot run inline
 # PTX, so there the rung emulates the instruction through shared memory with the *same* fragment
 # index functions, which is what the check above verified.  The model's peak is the FP16 tensor rate.
+# This first rung is far from that peak: its card gives its fraction of cuBLAS, and the
+# tensor-core rungs after it (vector loads, `ldmatrix`, `cp.async` pipelining, warp tiling, the
+# epilogue) are the climb from there.
 
 # %%
 rung_view("tensor_core")
@@ -299,7 +309,7 @@ for p in summary_problems:
                      + ("" if p is EX else "; model estimates are shown at the example problem only")))
     display(lesson.card_table(cs, style=True))
     plots.ladder(recorded, problem=p.label, title=f"GEMM ladder at {p.label}",
-                 estimates={c.label: c.estimate_rate for c in cs})
+                 estimates={c.label: c.estimate_rate for c in cs}, changed={c.label for c in cs if c.changed_since})
     plt.show()
 
 # %% [markdown]

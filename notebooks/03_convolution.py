@@ -167,7 +167,8 @@ def rung_view(name, kernel=0):
     t = v.traffic(p)
     print(f"traffic model at {p.label}: {p.flops / 1e9:.1f} GFLOP, DRAM {t.dram_bytes / 1e6:.1f} MB, "
           f"L2 {(t.l2_bytes or 0) / 1e6:.0f} MB, shared {(t.smem_bytes or 0) / 1e9:.2f} GB; {t.notes}")
-    prompt, ans, cards[name] = lesson.rung_section("conv", prev, v, EX, table=recorded, model_gpu=gpu)
+    prompt, ans, cards[name] = lesson.rung_section("conv", prev, v, EX, table=recorded, model_gpu=gpu,
+                                                   reports=(reports[prev.name] if prev is not None else None, r))
     display(prompt)
     display(ans)
 
@@ -447,7 +448,7 @@ display(Markdown(f"**Convolution ladder at `{EX.label}`** (register-blocked and 
                  "and float16 twins)"))
 display(lesson.card_table(cs, style=True))
 plots.ladder(recorded, problem=EX.label, title=f"Convolution ladder at {EX.label}",
-             estimates={c.label: c.estimate_rate for c in cs})
+             estimates={c.label: c.estimate_rate for c in cs}, changed={c.label for c in cs if c.changed_since})
 plt.show()
 
 # %% [markdown]

@@ -626,23 +626,69 @@ class RungCard:
     estimate_kind: str = ""
     estimate_error: str = ""
     prev_estimate_s: float = float("nan")
+    #: the model's estimate of the kernel as it was at the record's commit (where it changed since)
+    estimate_then_s: float = float("nan")
+    estimate_then_note: str = ""
+    model_gpu: str | None = None
+    oracle_label: str | None = None
+    anatomy_note: str = ""
     other_problems: list = field(default_factory=list)
     path: str | None = None
 
     # -- derived --
     @property
+    def measured_code_estimate_s(self) -> float:
+        """The estimate of the program that was measured: of the kernel at the record's commit
+        where it changed since (and could be rebuilt), else of today's kernel."""
+        if self.changed_since:
+            return self.estimate_then_s
+        return self.estimate_s
+
+    @property
     def ratio(self) -> float:
-        """Measured over estimated (> 1: the GPU was slower than the model said)."""
-        if self.found and np.isfinite(self.estimate_s) and self.estimate_s > 0:
-            return self.median_s / self.estimate_s
+        """Measured over estimated, both of the same code (> 1: the GPU was slower than the model
+        said); NaN where the recorded kernel changed since and could not be rebuilt."""
+        e = self.measured_code_estimate_s
+        if self.found and np.isfinite(e) and e > 0:
+            return self.median_s / e
         return float("nan")
 
     @property
     def estimate_rate(self) -> float:
-        """The model's estimate as a rate in the card's unit (for the ladder plot)."""
-        if self.found and np.isfinite(self.estimate_s) and self.estimate_s > 0:
-            return self.rate * self.median_s / self.estimate_s
+        """The model's estimate of the measured code as a rate in the card's unit (ladder plot)."""
+        e = self.measured_code_estimate_s
+        if self.found and np.isfinite(e) and e > 0:
+            return self.rate * self.median_s / e
         return float("nan")
+
+    def verdict(self, prev_report=None, report=None) -> str:
+        """What the records say happened at this rung, in words: faster or slower than the rung
+        before and by how much, the fraction of the oracle, and what changed in the anatomy
+        (``prev_report``/``report``: :func:`perfkit.anatomy.inspect` of the two rungs, where
+        given) that may be the cause.  Written from the numbers, so it cannot contradict them."""
+        if not self.found:
+            est = (f" The model estimates {fmt_seconds(self.estimate_s)} on {self.model_gpu}, bound by {self.bound}."
+                   if np.isfinite(self.estimate_s) else "")
+            return f"No record of {self.label} at this problem on a real GPU yet.{est}"
+        out = []
+        if np.isfinite(self.x_prev):
+            x = self.x_prev
+            word = "faster than" if x >= 1.02 else "slower than" if x <= 0.98 else "about as fast as"
+            out.append(f"Measured on {self.gpu}: {word} {self.prev_label}, x{x:.2f} "
+                       f"({fmt_seconds(self.median_s)} against {fmt_seconds(self.prev_median_s)}){self.prev_note}.")
+        else:
+            out.append(f"Measured on {self.gpu}: {fmt_seconds(self.median_s)}"
+                       + (f"; {self.prev_label} has no record here to compare with." if self.prev_label else "."))
+        if np.isfinite(self.of_oracle):
+            out.append(f"That is {self.of_oracle:.1%} of the oracle ({self.oracle_label or 'rung 0'}"
+                       f"{' is faster' if self.of_oracle < 1 else ' is slower'}).")
+        cause = anatomy_changes(prev_report, report) if report is not None else ""
+        if cause:
+            out.append(f"In the anatomy: {cause}.")
+        if self.changed_since:
+            out.append(f"The record is of the kernel at {(self.commit or '?')[:7]}; it has changed since, so today's "
+                       "kernel may not do the same.")
+        return " ".join(out)
 
     @property
     def provenance(self) -> str:
@@ -669,10 +715,14 @@ class RungCard:
         if not np.isfinite(self.estimate_s):
             return ("No per-rung estimate to compare" + (f" ({self.estimate_error})" if self.estimate_error else "")
                     + ".")
-        r, m, e = self.ratio, self.median_s, self.estimate_s
+        r, m, e = self.ratio, self.median_s, self.measured_code_estimate_s
         kind = "estimate" if self.estimate_kind == "estimate" else "roofline bound"
-        caveat = (f"Caution: the record is of this rung's kernel at {(self.commit or '?')[:7]}, which has changed "
-                  "since, while the estimate is of today's kernel: the two describe different code. "
+        if self.changed_since and not np.isfinite(e):
+            return (f"The record is of this rung's kernel at {(self.commit or '?')[:7]}, which has changed since and "
+                    f"could not be rebuilt here ({self.estimate_then_note}): today's estimate describes other code, so "
+                    "no comparison is drawn.")
+        caveat = (f"The record is of this rung's kernel at {(self.commit or '?')[:7]}, which has changed since: the "
+                  "estimate compared here is of that kernel, rebuilt from its commit. "
                   if self.changed_since else "")
         legs = sorted(((k, float(v)) for k, v in (self.legs or {}).items()
                        if v is not None and np.isfinite(float(v))), key=lambda kv: -kv[1])
@@ -727,8 +777,18 @@ class RungCard:
             msg = f"no record of {self.label} at {self.problem} on a real GPU"
             if self.other_problems:
                 msg += "; recorded at: " + "; ".join(self.other_problems[:4])
-            return [("measured", msg)]
-        rows = [("measured (median)", f"{fmt_seconds(self.median_s)}  ±{fmt_seconds(self.iqr_s / 2)} (IQR/2), "
+            rows = [("measured", msg)]
+            if np.isfinite(self.estimate_s):
+                legs = ", ".join(f"{k} {fmt_seconds(v)}" for k, v in
+                                 sorted(self.legs.items(), key=lambda kv: -float(kv[1] or 0)) if v)
+                name = "model estimate" if self.estimate_kind == "estimate" else "roofline bound (model.estimate absent)"
+                rows.append((name, f"{fmt_seconds(self.estimate_s)} on {self.model_gpu}, bound by {self.bound}"
+                             + (f"; legs: {legs}" if legs else "")))
+            elif self.estimate_error:
+                rows.append(("model estimate", self.estimate_error))
+            return rows
+        rows = [("what happened", self.verdict() + (f" In the anatomy: {self.anatomy_note}." if self.anatomy_note else "")),
+                ("measured (median)", f"{fmt_seconds(self.median_s)}  ±{fmt_seconds(self.iqr_s / 2)} (IQR/2), "
                  f"{int(self.n_samples) if np.isfinite(self.n_samples) else '?'} samples"),
                 ("rate", f"{fmt_rate(self.rate)} {unit}")]
         if self.prev_label:
@@ -743,8 +803,14 @@ class RungCard:
             legs = ", ".join(f"{k} {fmt_seconds(v)}" for k, v in
                              sorted(self.legs.items(), key=lambda kv: -float(kv[1] or 0)) if v)
             name = "model estimate" if self.estimate_kind == "estimate" else "roofline bound (model.estimate absent)"
+            if self.changed_since:
+                name += " of today's kernel"
+                then = (f"{fmt_seconds(self.estimate_then_s)}" if np.isfinite(self.estimate_then_s)
+                        else f"— ({self.estimate_then_note or 'not rebuilt'})")
+                rows.append((f"model estimate of the kernel measured (at {(self.commit or '?')[:7]})", then))
             rows.append((name, f"{fmt_seconds(self.estimate_s)}, bound by {self.bound}" + (f"; legs: {legs}" if legs else "")))
-            rows.append(("measured / estimate", f"{self.ratio:.2f}"))
+            rows.append(("measured / estimate" + (" (same code)" if self.changed_since else ""),
+                         f"{self.ratio:.2f}" if np.isfinite(self.ratio) else "— (the measured kernel's estimate is missing)"))
         elif self.estimate_error:
             rows.append(("model estimate", self.estimate_error))
         return rows
@@ -773,8 +839,11 @@ class RungCard:
         unit = _UNIT[self.metric]
         return {"rung": self.label, "status": self.status, "median": fmt_seconds(self.median_s) if self.found else "—",
                 unit: self.rate if self.found else np.nan, "x prev": self.x_prev, "of oracle": self.of_oracle,
-                "estimate": fmt_seconds(self.estimate_s), "bound": self.bound,
-                "measured/est": self.ratio, "recorded on": self.provenance}
+                # the estimate of the code that was measured (of the kernel at the record's commit
+                # where it changed since), and of today's kernel where that differs
+                "estimate": fmt_seconds(self.measured_code_estimate_s if self.found else self.estimate_s),
+                "estimate, today's code": fmt_seconds(self.estimate_s) if self.changed_since else "same",
+                "bound": self.bound, "measured/est": self.ratio, "recorded on": self.provenance}
 
 
 _ESTIMATES: dict = {}
@@ -788,6 +857,50 @@ def _estimate(variant: Variant, problem: Problem, gpu_key: str):
     if key not in _ESTIMATES:
         _ESTIMATES[key] = _estimate_now(variant, problem, gpu_key)
     return _ESTIMATES[key]
+
+
+def _estimate_then(op: str, v: Variant, problem: Problem, commit: str, gpu_key: str) -> tuple[float, str]:
+    """(seconds, note) of the model's estimate of rung ``v`` as it was at ``commit``
+    (:func:`perfkit.history.variant_at`); NaN and the reason where it cannot be rebuilt."""
+    from . import history
+
+    try:
+        old, old_mod = history.variant_at(commit, op, v.name, getattr(v, "config", None))
+    except Exception as exc:  # noqa: BLE001  (no git, an old module that fails: say so on the card)
+        return float("nan"), f"{type(exc).__name__}: {exc}"
+    if old is None:
+        return float("nan"), history.why_not(commit) or f"{v.name} is not in the ladder at {commit[:7]}"
+    try:
+        old_p = old_mod.Problem(**problem.params)
+    except Exception:  # noqa: BLE001  (the Problem's fields changed since: today's is the same shape)
+        old_p = problem
+    t, _, _, kind, err = _estimate(old, old_p, gpu_key)
+    return t, (err or f"{kind} of the kernel at {commit[:7]}")
+
+
+def anatomy_changes(before, after) -> str:
+    """What changed between two anatomy reports that moves time (occupancy and its limiter,
+    registers, spills, shared memory per block), as a phrase; '' when nothing did."""
+    if after is None:
+        return ""
+    parts = []
+    occ = getattr(after, "occupancy", None)
+    if before is None:
+        if occ is not None:
+            parts.append(f"occupancy {occ.ratio:.0%} (limited by {occ.limiter})")
+        return ", ".join(parts)
+    o0 = getattr(before, "occupancy", None)
+    if occ is not None and o0 is not None and abs(occ.ratio - o0.ratio) > 1e-9:
+        parts.append(f"occupancy {o0.ratio:.0%} -> {occ.ratio:.0%} (limited by {occ.limiter})")
+    if before.registers != after.registers:
+        parts.append(f"registers {before.registers} -> {after.registers}")
+    sp0 = before.spill_store_bytes + before.spill_load_bytes
+    sp1 = after.spill_store_bytes + after.spill_load_bytes
+    if sp0 != sp1:
+        parts.append(f"spilled bytes {sp0} -> {sp1}")
+    if before.shared_bytes != after.shared_bytes:
+        parts.append(f"shared memory {before.shared_bytes} -> {after.shared_bytes} B a block")
+    return ", ".join(parts)
 
 
 def _estimate_now(variant: Variant, problem: Problem, gpu_key: str):
@@ -855,9 +968,16 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
     if "simulated" in df and not df.empty:
         df = df[~df["simulated"].fillna(False).astype(bool)]
     mine = _match_rows(df, problem, v.name)
-    if mine.empty:
+    card.oracle_label = oracle.label if oracle is not None else None
+    if mine.empty:  # no record: the card still shows what the model says (for the default GPU)
         others = df[df["variant"] == v.name]["problem"].drop_duplicates().tolist() if not df.empty else []
         card.other_problems = others
+        if not estimate:
+            card.estimate_error = "not computed here (estimate=False)"
+        elif isinstance(problem, Problem):
+            card.model_gpu = _spec_key(gpu, model_gpu)
+            card.estimate_s, card.bound, card.legs, card.estimate_kind, card.estimate_error = \
+                _estimate(v, problem, card.model_gpu)
         return card
     r = mine.iloc[-1]
     card.found = True
@@ -889,8 +1009,10 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
     if not estimate:
         card.estimate_error = "not computed here (estimate=False)"
     elif isinstance(problem, Problem):
-        key = _spec_key(card.gpu, model_gpu)
+        key = card.model_gpu = _spec_key(card.gpu, model_gpu)
         card.estimate_s, card.bound, card.legs, card.estimate_kind, card.estimate_error = _estimate(v, problem, key)
+        if card.changed_since:  # the record measured other code: estimate that code too
+            card.estimate_then_s, card.estimate_then_note = _estimate_then(op, v, problem, card.commit, key)
         if prev is not None and np.isfinite(card.x_prev) and not card.prev_note:
             card.prev_estimate_s = _estimate(prev, problem, key)[0]
     return card
@@ -956,9 +1078,13 @@ def answer(card: RungCard, *extra, summary: str | None = None, open_: bool = Fal
                  f"</summary>{inner}</details>", f"[{summary}]\n{text}")
 
 
-def rung_section(op: str, prev: Variant | None, cur: Variant, problem: Problem, **kw) -> tuple[_HTML, _HTML, RungCard]:
-    """(prompt, folded answer, card) of one rung: display the first, then the second."""
+def rung_section(op: str, prev: Variant | None, cur: Variant, problem: Problem, *, reports: tuple = (None, None),
+                 **kw) -> tuple[_HTML, _HTML, RungCard]:
+    """(prompt, folded answer, card) of one rung: display the first, then the second.
+    ``reports``: the anatomy of the rung before and of this one, so that the answer can name
+    what changed (occupancy, registers, spills, shared memory) beside what was measured."""
     card = recorded(op, problem, cur, **kw)
+    card.anatomy_note = anatomy_changes(*reports) if reports[1] is not None else ""
     return predict_prompt(prev, cur, card.problem), answer(card), card
 
 

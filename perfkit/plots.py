@@ -36,13 +36,15 @@ def placeholder(message: str, ax=None, title: str | None = None):
 
 
 def ladder(table: pd.DataFrame, metric: str = "tflops", title: str | None = None, ax=None,
-           problem: str | None = None, estimates: dict | None = None):
+           problem: str | None = None, estimates: dict | None = None, changed=None):
     """Horizontal bars, one per rung, with each rung's fraction of the oracle (rung 0).
 
     With several problems in the table, ``problem`` picks one (default: the largest by FLOPs).
     Rungs are ordered by today's ladder (``rung_now``, from :func:`perfkit.lesson.records`)
     where the table has it.  ``estimates`` maps a label to the model's estimated rate (same
     unit), drawn as a black tick on its bar.  The x label names the GPU, date and commit.
+    ``changed``: labels whose record is of a kernel that has changed since; their bars are drawn
+    hatched and faded, and the legend says so.
     """
     import matplotlib.pyplot as plt
 
@@ -66,7 +68,14 @@ def ladder(table: pd.DataFrame, metric: str = "tflops", title: str | None = None
     oracle = rows.loc[rows["rung"] == 0, metric]
     base = float(oracle.iloc[0]) if len(oracle) else np.nan
     colors = ["#7f7f7f" if r == 0 else "#ff7f0e" if r < 0 else "#1f77b4" for r in rows["rung"]]  # oracle, peers
-    ax.barh(list(labels), vals, color=colors)
+    bars = ax.barh(list(labels), vals, color=colors)
+    changed = set(changed or ())
+    old = [b for b, lab in zip(bars, labels) if lab in changed]
+    for b in old:  # a record of other code than today's: not a bar like the others
+        b.set_hatch("//")
+        b.set_alpha(0.45)
+    if old:
+        old[0].set_label("recorded kernel changed since")
     ax.invert_yaxis()
     for i, v in enumerate(vals):
         frac = f"  {v / base:.0%} of oracle" if np.isfinite(base) and base > 0 else ""
@@ -75,8 +84,10 @@ def ladder(table: pd.DataFrame, metric: str = "tflops", title: str | None = None
         est = [estimates.get(lab, np.nan) for lab in labels]
         ok = [i for i, e in enumerate(est) if e is not None and np.isfinite(e)]
         if ok:
-            ax.scatter([est[i] for i in ok], ok, marker="|", s=300, color="black", zorder=3, label="model estimate")
-            ax.legend(loc="lower right", fontsize=8)
+            ax.scatter([est[i] for i in ok], ok, marker="|", s=300, color="black", zorder=3,
+                       label="model estimate (of the code measured)")
+    if old or (estimates and any(e is not None and np.isfinite(e) for e in estimates.values())):
+        ax.legend(loc="lower right", fontsize=8, framealpha=0.9)
     ax.set_xlabel(f"{_UNITS[metric]}" + provenance(rows))
     ax.set_title(title or f"ladder: {problem}")
     top = max([vals.max()] + [e for e in (estimates or {}).values() if e is not None and np.isfinite(e)])

@@ -1,7 +1,9 @@
 """perfkit.lesson: rung cards from recorded GPU results (matched by op + variant name + problem
 parameters), the kernel's diff with its helpers, and readable output.  No kernel runs here:
 everything is static or reads data/results/ (read-only)."""
+import importlib
 import json
+from pathlib import Path
 import re
 import warnings
 
@@ -267,3 +269,85 @@ def test_a_card_never_shows_another_ops_record():
         assert mixed.median_s in set(fwd["median_s"])
         bwd = lesson.recorded("layernorm_bwd", p, rung, table=every, estimate=False)
         assert bwd.found and bwd.median_s != mixed.median_s
+
+
+_LADDERS = ["gemm", "softmax", "layernorm", "layernorm_bwd", "rmsnorm", "batchnorm"]
+
+
+@pytest.mark.parametrize("op", _LADDERS)
+def test_every_recorded_card_states_the_measured_direction(op):
+    """The card's words follow the records: 'faster than' the rung before where the record is
+    faster (by more than 2%), 'slower than' where slower, with the measured factor."""
+    ladder = lesson.ladder_for(op)
+    ex = importlib.import_module(f"perfkit.kernels.{'' if op == 'gemm' else 'norm.'}{op}").EXAMPLE_PROBLEM
+    checked = 0
+    for v in ladder:
+        if v.oracle:
+            continue
+        card = lesson.recorded(op, ex, v, estimate=False)
+        text = str(card)
+        if not card.found:
+            assert "No record" in card.verdict() and "faster" not in card.verdict()
+            continue
+        if np.isfinite(card.x_prev):
+            word = "faster than" if card.x_prev >= 1.02 else "slower than" if card.x_prev <= 0.98 else "about as fast as"
+            assert f"{word} {card.prev_label}, x{card.x_prev:.2f}" in text, text
+            for other in {"faster than", "slower than", "about as fast as"} - {word}:
+                assert f"{other} {card.prev_label}" not in text
+            checked += 1
+        if np.isfinite(card.of_oracle):
+            assert f"{card.of_oracle:.1%} of the oracle" in text
+        if card.changed_since:
+            assert "changed since" in card.verdict()
+    assert checked >= 3  # the H100 records cover every one of these ladders
+
+
+def test_verdict_names_what_the_anatomy_changed():
+    class R:  # the fields of an anatomy report the verdict reads
+        def __init__(self, regs, occ, shared, spills=0):
+            self.registers, self.shared_bytes = regs, shared
+            self.spill_store_bytes = self.spill_load_bytes = spills
+            self.occupancy = type("O", (), {"ratio": occ, "limiter": "registers"})()
+
+    assert lesson.anatomy_changes(R(64, 1.0, 8192), R(128, 0.5, 8192)) == \
+        "occupancy 100% -> 50% (limited by registers), registers 64 -> 128"
+    assert lesson.anatomy_changes(R(64, 1.0, 8192), R(64, 1.0, 8192)) == ""
+    assert "spilled bytes 0 -> 16" in lesson.anatomy_changes(R(64, 1.0, 0), R(255, 1.0, 0, spills=8))
+    card = lesson.RungCard(op="gemm", problem="p", variant="v", label="04 v", metric="tflops", found=True,
+                           median_s=2.0, prev_median_s=1.0, x_prev=0.5, prev_label="03 u", gpu="H100")
+    card.anatomy_note = lesson.anatomy_changes(R(64, 1.0, 8192), R(128, 0.5, 8192))
+    assert "slower than 03 u, x0.50" in str(card) and "occupancy 100% -> 50%" in str(card)
+
+
+def test_a_card_with_no_record_still_shows_the_estimate():
+    from perfkit.kernels import saxpy
+
+    card = lesson.recorded("saxpy", saxpy.EXAMPLE_PROBLEM, "grid_stride", root=Path("/nonexistent-records"))
+    assert not card.found and np.isfinite(card.estimate_s) and card.estimate_s > 0
+    text = str(card)
+    assert "no record" in text and "model estimate" in text and card.model_gpu == "h100-sxm"
+    assert "No record" in card.verdict() and "model estimates" in card.verdict()
+
+
+def test_a_record_of_changed_code_is_compared_with_that_codes_estimate(monkeypatch):
+    """A card beside a record of a kernel that changed since shows the estimate of the kernel
+    that was measured (rebuilt from its commit) and today's, says which is which, and its ratio
+    is of the same code."""
+    from perfkit.kernels.norm import softmax as sm
+
+    calls = []
+
+    def then(op, v, problem, commit, key):
+        calls.append((op, v.name, commit))
+        return 123e-6, f"estimate of the kernel at {commit[:7]}"
+
+    monkeypatch.setattr(lesson, "_estimate_then", then)
+    monkeypatch.setattr(lesson, "source_changed_since", lambda v, c: True)
+    card = lesson.recorded("softmax", sm.EXAMPLE_PROBLEM, "fused", estimate=True)
+    assert card.found and card.changed_since and calls == [("softmax", "fused", card.commit)]
+    assert card.ratio == pytest.approx(card.median_s / 123e-6)
+    text = str(card)
+    assert f"model estimate of the kernel measured (at {card.commit[:7]})" in text
+    assert "model estimate of today's kernel" in text and "(same code)" in text
+    row = card.as_dict()
+    assert row["estimate"] == lesson.fmt_seconds(123e-6) and row["estimate, today's code"] != "same"

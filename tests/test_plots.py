@@ -29,3 +29,11 @@ def test_ladder_orders_by_todays_rungs_and_labels_provenance():
 def test_ladder_with_no_rows_at_the_problem_is_a_placeholder():
     ax = plots.ladder(_rows(), metric="tflops", problem="other")
     assert not ax.patches and "no GPU measurements at other" in ax.texts[0].get_text()
+
+
+def test_ladder_draws_records_of_changed_code_apart():
+    ax = plots.ladder(_rows(), metric="tflops", changed={"05 a"})
+    bars = {t.get_text(): b for t, b in zip(ax.get_yticklabels(), ax.patches)}
+    assert bars["05 a"].get_hatch() == "//" and not bars["02 b"].get_hatch()
+    assert bars["05 a"].get_alpha() < 1 and bars["02 b"].get_alpha() in (None, 1)
+    assert "recorded kernel changed since" in [t.get_text() for t in ax.get_legend().get_texts()]

@@ -516,7 +516,7 @@ class Blocktile2D(_Tunable):
     what: ClassVar[str] = (
         "Each thread computes an 8x8 tile of C as a sum of outer products: per k step it loads "
         "8 values of A and 8 of B into registers and does 64 FMAs. Shared loads per FMA fall "
-        "to 0.25; the 128x128 block tile halves L2 traffic again. launch_bounds(256, 2) holds it "
+        "to 0.25, and the 128x128 block tile reads fewer global bytes per FMA. launch_bounds(256, 2) holds it "
         "to 128 registers (the first H100 run: 196 registers, 12.5% occupancy); sm_90a hot loop: "
         "64 FFMA in 89 instructions (0.72). Its shared reads still conflict: B is read 8 words "
         "apart by neighbouring threads (rungs 6 and 7 fix that). Model prediction (perfkit.model "

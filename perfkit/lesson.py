@@ -189,14 +189,80 @@ def kernel_sources(variant: Variant, problem: Problem | None = None) -> str:
         if id(fn) in seen:
             continue
         seen.add(id(fn))
-        parts.append(_getsource(fn))
+        consts = constants(fn)
+        if consts:  # one a line, so that a diff names the constant that changed
+            parts.append(f"# compile-time constants of {fn.__name__} (values Numba freezes into the kernel):\n"
+                         + "\n".join(f"#   {k} = {v!r}" for k, v in consts.items()))
+        parts.append(_annotate_branches(_getsource(fn), consts))
         for h in kernel_helpers(fn):
             if id(h) in helpers_shown:
                 continue
             helpers_shown.add(id(h))
             mod = h.__module__.rsplit(".", 1)[-1]
-            parts.append(f"# helper {mod}.{h.__name__}\n" + _getsource(h))
+            hc = {**consts, **constants(h)}
+            parts.append(f"# helper {mod}.{h.__name__}\n" + _annotate_branches(_getsource(h), hc))
     return "\n\n".join(parts)
+
+
+def constants(fn) -> dict:
+    """The plain values (bools, numbers, strings) a kernel factory closed over: the compile-time
+    constants that pick tile sizes and code paths (``SWIZZLE``, ``STAGES``, ...), sorted by name."""
+    fn = _pyfunc(fn) if not hasattr(fn, "__code__") else fn
+    code, cells = getattr(fn, "__code__", None), getattr(fn, "__closure__", None) or ()
+    if code is None:
+        return {}
+    out = {}
+    for name, cell in zip(code.co_freevars, cells):
+        try:
+            v = cell.cell_contents
+        except ValueError:  # an empty cell
+            continue
+        if isinstance(v, (bool, int, float, str)) or (isinstance(v, np.generic) and np.ndim(v) == 0):
+            out[name] = v.item() if isinstance(v, np.generic) else v
+    return dict(sorted(out.items()))
+
+
+_BRANCH = re.compile(r"^(\s*)(if|elif|while)\s+(.+?):\s*(#.*)?$")
+
+
+def _annotate_branches(src: str, consts: dict) -> str:
+    """Mark each ``if``/``elif``/``while`` whose condition reads only compile-time constants with
+    the path it takes in this build (the compiler drops the other)."""
+    if not consts:
+        return src
+    out = []
+    for line in src.splitlines():
+        m = _BRANCH.match(line)
+        if m:
+            val = _const_eval(m.group(3), consts)
+            if val is not None:
+                line += f"  # <- {'taken' if val else 'not taken'} here ({_names_in(m.group(3), consts)})"
+        out.append(line)
+    return "\n".join(out)
+
+
+def _names_in(expr: str, consts: dict) -> str:
+    names = sorted({n.id for n in ast.walk(ast.parse(expr, mode="eval")) if isinstance(n, ast.Name)})
+    return ", ".join(f"{n}={consts[n]!r}" for n in names)
+
+
+def _const_eval(expr: str, consts: dict):
+    """The truth of ``expr`` when it is made only of constants, names in ``consts``, comparisons,
+    arithmetic and boolean operators; None otherwise (nothing else is evaluated)."""
+    try:
+        tree = ast.parse(expr, mode="eval")
+    except SyntaxError:
+        return None
+    allowed = (ast.Expression, ast.BoolOp, ast.UnaryOp, ast.BinOp, ast.Compare, ast.Name, ast.Load, ast.Constant,
+               ast.And, ast.Or, ast.Not, ast.Eq, ast.NotEq, ast.Lt, ast.LtE, ast.Gt, ast.GtE, ast.Add, ast.Sub,
+               ast.Mult, ast.FloorDiv, ast.Mod, ast.USub)
+    names = [n for n in ast.walk(tree) if isinstance(n, ast.Name)]
+    if not names or any(not isinstance(n, allowed) for n in ast.walk(tree)) or any(n.id not in consts for n in names):
+        return None
+    try:
+        return bool(eval(compile(tree, "<branch>", "eval"), {"__builtins__": {}}, dict(consts)))  # noqa: S307
+    except Exception:  # noqa: BLE001
+        return None
 
 
 class _Code:
@@ -237,7 +303,39 @@ def source_diff(prev: Variant, cur: Variant, problem: Problem | None = None, con
     n_add = sum(1 for l in diff.splitlines() if l.startswith("+") and not l.startswith("+++"))
     n_del = sum(1 for l in diff.splitlines() if l.startswith("-") and not l.startswith("---"))
     title = f"what changed in the kernel: {prev.label} -> {cur.label} (+{n_add} -{n_del} lines)"
+    const = _changed_constants(a, b)
+    if const:
+        title += "; constants " + ", ".join(const[:6]) + (" ..." if len(const) > 6 else "")
+    if n_add + n_del > LONG_DIFF:  # a rewrite: folded, its title says what moved
+        title += f"; a long diff, folded: {_changed_defs(diff)}"
+        open_ = False
     return _Code(diff or "(no change in the kernels or the helpers they call)", title, diff=True, open_=open_)
+
+
+#: a diff longer than this (added + removed lines) is folded behind its summary
+LONG_DIFF = 80
+_CONST_LINE = re.compile(r"^#   (\w+) = (.+)$")
+
+
+def _changed_constants(a: list[str], b: list[str]) -> list[str]:
+    """'NAME old -> new' for each compile-time constant whose value differs (or appears)."""
+    def table(lines):
+        return {m.group(1): m.group(2) for m in map(_CONST_LINE.match, lines) if m}
+
+    ta, tb = table(a), table(b)
+    return [f"{k} {ta.get(k, '—')} -> {tb.get(k, '—')}" for k in sorted(set(ta) | set(tb)) if ta.get(k) != tb.get(k)]
+
+
+def _changed_defs(diff: str) -> str:
+    """The kernels and helpers a diff's hunks touch, as a phrase."""
+    names = []
+    for line in diff.splitlines():
+        m = re.match(r"^[+-](?:def|@\S+\s*def)\s+(\w+)|^[+-]# (?:helper \S+\.|launch )(\w+)", line)
+        if m:
+            n = m.group(1) or m.group(2)
+            if n not in names:
+                names.append(n)
+    return ("changes in " + ", ".join(names[:8]) + (" ..." if len(names) > 8 else "")) if names else "open it to read"
 
 
 # --- has a rung's code changed since a commit? (static: the files at that commit, parsed) -----

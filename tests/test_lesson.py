@@ -351,3 +351,20 @@ def test_a_record_of_changed_code_is_compared_with_that_codes_estimate(monkeypat
     assert "model estimate of today's kernel" in text and "(same code)" in text
     row = card.as_dict()
     assert row["estimate"] == lesson.fmt_seconds(123e-6) and row["estimate, today's code"] != "same"
+
+
+def test_a_diff_shows_the_constants_and_paths_a_configuration_selects():
+    """no_bank_conflicts differs from vectorized only by compile-time constants: the diff names
+    them and marks the branch each build takes; a rewrite is folded behind what it touches."""
+    L = {v.name: v for v in gemm.LADDER}
+    d = lesson.source_diff(L["vectorized"], L["no_bank_conflicts"], gemm.EXAMPLE_PROBLEM)
+    assert "+#   SWIZZLE = True" in d.text and "-#   SWIZZLE = False" in d.text
+    assert "taken here (SWIZZLE=True)" in d.text and "not taken here (SWIZZLE=False)" in d.text
+    assert "SWIZZLE False -> True" in d.title and d.open
+    tc = lesson.source_diff(L["tc_ldmatrix"], L["tc_cp_async"], gemm.EXAMPLE_PROBLEM)
+    assert "STAGES 1 -> 3" in tc.title and "taken here (STAGES=3)" in tc.text
+    long = lesson.source_diff(L["double_buffer"], L["index32"], gemm.EXAMPLE_PROBLEM)
+    assert not long.open and "long diff, folded" in long.title and "gemm_simt" in long.title
+    assert lesson._const_eval("STAGES > 1 and not EPI", {"STAGES": 3, "EPI": False}) is True
+    for expr in ("i < N", "__import__('os')", "f(STAGES)", "STAGES.real"):
+        assert lesson._const_eval(expr, {"STAGES": 3, "N": 4}) is None  # only constants are evaluated

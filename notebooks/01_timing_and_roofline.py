@@ -424,3 +424,15 @@ def copy4(dst, src, rows, cols):
 
 
 grade("01.vec_copy", copy4, reference=exercise_reference)
+
+# %% [markdown]
+# ### Exercise 01.predict_saxpy · predict a time from bytes
+#
+# Before any GPU runs it: how long does saxpy's grid-stride rung take at n = 2**26 (float32) on an
+# H100 SXM?  Count the bytes it moves, divide by the bandwidth (`perfkit.specs.get("h100-sxm")`),
+# write the number down, then grade it: the grader compares it with the kernel time Nsight
+# Compute measured on an H100 (`data/ncu/`).
+
+# %%
+my_prediction = None  # e.g. {"us": 123.0}
+grade("01.predict_saxpy", my_prediction, reference=exercise_reference)

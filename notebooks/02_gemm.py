@@ -405,3 +405,14 @@ def transpose(out, inp, rows, cols):
 
 
 grade("02.pad", transpose, reference=exercise_reference)
+
+# %% [markdown]
+# ### Exercise 02.predict_order · which rung is faster?
+#
+# At 4096³ float32 on an H100, which is faster, `no_bank_conflicts` or `warptile`, and by what
+# factor?  Decide from what you saw above (the diffs, the anatomy), not from the cards, then
+# grade it against the H100 records.
+
+# %%
+my_prediction = None  # e.g. {"faster": "warptile", "x": 1.5}
+grade("02.predict_order", my_prediction, reference=exercise_reference)

@@ -509,3 +509,14 @@ def conv_direct(x, w, y, N, C, H, W, K, R, S, P, Q, stride, pad):
 
 
 grade("03.direct", conv_direct, reference=exercise_reference)
+
+# %% [markdown]
+# ### Exercise 03.predict_bound · which leg binds the direct convolution?
+#
+# The direct convolution (rung 1) at this notebook's example layer on an H100: which of the
+# model's legs binds it?  Think about what each thread loads per output and how many warps an SM
+# holds, then grade it against `perfkit.model.estimate`.
+
+# %%
+my_prediction = None  # e.g. {"bound": "dram"}
+grade("03.predict_bound", my_prediction, reference=exercise_reference)

@@ -425,3 +425,14 @@ def online_update(m, s, x):
 
 
 grade("04.online_softmax", online_update, reference=exercise_reference)
+
+# %% [markdown]
+# ### Exercise 04.predict_softmax · a softmax at the bandwidth
+#
+# Softmax at 4096 x 4096 float32 on an H100: how many microseconds does the best perfkit rung
+# take, and did it beat the oracle?  Bytes over bandwidth gives the first; graded against the
+# H100 records.
+
+# %%
+my_prediction = None  # e.g. {"us": 100.0, "beats_oracle": False}
+grade("04.predict_softmax", my_prediction, reference=exercise_reference)

@@ -43,6 +43,7 @@
 
 # %% tags=["parameters"]
 # Parameters (papermill overrides these; profiles in notebooks/profiles.yaml)
+exercise_reference = False    # True: the exercises grade the reference answers, for CI
 networks = ["resnet50", "bert-base", "gpt2"]
 batch = 8                     # images (ResNet-50) or sequences (BERT, GPT-2) per step
 bert_seq = 128                # BERT-base sequence length (128 or 512 in the papers)
@@ -274,6 +275,13 @@ fig.tight_layout()
 # %%
 for net in networks:
     k = ops[net][ops[net]["class"] != "view"]
+    # bookkeeping on scalars (BatchNorm's int64 num_batches_tracked += 1, once a layer) costs a launch
+    # each but is no kernel worth a ladder: only ops on floating-point tensors are ranked
+    tensor = k["dtype"].astype(str).str.contains("float") & (k["shapes"].astype(str).str.strip() != "()")
+    if (~tensor).any():
+        print(f"{traced[net].label}: {int((~tensor).sum())} scalar or integer ops left out "
+              f"({', '.join(sorted(set(k.loc[~tensor, 'op'])))[:120]})")
+    k = k[tensor]
     top = (k.groupby(["class", "op", "shapes", "problem"], dropna=False)
            .agg(n=("op", "size"), GFLOP=("flops", "sum"), predicted_ms=("predicted_s", "sum"))
            .sort_values("predicted_ms", ascending=False).head(8).reset_index())
@@ -306,3 +314,23 @@ else:
         print("no workload profiles are recorded in data/results/ yet")
     else:
         display(rec[["gpu", "problem", "median_s", "commit", "utc"]])
+
+# %% [markdown]
+# ## Exercise
+#
+# Write your prediction down before you grade it: the grader checks it against a record or
+# the performance model and, when it is off, says what to reconsider (never the answer).
+
+# %%
+from perfkit.exercises import grade
+
+# %% [markdown]
+# ### Exercise 05.predict_share · where does ResNet-50's step go?
+#
+# Before you read the tables above: which op class takes the largest predicted share of
+# ResNet-50's training step on an H100?  Graded against `perfkit.workload`'s prediction at this
+# notebook's batch and dtype.
+
+# %%
+my_prediction = None  # e.g. {"class": "conv"}
+grade("05.predict_share", my_prediction, reference=exercise_reference, batch=batch, dtype=dtype)

@@ -31,6 +31,7 @@
 
 # %% tags=["parameters"]
 # Parameters (papermill overrides these; profiles in notebooks/profiles.yaml)
+exercise_reference = False    # True: the exercises grade the reference answers, for CI
 what_if_op = "gemm"               # op module under perfkit.kernels, e.g. gemm, saxpy, norm.softmax
 what_if_rung = "double_buffer"    # rung name
 what_if_size = {"m": 4096, "n": 4096, "k": 4096}  # problem fields
@@ -198,3 +199,23 @@ else:
 #   measured, while saxpy under Nsight Compute moved data at 0.82 of the datasheet.
 #
 # Run `perfkit model validate` for today's line.
+
+# %% [markdown]
+# ## Exercise
+#
+# Write your prediction down before you grade it: the grader checks it against a record or
+# the performance model and, when it is off, says what to reconsider (never the answer).
+
+# %%
+from perfkit.exercises import grade
+
+# %% [markdown]
+# ### Exercise 06.predict_gpu · which GPU wins, and why?
+#
+# saxpy's grid-stride rung at n = 2**26: faster on an H100 SXM or an A100 SXM 80GB, and which leg
+# binds it on the H100?  Compare the two devices in `data/devices.yaml`, then grade it against
+# `perfkit.model.estimate` on both.
+
+# %%
+my_prediction = None  # e.g. {"faster": "a100-sxm-80gb", "bound": "fp32"}
+grade("06.predict_gpu", my_prediction, reference=exercise_reference)

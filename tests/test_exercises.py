@@ -278,8 +278,9 @@ def test_smem_tile_without_shared_memory_and_short_k():
 
 
 def test_pad_unpadded_tile_has_32_way_conflicts():
-    _failed(grade("02.pad", transpose_unpadded, progress=False), "no bank conflicts",
-            "32-way bank conflicts", "tile[tx, ty + j]", "pad")
+    f = _failed(grade("02.pad", transpose_unpadded, progress=False), "no bank conflicts",
+                "32-way bank conflicts", "tile[tx, ty + j]", "word index mod 32")
+    assert "32 + 1" not in f.message and "pad" not in f.message  # the cause, not the answer
 
 
 def test_pad_counts_in_a_simulator_child_as_on_a_gpu():
@@ -350,3 +351,35 @@ def test_im2col_swapped_taps_named_by_pixel_and_tap():
 def test_direct_conv_clamped_padding():
     _failed(grade("03.direct", conv_direct_no_padding_test, progress=False), "correct at x 2x3x7x5",
             "elements off", "padding contributes zeros")
+
+
+# --- prediction exercises: one per notebook, graded against a record or the model -----------------
+def test_a_prediction_exercise_in_every_notebook():
+    for nb in ("01", "02", "03", "04", "05", "06"):
+        assert any(exercises.EXERCISES[n].answer_kind == "prediction" for n in exercises.names(nb)), nb
+
+
+@pytest.mark.parametrize("name, answer, check, fragment", [
+    ("01.predict_saxpy", {"us": 2900.0}, "within 30%", "Count the bytes"),
+    ("01.predict_saxpy", {"us": -1}, "a time", "positive number"),
+    ("02.predict_order", {"faster": "warptile", "x": 1.3}, "the faster rung", "anatomy"),
+    ("02.predict_order", {"faster": "no_bank_conflicts", "x": 3.0}, "the factor", "25%"),
+    ("02.predict_order", {"faster": "cublas", "x": 1.3}, "a rung and a factor", "faster must be"),
+    ("03.predict_bound", {"bound": "dram"}, "the leg the model says", "warps"),
+    ("04.predict_softmax", {"us": 500.0, "beats_oracle": True}, "within 30%", "bytes"),
+    ("04.predict_softmax", {"us": 60.0, "beats_oracle": False}, "whether the best rung", "of oracle"),
+    ("05.predict_share", {"class": "conv"}, "the class with the largest", "bytes"),
+    ("06.predict_gpu", {"faster": "a100-sxm-80gb", "bound": "dram"}, "the GPU the model", "devices.yaml"),
+    ("06.predict_gpu", {"faster": "h100-sxm", "bound": "fp32"}, "the leg that binds", "bytes per FLOP"),
+])
+def test_a_wrong_prediction_says_what_to_reconsider_not_the_answer(name, answer, check, fragment):
+    from perfkit.exercises import solution
+
+    g = grade(name, answer, progress=False)
+    f = _failed(g, check, fragment)
+    right = solution(name)
+    if f is g.checks[0]:  # a malformed answer: the message lists the choices
+        return
+    for k, v in right.items():  # a wrong one: the message does not give the reference answer away
+        if isinstance(v, str) and answer.get(k) != v:
+            assert v not in f.message, f.message

@@ -260,9 +260,9 @@ def _pad_steps(answer, seed: int, cc=(9, 0), **_):
         s = max(bad, key=lambda s: s.degree)
         yield Check("no bank conflicts", False,
                     f"{s.degree:.0f}-way bank conflicts on the shared {s.kind} `{s.source}` (line {s.lineno}): its "
-                    f"{s.accesses} warp-wide accesses take {s.wavefronts} wavefronts ({counter}). A warp reading a "
-                    "column of a 32-wide float32 tile hits one bank 32 times; pad each row of the tile (32 + 1 "
-                    "columns) so that consecutive rows start in different banks")
+                    f"{s.accesses} warp-wide accesses take {s.wavefronts} wavefronts ({counter}). The bank of a "
+                    "4-byte word is its word index mod 32: work out the bank of each lane's address in that "
+                    "access, and what about the tile's layout puts them all in the same one")
 
 
 register(Exercise(

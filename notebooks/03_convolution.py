@@ -352,19 +352,25 @@ for config in table_configs:
     for name, p, count in conv.resnet50_layers(resnet_batch, dtype, layout):
         row = {"layer": name, "count": count, "c": p.c, "hxw": f"{p.h}x{p.w}", "k": p.k, "rxs": f"{p.r}x{p.s}",
                "stride": p.stride, "PxQ": f"{p.p}x{p.q}", "GFLOP": p.flops / 1e9, "MB": p.bytes / 1e6}
+        if table_estimator == "roofline":  # FLOPs over the peak, bytes over the bandwidth: one number for every
+            row["roofline bound est ms"] = estimate(conv.LADDER[0], p)[0] * 1e3  # rung, so one column
         for v in conv.LADDER:
             try:
                 v.supports(p)
             except Exception:
                 continue  # e.g. the tensor-core rung at float32
-            row[f"{v.name} est ms"] = estimate(v, p)[0] * 1e3
+            if table_estimator != "roofline":
+                row[f"{v.name} est ms"] = estimate(v, p)[0] * 1e3
             if np.isfinite(measured_s(v, p)) and np.isfinite(measured_s(conv.LADDER[0], p)):
                 row[f"{v.name} of cuDNN"] = measured_s(conv.LADDER[0], p) / measured_s(v, p)
         rows.append(row)
     resnet_tables[config] = df = pd.DataFrame(rows)
-    display(Markdown(f"**ResNet-50 conv layers, batch {resnet_batch}, {config}**: model estimates in ms "
-                     f"({gpu} published ceilings); " + ("measured fractions of cuDNN where recorded."
-                                                        if not recorded.empty else "no measurement recorded yet.")))
+    what = ("the plain roofline bound in ms (FLOPs at the peak or bytes at the bandwidth, the same for every rung: "
+            "`table_estimator = \"auto\"` gives each rung its model estimate, which tells them apart)"
+            if table_estimator == "roofline" else "each rung's model estimate in ms")
+    display(Markdown(f"**ResNet-50 conv layers, batch {resnet_batch}, {config}**: {what} ({gpu} published "
+                     "ceilings); " + ("measured fractions of cuDNN where recorded."
+                                      if not recorded.empty else "no measurement recorded yet.")))
     display(df.style.format(precision=3, na_rep="—").hide(axis="index"))
     total = {c.removesuffix(" est ms"): float((df[c] * df["count"]).sum(min_count=len(df)))
              for c in df.columns if c.endswith("est ms")}  # NaN where a rung cannot take every layer

@@ -730,6 +730,8 @@ class RungCard:
     model_gpu: str | None = None
     oracle_label: str | None = None
     anatomy_note: str = ""
+    flops: float = float("nan")  # the problem's minimal work, for rates of estimates with no record
+    bytes: float = float("nan")
     other_problems: list = field(default_factory=list)
     path: str | None = None
 
@@ -753,11 +755,14 @@ class RungCard:
 
     @property
     def estimate_rate(self) -> float:
-        """The model's estimate of the measured code as a rate in the card's unit (ladder plot)."""
-        e = self.measured_code_estimate_s
-        if self.found and np.isfinite(e) and e > 0:
+        """The model's estimate of the measured code as a rate in the card's unit (ladder plot);
+        with no record, today's estimate at the problem's FLOPs or bytes."""
+        e = self.measured_code_estimate_s if self.found else self.estimate_s
+        if not (np.isfinite(e) and e > 0):
+            return float("nan")
+        if self.found:
             return self.rate * self.median_s / e
-        return float("nan")
+        return _rate(self.metric, self.flops, self.bytes, e)
 
     def verdict(self, prev_report=None, report=None) -> str:
         """What the records say happened at this rung, in words: faster or slower than the rung
@@ -1058,6 +1063,8 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
         df = df[df["op"] == op]
     metric = metric_for(op)
     card = RungCard(op=op, problem=plabel, variant=v.name, label=v.label, metric=metric)
+    if isinstance(problem, Problem):
+        card.flops, card.bytes = float(problem.flops), float(problem.bytes)
     idx = [i for i, x in enumerate(ladder) if x is v or x.name == v.name]
     i = idx[0] if idx else None
     prev = next((ladder[j] for j in range(i - 1, -1, -1) if not ladder[j].oracle), None) if i is not None else None

@@ -51,16 +51,18 @@ def ladder(table: pd.DataFrame, metric: str = "tflops", title: str | None = None
     if metric not in _UNITS:
         raise ValueError(f"metric must be one of {sorted(_UNITS)}, got {metric!r}")
     rows, n_sim = real_rows(table, metric)
-    if rows.empty:
-        msg = ("no GPU measurements to plot"
-               + (f": {n_sim} simulated row(s) left out (simulated times are not speeds)" if n_sim else ""))
-        return placeholder(msg, ax=ax, title=title or "ladder")
-    if problem is None:
+    if not rows.empty and problem is None:
         problem = rows.sort_values("flops")["problem"].iloc[-1]
-    order = "rung_now" if "rung_now" in rows and rows["rung_now"].notna().any() else "rung"
-    rows = rows[rows["problem"] == problem].sort_values(order)
+    if not rows.empty:
+        order = "rung_now" if "rung_now" in rows and rows["rung_now"].notna().any() else "rung"
+        rows = rows[rows["problem"] == problem].sort_values(order)
     if rows.empty:
-        return placeholder(f"no GPU measurements at {problem}", ax=ax, title=title or "ladder")
+        why = ("no GPU measurements" + (f" at {problem}" if problem else "")
+               + (f" ({n_sim} simulated row(s) left out: simulated times are not speeds)" if n_sim else ""))
+        if estimates and any(e is not None and np.isfinite(e) for e in estimates.values()):
+            return _estimates_only(estimates, metric, why, ax=ax, title=title or "ladder")
+        return placeholder(why.replace("no GPU measurements", "no GPU measurements to plot", 1)
+                           if not problem else why, ax=ax, title=title or "ladder")
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 0.35 * len(rows) + 1.2))
     labels = rows["label"] if "label" in rows else rows["rung"].astype(str) + " " + rows["variant"]
@@ -92,6 +94,28 @@ def ladder(table: pd.DataFrame, metric: str = "tflops", title: str | None = None
     ax.set_title(title or f"ladder: {problem}")
     top = max([vals.max()] + [e for e in (estimates or {}).values() if e is not None and np.isfinite(e)])
     ax.set_xlim(0, top * 1.35)
+    return ax
+
+
+def _estimates_only(estimates: dict, metric: str, why: str, ax=None, title: str = "ladder"):
+    """The model's estimates as ticks, one row per rung, where nothing was measured: labelled so."""
+    import matplotlib.pyplot as plt
+
+    labels = list(estimates)
+    vals = [estimates[k] if estimates[k] is not None and np.isfinite(estimates[k]) else np.nan for k in labels]
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 0.35 * len(labels) + 1.4))
+    ys = list(range(len(labels)))
+    ok = [i for i, v in enumerate(vals) if np.isfinite(v)]
+    ax.scatter([vals[i] for i in ok], ok, marker="|", s=300, color="black", label="model estimate")
+    for i in ok:
+        ax.text(vals[i], i, f" {vals[i]:.3g}", va="center", fontsize=8)
+    ax.set_yticks(ys, labels)
+    ax.invert_yaxis()
+    ax.set_xlim(0, max(vals[i] for i in ok) * 1.3)
+    ax.set_xlabel(f"{_UNITS[metric]}, model estimate only: {why}")
+    ax.set_title(title)
+    ax.legend(loc="lower right", fontsize=8, framealpha=0.9)
     return ax
 
 

@@ -37,3 +37,10 @@ def test_ladder_draws_records_of_changed_code_apart():
     assert bars["05 a"].get_hatch() == "//" and not bars["02 b"].get_hatch()
     assert bars["05 a"].get_alpha() < 1 and bars["02 b"].get_alpha() in (None, 1)
     assert "recorded kernel changed since" in [t.get_text() for t in ax.get_legend().get_texts()]
+
+
+def test_ladder_with_no_record_draws_the_estimates_as_such():
+    ax = plots.ladder(_rows(), metric="tflops", problem="other", estimates={"01 a": 3.0, "02 b": float("nan")})
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["01 a", "02 b"]
+    assert len(ax.collections[0].get_offsets()) == 1 and not ax.patches  # a tick, no bar
+    assert "model estimate only" in ax.get_xlabel() and "no GPU measurements at other" in ax.get_xlabel()

@@ -368,3 +368,23 @@ def test_a_diff_shows_the_constants_and_paths_a_configuration_selects():
     assert lesson._const_eval("STAGES > 1 and not EPI", {"STAGES": 3, "EPI": False}) is True
     for expr in ("i < N", "__import__('os')", "f(STAGES)", "STAGES.real"):
         assert lesson._const_eval(expr, {"STAGES": 3, "N": 4}) is None  # only constants are evaluated
+
+
+def test_no_card_of_any_ladder_shows_another_ops_record():
+    """Every op's cards, rendered from one table mixing every op's records (as a notebook may
+    pass), show the same records as from the op's own table."""
+    every = results.load(latest=False)
+    shown = 0
+    for op in sorted(set(every["op"]) - {"roofline", "workload"}):
+        ladder = lesson.ladder_for(op)
+        own = lesson.records(op, ladder)
+        for problem in sorted(set(own["problem"])):
+            for v in ladder:
+                mixed = lesson.recorded(op, problem, v, ladder=ladder, table=every, estimate=False)
+                alone = lesson.recorded(op, problem, v, ladder=ladder, estimate=False)
+                assert mixed.found == alone.found, (op, problem, v.label)
+                if alone.found:
+                    assert mixed.median_s == alone.median_s and mixed.path == alone.path, (op, problem, v.label)
+                    assert f"/{op}/" in mixed.path.replace("\\", "/")
+                    shown += 1
+    assert shown > 50

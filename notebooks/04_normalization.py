@@ -303,7 +303,8 @@ rung_steps('batchnorm')
 # ## 8 · Bandwidth against row width, and the four ops side by side
 #
 # For each op: achieved GB/s (useful bytes / time) against the row width, one line per rung, with
-# the measured copy bandwidth as the ceiling.  Narrow rows are where one block per row leaves the
+# the measured copy bandwidth as the ceiling (the published DRAM bandwidth, and it says so, where
+# no copy bandwidth is recorded).  Narrow rows are where one block per row leaves the
 # GPU idle and the multirow rungs win; very wide rows are where a row no longer fits in L1/L2 and
 # every extra sweep costs DRAM traffic.  Only measurements from real GPUs are drawn.
 
@@ -313,7 +314,8 @@ fig, axes = plt.subplots(1, max(len(row_ops), 1), figsize=(5 * max(len(row_ops),
 for ax, op in zip(axes[0], row_ops):
     t = recorded[recorded.op == op] if not recorded.empty else recorded
     plots.metric_vs(t, x="cols", metric="gbps", hue="label", title=op, ax=ax,
-                    ceiling=copy_bw / 1e9 if copy_bw else None)
+                    ceiling=(copy_bw or published_bw) / 1e9,
+                    ceiling_label="measured copy bandwidth" if copy_bw else f"published DRAM bandwidth ({gpu}; no copy recorded)")
 fig.tight_layout()
 
 # %%

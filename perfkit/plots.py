@@ -136,8 +136,10 @@ def provenance(rows: pd.DataFrame) -> str:
 
 
 def metric_vs(table: pd.DataFrame, x: str, metric: str = "gbps", hue: str = "label",
-              title: str | None = None, ax=None, ceiling: float | None = None, logx: bool = True):
-    """Line plot of ``metric`` against a problem parameter (e.g. bandwidth vs row width)."""
+              title: str | None = None, ax=None, ceiling: float | None = None, logx: bool = True,
+              ceiling_label: str = "measured copy bandwidth"):
+    """Line plot of ``metric`` against a problem parameter (e.g. bandwidth vs row width), the
+    legend beside the axes (never over the lines), ``ceiling`` a dashed line named ``ceiling_label``."""
     import matplotlib.pyplot as plt
     import seaborn as sns
 
@@ -151,9 +153,12 @@ def metric_vs(table: pd.DataFrame, x: str, metric: str = "gbps", hue: str = "lab
     sns.lineplot(data=rows, x=x, y=metric, hue=hue, marker="o", ax=ax)
     if ceiling:
         ax.axhline(ceiling, ls="--", color="grey", lw=1)
-        ax.annotate("measured copy bandwidth", (rows[x].min(), ceiling), fontsize=8, va="bottom", color="grey")
+        ax.annotate(ceiling_label, (rows[x].min(), ceiling), fontsize=8, va="bottom", color="grey")
+        ax.set_ylim(0, max(ceiling, float(rows[metric].max())) * 1.12)
     if logx:
         ax.set_xscale("log", base=2)
+    if ax.get_legend() is not None:
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, frameon=False)
     ax.set_ylabel(_UNITS.get(metric, metric))
     ax.set_title(title or f"{metric} vs {x}")
     return ax

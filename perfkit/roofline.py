@@ -559,9 +559,14 @@ def plot(table: pd.DataFrame | None = None, ceilings_: list[Ceiling] | None = No
             ls = "--" if "measured" in (comp.origin, mem.origin) else "-"
             ax.plot(x, np.minimum(comp.value, x * mem.value) / 1e12, ls, lw=1, alpha=0.5, color="grey")
         ax.annotate(mem.name, (x[40], x[40] * mem.value / 1e12), fontsize=7, rotation=28, color="grey")
-    for comp in compute:
+    last = None
+    for comp in sorted(compute, key=lambda c: c.value):
         ax.axhline(comp.value / 1e12, ls=styles.get(comp.origin, "-"), lw=0.6, color="grey", alpha=0.6)
-        ax.annotate(comp.name, (x[-1], comp.value / 1e12), fontsize=7, ha="right", va="bottom", color="grey")
+        # two roofs within 25% of each other: the second label below its line, not on the first
+        close = last is not None and comp.value < last * 1.25
+        ax.annotate(comp.name, (x[-1], comp.value / 1e12), fontsize=7, ha="right",
+                    va="top" if close else "bottom", color="grey")
+        last = comp.value
     left_out = 0
     if table is not None and not table.empty:
         t = table.copy()
@@ -572,9 +577,13 @@ def plot(table: pd.DataFrame | None = None, ceilings_: list[Ceiling] | None = No
             ai = intensity(t["flops"].astype(float), t["bytes"].astype(float))
             rate = t["flops"].astype(float) / t["median_s"].astype(float) / 1e12
             labels = t[label_col] if label_col in t else t.get("variant")
+            many = len(t) > 4  # rungs of one problem share an intensity: their labels would overlap
             for xi, yi, lab in zip(ai, rate, labels):
-                ax.scatter([xi], [yi], s=25, zorder=3)
-                ax.annotate(str(lab), (xi, yi), fontsize=7, xytext=(3, 3), textcoords="offset points")
+                ax.scatter([xi], [yi], s=25, zorder=3, label=str(lab))
+                if not many:
+                    ax.annotate(str(lab), (xi, yi), fontsize=7, xytext=(3, 3), textcoords="offset points")
+            if many:
+                ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, frameon=False)
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlabel("arithmetic intensity (FLOP / DRAM byte)")

@@ -302,11 +302,10 @@ if all(v.oracle or v.name in shown for v in gemm.LADDER):
 # %%
 summary_problems = [EX, gemm.Problem(1024, 1024, 1024)]
 for p in summary_problems:
-    cs = [cards[v.name] if p is EX and v.name in cards  # estimates at the example problem only (each compiles)
-          else lesson.recorded("gemm", p, v, table=recorded, model_gpu=gpu, estimate=model_estimates and p is EX)
+    cs = [cards[v.name] if p is EX and v.name in cards  # the rung sections' cards, already estimated
+          else lesson.recorded("gemm", p, v, table=recorded, model_gpu=gpu, estimate=model_estimates)
           for v in gemm.LADDER if not v.oracle]
-    display(Markdown(f"**GEMM ladder at `{p.label}`** (the tensor-core rung at its float16 twin)"
-                     + ("" if p is EX else "; model estimates are shown at the example problem only")))
+    display(Markdown(f"**GEMM ladder at `{p.label}`** (the tensor-core rungs at their float16 twin)"))
     display(lesson.card_table(cs, style=True))
     plots.ladder(recorded, problem=p.label, title=f"GEMM ladder at {p.label}",
                  estimates={c.label: c.estimate_rate for c in cs}, changed={c.label for c in cs if c.changed_since})

@@ -349,6 +349,41 @@ else:
     plots.ladder(recorded, metric="gbps", title="saxpy ladder (recorded)")
 
 # %% [markdown]
+# ## 10 · Slower, or noise?  Comparing two sets of records
+#
+# A change to a kernel is judged against a baseline, as library teams do (NVBench's
+# `nvbench_compare.py` is the model here): per rung, both medians, their ratio, an interval for
+# the ratio from the raw samples (a bootstrap: resample each side's samples, take the ratio of
+# the medians, keep the middle 95%), and a verdict: **slower** or **faster** only when the whole
+# interval lies on one side of 1 and the change exceeds 2%, else **same within noise**.
+# `perfkit compare BASE NEW` does it from the command line (a commit, a GPU, a date, a time range
+# or a folder of records on each side; exit status 1 when a rung is slower by more than 5%).
+#
+# The H100 records of 2026-11-23 hold the rmsnorm rungs twice, run a few minutes apart on the
+# same commit: a comparison where nothing changed but the moment.
+
+# %%
+from perfkit import compare
+
+c = compare.compare("before=2026-11-23T10:24", "after=2026-11-23T10:24")
+print(c)
+compare.plot(c)
+plt.show()
+for word in ("slower", "faster", "same within noise"):
+    g = c.table[c.table.verdict == word]
+    if len(g):
+        print(f"{word}: {len(g)} ({', '.join(g.variant + ' x' + g.ratio.round(2).astype(str))})")
+print("kernel code between the two sides:", ", ".join(sorted(set(c.table.code))))
+
+# %% [markdown]
+# How to read it.  The naive rungs and Triton land within noise; several rungs came out slower or
+# faster on the second run (the lines above say which, and by how much), with intervals far from
+# 1.  The code was the same (`code` says so), so this is the machine, not the kernel: the interval only knows the spread
+# *within* one run, and these runs differ by more than that.  A verdict is only as good as its
+# baseline: compare runs taken the same way (same machine, clocks, timer) and repeat a run that
+# says "slower" before believing it.
+
+# %% [markdown]
 # ## What to take away
 #
 # * Time GPU work with events on the stream, after a warm-up, with a cold L2, until the median is

@@ -4,6 +4,7 @@
   perfkit anatomy OP RUNG [--cc 9.0] [--size k=v ...] [--diff RUNG2]
   perfkit workload NETWORK [--batch B] [--seq S] [--mode infer|train] [--gpu KEY] [--out FILE.csv]
   perfkit model validate [--gpu SLUG]
+  perfkit compare [BASE NEW] [--results DIR] [--fail-above 0.05] [--out FILE.csv] [--plot FILE.png]
   perfkit info
 """
 from __future__ import annotations
@@ -46,6 +47,10 @@ def main(argv: list[str] | None = None) -> int:
         from . import model
 
         return model.validate_cli(argv[1:])
+    if argv and argv[0] == "compare":  # perfkit compare BASE NEW (perfkit/compare.py)
+        from . import compare
+
+        return compare.cli(argv[1:])
     if argv and argv[0] == "workload":  # its parser lives with the tool (perfkit/workload/cli.py)
         from .workload import cli as workload_cli
 
@@ -62,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("anatomy", help="what the compiler made of a rung (perfkit anatomy -h)")
     sub.add_parser("model", help="the performance model: perfkit model validate [--gpu SLUG]")
     sub.add_parser("workload", help="where a network's step spends its time (perfkit workload -h)")
+    sub.add_parser("compare", help="two sets of GPU records, pair by pair, with noise (perfkit compare -h)")
     i = sub.add_parser("info", help="backend and device facts")
     i.set_defaults(func=_info)
     args = ap.parse_args(argv)

@@ -25,7 +25,7 @@ run: $(STAMP)
 
 # One worker per core: the simulator runs a kernel on one core (its threads share the GIL).
 test: $(STAMP)
-	$(BIN)/python -m pytest -n auto --dist worksteal
+	$(BIN)/python -m pytest -n auto --dist worksteal --durations=25
 
 lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks/

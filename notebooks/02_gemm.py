@@ -50,6 +50,7 @@ seed = None                 # None: fresh random inputs for the check
 record = "auto"             # record GPU measurements into data/results/ ("auto": only on a real GPU)
 search_candidates = 6       # tile configurations the autotuning section compiles (each compile takes seconds)
 model_estimates = True      # per rung, perfkit.model.estimate beside the record (compiles each rung: slower)
+unrecorded_banks = False    # simulate bank conflicts for rungs with no record too (minutes for the tensor-core rungs)
 exercise_reference = False  # True: the exercises grade the reference solutions, for CI
 
 # %%
@@ -148,7 +149,7 @@ def rung_view(name):
                         summary=f"anatomy of {v.label} for sm_{cc[0]}{cc[1]}: {r.registers} registers, "
                                 f"{r.shared_bytes} B shared, occupancy {r.occupancy.ratio:.0%} (open for the diff)"))
     prompt, ans, cards[name] = lesson.rung_section("gemm", prev, v, EX, table=recorded, model_gpu=gpu,
-                                                   estimate=model_estimates,
+                                                   estimate=model_estimates, banks_unrecorded=unrecorded_banks,
                                                    reports=(reports[prev.name] if prev is not None else None, r))
     display(prompt)
     display(ans)
@@ -303,7 +304,8 @@ if all(v.oracle or v.name in shown for v in gemm.LADDER):
 summary_problems = [EX, gemm.Problem(1024, 1024, 1024)]
 for p in summary_problems:
     cs = [cards[v.name] if p is EX and v.name in cards  # the rung sections' cards, already estimated
-          else lesson.recorded("gemm", p, v, table=recorded, model_gpu=gpu, estimate=model_estimates)
+          else lesson.recorded("gemm", p, v, table=recorded, model_gpu=gpu, estimate=model_estimates,
+                               banks_unrecorded=unrecorded_banks)
           for v in gemm.LADDER if not v.oracle]
     display(Markdown(f"**GEMM ladder at `{p.label}`** (the tensor-core rungs at their float16 twin)"))
     display(lesson.card_table(cs, style=True))

@@ -730,6 +730,7 @@ class RungCard:
     model_gpu: str | None = None
     oracle_label: str | None = None
     anatomy_note: str = ""
+    estimate_banks: bool = True  # the estimate simulated the shared-memory bank conflicts
     flops: float = float("nan")  # the problem's minimal work, for rates of estimates with no record
     bytes: float = float("nan")
     other_problems: list = field(default_factory=list)
@@ -783,8 +784,8 @@ class RungCard:
             out.append(f"Measured on {self.gpu}: {fmt_seconds(self.median_s)}"
                        + (f"; {self.prev_label} has no record here to compare with." if self.prev_label else "."))
         if np.isfinite(self.of_oracle):
-            out.append(f"That is {self.of_oracle:.1%} of the oracle ({self.oracle_label or 'rung 0'}"
-                       f"{' is faster' if self.of_oracle < 1 else ' is slower'}).")
+            out.append(f"It runs at {self.of_oracle:.1%} of the oracle's speed ({self.oracle_label or 'rung 0'}: "
+                       f"{fmt_seconds(self.oracle_median_s)}).")
         cause = anatomy_changes(prev_report, report) if report is not None else ""
         if cause:
             out.append(f"In the anatomy: {cause}.")
@@ -885,6 +886,8 @@ class RungCard:
                 legs = ", ".join(f"{k} {fmt_seconds(v)}" for k, v in
                                  sorted(self.legs.items(), key=lambda kv: -float(kv[1] or 0)) if v)
                 name = "model estimate" if self.estimate_kind == "estimate" else "roofline bound (model.estimate absent)"
+                if not self.estimate_banks:
+                    name += " (bank conflicts not simulated)"
                 rows.append((name, f"{fmt_seconds(self.estimate_s)} on {self.model_gpu}, bound by {self.bound}"
                              + (f"; legs: {legs}" if legs else "")))
             elif self.estimate_error:
@@ -952,13 +955,13 @@ class RungCard:
 _ESTIMATES: dict = {}
 
 
-def _estimate(variant: Variant, problem: Problem, gpu_key: str):
+def _estimate(variant: Variant, problem: Problem, gpu_key: str, banks: bool = True):
     """(seconds, bound, legs, kind, error) from ``model.estimate`` when it exists, else the
-    roofline; remembered per (rung, config, problem, gpu) for the session."""
+    roofline; remembered per (rung, config, problem, gpu, banks) for the session."""
     key = (type(variant).__module__, type(variant).__qualname__, repr(getattr(variant, "config", None)),
-           type(problem).__qualname__, problem.label, gpu_key)
+           type(problem).__qualname__, problem.label, gpu_key, banks)
     if key not in _ESTIMATES:
-        _ESTIMATES[key] = _estimate_now(variant, problem, gpu_key)
+        _ESTIMATES[key] = _estimate_now(variant, problem, gpu_key, banks)
     return _ESTIMATES[key]
 
 
@@ -1006,12 +1009,12 @@ def anatomy_changes(before, after) -> str:
     return ", ".join(parts)
 
 
-def _estimate_now(variant: Variant, problem: Problem, gpu_key: str):
+def _estimate_now(variant: Variant, problem: Problem, gpu_key: str, banks: bool = True):
     from . import model
 
     if hasattr(model, "estimate"):
         try:
-            e = model.estimate(variant, problem, gpu=gpu_key)
+            e = model.estimate(variant, problem, gpu=gpu_key, banks=banks)
             return float(e.seconds), str(e.bound), dict(e.legs or {}), "estimate", ""
         except Exception as exc:  # a rung the model cannot take yet: say so, do not fail the lesson
             err = f"model.estimate failed: {type(exc).__name__}: {exc}"
@@ -1040,7 +1043,7 @@ def _as_variant(rung, ladder: list[Variant]) -> Variant:
 
 def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Variant] | None = None,
              gpu: str | None = None, model_gpu: str = "h100-sxm", estimate: bool = True, root=None,
-             table: pd.DataFrame | None = None) -> RungCard:
+             table: pd.DataFrame | None = None, banks_unrecorded: bool = True) -> RungCard:
     """The **rung card** of ``rung`` (a Variant, its name, label or current number) at ``problem``
     (a Problem, its label, or a dict of parameters).
 
@@ -1050,7 +1053,9 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
     A rung whose record was made at another commit and whose kernel code changed since is
     labelled "recorded at <commit>, kernel changed since".  With ``estimate``, the model's
     estimate for the recorded GPU (``model.estimate``; the roofline bound until it exists).
-    ``table`` replaces the recorded frame (e.g. with a fresh sweep's rows added)."""
+    ``table`` replaces the recorded frame (e.g. with a fresh sweep's rows added).
+    ``banks_unrecorded=False``: a card with no record is estimated without the bank-conflict
+    simulation (the slow part for the tensor-core rungs in the simulator), and says so."""
     ladder = list(ladder) if ladder is not None else ladder_for(op)
     v = _as_variant(rung, ladder)
     base = problem
@@ -1081,8 +1086,9 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
             card.estimate_error = "not computed here (estimate=False)"
         elif isinstance(problem, Problem):
             card.model_gpu = _spec_key(gpu, model_gpu)
+            card.estimate_banks = bool(banks_unrecorded)
             card.estimate_s, card.bound, card.legs, card.estimate_kind, card.estimate_error = \
-                _estimate(v, problem, card.model_gpu)
+                _estimate(v, problem, card.model_gpu, card.estimate_banks)
         return card
     r = mine.iloc[-1]
     card.found = True

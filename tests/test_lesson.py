@@ -296,7 +296,7 @@ def test_every_recorded_card_states_the_measured_direction(op):
                 assert f"{other} {card.prev_label}" not in text
             checked += 1
         if np.isfinite(card.of_oracle):
-            assert f"{card.of_oracle:.1%} of the oracle" in text
+            assert f"{card.of_oracle:.1%} of the oracle's speed" in text
         if card.changed_since:
             assert "changed since" in card.verdict()
     assert checked >= 3  # the H100 records cover every one of these ladders

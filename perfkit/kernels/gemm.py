@@ -519,12 +519,11 @@ class Blocktile2D(_Tunable):
         "to 0.25, and the 128x128 block tile reads fewer global bytes per FMA. launch_bounds(256, 2) holds it "
         "to 128 registers (the first H100 run: 196 registers, 12.5% occupancy); sm_90a hot loop: "
         "64 FFMA in 89 instructions (0.72). Its shared reads still conflict: B is read 8 words "
-        "apart by neighbouring threads (rungs 6 and 7 fix that). Model prediction (perfkit.model "
-        "at 5025c0c, H100): 14.6 TFLOP/s at 4096^3 (rung 4: 8.7) but 4.3 at 1024^3 (rung 4: "
-        "8.6): there the 128x128 tiles make 64 blocks for 132 SMs, one block of 8 warps on each "
-        "busy SM, and the largest leg is latency: a thread's 4 + 4 scalar tile loads each sit "
-        "behind a bounds check and are stored before the next is issued, 8 global latencies in "
-        "a row per k-tile with 2 warps per scheduler to hide them.")
+        "apart by neighbouring threads (rungs 6 and 7 fix that). At 1024^3 the 128x128 tiles make "
+        "64 blocks for 132 SMs, one block of 8 warps on each busy SM, and a thread's 4 + 4 scalar "
+        "tile loads each sit behind a bounds check and are stored before the next is issued: 8 "
+        "global latencies in a row per k-tile with 2 warps per scheduler to hide them (the card's "
+        "model estimate says what that costs).")
 
     def supports(self, problem):
         _require_float32(self, problem)
@@ -875,11 +874,9 @@ class DoubleBuffer(Blocktile2D):
         "hides behind FMAs and each k-tile needs one barrier instead of rung 7's two. It pays "
         "only if the buffering is cheap. The first version picked the buffer as tile % 2 in "
         "int64 and recomputed every thread's store addresses each tile: sm_90a, 172 "
-        "instructions a tile outside the k-steps (rung 7: 76), 892 for 512 FFMA, and the model "
-        "(perfkit.model at 4e0f9aa) predicted it slower than rung 7 at 4096^3 (27.3 vs 27.7 "
-        "TFLOP/s; on the H100, rungs 7 and 8 as recorded at commit 7c7b2e0, an earlier "
-        "version of both with the same buffering, measured 22.0 and 24.1 TFLOP/s: there the "
-        "model missed). Here the k-loop is unrolled by two, so buffers 0 and 1 are separate "
+        "instructions a tile outside the k-steps (rung 7: 76), 892 for 512 FFMA (on the H100 that "
+        "version of rungs 7 and 8, recorded at commit 7c7b2e0, measured 22.0 and 24.1 TFLOP/s). "
+        "Here the k-loop is unrolled by two, so buffers 0 and 1 are separate "
         "shared arrays named at compile time; each thread's shared offsets (and global rows "
         "and columns) are computed once before the loop; the tile and k-step counters are "
         "32-bit and the k-step's two shared offsets advance by a row. sm_90a, no GPU: 122 "
@@ -1541,9 +1538,9 @@ class Autotuned(WarpTile):
         "occupancy from shared memory and registers), the best few are compiled for the target "
         "with no GPU and pruned if they spill or starve occupancy, and the survivors are timed on "
         "a GPU. No GPU has timed them yet: this configuration (128x128 block, BK=16, 8x8 per "
-        "thread, 32x64 warp tile) is the model's pick (AUTOTUNE_PICK: perfkit.model.estimate "
-        "3.48 ms at 4096^3 on an H100 when search() ran; rung 10's BK=8 spills 20 bytes under "
-        "the register cap, this one does not) -- a prediction, not a measurement. BK=16 brings one more fix: with rows of "
+        "thread, 32x64 warp tile) is the model's pick (AUTOTUNE_PICK, with the estimate it had when "
+        "search() ran; rung 10's BK=8 spills 20 bytes under the register cap, this one does not) "
+        "-- a prediction, not a measurement. BK=16 brings one more fix: with rows of "
         "the A^T tile padded to 132 words, rows k and k+8 start on the same bank, so a warp's "
         "transposing stores (8 rows of A at k groups 0, 4, 8, 12) were 2-way (perfkit.banks, "
         "128x128x32, one block: 4480 wavefronts for 4352 ideal). Here rows 8-15 are skewed by 8 "
@@ -2102,11 +2099,9 @@ class TCWarpTile(TCPipeline):
         "Larger warp tiles: each warp owns 64x64 of C (4x8 mma tiles, 128 float32 accumulators "
         "per lane), so an A fragment feeds 8 mmas and a B fragment 4: per k-step of 16 a warp "
         "issues 4 + 4 ldmatrix for 32 mma (rung 15: 2 + 2 for 8), and the 128x128 block tile "
-        "halves the L2 traffic per FLOP again. Model prediction (perfkit.model at 5025c0c, "
-        "H100): 295 us at 4096^3 (rung 15: 422) but 13.1 us at 1024^3 (rung 15: 8.9): 64x64 "
-        "warp tiles make 256 warps in all there, for 132 SMs of 4 schedulers, and each warp's "
-        "k-loop runs with little to hide its latency; no block shape helps (1x1 to 2x2 warps: "
-        "11.7 to 13.1 us), so at that size the idea does not pay.")
+        "halves the L2 traffic per FLOP again. At 1024^3, 64x64 warp tiles make 256 warps in all, "
+        "for 132 SMs of 4 schedulers, and each warp's k-loop has little to hide its latency: the "
+        "model's estimates (the card) say whether the idea pays at each size.")
 
 
 @dataclass(frozen=True)
@@ -2124,13 +2119,8 @@ class TCEpilogue(TCWarpTile):
         "(selp after reading all four accumulators): the first version chose with a ternary on "
         "acc[...], which the compiler turned into a load from a computed address, so the 128 "
         "accumulators went through a 512-byte stack (sm_90a: 64 STL.128 after the k-loop, 62 "
-        "LDL in a rolled epilogue loop), and the model had it slower than rung 16 (4096^3: 302.6 "
-        "vs 295.4 us, the local traffic on its lsu leg). Now sm_90a, no GPU: 211 registers "
-        "(rung 16: 209), no stack, no local memory, 32 STG.128 and 64 SHFL.BFLY. Model "
-        "prediction (perfkit.model at 5025c0c, H100; this code has not run on a GPU): 10.7 us "
-        "at 1024^3 (rung 16: 13.1) and a tie with rung 16 at 4096^3 (295.4 us, 465 TFLOP/s): "
-        "there both are bound by the tensor pipe with shared memory second, which the "
-        "epilogue does not touch (its lsu leg falls from 114.8 to 105.5 us, below both).")
+        "LDL in a rolled epilogue loop). Now sm_90a, no GPU: 211 registers (rung 16: 209), no "
+        "stack, no local memory, 32 STG.128 and 64 SHFL.BFLY. This code has not run on a GPU.")
 
 
 LADDER: list[Variant] = [Oracle(), Naive(), Coalesced(), SmemTiling(), Blocktile1D(), Blocktile2D(),

@@ -765,11 +765,10 @@ class RungCard:
             return self.rate * self.median_s / e
         return _rate(self.metric, self.flops, self.bytes, e)
 
-    def verdict(self, prev_report=None, report=None) -> str:
+    def verdict(self) -> str:
         """What the records say happened at this rung, in words: faster or slower than the rung
-        before and by how much, the fraction of the oracle, and what changed in the anatomy
-        (``prev_report``/``report``: :func:`perfkit.anatomy.inspect` of the two rungs, where
-        given) that may be the cause.  Written from the numbers, so it cannot contradict them."""
+        before and by how much, and its share of the oracle's speed (what the anatomy changed is
+        :attr:`anatomy_note`).  Written from the numbers, so it cannot contradict them."""
         if not self.found:
             est = (f" The model estimates {fmt_seconds(self.estimate_s)} on {self.model_gpu}, bound by {self.bound}."
                    if np.isfinite(self.estimate_s) else "")
@@ -786,9 +785,6 @@ class RungCard:
         if np.isfinite(self.of_oracle):
             out.append(f"It runs at {self.of_oracle:.1%} of the oracle's speed ({self.oracle_label or 'rung 0'}: "
                        f"{fmt_seconds(self.oracle_median_s)}).")
-        cause = anatomy_changes(prev_report, report) if report is not None else ""
-        if cause:
-            out.append(f"In the anatomy: {cause}.")
         if self.changed_since:
             out.append(f"The record is of the kernel at {(self.commit or '?')[:7]}; it has changed since, so today's "
                        "kernel may not do the same.")

@@ -437,8 +437,7 @@ def item_key(part: str, item: dict, op: str) -> tuple:
 
 
 def remaining(unit: Unit, done: dict, ops_of: dict) -> list[dict]:
-    part = "timer" if unit.part == "timer" else unit.part
-    have = done.get(part, set())
+    have = done.get(unit.part, set())
     return [i for i in unit.items if item_key(unit.part, i, ops_of[i["op"]]) not in have]
 
 

@@ -318,7 +318,9 @@ lesson.anatomy_table({conv.LADDER[[u.name for u in conv.LADDER].index(n)].label:
 #
 # The 23 distinct convolution shapes of ResNet-50 (torchvision v1.5: the stride-2 3x3 in the
 # first block of stages 2-4; `count` is how many of the 53 conv layers have that shape) at batch
-# `resnet_batch`, with each rung's **model estimate** (no measurement exists yet).  Where records
+# `resnet_batch`, with each rung's **model estimate** (`table_estimator = "auto"`; the `ci` profile,
+# for speed, shows the plain roofline bound instead, one column, the same for every rung; no
+# measurement exists yet).  Where records
 # exist, the measured fraction of cuDNN is the goal's yardstick: the best SIMT rung at ≥ 0.70 of
 # cuDNN fp32, time-weighted over the 3x3 layers; compare *times*, since cuDNN may run a 3x3 layer
 # as FFT or Winograd, doing fewer FLOPs than the 2·N·K·P·Q·C·R·S counted here.
@@ -436,9 +438,11 @@ for v in conv.LADDER[1:]:
     for lay in ("NCHW", "NHWC"):
         p = conv.to_layout(EX, lay, "float16" if v.name == "tensor_core" else None)
         t = v.traffic(p)
-        rows.append({"rung": v.label, "layout": lay, "DRAM MB": t.dram_bytes / 1e6, "L2 MB": (t.l2_bytes or 0) / 1e6,
-                     "est ms": estimate(v, p)[0] * 1e3, "notes": t.notes})
-pd.DataFrame(rows).style.format(precision=1).hide(axis="index")
+        row = {"rung": v.label, "layout": lay, "DRAM MB": t.dram_bytes / 1e6, "L2 MB": (t.l2_bytes or 0) / 1e6}
+        if table_estimator != "roofline":  # the roofline bound would be one number for every rung
+            row["est ms"] = estimate(v, p)[0] * 1e3
+        rows.append({**row, "notes": t.notes})
+pd.DataFrame(rows).style.format(precision=3).hide(axis="index")
 
 # %% [markdown]
 # ## Summary

@@ -253,11 +253,12 @@ rung_steps('layernorm')
 # `dx = rstd · (g − mean(g) − x̂ · mean(g·x̂))`, `dγ = Σ_rows dy·x̂`, `dβ = Σ_rows dy`.
 # Per row that is two more reductions; per column, a reduction over all rows.  The ideal kernel
 # reads x and dy once and writes dx once (γ, dγ and dβ are small).  The row rungs differ in how they
-# reduce; up to the Welford rung the column sums are a separate kernel (one thread per column, a
-# second read of x and dy).  The multirow rung runs a persistent grid (a few blocks per SM) in which
-# every lane owns the same columns in every row it visits, adds its `dy·x̂` and `dy` into its group's
-# partial-sum row (small, L2-resident), and a small kernel sums the partials: x and dy leave DRAM
-# once.  Apex and llm.c's `layernorm_backward` reduce dγ/dβ in two stages the same way.
+# reduce; up to the Welford rung the column sums are a separate kernel (a two-stage column
+# reduction today; one thread per column in the recorded version), a second read of x and dy.  The
+# multirow rung runs a persistent grid (a few blocks per SM) in which every lane owns the same
+# columns in every row it visits, adds its `dy·x̂` and `dy` into its group's partial-sum row (small,
+# L2-resident), and a small kernel sums the partials: x and dy leave DRAM once (the records are of
+# an earlier version that updated partials in global memory per row: its card says what it cost).  Apex and llm.c's `layernorm_backward` reduce dγ/dβ in two stages the same way.
 
 # %%
 ladder_view('layernorm_bwd')
@@ -308,9 +309,10 @@ rung_steps('batchnorm')
 #
 # For each op: achieved GB/s (useful bytes / time) against the row width, one line per rung, with
 # the measured copy bandwidth as the ceiling (the published DRAM bandwidth, and it says so, where
-# no copy bandwidth is recorded).  Narrow rows are where one block per row leaves the
-# GPU idle and the multirow rungs win; very wide rows are where a row no longer fits in L1/L2 and
-# every extra sweep costs DRAM traffic.  Only measurements from real GPUs are drawn.
+# no copy bandwidth is recorded).  Narrow rows are where one block per row can leave the GPU idle,
+# which the multirow rungs aim at (on the H100 records at 1024 columns softmax's and rmsnorm's
+# multirow rungs gained, layernorm's lost); very wide rows are where a row no longer fits in
+# L1/L2 and every extra sweep costs DRAM traffic.  Only measurements from real GPUs are drawn.
 
 # %%
 row_ops = [op for op in ops if op != "batchnorm"]
@@ -370,7 +372,8 @@ if on_roof is None or on_roof.empty:
 #   trips and barriers.  Single-pass statistics (online softmax, Welford) save a pass over the row
 #   without giving up numerical safety, but where the row already sits in L1/L2 the saved pass
 #   costs little and the extra arithmetic can make them slower (their cards say which).
-# * Fill the machine: narrow rows need several rows per block; few channels need a split grid.
+# * Fill the machine: narrow rows may need several rows per block (the records say when it paid);
+#   few channels need a split grid.
 # * Check the numerically fragile cases (huge magnitudes, constant rows, NaNs, float16) every time
 #   you change a kernel; they are where fast kernels are wrong.
 

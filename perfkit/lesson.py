@@ -730,6 +730,9 @@ class RungCard:
     model_gpu: str | None = None
     oracle_label: str | None = None
     anatomy_note: str = ""
+    prev_commit: str = ""
+    best_before_label: str | None = None  # the fastest recorded rung before this one
+    best_before_s: float = float("nan")
     estimate_banks: bool = True  # the estimate simulated the shared-memory bank conflicts
     flops: float = float("nan")  # the problem's minimal work, for rates of estimates with no record
     bytes: float = float("nan")
@@ -782,6 +785,10 @@ class RungCard:
         else:
             out.append(f"Measured on {self.gpu}: {fmt_seconds(self.median_s)}"
                        + (f"; {self.prev_label} has no record here to compare with." if self.prev_label else "."))
+        if (self.best_before_label and self.best_before_label != self.prev_label
+                and np.isfinite(self.best_before_s) and self.best_before_s < self.median_s * 0.98):
+            out.append(f"Still slower than {self.best_before_label} ({fmt_seconds(self.best_before_s)}), the fastest "
+                       f"rung before it, x{self.best_before_s / self.median_s:.2f}.")
         if np.isfinite(self.of_oracle):
             out.append(f"It runs at {self.of_oracle:.1%} of the oracle's speed ({self.oracle_label or 'rung 0'}: "
                        f"{fmt_seconds(self.oracle_median_s)}).")
@@ -863,6 +870,8 @@ class RungCard:
             meas = self.x_prev
             if abs(pred - 1) < 0.02:
                 verdict = " (the model sees no difference between the two)"
+            elif abs(meas - 1) < 0.02:
+                verdict = " (measured, the two are about as fast)"
             elif (pred > 1) != (meas > 1):
                 verdict = " (the model got the direction wrong)"
             else:
@@ -1105,9 +1114,30 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
                 pr = _match_rows(same_gpu, alt, prev.name)
                 if not pr.empty:
                     card.prev_note = f"; the rung before at its own problem {alt.label}"
+        if pr.empty and i is not None:  # the rung just before has no record here: the nearest that has
+            for j in range(i - 2, -1, -1):
+                cand = ladder[j]
+                if cand.oracle:
+                    continue
+                pr = _match_rows(same_gpu, problem, cand.name)
+                if not pr.empty:
+                    card.prev_note = f" ({prev.label}, the rung just before, has no record here)"
+                    card.prev_label, prev = cand.label, cand
+                    break
         if not pr.empty:
             card.prev_median_s = float(pr.iloc[-1]["median_s"])
             card.x_prev = card.prev_median_s / card.median_s
+            card.prev_commit = str(pr.iloc[-1].get("commit") or "")
+    if i is not None:  # the fastest rung before this one, as recorded here
+        best = None
+        for u in ladder[:i]:
+            if u.oracle:
+                continue
+            ur = _match_rows(same_gpu, problem, u.name)
+            if not ur.empty and (best is None or float(ur.iloc[-1]["median_s"]) < best[1]):
+                best = (u.label, float(ur.iloc[-1]["median_s"]))
+        if best is not None:
+            card.best_before_label, card.best_before_s = best
     if oracle is not None:
         orc = _match_rows(same_gpu, problem, oracle.name)
         if not orc.empty:
@@ -1120,8 +1150,11 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
         card.estimate_s, card.bound, card.legs, card.estimate_kind, card.estimate_error = _estimate(v, problem, key)
         if card.changed_since:  # the record measured other code: estimate that code too
             card.estimate_then_s, card.estimate_then_note = _estimate_then(op, v, problem, card.commit, key)
-        if prev is not None and np.isfinite(card.x_prev) and not card.prev_note:
-            card.prev_estimate_s = _estimate(prev, problem, key)[0]
+        if prev is not None and np.isfinite(card.x_prev) and "at its own problem" not in card.prev_note:
+            # like for like: the rung before's estimate of the code its record measured
+            then = source_changed_since(prev, card.prev_commit) if card.prev_commit else None
+            card.prev_estimate_s = (_estimate_then(op, prev, problem, card.prev_commit, key)[0] if then
+                                    else _estimate(prev, problem, key)[0])
     return card
 
 

@@ -82,17 +82,19 @@ def ladder(table: pd.DataFrame, metric: str = "tflops", title: str | None = None
     for i, v in enumerate(vals):
         frac = f"  {v / base:.0%} of oracle" if np.isfinite(base) and base > 0 else ""
         ax.text(v, i, f" {v:.3g}{frac}", va="center", fontsize=8)
+    drawn = []  # the estimates of the bars shown (a rung not drawn sets no scale)
     if estimates:
         est = [estimates.get(lab, np.nan) for lab in labels]
         ok = [i for i, e in enumerate(est) if e is not None and np.isfinite(e)]
+        drawn = [est[i] for i in ok]
         if ok:
             ax.scatter([est[i] for i in ok], ok, marker="|", s=300, color="black", zorder=3,
                        label="model estimate (of the code measured)")
-    if old or (estimates and any(e is not None and np.isfinite(e) for e in estimates.values())):
+    if old or drawn:
         ax.legend(loc="lower right", fontsize=8, framealpha=0.9)
     ax.set_xlabel(f"{_UNITS[metric]}" + provenance(rows))
     ax.set_title(title or f"ladder: {problem}")
-    top = max([vals.max()] + [e for e in (estimates or {}).values() if e is not None and np.isfinite(e)])
+    top = max([vals.max()] + drawn)
     ax.set_xlim(0, top * 1.35)
     return ax
 

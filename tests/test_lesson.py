@@ -344,7 +344,10 @@ def test_a_record_of_changed_code_is_compared_with_that_codes_estimate(monkeypat
     monkeypatch.setattr(lesson, "_estimate_then", then)
     monkeypatch.setattr(lesson, "source_changed_since", lambda v, c: True)
     card = lesson.recorded("softmax", sm.EXAMPLE_PROBLEM, "fused", estimate=True)
-    assert card.found and card.changed_since and calls == [("softmax", "fused", card.commit)]
+    assert card.found and card.changed_since
+    # this rung's measured code, then the rung before's (its factor is compared like for like)
+    assert calls == [("softmax", "fused", card.commit), ("softmax", "naive", card.commit)]
+    assert card.prev_estimate_s == pytest.approx(123e-6)
     assert card.ratio == pytest.approx(card.median_s / 123e-6)
     text = str(card)
     assert f"model estimate of the kernel measured (at {card.commit[:7]})" in text
@@ -388,3 +391,13 @@ def test_no_card_of_any_ladder_shows_another_ops_record():
                     assert f"/{op}/" in mixed.path.replace("\\", "/")
                     shown += 1
     assert shown > 50
+
+
+def test_a_rung_before_with_no_record_gives_way_to_the_nearest_that_has_one():
+    """warptile's records predate index32: its card compares with double_buffer, the nearest
+    rung before it with a record, says so, and names a faster rung before it where there is one."""
+    card = lesson.recorded("gemm", gemm.EXAMPLE_PROBLEM, "warptile", estimate=False)
+    assert card.found and card.prev_label == "08 double_buffer" and "09 index32" in card.prev_note
+    assert np.isfinite(card.x_prev) and card.x_prev < 1 and "slower than 08 double_buffer" in card.verdict()
+    auto = lesson.recorded("gemm", gemm.EXAMPLE_PROBLEM, "autotuned", estimate=False)
+    assert auto.prev_label == "10 warptile" and "Still slower than 08 double_buffer" in auto.verdict()

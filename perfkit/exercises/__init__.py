@@ -23,16 +23,11 @@ import warnings
 
 from ..kernels._vector import load4
 from ..kernels.norm._common import shfl_down, shfl_xor
-from . import nb01, nb02, nb04, predict  # noqa: F401  (register the exercises)
+from . import nb01, nb02, nb03, nb04, predict  # noqa: F401  (register the exercises)
 from ._core import EXERCISES, Check, Exercise, Grade, backend_label, fresh_seed
 
 __all__ = ["grade", "show", "solution", "EXERCISES", "Grade", "Check", "Exercise", "load4", "shfl_down",
            "shfl_xor", "names"]
-
-try:  # notebook 03's exercises need the convolution kernels (perfkit.kernels.conv)
-    from . import nb03  # noqa: F401
-except ImportError:  # pragma: no cover - until the conv kernels land
-    pass
 
 
 def names(notebook: str | None = None) -> list[str]:

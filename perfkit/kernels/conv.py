@@ -46,10 +46,7 @@ from .peers import Peer
 from .base import (Launch, OracleVariant, Problem, ProblemError, TunableVariant, UnsupportedProblem,
                    Variant, check_launch_shape, registry_check)
 
-try:  # the tensor-core intrinsic and its simulator twin (moving from gemm to _ptx)
-    from ._ptx import frag_a, frag_b, frag_c, mma_16816
-except ImportError:  # pragma: no cover - until _ptx lands
-    from .gemm import frag_a, frag_b, frag_c, mma_16816
+from ._ptx import frag_a, frag_b, frag_c, mma_16816  # the tensor-core intrinsic and its simulator twin
 
 __all__ = ["Problem", "LADDER", "EXAMPLE_PROBLEM", "GPU_SWEEP", "SIM_SWEEP", "RESNET50", "resnet50_layers",
            "Oracle", "Direct", "DirectHalo", "Im2colGemm", "IgemmNaive", "IgemmSmem", "IgemmRegblock",

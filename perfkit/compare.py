@@ -271,8 +271,11 @@ def _code_changed(r) -> str:
     sa, sb = lesson.source_changed_since(v, ca), lesson.source_changed_since(v, cb)
     if sa is None or sb is None:
         return ""
-    # each against today's tree: one changed and the other not, or both but from different code
-    return "changed" if sa != sb or (sa and sb) else "same"
+    # each is compared with today's tree: one changed and the other not tells; both changed may
+    # or may not be the same code between them, which this cannot tell
+    if sa and sb:
+        return ""
+    return "changed" if sa != sb else "same"
 
 
 def plot(c: Comparison, ax=None):

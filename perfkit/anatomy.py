@@ -1092,20 +1092,12 @@ def _find_rung(ladder, rung: str):
 def _op_module(op: str):
     """``perfkit.kernels.<op>``, or ``perfkit.kernels.norm.<op>`` for the normalization ops
     (``softmax`` as well as ``norm.softmax``); an unknown op says which exist."""
-    import pkgutil
+    from .kernels import registry
 
-    from . import kernels
-    from .kernels import norm
-
-    for name in (f"perfkit.kernels.{op}", f"perfkit.kernels.norm.{op}"):
-        try:
-            return importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name != name:
-                raise
-    known = [m.name for m in pkgutil.iter_modules(kernels.__path__) if not m.name.startswith("_") and m.name not in ("norm", "base", "peers")]
-    known += [m.name for m in pkgutil.iter_modules(norm.__path__) if not m.name.startswith("_")]
-    raise AnatomyError(f"no op {op!r}: one of {', '.join(sorted(known))}")
+    try:
+        return registry.module(op)
+    except LookupError as exc:
+        raise AnatomyError(str(exc)) from None
 
 
 def cli(argv: list[str] | None = None) -> int:

@@ -27,6 +27,8 @@ import tempfile
 import sys
 from pathlib import Path
 
+from .kernels import registry
+
 __all__ = ["variant_at", "kernels_at", "why_not", "package_name"]
 
 _WHY: dict = {}
@@ -156,7 +158,7 @@ def variant_at(commit: str, op: str, name: str, config: dict | None = None):
     pk = kernels_at(commit)
     if pk is None:
         return None, None
-    modname = pk.__name__ + "." + (op if op in ("gemm", "saxpy", "conv") else f"norm.{op}")
+    modname = registry.module_name(op, pk.__name__)
     try:
         mod = importlib.import_module(modname)
     except Exception as exc:  # noqa: BLE001

@@ -36,6 +36,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .kernels import registry
 from .kernels.base import Problem, Variant
 
 __all__ = ["source", "source_diff", "kernel_sources", "kernel_helpers", "MATCH_RULE", "records",
@@ -565,16 +566,8 @@ def source_changed_since(variant: Variant, commit: str | None) -> bool | None:
 
 # --- recorded measurements, matched to rungs --------------------------------------------------
 def ladder_for(op: str) -> list[Variant]:
-    """The current ladder of an op: ``perfkit.kernels.<op>.LADDER`` or ``perfkit.kernels.norm.<op>``."""
-    for name in (f"{_KERNELS_PKG}.{op}", f"{_KERNELS_PKG}.norm.{op}"):
-        try:
-            return list(importlib.import_module(name).LADDER)
-        except ModuleNotFoundError as exc:
-            if exc.name not in (name, name.rsplit(".", 1)[0]):
-                raise
-        except AttributeError:
-            continue
-    raise LookupError(f"no ladder for op {op!r} (looked for perfkit.kernels.{op} and perfkit.kernels.norm.{op})")
+    """The current ladder of an op (:mod:`perfkit.kernels.registry`); LookupError if it has none."""
+    return registry.ladder(op)
 
 
 @functools.lru_cache(maxsize=16)

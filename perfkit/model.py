@@ -196,6 +196,8 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .kernels import registry
+
 __all__ = ["Traffic", "Prediction", "predict", "Estimate", "estimate", "flush_seconds", "what_if", "plot_what_if",
            "validate", "summary_line", "levels_line", "levels_table", "repeat_line", "dynamic_mix", "rates", "LEGS", "RATES_PATH"]
 
@@ -203,6 +205,32 @@ RATES_PATH = Path(__file__).resolve().parent.parent / "data" / "rates.yaml"
 #: the Nsight Compute table validate checks the levels against (H100 SXM, commit 7c7b2e0; its
 #: provenance in the .json beside it), in the repository so that every clone has it
 NCU_PATH = RATES_PATH.parent / "ncu" / "h100-sxm-2026-11-23.csv"
+
+
+def ncu_table(gpu: str = "h100-sxm") -> Path | None:
+    """The newest Nsight Compute table in ``data/ncu/`` taken on ``gpu`` (a devices.yaml key or
+    alias), from the ``gpu`` its provenance .json names; None where there is none."""
+    import json
+
+    from . import specs
+
+    want = specs.get(gpu).key
+    found = []
+    for meta in sorted(NCU_PATH.parent.glob("*.json")):
+        d = json.loads(meta.read_text())
+        if _spec_key(d.get("gpu")) == want and (meta.parent / d.get("table", "")).is_file():
+            found.append((str(d.get("date", "")), meta.parent / d["table"]))
+    return max(found)[1] if found else None
+
+
+def _spec_key(name) -> str | None:
+    """devices.yaml key of a GPU name as a record or table writes it; None if unknown."""
+    from . import specs
+
+    try:
+        return specs.get(str(name)).key if name else None
+    except Exception:  # noqa: BLE001  (a GPU devices.yaml does not list)
+        return None
 LEGS = ("dram", "l2", "smem", "lsu", "issue", "fp32", "alu", "tensor", "latency", "launch")
 
 
@@ -2077,7 +2105,7 @@ def _find_variant(op: str, rung: int, name: str, config: dict):
 
     from .kernels import peers as _peers
 
-    mod = importlib.import_module("perfkit.kernels." + (op if op in ("gemm", "saxpy", "conv") else f"norm.{op}"))
+    mod = registry.module(op)
     if rung < 0:
         cands = list(getattr(mod, "PEERS", []) or []) + list((getattr(_peers, "PEERS", {}) or {}).get(op, []))
         for v in cands:
@@ -2119,7 +2147,9 @@ def validate(gpu: str = "h100-sxm", results_root=None, ncu_path=None, *, banks: 
 
     A record is compared with the code it measured: where a rung's kernel code changed since
     the record's commit, the rung is rebuilt as it was then (:mod:`perfkit.history`; column
-    ``code`` says ``at <commit>``).  ``history=False`` estimates today's kernels throughout."""
+    ``code`` says ``at <commit>``).  ``history=False`` estimates today's kernels throughout.
+    Only records made on ``gpu`` are compared (an H200 record is no test of an H100 estimate);
+    ``ncu_path`` defaults to the newest Nsight Compute table of ``gpu`` (:func:`ncu_table`)."""
     import glob
     import json
 
@@ -2128,6 +2158,9 @@ def validate(gpu: str = "h100-sxm", results_root=None, ncu_path=None, *, banks: 
 
     root = Path(results_root or Path(__file__).resolve().parent.parent / "data" / "results")
     r = rates(gpu)
+    want = _spec_key(gpu)
+    if ncu_path is None:
+        ncu_path = ncu_table(gpu)
     rows = []
     cache = {}
     commits: set = set()
@@ -2135,7 +2168,12 @@ def validate(gpu: str = "h100-sxm", results_root=None, ncu_path=None, *, banks: 
         d = json.loads(Path(f).read_text())
         if d.get("simulated"):
             continue
+        prov = d.get("provenance") or {}
+        if _spec_key(prov.get("gpu") or (prov.get("device") or {}).get("name")) != want:
+            continue
         op, rung, name = d["op"], int(d["rung"]), d.get("variant", "")
+        if not registry.has(op):  # a ceiling record (op "roofline") is no rung
+            continue
         if (ops and op not in ops) or (problems and d["problem"] not in problems):
             continue
         v, mod = _find_variant(op, rung, name, d.get("config") or {})
@@ -2264,7 +2302,9 @@ def _levels(table, ncu_path=None, unrecorded=None):
     has (column ``record`` False)."""
     import pandas as pd
 
-    path = Path(ncu_path) if ncu_path else NCU_PATH
+    if ncu_path is None:
+        return pd.DataFrame()
+    path = Path(ncu_path)
     if not path.exists():
         return pd.DataFrame()
     ncu = pd.read_csv(path)
@@ -2329,7 +2369,7 @@ def validate_cli(argv=None) -> int:
     v = sub.add_parser("validate", help="estimate every recorded rung and compare with the measurement")
     v.add_argument("--gpu", default="h100-sxm", help="devices.yaml key or alias (default h100-sxm)")
     v.add_argument("--results", default=None, help="records folder (default data/results)")
-    v.add_argument("--ncu", default=None, help="Nsight Compute table (default: the shared measurements)")
+    v.add_argument("--ncu", default=None, help="Nsight Compute table (default: the newest of --gpu in data/ncu/)")
     v.add_argument("--no-banks", action="store_true", help="skip the bank-conflict simulation")
     v.add_argument("--today", action="store_true",
                    help="estimate today's kernels even where a rung's code changed since its record")

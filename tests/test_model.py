@@ -4,6 +4,7 @@ full sweep over every compiled rung is opt-in (PERFKIT_SLOW=1) to keep CI cheap.
 import math
 import os
 import re
+from pathlib import Path
 
 import pytest
 
@@ -1112,3 +1113,31 @@ def test_validate_compares_nsight_compute_rows_no_record_has(tmp_path):
         _, _, lv = model.validate(results_root=tmp_path, banks=False, ncu_path=tmp_path / "ncu.csv",
                                   problems=["rows=4096 cols=1024 dtype=float32 axis=-1", saxpy_label, "n=5"])
         assert "no_such_op" not in set(lv["op"]) and len(lv[lv["op"] == "saxpy"]) == 15
+
+
+def test_ncu_table_is_the_newest_of_the_gpu_asked_for():
+    assert model.ncu_table("h100-sxm") == model.NCU_PATH
+    assert model.ncu_table("NVIDIA H100 80GB HBM3") == model.NCU_PATH  # a record's name resolves too
+    h200 = model.ncu_table("h200")
+    assert h200 is not None and h200.name.startswith("h200-") and h200.exists()
+    assert model.ncu_table("l40s") is None
+
+
+def test_validate_compares_only_records_of_the_gpu_it_estimates(tmp_path):
+    """An H200 record is no test of an H100 estimate (nor the reverse); a ceiling record is no rung."""
+    import shutil
+
+    data = Path(model.__file__).resolve().parent.parent / "data" / "results"
+    picks = {"nvidia-h100-80gb-hbm3": "softmax", "nvidia-h200": "softmax"}
+    for gpu, op in picks.items():
+        src = sorted((data / gpu / op).glob("*-r3-warp-*.json"))[-1]
+        (tmp_path / gpu / op).mkdir(parents=True)
+        shutil.copy(src, tmp_path / gpu / op / src.name)
+    ceil = sorted((data / "nvidia-h200" / "roofline").glob("*.json"))[0]
+    (tmp_path / "nvidia-h200" / "roofline").mkdir()
+    shutil.copy(ceil, tmp_path / "nvidia-h200" / "roofline" / ceil.name)
+    t100, _, _ = model.validate("h100-sxm", results_root=tmp_path, banks=False, history=False)
+    t200, _, _ = model.validate("h200", results_root=tmp_path, banks=False, history=False)
+    assert list(t100["rung"]) == ["03 warp"] and list(t200["rung"]) == ["03 warp"]
+    assert t100["measured_s"].iloc[0] != t200["measured_s"].iloc[0]  # each its own GPU's record
+    assert t200["predicted_s"].iloc[0] < t100["predicted_s"].iloc[0]  # the H200's DRAM is faster

@@ -218,3 +218,61 @@ def test_ncu_table_columns_match_the_first_h100_table():
     meta = json.loads(table.with_suffix(".json").read_text())
     assert meta["commit"] == "7c7b2e0" and "H100" in meta["gpu"] and "not locked" in meta["clocks"]
     assert _tool().NCU_CLOCK_CONTROL == "none"  # new tables are taken with the clocks as the first
+
+
+def _importer():
+    spec = importlib.util.spec_from_file_location("import_gpu_run", ROOT / "tools" / "import_gpu_run.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _fake_run(tmp_path, simulated=False):
+    """A record_gpu --out with two real H200 records, an ncu table and a summary."""
+    import shutil
+
+    run = tmp_path / "out"
+    recs = sorted((ROOT / "data" / "results" / "nvidia-h200" / "softmax").glob("*.json"))[:2]
+    (run / "results" / "nvidia-h200" / "softmax").mkdir(parents=True)
+    for r in recs:
+        d = json.loads(r.read_text())
+        if simulated:
+            d["simulated"] = True
+        (run / "results" / "nvidia-h200" / "softmax" / r.name).write_text(json.dumps(d))
+    shutil.copy(ROOT / "data" / "ncu" / "h200-2026-11-26.csv", run / "ncu_metrics_all_rungs.csv")
+    (run / "summary.md").write_text("# record_gpu\n")
+    (run / "plan.json").write_text("{}")
+    return run, recs
+
+
+def test_a_packed_run_imports_into_data_with_provenance_and_again_changes_nothing(tmp_path):
+    run, recs = _fake_run(tmp_path)
+    _tool().pack(run, tmp_path / "rec.tgz")
+    imp = _importer()
+    data, docs = tmp_path / "data", tmp_path / "docs"
+    args = [str(tmp_path / "rec.tgz"), "--data", str(data), "--docs", str(docs)]
+    assert imp.main(args) == 0
+    for r in recs:
+        assert (data / "results" / "nvidia-h200" / "softmax" / r.name).read_bytes() == \
+            (run / "results" / "nvidia-h200" / "softmax" / r.name).read_bytes()
+    meta = json.loads((data / "ncu" / "h200-2026-11-26.json").read_text())
+    assert meta["gpu"] == "NVIDIA H200" and meta["date"] == "2026-11-26" and meta["table"] == "h200-2026-11-26.csv"
+    assert meta["commit"] and meta["packages"]["numba-cuda"]
+    assert (docs / "2026-11-26-h200-summary.md").exists() and not (data / "timer").exists()
+    assert imp.main(args) == 0  # the same run again: records already there are left alone
+    # a record of the same name with other content stops the import before anything is written
+    victim = data / "results" / "nvidia-h200" / "softmax" / recs[0].name
+    victim.write_text("{}")
+    (data / "ncu" / "h200-2026-11-26.csv").unlink()
+    assert imp.main(args) == 2 and not (data / "ncu" / "h200-2026-11-26.csv").exists()
+
+
+def test_a_rehearsal_or_simulated_record_is_never_imported(tmp_path, capsys):
+    run, _ = _fake_run(tmp_path, simulated=True)
+    imp = _importer()
+    assert imp.main([str(run), "--data", str(tmp_path / "data"), "--docs", str(tmp_path / "docs")]) == 2
+    assert "simulated" in capsys.readouterr().err and not (tmp_path / "data").exists()
+    run2, _ = _fake_run(tmp_path / "b")
+    (run2 / "REHEARSAL.txt").write_text("sim")
+    assert imp.main([str(run2), "--data", str(tmp_path / "data")]) == 2
+    assert imp.main([str(tmp_path / "nowhere")]) == 2

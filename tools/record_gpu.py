@@ -101,7 +101,8 @@ NCU_CHUNK = 3  # rungs per ncu unit: a unit killed at the budget loses no more t
 MIN_UNIT_S = 5.0
 #: the rehearsal's unit that sleeps past this cap, to show the kill
 SLEEP_CAP_S = 3.0
-#: the last Nsight Compute table (its provenance beside it, .json): what "changed since" means
+#: the Nsight Compute table "new" and "changed since" are told against where this GPU has none in
+#: data/ncu/ (the simulator of a rehearsal, a GPU devices.yaml does not list)
 LAST_NCU = ROOT / "data" / "ncu" / "h100-sxm-2026-11-23.csv"
 #: measure() settings of a rehearsal's sweeps: one timed sample (a simulated time means nothing)
 REHEARSAL_TIMER = dict(warmup_s=0.0, min_samples=1, max_samples=1, min_time_s=0.0, max_time_s=0.0)
@@ -205,9 +206,20 @@ def _ops_unit(name, short, mod, problem, variants, cap, tiny, what="") -> Unit:
                 [_item(short, mod, problem, v, tiny) for v in variants])
 
 
-def last_ncu_table(path: Path = LAST_NCU) -> tuple[set, str | None]:
-    """(op, rung name) pairs the last Nsight Compute table has (by name: a rung renumbered since
-    is the same kernel), and the commit it measured."""
+def ncu_table_for(gpu: str | None) -> Path:
+    """The newest Nsight Compute table in data/ncu/ taken on ``gpu`` (a device name), else LAST_NCU."""
+    from perfkit import model
+
+    try:
+        return model.ncu_table(gpu) or LAST_NCU
+    except Exception:  # noqa: BLE001  (the simulator, a GPU devices.yaml does not list)
+        return LAST_NCU
+
+
+def last_ncu_table(path: Path | None = None) -> tuple[set, str | None]:
+    """(op, rung name) pairs the last Nsight Compute table of this GPU has (by name: a rung
+    renumbered since is the same kernel), and the commit it measured."""
+    path = path or ncu_table_for(backend.device().name)
     if not path.exists():
         return set(), None
     with open(path) as f:
@@ -564,6 +576,9 @@ def main(argv=None) -> int:
     ap.add_argument("--max-rungs", type=int, default=None, help="at most N rungs of each (part, op, problem)")
     ap.add_argument("--list", action="store_true", help="print the plan and exit")
     ap.add_argument("--force", action="store_true", help="measure again what is measured for this commit")
+    ap.add_argument("--pack", default=None, metavar="FILE.tgz",
+                    help="at the end, pack the whole --out folder into this one file (the device tool brings "
+                         "back at most 8 files, 2 folders deep); unpack here with tools/import_gpu_run.py")
     ap.add_argument("--unit", help=argparse.SUPPRESS)  # internal: one unit's spec, in a child
     args = ap.parse_args(argv)
     if args.commit:
@@ -650,7 +665,19 @@ def main(argv=None) -> int:
         f"{sum(r['status'] == 'skipped' for r in rows)} skipped, {len(left)} left {left}, {len(faults)} device "
         f"fault {faults}, {len(failed)} failed {failed}")
     logf.close()
+    if args.pack:
+        pack(out, Path(args.pack))
     return 3 if left else (EXIT_FAULT if faults else (1 if failed else 0))
+
+
+def pack(out: Path, dest: Path) -> None:
+    """``out`` as one gzipped tar (its top folder named ``record_gpu``), written to ``dest``."""
+    import tarfile
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(dest, "w:gz") as tar:
+        tar.add(out, arcname="record_gpu")
+    print(f"packed {out} into {dest} ({dest.stat().st_size / 1e6:.1f} MB)", flush=True)
 
 
 # --- the units (each in its own process group) -----------------------------------------------------

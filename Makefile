@@ -9,7 +9,7 @@ STAMP  := $(VENV)/.perfkit-installed
 # here); with a GPU, or to use another build: make install TORCH="torch==2.11.0".
 TORCH  ?= torch==2.13.0
 
-.PHONY: install run test lab sync clean
+.PHONY: install run static test lab sync clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,6 +22,10 @@ install: $(STAMP)
 
 run: $(STAMP)
 	$(BIN)/perfkit run --profile auto --quiet
+
+# After changing a kernel: recompute the static store's stale entries (data/static/) and commit them.
+static: $(STAMP)
+	$(BIN)/perfkit static refresh --notebooks
 
 # One worker per core: the simulator runs a kernel on one core (its threads share the GIL).
 test: $(STAMP)

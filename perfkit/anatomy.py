@@ -45,7 +45,9 @@ import types
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import cache
 from . import occupancy as occ
+from . import static
 from .kernels.base import Problem, UnsupportedProblem, Variant
 
 __all__ = ["AnatomyError", "UnsupportedRung", "Report", "Diff", "Loop", "inspect", "diff", "classify", "instruction_mix",
@@ -686,6 +688,15 @@ class Report:
     arch: str = ""                  # the target built for: sm_90a from 9.0 on, as Numba builds it
     reserved_shared_bytes: int = 0  # of static_shared_bytes: the system's 1 KiB the sm_90+ cubin holds
 
+    def __getattribute__(self, name):
+        # a report from the static store has no PTX or cubin: the first read builds them
+        if name in ("ptx", "cubin") and object.__getattribute__(self, "__dict__").get("_full") is not None:
+            d = object.__getattribute__(self, "__dict__")
+            full, d["_full"] = d["_full"], None
+            launch = full()
+            d["ptx"], d["cubin"] = launch["ptx"], base64.b64decode(launch["cubin_b64"])
+        return object.__getattribute__(self, name)
+
     @property
     def shared_bytes(self) -> int:
         return self.static_shared_bytes + self.dynamic_shared_bytes
@@ -836,7 +847,7 @@ def diff(a: Report, b: Report) -> Diff:
 
 # --- compile (cached) and report ------------------------------------------------------------
 def _cache_dir() -> Path:
-    return Path(os.environ.get("PERFKIT_CACHE_DIR") or Path.home() / ".cache" / "perfkit") / "anatomy"
+    return cache.folder("anatomy")
 
 
 def _job(variant: Variant, problem: Problem, cc) -> dict:
@@ -848,7 +859,7 @@ def _job(variant: Variant, problem: Problem, cc) -> dict:
 
 
 @functools.lru_cache(maxsize=None)
-def _kernels_source_hash() -> str:
+def _kernelssource_hash() -> str:
     """Every source file of perfkit.kernels: a rung's code spans its module, shared helpers
     (norm/_common.py, _vector.py) and base.py, so an edit to any of them must miss the cache."""
     h = hashlib.sha256()
@@ -963,26 +974,64 @@ def _imports_of_file(path: str, stamp: int, pkg: str) -> list[tuple[str, list[st
     return out
 
 
-def _source_hash(variant: Variant) -> str:
-    h = hashlib.sha256(b"closure-1")
+def source_hash(variant: Variant) -> str:
+    """The rung's source closure: each file by its path inside its top package (never the
+    absolute path: a clone elsewhere must find the same cache and store entries) and its bytes."""
+    top = type(variant).__module__.split(".")[0]
+    h = hashlib.sha256(b"closure-2")
     for f in _module_closure(type(variant).__module__):
-        h.update(f.encode())
+        parts = Path(f).parts
+        rel = "/".join(parts[len(parts) - 1 - parts[::-1].index(top):]) if top in parts else Path(f).name
+        h.update(rel.encode())
         h.update(Path(f).read_bytes())
     return h.hexdigest()
 
 
-def _compile(variant: Variant, problem: Problem, cc) -> dict:
+def static_key(variant: Variant, problem: Problem, cc) -> str:
+    """The key of this build in the static store (:mod:`perfkit.static`): the job and the
+    rung's source closure, not the tool versions (the entry carries those)."""
+    return static.key({"job": _job(variant, problem, _check_cc(cc)), "source": source_hash(variant), "v": 1})
+
+
+def _compact(result: dict) -> dict:
+    """A build as the store keeps it: the SASS as (address, instruction) lines, the entry's name
+    and whether the cubin holds the system's shared reservation; not the PTX and cubin (~130 KB a
+    kernel), which a report rebuilds when asked for them."""
+    out = []
+    for launch in result["launches"]:
+        lo = {k: launch[k] for k in launch if k not in ("ptx", "cubin_b64", "sass")}
+        lo["entry"] = _entry_name(launch["ptx"])
+        lo["reserved_section"] = b".nv.reservedSmem" in base64.b64decode(launch["cubin_b64"])
+        lo["sass"] = [f"/*{a:04x}*/ {i} ;" for a, i in _sass_lines(launch["sass"])]  # a line each: diffable
+        out.append(lo)
+    return {"launches": out}
+
+
+def _compile(variant: Variant, problem: Problem, cc, *, store: bool = True) -> dict:
+    """The build of every launch (local cache -> static store -> the compiler in a child)."""
     job = _job(variant, problem, cc)
-    source = _source_hash(variant)
+    source = source_hash(variant)
     key_doc = json.dumps({"job": job, "source": source, "tools": _versions(), "v": 4},
                          sort_keys=True, default=str)
     key = hashlib.sha256(key_doc.encode()).hexdigest()[:32]
     path = _cache_dir() / f"{key}.json"
+    skey = static_key(variant, problem, cc)
+    what = f"{variant.label} @ {problem.label} sm_{cc[0]}{cc[1]}"
     if path.exists():
         try:
-            return json.loads(path.read_text())
-        except (OSError, json.JSONDecodeError):
+            result = json.loads(path.read_text())
+            if static.writing():  # rewritten: refresh keeps what it touched
+                static.put("anatomy", skey, _compact(result), what=what, tools=_versions())
+            if store or "ptx" in result["launches"][0]:
+                return result
+        except (OSError, json.JSONDecodeError, KeyError, IndexError):
             pass  # a damaged entry is rebuilt
+    if store and not static.writing():
+        hit = static.get("anatomy", skey, _versions())
+        if hit is not None:
+            for launch in hit["launches"]:
+                launch["sass"] = "\n".join(launch["sass"])
+            return hit
     with tempfile.TemporaryDirectory() as tmp:
         jp, op = Path(tmp) / "job.json", Path(tmp) / "out.json"
         jp.write_text(json.dumps({**job, "source": source}, default=str))  # the source: for the kernels' cache
@@ -996,12 +1045,17 @@ def _compile(variant: Variant, problem: Problem, cc) -> dict:
     if "error" in result:
         raise AnatomyError(f"{variant.label} for sm_{cc[0]}{cc[1]}: {result['error']}")
     _write_atomic(path, result)  # atomic: readers see the old entry or the new one
+    static.put("anatomy", skey, _compact(result), what=what, tools=_versions())
     return result
+
+
+def _launch_entry(launch: dict) -> str:
+    return launch["entry"] if "entry" in launch else _entry_name(launch["ptx"])
 
 
 def _entry_usage(launch: dict) -> dict:
     usage = _parse_res_usage(launch["res_usage"])
-    entry = _entry_name(launch["ptx"])
+    entry = _launch_entry(launch)
     if entry not in usage:
         raise AnatomyError(f"cuobjdump -res-usage does not list the entry {entry}; it has {list(usage)}")
     return usage[entry]
@@ -1028,7 +1082,7 @@ def _reserved_in_cubin(cc, shared: int, ptxas: dict, cubin: bytes = b"") -> int:
 
 
 def _report(variant: Variant, cc, launch: dict, summaries: list) -> Report:
-    entry = _entry_name(launch["ptx"])
+    entry = _launch_entry(launch)
     ptxas = _parse_ptxas(launch["ptxas_log"], entry)
     u = _entry_usage(launch)
     regs, static_smem, stack = u["REG"], u["SHARED"], u["STACK"]
@@ -1036,7 +1090,9 @@ def _report(variant: Variant, cc, launch: dict, summaries: list) -> Report:
     for b in launch["block"]:
         threads *= b
     try:
-        reserved = _reserved_in_cubin(cc, static_smem, ptxas, base64.b64decode(launch["cubin_b64"]))
+        section = (b".nv.reservedSmem" if launch["reserved_section"] else b"") if "reserved_section" in launch \
+            else base64.b64decode(launch["cubin_b64"])
+        reserved = _reserved_in_cubin(cc, static_smem, ptxas, section)
         user_smem = static_smem - reserved
         # Numba never raises a kernel's dynamic shared-memory limit: 48 KiB per block at most
         o = occ.occupancy(cc, threads, regs, user_smem + launch["dynamic_shared_bytes"], opt_in=False)
@@ -1047,8 +1103,8 @@ def _report(variant: Variant, cc, launch: dict, summaries: list) -> Report:
                   stack_bytes=stack, spill_store_bytes=ptxas.get("spill_store_bytes", 0),
                   spill_load_bytes=ptxas.get("spill_load_bytes", 0), local_bytes=u.get("LOCAL", 0),
                   block=tuple(launch["block"]), grid=tuple(launch["grid"]), occupancy=o,
-                  mix=instruction_mix(launch["sass"]), ptx=launch["ptx"],
-                  cubin=base64.b64decode(launch["cubin_b64"]), sass=launch["sass"],
+                  mix=instruction_mix(launch["sass"]), ptx=launch.get("ptx", ""),
+                  cubin=base64.b64decode(launch["cubin_b64"]) if "cubin_b64" in launch else b"", sass=launch["sass"],
                   ptxas_log=launch["ptxas_log"], signature=launch["signature"], launches=summaries,
                   arch=launch.get("arch", ""), reserved_shared_bytes=reserved)
 
@@ -1078,7 +1134,10 @@ def inspect(variant: Variant, problem: Problem, cc=(9, 0), kernel: int = 0) -> R
         u = _entry_usage(launch)
         summaries.append({"kernel": launch["kernel_name"], "registers": u["REG"], "shared_bytes": u["SHARED"]
                           + launch["dynamic_shared_bytes"], "block": launch["block"], "grid": launch["grid"]})
-    return _report(variant, cc, launches[kernel], summaries)
+    rep = _report(variant, cc, launches[kernel], summaries)
+    if "ptx" not in launches[kernel]:  # from the static store: the PTX and cubin are built when asked for
+        rep.__dict__["_full"] = lambda: _compile(variant, problem, cc, store=False)["launches"][kernel]
+    return rep
 
 
 # --- command line ---------------------------------------------------------------------------

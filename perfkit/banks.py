@@ -71,6 +71,8 @@ from pathlib import Path
 
 import numpy as np
 
+from . import cache, static
+
 __all__ = ["BankReport", "count", "wavefronts", "small_problem", "BankError"]
 
 BANKS = 32
@@ -714,14 +716,18 @@ def small_problem(variant, problem, budget_bytes: float = 96 * 1024, floor: int 
     return cur
 
 
-def _cache_path(variant, problem, max_blocks, vectorize=True) -> Path:
+def _cache_key(variant, problem, max_blocks, vectorize=True) -> str:
+    """Local cache and static store key of one simulation (path-independent: the source closure
+    is hashed by package paths)."""
     from . import anatomy
 
-    doc = json.dumps({"v": type(variant).__module__ + "." + type(variant).__qualname__, "config": variant.config,
-                      "problem": type(problem).__qualname__, "params": problem.params, "max_blocks": max_blocks, "vectorize": vectorize,
-                      "source": anatomy._source_hash(variant), "banks": 17}, sort_keys=True, default=str)
-    key = hashlib.sha256(doc.encode()).hexdigest()[:32]
-    return anatomy._cache_dir().parent / "banks" / f"{key}.json"
+    return static.key({"v": type(variant).__module__ + "." + type(variant).__qualname__, "config": variant.config,
+                       "problem": type(problem).__qualname__, "params": problem.params, "max_blocks": max_blocks,
+                       "vectorize": vectorize, "source": anatomy.source_hash(variant), "banks": 17})
+
+
+def _cache_path(variant, problem, max_blocks, vectorize=True) -> Path:
+    return cache.root() / "banks" / f"{_cache_key(variant, problem, max_blocks, vectorize)}.json"
 
 
 def count(variant, problem, *, max_blocks: int | None = 1, seed: int = 0, cache: bool = True,
@@ -745,9 +751,15 @@ def count(variant, problem, *, max_blocks: int | None = 1, seed: int = 0, cache:
     if path is not None and path.exists():
         try:
             d = json.loads(path.read_text())
+            if static.writing():
+                static.put("banks", path.stem, d, what=f"{variant.label} @ {problem.label}")
             return BankReport(**d)
         except (OSError, ValueError, TypeError):
             pass
+    if path is not None and not static.writing():
+        d = static.get("banks", path.stem)
+        if d is not None:
+            return BankReport(**d)
     _install()
     variant.supports(problem)
     inputs = problem.make_inputs(seed)
@@ -800,6 +812,7 @@ def count(variant, problem, *, max_blocks: int | None = 1, seed: int = 0, cache:
             tmp = pth.with_suffix(f".{os.getpid()}.tmp")
             tmp.write_text(json.dumps(dataclasses.asdict(rep)))
             os.replace(tmp, pth)
+            static.put("banks", pth.stem, dataclasses.asdict(rep), what=f"{variant.label} @ {problem.label}")
     return reports[vectorize]
 
 

@@ -5,6 +5,7 @@
   perfkit workload NETWORK [--batch B] [--seq S] [--mode infer|train] [--gpu KEY] [--out FILE.csv]
   perfkit model validate [--gpu SLUG]
   perfkit compare [BASE NEW] [--results DIR] [--fail-above 0.05] [--out FILE.csv] [--plot FILE.png]
+  perfkit static refresh [--ops OP,...] [--notebooks]
   perfkit info
 """
 from __future__ import annotations
@@ -51,6 +52,10 @@ def main(argv: list[str] | None = None) -> int:
         from . import compare
 
         return compare.cli(argv[1:])
+    if argv and argv[0] == "static":  # perfkit static refresh (perfkit/refresh.py)
+        from . import refresh
+
+        return refresh.cli(argv[1:])
     if argv and argv[0] == "workload":  # its parser lives with the tool (perfkit/workload/cli.py)
         from .workload import cli as workload_cli
 
@@ -68,6 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("model", help="the performance model: perfkit model validate [--gpu SLUG]")
     sub.add_parser("workload", help="where a network's step spends its time (perfkit workload -h)")
     sub.add_parser("compare", help="two sets of GPU records, pair by pair, with noise (perfkit compare -h)")
+    sub.add_parser("static", help="the static store in data/static/: perfkit static refresh")
     i = sub.add_parser("info", help="backend and device facts")
     i.set_defaults(func=_info)
     args = ap.parse_args(argv)

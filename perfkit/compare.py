@@ -314,7 +314,8 @@ def _short(problem: str) -> str:
 
 def cli(argv=None) -> int:
     """``perfkit compare [BASE NEW] [--results DIR] [--threshold F] [--fail-above F] [--out CSV]
-    [--plot PNG] [--verdict-across-gpus]``; exit 1 when a pair is slower beyond ``--fail-above``."""
+    [--plot PNG] [--verdict-across-gpus]``; exit 1 when a pair is slower beyond ``--fail-above``.
+    ``perfkit compare --static [--update] [--ops ...]``: the static guard (:mod:`perfkit.guard`)."""
     import argparse
     import sys
 
@@ -331,7 +332,19 @@ def cli(argv=None) -> int:
     ap.add_argument("--verdict-across-gpus", action="store_true", help="rule on noise across two GPUs too")
     ap.add_argument("--out", default=None, help="write the pairs as CSV")
     ap.add_argument("--plot", default=None, help="write the ratio plot (PNG)")
+    ap.add_argument("--static", action="store_true", help="no records: every rung's build and estimate against "
+                                                          "data/static/baseline.csv (perfkit.guard)")
+    ap.add_argument("--update", action="store_true", help="with --static: write the baseline (an intended change)")
+    ap.add_argument("--ops", default="", help="with --static: comma-separated ops (default all)")
     args = ap.parse_args(argv)
+    if args.static:
+        from . import guard
+
+        if args.sides:
+            ap.error("--static compares today's rungs with the committed baseline: no BASE NEW")
+        return guard.cli([o for o in args.ops.split(",") if o.strip()] or None, update=args.update)
+    if args.update:
+        ap.error("--update goes with --static")
     if len(args.sides) not in (0, 2):
         ap.error("give BASE and NEW, or neither")
     try:

@@ -27,6 +27,7 @@ import tempfile
 import sys
 from pathlib import Path
 
+from . import cache
 from .kernels import registry
 
 __all__ = ["variant_at", "kernels_at", "why_not", "package_name"]
@@ -39,7 +40,7 @@ def _repo_root() -> Path:
 
 
 def _cache_root() -> Path:
-    return Path(os.environ.get("PERFKIT_CACHE_DIR") or Path.home() / ".cache" / "perfkit") / "history"
+    return cache.folder("history")
 
 
 def package_name(commit: str) -> str:

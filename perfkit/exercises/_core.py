@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from .. import backend
+from .. import backend, cache
 
 __all__ = ["Check", "Grade", "Exercise", "EXERCISES", "register", "CarryError", "carry", "resolve",
            "is_kernel", "is_device_function", "run_checked", "inspect_rung", "fresh_seed"]
@@ -177,7 +177,7 @@ _LIVE: dict[tuple[str, str], Any] = {}  # (module, name) -> the learner's object
 
 
 def _learner_dir() -> Path:
-    base = Path(os.environ.get("PERFKIT_CACHE_DIR") or Path.home() / ".cache" / "perfkit")
+    base = cache.root()
     return base / "exercises"
 
 

@@ -196,12 +196,13 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from . import paths
 from .kernels import registry
 
 __all__ = ["Traffic", "Prediction", "predict", "Estimate", "estimate", "flush_seconds", "what_if", "plot_what_if",
            "validate", "summary_line", "levels_line", "levels_table", "repeat_line", "dynamic_mix", "rates", "LEGS", "RATES_PATH"]
 
-RATES_PATH = Path(__file__).resolve().parent.parent / "data" / "rates.yaml"
+RATES_PATH = paths.DATA / "rates.yaml"
 #: the Nsight Compute table validate checks the levels against (H100 SXM, commit 7c7b2e0; its
 #: provenance in the .json beside it), in the repository so that every clone has it
 NCU_PATH = RATES_PATH.parent / "ncu" / "h100-sxm-2026-11-23.csv"
@@ -2156,7 +2157,7 @@ def validate(gpu: str = "h100-sxm", results_root=None, ncu_path=None, *, banks: 
     import numpy as np
     import pandas as pd
 
-    root = Path(results_root or Path(__file__).resolve().parent.parent / "data" / "results")
+    root = Path(results_root or paths.DATA / "results")
     r = rates(gpu)
     want = _spec_key(gpu)
     if ncu_path is None:

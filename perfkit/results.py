@@ -25,13 +25,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import backend
+from . import backend, paths
 
 __all__ = ["ResultsError", "REPO_ROOT", "RESULTS_DIR", "SIM_RESULTS_DIR", "RECORD_DIR_ENV", "COLUMNS", "provenance", "git_commit", "record",
            "load", "metric_columns"]
 
-REPO_ROOT = Path(os.environ.get("PERFKIT_ROOT", Path(__file__).resolve().parent.parent))
-RESULTS_DIR = REPO_ROOT / "data" / "results"
+REPO_ROOT = paths.repo_root()
+RESULTS_DIR = paths.DATA / "results"
 SIM_RESULTS_DIR = REPO_ROOT / "runs" / "sim-results"
 #: environment variable that sends real records made with no explicit ``root`` elsewhere than
 #: ``data/results/`` (the test suite points it at a temporary folder: no test writes there)

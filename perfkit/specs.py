@@ -15,9 +15,11 @@ from pathlib import Path
 
 import yaml
 
+from . import paths
+
 __all__ = ["SpecError", "DeviceSpec", "load", "get", "names", "DEFAULT_PATH"]
 
-DEFAULT_PATH = Path(__file__).resolve().parent.parent / "data" / "devices.yaml"
+DEFAULT_PATH = paths.DATA / "devices.yaml"
 
 # unit -> factor to SI, per kind of quantity
 _UNITS = {

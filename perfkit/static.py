@@ -25,7 +25,9 @@ import os
 import tempfile
 from pathlib import Path
 
-STORE = Path(__file__).resolve().parent.parent / "data" / "static"
+from . import paths
+
+STORE = paths.DATA / "static"
 KINDS = ("anatomy", "banks")
 #: the target the store covers (the H100 and H200 the records come from)
 CC = (9, 0)

@@ -15,10 +15,12 @@ from pathlib import Path
 
 import yaml
 
+from . import paths
+
 __all__ = ["WorkbookError", "NotebookRun", "NOTEBOOKS_DIR", "RUNS_DIR", "profiles", "resolve_profile",
            "notebooks", "run", "summary", "parse_params"]
 
-ROOT = Path(os.environ.get("PERFKIT_ROOT", Path(__file__).resolve().parent.parent))
+ROOT = paths.repo_root()
 NOTEBOOKS_DIR = ROOT / "notebooks"
 RUNS_DIR = ROOT / "runs"
 

@@ -1,4 +1,5 @@
 """pyproject.toml (pip) and environment.yml (conda) must name the same dependencies."""
+import os
 import re
 import tomllib
 from pathlib import Path
@@ -53,3 +54,34 @@ def test_readme_quick_start_is_two_commands():
     cmds = [l for l in block.splitlines()[1:] if l.strip() and not l.strip().startswith("#")]
     assert cmds == ["make run", "make test"]
     assert "make test" in (ROOT / ".ci" / "run").read_text()
+
+
+def test_a_non_editable_install_finds_its_data(tmp_path):
+    """pip install (not -e) of a copy of the checkout, used from elsewhere: the devices, rates,
+    records and Nsight Compute tables come with the package (perfkit/data), and an estimate works."""
+    import shutil
+    import subprocess
+    import sys
+
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("perfkit", "data"):
+        shutil.copytree(ROOT / name, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, src / name)
+    site = tmp_path / "site"
+    r = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+                        "--target", str(site), str(src)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    code = ("import perfkit.paths as p, perfkit.cli as c; from perfkit import model, specs;"
+            "from perfkit.kernels.norm import softmax;"
+            "assert str(p.DATA).startswith(%r), p.DATA;"
+            "e = model.estimate(softmax.LADDER[5], softmax.EXAMPLE_PROBLEM, 'h100-sxm', banks=False);"
+            "print('estimate', e.seconds, model.ncu_table('h200').name, len(specs.names()));"
+            "c.main(['info'])") % str(site)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["PYTHONPATH"] = str(site)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "estimate " in out.stdout and "h200-" in out.stdout and "backend" in out.stdout

@@ -10,9 +10,10 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
+from .. import paths
 from ._core import Check, Exercise, register
 
-_DATA = Path(__file__).resolve().parent.parent.parent / "data"
+_DATA = paths.DATA
 _NCU = _DATA / "ncu" / "h100-sxm-2026-11-23.csv"
 
 
@@ -43,7 +44,8 @@ def _record(op: str, variant: str, problem: str) -> dict | None:
     from .. import results
 
     df = results.load(op=op)
-    df = df[(df["variant"] == variant) & (df["problem"] == problem) & ~df["simulated"].fillna(False).astype(bool)]
+    df = df[(df["variant"] == variant) & (df["problem"] == problem) & ~df["simulated"].fillna(False).astype(bool)
+            & df["gpu"].astype(str).str.contains("H100")]  # the prompts ask about the H100
     if df.empty:
         return None
     r = df.sort_values("utc").iloc[-1]

@@ -60,7 +60,7 @@ import matplotlib.pyplot as plt
 from IPython.display import Markdown, display
 
 import perfkit                      # decides GPU or simulator before numba.cuda loads
-from perfkit import backend, bench, results, roofline, plots, anatomy, lesson, model
+from perfkit import backend, bench, results, roofline, plots, anatomy, lesson, model, autotune
 from perfkit.kernels import gemm, peers
 
 lesson.quiet_numba_warnings()       # Numba's performance warnings: once per kind, the rest counted
@@ -253,12 +253,12 @@ rung_view("warptile")
 # %% [markdown]
 # ## Autotuned (`autotuned`)
 #
-# `gemm.search` enumerates tile configurations, rejects the illegal ones with stated divisibility
+# `autotune.search_gemm` enumerates tile configurations, rejects the illegal ones with stated divisibility
 # checks, compiles the rest for `cc` and prunes by spills and occupancy, then times the survivors
 # on a GPU (or ranks them by a documented static rule without one).  The `autotuned` rung's defaults are its pick.
 
 # %%
-cands = gemm.search(EX, gemm.search_space()[:search_candidates], cc=cc)
+cands = autotune.search_gemm(EX, gemm.search_space()[:search_candidates], cc=cc)
 display(pd.DataFrame([{"config": c.variant.config, "rejected": c.rejected, "registers": c.registers,
                        "spills": c.spills, "score": c.static_score} for c in cands]))
 rung_view("autotuned")

@@ -858,24 +858,6 @@ def _job(variant: Variant, problem: Problem, cc) -> dict:
             "cc": list(cc)}
 
 
-@functools.lru_cache(maxsize=None)
-def _kernelssource_hash() -> str:
-    """Every source file of perfkit.kernels: a rung's code spans its module, shared helpers
-    (norm/_common.py, _vector.py) and base.py, so an edit to any of them must miss the cache."""
-    h = hashlib.sha256()
-    for rel, f in _kernel_sources():
-        h.update(rel.encode())
-        h.update(f.read_bytes())
-    return h.hexdigest()
-
-
-def _kernel_sources() -> list[tuple[str, Path]]:
-    import perfkit.kernels as pk
-
-    root = Path(pk.__file__).parent
-    return [(f.relative_to(root).as_posix(), f) for f in sorted(root.rglob("*.py"))]
-
-
 #: modules whose source cannot change a compiled kernel (the tools that read it)
 _NOT_KERNEL_CODE = {"perfkit.model", "perfkit.banks", "perfkit.anatomy", "perfkit.bench", "perfkit.results",
                     "perfkit.workbook", "perfkit.lesson", "perfkit.plots", "perfkit.timing", "perfkit.roofline"}

@@ -23,7 +23,6 @@ import ast
 import difflib
 import functools
 import html
-import importlib
 import inspect
 import re
 import subprocess

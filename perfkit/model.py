@@ -198,6 +198,7 @@ from pathlib import Path
 
 from . import paths
 from .kernels import registry
+from .kernels.base import Traffic  # the rungs' contract; re-exported here (older kernels import it from model)
 
 __all__ = ["Traffic", "Prediction", "predict", "Estimate", "estimate", "flush_seconds", "what_if", "plot_what_if",
            "validate", "summary_line", "levels_line", "levels_table", "repeat_line", "dynamic_mix", "rates", "LEGS", "RATES_PATH"]
@@ -233,46 +234,6 @@ def _spec_key(name) -> str | None:
     except Exception:  # noqa: BLE001  (a GPU devices.yaml does not list)
         return None
 LEGS = ("dram", "l2", "smem", "lsu", "issue", "fp32", "alu", "tensor", "latency", "launch")
-
-
-@dataclass(frozen=True)
-class Traffic:
-    """Work a kernel does for one problem.  Bytes are totals over the whole launch.
-
-    ``dram_bytes`` is what must cross the DRAM interface, ``l2_bytes`` what the SMs request
-    from L2 (loads that miss L1, and stores: L1 writes through, a 32-byte sector for each sector
-    a warp's store touches), ``l1_bytes`` what the threads' global instructions ask of L1 in
-    32-byte sectors before any hit (default: ``l2_bytes``; larger where L1 catches re-reads),
-    ``smem_bytes`` shared-memory traffic.  ``None`` means the model does not say.  ``limiter``
-    is the resource the rung's author expects to bind.
-
-    Optional per-level counts (all default ``None``: :func:`estimate` then derives them from the
-    compiled kernel): ``smem_wavefronts`` (shared-memory wavefronts, bank-conflict replays
-    included), ``smem_conflicts`` (the replays alone), ``local_bytes`` (local-memory traffic:
-    spills and local arrays), ``warp_instructions`` and ``ffma`` (thread-level FFMA count).
-    """
-
-    flops: float
-    dram_bytes: float
-    l2_bytes: float | None = None
-    smem_bytes: float | None = None
-    limiter: str | None = None
-    notes: str = ""
-    extra: dict = field(default_factory=dict)
-    smem_wavefronts: float | None = None
-    smem_conflicts: float | None = None
-    local_bytes: float | None = None
-    warp_instructions: float | None = None
-    ffma: float | None = None
-    l1_bytes: float | None = None
-
-    @property
-    def intensity(self) -> float:
-        """Arithmetic intensity against DRAM, FLOP/byte."""
-        return self.flops / self.dram_bytes if self.dram_bytes else float("inf")
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 @dataclass(frozen=True)
@@ -385,8 +346,6 @@ def rates(gpu: str = "h100-sxm") -> dict:
 
 
 # --- SASS -> pipes -------------------------------------------------------------------------
-_IMAD = re.compile(r"^(?:@!?U?P\w+\s+)?(IMAD|IMUL|IDP)\b")
-_MEMW = re.compile(r"^(?:@!?U?P\w+\s+)?(LDG|STG|LDL|STL|LD|ST|ATOM|ATOMG|RED)\b")
 
 
 def _opcode(ins: str) -> str:
@@ -471,48 +430,6 @@ def _add(a: dict, b: dict, f: float = 1.0) -> dict:
         else:
             a[k] = a.get(k, 0) + f * v
     return a
-
-
-def _regs(operand: str) -> set:
-    """Registers an operand list names (R4 and R4.64 -> {4} / {4, 5}; vector widths ignored)."""
-    out = set()
-    for m in re.finditer(r"\bR(\d+)(?:\.64)?\b", operand):
-        out.add(int(m.group(1)))
-    return out
-
-
-def _load_use_distance(body: list[str], kinds=("LDG", "LDS")) -> dict:
-    """For each kind of load in a loop body: the smallest number of instructions between a load
-    and the first instruction that reads its destination (the latency the body hides)."""
-    dist: dict = {}
-    for i, ins in enumerate(body):
-        op = _opcode(ins)
-        base = op.split(".")[0]
-        if base not in kinds:
-            continue
-        rest = ins.split(op, 1)[1] if op in ins else ""
-        dst = rest.split(",")[0]
-        width = 4
-        for w in ("128", "64"):
-            if f".{w}" in op:
-                width = int(w) // 32
-        regs0 = _regs(dst)
-        regs = {r + k for r in regs0 for k in range(width)}
-        d = len(body)  # used only in the next iteration: the whole body hides it
-        for j in range(i + 1, len(body)):
-            o2 = _opcode(body[j])
-            src = body[j].split(o2, 1)[1] if o2 in body[j] else ""
-            parts = src.split(",")
-            srcs = set().union(*(_regs(p) for p in parts[1:])) if len(parts) > 1 else set()
-            if base in ("STG", "STS"):
-                srcs |= _regs(parts[0])
-            if _opcode(body[j]).split(".")[0] in ("STG", "STS", "ST", "STL"):
-                srcs |= _regs(parts[0]) if parts else set()
-            if regs & srcs:
-                d = j - i
-                break
-        dist[base] = min(dist.get(base, d), d)
-    return dist
 
 
 # --- per launch ---------------------------------------------------------------------------
@@ -2102,8 +2019,6 @@ def plot_what_if(df, ax=None, title: str | None = None):
 
 # --- validation against the records -------------------------------------------------------
 def _find_variant(op: str, rung: int, name: str, config: dict):
-    import importlib
-
     from .kernels import peers as _peers
 
     mod = registry.module(op)

@@ -248,10 +248,6 @@ def copy16(dst, src, n):
         dst[j] = src[j]
 
 
-def _copy_kernel():
-    return copy16
-
-
 def _fma_source(chains: int, unroll: int) -> str:
     init = "\n".join(f"    x{k} = float32(cuda.threadIdx.x) + float32({k})" for k in range(chains))
     body = "\n".join(f"        x{k} = x{k} * b + c" for _ in range(unroll) for k in range(chains))

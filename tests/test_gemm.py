@@ -5,7 +5,7 @@ import re
 import numpy as np
 import pytest
 
-from perfkit import anatomy
+from perfkit import anatomy, autotune
 from perfkit.kernels import gemm
 from numba import cuda  # after perfkit (which picks the backend); a global, so the simulator swaps it
 from perfkit.kernels.base import ProblemError, UnsupportedProblem, registry_check
@@ -217,24 +217,24 @@ def test_autotune_search_prunes_and_ranks():
     p = gemm.Problem(1024, 1024, 1024)
     cands = [gemm.WarpTile(), gemm.WarpTile(BM=64, BN=128, BK=16, TM=8, TN=4), gemm.WarpTile(LR=3),
              gemm.WarpTile(BM=64, BN=64, BK=16, TM=4, TN=4, LR=8)]
-    out = gemm.search(p, cands, cc=(9, 0), keep=2)
+    out = autotune.search_gemm(p, cands, cc=(9, 0), keep=2)
     assert len(out) == 4
     assert any(c.rejected and "LR=3" in c.rejected for c in out)
     assert any(c.rejected and "pruned by the model" in c.rejected for c in out)
     ok = [c for c in out if c.rejected is None]
     assert len(ok) == 2 and all(c.registers and c.spills == 0 and c.estimate_s > 0 for c in ok)
     assert ok == sorted(ok, key=lambda c: (c.model_s or c.estimate_s, c.estimate_s))
-    est = {c.variant: gemm.model_estimate(c.variant, p)["seconds"] for c in out if c.estimate_s}
+    est = {c.variant: autotune.gemm_static_estimate(c.variant, p)["seconds"] for c in out if c.estimate_s}
     assert min(est, key=est.get) in [c.variant for c in ok]  # the model's favourite survives the prune
-    timed = gemm.search(p, cands[:2], cc=(9, 0), compile=False,
+    timed = autotune.search_gemm(p, cands[:2], cc=(9, 0), compile=False,
                         time_fn=lambda v: 1.0 if v.BM == 128 else 0.5)
     assert timed[0].variant.BM == 64 and timed[0].seconds == 0.5
 
 
 def test_the_model_prefers_the_bigger_register_tile_at_4096():
     p = gemm.EXAMPLE_PROBLEM
-    big = gemm.model_estimate(gemm.WarpTile(), p)
-    small = gemm.model_estimate(gemm.WarpTile(BM=64, BN=64, BK=16, TM=4, TN=4, LR=8), p)
+    big = autotune.gemm_static_estimate(gemm.WarpTile(), p)
+    small = autotune.gemm_static_estimate(gemm.WarpTile(BM=64, BN=64, BK=16, TM=4, TN=4, LR=8), p)
     assert big["ffma_share"] > small["ffma_share"] and big["seconds"] < small["seconds"]
 
 
@@ -559,3 +559,14 @@ def test_simulated_cp_async_lands_only_at_its_wait():
     assert list(out[3:]) == [24, 25, 26, 27, 28, 29, 0, 0]  # 6 halves read, 2 zero-filled
     with pytest.raises(RuntimeError, match="misaligned"):
         probe[1, 1](g, out, 4, 16)
+
+
+def test_both_searches_return_candidates_best_first():
+    from perfkit.kernels.norm import softmax
+
+    p = softmax.Problem(64, 1000)
+    ranked = autotune.search_norm(softmax, p)
+    assert ranked and all(isinstance(c, autotune.Candidate) and c.seconds is None for c in ranked)
+    assert ranked[0].variant.shape(p) == softmax.Tuned().shape(p)  # the rule's shape first
+    timed = autotune.search_norm(softmax, p, time_fn=lambda v: 1.0 / v.shape(p).G)
+    assert [c.seconds for c in timed] == sorted(c.seconds for c in timed)

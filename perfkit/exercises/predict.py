@@ -8,7 +8,6 @@ The answer is a dict, e.g. ``grade("01.predict_saxpy", {"us": 250})``.
 from __future__ import annotations
 
 import csv
-from pathlib import Path
 
 from .. import paths
 from ._core import Check, Exercise, register

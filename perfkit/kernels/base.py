@@ -17,17 +17,17 @@ can be rebuilt from their fields in another process (the anatomy compiler does t
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+import importlib
+from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, ClassVar
 
 import numpy as np
 
-from ..model import Traffic
 
 __all__ = [
     "ProblemError", "UnsupportedProblem", "CheckResult", "Problem", "Launch", "Variant",
     "OracleVariant", "Prepared", "TOLERANCES", "as_outputs", "rng", "TunableVariant", "check_launch_shape",
-    "MAX_THREADS_PER_BLOCK", "MAX_STATIC_SHARED", "MAX_GRID",
+    "MAX_THREADS_PER_BLOCK", "MAX_STATIC_SHARED", "MAX_GRID", "Traffic", "Peer",
 ]
 
 #: what any CUDA GPU launches (CUDA C++ Programming Guide, "Technical Specifications per Compute
@@ -36,6 +36,47 @@ __all__ = [
 MAX_THREADS_PER_BLOCK = 1024
 MAX_STATIC_SHARED = 48 * 1024
 MAX_GRID = (2**31 - 1, 65535, 65535)
+
+@dataclass(frozen=True)
+class Traffic:
+    """Work a kernel does for one problem.  Bytes are totals over the whole launch.
+
+    ``dram_bytes`` is what must cross the DRAM interface, ``l2_bytes`` what the SMs request
+    from L2 (loads that miss L1, and stores: L1 writes through, a 32-byte sector for each sector
+    a warp's store touches), ``l1_bytes`` what the threads' global instructions ask of L1 in
+    32-byte sectors before any hit (default: ``l2_bytes``; larger where L1 catches re-reads),
+    ``smem_bytes`` shared-memory traffic.  ``None`` means the model does not say.  ``limiter``
+    is the resource the rung's author expects to bind.
+
+    Optional per-level counts (all default ``None``: :func:`estimate` then derives them from the
+    compiled kernel): ``smem_wavefronts`` (shared-memory wavefronts, bank-conflict replays
+    included), ``smem_conflicts`` (the replays alone), ``local_bytes`` (local-memory traffic:
+    spills and local arrays), ``warp_instructions`` and ``ffma`` (thread-level FFMA count).
+    """
+
+    flops: float
+    dram_bytes: float
+    l2_bytes: float | None = None
+    smem_bytes: float | None = None
+    limiter: str | None = None
+    notes: str = ""
+    extra: dict = field(default_factory=dict)
+    smem_wavefronts: float | None = None
+    smem_conflicts: float | None = None
+    local_bytes: float | None = None
+    warp_instructions: float | None = None
+    ffma: float | None = None
+    l1_bytes: float | None = None
+
+    @property
+    def intensity(self) -> float:
+        """Arithmetic intensity against DRAM, FLOP/byte."""
+        return self.flops / self.dram_bytes if self.dram_bytes else float("inf")
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
 
 #: (rtol, atol) by output dtype, for a result that is O(1); ops scale them (e.g. GEMM by sqrt(k)).
 TOLERANCES = {
@@ -488,3 +529,39 @@ def registry_check(ladder: list[Variant]) -> None:
     names = [v.name for v in ladder]
     if len(set(names)) != len(names):
         raise AssertionError(f"rung names repeat: {names}")
+
+
+@dataclass(frozen=True)
+class Peer(OracleVariant):
+    """A library kernel timed beside the ladder.  Subclasses define ``gpu`` and ``library``."""
+
+    rung: ClassVar[int] = -1
+    oracle: ClassVar[bool] = False
+    library: ClassVar[str] = ""
+    ops: ClassVar[tuple[str, ...]] = ()
+
+    @property
+    def label(self) -> str:
+        return f"peer {self.name}"
+
+    def supports(self, problem: Problem) -> None:
+        from .. import backend
+
+        if problem.op not in self.ops:
+            raise UnsupportedProblem(f"{self.name}: a peer for {', '.join(self.ops)}, not {problem.op}")
+        if backend.is_simulator():
+            raise UnsupportedProblem(f"{self.name}: a GPU-only peer ({self.library} does not run in "
+                                     "Numba's CUDA simulator)")
+        for lib in ("torch", self.library):
+            try:
+                importlib.import_module(lib)
+            except ImportError as exc:
+                raise UnsupportedProblem(f"{self.name}: {lib} is not installed ({exc})") from exc
+
+    def host(self, problem, x):
+        self.supports(problem)  # raises: a peer has no host path
+        raise UnsupportedProblem(f"{self.name} has no host path")
+
+    def prepare(self, problem, inputs):
+        self.supports(problem)
+        return super().prepare(problem, inputs)

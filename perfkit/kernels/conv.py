@@ -40,9 +40,8 @@ from numba import cuda, float32, int64
 from numba.types import float16
 
 from .. import backend
-from ..model import Traffic
 from ._vector import load4
-from .peers import Peer
+from .base import Peer, Traffic
 from .base import (Launch, OracleVariant, Problem, ProblemError, TunableVariant, UnsupportedProblem,
                    Variant, check_launch_shape, registry_check)
 

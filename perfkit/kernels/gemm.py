@@ -39,14 +39,14 @@ import itertools
 import math
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Callable, ClassVar
+from typing import ClassVar
 
 import numpy as np
 from numba import cuda, float32, int32, int64, uint32, uint64
 from numba.types import float16  # numba.float16 is not exported; the type casts in kernels too
 
 from .. import backend
-from ..model import Traffic
+from .base import Traffic
 from ._ptx import (cp_async16, cp_async16_off, cp_async_commit, cp_async_wait, frag_a, frag_b, frag_c,  # noqa: F401
                    ld16_u32, ld16_u32_off, ldmatrix_x4, ldmatrix_x4_off, ldmatrix_x4_trans, ldmatrix_x4_trans_off,
                    mma_16816, mma_16816_u32, shfl_xor, st16_u32, st16_u32_off)
@@ -54,7 +54,7 @@ from ._vector import ld4, load4, st4
 from .base import (MAX_STATIC_SHARED, MAX_THREADS_PER_BLOCK, Launch, OracleVariant, Problem, ProblemError,
                    TunableVariant, UnsupportedProblem, Variant, check_launch_shape, registry_check)
 
-__all__ = ["Problem", "LADDER", "EXAMPLE_PROBLEM", "GPU_SWEEP", "LLM_SHAPES", "search", "Candidate"]
+__all__ = ["Problem", "LADDER", "EXAMPLE_PROBLEM", "GPU_SWEEP", "LLM_SHAPES", "search_space"]
 
 Base = Problem
 F32 = 4  # bytes
@@ -1354,24 +1354,7 @@ class WarpTile(_Tunable):
                               "same bytes as rung 9; a quarter of its shared-load instructions for B")
 
 
-# --- rung 11: the autotuner ------------------------------------------------------------------
-@dataclass(frozen=True)
-class Candidate:
-    variant: "WarpTile"
-    estimate_s: float | None = None   # the static model's time (see model_estimate)
-    registers: int | None = None
-    spills: int | None = None
-    occupancy: float | None = None
-    seconds: float | None = None      # measured on a GPU (time_fn), else None
-    rejected: str | None = None
-    model_s: float | None = None      # perfkit.model.estimate of the compiled kernel (survivors)
-
-    @property
-    def static_score(self) -> float:
-        """Higher is better: the inverse of the model's estimate (used when nothing is timed)."""
-        return 1.0 / self.estimate_s if self.estimate_s else 0.0
-
-
+# --- rung 11: the autotuner's search space (the search itself: perfkit.autotune) ------------------
 def search_space() -> list[WarpTile]:
     """Legal warp-tiling configurations (the tile constraints are WarpTile.constraints())."""
     out = []
@@ -1383,135 +1366,12 @@ def search_space() -> list[WarpTile]:
     return out
 
 
-def model_estimate(v: WarpTile, problem: Problem, device: str = "h100-sxm", registers: int | None = None) -> dict:
-    """A static time estimate for one warp-tiling configuration on ``device`` (published figures
-    from data/devices.yaml): the slowest of
-    * issue: the FFMAs at the FP32 rate, divided by the FFMA share of the k-step's instructions
-      (TM*TN FFMAs, TM/4 + TN/4 LDS.128, ~2 of loop overhead, plus the tile's loads and stores
-      spread over BK steps) -- the leg that bound rungs 6-10 on the H100;
-    * L2: the panels of A and B each block reads (``_tiled_traffic``) at ~4x DRAM bandwidth;
-    * DRAM: the minimal bytes;
-    times the tail-wave loss (blocks over SMs x resident blocks) and a latency penalty below
-    8 warps per SM (fewer cannot hide shared-load latency with this ILP).
-    ``registers`` defaults to a guess (accumulators, operands, staging, ~40 for addresses).
-    Rough by design: it ranks configurations for the search; the timing decides on a GPU."""
-    from .. import occupancy as occ_mod
-    from .. import specs
-
-    d = specs.get(device)
-    m, n, k = _dims(problem)
-    nt = v.threads()
-    na = v.BM * v.BK // 4 // nt
-    nb = v.BK * v.BN // 4 // nt
-    per_k = v.TM * v.TN + v.TM / 4 + v.TN / 4 + 2 + (6 * na + 3 * nb + 4 * na + nb + 8) / v.BK
-    ffma_share = v.TM * v.TN / per_k
-    peak = d.fp32_flops
-    t = _tiled_traffic(problem, v.BM, v.BN, v.BK, (1 / v.TN + 1 / v.TM) * F32, "fma", "")
-    dram_bw = d.dram_bw
-    cap = 65536 // (nt * v.MIN_BLOCKS) // 8 * 8  # what launch_bounds lets ptxas use
-    regs = registers or min(v.TM * v.TN + v.TM + v.TN + 8 * (na + nb) + 40, cap, 255)
-    o = occ_mod.occupancy(d.compute_capability, nt, min(regs, 255), v.shared_bytes(), opt_in=False)
-    bps = max(o.blocks_per_sm, 0)
-    if bps == 0:
-        return {"seconds": math.inf, "ffma_share": ffma_share, "blocks_per_sm": 0, "limiter": "does not fit"}
-    tiles = math.ceil(m / v.BM) * math.ceil(n / v.BN)
-    waves = math.ceil(tiles / (d.sm_count * bps))
-    wave_eff = tiles / (waves * d.sm_count * bps)
-    warps = bps * nt // 32
-    latency = min(1.0, warps / 8)
-    legs = {"issue": problem.flops / (peak * ffma_share), "l2": t.l2_bytes / (4 * dram_bw),
-            "dram": t.dram_bytes / dram_bw}
-    lim = max(legs, key=legs.get)
-    return {"seconds": legs[lim] / (wave_eff * latency), "ffma_share": ffma_share, "blocks_per_sm": bps,
-            "limiter": lim, "wave_efficiency": wave_eff, "warps_per_sm": warps, "registers": regs}
-
-
-def search(problem: Problem, candidates: list[WarpTile] | None = None, cc=(9, 0),
-           time_fn: Callable[[WarpTile], float] | None = None, min_occupancy: float = 0.125,
-           keep: int = 8, compile: bool = True, progress: bool = False) -> list[Candidate]:
-    """Autotune the warp-tiling kernel for ``problem``.
-
-    1. keep only legal configurations (``WarpTile.constraints``);
-    2. rank them by :func:`model_estimate` (no compile) and keep the best ``keep``;
-    3. compile those for ``cc`` with :func:`perfkit.anatomy.inspect` (no GPU needed) and drop
-       the ones that spill registers or fall below ``min_occupancy``; re-estimate with the real
-       register count;
-    4. time the survivors with ``time_fn(variant) -> seconds`` when given (on a GPU, e.g.
-       ``lambda v: bench.sweep(problem, v).median_s[0]``); else rank them by
-       :func:`perfkit.model.estimate` of the compiled kernel (``model_s``), then the estimate.
-
-    Returns every candidate, best first, with why the rejected ones were rejected.
-    """
-    from .. import anatomy
-
-    cands = list(candidates or search_space())
-    out, legal = [], []
-    for v in cands:
-        bad = v.constraints()
-        if bad:
-            out.append(Candidate(v, rejected="; ".join(bad)))
-        else:
-            legal.append(Candidate(v, estimate_s=model_estimate(v, problem)["seconds"]))
-    legal.sort(key=lambda c: (c.estimate_s, _warp_chunks(c.variant)))
-    for c in legal[keep:]:
-        out.append(dataclasses_replace(c, rejected=f"pruned by the model: estimate {c.estimate_s * 1e3:.3f} ms, "
-                                                   f"not among the best {keep}"))
-    it = legal[:keep]
-    if progress:
-        from tqdm.auto import tqdm
-
-        it = tqdm(it, desc="autotune", leave=False)
-    ok = []
-    for c in it:
-        v = c.variant
-        if compile:
-            try:
-                rep = anatomy.inspect(v, problem, cc=cc)
-            except Exception as exc:  # a config the compiler or the SM cannot take
-                out.append(dataclasses_replace(c, rejected=f"{exc.__class__.__name__}: {exc}"))
-                continue
-            spills = rep.spill_store_bytes + rep.spill_load_bytes
-            c = dataclasses_replace(c, registers=rep.registers, spills=spills, occupancy=rep.occupancy.ratio,
-                                    estimate_s=model_estimate(v, problem, registers=rep.registers)["seconds"])
-            if spills:
-                out.append(dataclasses_replace(c, rejected=f"spills {spills} bytes"))
-                continue
-            if rep.occupancy.ratio < min_occupancy:
-                out.append(dataclasses_replace(c, rejected=f"occupancy {rep.occupancy.ratio:.0%} < {min_occupancy:.0%}"))
-                continue
-            try:  # the full model (compiled SASS, dynamic mix, waves) ranks the survivors
-                from .. import model
-
-                c = dataclasses_replace(c, model_s=model.estimate(v, problem, banks=False).seconds)
-            except Exception:  # noqa: BLE001  (an older perfkit.model: the static estimate ranks)
-                pass
-        if time_fn is not None:
-            c = dataclasses_replace(c, seconds=float(time_fn(v)))
-        ok.append(c)
-    # estimates within 10 us are ties (the model cannot tell them apart): fewer shared chunks wins
-    ok.sort(key=(lambda c: c.seconds) if time_fn is not None
-            else (lambda c: (round((c.model_s or c.estimate_s) * 1e5), _warp_chunks(c.variant), c.estimate_s)))
-    return ok + out
-
-
-def _warp_chunks(v: WarpTile) -> int:
-    """Distinct 16-byte shared chunks a warp's lanes read per k step (A and B): the fewer, the
-    fewer shared wavefronts; the tie-breaker between warp shapes the estimate does not tell apart."""
-    return (v.TM // 4) * v.LR + (v.TN // 4) * v.LC
-
-
-def dataclasses_replace(obj, **kw):
-    import dataclasses
-
-    return dataclasses.replace(obj, **kw)
-
-
-#: how the autotuned rung's configuration was chosen; a GPU session reruns search() with
+#: how the autotuned rung's configuration was chosen; a GPU session reruns perfkit.autotune.search_gemm() with
 #: time_fn and records the timing through perfkit.results (tools/record_gpu.py)
 AUTOTUNE_PICK = {"problem": (4096, 4096, 4096), "cc": (9, 0), "timed": False, "how": "perfkit.model.estimate",
                  "config": {"BM": 128, "BN": 128, "BK": 16, "TM": 8, "TN": 8, "LR": 4, "MIN_BLOCKS": 2},
                  "model_ms": 3.48, "registers": 128, "spills": 0, "occupancy": 0.25,
-                 "note": "search(EXAMPLE_PROBLEM, keep=10) on 2026-11-23 with no GPU: 68 legal tilings, the "
+                 "note": "search_gemm(EXAMPLE_PROBLEM, keep=10) on 2026-11-23 with no GPU: 68 legal tilings, the "
                          "best 10 by model_estimate compiled, spilling ones rejected (rung 10's 128x128x8 "
                          "spills 20 bytes), survivors ranked by perfkit.model.estimate: 128x128x16 3.48 ms "
                          "(every LR alike to 1e-6), 64x256x16 3.64 ms; LR chosen by the fewest distinct "
@@ -1520,8 +1380,8 @@ AUTOTUNE_PICK = {"problem": (4096, 4096, 4096), "cc": (9, 0), "timed": False, "h
 
 @dataclass(frozen=True)
 class Autotuned(WarpTile):
-    # search(EXAMPLE_PROBLEM, cc=(9, 0)) with no GPU: the model's pick among the compiled
-    # survivors (AUTOTUNE_PICK says so); rerun search() with time_fn on a GPU to retune.
+    # perfkit.autotune.search_gemm(EXAMPLE_PROBLEM, cc=(9, 0)) with no GPU: the model's pick among the compiled
+    # survivors (AUTOTUNE_PICK says so); rerun it with time_fn on a GPU to retune.
     BM: int = 128
     BN: int = 128
     BK: int = 16
@@ -1533,13 +1393,13 @@ class Autotuned(WarpTile):
     rung: ClassVar[int] = 11
     name: ClassVar[str] = "autotuned"
     what: ClassVar[str] = (
-        "The warp-tiling kernel at the configuration search() picked: every legal tiling is ranked "
+        "The warp-tiling kernel at the configuration perfkit.autotune.search_gemm() picked: every legal tiling is ranked "
         "by a static model (issue rate from the FFMA share of a k step, L2 traffic, tail waves, "
         "occupancy from shared memory and registers), the best few are compiled for the target "
         "with no GPU and pruned if they spill or starve occupancy, and the survivors are timed on "
         "a GPU. No GPU has timed them yet: this configuration (128x128 block, BK=16, 8x8 per "
         "thread, 32x64 warp tile) is the model's pick (AUTOTUNE_PICK, with the estimate it had when "
-        "search() ran; rung 10's BK=8 spills 20 bytes under the register cap, this one does not) "
+        "the search ran; rung 10's BK=8 spills 20 bytes under the register cap, this one does not) "
         "-- a prediction, not a measurement. BK=16 brings one more fix: with rows of "
         "the A^T tile padded to 132 words, rows k and k+8 start on the same bank, so a warp's "
         "transposing stores (8 rows of A at k groups 0, 4, 8, 12) were 2-way (perfkit.banks, "

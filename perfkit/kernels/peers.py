@@ -19,12 +19,10 @@ repeated here.  ``PEERS[op]`` lists the peers of each op.
 from __future__ import annotations
 
 import functools
-import importlib
 from dataclasses import dataclass
 from typing import ClassVar
 
-
-from .base import OracleVariant, Problem, UnsupportedProblem
+from .base import Peer, UnsupportedProblem  # noqa: F401  (Peer: its home is base)
 
 __all__ = ["Peer", "TorchMatmul", "TritonMatmul", "TritonRows", "PEERS", "peers_for"]
 
@@ -34,42 +32,6 @@ def _torch_view(arr):
     import torch
 
     return torch.as_tensor(arr, device="cuda")
-
-
-@dataclass(frozen=True)
-class Peer(OracleVariant):
-    """A library kernel timed beside the ladder.  Subclasses define ``gpu`` and ``library``."""
-
-    rung: ClassVar[int] = -1
-    oracle: ClassVar[bool] = False
-    library: ClassVar[str] = ""
-    ops: ClassVar[tuple[str, ...]] = ()
-
-    @property
-    def label(self) -> str:
-        return f"peer {self.name}"
-
-    def supports(self, problem: Problem) -> None:
-        from .. import backend
-
-        if problem.op not in self.ops:
-            raise UnsupportedProblem(f"{self.name}: a peer for {', '.join(self.ops)}, not {problem.op}")
-        if backend.is_simulator():
-            raise UnsupportedProblem(f"{self.name}: a GPU-only peer ({self.library} does not run in "
-                                     "Numba's CUDA simulator)")
-        for lib in ("torch", self.library):
-            try:
-                importlib.import_module(lib)
-            except ImportError as exc:
-                raise UnsupportedProblem(f"{self.name}: {lib} is not installed ({exc})") from exc
-
-    def host(self, problem, x):
-        self.supports(problem)  # raises: a peer has no host path
-        raise UnsupportedProblem(f"{self.name} has no host path")
-
-    def prepare(self, problem, inputs):
-        self.supports(problem)
-        return super().prepare(problem, inputs)
 
 
 # --- GEMM ---------------------------------------------------------------------------------------

@@ -21,7 +21,7 @@ from typing import ClassVar
 import numpy as np
 from numba import cuda
 
-from ..model import Traffic
+from .base import Traffic
 from .base import (Launch, OracleVariant, Problem, ProblemError, TunableVariant, Variant,
                    check_launch_shape, registry_check)
 

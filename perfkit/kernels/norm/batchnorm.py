@@ -35,8 +35,7 @@ from typing import ClassVar
 import numpy as np
 from numba import cuda, float32
 
-from ... import backend
-from ...model import Traffic
+from ..base import Traffic
 from ..base import TOLERANCES, Launch, OracleVariant, Problem, ProblemError, UnsupportedProblem, Variant, registry_check
 from . import _common as C
 from ._vec import vec_load, vec_store

@@ -26,7 +26,7 @@ from typing import Callable, ClassVar
 import numpy as np
 from numba import cuda, float32
 
-from ...model import Traffic
+from ..base import Traffic
 from ..base import Launch, OracleVariant, UnsupportedProblem, Variant, registry_check
 from . import _common as C
 from ._vec import vec_load, vec_store

@@ -1,0 +1,152 @@
+"""Autotuning: search a rung's configurations, above the kernels and the model.
+
+* :func:`search_gemm`: the warp-tiling GEMM (rung 10/11).  Legal tilings
+  (``gemm.search_space``) ranked by a static estimate (:func:`gemm_static_estimate`, no
+  compile), the best ``keep`` compiled for the target with no GPU (``anatomy.inspect``) and
+  dropped if they spill or starve occupancy, the survivors ranked by ``model.estimate`` of the
+  compiled kernel, or timed with ``time_fn`` on a GPU.
+* :func:`search_norm`: a row kernel's launch shapes (threads per row, rows per block, vector
+  width), timed with ``time_fn`` or ranked by closeness to the rung's rule.
+
+Both return :class:`Candidate` lists, best first, rejected ones last with the reason."""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+from . import anatomy, model, occupancy, specs
+from .kernels import gemm
+
+__all__ = ["Candidate", "search_gemm", "gemm_static_estimate", "search_norm", "warp_chunks"]
+
+
+@dataclass(frozen=True)
+class Candidate:
+    variant: object
+    estimate_s: float | None = None   # the static estimate that ranks before compiling
+    registers: int | None = None
+    spills: int | None = None
+    occupancy: float | None = None
+    seconds: float | None = None      # measured on a GPU (time_fn), else None
+    rejected: str | None = None
+    model_s: float | None = None      # perfkit.model.estimate of the compiled kernel (survivors)
+
+    @property
+    def static_score(self) -> float:
+        """Higher is better: the inverse of the static estimate (used when nothing is timed)."""
+        return 1.0 / self.estimate_s if self.estimate_s else 0.0
+
+
+def gemm_static_estimate(v, problem, device: str = "h100-sxm", registers: int | None = None) -> dict:
+    """A static time estimate for one warp-tiling configuration on ``device`` (published figures
+    from data/devices.yaml): the slowest of
+    * issue: the FFMAs at the FP32 rate, divided by the FFMA share of the k-step's instructions
+      (TM*TN FFMAs, TM/4 + TN/4 LDS.128, ~2 of loop overhead, plus the tile's loads and stores
+      spread over BK steps) -- the leg that bound rungs 6-10 on the H100;
+    * L2: the panels of A and B each block reads (the rung's ``traffic``) at ~4x DRAM bandwidth;
+    * DRAM: the minimal bytes;
+    times the tail-wave loss (blocks over SMs x resident blocks) and a latency penalty below
+    8 warps per SM (fewer cannot hide shared-load latency with this ILP).
+    ``registers`` defaults to a guess (accumulators, operands, staging, ~40 for addresses).
+    Rough by design: it ranks configurations for the search; the timing decides on a GPU."""
+    d = specs.get(device)
+    m, n = problem.m, problem.n
+    nt = v.threads()
+    na = v.BM * v.BK // 4 // nt
+    nb = v.BK * v.BN // 4 // nt
+    per_k = v.TM * v.TN + v.TM / 4 + v.TN / 4 + 2 + (6 * na + 3 * nb + 4 * na + nb + 8) / v.BK
+    ffma_share = v.TM * v.TN / per_k
+    t = v.traffic(problem)
+    dram_bw = d.dram_bw
+    cap = 65536 // (nt * v.MIN_BLOCKS) // 8 * 8  # what launch_bounds lets ptxas use
+    regs = registers or min(v.TM * v.TN + v.TM + v.TN + 8 * (na + nb) + 40, cap, 255)
+    o = occupancy.occupancy(d.compute_capability, nt, min(regs, 255), v.shared_bytes(), opt_in=False)
+    bps = max(o.blocks_per_sm, 0)
+    if bps == 0:
+        return {"seconds": math.inf, "ffma_share": ffma_share, "blocks_per_sm": 0, "limiter": "does not fit"}
+    tiles = math.ceil(m / v.BM) * math.ceil(n / v.BN)
+    waves = math.ceil(tiles / (d.sm_count * bps))
+    wave_eff = tiles / (waves * d.sm_count * bps)
+    warps = bps * nt // 32
+    latency = min(1.0, warps / 8)
+    legs = {"issue": problem.flops / (d.fp32_flops * ffma_share), "l2": t.l2_bytes / (4 * dram_bw),
+            "dram": t.dram_bytes / dram_bw}
+    lim = max(legs, key=legs.get)
+    return {"seconds": legs[lim] / (wave_eff * latency), "ffma_share": ffma_share, "blocks_per_sm": bps,
+            "limiter": lim, "wave_efficiency": wave_eff, "warps_per_sm": warps, "registers": regs}
+
+
+def warp_chunks(v) -> int:
+    """Distinct 16-byte shared chunks a warp's lanes read per k step (A and B): the fewer, the
+    fewer shared wavefronts; the tie-breaker between warp shapes the estimate does not tell apart."""
+    return (v.TM // 4) * v.LR + (v.TN // 4) * v.LC
+
+
+def search_gemm(problem, candidates: list | None = None, cc=(9, 0),
+                time_fn: Callable[[object], float] | None = None, min_occupancy: float = 0.125,
+                keep: int = 8, compile: bool = True, progress: bool = False) -> list[Candidate]:
+    """Autotune the warp-tiling kernel for ``problem``.
+
+    1. keep only legal configurations (``WarpTile.constraints``);
+    2. rank them by :func:`gemm_static_estimate` (no compile) and keep the best ``keep``;
+    3. compile those for ``cc`` with :func:`perfkit.anatomy.inspect` (no GPU needed) and drop
+       the ones that spill registers or fall below ``min_occupancy``; re-estimate with the real
+       register count;
+    4. time the survivors with ``time_fn(variant) -> seconds`` when given (on a GPU, e.g.
+       ``lambda v: bench.sweep(problem, v).median_s[0]``); else rank them by
+       :func:`perfkit.model.estimate` of the compiled kernel (``model_s``), then the estimate.
+
+    Returns every candidate, best first, with why the rejected ones were rejected."""
+    cands = list(candidates or gemm.search_space())
+    out, legal = [], []
+    for v in cands:
+        bad = v.constraints()
+        if bad:
+            out.append(Candidate(v, rejected="; ".join(bad)))
+        else:
+            legal.append(Candidate(v, estimate_s=gemm_static_estimate(v, problem)["seconds"]))
+    legal.sort(key=lambda c: (c.estimate_s, warp_chunks(c.variant)))
+    for c in legal[keep:]:
+        out.append(dataclasses.replace(c, rejected=f"pruned by the model: estimate {c.estimate_s * 1e3:.3f} ms, "
+                                                   f"not among the best {keep}"))
+    it = legal[:keep]
+    if progress:
+        from tqdm.auto import tqdm
+
+        it = tqdm(it, desc="autotune", leave=False)
+    ok = []
+    for c in it:
+        v = c.variant
+        if compile:
+            try:
+                rep = anatomy.inspect(v, problem, cc=cc)
+            except Exception as exc:  # noqa: BLE001  (a config the compiler or the SM cannot take)
+                out.append(dataclasses.replace(c, rejected=f"{exc.__class__.__name__}: {exc}"))
+                continue
+            spills = rep.spill_store_bytes + rep.spill_load_bytes
+            c = dataclasses.replace(c, registers=rep.registers, spills=spills, occupancy=rep.occupancy.ratio,
+                                    estimate_s=gemm_static_estimate(v, problem, registers=rep.registers)["seconds"])
+            if spills:
+                out.append(dataclasses.replace(c, rejected=f"spills {spills} bytes"))
+                continue
+            if rep.occupancy.ratio < min_occupancy:
+                out.append(dataclasses.replace(c, rejected=f"occupancy {rep.occupancy.ratio:.0%} < {min_occupancy:.0%}"))
+                continue
+            # the full model (compiled SASS, dynamic mix, waves) ranks the survivors
+            c = dataclasses.replace(c, model_s=model.estimate(v, problem, banks=False).seconds)
+        if time_fn is not None:
+            c = dataclasses.replace(c, seconds=float(time_fn(v)))
+        ok.append(c)
+    # estimates within 10 us are ties (the model cannot tell them apart): fewer shared chunks wins
+    ok.sort(key=(lambda c: c.seconds) if time_fn is not None
+            else (lambda c: (round((c.model_s or c.estimate_s) * 1e5), warp_chunks(c.variant), c.estimate_s)))
+    return ok + out
+
+
+def search_norm(op_module, problem, time_fn: Callable[[object], float] | None = None,
+                candidates: list | None = None) -> list[Candidate]:
+    """The launch shapes of a row op's tuned rung (``op_module.search``), as candidates: timed
+    (``seconds``) with ``time_fn`` on a GPU, else ordered by closeness to the rung's rule."""
+    return [Candidate(v, seconds=s) for v, s in op_module.search(problem, time_fn=time_fn, candidates=candidates)]

@@ -365,7 +365,7 @@ else:
 # %%
 from perfkit import compare
 
-c = compare.compare("before=2026-11-23T10:24", "after=2026-11-23T10:24")
+c = compare.compare("gpu=h100,before=2026-11-23T10:24", "gpu=h100,after=2026-11-23T10:24")
 print(c)
 compare.plot(c)
 plt.show()
@@ -382,6 +382,35 @@ print("kernel code between the two sides:", ", ".join(sorted(set(c.table.code)))
 # *within* one run, and these runs differ by more than that.  A verdict is only as good as its
 # baseline: compare runs taken the same way (same machine, clocks, timer) and repeat a run that
 # says "slower" before believing it.
+
+# %% [markdown]
+# ### Across GPUs: the H100 and the H200
+#
+# The same ladders were recorded on an H200 (`data/results/nvidia-h200/`, a later commit).  Across
+# two machines the noise of one says nothing about the other, so there is no verdict, only ratios.
+# Where a rung's kernel code is the same on both sides (`code` is `same`), the ratio is the
+# machines' difference alone.  Per `data/devices.yaml` the H200 has the H100 SXM's SM count and
+# FP32 rate with faster memory: a rung bound by arithmetic or latency should take about as long;
+# one bound by DRAM bandwidth should shrink by the ratio of the two bandwidths if both runs reach
+# the same share of their ceiling.  A ratio below that says the H100 run reached a smaller share
+# of its ceiling than the H200 run.  The two sides were not taken the same way: the H100 records
+# are older, made before the timer's spin kernel existed (`data/timer/*.json`), so read the
+# ratios below as a lead, not a verdict.
+
+# %%
+from perfkit import specs
+
+x = compare.compare("gpu=h100", "gpu=h200")
+h100, h200 = specs.get("h100-sxm"), specs.get("h200")
+print(f"published: SMs {h100.sm_count} vs {h200.sm_count}, FP32 {h100.fp32_flops / 1e12:.1f} vs "
+      f"{h200.fp32_flops / 1e12:.1f} TFLOP/s, DRAM {h100.dram_bw / 1e12:.2f} vs {h200.dram_bw / 1e12:.2f} TB/s "
+      f"(a DRAM-bound kernel at the same share of each: x{h100.dram_bw / h200.dram_bw:.2f})")
+same = x.table[x.table.code == "same"].copy()
+same["metric"] = same.op.map(lesson.metric_for)
+display(same[["op", "variant", "base_us", "new_us", "ratio"]].round(3).reset_index(drop=True))
+for metric, g in same.groupby("metric"):
+    print(f"{metric}: same code on both, ratio x{g.ratio.min():.2f} to x{g.ratio.max():.2f} "
+          f"({', '.join(g.op + ' ' + g.variant + ' x' + g.ratio.round(2).astype(str))})")
 
 # %% [markdown]
 # ## What to take away

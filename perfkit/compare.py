@@ -260,15 +260,16 @@ def _code_changed(r) -> str:
         return ""
     if ca[:7] == cb[:7]:
         return "same"
-    from . import lesson
+    from . import history
+    from .kernels import registry
 
     try:
-        v = next(x for x in lesson.ladder_for(r.op) if x.name == r.variant)
+        v = next(x for x in registry.ladder(r.op) if x.name == r.variant)
     except (LookupError, StopIteration):
         return ""
     if v.oracle:
         return ""
-    sa, sb = lesson.source_changed_since(v, ca), lesson.source_changed_since(v, cb)
+    sa, sb = history.source_changed_since(v, ca), history.source_changed_since(v, cb)
     if sa is None or sb is None:
         return ""
     # each is compared with today's tree: one changed and the other not tells; both changed may

@@ -2,7 +2,7 @@
 
 A record in ``data/results/`` was measured on the code of its commit
 (``provenance.git_commit``).  Where a rung's kernel code has changed since
-(:func:`perfkit.lesson.source_changed_since`), estimating today's kernel and comparing with that
+(:func:`source_changed_since`), estimating today's kernel and comparing with that
 record compares two different programs.  :func:`variant_at` rebuilds the rung as it was: it
 writes ``perfkit/kernels/`` of that commit (``git show``) into a cache folder as the package
 ``perfkit_at_<commit>.kernels`` and imports it, so it can be compiled
@@ -18,8 +18,10 @@ Where that cannot work (no git, the commit unknown here, an old module that no l
 """
 from __future__ import annotations
 
+import ast
 import functools
 import importlib
+import inspect
 import os
 import shutil
 import subprocess
@@ -27,16 +29,17 @@ import tempfile
 import sys
 from pathlib import Path
 
-from . import cache
+from . import cache, paths
 from .kernels import registry
+from .kernels.base import Variant
 
-__all__ = ["variant_at", "kernels_at", "why_not", "package_name"]
+__all__ = ["variant_at", "kernels_at", "why_not", "package_name", "source_changed_since"]
 
 _WHY: dict = {}
 
 
 def _repo_root() -> Path:
-    return Path(__file__).resolve().parent.parent
+    return paths.repo_root()
 
 
 def _cache_root() -> Path:
@@ -174,3 +177,225 @@ def variant_at(commit: str, op: str, name: str, config: dict | None = None):
                     return v, mod
             return v, mod
     return None, mod
+
+
+# --- has a rung's code changed since a commit? (static: the files at that commit, parsed) -----
+@functools.lru_cache(maxsize=256)
+def _git_show(commit: str, rel: str) -> str | None:
+    try:
+        out = subprocess.run(["git", "show", f"{commit}:{rel}"], cwd=_repo_root(), capture_output=True,
+                             text=True, timeout=20)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout if out.returncode == 0 else None
+
+
+def _worktree(rel: str) -> str | None:
+    p = _repo_root() / rel
+    try:
+        return p.read_text()
+    except OSError:
+        return None
+
+
+class _Mod:
+    """Top-level definitions and relative imports of one module's text."""
+
+    def __init__(self, rel: str, text: str):
+        self.rel = rel
+        tree = ast.parse(text)
+        self.defs, self.imports, self.modules = {}, {}, {}
+
+        def top(body):  # module level, and inside module-level if/try (per-backend definitions)
+            for node in body:
+                if isinstance(node, ast.If):
+                    yield from top(node.body)
+                    yield from top(node.orelse)
+                elif isinstance(node, ast.Try):
+                    yield from top(node.body)
+                    for h in node.handlers:
+                        yield from top(h.body)
+                    yield from top(node.orelse)
+                    yield from top(node.finalbody)
+                else:
+                    yield node
+
+        def add(name, node):  # a name defined in both branches: both definitions count
+            if name in self.defs:
+                node = ast.Module(body=[self.defs[name], node], type_ignores=[])
+            self.defs[name] = node
+
+        for node in top(tree.body):
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)):
+                add(node.name, node)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                for t in targets:
+                    if isinstance(t, ast.Name):
+                        add(t.id, node)
+            elif isinstance(node, ast.ImportFrom) and node.level:
+                base = Path(rel).parent
+                for _ in range(node.level - 1):
+                    base = base.parent
+                if node.module:
+                    target = (base / node.module.replace(".", "/")).as_posix()
+                    for a in node.names:
+                        self.imports[a.asname or a.name] = (target, a.name)
+                else:
+                    for a in node.names:
+                        self.modules[a.asname or a.name] = (base / a.name).as_posix()
+
+
+def _strip_docstrings(node):
+    if isinstance(node, ast.Module):  # several definitions of one name (per backend)
+        return ast.Module(body=[_strip_docstrings(n) for n in node.body], type_ignores=[])
+    node = ast.parse(ast.unparse(node)).body[0]  # a copy
+    for n in ast.walk(node):
+        if isinstance(n, (ast.FunctionDef, ast.ClassDef, ast.AsyncFunctionDef)) and n.body and \
+                isinstance(n.body[0], ast.Expr) and isinstance(getattr(n.body[0], "value", None), ast.Constant) \
+                and isinstance(n.body[0].value.value, str):
+            n.body = n.body[1:] or [ast.Pass()]
+    return node
+
+
+_LABEL_ATTRS = {"name", "what", "rung", "oracle"}
+
+
+def _rung_closure(read, rel: str, variant_name: str) -> dict | None:
+    """Canonical text of what decides a rung's kernels in the files ``read`` returns: the rung
+    class's fields and its ``plan`` (and the methods ``plan`` calls on self), then every
+    top-level definition those name, followed into sibling kernel modules (not base.py)."""
+    mods: dict[str, _Mod | None] = {}
+
+    root = Path(rel).parent.as_posix()
+    while root and not root.endswith("kernels") and "/" in root:
+        root = root.rsplit("/", 1)[0]  # perfkit/kernels: definitions are followed only inside it
+
+    def mod(r: str):
+        if r != rel and (not r.startswith(root + "/") or r.endswith("/base") or r.endswith("/base.py")):
+            return None
+        if r not in mods:
+            text, r_file = None, r
+            for cand in (f"{r}.py", f"{r}/__init__.py") if not r.endswith(".py") else (r,):
+                text = read(cand)
+                if text is not None:
+                    r_file = cand
+                    break
+            try:
+                mods[r] = _Mod(r_file, text) if text is not None else None
+            except SyntaxError:
+                mods[r] = None
+        return mods[r]
+
+    start = mod(rel)
+    if start is None:
+        return None
+    cls = None
+    for node in start.defs.values():
+        if isinstance(node, ast.ClassDef):
+            for st in node.body:
+                if isinstance(st, (ast.Assign, ast.AnnAssign)):
+                    tg = st.targets[0] if isinstance(st, ast.Assign) else st.target
+                    if isinstance(tg, ast.Name) and tg.id == "name" and isinstance(st.value, ast.Constant) \
+                            and st.value.value == variant_name:
+                        cls = node
+    if cls is None:
+        return None
+    out: dict[str, str] = {}
+    chain, todo = [], [(start, cls)]
+    while todo:  # the class and its bases in this module (or a sibling kernel module)
+        m, c = todo.pop(0)
+        chain.append((m, c))
+        for b in c.bases:
+            if isinstance(b, ast.Name):
+                if b.id in m.defs and isinstance(m.defs[b.id], ast.ClassDef):
+                    todo.append((m, m.defs[b.id]))
+                elif b.id in m.imports and not m.imports[b.id][0].endswith("/base"):
+                    m2 = mod(m.imports[b.id][0])
+                    if m2 and isinstance(m2.defs.get(m2.imports.get(b.id, (None, b.id))[1]), ast.ClassDef):
+                        todo.append((m2, m2.defs[b.id]))
+    methods = {}
+    for m, c in chain:  # nearest definition wins, as in the MRO
+        for st in c.body:
+            if isinstance(st, ast.FunctionDef):
+                methods.setdefault(st.name, (m, st))
+    fields = []
+    for m, c in chain:
+        for st in c.body:
+            if isinstance(st, (ast.Assign, ast.AnnAssign)):
+                tg = st.targets[0] if isinstance(st, ast.Assign) else st.target
+                if isinstance(tg, ast.Name) and tg.id not in _LABEL_ATTRS:
+                    fields.append(ast.dump(st))
+    out["fields"] = "\n".join(fields)
+    wanted, todo_m = set(), ["plan"]
+    roots = []
+    while todo_m:
+        name = todo_m.pop()
+        if name in wanted or name not in methods:
+            continue
+        wanted.add(name)
+        m, fn = methods[name]
+        roots.append((m, fn))
+        for n in ast.walk(fn):
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self":
+                todo_m.append(n.attr)
+    for m, fn in roots:
+        out[f"method {fn.name}"] = ast.dump(_strip_docstrings(fn))
+    todo = list(roots)
+    while todo:
+        m, node = todo.pop()
+        for n in ast.walk(node):
+            refs = []
+            if isinstance(n, ast.Name):
+                refs.append((m, n.id))
+            elif isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in m.modules:
+                m2 = mod(m.modules[n.value.id])
+                if m2 is not None:
+                    refs.append((m2, n.attr))
+            for mm, name in refs:
+                tgt = None
+                if name in mm.defs:
+                    tgt = (mm, mm.defs[name])
+                elif name in mm.imports and not mm.imports[name][0].endswith("/base"):
+                    m2 = mod(mm.imports[name][0])
+                    orig = mm.imports[name][1]
+                    if m2 is not None and orig in m2.defs:
+                        tgt = (m2, m2.defs[orig])
+                if tgt is None or isinstance(tgt[1], ast.ClassDef):
+                    continue  # classes named in the code are problems and types (annotations), not kernel code
+                key = f"{tgt[0].rel}:{name}"
+                if key in out:
+                    continue
+                out[key] = ast.dump(_strip_docstrings(tgt[1]))
+                todo.append(tgt)
+    return out
+
+
+@functools.lru_cache(maxsize=512)
+def _changed_since(commit: str, rel: str, variant_name: str) -> bool | None:
+    now = _rung_closure(_worktree, rel, variant_name)
+    if now is None:
+        return None
+    then = _rung_closure(lambda r: _git_show(commit, r), rel, variant_name)
+    return True if then is None else then != now  # not there then: a new (or renamed) rung
+
+
+def source_changed_since(variant: Variant, commit: str | None) -> bool | None:
+    """Has the code that decides this rung's kernels changed between ``commit`` and the working
+    tree?  Compared statically (the files parsed at both points, comments and docstrings
+    ignored): the rung class's fields, its ``plan`` and what ``plan`` calls, and every
+    definition those reach in ``perfkit.kernels`` (kernel factories, device helpers; not
+    base.py).  ``None`` when it cannot tell (no git, or the file was not there)."""
+    if not commit:
+        return None
+    try:
+        f = Path(inspect.getsourcefile(type(variant))).resolve()
+        rel = f.relative_to(_repo_root().resolve()).as_posix()
+    except (TypeError, ValueError, OSError):
+        return None
+    if _git_show(commit, rel) is None:
+        return None if _git_show(commit, "perfkit/__init__.py") is None else True
+    return _changed_since(commit, rel, variant.name)
+
+
+# --- recorded measurements, matched to rungs --------------------------------------------------

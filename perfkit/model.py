@@ -2039,13 +2039,12 @@ def _find_variant(op: str, rung: int, name: str, config: dict):
 
 def _variant_as_recorded(v, mod, op, name, config, commit):
     """The rung as it was when the record was made: today's when its kernel code is unchanged
-    since ``commit`` (:func:`perfkit.lesson.source_changed_since`), else the rung rebuilt from
+    since ``commit`` (:func:`perfkit.history.source_changed_since`), else the rung rebuilt from
     that commit (:func:`perfkit.history.variant_at`).  Returns (variant, module, code) with
     code ``"today"``, ``"at <commit>"``, or ``"today (changed since <commit>; <why>)"``."""
     from . import history as _history
-    from . import lesson
 
-    changed = lesson.source_changed_since(v, commit) if v is not None else True
+    changed = _history.source_changed_since(v, commit) if v is not None else True
     if changed is False:
         return v, mod, "today"
     old, old_mod = _history.variant_at(commit, op, name, config)

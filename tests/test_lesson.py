@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 import perfkit  # noqa: F401  (before numba.cuda)
-from perfkit import lesson, results
+from perfkit import history, lesson, results
 from perfkit.kernels import gemm
 from perfkit.kernels.norm import softmax
 
@@ -71,9 +71,10 @@ def test_every_recorded_rung_is_shown_with_its_record():
 
 @pytest.mark.skipif(RECORDED.empty, reason="no GPU results recorded in data/results/")
 def test_gemm_card_numbers_agree_with_the_record():
-    rows = RECORDED[(RECORDED.op == "gemm") & (RECORDED.problem == gemm.EXAMPLE_PROBLEM.label)]
-    rec = rows.set_index("variant")["median_s"]
     card = lesson.recorded("gemm", gemm.EXAMPLE_PROBLEM, "double_buffer", estimate=False)
+    rows = RECORDED[(RECORDED.op == "gemm") & (RECORDED.problem == gemm.EXAMPLE_PROBLEM.label)
+                    & (RECORDED.gpu == card.gpu)]  # the card's GPU (the newest record's), its newest records
+    rec = rows.sort_values("utc").drop_duplicates("variant", keep="last").set_index("variant")["median_s"]
     assert card.found and card.median_s == pytest.approx(rec["double_buffer"])
     assert card.rate == pytest.approx(gemm.EXAMPLE_PROBLEM.flops / rec["double_buffer"] / 1e12)
     assert card.of_oracle == pytest.approx(rec["oracle"] / rec["double_buffer"])
@@ -83,7 +84,8 @@ def test_gemm_card_numbers_agree_with_the_record():
     if prev.name in rec:
         assert card.x_prev == pytest.approx(rec[prev.name] / rec["double_buffer"])
     text = str(card)
-    assert "TFLOP/s" in text and "NVIDIA H100" in text and "7c7b2e0" in text and "2026-11-23" in text
+    assert "TFLOP/s" in text and card.gpu in text and card.commit[:7] in text and card.date in text
+    assert card.gpu.startswith("NVIDIA H") and len(card.date) == 10
 
 
 def test_a_rung_with_no_record_says_so_and_the_checker_catches_false_claims(tmp_path):
@@ -158,16 +160,16 @@ class Fast(Variant):
     helpers = ("if SIM:\n    def load4(a, i):\n        return a[i]\n"  # per-backend twins: both count
                "else:\n    def load4(a, i):\n        return a[i]\n")
     files = {"pk/k.py": base, "pk/_helpers.py": helpers}
-    same = lesson._rung_closure(files.get, "pk/k.py", "fast")
+    same = history._rung_closure(files.get, "pk/k.py", "fast")
     assert same and any("load4" in k for k in same)
     prose = dict(files, **{"pk/k.py": base.replace("the prose", "new prose").replace("a comment", "edited")
                            .replace('"""doc"""', '"""new doc"""').replace("return 1", "return 2")})
-    assert lesson._rung_closure(prose.get, "pk/k.py", "fast") == same  # prose, comments, traffic
+    assert history._rung_closure(prose.get, "pk/k.py", "fast") == same  # prose, comments, traffic
     helper = dict(files, **{"pk/_helpers.py": helpers.rsplit("a[i]", 1)[0] + "a[i + 1]\n"})
-    assert lesson._rung_closure(helper.get, "pk/k.py", "fast") != same  # the change lives in a helper
+    assert history._rung_closure(helper.get, "pk/k.py", "fast") != same  # the change lives in a helper
     tile = dict(files, **{"pk/k.py": base.replace("BM: int = 64", "BM: int = 128")})
-    assert lesson._rung_closure(tile.get, "pk/k.py", "fast") != same
-    assert lesson._rung_closure(files.get, "pk/k.py", "renamed") is None
+    assert history._rung_closure(tile.get, "pk/k.py", "fast") != same
+    assert history._rung_closure(files.get, "pk/k.py", "renamed") is None
 
 
 def test_source_diff_is_the_kernel_and_its_helpers_not_the_class():
@@ -396,8 +398,9 @@ def test_no_card_of_any_ladder_shows_another_ops_record():
 def test_a_rung_before_with_no_record_gives_way_to_the_nearest_that_has_one():
     """warptile's records predate index32: its card compares with double_buffer, the nearest
     rung before it with a record, says so, and names a faster rung before it where there is one."""
-    card = lesson.recorded("gemm", gemm.EXAMPLE_PROBLEM, "warptile", estimate=False)
+    h100 = "NVIDIA H100 80GB HBM3"  # the H200's records (all rungs, one commit) have no such gap
+    card = lesson.recorded("gemm", gemm.EXAMPLE_PROBLEM, "warptile", estimate=False, gpu=h100)
     assert card.found and card.prev_label == "08 double_buffer" and "09 index32" in card.prev_note
     assert np.isfinite(card.x_prev) and card.x_prev < 1 and "slower than 08 double_buffer" in card.verdict()
-    auto = lesson.recorded("gemm", gemm.EXAMPLE_PROBLEM, "autotuned", estimate=False)
+    auto = lesson.recorded("gemm", gemm.EXAMPLE_PROBLEM, "autotuned", estimate=False, gpu=h100)
     assert auto.prev_label == "10 warptile" and "Still slower than 08 double_buffer" in auto.verdict()

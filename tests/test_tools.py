@@ -56,7 +56,7 @@ def test_quick_plan_lists_its_units_in_order_with_caps_within_the_budget(tmp_pat
 
 def test_ncu_targets_put_new_rungs_first_and_skip_unchanged_library_kernels(monkeypatch):
     mod = _tool()
-    from perfkit import lesson
+    from perfkit import history
     from perfkit.kernels import gemm
 
     tiers = mod.ncu_targets("gemm", gemm, gemm.EXAMPLE_PROBLEM)
@@ -66,7 +66,7 @@ def test_ncu_targets_put_new_rungs_first_and_skip_unchanged_library_kernels(monk
 
     # cuBLAS, torch and Triton are in the last table, and no commit of ours changes them
     assert all(not isinstance(v, OracleVariant) for t in tiers.values() for v, _ in t)
-    monkeypatch.setattr(lesson, "source_changed_since", lambda v, c: None)  # a copy with no git
+    monkeypatch.setattr(history, "source_changed_since", lambda v, c: None)  # a copy with no git
     blind = mod.ncu_targets("gemm", gemm, gemm.EXAMPLE_PROBLEM)
     assert [v.label for v, _ in blind["new"]] == new and not blind["changed"]
     assert "01 naive" in [v.label for v, _ in blind["unknown"]]

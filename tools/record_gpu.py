@@ -234,7 +234,7 @@ def ncu_targets(short, mod, problem) -> dict[str, list]:
     ``changed`` (its kernel code changed since the table's commit), ``unknown`` (whether it
     changed no one can tell here: no git, as in a copy on a GPU machine).  Library peers and
     oracles already in the table are left out: our commits do not change their kernels."""
-    from perfkit import lesson
+    from perfkit import history
     from perfkit.kernels.base import OracleVariant
 
     have, commit = last_ncu_table()
@@ -245,7 +245,7 @@ def ncu_targets(short, mod, problem) -> dict[str, list]:
         elif isinstance(v, OracleVariant):  # the oracle and the torch/Triton peers
             continue
         else:
-            c = lesson.source_changed_since(v, commit)
+            c = history.source_changed_since(v, commit)
             if c:
                 tiers["changed"].append((v, f"changed since {commit}"))
             elif c is None:

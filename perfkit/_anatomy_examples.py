@@ -10,7 +10,7 @@ from typing import ClassVar
 from numba import cuda, float32
 
 from . import backend
-from .kernels._vector import load4
+from .kernels.intrinsics import load4
 from .kernels.base import Launch, Problem, Variant
 
 # the simulator's jit takes no register cap; the compiler process (and a GPU) honour it

@@ -51,6 +51,7 @@ from . import static
 from .kernels.base import Problem, UnsupportedProblem, Variant
 
 __all__ = ["AnatomyError", "UnsupportedRung", "Report", "Diff", "Loop", "inspect", "diff", "classify", "instruction_mix",
+           "sass_lines", "source_hash", "static_key",
            "find_loops", "hot_loop_of",
            "cli", "SUPPORTED_CC", "MIX_CLASSES", "tool_path"]
 
@@ -551,7 +552,7 @@ def instruction_mix(sass: str) -> dict[str, int]:
 _SASS_ADDR = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
 
 
-def _sass_lines(sass: str) -> list[tuple[int, str]]:
+def sass_lines(sass: str) -> list[tuple[int, str]]:
     """(address, instruction) for every SASS instruction of the listing, NOPs included."""
     return [(int(m.group(1), 16), m.group(2)) for m in _SASS_ADDR.finditer(sass)]
 
@@ -588,7 +589,7 @@ class Loop:
 def find_loops(sass: str) -> list[Loop]:
     """Every loop of a SASS listing (one per back edge; several back edges to one header
     are one loop), outermost first.  A branch to itself (the trap after EXIT) is not a loop."""
-    lines = _sass_lines(sass)
+    lines = sass_lines(sass)
     spans: dict[int, int] = {}
     for addr, instr in lines:
         # the predicate may be a guard (@P0 BRA) or an operand (BRA.U UP0, 0x730: sm_100's
@@ -984,7 +985,7 @@ def _compact(result: dict) -> dict:
         lo = {k: launch[k] for k in launch if k not in ("ptx", "cubin_b64", "sass")}
         lo["entry"] = _entry_name(launch["ptx"])
         lo["reserved_section"] = b".nv.reservedSmem" in base64.b64decode(launch["cubin_b64"])
-        lo["sass"] = [f"/*{a:04x}*/ {i} ;" for a, i in _sass_lines(launch["sass"])]  # a line each: diffable
+        lo["sass"] = [f"/*{a:04x}*/ {i} ;" for a, i in sass_lines(launch["sass"])]  # a line each: diffable
         out.append(lo)
     return {"launches": out}
 

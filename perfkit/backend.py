@@ -20,7 +20,7 @@ import os
 import sys
 from dataclasses import asdict, dataclass, field
 
-__all__ = ["BackendError", "DeviceInfo", "choose", "name", "is_simulator", "device", "describe"]
+__all__ = ["BackendError", "DeviceInfo", "choose", "name", "is_simulator", "device", "describe", "probe_gpu"]
 
 _VALID = ("auto", "gpu", "sim", "compile")
 _choice: str | None = None
@@ -31,7 +31,7 @@ class BackendError(RuntimeError):
     """The requested backend cannot be used here."""
 
 
-def _probe_gpu() -> tuple[bool, str]:
+def probe_gpu() -> tuple[bool, str]:
     """(True, '') if the CUDA driver initialises and reports at least one device."""
     try:
         from cuda.bindings import driver
@@ -79,7 +79,7 @@ def choose(verbose: bool = True) -> str:
                 "NUMBA_ENABLE_CUDASIM) before the first `from numba import cuda`"
             )
         if loaded == "gpu":  # whoever imported numba.cuda assumed a GPU: check there is one
-            ok, why = _probe_gpu()
+            ok, why = probe_gpu()
             if not ok:
                 raise BackendError(
                     f"numba.cuda was imported before perfkit, in GPU mode, but there is no usable "
@@ -91,7 +91,7 @@ def choose(verbose: bool = True) -> str:
     elif wanted == "compile":
         _choice, _reason = "compile", "compile only: real numba.cuda, no device used"
     else:
-        ok, why = _probe_gpu()
+        ok, why = probe_gpu()
         if wanted == "gpu" and not ok:
             raise BackendError(f"PERFKIT_BACKEND=gpu but no usable GPU: {why}")
         _choice = "gpu" if ok else "sim"

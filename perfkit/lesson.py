@@ -438,9 +438,9 @@ def _match_rows(df: pd.DataFrame, problem, variant_name: str) -> pd.DataFrame:
 
 
 def _head_commit() -> str | None:
-    from .results import _git
+    from .results import git_commit
 
-    return _git("rev-parse", "HEAD")
+    return git_commit()
 
 
 def _spec_key(gpu_name: str | None, default: str) -> str:

@@ -92,7 +92,7 @@ The model of one kernel launch
              resident blocks (:func:`_panel_reads`), which is what Nsight Compute counted on the
              H100 for the 64x64 and 128x128 tile rungs (2182, 619 MB at 4096^3 fp32); a
              streaming op whose blocks read their rows again (the bank simulation's global
-             recording: :func:`perfkit.banks._rereads`) re-reads them from L2 only while the
+             recording: :mod:`perfkit.banks`) re-reads them from L2 only while the
              rows of the resident blocks (and the workspace the launch keeps live: a
              persistent grid's partial sums) fit in ``l2_reuse_fraction`` of L2; past that
              the re-reads miss in proportion up to the whole L2, and past the whole L2 every
@@ -914,9 +914,9 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
     """Dynamic per-pipe counts of one launch (warp instructions over the whole launch) and the
     trips of each loop; see the module docstring for the trip rules."""
     loops = report.loops
-    from .anatomy import _sass_lines
+    from .anatomy import sass_lines
 
-    lines = _sass_lines(report.sass)
+    lines = sass_lines(report.sass)
     dropped: list = []
     divergent: list = []
     own_pairs, straight_pairs = _bodies(lines, loops, dropped, divergent)

@@ -39,7 +39,7 @@ def refresh(ops=None, *, notebooks: bool = False, gpus=GPUS, progress=print) -> 
 
         runs = workbook.run(None, profile="ci", params={}, out_dir=None, progress=False)
         failed += [f"notebook {r.name}: {r.status}" for r in runs if r.status != "ok"]
-    used = {k: {key for kind, key in static._USED if kind == k} for k in static.KINDS}
+    used = {k: {key for kind, key in static.used() if kind == k} for k in static.KINDS}
     dropped = 0
     if not ops and not failed:
         for k in static.KINDS:
@@ -54,7 +54,7 @@ def refresh(ops=None, *, notebooks: bool = False, gpus=GPUS, progress=print) -> 
 
 
 def notebooks_touched(kind: str, key: str) -> bool:
-    """Entries written by a notebook run in a child process (their _USED is not ours): kept when
+    """Entries written by a notebook run in a child process (what they used is not in this process): kept when
     written during this refresh."""
     from . import static
 

@@ -97,6 +97,11 @@ def put(kind: str, k: str, answer, *, what: str, tools: dict | None = None) -> P
 _USED: set = set()
 
 
+def used() -> set:
+    """(kind, key) of every entry this process read or wrote."""
+    return set(_USED)
+
+
 def entries(kind: str) -> list[Path]:
     return sorted((store_dir() / kind).glob("*.json"))
 

@@ -53,12 +53,12 @@ def resolve_profile(name: str) -> str:
     """``auto`` -> ``gpu`` if a GPU is usable here, else ``ci``; other names pass through."""
     if name != "auto":
         return name
-    from .backend import _probe_gpu
+    from .backend import probe_gpu
 
     forced = os.environ.get("PERFKIT_BACKEND", "auto").lower()
     if forced == "sim":
         return "ci"
-    return "gpu" if _probe_gpu()[0] else "ci"
+    return "gpu" if probe_gpu()[0] else "ci"
 
 
 def notebooks(names: list[str] | None = None) -> list[Path]:

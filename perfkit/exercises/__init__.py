@@ -21,8 +21,7 @@ from __future__ import annotations
 import importlib
 import warnings
 
-from ..kernels._vector import load4
-from ..kernels.norm._common import shfl_down, shfl_xor
+from ..kernels.intrinsics import load4, shfl_down, shfl_xor
 from . import nb01, nb02, nb03, nb04, predict  # noqa: F401  (register the exercises)
 from ._core import EXERCISES, Check, Exercise, Grade, backend_label, fresh_seed
 

@@ -718,11 +718,9 @@ def small_problem(variant, problem, budget_bytes: float = 96 * 1024, floor: int 
 def _cache_key(variant, problem, max_blocks, vectorize=True) -> str:
     """Local cache and static store key of one simulation (path-independent: the source closure
     is hashed by package paths)."""
-    from . import anatomy
-
     return static.key({"v": type(variant).__module__ + "." + type(variant).__qualname__, "config": variant.config,
                        "problem": type(problem).__qualname__, "params": problem.params, "max_blocks": max_blocks,
-                       "vectorize": vectorize, "source": anatomy.source_hash(variant), "banks": 17})
+                       "vectorize": vectorize, "source": static.source_hash(variant), "banks": 17})
 
 
 def _cache_path(variant, problem, max_blocks, vectorize=True) -> Path:

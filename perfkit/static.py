@@ -19,9 +19,12 @@ answers in milliseconds.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
+import importlib
 import json
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -106,6 +109,132 @@ def entries(kind: str) -> list[Path]:
     return sorted((store_dir() / kind).glob("*.json"))
 
 
+#: modules whose source cannot change a compiled kernel (the tools that read it)
+_NOT_KERNEL_CODE = {"perfkit.model", "perfkit.banks", "perfkit.anatomy", "perfkit.bench", "perfkit.results",
+                    "perfkit.workbook", "perfkit.lesson", "perfkit.plots", "perfkit.timing", "perfkit.roofline"}
+
+
+def source_files(modname: str) -> list[str]:
+    """The source files a rung's code can reach: its module and, transitively, every perfkit
+    module its globals name (modules, functions, classes, kernels), so an edit to a helper it
+    uses (norm/_common.py, _vector.py, base.py) misses the cache while an edit to an unrelated
+    ladder does not."""
+    import types
+
+    seen: set[str] = set()
+    todo = [modname]
+    top = modname.split(".")[0]
+    files = []
+    parents: set[str] = set()
+    while todo:
+        name = todo.pop()
+        if name in seen or name in _NOT_KERNEL_CODE:
+            continue
+        seen.add(name)
+        mod = sys.modules.get(name)
+        if mod is None:
+            try:
+                mod = importlib.import_module(name)
+            except Exception:  # noqa: BLE001
+                continue
+        f = getattr(mod, "__file__", None)
+        if f:
+            files.append(f)
+        if "." in name:
+            parents.add(name.rsplit(".", 1)[0])  # the package's __init__: its file, not its globals
+        if getattr(mod, "__path__", None) is not None and name != modname:
+            continue  # a package: its globals list whatever submodules happen to be imported
+        for base, names in _imported_in_source(mod):  # imports inside functions too (conv's rung 03 runs gemm's kernel)
+            if not (base == "perfkit" or base.startswith("perfkit.") or base.split(".")[0] == top):
+                continue
+            todo.append(base)
+            parent = sys.modules.get(base)
+            for n in names:  # ``from . import gemm``: a submodule imported by name
+                if isinstance(getattr(parent, n, None), types.ModuleType):
+                    todo.append(f"{base}.{n}")
+        for v in list(vars(mod).values()):
+            target = None
+            if isinstance(v, types.ModuleType):
+                target = v.__name__
+            else:
+                target = getattr(getattr(v, "py_func", v), "__module__", None)
+            if isinstance(target, str) and (target == "perfkit" or target.startswith("perfkit.")) \
+                    or (isinstance(target, str) and target == modname):
+                todo.append(target)
+    for name in parents - seen:
+        f = getattr(sys.modules.get(name), "__file__", None)
+        if f:
+            files.append(f)
+    return sorted(set(files))
+
+
+def _imported_in_source(mod) -> list[tuple[str, list[str]]]:
+    """What ``mod``'s source imports anywhere (inside functions too), as (absolute module, names
+    imported from it): ``from . import gemm`` in perfkit.kernels.conv gives
+    ("perfkit.kernels", ["gemm"])."""
+    f = getattr(mod, "__file__", None)
+    if not f or not str(f).endswith(".py"):
+        return []
+    try:
+        stamp = os.stat(f).st_mtime_ns
+    except OSError:
+        return []
+    pkg = mod.__name__ if getattr(mod, "__path__", None) is not None else mod.__name__.rpartition(".")[0]
+    return _imports_of_file(str(f), stamp, pkg)
+
+
+@functools.lru_cache(maxsize=None)
+def _imports_of_file(path: str, stamp: int, pkg: str) -> list[tuple[str, list[str]]]:
+    import ast
+    import importlib.util
+
+    try:
+        tree = ast.parse(Path(path).read_text())
+    except (OSError, SyntaxError, ValueError):
+        return []
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(a.name, []) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            try:
+                base = importlib.util.resolve_name("." * node.level + (node.module or ""), pkg) if node.level \
+                    else (node.module or "")
+            except (ImportError, ValueError):
+                continue
+            if base:
+                out.append((base, [a.name for a in node.names if a.name != "*"]))
+    return out
+
+
+def source_hash(variant) -> str:
+    """The rung's source closure: each file by its path inside its top package (never the
+    absolute path: a clone elsewhere must find the same cache and store entries) and its bytes."""
+    top = type(variant).__module__.split(".")[0]
+    h = hashlib.sha256(b"closure-2")
+    for f in source_files(type(variant).__module__):
+        parts = Path(f).parts
+        rel = "/".join(parts[len(parts) - 1 - parts[::-1].index(top):]) if top in parts else Path(f).name
+        h.update(rel.encode())
+        h.update(Path(f).read_bytes())
+    return h.hexdigest()
+
+
+def job(variant, problem, cc) -> dict:
+    """What a build depends on besides its source: the rung (class and config), the problem, the target."""
+    return {"variant": {"module": type(variant).__module__, "qualname": type(variant).__qualname__,
+                        "config": variant.config},
+            "problem": {"module": type(problem).__module__, "qualname": type(problem).__qualname__,
+                        "params": problem.params},
+            "cc": list(cc)}
+
+
+def build_key(variant, problem, cc) -> str:
+    """The store key of a rung's build for ``problem`` and target ``cc``: its job and its source
+    closure, not the tool versions (the entry carries those)."""
+    return key({"job": job(variant, problem, cc), "source": source_hash(variant), "v": 1})
+
+
 # --- what the store covers ------------------------------------------------------------------------
 def targets(ops=None) -> list:
     """(op, variant, problem) for every non-library rung of every ladder (or of ``ops``) at the
@@ -127,7 +256,5 @@ def targets(ops=None) -> list:
 def missing(ops=None) -> list[str]:
     """``"<op> <rung label> @ <problem>"`` for every target whose build has no entry: what
     ``perfkit static refresh`` must be run for."""
-    from . import anatomy
-
     return [f"{op} {v.label} @ {p.label}" for op, v, p in targets(ops)
-            if not has("anatomy", anatomy.static_key(v, p, CC))]
+            if not has("anatomy", build_key(v, p, CC))]

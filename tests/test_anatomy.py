@@ -8,7 +8,7 @@ import time
 import pytest
 
 from perfkit import _anatomy_examples as ex
-from perfkit import anatomy
+from perfkit import anatomy, static
 import perfkit.kernels
 
 
@@ -282,7 +282,7 @@ def test_find_loops_on_a_listing():
 def test_cache_key_is_the_rungs_code_closure():
     """The cache key covers the rung's module and every perfkit module it reaches (helpers,
     base.py), not unrelated ladders, so one engineer's edit to conv does not recompile norm."""
-    files = {f.replace("\\", "/").split("perfkit/", 1)[1] for f in anatomy._module_closure("perfkit.kernels.norm.softmax")}
+    files = {f.replace("\\", "/").split("perfkit/", 1)[1] for f in static.source_files("perfkit.kernels.norm.softmax")}
     assert {"kernels/base.py", "kernels/norm/_common.py", "kernels/norm/softmax.py"} <= files
     assert "kernels/conv.py" not in files and "model.py" not in files
 
@@ -402,6 +402,6 @@ def test_kernel_fingerprint_tells_apart_same_named_helpers_and_module_constants(
 def test_source_closure_follows_imports_inside_functions():
     """Convolution's im2col rung runs the GEMM ladder's kernel, imported inside a function: an
     edit to gemm.py must miss the cached reports of conv's rungs too."""
-    files = [f.replace("\\", "/") for f in anatomy._module_closure("perfkit.kernels.conv")]
+    files = [f.replace("\\", "/") for f in static.source_files("perfkit.kernels.conv")]
     assert any(f.endswith("perfkit/kernels/gemm.py") for f in files)
     assert not any(f.endswith("perfkit/kernels/norm/softmax.py") for f in files)  # an unrelated ladder

@@ -112,41 +112,32 @@ if backend.is_simulator():
         u = int(u)
         return _half(u), _half(u >> 16)
 
+    # where each lane's registers sit in the A (16x16), B (16x8) and C (16x8) tiles: the frag_*
+    # maps as index tables, so a twin places a warp's fragments with one NumPy assignment
+    _FA = np.array([[frag_a.py_func(s, i) for i in range(8)] for s in range(32)])  # (32, 8, 2)
+    _FB = np.array([[frag_b.py_func(s, i) for i in range(4)] for s in range(32)])  # (32, 4, 2)
+    _FC = np.array([[frag_c.py_func(s, i) for i in range(4)] for s in range(32)])  # (32, 4, 2)
+
     @cuda.jit(device=True)
     def mma_16816(a0, a1, a2, a3, a4, a5, a6, a7, b0, b1, b2, b3, c0, c1, c2, c3, scr_a, scr_b):
         """The simulator's mma.sync: every lane publishes its fragments, then computes its own
-        accumulators from the whole warp's, placing every value with the same frag_* maps."""
+        accumulators from the whole warp's, placing every value with the same frag_* maps
+        (as tables) and summing k in order in float32, as the scalar loop it replaces did."""
         lane = cuda.threadIdx.x % 32
         w = cuda.threadIdx.x // 32
         scr_a, scr_b = _exchange(scr_a), _exchange(scr_b)
-        scr_a[w, lane, 0] = float32(a0)
-        scr_a[w, lane, 1] = float32(a1)
-        scr_a[w, lane, 2] = float32(a2)
-        scr_a[w, lane, 3] = float32(a3)
-        scr_a[w, lane, 4] = float32(a4)
-        scr_a[w, lane, 5] = float32(a5)
-        scr_a[w, lane, 6] = float32(a6)
-        scr_a[w, lane, 7] = float32(a7)
-        scr_b[w, lane, 0] = float32(b0)
-        scr_b[w, lane, 1] = float32(b1)
-        scr_b[w, lane, 2] = float32(b2)
-        scr_b[w, lane, 3] = float32(b3)
+        scr_a[w, lane, :8] = np.array((a0, a1, a2, a3, a4, a5, a6, a7), dtype=np.float32)
+        scr_b[w, lane, :4] = np.array((b0, b1, b2, b3), dtype=np.float32)
         cuda.syncthreads()
-        A = cuda.local.array((16, 16), float32)
-        B = cuda.local.array((16, 8), float32)
-        for src in range(32):
-            for i in range(8):
-                r, q = frag_a(src, i)
-                A[r, q] = scr_a[w, src, i]
-            for i in range(4):
-                r, q = frag_b(src, i)
-                B[r, q] = scr_b[w, src, i]
-        d = cuda.local.array(4, float32)
-        d[0], d[1], d[2], d[3] = c0, c1, c2, c3
-        for i in range(4):
-            r, q = frag_c(lane, i)
-            for kk in range(16):
-                d[i] += A[r, kk] * B[kk, q]
+        A = np.empty((16, 16), np.float32)
+        B = np.empty((16, 8), np.float32)
+        A[_FA[..., 0], _FA[..., 1]] = scr_a[w, :, :8]
+        B[_FB[..., 0], _FB[..., 1]] = scr_b[w, :, :4]
+        Ar = A[_FC[lane, :, 0]]            # the 4 rows of A this lane's accumulators take
+        Bc = B[:, _FC[lane, :, 1]].T       # and the 4 columns of B
+        d = np.array((c0, c1, c2, c3), dtype=np.float32)
+        for kk in range(16):
+            d += Ar[:, kk] * Bc[:, kk]
         cuda.syncthreads()  # the scratch is reused by the next call
         return d[0], d[1], d[2], d[3]
 

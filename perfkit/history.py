@@ -198,6 +198,19 @@ def _worktree(rel: str) -> str | None:
         return None
 
 
+def _simulator_test(test) -> bool | None:
+    """True for ``backend.is_simulator()`` (the body is the simulator's), False for its negation
+    (the body is the GPU's), None for any other condition."""
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = _simulator_test(test.operand)
+        return None if inner is None else not inner
+    if isinstance(test, ast.Call) and not test.args:
+        f = test.func
+        name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+        return True if name == "is_simulator" else None
+    return None
+
+
 class _Mod:
     """Top-level definitions and relative imports of one module's text."""
 
@@ -209,8 +222,12 @@ class _Mod:
         def top(body):  # module level, and inside module-level if/try (per-backend definitions)
             for node in body:
                 if isinstance(node, ast.If):
-                    yield from top(node.body)
-                    yield from top(node.orelse)
+                    sim = _simulator_test(node.test)
+                    # the simulator's twins never run on a GPU: a record measured the other branch
+                    if sim is not True:
+                        yield from top(node.body)
+                    if sim is not False:
+                        yield from top(node.orelse)
                 elif isinstance(node, ast.Try):
                     yield from top(node.body)
                     for h in node.handlers:

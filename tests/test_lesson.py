@@ -170,6 +170,19 @@ class Fast(Variant):
     tile = dict(files, **{"pk/k.py": base.replace("BM: int = 64", "BM: int = 128")})
     assert history._rung_closure(tile.get, "pk/k.py", "fast") != same
     assert history._rung_closure(files.get, "pk/k.py", "renamed") is None
+    # a simulator twin never runs on a GPU: editing it leaves what a GPU record measured unchanged,
+    # editing the GPU branch does not
+    twins = ("if backend.is_simulator():\n    def load4(a, i):\n        return a[i]\n"
+             "else:\n    def load4(a, i):\n        return a[i]\n")
+    t0 = dict(files, **{"pk/_helpers.py": twins})
+    first = history._rung_closure(t0.get, "pk/k.py", "fast")
+    sim_edit = dict(files, **{"pk/_helpers.py": twins.replace("return a[i]\nelse", "return a[i] * 1\nelse")})
+    assert history._rung_closure(sim_edit.get, "pk/k.py", "fast") == first
+    gpu_edit = dict(files, **{"pk/_helpers.py": twins.rsplit("a[i]", 1)[0] + "a[i + 1]\n"})
+    assert history._rung_closure(gpu_edit.get, "pk/k.py", "fast") != first
+    negated = dict(files, **{"pk/_helpers.py": "if not backend.is_simulator():\n    def load4(a, i):\n"
+                                                "        return a[i + 2]\n"})
+    assert history._rung_closure(negated.get, "pk/k.py", "fast") != first  # that body is the GPU's
 
 
 def test_source_diff_is_the_kernel_and_its_helpers_not_the_class():

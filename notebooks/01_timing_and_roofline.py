@@ -407,7 +407,8 @@ print(f"published: SMs {h100.sm_count} vs {h200.sm_count}, FP32 {h100.fp32_flops
       f"(a DRAM-bound kernel at the same share of each: x{h100.dram_bw / h200.dram_bw:.2f})")
 same = x.table[x.table.code == "same"].copy()
 same["metric"] = same.op.map(lesson.metric_for)
-display(same[["op", "variant", "base_us", "new_us", "ratio"]].round(3).reset_index(drop=True))
+same["H100 us"], same["H200 us"] = same.base_median_s * 1e6, same.new_median_s * 1e6
+display(same[["op", "variant", "H100 us", "H200 us", "ratio"]].round(3).reset_index(drop=True))
 for metric, g in same.groupby("metric"):
     print(f"{metric}: same code on both, ratio x{g.ratio.min():.2f} to x{g.ratio.max():.2f} "
           f"({', '.join(g.op + ' ' + g.variant + ' x' + g.ratio.round(2).astype(str))})")

@@ -106,13 +106,17 @@ run(); run.synchronize()                       # compile and load first
 if SIM:  # a simulated launch runs to completion before it returns: its times would teach the opposite
     print("simulator: a launch here runs the kernel on the CPU before returning, so host clock and events "
           "cannot differ as they do on a GPU; no simulated time is shown.")
-    t = pd.read_csv(results.REPO_ROOT / "data" / "timer" / "h100-sxm-2026-11-23.csv")
-    t["measure / do_bench"] = t["ratio"]
-    t["measure us"], t["do_bench us"] = t["measure_s"] * 1e6, t["do_bench_s"] * 1e6
-    print("Recorded on an H100 (2026-11-23, commit 7c7b2e0, before the spin kernel): events around the launch "
-          "against triton's do_bench. The short kernels read up to 1.47x their time (the host's launch "
-          "inside the window); the long GEMM rungs agree within 5%.")
-    display(t[["op", "variant", "measure us", "do_bench us", "measure / do_bench"]].round(2))
+    from perfkit import paths
+
+    for name, when in (("h100-sxm-2026-11-23", "an H100 (2026-11-23, commit 7c7b2e0), before the spin kernel"),
+                       ("h200-2026-11-26", "an H200 (2026-11-26, commit ed6ffd5), with the spin kernel")):
+        t = pd.read_csv(paths.DATA / "timer" / f"{name}.csv")
+        t = t[t.op != "timer"]  # the same prepared rungs under both timers (the timer's own demos: below)
+        t["measure / do_bench"] = t["ratio"]
+        t["measure us"], t["do_bench us"] = t["measure_s"] * 1e6, t["do_bench_s"] * 1e6
+        print(f"Recorded on {when}: events around the launch against triton's do_bench, "
+              f"measure / do_bench from {t.ratio.min():.2f} to {t.ratio.max():.2f} over {len(t)} rungs")
+        display(t[["op", "variant", "measure us", "do_bench us", "measure / do_bench"]].round(2))
 else:
     t0 = time.perf_counter(); run(); t_launch = time.perf_counter() - t0
     run.synchronize(); t_synced = time.perf_counter() - t0
@@ -183,8 +187,13 @@ else:
     copy_fit(); cuda.synchronize()   # the copy runs and is checked here; its simulated time is not shown
     assert np.array_equal(dst_fit.copy_to_host(), np.ones(n_fit, np.float32))
     print("The simulator has no L2: a simulated hot/cold pair says nothing (it can even come out reversed), "
-          "so none is shown. No hot/cold measurement has been recorded on a real GPU with this timer yet "
-          "(tools/record_gpu.py --parts timer measures one).")
+          "so none is shown. Recorded with this timer (tools/record_gpu.py --parts timer):")
+    from perfkit import paths
+
+    t = pd.read_csv(paths.DATA / "timer" / "h200-2026-11-26.csv")
+    hc = t[(t.op == "timer") & (t.variant == "copy16")].set_index("l2")["measure_s"]
+    print(f"  H200 (2026-11-26): the same L2-sized copy, hot {hc['hot'] * 1e6:.2f} us, cold {hc['cold'] * 1e6:.2f} us "
+          f"(hot / cold = {hc['hot'] / hc['cold']:.2f})")
 
 # %% [markdown]
 # ## 4 · Launch overhead
@@ -205,6 +214,12 @@ if SIM:  # the simulator's launch is a Python call: its time is no launch overhe
     print("simulator: the empty kernel ran; its host time is a Python call, not a launch, so none is shown. "
           "On the H100 (2026-11-23), before the spin kernel, events around an empty kernel read 26.5 us: "
           "the host's launch through Numba, not GPU time.")
+    from perfkit import paths
+
+    t = pd.read_csv(paths.DATA / "timer" / "h200-2026-11-26.csv")
+    e = t[(t.op == "timer") & (t.variant == "empty")].iloc[0]
+    print(f"On the H200 (2026-11-26), behind the spin kernel: {e.measure_s * 1e6:.2f} us by events "
+          f"(do_bench: {e.do_bench_s * 1e6:.2f} us), the GPU's part of a launch.")
 else:
     host = []
     for _ in range(200):
@@ -274,7 +289,9 @@ lesson.sweep_table(table, metric="gbps")  # in the simulator the time reads "sim
 # ## 7 · Measured versus published bandwidth, and the roofline
 #
 # A datasheet's bandwidth is a peak no kernel reaches; a simple copy kernel shows what is
-# attainable (typically 85–93 % of the published figure on HBM GPUs).  Likewise a chain of
+# attainable (perfkit's copies: 70% of the published 3.35 TB/s on the H100, the note of
+# `dram_efficiency` in `data/rates.yaml`; 82% of 4.8 TB/s on the H200,
+# `data/results/nvidia-h200/roofline/`).  Likewise a chain of
 # independent FMAs shows the attainable FP32 rate.  On a GPU we measure both here and record them;
 # without one we show what was recorded on real GPUs, if anything.
 
@@ -309,7 +326,8 @@ if recorded.empty:
     # what *is* recorded: the softmax ladder on the H100 (notebook 04), a memory-bound op like saxpy
     sm = results.load(op="softmax")
     sm = sm[sm["problem"].astype(str).str.startswith("rows=4096 cols=4096 dtype=float32")]
-    if not sm.empty:
+    if not sm.empty:  # one GPU's records under that GPU's ceilings: the newest
+        sm = sm[sm["gpu"] == sm.sort_values("utc")["gpu"].iloc[-1]]
         sm = sm.assign(label=sm["rung"].map(lambda r: f"{int(r):02d}" if str(r).lstrip("-").isdigit() else str(r))
                        + " " + sm["variant"].astype(str))
         roofline.plot(sm, roofline.ceilings(sm["gpu"].iloc[0]), title="recorded: softmax 4096x4096 fp32"
@@ -394,8 +412,10 @@ print("kernel code between the two sides:", ", ".join(sorted(set(c.table.code)))
 # one bound by DRAM bandwidth should shrink by the ratio of the two bandwidths if both runs reach
 # the same share of their ceiling.  A ratio below that says the H100 run reached a smaller share
 # of its ceiling than the H200 run.  The two sides were not taken the same way: the H100 records
-# are older, made before the timer's spin kernel existed (`data/timer/*.json`), so read the
-# ratios below as a lead, not a verdict.
+# are older, made before the timer's spin kernel existed (`data/timer/*.json`), and each side takes
+# its newest record of a rung: rmsnorm's H100 rungs were recorded twice, and the comparison above
+# found those two runs apart by more than their noise.  Read the ratios below as a lead, not a
+# verdict.
 
 # %%
 from perfkit import specs

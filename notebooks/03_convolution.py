@@ -40,11 +40,12 @@
 # 3. why NHWC lets the implicit GEMM's gather be a 16-byte load, and what a layout transpose costs;
 # 4. how each rung's traffic model and compiled anatomy predict its speed before any GPU runs it.
 #
-# **No GPU was available when this notebook was written**: every rung is *checked* in Numba's
-# CUDA simulator (times there mean nothing) and compiled for an H100 (sm_90) with no GPU, and
-# no convolution has been timed on a real GPU yet.  The GPU goals (the best SIMT rung at ≥ 0.70
-# of cuDNN fp32 over the 3x3 ResNet-50 layers, the tensor-core rung at ≥ 0.30 of cuDNN fp16) are
-# for a later session: run this notebook with the `gpu` profile there.
+# Every rung is *checked* here in Numba's CUDA simulator (times there mean nothing) and compiled
+# for sm_90 with no GPU.  The ladder has been timed on a real GPU at the example layer only (the
+# H200 records of 2026-11-26, float32 NCHW and float16 NHWC: the cards below); the GPU goals (the
+# best SIMT rung at ≥ 0.70 of cuDNN fp32 over the 3x3 ResNet-50 layers, the tensor-core rung at
+# ≥ 0.30 of cuDNN fp16) need the whole ResNet-50 sweep: `tools/record_gpu.py --plan full --ops conv`
+# or this notebook with the `gpu` profile and `sweep=True` on a GPU.
 
 # %% tags=["parameters"]
 # Parameters (papermill overrides these; profiles in notebooks/profiles.yaml)
@@ -56,7 +57,8 @@ table_configs = ["float32 NCHW", "float32 NHWC", "float16 NHWC"]  # ResNet-50 ta
 table_estimator = "auto"    # "auto": perfkit.model.estimate where it exists; "roofline": the plain bound
 resnet_batch = 32           # batch of the ResNet-50 per-layer table
 cc = (9, 0)                 # compile target for the anatomy view
-gpu = "h100-sxm"            # GPU whose published ceilings feed the model
+records_gpu = None          # GPU whose records are shown (name or slug); None: the GPU with the newest records
+gpu = None                  # devices.yaml key of the published ceilings (None: the shown GPU's)
 seed = None                 # None: fresh random inputs for the check
 record = "auto"             # record GPU measurements into data/results/ ("auto": only on a real GPU)
 exercise_reference = False  # True: the exercises grade the reference solutions, for CI
@@ -76,6 +78,9 @@ lesson.quiet_numba_warnings()       # Numba's performance warnings: once per kin
 SIM = backend.is_simulator()
 print(backend.describe())
 EX = conv.EXAMPLE_PROBLEM           # ResNet-50's stage-2 3x3 layer at batch 32: compiled, never run here
+shown_gpu = lesson.shown_gpu(records_gpu, ["conv"])  # cards, tables and plots show one GPU's records
+gpu = gpu or lesson.spec_key(shown_gpu)
+print(f"records shown: {shown_gpu or 'none yet'}; published ceilings: {gpu}")
 print("example problem:", EX.label, f"(P x Q = {EX.p} x {EX.q}; GEMM M, N, K = {EX.gemm_mnk})")
 pd.DataFrame([{"rung": v.rung, "name": v.name, "what changed and why": v.what} for v in conv.LADDER])
 
@@ -117,7 +122,7 @@ checks.pivot_table(index="label", columns="problem", values="max_abs_err", sort=
 # time its algorithms, and a Triton implicit GEMM) and recorded.
 
 # %%
-recorded = lesson.records("conv")
+recorded = lesson.records("conv", gpu=shown_gpu)
 print("matching rule:", lesson.MATCH_RULE)
 if recorded.empty:
     print("No convolution has been timed on a real GPU yet (data/results/ has no conv records): "
@@ -136,7 +141,7 @@ if sweep and not SIM:
         recorded = pd.concat([recorded, table], ignore_index=True)
     else:
         lesson.reload()
-        recorded = lesson.records("conv")
+        recorded = lesson.records("conv", gpu=shown_gpu)
 elif sweep:
     print("sweep is set but there is no GPU here: nothing is timed.")
 
@@ -146,7 +151,7 @@ reports, cards, shown = {}, {}, []
 
 def rung_view(name, kernel=0):
     """One rung: the kernel diff against the rung before, the anatomy (folded), a prediction
-    prompt, then the answer folded: the recorded measurement (none yet) and the model's estimate."""
+    prompt, then the answer folded: the recorded measurement (where there is one) and the model's estimate."""
     names = [v.name for v in conv.LADDER]
     if name not in names:
         display(Markdown(f"*`{name}` is not in today's ladder ({', '.join(names)}): nothing to show.*"))
@@ -319,8 +324,8 @@ lesson.anatomy_table({conv.LADDER[[u.name for u in conv.LADDER].index(n)].label:
 # The 23 distinct convolution shapes of ResNet-50 (torchvision v1.5: the stride-2 3x3 in the
 # first block of stages 2-4; `count` is how many of the 53 conv layers have that shape) at batch
 # `resnet_batch`, with each rung's **model estimate** (`table_estimator = "auto"`; the `ci` profile,
-# for speed, shows the plain roofline bound instead, one column, the same for every rung; no
-# measurement exists yet).  Where records
+# for speed, shows the plain roofline bound instead, one column, the same for every rung; the
+# records cover the example layer only).  Where records
 # exist, the measured fraction of cuDNN is the goal's yardstick: the best SIMT rung at ≥ 0.70 of
 # cuDNN fp32, time-weighted over the 3x3 layers; compare *times*, since cuDNN may run a 3x3 layer
 # as FFT or Winograd, doing fewer FLOPs than the 2·N·K·P·Q·C·R·S counted here.
@@ -447,15 +452,16 @@ pd.DataFrame(rows).style.format(precision=3).hide(axis="index")
 # %% [markdown]
 # ## Summary
 #
-# One card per rung at the example layer: the recorded median (none yet), x the rung before,
+# One card per rung at the example layer: the recorded median (where recorded), x the rung before,
 # the fraction of cuDNN, the model's estimate.  The ladder plot draws only measurements from real
 # GPUs; with none it draws a labelled placeholder and the model's estimates as ticks.
 
 # %%
 cs = [cards[v.name] if v.name in cards else lesson.recorded("conv", EX, v, table=recorded, model_gpu=gpu)
       for v in conv.LADDER if not v.oracle]
-display(Markdown(f"**Convolution ladder at `{EX.label}`** (register-blocked and tensor-core rungs at their NHWC "
-                 "and float16 twins)"))
+twins = [f"{c.label} at {c.problem}" for c in cs if c.problem != EX.label]
+display(Markdown(f"**Convolution ladder at `{EX.label}`**" + (f" (where a rung's own twin of the layer is shown: "
+                 f"{'; '.join(twins)})" if twins else "")))
 display(lesson.card_table(cs, style=True))
 plots.ladder(recorded, problem=EX.label, title=f"Convolution ladder at {EX.label}",
              estimates={c.label: c.estimate_rate for c in cs}, changed={c.label for c in cs if c.changed_since})

@@ -31,9 +31,10 @@
 # | multirow / split | several rows per block, `vec` independent (128-bit) loads per thread | narrow rows fill the GPU; more bytes in flight |
 # | tuned | the launch shape fitted to the row width (search, or a static rule) | the right shape at every width |
 #
-# Aims, not results: on the H100 records at 4096 float32 columns, online softmax and Welford were
-# slower than the warp rung before them, and the multirow rungs of layernorm and rmsnorm slower
-# than the one-row-per-block rungs; each card says, from the records, what a rung bought.
+# Aims, not results: each card says, from the records of the GPU shown, what a rung bought.  At
+# 4096 float32 columns online softmax and layernorm's Welford were slower than the warp rung before them on
+# both GPUs recorded; the multirow rungs of layernorm and rmsnorm were slower than the
+# one-row-per-block rungs on the H100 (the code of 2026-11-23) and faster on the H200 (today's).
 #
 # You will learn to count the bytes a kernel must move, to predict its time from the bandwidth,
 # to see in the compiled kernel what each rung changed, and to check numerically fragile code
@@ -57,7 +58,8 @@ check_dtypes = ["float32", "float16"]
 sweep = False                 # on a GPU: time every rung over each op's GPU_SWEEP (and record)
 sweep_dtypes = ["float32"]    # dtypes of the GPU sweep
 cc = (9, 0)                   # compile target for the anatomy view
-gpu = "h100-sxm"              # GPU whose published bandwidth feeds the model predictions
+records_gpu = None            # GPU whose records are shown (name or slug); None: the GPU with the newest records
+gpu = None                    # devices.yaml key of the published bandwidth (None: the shown GPU's)
 seed = None                   # None: fresh random inputs for the check
 record = "auto"               # record GPU measurements into data/results/ ("auto": only on a real GPU)
 model_estimates = True        # per rung, perfkit.model.estimate beside the record (compiles each rung: slower)
@@ -80,6 +82,9 @@ lesson.quiet_numba_warnings()       # Numba's performance warnings: once per kin
 SIM = backend.is_simulator()
 print(backend.describe())
 MODS = {op: importlib.import_module(f"perfkit.kernels.norm.{op}") for op in ops}
+shown_gpu = lesson.shown_gpu(records_gpu, ops)  # cards, tables and plots show one GPU's records
+gpu = gpu or lesson.spec_key(shown_gpu)
+print(f"records shown: {shown_gpu or 'none yet'}; published bandwidth: {gpu}")
 pd.DataFrame([{"op": op, "rung": v.rung, "name": v.name, "config": v.config, "what changed and why": v.what}
               for op, m in MODS.items() for v in m.LADDER])
 
@@ -132,18 +137,18 @@ if not SIM:
 else:
     copy_bw = None
     ceil = results.load(op="roofline")
-    ceil = ceil[ceil.variant == "copy"] if not ceil.empty else ceil
+    ceil = ceil[(ceil.variant == "copy") & (ceil.gpu == shown_gpu)] if not ceil.empty else ceil
     if not ceil.empty:
         display(ceil[["gpu", "gbps", "median_s", "utc", "commit"]])
         copy_bw = float(ceil.gbps.iloc[-1]) * 1e9
         print(f"using the copy bandwidth recorded on {ceil.gpu.iloc[-1]}: {copy_bw / 1e12:.2f} TB/s")
     else:
         print("No copy bandwidth has been recorded on a real GPU yet: predictions below use the "
-              f"published bandwidth of {gpu}, which no kernel reaches (copy kernels get ~85-93%).")
+              f"published bandwidth of {gpu}, which no kernel reaches (perfkit's recorded copies: 70-82%).")
 published_bw = specs.get(gpu).dram_bw
 model_bw = copy_bw or published_bw
 
-recorded = pd.concat([lesson.records(op) for op in ops], ignore_index=True)  # today's labels, matched by name
+recorded = pd.concat([lesson.records(op, gpu=shown_gpu) for op in ops], ignore_index=True)  # today's labels, matched by name
 print("matching rule:", lesson.MATCH_RULE)
 if recorded.empty:
     print("No normalization results have been recorded on a real GPU yet (data/results/ has none).")
@@ -161,7 +166,7 @@ if sweep and not SIM:
         recorded = pd.concat([recorded, swept], ignore_index=True)
     else:
         lesson.reload()
-        recorded = pd.concat([lesson.records(op) for op in ops], ignore_index=True)
+        recorded = pd.concat([lesson.records(op, gpu=shown_gpu) for op in ops], ignore_index=True)
 elif sweep:
     print("sweep=True but there is no GPU here: nothing is timed.")
 
@@ -254,11 +259,11 @@ rung_steps('layernorm')
 # Per row that is two more reductions; per column, a reduction over all rows.  The ideal kernel
 # reads x and dy once and writes dx once (γ, dγ and dβ are small).  The row rungs differ in how they
 # reduce; up to the Welford rung the column sums are a separate kernel (a two-stage column
-# reduction today; one thread per column in the recorded version), a second read of x and dy.  The
+# reduction today; one thread per column in the H100's records of 2026-11-23), a second read of x and dy.  The
 # multirow rung runs a persistent grid (a few blocks per SM) in which every lane owns the same
 # columns in every row it visits, adds its `dy·x̂` and `dy` into its group's partial-sum row (small,
-# L2-resident), and a small kernel sums the partials: x and dy leave DRAM once (the records are of
-# an earlier version that updated partials in global memory per row: its card says what it cost).  Apex and llm.c's `layernorm_backward` reduce dγ/dβ in two stages the same way.
+# L2-resident), and a small kernel sums the partials: x and dy leave DRAM once (the H100's records
+# are of an earlier version that updated partials in global memory per row).  Apex and llm.c's `layernorm_backward` reduce dγ/dβ in two stages the same way.
 
 # %%
 ladder_view('layernorm_bwd')

@@ -181,7 +181,7 @@ if len(levels):
     print(model.levels_table(levels).to_string())  # * a row of the Nsight Compute table no record has
     print(model.levels_line(levels))
 else:
-    print(f"no Nsight Compute table at {model.NCU_PATH}")
+    print(f"the Nsight Compute table ({model.NCU_PATH.name}) has no row for the records validated here")
 
 # %% [markdown]
 # Where the model misses, the per-launch details in `Estimate.launches` say which leg it
@@ -196,7 +196,8 @@ else:
 # - **DRAM traffic the static counts miss**: some GEMM rungs read the wide operand twice per
 #   wave, which no static feature separates from the rungs that read it once;
 # - **the DRAM rate**: one fitted efficiency (0.70 of the datasheet) is the copy ceiling perfkit
-#   measured, while saxpy under Nsight Compute moved data at 0.82 of the datasheet.
+#   measured on the H100, while saxpy under Nsight Compute moved data at 0.82 of the datasheet
+#   there, and the H200's recorded copy reached 0.82 of its datasheet figure.
 #
 # Run `perfkit model validate` for today's line.
 

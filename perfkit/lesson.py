@@ -443,6 +443,32 @@ def _head_commit() -> str | None:
     return git_commit()
 
 
+def shown_gpu(want: str | None = None, ops=()) -> str | None:
+    """The GPU whose records a notebook shows (its cards, tables, plots and ceilings are of one
+    GPU): the recorded GPU ``want`` names (a name or slug, case-insensitive), else the GPU of the
+    newest real record of ``ops``; None when there is none."""
+    frames = []
+    for op in ops:
+        df = _load(op, None)
+        if not df.empty:
+            frames.append(df[~df["simulated"].fillna(False).astype(bool)] if "simulated" in df else df)
+    df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if df.empty:
+        return want
+    if want:
+        w = str(want).lower()
+        hit = df[(df["gpu"].astype(str).str.lower() == w) | (df["gpu_slug"].astype(str).str.lower() == w)]
+        if hit.empty:
+            raise LookupError(f"no records of GPU {want!r}; recorded: {', '.join(sorted(set(df['gpu'])))}")
+        return str(hit["gpu"].iloc[0])
+    return str(df.sort_values("utc")["gpu"].iloc[-1])
+
+
+def spec_key(gpu_name: str | None, default: str = "h100-sxm") -> str:
+    """devices.yaml key of a recorded GPU's name (``default`` when it is unknown or None)."""
+    return _spec_key(gpu_name, default)
+
+
 def _spec_key(gpu_name: str | None, default: str) -> str:
     from . import specs
 

@@ -882,10 +882,8 @@ class DoubleBuffer(Blocktile2D):
         "32-bit and the k-step's two shared offsets advance by a row. sm_90a, no GPU: 122 "
         "registers, no spills; 75 instructions a tile outside the k-steps, a k-step of 64 FFMA "
         "in 83 instructions (0.77; rung 7: 87, 0.74), 740 a tile; perfkit.banks (64x128x64, "
-        "one block): loads and stores conflict-free, 8704 wavefronts for 8704 ideal. Model "
-        "prediction (the same model, H100; this code has not run on a GPU): 31.3 TFLOP/s at "
-        "4096^3 and 11.0 at 1024^3 (rung 7: 27.7 and 9.4; rung 9: 34.7 and 13.1; before: 27.3 "
-        "and 10.1). The global loads keep rung 7's int64 indices and "
+        "one block): loads and stores conflict-free, 8704 wavefronts for 8704 ideal. The global "
+        "loads keep rung 7's int64 indices and "
         "bounds checks: rung 9 takes those on.")
 
     def supports(self, problem):
@@ -1397,7 +1395,7 @@ class Autotuned(WarpTile):
         "by a static model (issue rate from the FFMA share of a k step, L2 traffic, tail waves, "
         "occupancy from shared memory and registers), the best few are compiled for the target "
         "with no GPU and pruned if they spill or starve occupancy, and the survivors are timed on "
-        "a GPU. No GPU has timed them yet: this configuration (128x128 block, BK=16, 8x8 per "
+        "a GPU. No GPU has timed the search's survivors yet: this configuration (128x128 block, BK=16, 8x8 per "
         "thread, 32x64 warp tile) is the model's pick (AUTOTUNE_PICK, with the estimate it had when "
         "the search ran; rung 10's BK=8 spills 20 bytes under the register cap, this one does not) "
         "-- a prediction, not a measurement. BK=16 brings one more fix: with rows of "
@@ -1980,7 +1978,7 @@ class TCEpilogue(TCWarpTile):
         "acc[...], which the compiler turned into a load from a computed address, so the 128 "
         "accumulators went through a 512-byte stack (sm_90a: 64 STL.128 after the k-loop, 62 "
         "LDL in a rolled epilogue loop). Now sm_90a, no GPU: 211 registers (rung 16: 209), no "
-        "stack, no local memory, 32 STG.128 and 64 SHFL.BFLY. This code has not run on a GPU.")
+        "stack, no local memory, 32 STG.128 and 64 SHFL.BFLY.")
 
 
 LADDER: list[Variant] = [Oracle(), Naive(), Coalesced(), SmemTiling(), Blocktile1D(), Blocktile2D(),

@@ -39,7 +39,7 @@
 n_elements = 4099          # saxpy length for the timing experiments
 sizes = [1000, 4099]       # saxpy lengths for the checked sweep
 seed = 0                   # inputs for timing (the check uses fresh random inputs)
-gpu = None                 # GPU whose published ceilings to draw (None: the one in use, or recorded)
+gpu = None                 # GPU whose published ceilings to draw (None: the one in use, else the newest recorded)
 cc = (9, 0)                # compile target for the anatomy view
 record = "auto"            # record GPU measurements into data/results/ ("auto": only on a real GPU)
 exercise_reference = False # True: the exercises grade the reference solutions, for CI
@@ -319,11 +319,11 @@ ceil = roofline.ceilings(gpu)
 display(pd.DataFrame([c.as_dict() for c in ceil]))
 recorded = results.load(op="saxpy")
 points = recorded if not recorded.empty else table
-ax = roofline.plot(points, ceil, title="saxpy on the roofline"
+ax = roofline.plot(points, ceil, title=f"saxpy on the roofline ({ceil[0].name.removesuffix(' FP32')} ceilings)"
                    + (" (recorded GPU results)" if not recorded.empty else ""))
 if recorded.empty:
     print("No saxpy results recorded on a real GPU yet: the roofline shows the ceilings only.")
-    # what *is* recorded: the softmax ladder on the H100 (notebook 04), a memory-bound op like saxpy
+    # what *is* recorded: the softmax ladder (notebook 04), a memory-bound op like saxpy
     sm = results.load(op="softmax")
     sm = sm[sm["problem"].astype(str).str.startswith("rows=4096 cols=4096 dtype=float32")]
     if not sm.empty:  # one GPU's records under that GPU's ceilings: the newest
@@ -331,7 +331,7 @@ if recorded.empty:
         sm = sm.assign(label=sm["rung"].map(lambda r: f"{int(r):02d}" if str(r).lstrip("-").isdigit() else str(r))
                        + " " + sm["variant"].astype(str))
         roofline.plot(sm, roofline.ceilings(sm["gpu"].iloc[0]), title="recorded: softmax 4096x4096 fp32"
-                      + plots.provenance(sm))
+                      + plots.provenance(sm) + " (its ceilings)")
 
 # %% [markdown]
 # The ridge point (where the slanted memory roof meets the flat compute roof) sits at tens of

@@ -311,7 +311,8 @@ for p in summary_problems:
           else lesson.recorded("gemm", p, v, table=recorded, model_gpu=gpu, estimate=model_estimates,
                                banks_unrecorded=unrecorded_banks)
           for v in gemm.LADDER if not v.oracle]
-    display(Markdown(f"**GEMM ladder at `{p.label}`** (the tensor-core rungs at their float16 twin)"))
+    none = "" if any(c.found for c in cs) else f"; no record of this problem on {shown_gpu} (another GPU may have some: records_gpu)"
+    display(Markdown(f"**GEMM ladder at `{p.label}`** (the tensor-core rungs at their float16 twin{none})"))
     display(lesson.card_table(cs, style=True))
     plots.ladder(recorded, problem=p.label, title=f"GEMM ladder at {p.label}",
                  estimates={c.label: c.estimate_rate for c in cs}, changed={c.label for c in cs if c.changed_since})

@@ -429,8 +429,9 @@ print(f"whole network at batch {resnet_batch}, float32: transposes {float((layou
       "(model estimates; nothing measured)")
 
 # %% [markdown]
-# In this model (nothing here is measured) the transposes cost more than the convolution itself
-# for the low-intensity 1x1 layers of stage 1 (1.5-2x), and a few percent for the late 3x3 layers
+# In this model (nothing here is measured) the transposes cost about as much as the convolution
+# itself or more for the low-intensity 1x1 layers of stage 1 (the ratio column above, at the
+# shown GPU's bandwidth), and a few percent for the late 3x3 layers
 # with many channels: a layout conversion is cheap only where the arithmetic is heavy.  The
 # rungs' own traffic models say the same thing from the other side: the table below gives each
 # rung's modelled L2 bytes for the example layer in both layouts (the halo rung gathers one

@@ -315,9 +315,11 @@ rung_steps('batchnorm')
 # For each op: achieved GB/s (useful bytes / time) against the row width, one line per rung, with
 # the measured copy bandwidth as the ceiling (the published DRAM bandwidth, and it says so, where
 # no copy bandwidth is recorded).  Narrow rows are where one block per row can leave the GPU idle,
-# which the multirow rungs aim at (on the H100 records at 1024 columns softmax's and rmsnorm's
-# multirow rungs gained, layernorm's lost); very wide rows are where a row no longer fits in
-# L1/L2 and every extra sweep costs DRAM traffic.  Only measurements from real GPUs are drawn.
+# which the multirow rungs aim at (on the H100 records at 1024 columns softmax's multirow rung
+# gained and layernorm's lost; rmsnorm's two H100 runs disagreed); very wide rows are where a row
+# no longer fits in L1/L2 and every extra sweep costs DRAM traffic.  Only measurements from real
+# GPUs are drawn, of the GPU shown: a GPU recorded at one width draws a point per rung
+# (`records_gpu="nvidia-h100-80gb-hbm3"` shows the H100's widths).
 
 # %%
 row_ops = [op for op in ops if op != "batchnorm"]

@@ -68,8 +68,8 @@ def _gpu_name(gpu: str | None) -> str:
     from . import results
 
     recorded = results.load()
-    if not recorded.empty and "gpu" in recorded:
-        return recorded["gpu"].value_counts().index[0]
+    if not recorded.empty and "gpu" in recorded:  # the GPU the notebooks show: the newest recorded
+        return str(recorded.sort_values("utc")["gpu"].iloc[-1]) if "utc" in recorded else recorded["gpu"].iloc[-1]
     return DEFAULT_GPU
 
 
@@ -119,8 +119,8 @@ def _spec_key(name: str) -> str | None:
 
 
 def ceilings(gpu: str | None = None, measured: bool = True) -> list[Ceiling]:
-    """Published ceilings of ``gpu`` (default: the GPU in use; in the simulator the GPU with
-    recorded results, else H100 SXM), plus the measured ones recorded for it."""
+    """Published ceilings of ``gpu`` (default: the GPU in use; in the simulator the GPU of the
+    newest record, else H100 SXM), plus the measured ones recorded for it."""
     name = _gpu_name(gpu)
     out = _published(name)
     if measured:

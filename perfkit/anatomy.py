@@ -884,7 +884,7 @@ def _compile(variant: Variant, problem: Problem, cc, *, store: bool = True) -> d
                          sort_keys=True, default=str)
     key = hashlib.sha256(key_doc.encode()).hexdigest()[:32]
     path = _cache_dir() / f"{key}.json"
-    skey = static_key(variant, problem, cc)
+    skey = static.build_key(variant, problem, cc, source)  # the closure hashed once, above
     what = f"{variant.label} @ {problem.label} sm_{cc[0]}{cc[1]}"
     if path.exists():
         try:

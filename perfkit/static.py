@@ -229,10 +229,11 @@ def job(variant, problem, cc) -> dict:
             "cc": list(cc)}
 
 
-def build_key(variant, problem, cc) -> str:
+def build_key(variant, problem, cc, source: str | None = None) -> str:
     """The store key of a rung's build for ``problem`` and target ``cc``: its job and its source
-    closure, not the tool versions (the entry carries those)."""
-    return key({"job": job(variant, problem, cc), "source": source_hash(variant), "v": 1})
+    closure (``source``, where the caller has hashed it already), not the tool versions (the
+    entry carries those)."""
+    return key({"job": job(variant, problem, cc), "source": source or source_hash(variant), "v": 1})
 
 
 # --- what the store covers ------------------------------------------------------------------------

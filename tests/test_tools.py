@@ -260,6 +260,13 @@ def test_a_packed_run_imports_into_data_with_provenance_and_again_changes_nothin
     assert meta["commit"] and meta["packages"]["numba-cuda"]
     assert (docs / "2026-11-26-h200-summary.md").exists() and not (data / "timer").exists()
     assert imp.main(args) == 0  # the same run again: records already there are left alone
+    assert sorted(p.name for p in docs.iterdir()) == ["2026-11-26-h200-summary.md"]
+    # another run the same day keeps the first run's summary and writes its own beside it
+    (run / "summary.md").write_text("# record_gpu, a second run\n")
+    _tool().pack(run, tmp_path / "rec2.tgz")
+    assert imp.main([str(tmp_path / "rec2.tgz"), "--data", str(data), "--docs", str(docs)]) == 0
+    assert (docs / "2026-11-26-h200-summary.md").read_text() == "# record_gpu\n"
+    assert (docs / "2026-11-26-h200-2-summary.md").read_text() == "# record_gpu, a second run\n"
     # a record of the same name with other content stops the import before anything is written
     victim = data / "results" / "nvidia-h200" / "softmax" / recs[0].name
     victim.write_text("{}")

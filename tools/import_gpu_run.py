@@ -98,7 +98,11 @@ def plan(run: Path, data: Path, docs: Path) -> list[tuple[Path, Path | str]]:
         todo.append((dest.with_suffix(".json"),
                      json.dumps({"table": dest.name, **base, "what": what, "source": source}, indent=1) + "\n"))
     if (run / "summary.md").exists():
-        todo.append((docs / f"{date}-{key}-summary.md", run / "summary.md"))
+        dest = docs / f"{date}-{key}-summary.md"
+        n = 2  # a second run the same day gets its own file: a summary is a record too
+        while dest.exists() and not filecmp.cmp(dest, run / "summary.md", shallow=False):
+            dest, n = docs / f"{date}-{key}-{n}-summary.md", n + 1
+        todo.append((dest, run / "summary.md"))
     return todo
 
 

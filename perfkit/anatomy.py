@@ -33,7 +33,6 @@ import dataclasses
 import functools
 import hashlib
 import html
-import importlib
 import io
 import json
 import os
@@ -320,12 +319,6 @@ def _compile_job(job: dict) -> dict:
     from numba.cuda import codegen
     from numba.cuda.cudadrv import driver
 
-    def build(mod, qual, kwargs):
-        obj = importlib.import_module(mod)
-        for part in qual.split("."):
-            obj = getattr(obj, part)
-        return obj(**kwargs)
-
     cc = tuple(job["cc"])
     full_cc = _numba_cc(cc)
     # Numba asks "the current device" for its compute capability; with no device here, it is
@@ -333,8 +326,7 @@ def _compile_job(job: dict) -> dict:
     cuda_dispatcher.get_current_device = lambda: type("TargetDevice", (), {"compute_capability": cc})()
     codegen.CUDACodeLibrary._ensure_cc = lambda self, c: full_cc if c is None else c
 
-    problem = build(job["problem"]["module"], job["problem"]["qualname"], job["problem"]["params"])
-    variant = build(job["variant"]["module"], job["variant"]["qualname"], job["variant"]["config"])
+    variant, problem = static.rebuild(job)
     launches = variant.plan(problem, variant.host_buffers(problem))
     out = []
     for launch in launches:

@@ -739,9 +739,6 @@ def count(variant, problem, *, max_blocks: int | None = 1, seed: int = 0, cache:
     global _REC
     from . import backend
 
-    if not backend.is_simulator():
-        raise BankError("banks.count runs kernels in the CUDA simulator; this process uses a GPU "
-                        "(measure conflicts with Nsight Compute there, or run with PERFKIT_BACKEND=sim)")
     if variant.oracle:
         raise BankError(f"{variant.label} is a library call: no kernel of ours to simulate")
     path = _cache_path(variant, problem, max_blocks, vectorize) if cache else None
@@ -757,6 +754,11 @@ def count(variant, problem, *, max_blocks: int | None = 1, seed: int = 0, cache:
         d = static.get("banks", path.stem)
         if d is not None:
             return BankReport(**d)
+    if not backend.is_simulator():
+        # a GPU process cannot also run the simulator (numba.cuda is one or the other per
+        # process): the simulation runs in a child that chose the simulator, so a notebook on a
+        # GPU shows the same access counts (and estimates) as one on a laptop
+        return _count_in_child(variant, problem, max_blocks, seed, path, vectorize)
     _install()
     variant.supports(problem)
     inputs = problem.make_inputs(seed)
@@ -814,3 +816,43 @@ def count(variant, problem, *, max_blocks: int | None = 1, seed: int = 0, cache:
 
 
 _LOCK = threading.Lock()
+
+
+def _count_in_child(variant, problem, max_blocks, seed, path, vectorize) -> BankReport:
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        jp, op = Path(tmp) / "job.json", Path(tmp) / "out.json"
+        jp.write_text(json.dumps({**static.job(variant, problem, ()), "max_blocks": max_blocks, "seed": seed,
+                                  "cache": path is not None, "vectorize": vectorize}, default=str))
+        env = {**os.environ, "PERFKIT_BACKEND": "sim", "NUMBA_ENABLE_CUDASIM": "1"}
+        r = subprocess.run([sys.executable, "-m", "perfkit.banks", "--worker", str(jp), str(op)],
+                           capture_output=True, text=True, env=env, timeout=1800)
+        if r.returncode != 0 or not op.exists():
+            raise BankError(f"the simulator process for {variant.label} failed: {r.stderr.strip()[-2000:]}")
+        d = json.loads(op.read_text())
+    if "error" in d:
+        raise BankError(d["error"])
+    return BankReport(**d)
+
+
+def _worker_main(job_path: str, out_path: str) -> int:
+    job = json.loads(Path(job_path).read_text())
+    try:
+        variant, problem = static.rebuild(job)
+        rep = count(variant, problem, max_blocks=job["max_blocks"], seed=job["seed"], cache=job["cache"],
+                    vectorize=job["vectorize"])
+        out = dataclasses.asdict(rep)
+    except Exception as exc:  # the parent raises BankError with the message
+        out = {"error": f"{exc.__class__.__name__}: {exc}"}
+    Path(out_path).write_text(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--worker":
+        import perfkit  # noqa: F401  (PERFKIT_BACKEND=sim: the simulator, chosen before numba.cuda)
+
+        sys.exit(_worker_main(sys.argv[2], sys.argv[3]))
+    sys.exit("usage: python -m perfkit.banks --worker JOB OUT (the command is perfkit anatomy --access)")

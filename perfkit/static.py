@@ -229,6 +229,19 @@ def job(variant, problem, cc) -> dict:
             "cc": list(cc)}
 
 
+def rebuild(job: dict):
+    """(variant, problem) that :func:`job` describes, rebuilt in another process."""
+    import importlib
+
+    def build(part, kwargs):
+        obj = importlib.import_module(part["module"])
+        for name in part["qualname"].split("."):
+            obj = getattr(obj, name)
+        return obj(**kwargs)
+
+    return build(job["variant"], job["variant"]["config"]), build(job["problem"], job["problem"]["params"])
+
+
 def build_key(variant, problem, cc, source: str | None = None) -> str:
     """The store key of a rung's build for ``problem`` and target ``cc``: its job and its source
     closure (``source``, where the caller has hashed it already), not the tool versions (the

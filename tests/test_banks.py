@@ -248,3 +248,23 @@ def test_simulated_blocks_see_the_whole_grid():
     assert g["launch_blocks"] == 4 and g["bytes"] == 8 * 32 * 4 * 2
     every = banks.count(_GridStride(), _T32(), max_blocks=None, cache=False).coalescing(0)
     assert every["load_requests"] == 32
+
+
+@pytest.mark.skipif(not backend.is_simulator(), reason="compares the child with this process's own simulation")
+def test_a_gpu_process_runs_the_access_simulation_in_a_simulator_child(monkeypatch):
+    """numba.cuda is the GPU or the simulator for a whole process: where it is the GPU, count()
+    answers from a child that chose the simulator, the same report as a simulator process's."""
+    import dataclasses
+
+    from perfkit.kernels.norm import softmax
+
+    v = next(x for x in softmax.LADDER if x.name == "warp")
+    p = softmax.Problem(3, 45)
+    here = banks.count(v, p, cache=False)
+    monkeypatch.setattr(backend, "is_simulator", lambda: False)
+    child = banks.count(v, p, cache=False)
+    def norm(rep):  # the order sites are first met in follows the simulator's thread schedule
+        d = dataclasses.asdict(rep)
+        return {k: sorted(x, key=str) if k in ("sites", "gsites") else x for k, x in d.items()}
+
+    assert norm(child) == norm(here) and here.load_accesses > 0

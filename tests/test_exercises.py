@@ -266,7 +266,10 @@ def test_launch_partial_warps_and_low_occupancy():
 
 def test_vec_copy_scalar_loads_and_misalignment():
     _failed(grade("01.vec_copy", copy_scalar, progress=False), "16-byte loads", "0 16-byte loads", "load4")
-    _failed(grade("01.vec_copy", copy_misaligned, progress=False), "correct at 1x4", "misaligned")
+    if perfkit.backend.is_simulator():  # the simulator's load4 names the misaligned load
+        _failed(grade("01.vec_copy", copy_misaligned, progress=False), "correct at 1x4", "misaligned")
+    else:  # a GPU gives no such message (the H200 run raised no fault): the float64 check catches it
+        _failed(grade("01.vec_copy", copy_misaligned, progress=False), "correct at 1x4")
 
 
 def test_smem_tile_without_shared_memory_and_short_k():
@@ -320,6 +323,7 @@ def test_grade_reports_its_seed_and_reproduces():
     assert a.seed == b.seed == 123 and a.message == b.message
 
 
+@pytest.mark.skipif(not perfkit.backend.is_simulator(), reason="the bank counter records the simulator's accesses")
 def test_bank_counter_counts_a_known_pattern():
     """32 lanes reading one column of a 32-wide float32 tile: 32 wavefronts; a row: 1."""
     from perfkit.exercises import _smem

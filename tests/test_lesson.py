@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 import perfkit  # noqa: F401  (before numba.cuda)
-from perfkit import history, lesson, results
+from perfkit import backend, history, lesson, results
 from perfkit.kernels import gemm
 from perfkit.kernels.norm import softmax
 
@@ -193,7 +193,9 @@ def test_source_diff_is_the_kernel_and_its_helpers_not_the_class():
     assert "helper _common.group_sum" in d and "def traffic" not in d and "what: ClassVar" not in d
     assert "# launch softmax_warp: grid" in d
     src = lesson.kernel_sources(gemm.LADDER[-1], gemm.EXAMPLE_PROBLEM)
-    assert "mma_16816" in src and "helper _ptx.mma_16816" in src and "def traffic" not in src
+    assert "mma_16816" in src and "def traffic" not in src
+    if backend.is_simulator():  # on a GPU mma_16816 is the PTX intrinsic: no Python helper to show
+        assert "helper _ptx.mma_16816" in src
 
 
 def test_explanation_reads_the_numbers():

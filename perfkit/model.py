@@ -1305,11 +1305,10 @@ def _wavefronts(counts: dict, ld_degree: float, st_degree: float, per_access: di
 def _bank_report(variant, problem, vectorize: bool = True):
     """``(report, twin, why)``: the bank simulation of the problem's small twin
     (:func:`perfkit.banks.count`, cached on disk and here, read-only), or ``(None, None,
-    why)`` where it cannot be simulated (a GPU process, or the simulation failed)."""
-    from . import backend, banks
+    why)`` where it cannot be simulated (the simulation failed).  A GPU process gets it too:
+    banks.count runs the simulation in a simulator child there."""
+    from . import banks
 
-    if not backend.is_simulator():
-        return None, None, "not simulated (GPU process)"
     try:
         small = banks.small_problem(variant, problem)
         return banks.count(variant, small, vectorize=vectorize), small, ""

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import perfkit  # noqa: F401  (applies the fix in the simulator)
+from numba import cuda, float32, int32  # noqa: E402
 from numba.cuda.simulator import kernelapi
 from perfkit import backend
 
@@ -53,3 +54,41 @@ def test_dynamic_and_repeated_allocations_still_work():
     assert dyn.size == 16
     a = [shared.array((4, 3), np.float64) for _ in range(2)]  # one line: one array
     assert a[0] is a[1] and a[0].shape == (4, 3)
+
+
+
+@cuda.jit
+def _tree_sum(x, out, early):
+    sh = cuda.shared.array(128, float32)
+    t = cuda.threadIdx.x
+    if t >= early:  # these threads leave before any barrier
+        return
+    sh[t] = x[cuda.blockIdx.x * early + t]
+    cuda.syncthreads()
+    s = early // 2
+    while s > 0:
+        if t < s:
+            sh[t] += sh[t + s]
+        cuda.syncthreads()
+        s //= 2
+    if t == 0:
+        out[cuda.blockIdx.x] = sh[0]
+
+
+@cuda.jit
+def _fails(out):
+    t = cuda.threadIdx.x
+    cuda.syncthreads()
+    out[t + int32(200)] = 1.0  # threads 57 and up index past the end
+
+
+def test_barriers_release_together_early_exits_count_and_a_failure_aborts_the_block():
+    """The event-driven block manager (no polling loop) keeps the simulator's semantics: a
+    barrier releases when every live thread reached it, threads that returned no longer count,
+    and one thread's exception aborts the block and is raised, naming the thread."""
+    x = np.random.default_rng().standard_normal(3 * 64).astype(np.float32)
+    out = np.full(3, np.nan, np.float32)
+    _tree_sum[3, 128](x, out, 64)
+    np.testing.assert_allclose(out, x.reshape(3, 64).astype(np.float64).sum(1), rtol=1e-5)
+    with pytest.raises(IndexError, match=r"tid=\[(5[7-9]|6[0-3]), 0, 0\]"):
+        _fails[1, 64](np.zeros(257, np.float32))

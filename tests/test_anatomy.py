@@ -40,17 +40,46 @@ def _ladder_cases():
     return cases
 
 
-@pytest.mark.parametrize("cc", [(8, 0), (9, 0)], ids=["sm80", "sm90"])
-@pytest.mark.parametrize("variant, problem", _ladder_cases())
-def test_every_rung_gets_a_full_report(variant, problem, cc):
-    r = anatomy.inspect(variant, problem, cc=cc)
-    assert r.cc == cc and r.ptx.startswith("//") and r.cubin[:4] == b"\x7fELF"
-    assert 1 <= r.registers <= 255 and r.threads_per_block >= 1
+def _full_report_checks(r, cc):
+    assert r.cc == cc and 1 <= r.registers <= 255 and r.threads_per_block >= 1
     assert 0 < r.occupancy.ratio <= 1 and r.occupancy.limiter in ("registers", "shared memory", "warps", "blocks")
     assert r.instructions > 0 and "EXIT" in r.sass
+    assert str(r) and "<table>" in r._repr_html_()
+
+
+@pytest.mark.parametrize("variant, problem", _ladder_cases())
+def test_every_rung_gets_a_full_report(variant, problem):
+    """Every rung's sm_90 report as the notebooks get it (from the static store, no rebuild),
+    its registers, shared memory and stack as cuobjdump -res-usage printed them for that build."""
+    r = anatomy.inspect(variant, problem, cc=(9, 0))
+    _full_report_checks(r, (9, 0))
+    entry = static.get("anatomy", anatomy.static_key(variant, problem, (9, 0)))
+    assert entry is not None, "no store entry: run `perfkit static refresh` (tests/test_static.py names them)"
+    launch = entry["launches"][0]
+    line = launch["res_usage"].split(f"Function {launch['entry']}:", 1)[1].splitlines()[1]
+    u = {k: int(v) for k, v in re.findall(r"(\w+):(\d+)", line)}
+    assert (u["REG"], u["SHARED"], u["STACK"]) == (r.registers, r.static_shared_bytes, r.stack_bytes)
+
+
+def _top_rungs():
+    """The last rung of each ladder (and GEMM's last SIMT rung): the fresh builds below."""
+    cases, by_op = _ladder_cases(), {}
+    for c in cases:
+        by_op[c.id.split("-", 1)[0]] = c
+    simt = [c for c in cases if c.id.startswith("gemm-") and c.values[1].dtype == "float32"][-1]
+    return list(by_op.values()) + [simt]
+
+
+@pytest.mark.parametrize("cc", [(8, 0), (9, 0)], ids=["sm80", "sm90"])
+@pytest.mark.parametrize("variant, problem", _top_rungs())
+def test_a_fresh_build_gives_a_full_report_that_cuobjdump_agrees_with(variant, problem, cc):
+    """The whole path once an op, not once a rung: compile now (PTX, cubin), and read the cubin
+    independently with cuobjdump."""
+    r = anatomy.inspect(variant, problem, cc=cc)
+    _full_report_checks(r, cc)
+    assert r.ptx.startswith("//") and r.cubin[:4] == b"\x7fELF"
     u = _res_usage(r)
     assert (u["REG"], u["SHARED"], u["STACK"]) == (r.registers, r.static_shared_bytes, r.stack_bytes)
-    assert str(r) and "<table>" in r._repr_html_()
 
 
 def test_registers_agree_with_ptxas_and_cuobjdump():

@@ -112,6 +112,8 @@ def entries(kind: str) -> list[Path]:
 #: modules whose source cannot change a compiled kernel (the tools that read it)
 _NOT_KERNEL_CODE = {"perfkit.model", "perfkit.banks", "perfkit.anatomy", "perfkit.bench", "perfkit.results",
                     "perfkit.workbook", "perfkit.lesson", "perfkit.plots", "perfkit.timing", "perfkit.roofline"}
+#: their submodules too (anatomy and lesson are packages)
+_NOT_KERNEL_PREFIXES = tuple(f"{m}." for m in sorted(_NOT_KERNEL_CODE))
 
 
 def source_files(modname: str) -> list[str]:
@@ -128,7 +130,7 @@ def source_files(modname: str) -> list[str]:
     parents: set[str] = set()
     while todo:
         name = todo.pop()
-        if name in seen or name in _NOT_KERNEL_CODE:
+        if name in seen or name in _NOT_KERNEL_CODE or name.startswith(_NOT_KERNEL_PREFIXES):
             continue
         seen.add(name)
         mod = sys.modules.get(name)

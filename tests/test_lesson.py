@@ -225,7 +225,7 @@ def test_predict_prompt_comes_before_a_folded_answer():
 def test_numba_performance_warnings_are_shown_once_and_counted(monkeypatch, capsys):
     from numba.core.errors import NumbaPerformanceWarning
 
-    monkeypatch.setattr(lesson, "_WARN", lesson._WarningLog())
+    monkeypatch.setattr(lesson.numba_warnings, "_WARN", lesson._WarningLog())  # where the hook reads it
     monkeypatch.setattr(warnings, "showwarning", warnings.showwarning)
     with warnings.catch_warnings():
         lesson.quiet_numba_warnings()
@@ -358,8 +358,8 @@ def test_a_record_of_changed_code_is_compared_with_that_codes_estimate(monkeypat
         calls.append((op, v.name, commit))
         return 123e-6, f"estimate of the kernel at {commit[:7]}"
 
-    monkeypatch.setattr(lesson, "_estimate_then", then)
-    monkeypatch.setattr(lesson, "source_changed_since", lambda v, c: True)
+    monkeypatch.setattr(lesson.cards, "estimate_then", then)  # where recorded() looks them up
+    monkeypatch.setattr(lesson.cards, "source_changed_since", lambda v, c: True)
     card = lesson.recorded("softmax", sm.EXAMPLE_PROBLEM, "fused", estimate=True)
     assert card.found and card.changed_since
     # this rung's measured code, then the rung before's (its factor is compared like for like)

@@ -1,0 +1,79 @@
+"""``perfkit anatomy OP RUNG ...``: the anatomy's command line."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+
+from .report import diff, inspect
+from .target import AnatomyError
+
+
+# --- command line ---------------------------------------------------------------------------
+def _find_rung(ladder, rung: str):
+    for v in ladder:
+        if rung == str(v.rung) or rung == v.name or rung == v.label:
+            return v
+    raise AnatomyError(f"no rung {rung!r}; have: {', '.join(v.label for v in ladder)}")
+
+
+def op_module(op: str):
+    """``perfkit.kernels.<op>``, or ``perfkit.kernels.norm.<op>`` for the normalization ops
+    (``softmax`` as well as ``norm.softmax``); an unknown op says which exist."""
+    from ..kernels import registry
+
+    try:
+        return registry.module(op)
+    except LookupError as exc:
+        raise AnatomyError(str(exc)) from None
+
+
+def cli(argv: list[str] | None = None) -> int:
+    """``perfkit anatomy OP RUNG [--cc 9.0] [--size k=v ...] [--diff RUNG2] [--sass]``."""
+    ap = argparse.ArgumentParser(prog="perfkit anatomy", description="what the compiler made of a rung")
+    ap.add_argument("op", help="op module under perfkit.kernels, e.g. saxpy, gemm, softmax (= norm.softmax)")
+    ap.add_argument("rung", help="rung number or name")
+    ap.add_argument("--cc", default="9.0", help="target compute capability (default 9.0)")
+    ap.add_argument("--size", action="append", default=[], metavar="K=V", help="problem field override")
+    ap.add_argument("--diff", metavar="RUNG2", help="compare with another rung")
+    ap.add_argument("--diff-cc", metavar="CC", help="compare with the same rung at another target")
+    ap.add_argument("--sass", action="store_true", help="print the SASS too")
+    ap.add_argument("--access", action="store_true",
+                    help="simulate one block of a small twin of the problem and print its shared-memory bank "
+                         "conflicts and global coalescing per source line (perfkit.banks; no GPU needed)")
+    args = ap.parse_args(argv)
+    try:
+        mod = op_module(args.op)
+        ladder = getattr(mod, "LADDER")
+        problem = getattr(mod, "EXAMPLE_PROBLEM", None)
+        if args.size:
+            import yaml
+
+            kw = {k: yaml.safe_load(v) for k, v in (s.split("=", 1) for s in args.size)}
+            problem = dataclasses.replace(problem, **kw) if problem is not None else mod.Problem(**kw)
+        if problem is None:
+            raise AnatomyError(f"{args.op} has no EXAMPLE_PROBLEM: give its fields with --size k=v")
+        v = _find_rung(ladder, args.rung)
+        problem = v.example(problem)
+        rep = inspect(v, problem, cc=args.cc)
+        print(rep)
+        if args.diff or args.diff_cc:
+            w = _find_rung(ladder, args.diff) if args.diff else v
+            other = inspect(w, w.example(problem), cc=args.diff_cc or args.cc)
+            print(diff(rep, other))
+        if args.sass:
+            print(rep.sass)
+        if args.access:
+            from .. import banks
+
+            small = banks.small_problem(v, problem)
+            try:
+                print(banks.count(v, small).table())
+            except banks.BankError as exc:
+                print(f"perfkit anatomy --access: {exc}", file=sys.stderr)
+                return 2
+    except (AnatomyError, ModuleNotFoundError, AttributeError, TypeError, ValueError) as exc:
+        print(f"perfkit anatomy: {exc}", file=sys.stderr)
+        return 2
+    return 0
+

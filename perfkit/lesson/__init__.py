@@ -1,0 +1,45 @@
+"""Literate helpers for the notebooks: what a rung's kernel is, what changed, and what it did.
+
+* :func:`source` / :func:`source_diff`: a rung's **kernel** (the function it launches, with its
+  launch shape and config) and the helpers that kernel calls inside ``perfkit.kernels``
+  (``load4``, ``mma_16816``, ``group_sum``...), found from the kernel's global names and
+  closure; the diff between two rungs is the diff of those, not of the rung classes.
+* :func:`recorded` / :class:`RungCard`: the recorded GPU measurement of one (problem, rung):
+  median, rate, x the rung before, fraction of the oracle, with GPU, date and commit; the
+  model's estimate beside it (``perfkit.model.estimate`` when present) and a paragraph that
+  reads, from the numbers, where the estimate misses.  :func:`ladder_cards` and
+  :func:`card_table` give a whole ladder; :func:`records` gives the recorded frame with the
+  current ladder's labels (for :func:`perfkit.plots.ladder` and the roofline).
+* :func:`predict_prompt` / :func:`answer`: "predict before you run", then the answer folded.
+* :func:`quiet_numba_warnings`, :func:`sweep_table`, :func:`fold`, :func:`anatomy_table`:
+  output a reader can read.
+
+How a record is matched to a rung (:data:`MATCH_RULE`): ladders are renumbered as rungs are
+added, so a record matches by **op + variant name + problem parameters**, never by rung number.
+
+The package, by concern: ``formatting`` (units, tables, anatomy changes), ``kernel_source``
+(the kernel and its helpers, diffs), ``matching`` (records matched to rungs), ``estimates``
+(the model beside a card), ``cards`` (``recorded``, ``RungCard``), ``prompts`` (predict, then
+the folded answer), ``numba_warnings``.
+"""
+from __future__ import annotations
+
+from ..history import source_changed_since  # re-exported: the notebooks ask lesson
+from .cards import RungCard, card_table, ladder_cards, recorded
+from .estimates import estimate_rung, estimate_then
+from .formatting import UNIT, anatomy_changes, anatomy_table, fmt_rate, fmt_seconds, metric_for, rate_of, sweep_table
+from .kernel_source import (LONG_DIFF, const_eval, constants, kernel_helpers, kernel_sources, source,
+                            source_diff)
+from .matching import (MATCH_RULE, false_no_record_claims, ladder_for, match_rows, matches, records, reload,
+                       shown_gpu, spec_key)
+from .numba_warnings import WarningLog, numba_warning_summary, quiet_numba_warnings
+from .prompts import answer, fold, predict_prompt, rung_section
+
+__all__ = ["source", "source_diff", "kernel_sources", "kernel_helpers", "MATCH_RULE", "records",
+           "recorded", "RungCard", "ladder_cards", "card_table", "ladder_for", "predict_prompt", "answer",
+           "rung_section", "source_changed_since", "quiet_numba_warnings", "numba_warning_summary",
+           "sweep_table", "fold", "anatomy_table", "fmt_seconds", "metric_for", "false_no_record_claims", "reload"]
+
+# the names these had when lesson was one module (tests use them)
+_const_eval, _matches, _match_rows, _WarningLog = const_eval, matches, match_rows, WarningLog
+_UNIT, _rate, _estimate, _estimate_then = UNIT, rate_of, estimate_rung, estimate_then

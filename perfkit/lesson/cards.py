@@ -1,0 +1,433 @@
+"""The rung card (:func:`recorded`, :class:`RungCard`): a record, the rung before, the oracle
+and the model's estimate, and a ladder's cards and their table."""
+from __future__ import annotations
+
+import html
+import textwrap
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ..history import source_changed_since
+from ..kernels.base import Problem, Variant
+from .estimates import estimate_rung, estimate_then
+from .formatting import UNIT, fmt_rate, fmt_seconds, metric_for, rate_of
+from .matching import ladder_for, match_rows, records, spec_key
+
+
+def _head_commit() -> str | None:
+    from ..results import git_commit
+
+    return git_commit()
+
+
+@dataclass
+class RungCard:
+    """One rung at one problem: the recorded measurement, the rung before, the oracle and the
+    model's estimate.  Renders as HTML in a notebook, as text elsewhere; ``as_dict()`` is one
+    row of :func:`card_table`."""
+
+    op: str
+    problem: str
+    variant: str
+    label: str
+    metric: str
+    found: bool = False
+    median_s: float = float("nan")
+    iqr_s: float = float("nan")
+    n_samples: float = float("nan")
+    rate: float = float("nan")
+    gpu: str | None = None
+    date: str | None = None
+    commit: str | None = None
+    dirty: bool | None = None
+    changed_since: bool | None = None
+    prev_label: str | None = None
+    prev_median_s: float = float("nan")
+    prev_note: str = ""
+    x_prev: float = float("nan")
+    oracle_median_s: float = float("nan")
+    of_oracle: float = float("nan")
+    estimate: object = None
+    estimate_s: float = float("nan")
+    bound: str | None = None
+    legs: dict = field(default_factory=dict)
+    estimate_kind: str = ""
+    estimate_error: str = ""
+    prev_estimate_s: float = float("nan")
+    #: the model's estimate of the kernel as it was at the record's commit (where it changed since)
+    estimate_then_s: float = float("nan")
+    estimate_then_note: str = ""
+    model_gpu: str | None = None
+    oracle_label: str | None = None
+    anatomy_note: str = ""
+    prev_commit: str = ""
+    best_before_label: str | None = None  # the fastest recorded rung before this one
+    best_before_s: float = float("nan")
+    estimate_banks: bool = True  # the estimate simulated the shared-memory bank conflicts
+    flops: float = float("nan")  # the problem's minimal work, for rates of estimates with no record
+    bytes: float = float("nan")
+    other_problems: list = field(default_factory=list)
+    path: str | None = None
+
+    # -- derived --
+    @property
+    def measured_code_estimate_s(self) -> float:
+        """The estimate of the program that was measured: of the kernel at the record's commit
+        where it changed since (and could be rebuilt), else of today's kernel."""
+        if self.changed_since:
+            return self.estimate_then_s
+        return self.estimate_s
+
+    @property
+    def ratio(self) -> float:
+        """Measured over estimated, both of the same code (> 1: the GPU was slower than the model
+        said); NaN where the recorded kernel changed since and could not be rebuilt."""
+        e = self.measured_code_estimate_s
+        if self.found and np.isfinite(e) and e > 0:
+            return self.median_s / e
+        return float("nan")
+
+    @property
+    def estimate_rate(self) -> float:
+        """The model's estimate of the measured code as a rate in the card's unit (ladder plot);
+        with no record, today's estimate at the problem's FLOPs or bytes."""
+        e = self.measured_code_estimate_s if self.found else self.estimate_s
+        if not (np.isfinite(e) and e > 0):
+            return float("nan")
+        if self.found:
+            return self.rate * self.median_s / e
+        return rate_of(self.metric, self.flops, self.bytes, e)
+
+    def verdict(self) -> str:
+        """What the records say happened at this rung, in words: faster or slower than the rung
+        before and by how much, and its share of the oracle's speed (what the anatomy changed is
+        :attr:`anatomy_note`).  Written from the numbers, so it cannot contradict them."""
+        if not self.found:
+            est = (f" The model estimates {fmt_seconds(self.estimate_s)} on {self.model_gpu}, bound by {self.bound}."
+                   if np.isfinite(self.estimate_s) else "")
+            return f"No record of {self.label} at this problem on a real GPU yet.{est}"
+        out = []
+        if np.isfinite(self.x_prev):
+            x = self.x_prev
+            word = "faster than" if x >= 1.02 else "slower than" if x <= 0.98 else "about as fast as"
+            out.append(f"Measured on {self.gpu}: {word} {self.prev_label}, x{x:.2f} "
+                       f"({fmt_seconds(self.median_s)} against {fmt_seconds(self.prev_median_s)}){self.prev_note}.")
+        else:
+            out.append(f"Measured on {self.gpu}: {fmt_seconds(self.median_s)}"
+                       + (f"; {self.prev_label} has no record here to compare with." if self.prev_label else "."))
+        if (self.best_before_label and self.best_before_label != self.prev_label
+                and np.isfinite(self.best_before_s) and self.best_before_s < self.median_s * 0.98):
+            out.append(f"Still slower than {self.best_before_label} ({fmt_seconds(self.best_before_s)}), the fastest "
+                       f"rung before it, x{self.best_before_s / self.median_s:.2f}.")
+        if np.isfinite(self.of_oracle):
+            out.append(f"It runs at {self.of_oracle:.1%} of the oracle's speed ({self.oracle_label or 'rung 0'}: "
+                       f"{fmt_seconds(self.oracle_median_s)}).")
+        if self.changed_since:
+            out.append(f"The record is of the kernel at {(self.commit or '?')[:7]}; it has changed since, so today's "
+                       "kernel may not do the same.")
+        return " ".join(out)
+
+    @property
+    def provenance(self) -> str:
+        if not self.found:
+            return ""
+        c = (self.commit or "?")[:7] + ("+dirty" if self.dirty else "")
+        s = f"{self.gpu}, {self.date}, commit {c}"
+        if self.changed_since:
+            s += f" (recorded at {c}, kernel changed since)"
+        elif self.changed_since is None and self.commit and self.commit != _head_commit():
+            s += " (cannot tell whether the kernel changed since)"
+        return s
+
+    @property
+    def status(self) -> str:
+        if not self.found:
+            return "no record"
+        return "kernel changed since" if self.changed_since else "recorded"
+
+    def explanation(self) -> str:
+        """Where the estimate misses, read from the numbers (nothing asserted beyond them)."""
+        if not self.found:
+            return ""
+        if not np.isfinite(self.estimate_s):
+            return ("No per-rung estimate to compare" + (f" ({self.estimate_error})" if self.estimate_error else "")
+                    + ".")
+        r, m, e = self.ratio, self.median_s, self.measured_code_estimate_s
+        kind = "estimate" if self.estimate_kind == "estimate" else "roofline bound"
+        if self.changed_since and not np.isfinite(e):
+            return (f"The record is of this rung's kernel at {(self.commit or '?')[:7]}, which has changed since and "
+                    f"could not be rebuilt here ({self.estimate_then_note}): today's estimate describes other code, so "
+                    "no comparison is drawn.")
+        caveat = (f"The record is of this rung's kernel at {(self.commit or '?')[:7]}, which has changed since: the "
+                  "estimate compared here is of that kernel, rebuilt from its commit. "
+                  if self.changed_since else "")
+        legs = sorted(((k, float(v)) for k, v in (self.legs or {}).items()
+                       if v is not None and np.isfinite(float(v))), key=lambda kv: -kv[1])
+        total = sum(v for _, v in legs)
+        out = []
+        if 0.8 <= r <= 1.25:
+            out.append(f"The {kind} ({fmt_seconds(e)}, bound by {self.bound}) is within 25% of the measured "
+                       f"{fmt_seconds(m)} (measured/estimate {r:.2f}).")
+        elif r > 1.25:
+            out.append(f"The GPU took {r:.1f}x the {kind} ({fmt_seconds(m)} measured, {fmt_seconds(e)} estimated, "
+                       f"bound by {self.bound}).")
+            if self.estimate_kind != "estimate":
+                out.append("A roofline bound counts only FLOPs and DRAM bytes: everything the rung spends on "
+                           "L2, shared memory, latency and instruction issue is missing from it.")
+            elif legs and len(legs) > 1:
+                if m <= total:
+                    out.append(f"The measured time lies between the largest leg ({legs[0][0]}, "
+                               f"{fmt_seconds(legs[0][1])}) and the sum of all legs ({fmt_seconds(total)}): on the GPU "
+                               "the legs overlapped less than the model lets them.")
+                else:
+                    out.append(f"It is {m / total:.1f}x even the sum of every leg ({fmt_seconds(total)}), so "
+                               f"{fmt_seconds(m - total)} per launch is time none of the legs the model counts "
+                               "accounts for.")
+        else:
+            out.append(f"The GPU ran {1 / r:.1f}x faster than the {kind} ({fmt_seconds(m)} measured, "
+                       f"{fmt_seconds(e)} estimated).")
+            if legs:
+                k, v = legs[0]
+                if v > m:
+                    out.append(f"The {k} leg alone ({fmt_seconds(v)}) exceeds the measured time, so the model "
+                               f"over-counts it here: either less traffic reaches that level on the GPU than the "
+                               f"model charges, or the level serves it faster than the rate the model assumes.")
+        if len(legs) > 1 and legs[1][1] >= 0.5 * legs[0][1]:
+            out.append(f"The {legs[1][0]} leg ({fmt_seconds(legs[1][1])}) is within 2x of the bound, so a small "
+                       "error in either would change which one binds.")
+        if np.isfinite(self.x_prev) and np.isfinite(self.prev_estimate_s) and np.isfinite(e):
+            pred = self.prev_estimate_s / e
+            meas = self.x_prev
+            if abs(pred - 1) < 0.02:
+                verdict = " (the model sees no difference between the two)"
+            elif abs(meas - 1) < 0.02:
+                verdict = " (measured, the two are about as fast)"
+            elif (pred > 1) != (meas > 1):
+                verdict = " (the model got the direction wrong)"
+            else:
+                verdict = ""
+            out.append(f"Against {self.prev_label}: measured x{meas:.2f}, the model said x{pred:.2f}{verdict}.")
+        return caveat + " ".join(out)
+
+    # -- rendering --
+    def rows(self) -> list[tuple[str, str]]:
+        unit = UNIT[self.metric]
+        if not self.found:
+            msg = f"no record of {self.label} at {self.problem} on a real GPU"
+            if self.other_problems:
+                msg += "; recorded at: " + "; ".join(self.other_problems[:4])
+            rows = [("measured", msg)]
+            if np.isfinite(self.estimate_s):
+                legs = ", ".join(f"{k} {fmt_seconds(v)}" for k, v in
+                                 sorted(self.legs.items(), key=lambda kv: -float(kv[1] or 0)) if v)
+                name = "model estimate" if self.estimate_kind == "estimate" else "roofline bound (model.estimate absent)"
+                if not self.estimate_banks:
+                    name += " (bank conflicts not simulated)"
+                rows.append((name, f"{fmt_seconds(self.estimate_s)} on {self.model_gpu}, bound by {self.bound}"
+                             + (f"; legs: {legs}" if legs else "")))
+            elif self.estimate_error:
+                rows.append(("model estimate", self.estimate_error))
+            return rows
+        rows = [("what happened", self.verdict() + (f" In the anatomy: {self.anatomy_note}." if self.anatomy_note else "")),
+                ("measured (median)", f"{fmt_seconds(self.median_s)}  ±{fmt_seconds(self.iqr_s / 2)} (IQR/2), "
+                 f"{int(self.n_samples) if np.isfinite(self.n_samples) else '?'} samples"),
+                ("rate", f"{fmt_rate(self.rate)} {unit}")]
+        if self.prev_label:
+            if np.isfinite(self.x_prev):
+                rows.append(("x the rung before", f"x{self.x_prev:.2f} vs {self.prev_label} "
+                             f"({fmt_seconds(self.prev_median_s)}){self.prev_note}"))
+            else:
+                rows.append(("x the rung before", f"— ({self.prev_label} has no record here)"))
+        rows.append(("of the oracle", f"{self.of_oracle:.1%}" if np.isfinite(self.of_oracle) else "— (no oracle record)"))
+        rows.append(("recorded on", self.provenance))
+        if np.isfinite(self.estimate_s):
+            legs = ", ".join(f"{k} {fmt_seconds(v)}" for k, v in
+                             sorted(self.legs.items(), key=lambda kv: -float(kv[1] or 0)) if v)
+            name = "model estimate" if self.estimate_kind == "estimate" else "roofline bound (model.estimate absent)"
+            if self.changed_since:
+                name += " of today's kernel"
+                then = (f"{fmt_seconds(self.estimate_then_s)}" if np.isfinite(self.estimate_then_s)
+                        else f"— ({self.estimate_then_note or 'not rebuilt'})")
+                rows.append((f"model estimate of the kernel measured (at {(self.commit or '?')[:7]})", then))
+            rows.append((name, f"{fmt_seconds(self.estimate_s)}, bound by {self.bound}" + (f"; legs: {legs}" if legs else "")))
+            rows.append(("measured / estimate" + (" (same code)" if self.changed_since else ""),
+                         f"{self.ratio:.2f}" if np.isfinite(self.ratio) else "— (the measured kernel's estimate is missing)"))
+        elif self.estimate_error:
+            rows.append(("model estimate", self.estimate_error))
+        return rows
+
+    def __str__(self) -> str:
+        head = f"{self.label} at {self.problem}"
+        lines = [head] + [f"  {k:<20} {v}" for k, v in self.rows()]
+        ex = self.explanation()
+        if ex:
+            lines.append("  " + "\n  ".join(textwrap.wrap(ex, 96)))
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        color = "#1a7f37" if self.found and not self.changed_since else "#9a6700" if self.found else "#cf222e"
+        rows = "".join(f"<tr><th style='text-align:left;padding-right:1em'>{html.escape(k)}</th>"
+                       f"<td style='text-align:left'>{html.escape(v)}</td></tr>" for k, v in self.rows())
+        ex = self.explanation()
+        return (f"<div style='border-left:4px solid {color};padding-left:8px;margin:4px 0'>"
+                f"<b>{html.escape(self.label)}</b> at <code>{html.escape(self.problem)}</code> "
+                f"<span style='color:{color}'>[{html.escape(self.status)}]</span><table>{rows}</table>"
+                + (f"<p style='max-width:60em'>{html.escape(ex)}</p>" if ex else "") + "</div>")
+
+    def as_dict(self) -> dict:
+        unit = UNIT[self.metric]
+        return {"rung": self.label, "status": self.status, "median": fmt_seconds(self.median_s) if self.found else "—",
+                unit: self.rate if self.found else np.nan, "x prev": self.x_prev, "of oracle": self.of_oracle,
+                # the estimate of the code that was measured (of the kernel at the record's commit
+                # where it changed since), and of today's kernel where that differs
+                "estimate": fmt_seconds(self.measured_code_estimate_s if self.found else self.estimate_s),
+                "estimate, today's code": fmt_seconds(self.estimate_s) if self.changed_since else "same",
+                "bound": self.bound, "measured/est": self.ratio, "recorded on": self.provenance}
+
+
+def _as_variant(rung, ladder: list[Variant]) -> Variant:
+    if isinstance(rung, Variant):
+        return rung
+    for v in ladder:
+        if (isinstance(rung, str) and (v.name == rung or v.label == rung)) or \
+                (isinstance(rung, (int, np.integer)) and not isinstance(rung, bool) and v.rung == rung):
+            return v
+    raise LookupError(f"rung {rung!r} is not in the ladder ({[v.label for v in ladder]})")
+
+
+def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Variant] | None = None,
+             gpu: str | None = None, model_gpu: str = "h100-sxm", estimate: bool = True, root=None,
+             table: pd.DataFrame | None = None, banks_unrecorded: bool = True) -> RungCard:
+    """The **rung card** of ``rung`` (a Variant, its name, label or current number) at ``problem``
+    (a Problem, its label, or a dict of parameters).
+
+    Matching (:data:`MATCH_RULE`): op + variant name + problem parameters; the rung number is
+    never used.  The newest matching record (of ``gpu`` if given) is shown, with the rung
+    before it in today's ladder and the oracle, recorded on the same GPU at the same problem.
+    A rung whose record was made at another commit and whose kernel code changed since is
+    labelled "recorded at <commit>, kernel changed since".  With ``estimate``, the model's
+    estimate for the recorded GPU (``model.estimate``; the roofline bound until it exists).
+    ``table`` replaces the recorded frame (e.g. with a fresh sweep's rows added).
+    ``banks_unrecorded=False``: a card with no record is estimated without the bank-conflict
+    simulation (the slow part for the tensor-core rungs in the simulator), and says so."""
+    ladder = list(ladder) if ladder is not None else ladder_for(op)
+    v = _as_variant(rung, ladder)
+    base = problem
+    df = table if table is not None else records(op, ladder, root=root, gpu=gpu)
+    if "op" in df and not df.empty:  # a table of every op: layernorm_bwd shares layernorm's labels and names
+        df = df[df["op"] == op]
+    if isinstance(problem, Problem) and hasattr(v, "example") and not v.oracle:
+        # the rung's own twin of the problem (float16, NHWC), unless it was recorded at the
+        # problem as asked (conv's igemm_regblock at the NCHW layer: its record is shown)
+        if match_rows(df[~df["simulated"].fillna(False).astype(bool)] if "simulated" in df else df,
+                       problem, v.name).empty:
+            problem = v.example(problem)
+    plabel = problem.label if isinstance(problem, Problem) else (
+        problem if isinstance(problem, str) else " ".join(f"{k}={x}" for k, x in problem.items()))
+    metric = metric_for(op)
+    card = RungCard(op=op, problem=plabel, variant=v.name, label=v.label, metric=metric)
+    if isinstance(problem, Problem):
+        card.flops, card.bytes = float(problem.flops), float(problem.bytes)
+    idx = [i for i, x in enumerate(ladder) if x is v or x.name == v.name]
+    i = idx[0] if idx else None
+    prev = next((ladder[j] for j in range(i - 1, -1, -1) if not ladder[j].oracle), None) if i is not None else None
+    oracle = next((x for x in ladder if x.oracle), None)
+    card.prev_label = prev.label if prev is not None else None
+    if "simulated" in df and not df.empty:
+        df = df[~df["simulated"].fillna(False).astype(bool)]
+    mine = match_rows(df, problem, v.name)
+    card.oracle_label = oracle.label if oracle is not None else None
+    if mine.empty:  # no record: the card still shows what the model says (for the default GPU)
+        others = df[df["variant"] == v.name]["problem"].drop_duplicates().tolist() if not df.empty else []
+        card.other_problems = others
+        if not estimate:
+            card.estimate_error = "not computed here (estimate=False)"
+        elif isinstance(problem, Problem):
+            card.model_gpu = spec_key(gpu, model_gpu)
+            card.estimate_banks = bool(banks_unrecorded)
+            card.estimate_s, card.bound, card.legs, card.estimate_kind, card.estimate_error = \
+                estimate_rung(v, problem, card.model_gpu, card.estimate_banks)
+        return card
+    r = mine.iloc[-1]
+    card.found = True
+    card.median_s = float(r["median_s"])
+    card.iqr_s = float(r.get("iqr_s", np.nan) if r.get("iqr_s") is not None else np.nan)
+    card.n_samples = float(r.get("n_samples", np.nan) if r.get("n_samples") is not None else np.nan)
+    card.rate = rate_of(metric, r.get("flops"), r.get("bytes"), card.median_s)
+    card.gpu, card.commit, card.dirty = r.get("gpu"), r.get("commit"), bool(r.get("dirty")) if r.get("dirty") is not None else None
+    card.date = str(r.get("utc", ""))[:10]
+    card.path = r.get("path")
+    card.changed_since = source_changed_since(v, card.commit) if card.commit else None
+    same_gpu = df[df["gpu"] == card.gpu] if "gpu" in df else df
+    if prev is not None:
+        pr = match_rows(same_gpu, problem, prev.name)
+        if pr.empty and isinstance(base, Problem) and hasattr(prev, "example"):
+            alt = prev.example(base)  # e.g. the rung before takes float32, this one float16
+            if alt.label != problem.label:
+                pr = match_rows(same_gpu, alt, prev.name)
+                if not pr.empty:
+                    card.prev_note = f"; the rung before at its own problem {alt.label}"
+        if pr.empty and i is not None:  # the rung just before has no record here: the nearest that has
+            for j in range(i - 2, -1, -1):
+                cand = ladder[j]
+                if cand.oracle:
+                    continue
+                pr = match_rows(same_gpu, problem, cand.name)
+                if not pr.empty:
+                    card.prev_note = f" ({prev.label}, the rung just before, has no record here)"
+                    card.prev_label, prev = cand.label, cand
+                    break
+        if not pr.empty:
+            card.prev_median_s = float(pr.iloc[-1]["median_s"])
+            card.x_prev = card.prev_median_s / card.median_s
+            card.prev_commit = str(pr.iloc[-1].get("commit") or "")
+    if i is not None:  # the fastest rung before this one, as recorded here
+        best = None
+        for u in ladder[:i]:
+            if u.oracle:
+                continue
+            ur = match_rows(same_gpu, problem, u.name)
+            if not ur.empty and (best is None or float(ur.iloc[-1]["median_s"]) < best[1]):
+                best = (u.label, float(ur.iloc[-1]["median_s"]))
+        if best is not None:
+            card.best_before_label, card.best_before_s = best
+    if oracle is not None:
+        orc = match_rows(same_gpu, problem, oracle.name)
+        if not orc.empty:
+            card.oracle_median_s = float(orc.iloc[-1]["median_s"])
+            card.of_oracle = card.oracle_median_s / card.median_s
+    if not estimate:
+        card.estimate_error = "not computed here (estimate=False)"
+    elif isinstance(problem, Problem):
+        key = card.model_gpu = spec_key(card.gpu, model_gpu)
+        card.estimate_s, card.bound, card.legs, card.estimate_kind, card.estimate_error = estimate_rung(v, problem, key)
+        if card.changed_since:  # the record measured other code: estimate that code too
+            card.estimate_then_s, card.estimate_then_note = estimate_then(op, v, problem, card.commit, key)
+        if prev is not None and np.isfinite(card.x_prev) and "at its own problem" not in card.prev_note:
+            # like for like: the rung before's estimate of the code its record measured
+            then = source_changed_since(prev, card.prev_commit) if card.prev_commit else None
+            card.prev_estimate_s = (estimate_then(op, prev, problem, card.prev_commit, key)[0] if then
+                                    else estimate_rung(prev, problem, key)[0])
+    return card
+
+
+def ladder_cards(op: str, problem: Problem, *, ladder: list[Variant] | None = None, include_oracle: bool = False,
+                 **kw) -> list[RungCard]:
+    """One card per rung of today's ladder (looped, never a fixed count) at ``problem``."""
+    ladder = list(ladder) if ladder is not None else ladder_for(op)
+    return [recorded(op, problem, v, ladder=ladder, **kw) for v in ladder if include_oracle or not v.oracle]
+
+
+def card_table(cards: list[RungCard], style: bool = False):
+    """The summary table of a ladder: one row per card, rates and ratios as numbers (with
+    ``style``, a Styler that prints them as x1.10, 48%, and a dash where there is nothing)."""
+    df = pd.DataFrame([c.as_dict() for c in cards])
+    if not style or df.empty:
+        return df
+    unit = UNIT[cards[0].metric]
+    return df.style.format({unit: "{:.3g}", "x prev": "x{:.2f}", "of oracle": "{:.1%}", "measured/est": "{:.2f}"},
+                           na_rep="—").hide(axis="index")

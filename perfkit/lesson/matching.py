@@ -1,0 +1,181 @@
+"""Recorded measurements matched to rungs (:data:`MATCH_RULE`): the records frame with today's
+labels, the GPU a notebook shows, and the check that no card claims "no record" falsely."""
+from __future__ import annotations
+
+import functools
+import re
+
+import numpy as np
+import pandas as pd
+
+from ..kernels import registry
+from ..kernels.base import Problem, Variant
+from .formatting import metric_for
+
+
+MATCH_RULE = ("a record matches a rung when its op and variant name are the rung's and every problem "
+              "parameter it carries equals the problem's (a parameter added to the problem since, at its "
+              "default value, is ignored); the rung number is not used, since ladders are renumbered")
+
+
+# --- recorded measurements, matched to rungs --------------------------------------------------
+def ladder_for(op: str) -> list[Variant]:
+    """The current ladder of an op (:mod:`perfkit.kernels.registry`); LookupError if it has none."""
+    return registry.ladder(op)
+
+
+@functools.lru_cache(maxsize=16)
+def _load(op: str | None, root: str | None) -> pd.DataFrame:
+    from .. import results
+
+    return results.load(op=op, root=root, latest=False)
+
+
+def records(op: str, ladder: list[Variant] | None = None, *, root=None, gpu: str | None = None,
+            latest: bool = True) -> pd.DataFrame:
+    """Results recorded on real GPUs for ``op`` (``perfkit.results.load``), with ``label`` (the
+    *current* ladder's label of the variant, matched by name: ``"08 double_buffer"``; peers
+    ``"peer torch"``; a variant no longer in the ladder keeps its recorded number and says so),
+    ``rate`` in the op's unit, and ``date``.  The newest record per (gpu, problem, variant)."""
+    df = _load(op, str(root) if root is not None else None).copy()
+    if df.empty:
+        return df.assign(label=pd.Series(dtype=object), rate=pd.Series(dtype=float), date=pd.Series(dtype=object))
+    if "simulated" in df:
+        df = df[~df["simulated"].fillna(False).astype(bool)]
+    if gpu is not None:
+        g = gpu.lower()
+        df = df[(df["gpu"].astype(str).str.lower() == g) | (df["gpu_slug"].astype(str).str.lower() == g)]
+    if latest and not df.empty:
+        df = df.sort_values("utc").drop_duplicates(["gpu", "problem", "variant"], keep="last")
+    try:
+        ladder = ladder if ladder is not None else ladder_for(op)
+    except LookupError:
+        ladder = []
+    by_name = {v.name: v for v in ladder}
+
+    def label(r):
+        v = by_name.get(r["variant"])
+        if v is not None:
+            return v.label
+        if int(r["rung"]) < 0:
+            return f"peer {r['variant']}"
+        return f"{int(r['rung']):02d} {r['variant']} (not in today's ladder)"
+
+    df["label"] = df.apply(label, axis=1) if not df.empty else []
+    df["rung_now"] = [by_name[n].rung if n in by_name else (r if r < 0 else np.nan)
+                      for n, r in zip(df["variant"], df["rung"])]
+    metric = metric_for(op)
+    df["rate"] = df[metric] if metric in df else np.nan
+    df["date"] = df["utc"].astype(str).str[:10]
+    sort = [c for c in ("problem", "rung_now", "rung") if c in df]
+    return df.sort_values(sort).reset_index(drop=True)
+
+
+_PARAM_RE = re.compile(r"(\w+)=(\S+)")
+
+
+def _same_value(a, b) -> bool:
+    if str(a) == str(b):
+        return True
+    try:
+        return float(a) == float(b)
+    except (TypeError, ValueError):
+        return False
+
+
+def matches(problem: Problem | str | dict, record_label: str) -> bool:
+    rec = dict(_PARAM_RE.findall(str(record_label)))
+    if isinstance(problem, str):
+        want = dict(_PARAM_RE.findall(problem))
+        defaults = {}
+    elif isinstance(problem, dict):
+        want, defaults = problem, {}
+    else:
+        want = problem.params
+        import dataclasses
+
+        defaults = {f.name: f.default for f in dataclasses.fields(problem)
+                    if f.default is not dataclasses.MISSING}
+    if not rec:
+        return False
+    for k, v in rec.items():
+        if k not in want or not _same_value(want[k], v):
+            return False
+    for k, v in want.items():
+        if k not in rec and not (k in defaults and _same_value(defaults[k], v)):
+            return False
+    return True
+
+
+def match_rows(df: pd.DataFrame, problem, variant_name: str) -> pd.DataFrame:
+    if df.empty:
+        return df
+    rows = df[df["variant"] == variant_name]
+    if rows.empty:
+        return rows
+    keep = [matches(problem, lab) for lab in rows["problem"]]
+    rows = rows[keep]
+    return rows.sort_values("utc", na_position="last") if "utc" in rows else rows
+
+
+def shown_gpu(want: str | None = None, ops=()) -> str | None:
+    """The GPU whose records a notebook shows (its cards, tables, plots and ceilings are of one
+    GPU): the recorded GPU ``want`` names (a name or slug, case-insensitive), else the GPU of the
+    newest real record of ``ops``; None when there is none."""
+    frames = []
+    for op in ops:
+        df = _load(op, None)
+        if not df.empty:
+            frames.append(df[~df["simulated"].fillna(False).astype(bool)] if "simulated" in df else df)
+    df = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    if df.empty:
+        return want
+    if want:
+        w = str(want).lower()
+        hit = df[(df["gpu"].astype(str).str.lower() == w) | (df["gpu_slug"].astype(str).str.lower() == w)]
+        if hit.empty:
+            raise LookupError(f"no records of GPU {want!r}; recorded: {', '.join(sorted(set(df['gpu'])))}")
+        return str(hit["gpu"].iloc[0])
+    return str(df.sort_values("utc")["gpu"].iloc[-1])
+
+
+def spec_key(gpu_name: str | None, default: str = "h100-sxm") -> str:
+    """devices.yaml key of a recorded GPU's name (``default`` when it is unknown or None)."""
+    return _spec_key(gpu_name, default)
+
+
+def _spec_key(gpu_name: str | None, default: str) -> str:
+    from .. import specs
+
+    for name in (gpu_name, default):
+        if not name:
+            continue
+        try:
+            return specs.get(name).key
+        except Exception:
+            continue
+    return default
+
+
+# --- a check for the notebooks: no "no record" where there is one ------------------------------
+_NO_RECORD_RE = re.compile(r"no record of (\d+) (\w+) at ((?:\w+=[^\s<\"\\]+ ?)+?) on a real GPU")
+
+
+def false_no_record_claims(text: str, *, root=None) -> list[str]:
+    """Every "no record of <rung> at <problem> on a real GPU" in ``text`` (a rendered notebook,
+    a card) for which a matching record exists (:data:`MATCH_RULE`): the claims that are false."""
+    all_rows = _load(None, str(root) if root is not None else None)
+    if all_rows.empty:
+        return []
+    if "simulated" in all_rows:
+        all_rows = all_rows[~all_rows["simulated"].fillna(False).astype(bool)]
+    bad = []
+    for _, name, plabel in set(_NO_RECORD_RE.findall(text)):
+        if not match_rows(all_rows, plabel.strip(), name).empty:
+            bad.append(f"{name} at {plabel.strip()}")
+    return sorted(bad)
+
+
+def reload() -> None:
+    """Forget the cached records (after a sweep recorded new ones)."""
+    _load.cache_clear()

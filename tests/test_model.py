@@ -1127,7 +1127,9 @@ def test_validate_compares_only_records_of_the_gpu_it_estimates(tmp_path):
     """An H200 record is no test of an H100 estimate (nor the reverse); a ceiling record is no rung."""
     import shutil
 
-    data = Path(model.__file__).resolve().parent.parent / "data" / "results"
+    from perfkit import paths
+
+    data = paths.DATA / "results"
     picks = {"nvidia-h100-80gb-hbm3": "softmax", "nvidia-h200": "softmax"}
     for gpu, op in picks.items():
         src = sorted((data / gpu / op).glob("*-r3-warp-*.json"))[-1]

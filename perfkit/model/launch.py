@@ -1,0 +1,369 @@
+"""One launch's estimate (:func:`launch_estimate`: counts, traffic, legs, combination)
+and the sequence's (:func:`estimate`); a library call's roofline (:func:`library_estimate`)."""
+from __future__ import annotations
+
+import math
+
+from .. import model as _pkg  # rates() through the package: tests monkeypatch model.rates
+from .equations import LEGS, Estimate, flush_seconds
+from .inputs import Inputs
+from .latency import latencies, warp_cycles
+from .memory import (bank_degrees, bank_per_access, coalesce_factor, guarded_activity, lines_per_request,
+                     launch_weights, panel_reads, requested_bytes, shared_wavefronts, simulated_launch,
+                     wide_global)
+from .pipes import add_counts
+from .plans import array_bytes, inspect_launch, is_dense, plan_launches, traffic_for
+from .trips import dynamic_mix
+
+
+def launch_estimate(variant, problem, launch, k, r: Inputs, traffic, share, *, use_banks: bool,
+                     launch_l1: float | None = None) -> dict:
+    cc = r["compute_capability"]["value"]
+    rep = inspect_launch(variant, problem, cc, k)
+    sms, clk = r["sm_count"]["value"], r["clock_hz"]["value"]
+    blocks = 1
+    for g in launch.grid:
+        blocks *= int(g)
+    tpb = 1
+    for b in launch.block:
+        tpb *= int(b)
+    wpb = -(-tpb // 32)
+    warps = blocks * wpb
+    bps = max(rep.occupancy.blocks_per_sm, 1)
+    per_sm = blocks / sms
+    busiest = math.ceil(per_sm)
+    tail = busiest / per_sm if per_sm > 0 else 1.0
+    waves = math.ceil(blocks / (sms * bps))
+    resident_blocks = min(bps, busiest)
+    warps_per_sched = max(resident_blocks * wpb / 4.0, 1e-9)
+    dense = is_dense(problem)
+    l2_total = traffic.l2_bytes if traffic.l2_bytes is not None else traffic.dram_bytes
+    # what the global instructions move (the trip counts of sweeping loops), before L1 hits
+    l1_total = traffic.l1_bytes if traffic.l1_bytes is not None else l2_total
+    # the extent of a 2-D walk's inner loop: the last dimension of the largest 2-D argument
+    two_d = [a for a in launch.args if len(getattr(a, "shape", ()) or ()) >= 2]
+    inner_extent = int(max(two_d, key=lambda a: math.prod(a.shape)).shape[-1]) if two_d else None
+    # the bytes this launch's global instructions move: from the simulation where it says
+    # (each launch's own accesses scaled to the problem), else the launch's share of the rung's
+    # the workspace this launch is passed (partial sums a loop may clear before accumulating)
+    clear = array_bytes([a for a in launch.args if getattr(a, "workspace", False)])[2]
+    dyn = dynamic_mix(rep, problem, launch_bytes=launch_l1 if launch_l1 else l1_total * share, dense=dense,
+                      warps=warps, threads_per_block=tpb, inner_extent=inner_extent, clear_bytes=clear)
+    c = dyn["counts"]
+    has_smem = (sum(c["lds"].values()) + sum(c["sts"].values())) > 0
+    ld_vec = False
+    if use_banks and has_smem:
+        # the SASS decides whether runs of a thread's accesses became 64/128-bit instructions
+        # (loads and stores apart): the simulated grouping (merged runs or one access per
+        # element) whose share of wide accesses is nearer the executed SASS's
+        def merged(kind, counts):
+            wide = (counts[8] + counts[16]) / max(sum(counts.values()), 1e-9)
+            sim = {vec: bank_per_access(variant, problem, vec).get("accesses", {}) for vec in (True, False)}
+
+            def share(a):
+                tot = sum(n for (k, _), n in a.items() if k == kind)
+                return sum(n for (k, w), n in a.items() if k == kind and w >= 8) / tot if tot else 0.0
+            if not sim[True]:
+                return wide > 0.25
+            return abs(share(sim[True]) - wide) < abs(share(sim[False]) - wide)
+        ld_vec = merged("load", c["lds"])
+        st_vec = merged("store", c["sts"])
+        ldd, _, bsrc = bank_degrees(variant, problem, ld_vec)
+        _, std, bsrc2 = bank_degrees(variant, problem, st_vec)
+        bsrc = bsrc if bsrc == bsrc2 else f"loads: {bsrc}; stores: {bsrc2}"
+    else:
+        ldd, std, bsrc = 1.0, 1.0, "no shared accesses" if use_banks else "banks off: conflict free assumed"
+    # the shared-memory pipe (MIO) also carries every warp shuffle (one wavefront each), and
+    # Nsight Compute counts one more per read of the thread index (S2R SR_TID.*: 1 per warp in
+    # kernels with no shared accesses or shuffles that read threadIdx.x once, 2 in the naive
+    # GEMMs, which read .x and .y; shuffles + 1 per warp in the multirow row norms)
+    mio_extra = c["shfl"] + c["s2r_tid"]
+    guarded = guarded_activity(variant, problem, k, dyn, wpb, ld_vec, st_vec) if use_banks and has_smem else None
+    if guarded is not None:
+        # the warps that branch around a guarded block skip all of it
+        add_counts(c, guarded["counts"], -(1.0 - guarded["active"]) * warps)
+    per_access = {"wavefronts": {}, "ideal": {}}
+    if use_banks and has_smem:
+        for kind, vec in (("load", ld_vec), ("store", st_vec)):
+            sim = bank_per_access(variant, problem, vec)
+            for what in per_access:
+                per_access[what].update({k: v for k, v in sim.get(what, {}).items() if k[0] == kind})
+    wavefronts = shared_wavefronts(c, ldd, std, per_access["wavefronts"]) + mio_extra
+    ideal = shared_wavefronts(c, 1.0, 1.0, per_access["ideal"]) + mio_extra
+    dram_bytes = traffic.dram_bytes * share
+    panel = panel_reads(problem, launch.grid, bps, sms) if dense else None
+    dram_src = "the rung's traffic model"
+    if panel is not None:
+        # a tiled matrix product: each wave of resident blocks reads its distinct A and B panels
+        dram_bytes += max(0.0, panel["reads"] - panel["compulsory"]) * share
+        dram_src = (f"panels per wave: {panel['waves']} waves of {panel['per_wave']} blocks "
+                    f"({panel['tile'][0]}x{panel['tile'][1]} tiles) read {panel['reads'] / 1e6:.0f} MB of A and B")
+    l2_bytes = l2_total * share
+    l1_bytes = l1_total * share
+    # the bytes the instructions ask for (the simulated twin's, scaled) where known: the rung's
+    # L1 bytes may count sectors (NHWC batchnorm: 8 of them per useful float)
+    asked = launch_l1 if launch_l1 else l1_bytes
+    # the simulated twin's tallies of this launch (re-reads, store fill, sector fill, L1 hits)
+    gsim = simulated_launch(variant, problem, k) if use_banks and not dense else None
+    reread_to_dram = None
+    if not dense and l1_bytes > dram_bytes * 1.05 and r["l2_size_bytes"]["value"] and use_banks:
+        # re-reads (a second sweep over a row) find the row in L2 only while the rows the
+        # resident blocks work on fit: the launch's distinct bytes of re-read (streamed) arrays,
+        # their share of the simulated block's bytes scaled to the launch's L1 bytes, times the
+        # share of blocks resident at once, against what L2 keeps for re-reads.  Where they do
+        # not fit (every row in flight at once), DRAM moves what the simulated block reads and
+        # writes with every read of a streamed array a miss, scaled the same way
+        resident = min(blocks, sms * bps)
+        keep = r["l2_size_bytes"]["value"] * r["l2_reuse_fraction"]["value"]
+        g = gsim
+        if g and g.get("streamed_reread", 0) > 0 and g.get("bytes", 0) > 0:
+            # a warp that walks its rows one after another (an outer row loop) re-reads within
+            # one row: only that row of its share is in flight
+            footprint = asked * g["streamed_distinct"] / g["bytes"] * resident / blocks / max(dyn.get("rows_in_turn", 1.0), 1.0)
+            # plus the workspace the launch read-modify-writes, which every slot keeps live (a
+            # persistent grid's partial sums: layernorm backward's tuned rung at 7c7b2e0, 17 MB
+            # of rows in flight and 17 MB of partials)
+            footprint += clear
+            if footprint > keep:
+                # the arrays every block reads (parameters) stay in L2: their bytes as declared.
+                # Between what L2 keeps for re-reads and its whole size the re-reads miss in
+                # proportion (the part of the footprint past what is kept, over the rest of
+                # L2); past the whole L2, all of them (tuned above, 38 MB: a third; Nsight
+                # Compute: 174 MB beyond x, dy and dx, of 346 MB that could miss)
+                frac = min(1.0, (footprint - keep) / max(r["l2_size_bytes"]["value"] - keep, 1.0))
+                miss_bytes = dram_bytes + frac * (asked * g["bytes_if_rereads_miss"] / g["bytes"] - dram_bytes)
+                if miss_bytes > dram_bytes:
+                    dram_src = (f"re-reads miss L2: {resident} resident blocks of {blocks} work on "
+                                f"{footprint / 1e6:.0f} MB at once, L2 keeps {keep / 1e6:.0f} MB; "
+                                + ("the simulated block's reads of its rows all go to DRAM" if frac >= 1 else
+                                   f"{frac:.2f} of the simulated block's re-reads go to DRAM"))
+                    dram_bytes = miss_bytes
+                    # the loads that wait on DRAM: every read of a streamed array (the first
+                    # touch and the re-reads), not the parameters every block reads
+                    streamed = g["streamed_distinct"] + g["streamed_reread"]
+                    params = g["bytes"] - g["bytes_if_rereads_miss"]
+                    reread_to_dram = frac * streamed / max(streamed + params, 1e-9)
+    # stores that fill only part of each sector, the rest written by other blocks (NHWC
+    # batchnorm's channel blocks: a float of each 32-byte sector, eight blocks to a sector),
+    # over more than L2 keeps: the blocks drift apart, a sector leaves L2 before all its parts
+    # arrive, and L2 completes it from DRAM: the unfilled part of the stored bytes is read
+    # (Nsight Compute, NHWC 32x256x56x56: 72 MB read and 45 MB written beyond x and y, for
+    # 90 MB unfilled, in each of the fused, warp and welford rungs)
+    if gsim and r["l2_size_bytes"]["value"]:
+        sf = float(gsim.get("store_fill", 1.0))
+        req = requested_bytes(variant, problem, k, array_bytes(launch.args)[2])
+        if req and sf < 0.75 and gsim.get("bytes"):
+            stored = req * gsim.get("store_bytes", 0) / gsim["bytes"]
+            if stored > r["l2_size_bytes"]["value"] * r["l2_reuse_fraction"]["value"]:
+                dram_bytes += stored * (1.0 - sf)
+                dram_src += f"; + {stored * (1.0 - sf) / 1e6:.0f} MB completing partly written sectors (store fill {sf:.2f})"
+    # L2 tag traffic (Nsight Compute's lts__t_bytes): on a GPU whose L2 is two partitions
+    # (H100), a request whose line lives in the far partition and is not yet copied in the near
+    # one crosses the fabric and is counted again: first touches, about half of them far.  A
+    # streaming op touches each requested byte once; a tiled product re-reads its panels from
+    # L2, and only what comes from DRAM is a first touch.  Where blocks share sectors (each
+    # takes a part: NHWC batchnorm's channel blocks, a float of each sector, eight blocks to
+    # a sector) a sector crosses once for all of them: the requests times the simulated
+    # block's sector fill (Nsight Compute at 32x256x56x56 NHWC: 3457 MB of L2 for 3289 MB of
+    # requests, where 1.5x would be 4933; a block's own repeated requests, as the naive rows'
+    # element-by-element writes, cross each time: 911 MB for 604 MB)
+    fabric = r["l2_fabric_fraction"]["value"]
+    fill = min(max(float((gsim or {}).get("sector_fill", 1.0)), 1.0 / 32), 1.0)
+    l2_tag_bytes = l2_bytes + fabric * (min(dram_bytes, l2_bytes) if dense else l2_bytes * fill)
+    # lines per global request: simulated where the bank simulation runs anyway (shared accesses)
+    # or where the rung's L1 bytes say its accesses are not coalesced; else 1 per those bytes
+    guess = coalesce_factor(traffic, c, l1_bytes)
+    lines, lsrc = None, "banks off" if not use_banks else "coalesced by the rung's L2 bytes: not simulated"
+    if use_banks and (has_smem or guess > 1.0):
+        lines, lsrc = lines_per_request(variant, problem, k, c, vectorize=ld_vec if has_smem else None)
+    if lines is None:
+        lines, lsrc = guess, f"from the rung's L2 bytes ({lsrc})"
+    lsu_wavefronts = c["gmem"] * lines
+    legs = {
+        "dram": dram_bytes / (r["dram_bw"]["value"] * r["dram_efficiency"]["value"]),
+        "l2": l2_bytes / (r["l2_bytes_per_sm_per_clk"]["value"] * sms * clk),
+        "smem": wavefronts / (r["smem_wavefronts_per_sm_per_clk"]["value"] * sms * clk) * tail,
+        "lsu": lsu_wavefronts / (r["lsu_per_sm_per_clk"]["value"] * sms * clk) * tail,
+        "issue": c["instr"] / (r["issue_per_sm_per_clk"]["value"] * sms * clk) * tail,
+        "fp32": (c["fma"] + 2 * c["imad"]) / (r["fp32_lanes_per_sm"]["value"] / 32 * sms * clk) * tail,
+        "alu": (c["alu"] + c["xu"] * 4) / (2.0 * sms * clk) * tail,
+        "tensor": (c["mma"] * 4096.0 / (r["tensor_fp16_flops"]["value"] * r["mma_sync_fraction"]["value"])
+                   if c["mma"] and r["tensor_fp16_flops"]["value"] else 0.0),
+    }
+    # latency: one warp's cycles per iteration of each loop (an in-order scoreboard over the
+    # SASS: an instruction issues when its operands are ready), against the issue cycles of the
+    # warps sharing a scheduler; waves of resident blocks
+    miss = min(1.0, max(0.0, dram_bytes / l1_bytes)) if l1_bytes else 1.0
+    lat = latencies(r, miss, ldd)
+    # global loads: L1 hits from the simulated block's accesses (a thread's own sectors touched
+    # again soon), else from the bytes; a miss goes to L2, and to DRAM for the DRAM share of what
+    # reaches L2, where a request waits for the slowest of its lines
+    sim = gsim
+    pre = "l1v_" if wide_global(c, loads=True) else "l1s_"
+    nreq = (sim.get(pre + "load_requests_hit", 0) + sim.get(pre + "load_miss_requests", 0)) if sim else 0
+    if nreq:
+        nmiss = sim[pre + "load_miss_requests"]
+        miss_p = nmiss / nreq
+        miss_lines = sim[pre + "load_miss_lines"] / nmiss if nmiss else 1.0
+        to_dram = sim[pre + "load_miss_dram"] / nmiss if nmiss else 0.0
+        # the simulated twin fits in L2, so its re-reads hit there; where the launch's do not
+        # (the re-read rule above, or a traffic model whose DRAM bytes are what the
+        # instructions ask for: every sweep from DRAM), they wait on DRAM as the first reads do
+        if reread_to_dram is not None:
+            to_dram = max(to_dram, reread_to_dram)
+        if asked:
+            to_dram = max(to_dram, min(1.0, dram_bytes / asked))
+    else:
+        miss_p = min(1.0, max(0.0, l2_bytes / l1_bytes)) if l1_bytes else 1.0
+        miss_lines = min(max(lines, 1.0), 32.0)
+        to_dram = min(1.0, max(0.0, dram_bytes / l2_bytes)) if l2_bytes else 1.0
+    harmonic = sum(1.0 / i for i in range(1, int(round(miss_lines)) + 1))
+    l_dram = r["latency_dram_clk"]["value"] + r["dram_latency_spread_clk"]["value"] * harmonic
+    lat.update(global_hit=r["latency_l1_clk"]["value"], miss_p=miss_p,
+               global_miss=r["latency_l2_clk"]["value"] + to_dram * (l_dram - r["latency_l2_clk"]["value"]))
+    w = warps_per_sched
+    loops = rep.loops
+    own_pairs, straight_pairs = dyn["bodies"]  # each loop's own body, one arm per if/else
+    sched_cycles = 0.0
+    per_loop = []
+    for i, lp in enumerate(loops):
+        t = dyn["trips"][i]
+        if not t:
+            continue
+        body = [ins for _, ins in own_pairs[i]]
+        cyc = warp_cycles(body, lat, loop=True)
+        n = t / warps
+        n_instr = dyn["own"][i]["instr"]
+        sched_cycles += n * max(cyc, w * n_instr)
+        per_loop.append({"loop": i, "iterations_per_warp": n, "warp_cycles": cyc, "issue_cycles": w * n_instr})
+    sbody = [ins for _, ins in straight_pairs]
+    cyc = warp_cycles(sbody, lat, loop=False)
+    sched_cycles += max(cyc, w * dyn["straight"]["instr"])
+    per_loop.append({"loop": "straight", "iterations_per_warp": 1, "warp_cycles": cyc,
+                     "issue_cycles": w * dyn["straight"]["instr"]})
+    legs["latency"] = waves * sched_cycles / clk
+    top = max(legs, key=legs.get)
+    # the latency leg already holds the issue cycles of the warps sharing a scheduler: of
+    # latency and issue only the larger counts.  L1's wavefronts (lsu) are a resource of their
+    # own: the SM's L1 serves every warp's requests one wavefront a cycle, so where requests
+    # touch many lines (NHWC batchnorm: 32 a request) a warp also waits behind the other
+    # warps' wavefronts, which the latency leg (one warp's own chain) does not hold; it
+    # combines with the others by the overlap rule (batchnorm NHWC fused/warp/welford at
+    # 7c7b2e0, latency 432 us and lsu 402 us: 0.46 -> 0.55 of the measured 1157 us; the 105
+    # recorded runs unchanged)
+    _grp = ("latency", "issue")
+    ranked = sorted(((v, k) for k, v in legs.items() if not (top in _grp and k in _grp and k != top)), reverse=True)
+    ranked = ranked + [(0.0, "")] * (2 - len(ranked))
+    ordered = [v for v, _ in ranked]
+    overlap = r["overlap"]["value"]
+    has_barrier = any(c2["bar"] for c2 in dyn["own"]) or dyn["straight"]["bar"]
+    if resident_blocks <= 1 and has_barrier:
+        # one block per SM and barriers: its warps load, wait and compute in lock step, so the
+        # phases between barriers do not overlap with another block's: the two slowest legs add
+        overlap = 1.0
+    elif ranked[0][1] == "dram" and ranked[1][1] != "latency":
+        # DRAM the slowest: the pipes' work and the other levels' traffic run while it streams
+        # (the roofline's max); only exposed latency (too few loads in flight to keep DRAM busy)
+        # adds to it
+        overlap = 0.0
+    seconds = ordered[0] + overlap * ordered[1]
+    bound = max(legs, key=legs.get)
+    return {"kernel": rep.kernel_name, "grid": tuple(launch.grid), "block": tuple(launch.block), "blocks": blocks,
+            "warps": warps, "registers": rep.registers, "blocks_per_sm": bps, "occupancy": rep.occupancy.ratio,
+            "waves": waves, "tail": tail, "overlap": overlap, "dram_source": dram_src, "rows_in_turn": dyn.get("rows_in_turn", 1.0), "warps_per_scheduler": warps_per_sched, "share": share,
+            "legs": legs, "seconds": seconds, "bound": bound,
+            "warp_instructions": c["instr"], "ffma": c.get("ffma_thread", c["ffma"]) * 32, "smem_wavefronts": wavefronts,
+            "smem_ideal": ideal, "smem_conflicts": wavefronts - ideal, "bank_degree_load": ldd,
+            "bank_degree_store": std, "bank_source": bsrc, "dram_bytes": dram_bytes, "l2_bytes": l2_bytes,
+            "l1_bytes": l1_bytes, "l2_tag_bytes": l2_tag_bytes,
+            "lsu_wavefronts": lsu_wavefronts, "trips": dyn["trips"], "trip_rules": dyn["rules"],
+            "hot_loop": str(rep.hot_loop) if rep.hot_loop else None, "latency_detail": per_loop,
+            "latencies_clk": lat}
+
+
+def library_estimate(variant, problem, r: Inputs, traffic) -> Estimate:
+    peak = r["fp32_flops"]["value"]
+    pk = (traffic.extra or {}).get("peak", "fp32")
+    if str(pk).startswith("tensor") or getattr(problem, "dtype", "float32") == "float16" and is_dense(problem):
+        peak = r["tensor_fp16_flops"]["value"] or peak
+    legs = {k: 0.0 for k in LEGS}
+    legs["dram"] = traffic.dram_bytes / (r["dram_bw"]["value"] * r["dram_efficiency"]["value"])
+    legs["fp32" if peak == r["fp32_flops"]["value"] else "tensor"] = traffic.flops / peak
+    legs["launch"] = r["library_call_s"]["value"]
+    secs = max(legs["dram"], legs["fp32"], legs["tensor"]) + legs["launch"]
+    return Estimate(seconds=secs, bound="library (roofline)", legs=legs, inputs=dict(r), launches=[],
+                    variant=variant.label, problem=problem.label)
+
+
+def estimate(variant, problem, gpu: str = "h100-sxm", *, banks: bool = True,
+             ahead_s: float | None = None) -> Estimate:
+    """Predicted median time of one launch sequence of ``variant`` on ``problem`` on ``gpu``
+    (a key or alias of ``data/devices.yaml``), from static inputs only; see the module
+    docstring for the model.  ``banks=False`` skips the bank-conflict simulation (conflict-free
+    shared memory assumed).  ``ahead_s``: seconds of GPU work queued ahead of the sequence
+    while the host launches it, which hide that much of the host's launch cost (default: the
+    cold-L2 flush, :func:`flush_seconds`; a record taken behind a spin kernel adds its
+    ``extra["spin_s"]``)."""
+    from ..kernels.base import Problem, Variant
+
+    if not isinstance(variant, Variant) or not isinstance(problem, Problem):
+        raise TypeError("estimate(variant, problem, gpu): pass a perfkit Variant and Problem")
+    r = _pkg.rates(gpu)
+    traffic = traffic_for(variant, problem, r)
+    if variant.oracle:
+        e = library_estimate(variant, problem, r, traffic)
+        e.gpu = gpu
+        return e
+    launches = plan_launches(variant, problem, r)
+    if not launches:
+        e = library_estimate(variant, problem, r, traffic)
+        e.gpu = gpu
+        return e
+    sizes = [array_bytes(l.args) for l in launches]
+    weights = launch_weights(variant, problem, sizes) if banks else None
+    if weights is None and banks and len(sizes) == 1 and traffic.l1_bytes is None and not is_dense(problem):
+        # one launch of a streaming op whose traffic model gives L2 bytes only: where its
+        # accesses do not coalesce (NHWC batchnorm: one useful float per 32-byte sector) those
+        # are several times what its instructions ask for, and would multiply its loops' trips;
+        # the simulated twin's requested bytes scaled to the problem count them instead.  (A
+        # tiled matrix product's tile loads are what its traffic model counts: kept)
+        w = requested_bytes(variant, problem, 0, sizes[0][2])
+        weights = [w] if w else None
+    simulated = weights is not None
+    if weights is None:
+        weights = [s[2] for s in sizes]
+    tot = sum(weights) or 1.0
+    per = []
+    for k, (l, (na, ns, nb)) in enumerate(zip(launches, sizes)):
+        per.append(launch_estimate(variant, problem, l, k, r, traffic, weights[k] / tot, use_banks=banks,
+                                    launch_l1=weights[k] if simulated else None))
+        per[-1]["host_s"] = r["host_base_s"]["value"] + na * r["host_per_array_arg_s"]["value"] \
+            + ns * r["host_per_scalar_arg_s"]["value"]
+    # the launch sequence: the host issues launches back to back while the GPU works through
+    # what was queued ahead of them (the L2 flush of a cold-L2 timing: ``ahead``), then runs
+    # them in order; launch i is queued at H_i = h_0 + ... + h_i - ahead (time 0: the start
+    # event, when the GPU finishes the work ahead) and starts at max(H_i, end of launch i-1).
+    # Host cost shows where it outlasts the work ahead (first launch) or the kernels before
+    ahead = flush_seconds(r) if ahead_s is None else max(float(ahead_s), 0.0)
+    ahead_src = "the cold-L2 flush, 2 x L2 at dram_bw x dram_efficiency" if ahead_s is None else "given"
+    if ahead is None:  # L2 size unknown: the flush taken as long as the first launch's host cost
+        ahead = per[0]["host_s"] if per else 0.0
+        ahead_src = "the cold-L2 flush, its length unknown (no L2 size in devices.yaml): as long as the first launch's host cost"
+    host = -ahead
+    end = 0.0
+    for p in per:
+        host += p["host_s"]
+        end = max(host, end) + p["seconds"]
+    end += r["launch_latency_s"]["value"]
+    busy = sum(p["seconds"] for p in per)
+    legs = {k: sum(p["legs"].get(k, 0.0) for p in per) for k in LEGS if k != "launch"}
+    legs["launch"] = end - busy
+    bound = max(legs, key=legs.get)
+    inputs = dict(r)
+    inputs["traffic"] = {"value": traffic.as_dict(), "source": f"{variant.label}.traffic(problem)"}
+    inputs["ahead_s"] = {"value": ahead, "source": "GPU work queued ahead of the sequence: " + ahead_src}
+    for i, p in enumerate(per):
+        inputs[f"launch{i}"] = {"value": {k: v for k, v in p.items() if k not in ("legs",)},
+                                "source": "perfkit.anatomy (compiled for sm_%d%d) and perfkit.banks" % tuple(r["compute_capability"]["value"])}
+    return Estimate(seconds=end, bound=bound, legs=legs, inputs=inputs, launches=per, gpu=gpu,
+                    variant=variant.label, problem=problem.label)

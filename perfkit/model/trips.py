@@ -1,0 +1,479 @@
+"""Trip-count rules: how many warp-iterations each loop of a launch runs
+(:func:`dynamic_mix`), and so the launch's dynamic instruction mix."""
+from __future__ import annotations
+
+import math
+import re
+
+from .branches import bodies, forward_spans
+from .pipes import add_counts, pipe_counts
+
+
+_SHFL_BFLY = re.compile(r"\bSHFL\.BFLY\b[^;]*?,\s*(0x[0-9a-fA-F]+|\d+)\s*,\s*0x1f")
+
+
+def elements_per_thread(problem, remainders: list, warps: int) -> float | None:
+    """Elements of the problem's main array per thread of the launch (``elem_bytes`` over the
+    item size, over the threads), where every remainder loop moves one element per access (its
+    global accesses are all one item wide); None where the problem does not say."""
+    try:
+        import numpy as np
+
+        it = np.dtype(problem.dtype).itemsize
+        elems = float(problem.elem_bytes) / it
+    except (AttributeError, TypeError, ValueError):
+        return None
+    if warps <= 0 or not all(c["gmem"] and c["gmem_bytes"] == c["gmem"] * it for c in remainders):
+        return None
+    return elems / (32.0 * warps)
+
+
+def elements_per_iteration(c: dict, problem) -> float | None:
+    """Elements of the problem's dtype one iteration of a sweeping loop covers per thread:
+    its smallest group of global accesses of one kind and width, in elements (a group may hold
+    several arrays: gamma's and beta's scalar loads beside x's 128-bit ones); None where the
+    problem names no dtype."""
+    try:
+        import numpy as np
+
+        it = np.dtype(problem.dtype).itemsize
+    except (AttributeError, TypeError, ValueError):
+        return None
+    groups = c.get("gw") or {}
+    return min((n * w / it for (_, w), n in groups.items() if n), default=None)
+
+
+def nested_in(loops, j: int, i: int) -> bool:
+    """Whether loop ``j`` lies (at any depth) inside loop ``i``."""
+    p = loops[j].parent
+    while p is not None:
+        if p == i:
+            return True
+        p = loops[p].parent
+    return False
+
+
+def remainder_factor(inner: dict, outer: dict) -> int | None:
+    """k where ``outer``'s own global accesses are ``inner``'s times (k - 1) / k, kind by kind
+    and width by width (an inner loop unrolled k times, its k - 1 leftover elements peeled
+    into the loop around it); else None."""
+    gi, go = inner.get("gw") or {}, outer.get("gw") or {}
+    if not gi or set(gi) != set(go):
+        return None
+    ks = set()
+    for g, n in gi.items():
+        m = n - go[g]  # accesses per element group
+        if m <= 0 or n % m:
+            return None
+        ks.add(n // m)
+    k = ks.pop() if len(ks) == 1 else None
+    return k if k and k >= 2 else None
+
+
+def remainder_blocks(pairs: list[tuple[int, str]]) -> list[tuple[int, int, int]]:
+    """The peeled remainder of an unrolled loop in ``pairs``: two or more conditional forward
+    branches to one target with global accesses between them, as (start, end, element
+    groups) in order (each block after its branch, up to the next branch or the target; a
+    block's groups are its global accesses of the commonest kind and width)."""
+    spans = forward_spans(pairs)
+    by_t: dict = {}
+    for a, t in spans:
+        by_t.setdefault(t, []).append(a)
+    best = []
+    for t, starts in by_t.items():
+        starts = sorted(starts)
+        if len(starts) < 2:
+            continue
+        out = []
+        for n, a in enumerate(starts):
+            end = starts[n + 1] if n + 1 < len(starts) else t
+            seg = [ins for b, ins in pairs if a < b < end]
+            c = pipe_counts(seg)
+            groups = max((c.get("gw") or {}).values(), default=0)
+            if not groups:
+                out = []
+                break
+            out.append((a, end, int(groups)))
+        if len(out) > len(best):
+            best = out
+    return best
+
+
+def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int, threads_per_block: int,
+                inner_extent: int | None = None, clear_bytes: float | None = None) -> dict:
+    """Dynamic per-pipe counts of one launch (warp instructions over the whole launch) and the
+    trips of each loop; see the module docstring for the trip rules."""
+    loops = report.loops
+    from ..anatomy import sass_lines
+
+    lines = sass_lines(report.sass)
+    dropped: list = []
+    divergent: list = []
+    own_pairs, straight_pairs = bodies(lines, loops, dropped, divergent)
+    straight = [ins for _, ins in straight_pairs]
+    own_bodies = [[ins for _, ins in b] for b in own_pairs]
+    own = [pipe_counts(b) for b in own_bodies]
+
+    def thread_ffma(pairs, c):
+        # a data-dependent if/else: the warp issues both arms, each thread runs one; the FFMA
+        # a thread executes there (Nsight Compute's thread-level count) is one arm's, taken
+        # as the mean of the two
+        arms = [ins for a, ins in pairs if any(lo <= a < hi for lo, hi in divergent)]
+        c["ffma_thread"] = c["ffma"] - 0.5 * pipe_counts(arms)["ffma"] if arms else c["ffma"]
+        return c
+
+    own = [thread_ffma(p, c) for p, c in zip(own_pairs, own)]
+    trips = [None] * len(loops)
+    rules = [""] * len(loops)
+    # a loop inside the arm of an if/else that is not taken does not run
+    for i, lp in enumerate(loops):
+        if any(lo <= lp.start and lp.end < hi for lo, hi in dropped):
+            trips[i], rules[i] = 0.0, "alternative path (not taken)"
+    # 1. arithmetic loops of dense ops
+    flops = float(problem.flops)
+    if dense:
+        mma_loops = [i for i, c in enumerate(own) if c["mma"] > 0 and trips[i] is None]
+        fma_loops = [i for i, c in enumerate(own) if c["ffma"] > 0 and trips[i] is None and not mma_loops]
+        group = mma_loops or fma_loops
+        key = "mma" if mma_loops else "ffma"
+        per = 4096.0 if mma_loops else 64.0  # FLOPs per warp instruction (mma.m16n8k16; 32 FMAs)
+        if group:
+            # alternative paths: loops with the same count per iteration, not nested: keep the shortest
+            by_count: dict = {}
+            for i in group:
+                by_count.setdefault(own[i][key], []).append(i)
+            chosen = []
+            for cnt, idx in by_count.items():
+                best = min(idx, key=lambda i: own[i]["instr"])
+                chosen.append(best)
+                for i in idx:
+                    if i != best:
+                        trips[i], rules[i] = 0.0, "alternative path (not taken)"
+            # the loop with the most work per iteration carries it; a loop with less (the checked
+            # tail of k after the full tiles, a remainder) runs about once per warp
+            main = max(chosen, key=lambda i: own[i][key])
+            for i in chosen:
+                if i != main and not nested_in(loops, i, main) and not nested_in(loops, main, i):
+                    trips[i], rules[i] = float(warps), f"tail: fewer {key} per iteration than loop {main}: once per warp"
+            chosen = [i for i in chosen if trips[i] is None]
+            total = max(flops / per - sum(trips[i] * own[i][key] for i in group if trips[i]), 0.0) / sum(
+                own[i][key] for i in chosen)
+            for i in chosen:
+                trips[i], rules[i] = total, f"{key} work: flops / ({per:g} x {key} per iteration)"
+    # a work loop's code that a branch skips together with a nested loop that moves global
+    # memory is that loader's prologue (the peeled remainder of its unrolled copies): a tile of
+    # a power-of-two size divides evenly, so it does not run, and its loads are not the tile's
+    for i in range(len(loops)):
+        if not (trips[i] and rules[i].startswith(("mma work", "ffma work"))):
+            continue
+        kids = [j for j, o in enumerate(loops) if o.parent == i and own[j]["gmem"]]
+        spans = [(a, t) for a, t in forward_spans(own_pairs[i])
+                 if any(a < loops[j].start and loops[j].end < t for j in kids)]
+        if spans:
+            kept = [(a, ins) for a, ins in own_pairs[i] if not any(lo < a < hi for lo, hi in spans)]
+            if len(kept) < len(own_pairs[i]):
+                own_pairs[i] = kept
+                own[i] = thread_ffma(kept, pipe_counts([ins for _, ins in kept]))
+    # 2. sweeping loops
+    # a loop whose only global accesses store zero (RZ) clears a workspace (partial sums set to
+    # zero before a persistent grid accumulates into them): it stores the workspace the launch
+    # is passed (``clear_bytes``), not the launch's streamed bytes; an unrolled one beside its
+    # remainder loop (k times its stores) carries them, the remainder (k - 1) / 2 per warp.
+    # Without a workspace, once per warp.  (Layernorm backward's persistent rows at 7c7b2e0
+    # clear each slot's whole partial row: 32 iterations a warp at 4096 columns, where the
+    # sweep rule had given them 69 and the row's sweeps 46 for Nsight Compute's ~62 (its
+    # FFMA: 0.76 -> 0.95); today's clear only the columns past the register cache, none at
+    # 4096: an overcount there)
+    zero = []
+    for i, body in enumerate(own_bodies):
+        g = [ins for ins in body if re.match(r"(@!?U?P\w+\s+)?(LDG|STG|LD|ST|RED|ATOM)\.", ins.strip())]
+        if trips[i] is None and g and all(re.match(r"(@!?U?P\w+\s+)?STG\.\S*\s.*,\s*RZ\s*$", ins.strip()) for ins in g):
+            zero.append(i)
+    # the compiler's copy of a loop for an empty inner range (unswitched: its sums stay zero,
+    # so it stores RZ) ends the kernel: it falls through to EXIT.  It and its siblings are left
+    # to the unswitched-copy rule below
+    def _ends_kernel(i):
+        nxt = [ins.strip() for a, ins in lines if a > loops[i].end and not ins.strip().startswith(("BSYNC", "NOP"))]
+        return bool(nxt) and nxt[0] == "EXIT"
+
+    if any(_ends_kernel(i) for i in zero):
+        zero = []
+    rem = {i for i in zero for j in zero if j != i and own[j]["gmem_bytes"] >= 2 * own[i]["gmem_bytes"]
+           and loops[i].parent == loops[j].parent}
+    carry = [i for i in zero if i not in rem]
+    for i in zero:
+        if not clear_bytes or not carry:
+            trips[i], rules[i] = float(warps), "clears a workspace (stores zero only): once per warp"
+        elif i in rem:
+            k = max(own[j]["gmem_bytes"] for j in carry) / own[i]["gmem_bytes"]
+            trips[i], rules[i] = warps * (k - 1) / 2, "remainder of a workspace-clearing loop: (k - 1) / 2 per warp"
+        else:
+            t = max(clear_bytes / (32.0 * sum(own[j]["gmem_bytes"] for j in carry)), float(warps))
+            trips[i], rules[i] = t, f"clears the launch's workspace ({clear_bytes / 1e6:.3g} MB, stores zero only)"
+    # (the launch's bytes stay with the sweeps: a small twin's slots clear little of what the
+    # problem's do, so its scaled bytes hold next to none of this clearing)
+    sweep = [i for i, c in enumerate(own) if trips[i] is None and c["gmem_bytes"] > 0]
+    # a remainder loop: the sibling right before or after an unrolled loop whose global
+    # accesses it repeats k (>= 2) times fewer; each thread runs it fewer than k times per pass
+    pairs = []
+    for i in list(sweep):
+        for j in (i - 1, i + 1):
+            if j in sweep and j != i and loops[j].parent == loops[i].parent and all(j != q for _, q, _ in pairs):
+                a, b = own[i], own[j]
+                k = b["gmem_bytes"] / a["gmem_bytes"]
+                if k >= 2 and k == int(k) and b["gload_bytes"] * a["gmem_bytes"] == a["gload_bytes"] * b["gmem_bytes"]:
+                    pairs.append((i, j, int(k)))
+                    sweep.remove(i)
+                    break
+    # where every sweeping loop is such a pair at the top level, each thread's elements per pass
+    # follow from the bytes: n = bytes / (threads x bytes per element, over the passes); when n
+    # is whole, the unrolled loop runs n // k times and the remainder n % k (0 for 16 elements a
+    # thread, the 4096-column rows of 256 threads); else the remainder runs (k - 1) / 2 times
+    exact = None
+    if pairs and not [q for q in sweep if all(q != j for _, j, _ in pairs)] \
+            and all(loops[i].parent is None and loops[j].parent is None for i, j, _ in pairs):
+        by_bytes = launch_bytes / (sum(own[i]["gmem_bytes"] for i, _, _ in pairs) * 32.0 * warps)
+        n = elements_per_thread(problem, [own[i] for i, _, _ in pairs], warps)
+        # the problem's shape where this launch sweeps the main array (its bytes agree within 4x;
+        # a small launch over partial sums does not), else the bytes
+        if n is None or not (0.25 * by_bytes <= n <= 4.0 * by_bytes):
+            n = by_bytes
+        if n >= 0.98 and abs(n - round(n)) <= 0.02 * n:
+            exact = int(round(n))
+    for i, j, k in pairs:
+        a, b = own[i], own[j]
+        if exact is not None:
+            trips[i], rules[i] = float(warps * (exact % k)), \
+                f"remainder of loop {j} (unrolled x{k}): {exact} elements a thread per pass, {exact % k} per warp"
+            trips[j], rules[j] = float(warps * (exact // k)), \
+                f"unrolled x{k}: {exact} elements a thread per pass, {exact // k} per warp"
+            sweep.remove(j)
+            launch_bytes = max(launch_bytes - trips[i] * 32 * a["gmem_bytes"] - trips[j] * 32 * b["gmem_bytes"], 0.0)
+        else:
+            trips[i], rules[i] = warps * (k - 1) / 2, f"remainder of loop {j} (unrolled x{k:g}): (k - 1) / 2 per warp"
+            launch_bytes = max(launch_bytes - trips[i] * 32 * a["gmem_bytes"], 0.0)
+    # a peeled remainder: the block the SASS branches around right after a top-level sweeping
+    # loop, whose global accesses are the loop's k (>= 2) times fewer, kind by kind and width by
+    # width (the loop unrolled twice, the odd iteration after it).  Where the problem gives each
+    # thread's elements per pass, a thread runs s = elements / (elements per block) source
+    # iterations: the loop s // k times and the block s % k times (rms tuned at 4096 columns:
+    # 16 elements a thread, 16 per block: the loop never runs, the block once), else about
+    # (k - 1) / 2 times.  The block, counted once per warp with the straight code, is taken
+    # back where it does not run.  (The sweeps below still size the other loops with this one
+    # among them: the elements a pass covers are the same)
+    peeled_back = []
+    try:
+        import numpy as np
+
+        n = float(problem.elem_bytes) / np.dtype(problem.dtype).itemsize / (32.0 * warps)
+    except (AttributeError, TypeError, ValueError):
+        n = None
+    for i in [q for q in sweep if n is not None and loops[q].parent is None and own[q]["gw"]]:
+        after = [(a, t) for a, t in forward_spans(straight_pairs) if a > loops[i].end]
+        if not after:
+            continue
+        a0, t0 = min(after)
+        if sum(1 for a, _ in straight_pairs if loops[i].end < a < a0) > 4:
+            continue
+        blk = [(a, ins) for a, ins in straight_pairs if a0 < a < t0]
+        cb = pipe_counts([ins for _, ins in blk])
+        if not cb["gw"] or set(cb["gw"]) != set(own[i]["gw"]):
+            continue
+        ks = {own[i]["gw"][g] / cb["gw"][g] for g in cb["gw"] if cb["gw"][g]}
+        if len(ks) != 1:
+            continue
+        k = ks.pop()
+        per_block = elements_per_iteration(cb, problem)
+        if k < 2 or k != int(k) or not per_block:
+            continue
+        k = int(k)
+        src = n / per_block
+        if src >= 0.98 and abs(src - round(src)) <= 0.02 * src:
+            runs, loop_runs = float(int(round(src)) % k), float(int(round(src)) // k)
+            how = f"{int(round(src))} source iterations a thread per pass"
+        else:
+            runs, loop_runs = (k - 1) / 2.0, max(src - (k - 1) / 2.0, 0.0) / k
+            how = f"{src:.2f} source iterations a thread per pass (not whole: (k - 1) / 2 in the block)"
+        cb["ffma_thread"] = cb["ffma"]
+        peeled_back.append((i, warps * loop_runs, f"unrolled x{k} with a peeled remainder block: {how}, "
+                                                  f"{loop_runs:g} per warp", cb, -(1.0 - runs) * warps))
+    # bytes the arithmetic loops already move (a GEMM's k-loop loads its tiles) are not swept again
+    covered = sum(trips[i] * 32 * own[i]["gmem_bytes"] for i in range(len(loops)) if trips[i] and i not in zero)
+    launch_bytes = max(launch_bytes - covered, 0.0)
+    # loaders nested in an arithmetic loop carry its traffic; sweeping loops outside it (a
+    # pipeline's prologue, an epilogue) run about once per warp
+    work = {i for i in range(len(loops)) if trips[i] and rules[i].startswith(("mma work", "ffma work"))}
+
+    def inside_work(i):
+        j = loops[i].parent
+        while j is not None:
+            if j in work:
+                return True
+            j = loops[j].parent
+        return False
+
+    if work and any(inside_work(i) for i in sweep):
+        for i in [i for i in sweep if not inside_work(i)]:
+            trips[i], rules[i] = float(warps), "outside the arithmetic loop: once per warp"
+            sweep.remove(i)
+            launch_bytes = max(launch_bytes - warps * 32 * own[i]["gmem_bytes"], 0.0)
+    # a sweeping loop around another sweeping loop (a grid-stride loop over columns around the
+    # walk down the rows) passes its own accesses about once per warp; the inner loop sweeps
+    def has_inner_sweep(i):
+        return any(j != i and nested_in(loops, j, i) for j in sweep)
+
+    # (not a tiled product's tile loop: one that holds the arithmetic loop runs once per tile,
+    # as its loaders do, and sweeps the tiles' bytes with them)
+    outer = [i for i in sweep if has_inner_sweep(i) and not any(nested_in(loops, j, i) for j in work)]
+    # unless the outer loop holds the inner one's peeled remainder (the inner loop unrolled k
+    # times, the k - 1 leftover elements in the outer body after it, each branched to the
+    # same exit): a walk over a 2-D range, the inner loop over its last dimension (batchnorm's
+    # naive rung over x viewed as (N, C, H*W), or (N*H*W, C, 1) in NHWC).  A thread's elements
+    # over the launch's largest 2-D argument's last dimension (B) give the outer trips; per
+    # outer trip the inner loop runs B // k times and the first B % k remainder blocks run
+    for i in outer:
+        kids = [j for j in sweep if loops[j].parent == i]
+        if len(kids) != 1 or not inner_extent or len(sweep) != 2:
+            continue
+        j = kids[0]
+        k = remainder_factor(own[j], own[i])
+        segs = remainder_blocks(own_pairs[i]) if k else []
+        if not segs:
+            continue
+        bpe = own[j]["gmem_bytes"] / k  # bytes a thread moves per element
+        per_thread = launch_bytes / (32.0 * warps * bpe)
+        B = int(inner_extent)
+        runs = float(per_thread) / B * warps  # outer warp-iterations
+        r = B % k
+        done, cut = 0, []
+        for lo, hi, n in segs:  # a block runs while elements are left for it
+            if done >= r:
+                cut.append((lo, hi))
+            done += n
+        if B < k:  # the inner loop never runs: nor does its set-up, branched around with it
+            cut += [(a, t) for a, t in forward_spans(own_pairs[i]) if a < loops[j].start and loops[j].end < t]
+        own_pairs[i] = [(a, ins) for a, ins in own_pairs[i] if not any(lo < a < hi for lo, hi in cut)]
+        own[i] = thread_ffma(own_pairs[i], pipe_counts([ins for _, ins in own_pairs[i]]))
+        trips[i], rules[i] = runs, (f"outer walk holding loop {j}'s remainder: {per_thread:.0f} elements a "
+                                    f"thread over runs of {B} (the largest 2-D argument's last dimension)")
+        trips[j], rules[j] = runs * (B // k), f"unrolled x{k} inner walk: {B // k} per outer trip"
+        launch_bytes = 0.0
+    for i in [i for i in outer if trips[i] is None]:
+        trips[i], rules[i] = float(warps), "around an inner sweep: once per warp"
+        launch_bytes = max(launch_bytes - warps * 32 * own[i]["gmem_bytes"], 0.0)
+    # the compiler's copy of such an outer loop for an empty inner range (loop unswitching on
+    # rows <= 0): a sibling that only stores; it and its remainder loop do not run
+    for i in [i for i in sweep if trips[i] is None and own[i]["gload_bytes"] == 0]:
+        if any(loops[o].parent == loops[i].parent for o in outer):
+            trips[i], rules[i] = 0.0, "unswitched copy for an empty inner loop (not taken)"
+            for j in range(len(loops)):
+                if rules[j].startswith(f"remainder of loop {i} "):
+                    launch_bytes += trips[j] * 32 * own[j]["gmem_bytes"]
+                    trips[j], rules[j] = 0.0, "unswitched copy for an empty inner loop (not taken)"
+    sweep = [i for i in sweep if trips[i] is None]
+    if sweep:
+        # the sweeps pass over the same elements (each pass of a row walks all of it), each
+        # loop a stride of its own: the elements an iteration covers is its smallest group of
+        # same-kind, same-width accesses (4 LDG.128 of float32: 16; 32 scalar loads of gamma
+        # and beta beside them: 32, two arrays), so a loop unrolled twice as far runs half as often
+        stride = {i: elements_per_iteration(own[i], problem) for i in sweep}
+        if all(stride.values()) and len(set(stride.values())) > 1:
+            elems = launch_bytes / (32.0 * sum(own[i]["gmem_bytes"] / stride[i] for i in sweep))
+            ts = {i: elems / stride[i] for i in sweep}
+            why = "sweep: the elements every pass covers / the loop's elements per iteration"
+        else:
+            t = launch_bytes / (sum(own[i]["gmem_bytes"] for i in sweep) * 32)
+            ts = {i: t for i in sweep}
+            why = "sweep: launch bytes / (32 x bytes per iteration)"
+        if max(ts.values()) < warps:  # prologue / epilogue loops around the work: at least once per warp
+            ts = {i: float(warps) for i in sweep}
+            why = "once per warp (the bytes left after the arithmetic loops are fewer)"
+        for i in sweep:
+            trips[i], rules[i] = ts[i], why
+    for i, t, why, _, _ in peeled_back:
+        trips[i], rules[i] = t, why
+    # 3. outer loops, then the rest.  An outer loop with no global accesses of its own, around
+    # sweeps, whose body reduces across lanes by shuffles and no barrier (a row's statistics
+    # in a warp: butterfly offsets 16..1, L of them) walks rows: each iteration a group of 2^L
+    # lanes finishes one row, so the launch runs rows x 2^L / 32 warp-iterations of it
+    rows = getattr(problem, "rows", None)
+    row_loops: list = []  # the loops that walk rows
+    for i, c in enumerate(own):
+        if trips[i] is None and isinstance(rows, (int,)) and rows > 0 and c["shfl"] and not c["bar"] \
+                and not c["gmem"] and any(trips[j] for j in range(len(loops)) if loops[j].parent == i):
+            offs = {m.group(1) for ins in own_bodies[i] for m in [_SHFL_BFLY.search(ins)] if m}
+            lanes = 2 ** len(offs) if offs else 32
+            trips[i] = max(float(rows) * min(lanes, 32) / 32.0, float(warps))
+            rules[i] = f"outer: one row per {min(lanes, 32)} lanes an iteration (a shuffle reduction, no barrier)"
+            row_loops.append(i)
+    # the same loop whose reduction crosses warps (shuffles, then each warp's partials through
+    # shared memory between barriers, every warp of the group reading all of them back): each
+    # warp stores its partials once and loads those of the W warps of its group, so W = the
+    # body's shared loads over its shared stores; each iteration the group's W warps finish one
+    # row: rows x W warp-iterations (layernorm backward tuned at 7c7b2e0, 256 threads a row:
+    # 40 loads, 5 stores, W = 8)
+    for i, c in enumerate(own):
+        nld, nst = sum(c["lds"].values()), sum(c["sts"].values())
+        if trips[i] is None and isinstance(rows, (int,)) and rows > 0 and c["shfl"] and c["bar"] \
+                and nld and nst and not c["gmem"] and not c["mma"] \
+                and any(trips[j] for j in range(len(loops)) if loops[j].parent == i):
+            wpg = min(max(round(nld / nst), 1), max(threads_per_block // 32, 1))
+            trips[i] = max(float(rows) * wpg, float(warps))
+            rules[i] = (f"outer: one row per {wpg} warps an iteration (a reduction across warps: "
+                        f"{nld} shared loads, {nst} stores)")
+            row_loops.append(i)
+    # a loop that only reads shared memory (no global access, barrier or shuffle) after its
+    # parent's body (or the straight code) stored partials and passed a barrier reads those
+    # partials back.  A store that one lane makes (predicated: a warp's partial after its
+    # shuffles) leaves one value a warp, and every warp reads all W = threads / 32 warps'
+    # values: W x stores / loads an iteration per warp (layernorm backward's persistent rows,
+    # a co-moment of 5 values per warp merged over 16 warps, unrolled x4: 4 a row).  A store
+    # every lane makes leaves 32 values a warp, which one reader gathers (each warp reading
+    # them all would be all-pairs work): W x 32 x stores / loads iterations for the block, 32 x
+    # stores / loads per warp on average (batchnorm split's statistics in NCHW: 256 threads'
+    # (n, mean, M2) merged by thread 0, 12 loads an iteration: 8 a warp, Nsight Compute's 806
+    # shared wavefronts a block against 792).  Where a block holds several groups,
+    # each reading only its own warps', the first case counts all of them (an upper bound)
+    for i, c in enumerate(own):
+        nld, par = sum(c["lds"].values()), loops[i].parent
+        if trips[i] is not None or not nld or sum(c["sts"].values()) or c["gmem"] or c["bar"] \
+                or c["shfl"] or c["mma"] or (par is not None and not trips[par]):
+            continue
+        pairs_p = straight_pairs if par is None else own_pairs[par]
+        if not pipe_counts([ins for _, ins in pairs_p])["bar"]:
+            continue
+        spans = forward_spans(pairs_p)
+        # (address, conditional): predicated, or inside an if the compiler branched around
+        sts = [(a, ins.strip().startswith("@") or any(lo < a < hi for lo, hi in spans))
+               for a, ins in pairs_p if re.match(r"(@!?U?P\w+\s+)?STS\b", ins.strip())]
+        if not sts:
+            continue
+        wpb = max(threads_per_block // 32, 1)
+        one_lane = all(cond for _, cond in sts)
+        per = wpb * len(sts) / nld if one_lane else 32.0 * len(sts) / nld
+        base = float(warps) if par is None else trips[par]
+        trips[i] = base * max(per, 1.0 / wpb)
+        how = (f"one lane each: every warp reads all {wpb} warps'" if one_lane
+               else "every lane: one reader gathers them")
+        rules[i] = (f"reads back the partials stored before a barrier ({len(sts)} stores, {how}, {nld} "
+                    f"loads an iteration): {per:g} per {'warp' if par is None else f'iteration of loop {par}'}")
+    for _ in range(len(loops)):
+        for i, lp in enumerate(loops):
+            if trips[i] is None:
+                kids = [j for j, o in enumerate(loops) if o.parent == i and trips[j] is not None and trips[j] > 0]
+                if kids:
+                    trips[i], rules[i] = min(trips[j] for j in kids), "outer: as its least frequent inner loop"
+    for i in range(len(loops)):
+        if trips[i] is None:
+            trips[i], rules[i] = warps * max(math.log2(max(threads_per_block, 2)), 1.0), "other: log2(threads) per warp"
+    total = add_counts({}, thread_ffma(straight_pairs, pipe_counts(straight)), float(warps))
+    for _, _, _, cb, f in peeled_back:
+        add_counts(total, cb, f)
+    for i in range(len(loops)):
+        add_counts(total, own[i], trips[i])
+    # rows a warp walks one after another (an outer row loop's iterations per warp): what a
+    # block re-reads within one row is in flight for that row only
+    walks = [trips[i] / warps for i in row_loops if warps]
+    return {"counts": total, "trips": trips, "rules": rules, "own": own,
+            "straight": thread_ffma(straight_pairs, pipe_counts(straight)),
+            "bodies": (own_pairs, straight_pairs), "rows_in_turn": max(walks + [1.0])}

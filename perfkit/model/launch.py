@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from .. import model as _pkg  # rates() through the package: tests monkeypatch model.rates
-from .equations import LEGS, Estimate, flush_seconds
+from .equations import LEGS, Estimate, combine, flush_seconds, latency_leg, launch_sequence, resource_legs
 from .inputs import Inputs
 from .latency import latencies, warp_cycles
 from .memory import (bank_degrees, bank_per_access, coalesce_factor, guarded_activity, lines_per_request,
@@ -179,17 +179,8 @@ def launch_estimate(variant, problem, launch, k, r: Inputs, traffic, share, *, u
     if lines is None:
         lines, lsrc = guess, f"from the rung's L2 bytes ({lsrc})"
     lsu_wavefronts = c["gmem"] * lines
-    legs = {
-        "dram": dram_bytes / (r["dram_bw"]["value"] * r["dram_efficiency"]["value"]),
-        "l2": l2_bytes / (r["l2_bytes_per_sm_per_clk"]["value"] * sms * clk),
-        "smem": wavefronts / (r["smem_wavefronts_per_sm_per_clk"]["value"] * sms * clk) * tail,
-        "lsu": lsu_wavefronts / (r["lsu_per_sm_per_clk"]["value"] * sms * clk) * tail,
-        "issue": c["instr"] / (r["issue_per_sm_per_clk"]["value"] * sms * clk) * tail,
-        "fp32": (c["fma"] + 2 * c["imad"]) / (r["fp32_lanes_per_sm"]["value"] / 32 * sms * clk) * tail,
-        "alu": (c["alu"] + c["xu"] * 4) / (2.0 * sms * clk) * tail,
-        "tensor": (c["mma"] * 4096.0 / (r["tensor_fp16_flops"]["value"] * r["mma_sync_fraction"]["value"])
-                   if c["mma"] and r["tensor_fp16_flops"]["value"] else 0.0),
-    }
+    legs = resource_legs(c, dram_bytes=dram_bytes, l2_bytes=l2_bytes, wavefronts=wavefronts,
+                         lsu_wavefronts=lsu_wavefronts, tail=tail, r=r)
     # latency: one warp's cycles per iteration of each loop (an in-order scoreboard over the
     # SASS: an instruction issues when its operands are ready), against the issue cycles of the
     # warps sharing a scheduler; waves of resident blocks
@@ -224,7 +215,6 @@ def launch_estimate(variant, problem, launch, k, r: Inputs, traffic, share, *, u
     w = warps_per_sched
     loops = rep.loops
     own_pairs, straight_pairs = dyn["bodies"]  # each loop's own body, one arm per if/else
-    sched_cycles = 0.0
     per_loop = []
     for i, lp in enumerate(loops):
         t = dyn["trips"][i]
@@ -234,39 +224,16 @@ def launch_estimate(variant, problem, launch, k, r: Inputs, traffic, share, *, u
         cyc = warp_cycles(body, lat, loop=True)
         n = t / warps
         n_instr = dyn["own"][i]["instr"]
-        sched_cycles += n * max(cyc, w * n_instr)
         per_loop.append({"loop": i, "iterations_per_warp": n, "warp_cycles": cyc, "issue_cycles": w * n_instr})
     sbody = [ins for _, ins in straight_pairs]
     cyc = warp_cycles(sbody, lat, loop=False)
-    sched_cycles += max(cyc, w * dyn["straight"]["instr"])
     per_loop.append({"loop": "straight", "iterations_per_warp": 1, "warp_cycles": cyc,
                      "issue_cycles": w * dyn["straight"]["instr"]})
-    legs["latency"] = waves * sched_cycles / clk
-    top = max(legs, key=legs.get)
-    # the latency leg already holds the issue cycles of the warps sharing a scheduler: of
-    # latency and issue only the larger counts.  L1's wavefronts (lsu) are a resource of their
-    # own: the SM's L1 serves every warp's requests one wavefront a cycle, so where requests
-    # touch many lines (NHWC batchnorm: 32 a request) a warp also waits behind the other
-    # warps' wavefronts, which the latency leg (one warp's own chain) does not hold; it
-    # combines with the others by the overlap rule (batchnorm NHWC fused/warp/welford at
-    # 7c7b2e0, latency 432 us and lsu 402 us: 0.46 -> 0.55 of the measured 1157 us; the 105
-    # recorded runs unchanged)
-    _grp = ("latency", "issue")
-    ranked = sorted(((v, k) for k, v in legs.items() if not (top in _grp and k in _grp and k != top)), reverse=True)
-    ranked = ranked + [(0.0, "")] * (2 - len(ranked))
-    ordered = [v for v, _ in ranked]
-    overlap = r["overlap"]["value"]
+    legs["latency"] = latency_leg([(p["iterations_per_warp"], p["warp_cycles"], p["issue_cycles"]) for p in per_loop],
+                                  waves, clk)
+    # one block per SM and barriers: its warps load, wait and compute in lock step (equations.combine)
     has_barrier = any(c2["bar"] for c2 in dyn["own"]) or dyn["straight"]["bar"]
-    if resident_blocks <= 1 and has_barrier:
-        # one block per SM and barriers: its warps load, wait and compute in lock step, so the
-        # phases between barriers do not overlap with another block's: the two slowest legs add
-        overlap = 1.0
-    elif ranked[0][1] == "dram" and ranked[1][1] != "latency":
-        # DRAM the slowest: the pipes' work and the other levels' traffic run while it streams
-        # (the roofline's max); only exposed latency (too few loads in flight to keep DRAM busy)
-        # adds to it
-        overlap = 0.0
-    seconds = ordered[0] + overlap * ordered[1]
+    seconds, overlap = combine(legs, r["overlap"]["value"], lock_step=resident_blocks <= 1 and has_barrier)
     bound = max(legs, key=legs.get)
     return {"kernel": rep.kernel_name, "grid": tuple(launch.grid), "block": tuple(launch.block), "blocks": blocks,
             "warps": warps, "registers": rep.registers, "blocks_per_sm": bps, "occupancy": rep.occupancy.ratio,
@@ -349,12 +316,8 @@ def estimate(variant, problem, gpu: str = "h100-sxm", *, banks: bool = True,
     if ahead is None:  # L2 size unknown: the flush taken as long as the first launch's host cost
         ahead = per[0]["host_s"] if per else 0.0
         ahead_src = "the cold-L2 flush, its length unknown (no L2 size in devices.yaml): as long as the first launch's host cost"
-    host = -ahead
-    end = 0.0
-    for p in per:
-        host += p["host_s"]
-        end = max(host, end) + p["seconds"]
-    end += r["launch_latency_s"]["value"]
+    end = launch_sequence([p["host_s"] for p in per], [p["seconds"] for p in per], ahead,
+                          r["launch_latency_s"]["value"])
     busy = sum(p["seconds"] for p in per)
     legs = {k: sum(p["legs"].get(k, 0.0) for p in per) for k in LEGS if k != "launch"}
     legs["launch"] = end - busy

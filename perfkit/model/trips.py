@@ -99,36 +99,38 @@ def remainder_blocks(pairs: list[tuple[int, str]]) -> list[tuple[int, int, int]]
     return best
 
 
-def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int, threads_per_block: int,
-                inner_extent: int | None = None, clear_bytes: float | None = None) -> dict:
-    """Dynamic per-pipe counts of one launch (warp instructions over the whole launch) and the
-    trips of each loop; see the module docstring for the trip rules."""
-    loops = report.loops
-    from ..anatomy import sass_lines
+class Mix:
+    """What the trip rules share for one launch: the loops and their bodies, the trips and rule
+    text found so far (None: not yet), the bytes left to sweep, and what earlier rules marked
+    (workspace-clearing loops, sweeping loops, peeled blocks, arithmetic loops, row walks)."""
 
-    lines = sass_lines(report.sass)
-    dropped: list = []
-    divergent: list = []
-    own_pairs, straight_pairs = bodies(lines, loops, dropped, divergent)
-    straight = [ins for _, ins in straight_pairs]
-    own_bodies = [[ins for _, ins in b] for b in own_pairs]
-    own = [pipe_counts(b) for b in own_bodies]
+    def __init__(self, **kw):
+        self.zero, self.sweep, self.peeled_back, self.work, self.row_loops = [], [], [], set(), []
+        self.__dict__.update(kw)
 
-    def thread_ffma(pairs, c):
-        # a data-dependent if/else: the warp issues both arms, each thread runs one; the FFMA
-        # a thread executes there (Nsight Compute's thread-level count) is one arm's, taken
-        # as the mean of the two
-        arms = [ins for a, ins in pairs if any(lo <= a < hi for lo, hi in divergent)]
-        c["ffma_thread"] = c["ffma"] - 0.5 * pipe_counts(arms)["ffma"] if arms else c["ffma"]
-        return c
+    def take(self, names: str) -> list:
+        return [getattr(self, n) for n in names.split()]
 
-    own = [thread_ffma(p, c) for p, c in zip(own_pairs, own)]
-    trips = [None] * len(loops)
-    rules = [""] * len(loops)
+
+def rule_not_taken(m: Mix) -> None:
+    """A loop inside the arm of an if/else that is not taken (:func:`perfkit.model.branches.one_path`
+    dropped it) does not run: 0 trips.  Worked case: a vector and a scalar copy of a sweep under
+    one if/else: the scalar one's loop gets 0."""
+    loops, dropped, trips, rules = m.take("loops dropped trips rules")
     # a loop inside the arm of an if/else that is not taken does not run
     for i, lp in enumerate(loops):
         if any(lo <= lp.start and lp.end < hi for lo, hi in dropped):
             trips[i], rules[i] = 0.0, "alternative path (not taken)"
+
+
+def rule_arithmetic_work(m: Mix) -> None:
+    """In an arithmetic-dense op (FLOP/byte > 8), a loop holding tensor ``mma`` or FP32 FMAs runs
+    ``flops / 2 / (32 x fma per iteration)`` times (``mma``: 4096 FLOPs per m16n8k16).  Sibling
+    loops with the same count per iteration are alternative paths (vector / scalar): the shortest
+    body is kept, the others get 0.  A loop with fewer per iteration than the main one (the
+    checked tail of k after the full tiles) runs once per warp.  Worked case: 4096^3 fp32 on a
+    loop of 64 FFMA an iteration: 2 x 4096^3 / (64 x 64) = 33.5 M warp-iterations."""
+    problem, loops, own, trips, rules, dense, warps = m.take("problem loops own trips rules dense warps")
     # 1. arithmetic loops of dense ops
     flops = float(problem.flops)
     if dense:
@@ -160,6 +162,14 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
                 own[i][key] for i in chosen)
             for i in chosen:
                 trips[i], rules[i] = total, f"{key} work: flops / ({per:g} x {key} per iteration)"
+
+
+def rule_loader_prologue(m: Mix) -> None:
+    """Code of an arithmetic loop that a branch skips together with a nested loop moving global
+    memory is that loader's peeled remainder: a power-of-two tile divides evenly among the
+    threads, so it does not run and is taken out of the loop's body.  Worked case: a 64x64 tile
+    loaded by 256 threads, 16 elements each: the remainder of the unrolled loader never runs."""
+    loops, own, own_pairs, trips, rules, thread_ffma = m.take("loops own own_pairs trips rules thread_ffma")
     # a work loop's code that a branch skips together with a nested loop that moves global
     # memory is that loader's prologue (the peeled remainder of its unrolled copies): a tile of
     # a power-of-two size divides evenly, so it does not run, and its loads are not the tile's
@@ -174,6 +184,18 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
             if len(kept) < len(own_pairs[i]):
                 own_pairs[i] = kept
                 own[i] = thread_ffma(kept, pipe_counts([ins for _, ins in kept]))
+
+
+def rule_workspace_clear(m: Mix) -> None:
+    """A loop whose only global accesses store zero clears the workspace the launch is passed
+    (partial sums, before a persistent grid accumulates into them): ``workspace bytes / (32 x
+    bytes per iteration)``, its unrolled sibling's remainder ``(k - 1) / 2`` per warp, once per
+    warp without a workspace.  One that falls through to EXIT is the compiler's copy for an empty
+    inner range (left to :func:`rule_outer_walk`).  Worked case: layernorm backward's persistent
+    rows at 7c7b2e0 clear each slot's partial row: 32 iterations a warp at 4096 columns (FFMA
+    against Nsight Compute 0.76 -> 0.95)."""
+    loops, lines, own, own_bodies, trips, rules, warps, clear_bytes, zero = m.take(
+        "loops lines own own_bodies trips rules warps clear_bytes zero")
     # 2. sweeping loops
     # a loop whose only global accesses store zero (RZ) clears a workspace (partial sums set to
     # zero before a persistent grid accumulates into them): it stores the workspace the launch
@@ -212,6 +234,20 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
             trips[i], rules[i] = t, f"clears the launch's workspace ({clear_bytes / 1e6:.3g} MB, stores zero only)"
     # (the launch's bytes stay with the sweeps: a small twin's slots clear little of what the
     # problem's do, so its scaled bytes hold next to none of this clearing)
+    m.zero = zero
+
+
+def rule_unrolled_remainder(m: Mix) -> None:
+    """A loop that loads or stores global memory sweeps the launch's bytes; a sibling right beside
+    an unrolled sweep that repeats its accesses k (>= 2) times fewer is its remainder loop.  Where
+    all sweeping loops are such pairs at the top level, the elements a thread handles per pass
+    (n: the problem's elements over the threads where the remainder moves one item per access,
+    else bytes / (threads x bytes per element summed over the passes)) give both counts when n is
+    whole (``n // k`` and ``n % k`` per warp), else the remainder runs ``(k - 1) / 2`` times per
+    warp.  Worked case: a 4096-column row on 256 threads, unrolled x4: n = 16, the loop 4 times a
+    warp, the remainder 0."""
+    problem, loops, own, trips, rules, launch_bytes, warps, sweep = m.take(
+        "problem loops own trips rules launch_bytes warps sweep")
     sweep = [i for i, c in enumerate(own) if trips[i] is None and c["gmem_bytes"] > 0]
     # a remainder loop: the sibling right before or after an unrolled loop whose global
     # accesses it repeats k (>= 2) times fewer; each thread runs it fewer than k times per pass
@@ -252,6 +288,18 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
         else:
             trips[i], rules[i] = warps * (k - 1) / 2, f"remainder of loop {j} (unrolled x{k:g}): (k - 1) / 2 per warp"
             launch_bytes = max(launch_bytes - trips[i] * 32 * a["gmem_bytes"], 0.0)
+    m.launch_bytes, m.sweep = launch_bytes, sweep
+
+
+def rule_peeled_block(m: Mix) -> None:
+    """A top-level sweep unrolled k times whose odd iterations the compiler peeled into a block
+    after it (branched around, its accesses the loop's k times fewer) runs ``s // k`` times per
+    thread and the block ``s % k`` times, s the thread's elements per pass over the block's
+    (where s is not whole: the block ``(k - 1) / 2`` times).  The block, counted once per warp
+    with the straight code, is taken back where it does not run.  Worked case: rms tuned at 4096
+    columns: 16 elements a thread, 16 a block: the loop never runs, the block once."""
+    problem, loops, own, straight_pairs, warps, sweep, peeled_back = m.take(
+        "problem loops own straight_pairs warps sweep peeled_back")
     # a peeled remainder: the block the SASS branches around right after a top-level sweeping
     # loop, whose global accesses are the loop's k (>= 2) times fewer, kind by kind and width by
     # width (the loop unrolled twice, the odd iteration after it).  Where the problem gives each
@@ -297,6 +345,16 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
         cb["ffma_thread"] = cb["ffma"]
         peeled_back.append((i, warps * loop_runs, f"unrolled x{k} with a peeled remainder block: {how}, "
                                                   f"{loop_runs:g} per warp", cb, -(1.0 - runs) * warps))
+    m.peeled_back = peeled_back
+
+
+def rule_outside_work(m: Mix) -> None:
+    """Bytes the arithmetic loops already move (a GEMM's k-loop loads its tiles) are not swept
+    again; where loaders are nested in an arithmetic loop, sweeping loops outside it (a
+    pipeline's prologue, an epilogue) run once per warp.  Worked case: a tiled GEMM's prologue
+    loader before its k-loop: once per warp."""
+    loops, own, trips, rules, launch_bytes, warps, zero, sweep, work = m.take(
+        "loops own trips rules launch_bytes warps zero sweep work")
     # bytes the arithmetic loops already move (a GEMM's k-loop loads its tiles) are not swept again
     covered = sum(trips[i] * 32 * own[i]["gmem_bytes"] for i in range(len(loops)) if trips[i] and i not in zero)
     launch_bytes = max(launch_bytes - covered, 0.0)
@@ -317,6 +375,23 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
             trips[i], rules[i] = float(warps), "outside the arithmetic loop: once per warp"
             sweep.remove(i)
             launch_bytes = max(launch_bytes - warps * 32 * own[i]["gmem_bytes"], 0.0)
+    m.launch_bytes, m.work = launch_bytes, work
+
+
+def rule_outer_walk(m: Mix) -> None:
+    """A sweeping loop around another sweeping loop (a grid-stride loop over columns around the walk
+    down the rows) runs once per warp and the inner one carries the bytes (not a dense op's tile
+    loop that holds the arithmetic loop), unless it holds the inner loop's peeled remainder (the
+    inner loop unrolled k times, its k - 1 leftover elements in the outer body, each branched to
+    one exit): a walk over a 2-D range whose inner loop runs over B, the last dimension of the
+    launch's largest 2-D argument, so the outer loop runs once per B of a thread's elements, the
+    inner ``B // k`` times per outer trip and the first ``B % k`` remainder blocks run (where B <
+    k the inner loop's set-up, branched around with it, does not).  A store-only sibling of such
+    an outer loop is the compiler's unswitched copy for an empty inner range and does not run.
+    Worked case: batchnorm's naive rung, x as (N, C, H*W): B = H*W = 3136, unrolled x4: 784
+    inner trips per outer trip, no remainder block."""
+    loops, own, own_pairs, trips, rules, launch_bytes, warps, inner_extent, sweep, work, thread_ffma = m.take(
+        "loops own own_pairs trips rules launch_bytes warps inner_extent sweep work thread_ffma")
     # a sweeping loop around another sweeping loop (a grid-stride loop over columns around the
     # walk down the rows) passes its own accesses about once per warp; the inner loop sweeps
     def has_inner_sweep(i):
@@ -370,6 +445,19 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
                 if rules[j].startswith(f"remainder of loop {i} "):
                     launch_bytes += trips[j] * 32 * own[j]["gmem_bytes"]
                     trips[j], rules[j] = 0.0, "unswitched copy for an empty inner loop (not taken)"
+    m.launch_bytes = launch_bytes
+
+
+def rule_sweep(m: Mix) -> None:
+    """The sweeps left share the launch's bytes (``Traffic.l1_bytes``, else its L2 bytes, less what
+    earlier rules moved): ``trips = bytes / (32 x bytes per thread per iteration, summed over the
+    sweeping loops)``, at least once per warp.  Sweeps that pass over the same elements at
+    different strides split the bytes so that each covers every element
+    (:func:`elements_per_iteration`).  Then the peeled blocks' loops get their trips.  Worked
+    case: 4 LDG.128 of float32 (16 elements an iteration) beside 32 scalar loads of gamma and
+    beta (32): the second loop runs half as often."""
+    problem, own, trips, rules, launch_bytes, warps, sweep, peeled_back = m.take(
+        "problem own trips rules launch_bytes warps sweep peeled_back")
     sweep = [i for i in sweep if trips[i] is None]
     if sweep:
         # the sweeps pass over the same elements (each pass of a row walks all of it), each
@@ -392,6 +480,16 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
             trips[i], rules[i] = ts[i], why
     for i, t, why, _, _ in peeled_back:
         trips[i], rules[i] = t, why
+    m.sweep = sweep
+
+
+def rule_rows_by_shuffles(m: Mix) -> None:
+    """An outer loop with no global accesses of its own, around sweeps, whose body reduces by
+    shuffles and no barrier walks rows (``problem.rows``): ``rows x 2^L / 32`` warp-iterations, L
+    its butterfly offsets (a group of 2^L lanes finishes a row an iteration).  Worked case:
+    offsets 16..1 (L = 5) over 4096 rows: 4096 warp-iterations."""
+    problem, loops, own, own_bodies, trips, rules, warps, row_loops = m.take(
+        "problem loops own own_bodies trips rules warps row_loops")
     # 3. outer loops, then the rest.  An outer loop with no global accesses of its own, around
     # sweeps, whose body reduces across lanes by shuffles and no barrier (a row's statistics
     # in a warp: butterfly offsets 16..1, L of them) walks rows: each iteration a group of 2^L
@@ -406,6 +504,17 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
             trips[i] = max(float(rows) * min(lanes, 32) / 32.0, float(warps))
             rules[i] = f"outer: one row per {min(lanes, 32)} lanes an iteration (a shuffle reduction, no barrier)"
             row_loops.append(i)
+    m.row_loops = row_loops
+
+
+def rule_rows_across_warps(m: Mix) -> None:
+    """The same loop whose reduction crosses warps (shuffles, then the warps' partials through shared
+    memory between barriers, each warp storing its own and loading the W of its group back):
+    ``rows x W`` warp-iterations, W its shared loads over its shared stores.  Worked case:
+    layernorm backward tuned at 7c7b2e0, 256 threads a row: 40 loads, 5 stores, W = 8."""
+    problem, loops, own, trips, rules, warps, threads_per_block, row_loops = m.take(
+        "problem loops own trips rules warps threads_per_block row_loops")
+    rows = getattr(problem, "rows", None)
     # the same loop whose reduction crosses warps (shuffles, then each warp's partials through
     # shared memory between barriers, every warp of the group reading all of them back): each
     # warp stores its partials once and loads those of the W warps of its group, so W = the
@@ -422,6 +531,18 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
             rules[i] = (f"outer: one row per {wpg} warps an iteration (a reduction across warps: "
                         f"{nld} shared loads, {nst} stores)")
             row_loops.append(i)
+
+
+def rule_read_back_partials(m: Mix) -> None:
+    """A loop that only reads shared memory after its parent (or the straight code) stored partials
+    and passed a barrier reads them back: stores one lane makes (predicated or branched around: a
+    warp's partial) are read by every warp, ``W x stores / loads`` times per parent iteration (W
+    the block's warps); stores every lane makes are gathered by one reader, ``W x 32 x stores /
+    loads`` times per block (``32 x stores / loads`` a warp).  Worked case: batchnorm split's
+    statistics in NCHW, 256 threads' (n, mean, M2) merged by thread 0, 12 loads an iteration: 8 a
+    warp (Nsight Compute: 806 shared wavefronts a block against 792)."""
+    loops, own, own_pairs, straight_pairs, trips, rules, warps, threads_per_block = m.take(
+        "loops own own_pairs straight_pairs trips rules warps threads_per_block")
     # a loop that only reads shared memory (no global access, barrier or shuffle) after its
     # parent's body (or the straight code) stored partials and passed a barrier reads those
     # partials back.  A store that one lane makes (predicated: a warp's partial after its
@@ -457,15 +578,67 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
                else "every lane: one reader gathers them")
         rules[i] = (f"reads back the partials stored before a barrier ({len(sts)} stores, {how}, {nld} "
                     f"loads an iteration): {per:g} per {'warp' if par is None else f'iteration of loop {par}'}")
+
+
+def rule_outer_as_inner(m: Mix) -> None:
+    """Another outer loop runs as often as its least frequent inner loop.  Worked case: an outer
+    loop around inner loops of 64 and 128 trips: 64."""
+    loops, trips, rules = m.take("loops trips rules")
     for _ in range(len(loops)):
         for i, lp in enumerate(loops):
             if trips[i] is None:
                 kids = [j for j, o in enumerate(loops) if o.parent == i and trips[j] is not None and trips[j] > 0]
                 if kids:
                     trips[i], rules[i] = min(trips[j] for j in kids), "outer: as its least frequent inner loop"
+
+
+def rule_other(m: Mix) -> None:
+    """Any other loop (a reduction tree) runs ``log2(threads per block)`` times per warp.  Worked
+    case: 256 threads a block: 8 times a warp."""
+    loops, trips, rules, warps, threads_per_block = m.take("loops trips rules warps threads_per_block")
     for i in range(len(loops)):
         if trips[i] is None:
             trips[i], rules[i] = warps * max(math.log2(max(threads_per_block, 2)), 1.0), "other: log2(threads) per warp"
+
+
+#: the trip rules in the order dynamic_mix applies them: each sets the loops the ones before left open
+TRIP_RULES = (rule_not_taken, rule_arithmetic_work, rule_loader_prologue, rule_workspace_clear, rule_unrolled_remainder, rule_peeled_block, rule_outside_work, rule_outer_walk, rule_sweep, rule_rows_by_shuffles, rule_rows_across_warps, rule_read_back_partials, rule_outer_as_inner, rule_other)
+
+
+def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int, threads_per_block: int,
+                inner_extent: int | None = None, clear_bytes: float | None = None) -> dict:
+    """Dynamic per-pipe counts of one launch (warp instructions over the whole launch) and the
+    trips of each loop; see the module docstring for the trip rules."""
+    loops = report.loops
+    from ..anatomy import sass_lines
+
+    lines = sass_lines(report.sass)
+    dropped: list = []
+    divergent: list = []
+    own_pairs, straight_pairs = bodies(lines, loops, dropped, divergent)
+    straight = [ins for _, ins in straight_pairs]
+    own_bodies = [[ins for _, ins in b] for b in own_pairs]
+    own = [pipe_counts(b) for b in own_bodies]
+
+    def thread_ffma(pairs, c):
+        # a data-dependent if/else: the warp issues both arms, each thread runs one; the FFMA
+        # a thread executes there (Nsight Compute's thread-level count) is one arm's, taken
+        # as the mean of the two
+        arms = [ins for a, ins in pairs if any(lo <= a < hi for lo, hi in divergent)]
+        c["ffma_thread"] = c["ffma"] - 0.5 * pipe_counts(arms)["ffma"] if arms else c["ffma"]
+        return c
+
+    own = [thread_ffma(p, c) for p, c in zip(own_pairs, own)]
+    trips = [None] * len(loops)
+    rules = [""] * len(loops)
+    m = Mix(problem=problem, loops=loops, lines=lines, own=own, own_pairs=own_pairs, own_bodies=own_bodies,
+            straight_pairs=straight_pairs, divergent=divergent, dropped=dropped, trips=trips, rules=rules,
+            launch_bytes=launch_bytes, dense=dense, warps=warps, threads_per_block=threads_per_block,
+            inner_extent=inner_extent, clear_bytes=clear_bytes, thread_ffma=thread_ffma)
+    for rule in TRIP_RULES:
+        rule(m)
+    own, peeled_back, row_loops = m.take("own peeled_back row_loops")
+
     total = add_counts({}, thread_ffma(straight_pairs, pipe_counts(straight)), float(warps))
     for _, _, _, cb, f in peeled_back:
         add_counts(total, cb, f)

@@ -1166,3 +1166,15 @@ def test_a_gpu_process_estimates_with_the_same_access_simulation(monkeypatch):
     rep, twin, why = model._bank_report(fused, rmsnorm.Problem(rows=97, cols=512, dtype="float32"))
     assert rep is not None and why == "", why
     assert model.estimate(fused, p, "h100-sxm").launches[0]["smem_wavefronts"] == here == 60 * 96
+
+
+def test_trip_rules_are_an_ordered_list_of_documented_rules():
+    """The trip rules of perfkit.model.trips run in TRIP_RULES' order, each a named function
+    whose docstring states the rule and a worked case; the package re-exports the old names."""
+    from perfkit.model import trips
+
+    names = [f.__name__ for f in trips.TRIP_RULES]
+    assert names[0] == "rule_not_taken" and names[-1] == "rule_other" and len(set(names)) == len(names)
+    for f in trips.TRIP_RULES:
+        assert f.__doc__ and "Worked case" in " ".join(f.__doc__.split()), f.__name__
+    assert model._warp_cycles is model.latency.warp_cycles and model._bank_report is model.memory.bank_report

@@ -8,9 +8,9 @@ from .. import model as _pkg  # rates() through the package: tests monkeypatch m
 from .equations import LEGS, Estimate, combine, flush_seconds, latency_leg, launch_sequence, resource_legs
 from .inputs import Inputs
 from .latency import latencies, warp_cycles
-from .memory import (bank_degrees, bank_per_access, coalesce_factor, guarded_activity, lines_per_request,
-                     launch_weights, panel_reads, requested_bytes, shared_wavefronts, simulated_launch,
-                     wide_global)
+from .memory import (bank_degrees, bank_per_access, coalesce_factor, guarded_activity, l2_rereads, l2_tag_traffic,
+                     launch_weights, lines_per_request, panel_reads, partly_written_sectors, requested_bytes,
+                     shared_wavefronts, simulated_launch, wide_global)
 from .pipes import add_counts
 from .plans import array_bytes, inspect_launch, is_dense, plan_launches, traffic_for
 from .trips import dynamic_mix
@@ -107,69 +107,16 @@ def launch_estimate(variant, problem, launch, k, r: Inputs, traffic, share, *, u
     gsim = simulated_launch(variant, problem, k) if use_banks and not dense else None
     reread_to_dram = None
     if not dense and l1_bytes > dram_bytes * 1.05 and r["l2_size_bytes"]["value"] and use_banks:
-        # re-reads (a second sweep over a row) find the row in L2 only while the rows the
-        # resident blocks work on fit: the launch's distinct bytes of re-read (streamed) arrays,
-        # their share of the simulated block's bytes scaled to the launch's L1 bytes, times the
-        # share of blocks resident at once, against what L2 keeps for re-reads.  Where they do
-        # not fit (every row in flight at once), DRAM moves what the simulated block reads and
-        # writes with every read of a streamed array a miss, scaled the same way
-        resident = min(blocks, sms * bps)
-        keep = r["l2_size_bytes"]["value"] * r["l2_reuse_fraction"]["value"]
-        g = gsim
-        if g and g.get("streamed_reread", 0) > 0 and g.get("bytes", 0) > 0:
-            # a warp that walks its rows one after another (an outer row loop) re-reads within
-            # one row: only that row of its share is in flight
-            footprint = asked * g["streamed_distinct"] / g["bytes"] * resident / blocks / max(dyn.get("rows_in_turn", 1.0), 1.0)
-            # plus the workspace the launch read-modify-writes, which every slot keeps live (a
-            # persistent grid's partial sums: layernorm backward's tuned rung at 7c7b2e0, 17 MB
-            # of rows in flight and 17 MB of partials)
-            footprint += clear
-            if footprint > keep:
-                # the arrays every block reads (parameters) stay in L2: their bytes as declared.
-                # Between what L2 keeps for re-reads and its whole size the re-reads miss in
-                # proportion (the part of the footprint past what is kept, over the rest of
-                # L2); past the whole L2, all of them (tuned above, 38 MB: a third; Nsight
-                # Compute: 174 MB beyond x, dy and dx, of 346 MB that could miss)
-                frac = min(1.0, (footprint - keep) / max(r["l2_size_bytes"]["value"] - keep, 1.0))
-                miss_bytes = dram_bytes + frac * (asked * g["bytes_if_rereads_miss"] / g["bytes"] - dram_bytes)
-                if miss_bytes > dram_bytes:
-                    dram_src = (f"re-reads miss L2: {resident} resident blocks of {blocks} work on "
-                                f"{footprint / 1e6:.0f} MB at once, L2 keeps {keep / 1e6:.0f} MB; "
-                                + ("the simulated block's reads of its rows all go to DRAM" if frac >= 1 else
-                                   f"{frac:.2f} of the simulated block's re-reads go to DRAM"))
-                    dram_bytes = miss_bytes
-                    # the loads that wait on DRAM: every read of a streamed array (the first
-                    # touch and the re-reads), not the parameters every block reads
-                    streamed = g["streamed_distinct"] + g["streamed_reread"]
-                    params = g["bytes"] - g["bytes_if_rereads_miss"]
-                    reread_to_dram = frac * streamed / max(streamed + params, 1e-9)
-    # stores that fill only part of each sector, the rest written by other blocks (NHWC
-    # batchnorm's channel blocks: a float of each 32-byte sector, eight blocks to a sector),
-    # over more than L2 keeps: the blocks drift apart, a sector leaves L2 before all its parts
-    # arrive, and L2 completes it from DRAM: the unfilled part of the stored bytes is read
-    # (Nsight Compute, NHWC 32x256x56x56: 72 MB read and 45 MB written beyond x and y, for
-    # 90 MB unfilled, in each of the fused, warp and welford rungs)
+        dram_bytes, src, reread_to_dram = l2_rereads(gsim, dram_bytes=dram_bytes, asked=asked, blocks=blocks,
+                                                     resident=min(blocks, sms * bps), workspace=clear,
+                                                     rows_in_turn=dyn.get("rows_in_turn", 1.0), r=r)
+        dram_src = src or dram_src
     if gsim and r["l2_size_bytes"]["value"]:
-        sf = float(gsim.get("store_fill", 1.0))
-        req = requested_bytes(variant, problem, k, array_bytes(launch.args)[2])
-        if req and sf < 0.75 and gsim.get("bytes"):
-            stored = req * gsim.get("store_bytes", 0) / gsim["bytes"]
-            if stored > r["l2_size_bytes"]["value"] * r["l2_reuse_fraction"]["value"]:
-                dram_bytes += stored * (1.0 - sf)
-                dram_src += f"; + {stored * (1.0 - sf) / 1e6:.0f} MB completing partly written sectors (store fill {sf:.2f})"
-    # L2 tag traffic (Nsight Compute's lts__t_bytes): on a GPU whose L2 is two partitions
-    # (H100), a request whose line lives in the far partition and is not yet copied in the near
-    # one crosses the fabric and is counted again: first touches, about half of them far.  A
-    # streaming op touches each requested byte once; a tiled product re-reads its panels from
-    # L2, and only what comes from DRAM is a first touch.  Where blocks share sectors (each
-    # takes a part: NHWC batchnorm's channel blocks, a float of each sector, eight blocks to
-    # a sector) a sector crosses once for all of them: the requests times the simulated
-    # block's sector fill (Nsight Compute at 32x256x56x56 NHWC: 3457 MB of L2 for 3289 MB of
-    # requests, where 1.5x would be 4933; a block's own repeated requests, as the naive rows'
-    # element-by-element writes, cross each time: 911 MB for 604 MB)
-    fabric = r["l2_fabric_fraction"]["value"]
-    fill = min(max(float((gsim or {}).get("sector_fill", 1.0)), 1.0 / 32), 1.0)
-    l2_tag_bytes = l2_bytes + fabric * (min(dram_bytes, l2_bytes) if dense else l2_bytes * fill)
+        extra = partly_written_sectors(gsim, requested_bytes(variant, problem, k, array_bytes(launch.args)[2]), r)
+        if extra is not None:
+            dram_bytes += extra[0]
+            dram_src += extra[1]
+    l2_tag_bytes = l2_tag_traffic(l2_bytes, dram_bytes, dense=dense, gsim=gsim, fabric=r["l2_fabric_fraction"]["value"])
     # lines per global request: simulated where the bank simulation runs anyway (shared accesses)
     # or where the rung's L1 bytes say its accesses are not coalesced; else 1 per those bytes
     guess = coalesce_factor(traffic, c, l1_bytes)

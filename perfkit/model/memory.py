@@ -217,3 +217,71 @@ def coalesce_factor(traffic, c, l2_bytes) -> float:
     if asked <= 0:
         return 1.0
     return float(min(32.0, max(1.0, l2_bytes / asked * 4.0))) if l2_bytes > asked * 1.5 else 1.0
+
+
+def l2_rereads(g, *, dram_bytes: float, asked: float, blocks: int, resident: int, workspace: float,
+               rows_in_turn: float, r) -> tuple[float, str | None, float | None]:
+    """DRAM bytes of a streaming op whose blocks read their rows again (the simulated block's
+    global tallies ``g``, :mod:`perfkit.banks`): the re-reads find the rows in L2 only while
+    the rows the resident blocks work on (the launch's distinct bytes of re-read arrays, their
+    share of the simulated block's bytes scaled to ``asked``, times the share of blocks resident
+    at once, over the rows a warp walks in turn) plus the ``workspace`` the launch keeps live (a
+    persistent grid's partial sums) fit in ``l2_reuse_fraction`` of L2.  Past that the re-reads
+    miss in proportion up to the whole L2, and past the whole L2 every read of a row goes to
+    DRAM; the arrays every block reads (parameters) stay in L2.  Returns (DRAM bytes, source
+    or None, share of the loads that wait on DRAM or None); unchanged where the rows fit.
+
+    Worked cases: the 7c7b2e0 multirow rungs: Nsight Compute counted x read twice;
+    layernorm backward's tuned rung, 17 MB of rows in flight and 17 MB of partials (38 MB): a
+    third of the re-reads miss (Nsight Compute: 174 MB beyond x, dy and dx, of 346 MB that
+    could)."""
+    keep = r["l2_size_bytes"]["value"] * r["l2_reuse_fraction"]["value"]
+    if g and g.get("streamed_reread", 0) > 0 and g.get("bytes", 0) > 0:
+        footprint = asked * g["streamed_distinct"] / g["bytes"] * resident / blocks / max(rows_in_turn, 1.0)
+        footprint += workspace
+        if footprint > keep:
+            frac = min(1.0, (footprint - keep) / max(r["l2_size_bytes"]["value"] - keep, 1.0))
+            miss_bytes = dram_bytes + frac * (asked * g["bytes_if_rereads_miss"] / g["bytes"] - dram_bytes)
+            if miss_bytes > dram_bytes:
+                src = (f"re-reads miss L2: {resident} resident blocks of {blocks} work on "
+                       f"{footprint / 1e6:.0f} MB at once, L2 keeps {keep / 1e6:.0f} MB; "
+                       + ("the simulated block's reads of its rows all go to DRAM" if frac >= 1 else
+                          f"{frac:.2f} of the simulated block's re-reads go to DRAM"))
+                # the loads that wait on DRAM: every read of a streamed array (the first touch
+                # and the re-reads), not the parameters every block reads
+                streamed = g["streamed_distinct"] + g["streamed_reread"]
+                params = g["bytes"] - g["bytes_if_rereads_miss"]
+                return miss_bytes, src, frac * streamed / max(streamed + params, 1e-9)
+    return dram_bytes, None, None
+
+
+def partly_written_sectors(g, requested: float | None, r) -> tuple[float, str] | None:
+    """DRAM reads of stores that fill only part of each sector, the rest written by other
+    blocks (the simulated block's store fill below 0.75), over more than L2 keeps: the blocks
+    drift apart, a sector leaves L2 before all its parts arrive, and L2 completes it from DRAM,
+    reading the unfilled part.  ``requested``: the launch's requested bytes
+    (:func:`requested_bytes`).  Returns (bytes, source note) or None where it does not apply.
+    Worked case: NHWC batchnorm's channel blocks, a float of each 32-byte sector (fill 1/8),
+    32x256x56x56: Nsight Compute 72 MB read and 45 MB written beyond x and y, for 90 MB
+    unfilled, in each of the fused, warp and welford rungs."""
+    sf = float(g.get("store_fill", 1.0))
+    if requested and sf < 0.75 and g.get("bytes"):
+        stored = requested * g.get("store_bytes", 0) / g["bytes"]
+        if stored > r["l2_size_bytes"]["value"] * r["l2_reuse_fraction"]["value"]:
+            return (stored * (1.0 - sf),
+                    f"; + {stored * (1.0 - sf) / 1e6:.0f} MB completing partly written sectors (store fill {sf:.2f})")
+    return None
+
+
+def l2_tag_traffic(l2_bytes: float, dram_bytes: float, *, dense: bool, gsim, fabric: float) -> float:
+    """L2 tag traffic (Nsight Compute's ``lts__t_bytes``): the L2 bytes plus ``fabric`` (H100:
+    0.5, measured on streaming kernels) of the first touches, which on a two-partition L2 cross
+    the fabric when the line lives in the far partition and are counted again.  A streaming op
+    touches each requested byte once (all its L2 bytes, times the simulated block's sector fill
+    where blocks share sectors: a sector crosses once for all of them); a tiled product re-reads
+    its panels from L2, and only what comes from DRAM is a first touch.  Worked case: NHWC
+    batchnorm at 32x256x56x56, eight channel blocks to a sector: 3457 MB of L2 for 3289 MB of
+    requests, where 1.5x would be 4933 (a block's own repeated requests, the naive rows'
+    element-by-element writes, cross each time: 911 MB for 604 MB)."""
+    fill = min(max(float((gsim or {}).get("sector_fill", 1.0)), 1.0 / 32), 1.0)
+    return l2_bytes + fabric * (min(dram_bytes, l2_bytes) if dense else l2_bytes * fill)

@@ -128,7 +128,7 @@ def source_files(modname: str) -> list[str]:
     parents: set[str] = set()
     while todo:
         name = todo.pop()
-        if name in seen or name in _NOT_KERNEL_CODE or name.rpartition(".")[0] in _NOT_KERNEL_CODE:  # a tool package's submodules too
+        if name in seen or name in _NOT_KERNEL_CODE or name.rpartition(".")[0] in _NOT_KERNEL_CODE:  # perfkit.model.*
             continue
         seen.add(name)
         mod = sys.modules.get(name)

@@ -65,7 +65,10 @@ def _rates_doc(path: str, stamp: int) -> dict:
 
 def rates(gpu: str = "h100-sxm") -> dict:
     """Every rate :func:`estimate` uses for ``gpu``: name -> {value, source} (SI units; per-SM
-    figures already multiplied out)."""
+    figures already multiplied out).  The fitted constants (``fitted``: ``dram_efficiency``,
+    ``overlap``, ``launch_latency_s``, ``dram_latency_spread_clk``) are nothing per rung or per
+    op; the host's launch cost (``host_base_s``, ``host_per_array_arg_s``) is derived from the
+    records by the rule its note states, not tuned on validate."""
     from .. import specs
 
     s = specs.get(gpu)

@@ -18,6 +18,14 @@ from .trips import dynamic_mix
 
 def launch_estimate(variant, problem, launch, k, r: Inputs, traffic, share, *, use_banks: bool,
                      launch_l1: float | None = None) -> dict:
+    """Launch ``k`` of the rung on the target of the rates ``r``: its compiled kernel, its dynamic
+    mix (:func:`perfkit.model.trips.dynamic_mix`), its traffic (``share`` of the rung's, or
+    ``launch_l1`` bytes from the simulation; :mod:`perfkit.model.memory`), its legs, latency and
+    combination (:mod:`perfkit.model.equations`).  A global load's latency in the scoreboard: back
+    from L1 if the batch hit (the simulated block's hit rate), else from L2 or, for the DRAM
+    share of L2's traffic, from DRAM, where a request that touches n lines waits for the slowest:
+    ``latency_dram_clk`` + the fitted ``dram_latency_spread_clk`` x H(n), H the harmonic number
+    (the expected largest of n exponential waits)."""
     cc = r["compute_capability"]["value"]
     rep = inspect_launch(variant, problem, cc, k)
     sms, clk = r["sm_count"]["value"], r["clock_hz"]["value"]
@@ -196,6 +204,8 @@ def launch_estimate(variant, problem, launch, k, r: Inputs, traffic, share, *, u
 
 
 def library_estimate(variant, problem, r: Inputs, traffic) -> Estimate:
+    """Oracles and peers (library calls): the roofline of their Traffic over the datasheet peaks
+    (tensor peak for fp16 dense ops) plus one library call's cost, bound ``"library (roofline)"``."""
     peak = r["fp32_flops"]["value"]
     pk = (traffic.extra or {}).get("peak", "fp32")
     if str(pk).startswith("tensor") or getattr(problem, "dtype", "float32") == "float16" and is_dense(problem):
@@ -212,8 +222,8 @@ def library_estimate(variant, problem, r: Inputs, traffic) -> Estimate:
 def estimate(variant, problem, gpu: str = "h100-sxm", *, banks: bool = True,
              ahead_s: float | None = None) -> Estimate:
     """Predicted median time of one launch sequence of ``variant`` on ``problem`` on ``gpu``
-    (a key or alias of ``data/devices.yaml``), from static inputs only; see the module
-    docstring for the model.  ``banks=False`` skips the bank-conflict simulation (conflict-free
+    (a key or alias of ``data/devices.yaml``), from static inputs only (the steps: :mod:`perfkit.model`'s map;
+    the equations: :mod:`perfkit.model.equations`).  ``banks=False`` skips the bank-conflict simulation (conflict-free
     shared memory assumed).  ``ahead_s``: seconds of GPU work queued ahead of the sequence
     while the host launches it, which hide that much of the host's launch cost (default: the
     cold-L2 flush, :func:`flush_seconds`; a record taken behind a spin kernel adds its

@@ -608,7 +608,8 @@ TRIP_RULES = (rule_not_taken, rule_arithmetic_work, rule_loader_prologue, rule_w
 def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int, threads_per_block: int,
                 inner_extent: int | None = None, clear_bytes: float | None = None) -> dict:
     """Dynamic per-pipe counts of one launch (warp instructions over the whole launch) and the
-    trips of each loop; see the module docstring for the trip rules."""
+    trips of each loop: the rules of :data:`TRIP_RULES`, in order, each setting the loops
+    the ones before left open."""
     loops = report.loops
     from ..anatomy import sass_lines
 

@@ -117,7 +117,6 @@ def rule_not_taken(m: Mix) -> None:
     dropped it) does not run: 0 trips.  Worked case: a vector and a scalar copy of a sweep under
     one if/else: the scalar one's loop gets 0."""
     loops, dropped, trips, rules = m.take("loops dropped trips rules")
-    # a loop inside the arm of an if/else that is not taken does not run
     for i, lp in enumerate(loops):
         if any(lo <= lp.start and lp.end < hi for lo, hi in dropped):
             trips[i], rules[i] = 0.0, "alternative path (not taken)"
@@ -131,7 +130,6 @@ def rule_arithmetic_work(m: Mix) -> None:
     checked tail of k after the full tiles) runs once per warp.  Worked case: 4096^3 fp32 on a
     loop of 64 FFMA an iteration: 2 x 4096^3 / (64 x 64) = 33.5 M warp-iterations."""
     problem, loops, own, trips, rules, dense, warps = m.take("problem loops own trips rules dense warps")
-    # 1. arithmetic loops of dense ops
     flops = float(problem.flops)
     if dense:
         mma_loops = [i for i, c in enumerate(own) if c["mma"] > 0 and trips[i] is None]
@@ -170,9 +168,6 @@ def rule_loader_prologue(m: Mix) -> None:
     threads, so it does not run and is taken out of the loop's body.  Worked case: a 64x64 tile
     loaded by 256 threads, 16 elements each: the remainder of the unrolled loader never runs."""
     loops, own, own_pairs, trips, rules, thread_ffma = m.take("loops own own_pairs trips rules thread_ffma")
-    # a work loop's code that a branch skips together with a nested loop that moves global
-    # memory is that loader's prologue (the peeled remainder of its unrolled copies): a tile of
-    # a power-of-two size divides evenly, so it does not run, and its loads are not the tile's
     for i in range(len(loops)):
         if not (trips[i] and rules[i].startswith(("mma work", "ffma work"))):
             continue
@@ -192,20 +187,11 @@ def rule_workspace_clear(m: Mix) -> None:
     bytes per iteration)``, its unrolled sibling's remainder ``(k - 1) / 2`` per warp, once per
     warp without a workspace.  One that falls through to EXIT is the compiler's copy for an empty
     inner range (left to :func:`rule_outer_walk`).  Worked case: layernorm backward's persistent
-    rows at 7c7b2e0 clear each slot's partial row: 32 iterations a warp at 4096 columns (FFMA
-    against Nsight Compute 0.76 -> 0.95)."""
+    rows at 7c7b2e0 clear each slot's partial row: 32 iterations a warp at 4096 columns, where the
+    sweep rule had given 69 (FFMA against Nsight Compute 0.76 -> 0.95); today's clear only the
+    columns past the register cache, none at 4096: an overcount there."""
     loops, lines, own, own_bodies, trips, rules, warps, clear_bytes, zero = m.take(
         "loops lines own own_bodies trips rules warps clear_bytes zero")
-    # 2. sweeping loops
-    # a loop whose only global accesses store zero (RZ) clears a workspace (partial sums set to
-    # zero before a persistent grid accumulates into them): it stores the workspace the launch
-    # is passed (``clear_bytes``), not the launch's streamed bytes; an unrolled one beside its
-    # remainder loop (k times its stores) carries them, the remainder (k - 1) / 2 per warp.
-    # Without a workspace, once per warp.  (Layernorm backward's persistent rows at 7c7b2e0
-    # clear each slot's whole partial row: 32 iterations a warp at 4096 columns, where the
-    # sweep rule had given them 69 and the row's sweeps 46 for Nsight Compute's ~62 (its
-    # FFMA: 0.76 -> 0.95); today's clear only the columns past the register cache, none at
-    # 4096: an overcount there)
     zero = []
     for i, body in enumerate(own_bodies):
         g = [ins for ins in body if re.match(r"(@!?U?P\w+\s+)?(LDG|STG|LD|ST|RED|ATOM)\.", ins.strip())]
@@ -300,15 +286,6 @@ def rule_peeled_block(m: Mix) -> None:
     columns: 16 elements a thread, 16 a block: the loop never runs, the block once."""
     problem, loops, own, straight_pairs, warps, sweep, peeled_back = m.take(
         "problem loops own straight_pairs warps sweep peeled_back")
-    # a peeled remainder: the block the SASS branches around right after a top-level sweeping
-    # loop, whose global accesses are the loop's k (>= 2) times fewer, kind by kind and width by
-    # width (the loop unrolled twice, the odd iteration after it).  Where the problem gives each
-    # thread's elements per pass, a thread runs s = elements / (elements per block) source
-    # iterations: the loop s // k times and the block s % k times (rms tuned at 4096 columns:
-    # 16 elements a thread, 16 per block: the loop never runs, the block once), else about
-    # (k - 1) / 2 times.  The block, counted once per warp with the straight code, is taken
-    # back where it does not run.  (The sweeps below still size the other loops with this one
-    # among them: the elements a pass covers are the same)
     peeled_back = []
     try:
         import numpy as np
@@ -355,7 +332,6 @@ def rule_outside_work(m: Mix) -> None:
     loader before its k-loop: once per warp."""
     loops, own, trips, rules, launch_bytes, warps, zero, sweep, work = m.take(
         "loops own trips rules launch_bytes warps zero sweep work")
-    # bytes the arithmetic loops already move (a GEMM's k-loop loads its tiles) are not swept again
     covered = sum(trips[i] * 32 * own[i]["gmem_bytes"] for i in range(len(loops)) if trips[i] and i not in zero)
     launch_bytes = max(launch_bytes - covered, 0.0)
     # loaders nested in an arithmetic loop carry its traffic; sweeping loops outside it (a
@@ -392,8 +368,6 @@ def rule_outer_walk(m: Mix) -> None:
     inner trips per outer trip, no remainder block."""
     loops, own, own_pairs, trips, rules, launch_bytes, warps, inner_extent, sweep, work, thread_ffma = m.take(
         "loops own own_pairs trips rules launch_bytes warps inner_extent sweep work thread_ffma")
-    # a sweeping loop around another sweeping loop (a grid-stride loop over columns around the
-    # walk down the rows) passes its own accesses about once per warp; the inner loop sweeps
     def has_inner_sweep(i):
         return any(j != i and nested_in(loops, j, i) for j in sweep)
 
@@ -490,10 +464,6 @@ def rule_rows_by_shuffles(m: Mix) -> None:
     offsets 16..1 (L = 5) over 4096 rows: 4096 warp-iterations."""
     problem, loops, own, own_bodies, trips, rules, warps, row_loops = m.take(
         "problem loops own own_bodies trips rules warps row_loops")
-    # 3. outer loops, then the rest.  An outer loop with no global accesses of its own, around
-    # sweeps, whose body reduces across lanes by shuffles and no barrier (a row's statistics
-    # in a warp: butterfly offsets 16..1, L of them) walks rows: each iteration a group of 2^L
-    # lanes finishes one row, so the launch runs rows x 2^L / 32 warp-iterations of it
     rows = getattr(problem, "rows", None)
     row_loops: list = []  # the loops that walk rows
     for i, c in enumerate(own):
@@ -540,21 +510,10 @@ def rule_read_back_partials(m: Mix) -> None:
     the block's warps); stores every lane makes are gathered by one reader, ``W x 32 x stores /
     loads`` times per block (``32 x stores / loads`` a warp).  Worked case: batchnorm split's
     statistics in NCHW, 256 threads' (n, mean, M2) merged by thread 0, 12 loads an iteration: 8 a
-    warp (Nsight Compute: 806 shared wavefronts a block against 792)."""
+    warp (Nsight Compute: 806 shared wavefronts a block against 792).  Where a block holds several
+    groups, each reading only its own warps', the first case counts all of them (an upper bound)."""
     loops, own, own_pairs, straight_pairs, trips, rules, warps, threads_per_block = m.take(
         "loops own own_pairs straight_pairs trips rules warps threads_per_block")
-    # a loop that only reads shared memory (no global access, barrier or shuffle) after its
-    # parent's body (or the straight code) stored partials and passed a barrier reads those
-    # partials back.  A store that one lane makes (predicated: a warp's partial after its
-    # shuffles) leaves one value a warp, and every warp reads all W = threads / 32 warps'
-    # values: W x stores / loads an iteration per warp (layernorm backward's persistent rows,
-    # a co-moment of 5 values per warp merged over 16 warps, unrolled x4: 4 a row).  A store
-    # every lane makes leaves 32 values a warp, which one reader gathers (each warp reading
-    # them all would be all-pairs work): W x 32 x stores / loads iterations for the block, 32 x
-    # stores / loads per warp on average (batchnorm split's statistics in NCHW: 256 threads'
-    # (n, mean, M2) merged by thread 0, 12 loads an iteration: 8 a warp, Nsight Compute's 806
-    # shared wavefronts a block against 792).  Where a block holds several groups,
-    # each reading only its own warps', the first case counts all of them (an upper bound)
     for i, c in enumerate(own):
         nld, par = sum(c["lds"].values()), loops[i].parent
         if trips[i] is not None or not nld or sum(c["sts"].values()) or c["gmem"] or c["bar"] \
@@ -602,7 +561,22 @@ def rule_other(m: Mix) -> None:
 
 
 #: the trip rules in the order dynamic_mix applies them: each sets the loops the ones before left open
-TRIP_RULES = (rule_not_taken, rule_arithmetic_work, rule_loader_prologue, rule_workspace_clear, rule_unrolled_remainder, rule_peeled_block, rule_outside_work, rule_outer_walk, rule_sweep, rule_rows_by_shuffles, rule_rows_across_warps, rule_read_back_partials, rule_outer_as_inner, rule_other)
+TRIP_RULES = (
+    rule_not_taken,
+    rule_arithmetic_work,
+    rule_loader_prologue,
+    rule_workspace_clear,
+    rule_unrolled_remainder,
+    rule_peeled_block,
+    rule_outside_work,
+    rule_outer_walk,
+    rule_sweep,
+    rule_rows_by_shuffles,
+    rule_rows_across_warps,
+    rule_read_back_partials,
+    rule_outer_as_inner,
+    rule_other,
+)
 
 
 def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int, threads_per_block: int,

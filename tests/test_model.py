@@ -1127,7 +1127,9 @@ def test_validate_compares_only_records_of_the_gpu_it_estimates(tmp_path):
     """An H200 record is no test of an H100 estimate (nor the reverse); a ceiling record is no rung."""
     import shutil
 
-    data = Path(model.__file__).resolve().parent.parent / "data" / "results"
+    from perfkit import paths
+
+    data = paths.DATA / "results"
     picks = {"nvidia-h100-80gb-hbm3": "softmax", "nvidia-h200": "softmax"}
     for gpu, op in picks.items():
         src = sorted((data / gpu / op).glob("*-r3-warp-*.json"))[-1]
@@ -1164,3 +1166,36 @@ def test_a_gpu_process_estimates_with_the_same_access_simulation(monkeypatch):
     rep, twin, why = model._bank_report(fused, rmsnorm.Problem(rows=97, cols=512, dtype="float32"))
     assert rep is not None and why == "", why
     assert model.estimate(fused, p, "h100-sxm").launches[0]["smem_wavefronts"] == here == 60 * 96
+
+
+def test_trip_rules_are_an_ordered_list_of_documented_rules():
+    """The trip rules of perfkit.model.trips run in TRIP_RULES' order, each a named function
+    whose docstring states the rule and a worked case; the package re-exports the old names."""
+    from perfkit.model import trips
+
+    names = [f.__name__ for f in trips.TRIP_RULES]
+    assert names[0] == "rule_not_taken" and names[-1] == "rule_other" and len(set(names)) == len(names)
+    for f in trips.TRIP_RULES:
+        assert f.__doc__ and "Worked case" in " ".join(f.__doc__.split()), f.__name__
+    assert model._warp_cycles is model.latency.warp_cycles and model._bank_report is model.memory.bank_report
+
+
+def test_trip_rules_not_taken_outer_and_other_worked_cases():
+    """The worked cases of three trip rules on a made-up nest: a loop in a dropped arm runs 0
+    times; an outer loop as often as its least frequent inner loop (64 of 64 and 128); any
+    other loop log2(threads) times a warp (256 threads, 10 warps: 80)."""
+    from types import SimpleNamespace as NS
+
+    from perfkit.model import trips
+
+    loops = [NS(start=0x10, end=0x80, parent=None), NS(start=0x20, end=0x40, parent=0),
+             NS(start=0x50, end=0x70, parent=0), NS(start=0x100, end=0x120, parent=None)]
+    m = trips.Mix(loops=loops, trips=[None, 64.0, 128.0, None], rules=[""] * 4, warps=10, threads_per_block=256,
+                  dropped=[(0x100, 0x200)])
+    trips.rule_not_taken(m)
+    assert m.trips[3] == 0.0 and m.trips[0] is None
+    trips.rule_outer_as_inner(m)
+    assert m.trips[0] == 64.0 and m.rules[0].startswith("outer: as its least frequent")
+    m.trips[3] = None
+    trips.rule_other(m)
+    assert m.trips[3] == 80.0

@@ -1,0 +1,87 @@
+"""SASS -> pipes: what one pass over a list of SASS instructions issues to each pipe and
+memory level (:func:`pipe_counts`), the counts every leg is made from."""
+from __future__ import annotations
+
+
+def opcode(ins: str) -> str:
+    t = ins.strip()
+    if t.startswith("@"):
+        t = t.split(None, 1)[1] if " " in t else ""
+    return t.split(None, 1)[0] if t else ""
+
+
+def pipe_counts(body: list[str]) -> dict:
+    """Per-iteration counts the legs need, from a list of SASS instructions."""
+    from ..anatomy import classify
+
+    c = {"instr": 0, "fma": 0, "ffma": 0, "imad": 0, "alu": 0, "xu": 0, "fp64": 0, "mma": 0, "gmem": 0, "gmem_bytes": 0,
+         "gload_bytes": 0, "lds": {4: 0, 8: 0, 16: 0}, "sts": {4: 0, 8: 0, 16: 0}, "ldsm": 0, "bar": 0,
+         "shfl": 0, "local": 0, "gwide": 0, "s2r_tid": 0, "gw": {}}
+    for ins in body:
+        cls = classify(ins)
+        op = opcode(ins)
+        base = op.split(".")[0]
+        if cls == "move/other" and base in ("NOP",):
+            continue
+        c["instr"] += 1
+        if cls in ("fp32 fma", "fp32 add", "fp32 mul"):
+            c["fma"] += 2 if base.endswith("2") else 1
+            if cls == "fp32 fma":
+                c["ffma"] += 2 if base.endswith("2") else 1
+        elif cls == "integer/address":
+            if base.lstrip("U") in ("IMAD", "IMUL", "IDP") and not base.startswith("U"):
+                c["imad"] += 1
+            elif not base.startswith("U"):
+                c["alu"] += 1
+        elif cls == "fp32 other":
+            c["alu"] += 1
+        elif cls in ("special function", "conversion"):
+            c["xu"] += 1
+        elif cls == "fp64":
+            c["fp64"] += 1
+        elif cls == "tensor mma":
+            c["mma"] += 1
+        elif cls.startswith("global"):
+            w = int(cls.rsplit(" ", 1)[1]) // 8
+            c["gmem"] += 1
+            c["gmem_bytes"] += w
+            c["gwide"] += w >= 8
+            key = ("load" if "load" in cls else "store", w)
+            c["gw"][key] = c["gw"].get(key, 0) + 1
+            if "load" in cls:
+                c["gload_bytes"] += w
+        elif cls.startswith("shared"):
+            kind = "lds" if "load" in cls else "sts"
+            if cls.endswith("other"):
+                if base == "LDSM":
+                    c["ldsm"] += 1
+                else:
+                    c[kind][4] += 1
+            else:
+                c[kind][int(cls.rsplit(" ", 1)[1]) // 8] += 1
+        elif cls == "barrier" and base == "BAR":
+            c["bar"] += 1
+        elif cls == "shuffle":
+            c["shfl"] += 1
+        elif base == "S2R" and "SR_TID" in ins:
+            c["s2r_tid"] += 1
+        elif base == "LDGSTS":  # cp.async: a global load that lands in shared memory
+            w = 16 if ".128" in op else 8 if ".64" in op else 4
+            c["gmem"] += 1
+            c["gmem_bytes"] += w
+            c["gload_bytes"] += w
+        elif cls == "local load/store":
+            c["local"] += 1
+            c["gmem"] += 1
+    return c
+
+
+def add_counts(a: dict, b: dict, f: float = 1.0) -> dict:
+    for k, v in b.items():
+        if isinstance(v, dict):
+            a.setdefault(k, {})
+            for kk, vv in v.items():
+                a[k][kk] = a[k].get(kk, 0) + f * vv
+        else:
+            a[k] = a.get(k, 0) + f * v
+    return a

@@ -18,30 +18,37 @@ _LOCK = threading.Lock()
 _applied = False
 
 
+def shared_alloc(shared, shape, dtype, caller):
+    """A block's static shared array for the ``cuda.shared.array`` call at ``caller``'s line:
+    the one already made for that line, or a new one, under a lock (the fix); banks's recording
+    allocator uses it too."""
+    import numpy as np
+    from numba.core import types
+    from numba.np import numpy_support
+
+    if isinstance(dtype, types.Type):
+        dtype = numpy_support.as_dtype(dtype)
+    key = (caller.f_code.co_filename, caller.f_lineno)
+    with _LOCK:
+        res = shared._allocations.get(key)
+        if res is None:
+            res = shared._allocations[key] = np.empty(shape, dtype)
+    return res
+
+
 def apply() -> None:
     """Patch ``FakeCUDAShared.array`` (idempotent)."""
     global _applied
     if _applied:
         return
-    import numpy as np
-    from numba.core import types
     from numba.cuda.simulator import kernelapi
-    from numba.np import numpy_support
 
     original = kernelapi.FakeCUDAShared.array
 
     def array(self, shape, dtype, alignment=None):
         if alignment is not None or (isinstance(shape, int) and shape == 0):
             return original(self, shape, dtype, alignment)  # errors and dynamic shared memory
-        if isinstance(dtype, types.Type):
-            dtype = numpy_support.as_dtype(dtype)
-        caller = sys._getframe(1)
-        key = (caller.f_code.co_filename, caller.f_lineno)
-        with _LOCK:
-            res = self._allocations.get(key)
-            if res is None:
-                res = self._allocations[key] = np.empty(shape, dtype)
-        return res
+        return shared_alloc(self, shape, dtype, sys._getframe(1))
 
     array.__doc__ = original.__doc__
     kernelapi.FakeCUDAShared.array = array

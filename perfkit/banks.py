@@ -70,7 +70,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import cache, static
+from . import _simfix, cache, static
 
 __all__ = ["BankReport", "count", "wavefronts", "small_problem", "BankError"]
 
@@ -553,25 +553,6 @@ def _rereads(rec: _Recorder) -> dict:
             "store_bytes": sum(sum(a.values()) for a in stored.values())}
 
 
-_ALLOC_LOCK = threading.Lock()
-
-
-def _alloc(shared, shape, dtype, caller):
-    """The simulator's allocation of a static shared array, keyed by the calling line (as
-    perfkit._simfix does it, under a lock)."""
-    from numba.core import types
-    from numba.np import numpy_support
-
-    if isinstance(dtype, types.Type):
-        dtype = numpy_support.as_dtype(dtype)
-    key = (caller.f_code.co_filename, caller.f_lineno)
-    with _ALLOC_LOCK:
-        res = shared._allocations.get(key)
-        if res is None:
-            res = shared._allocations[key] = np.empty(shape, dtype)
-    return res
-
-
 _BLOCK_BOX = None
 
 
@@ -610,10 +591,10 @@ def _install():
     def array(self, shape, dtype, alignment=None):
         if _REC is None or alignment is not None or (isinstance(shape, int) and shape == 0):
             if alignment is None and not (isinstance(shape, int) and shape == 0):
-                return _alloc(self, shape, dtype, sys._getframe(1))
+                return _simfix.shared_alloc(self, shape, dtype, sys._getframe(1))
             res = original(self, shape, dtype, alignment)
         else:
-            res = _alloc(self, shape, dtype, sys._getframe(1))
+            res = _simfix.shared_alloc(self, shape, dtype, sys._getframe(1))
         return res.view(_Shared) if _REC is not None and isinstance(res, np.ndarray) else res
 
     array._perfkit_banks = True

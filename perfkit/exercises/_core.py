@@ -29,7 +29,7 @@ import numpy as np
 from .. import backend, cache
 
 __all__ = ["Check", "Grade", "Exercise", "EXERCISES", "register", "CarryError", "carry", "resolve",
-           "is_kernel", "is_device_function", "run_checked", "inspect_rung", "fresh_seed"]
+           "is_kernel", "is_device_function", "kernel_rung", "run_checked", "inspect_rung", "fresh_seed"]
 
 
 # --- checks and grades ------------------------------------------------------------------------
@@ -329,6 +329,19 @@ def resolve(module: str, name: str):
 def _nan_hint(res, what: str) -> str:
     return (f" ({res.n_nan} element{'s' if res.n_nan != 1 else ''} still NaN: never written{what})"
             if res.n_nan else "")
+
+
+def kernel_rung(answer, make):
+    """``(rung, None)``: the learner's kernel ``answer`` as the rung ``make(module=, kernel=)``
+    builds around it; or ``(None, the failed "a kernel" check)`` when it is not a usable kernel."""
+    err = answer_error(answer, "kernel")
+    if err:
+        return None, Check("a kernel", False, err)
+    try:
+        module, name = carry(answer)
+    except Exception as exc:  # the learner's object could not be written out: say why
+        return None, Check("a kernel", False, str(exc))
+    return make(module=module, kernel=name), None
 
 
 def run_checked(variant, problem, seed: int, nan_hint: str = "") -> tuple[bool, str]:

@@ -10,7 +10,7 @@ import numpy as np
 from ..kernels import saxpy
 from ..kernels.base import Launch, Problem, ProblemError, UnsupportedProblem, Variant, check_launch_shape
 from ..model import Traffic
-from ._core import Check, Exercise, answer_error, carry, inspect_rung, register, resolve, run_checked
+from ._core import Check, Exercise, inspect_rung, kernel_rung, register, resolve, run_checked
 
 H100_SMS = 132  # SMs of the H100 SXM the anatomy view targets (cc 9.0)
 
@@ -51,16 +51,10 @@ class FixedGridSaxpy(LearnerVariant):
 
 
 def _grid_stride_steps(answer, seed: int, cc=(9, 0), **_):
-    err = answer_error(answer, "kernel")
-    if err:
-        yield Check("a kernel", False, err)
+    v, failed = kernel_rung(answer, FixedGridSaxpy)
+    if failed:
+        yield failed
         return
-    try:
-        module, name = carry(answer)
-    except Exception as exc:
-        yield Check("a kernel", False, str(exc))
-        return
-    v = FixedGridSaxpy(module=module, kernel=name)
     g, b = GRID_STRIDE_LAUNCH
     for n in (1, 193, 1000):
         ok, msg = run_checked(v, saxpy.Problem(n=n), seed + n,
@@ -205,16 +199,10 @@ class VecCopy(LearnerVariant):
 
 
 def _vec_copy_steps(answer, seed: int, cc=(9, 0), **_):
-    err = answer_error(answer, "kernel")
-    if err:
-        yield Check("a kernel", False, err)
+    v, failed = kernel_rung(answer, VecCopy)
+    if failed:
+        yield failed
         return
-    try:
-        module, name = carry(answer)
-    except Exception as exc:
-        yield Check("a kernel", False, str(exc))
-        return
-    v = VecCopy(module=module, kernel=name)
     for rows, cols in ((1, 4), (37, 44), (5, 12)):
         ok, msg = run_checked(v, Copy2D(rows, cols), seed + rows * cols,
                               f": the launch has one thread per 4 elements (ceil(rows * cols / 4 / {VEC_BLOCK}) "

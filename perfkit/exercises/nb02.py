@@ -10,7 +10,7 @@ import numpy as np
 from .. import backend
 from ..kernels import gemm
 from ..kernels.base import Launch, Problem, ProblemError
-from ._core import Check, Exercise, answer_error, carry, inspect_rung, register, run_checked
+from ._core import Check, Exercise, answer_error, carry, inspect_rung, kernel_rung, register, run_checked
 from .nb01 import LearnerVariant
 
 
@@ -218,16 +218,10 @@ def _child_main(job: dict) -> dict:
 
 
 def _pad_steps(answer, seed: int, cc=(9, 0), **_):
-    err = answer_error(answer, "kernel")
-    if err:
-        yield Check("a kernel", False, err)
+    v, failed = kernel_rung(answer, LearnerTranspose)
+    if failed:
+        yield failed
         return
-    try:
-        module, name = carry(answer)
-    except Exception as exc:
-        yield Check("a kernel", False, str(exc))
-        return
-    v = LearnerTranspose(module=module, kernel=name)
     for rows, cols in ((1, 1), (37, 45), (33, 64)):
         ok, msg = run_checked(v, Transpose(rows, cols), seed + rows * cols,
                               f": block (32, 8) at blockIdx (x, y) owns the 32x32 tile of inp at rows "

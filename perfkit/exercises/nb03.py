@@ -9,7 +9,7 @@ import numpy as np
 
 from ..kernels import conv
 from ..kernels.base import Launch, Problem, ProblemError
-from ._core import Check, Exercise, answer_error, carry, inspect_rung, register, run_checked
+from ._core import Check, Exercise, inspect_rung, kernel_rung, register, run_checked
 from .nb01 import LearnerVariant
 
 BLOCK = 64
@@ -103,16 +103,10 @@ class LearnerIm2col(LearnerVariant):
 
 
 def _im2col_steps(answer, seed: int, cc=(9, 0), **_):
-    err = answer_error(answer, "kernel")
-    if err:
-        yield Check("a kernel", False, err)
+    v, failed = kernel_rung(answer, LearnerIm2col)
+    if failed:
+        yield failed
         return
-    try:
-        module, name = carry(answer)
-    except Exception as exc:
-        yield Check("a kernel", False, str(exc))
-        return
-    v = LearnerIm2col(module=module, kernel=name)
     for shape in SHAPES:
         p = Im2col(**shape)
         ok, msg = run_checked(v, p, seed + p.c * p.h * p.w,
@@ -186,16 +180,10 @@ class LearnerDirect(LearnerVariant):
 
 
 def _direct_steps(answer, seed: int, cc=(9, 0), **_):
-    err = answer_error(answer, "kernel")
-    if err:
-        yield Check("a kernel", False, err)
+    v, failed = kernel_rung(answer, LearnerDirect)
+    if failed:
+        yield failed
         return
-    try:
-        module, name = carry(answer)
-    except Exception as exc:
-        yield Check("a kernel", False, str(exc))
-        return
-    v = LearnerDirect(module=module, kernel=name)
     for shape in SHAPES:
         p = conv.Problem(**shape)
         ok, msg = run_checked(v, p, seed + p.c * p.h * p.w,

@@ -11,7 +11,7 @@ import numpy as np
 from numba import cuda, float32
 
 from ..kernels.base import Launch, Problem, ProblemError
-from ._core import Check, Exercise, answer_error, carry, inspect_rung, plain, register, resolve, run_checked
+from ._core import Check, Exercise, answer_error, carry, inspect_rung, kernel_rung, plain, register, resolve, run_checked
 from .nb01 import LearnerVariant
 
 
@@ -74,16 +74,10 @@ class WarpRowSum(LearnerVariant):
 
 
 def _warp_sum_steps(answer, seed: int, cc=(9, 0), **_):
-    err = answer_error(answer, "kernel")
-    if err:
-        yield Check("a kernel", False, err)
+    v, failed = kernel_rung(answer, WarpRowSum)
+    if failed:
+        yield failed
         return
-    try:
-        module, name = carry(answer)
-    except Exception as exc:
-        yield Check("a kernel", False, str(exc))
-        return
-    v = WarpRowSum(module=module, kernel=name)
     for rows, cols in ((1, 1), (5, 37), (3, 100)):
         ok, msg = run_checked(v, RowSum(rows, cols), seed + rows * cols,
                               f": warp w of block b sums row b * {WARPS_PER_BLOCK} + w, lane 0 writes it; "

@@ -1116,11 +1116,67 @@ def test_validate_compares_nsight_compute_rows_no_record_has(tmp_path):
 
 
 def test_ncu_table_is_the_newest_of_the_gpu_asked_for():
-    assert model.ncu_table("h100-sxm") == model.NCU_PATH
-    assert model.ncu_table("NVIDIA H100 80GB HBM3") == model.NCU_PATH  # a record's name resolves too
+    tables = model.ncu_tables("h100-sxm")
+    assert model.NCU_PATH in [p for p, _ in tables] and dict(tables)[model.NCU_PATH] == "7c7b2e0"
+    assert tables == sorted(tables, key=lambda pc: pc[0].name, reverse=True)  # newest first
+    assert model.ncu_table("h100-sxm") == tables[0][0]
+    assert model.ncu_table("NVIDIA H100 80GB HBM3") == tables[0][0]  # a record's name resolves too
     h200 = model.ncu_table("h200")
     assert h200 is not None and h200.name.startswith("h200-") and h200.exists()
-    assert model.ncu_table("l40s") is None
+    assert all(p.name.startswith("h200-") for p, _ in model.ncu_tables("h200"))
+    assert model.ncu_table("l40s") is None and model.ncu_tables("l40s") == []
+
+
+@pytest.mark.skipif(not _history_ok(), reason="commit 7c7b2e0 (the H100 records' code) is not in this clone's history")
+def test_validate_takes_each_rungs_counts_from_the_newest_table_against_the_code_it_profiled(tmp_path, monkeypatch):
+    """A session that profiles some rungs writes a table of those alone: every table of the GPU
+    counts, a rung's newest row wins, and it is compared with the estimate of a record made at
+    that table's commit (softmax fused at 6bbc424 here, not its 7c7b2e0 record); a rung only the
+    older table has (naive) keeps its row and its own commit's record."""
+    import glob
+    import json
+    import shutil
+
+    import pandas as pd
+
+    data = model.RATES_PATH.parent
+    label = "rows=4096 cols=4096 dtype=float32 axis=-1"
+    recs = {}
+    for f in glob.glob(str(data / "results" / "nvidia-h100-80gb-hbm3" / "softmax" / "*-r[12]-*.json")):
+        d = json.load(open(f))
+        if d["problem"] == label:
+            recs.setdefault((d["rung"], d["provenance"]["git_commit"][:7]), f)
+    need = [(1, "7c7b2e0"), (2, "7c7b2e0"), (2, "6bbc424")]
+    if not all(k in recs for k in need):
+        pytest.skip("the softmax records at 7c7b2e0 and 6bbc424 are not in data/results")
+    (tmp_path / "results").mkdir()
+    for k in need:
+        shutil.copy(recs[k], tmp_path / "results" / Path(recs[k]).name)
+    ncu_dir = tmp_path / "ncu"
+    ncu_dir.mkdir()
+    old = pd.read_csv(model.NCU_PATH)
+    old = old[(old["op"] == "softmax") & (old["problem"] == label) & old["rung"].isin(["01 naive", "02 fused"])]
+    old.to_csv(ncu_dir / "h100-sxm-2026-11-23.csv", index=False)
+    (ncu_dir / "h100-sxm-2026-11-23.json").write_text(json.dumps(
+        {"table": "h100-sxm-2026-11-23.csv", "gpu": "NVIDIA H100 80GB HBM3", "date": "2026-11-23", "commit": "7c7b2e0"}))
+    new = old[old["rung"] == "02 fused"].assign(dram_read_bytes=lambda t: t["dram_read_bytes"] * 2)
+    new.to_csv(ncu_dir / "h100-sxm-2026-12-01.csv", index=False)
+    (ncu_dir / "h100-sxm-2026-12-01.json").write_text(json.dumps(
+        {"table": "h100-sxm-2026-12-01.csv", "gpu": "NVIDIA H100 80GB HBM3", "date": "2026-12-01",
+         "commit": "6bbc4249a1109cec0219ee145ce01c2dc8dd6042"}))
+    from perfkit.model import inputs
+
+    monkeypatch.setattr(inputs, "NCU_PATH", ncu_dir / "h100-sxm-2026-11-23.csv")
+    assert [c for _, c in model.ncu_tables("h100-sxm")] == ["6bbc4249a1109cec0219ee145ce01c2dc8dd6042", "7c7b2e0"]
+    table, _, levels = model.validate(results_root=tmp_path / "results", banks=False)
+    dram = levels[levels["level"] == "dram_bytes"].set_index("rung")
+    assert set(dram.index) == {"01 naive", "02 fused"} and dram["record"].all()
+    fused_new = float((new["dram_read_bytes"] + new["dram_write_bytes"]).sum())
+    assert dram.loc["02 fused", "ncu"] == fused_new  # the newest table's row, not the older one's
+    est = table[(table["rung"] == "02 fused") & table["_commit"].str.startswith("6bbc424")]["_estimate"].iloc[0]
+    assert dram.loc["02 fused", "model"] == sum(p["dram_bytes"] for p in est.launches)
+    naive_old = old[old["rung"] == "01 naive"]
+    assert dram.loc["01 naive", "ncu"] == float((naive_old["dram_read_bytes"] + naive_old["dram_write_bytes"]).sum())
 
 
 def test_validate_compares_only_records_of_the_gpu_it_estimates(tmp_path):

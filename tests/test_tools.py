@@ -75,6 +75,18 @@ def test_ncu_targets_put_new_rungs_first_and_skip_unchanged_library_kernels(monk
     assert all(not isinstance(v, OracleVariant) for v, _ in blind["unknown"])
 
 
+def test_ncu_rungs_count_as_profiled_in_any_table_of_the_gpu_with_the_newest_tables_commit(tmp_path):
+    """A session that profiled a few rungs writes a table of those alone: the rungs of every
+    older table are still profiled (not "new" again), and "changed since" is told against the
+    commit of the newest table that has the rung."""
+    mod = _tool()
+    head = "op,problem,rung,kernel\n"
+    (tmp_path / "new.csv").write_text(head + "gemm,m=1,09 index32,k\ngemm,m=1,01 naive,k\n")
+    (tmp_path / "old.csv").write_text(head + "gemm,m=1,01 naive,k\ngemm,m=1,02 coalesced,k\n")
+    have = mod.last_ncu_table([(tmp_path / "new.csv", "bbb"), (tmp_path / "old.csv", "aaa"), (tmp_path / "gone.csv", "ccc")])
+    assert have == {("gemm", "index32"): "bbb", ("gemm", "naive"): "bbb", ("gemm", "coalesced"): "aaa"}
+
+
 def test_a_unit_past_its_limit_is_killed_with_its_children(tmp_path):
     import os
     import sys

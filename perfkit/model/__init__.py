@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from .branches import bodies, data_guard, forward_spans, guarded, one_path, zero_guard
 from .equations import LEGS, Estimate, Prediction, Traffic, flush_seconds, predict, write_seconds
-from .inputs import NCU_PATH, RATES_PATH, Inputs, ncu_table, rates, spec_key
+from .inputs import NCU_PATH, RATES_PATH, Inputs, ncu_table, ncu_tables, rates, spec_key
 from .latency import latencies, warp_cycles
 from .launch import estimate, launch_estimate, library_estimate
 from .memory import (bank_degrees, bank_per_access, bank_report, coalesce_factor, guarded_activity,

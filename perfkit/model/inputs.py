@@ -1,7 +1,7 @@
 """The numbers the model starts from: a GPU's datasheet (``data/devices.yaml``) and the
 effective rates it lacks (``data/rates.yaml``, each with its source), as one table of
 name -> ``{"value", "source"}`` (:func:`rates`); and the Nsight Compute tables validate
-checks the per-level counts against (:func:`ncu_table`)."""
+checks the per-level counts against (:func:`ncu_tables`)."""
 from __future__ import annotations
 
 import functools
@@ -16,9 +16,11 @@ RATES_PATH = paths.DATA / "rates.yaml"
 NCU_PATH = RATES_PATH.parent / "ncu" / "h100-sxm-2026-11-23.csv"
 
 
-def ncu_table(gpu: str = "h100-sxm") -> Path | None:
-    """The newest Nsight Compute table in ``data/ncu/`` taken on ``gpu`` (a devices.yaml key or
-    alias), from the ``gpu`` its provenance .json names; None where there is none."""
+def ncu_tables(gpu: str = "h100-sxm") -> list[tuple[Path, str | None]]:
+    """Every Nsight Compute table in ``data/ncu/`` taken on ``gpu`` (a devices.yaml key or
+    alias, from the ``gpu`` its provenance .json names), newest first, each with the commit it
+    measured (None where its .json does not say).  A session that profiles only some rungs
+    writes a table of those alone, so a rung's newest counts may sit in an older table."""
     import json
 
     from .. import specs
@@ -28,8 +30,15 @@ def ncu_table(gpu: str = "h100-sxm") -> Path | None:
     for meta in sorted(NCU_PATH.parent.glob("*.json")):
         d = json.loads(meta.read_text())
         if spec_key(d.get("gpu")) == want and (meta.parent / d.get("table", "")).is_file():
-            found.append((str(d.get("date", "")), meta.parent / d["table"]))
-    return max(found)[1] if found else None
+            found.append((str(d.get("date", "")), meta.name, meta.parent / d["table"], d.get("commit") or None))
+    return [(path, commit) for _, _, path, commit in sorted(found, reverse=True)]
+
+
+def ncu_table(gpu: str = "h100-sxm") -> Path | None:
+    """The newest Nsight Compute table in ``data/ncu/`` taken on ``gpu``; None where there is
+    none (:func:`ncu_tables` has them all)."""
+    tables = ncu_tables(gpu)
+    return tables[0][0] if tables else None
 
 
 def spec_key(name) -> str | None:

@@ -8,7 +8,7 @@ from .. import model as _pkg  # rates() and estimate() through the package, as t
 from .. import paths
 from ..kernels import registry
 from .equations import Estimate, write_seconds
-from .inputs import ncu_table, spec_key
+from .inputs import ncu_tables, spec_key
 
 
 def _find_variant(op: str, rung: int, name: str, config: dict):
@@ -56,8 +56,10 @@ def validate(gpu: str = "h100-sxm", results_root=None, ncu_path=None, *, banks: 
     A record is compared with the code it measured: where a rung's kernel code changed since
     the record's commit, the rung is rebuilt as it was then (:mod:`perfkit.history`; column
     ``code`` says ``at <commit>``).  ``history=False`` estimates today's kernels throughout.
-    Only records made on ``gpu`` are compared (an H200 record is no test of an H100 estimate);
-    ``ncu_path`` defaults to the newest Nsight Compute table of ``gpu`` (:func:`ncu_table`)."""
+    Only records made on ``gpu`` are compared (an H200 record is no test of an H100 estimate).
+    The levels are checked against every Nsight Compute table of ``gpu`` (:func:`ncu_tables`),
+    a rung's newest counts winning, each against the code at its table's commit; ``ncu_path``
+    names one table instead."""
     import glob
     import json
 
@@ -68,7 +70,10 @@ def validate(gpu: str = "h100-sxm", results_root=None, ncu_path=None, *, banks: 
     r = _pkg.rates(gpu)
     want = spec_key(gpu)
     if ncu_path is None:
-        ncu_path = ncu_table(gpu)
+        tables = ncu_tables(gpu)
+    else:
+        meta = Path(ncu_path).with_suffix(".json")
+        tables = [(Path(ncu_path), json.loads(meta.read_text()).get("commit") if meta.is_file() else None)]
     rows = []
     cache = {}
     commits: set = set()
@@ -92,7 +97,8 @@ def validate(gpu: str = "h100-sxm", results_root=None, ncu_path=None, *, banks: 
         if rung > 0 and commit and history:
             v, mod, code = variant_as_recorded(v, mod, op, name, d.get("config") or {}, commit)
         row = {"op": op, "problem": d["problem"], "rung": f"{rung:02d} {name}" if rung >= 0 else f"peer {name}",
-               "measured_s": d["timing"]["median_s"], "kind": "oracle/peer" if rung <= 0 else "rung", "code": code}
+               "measured_s": d["timing"]["median_s"], "kind": "oracle/peer" if rung <= 0 else "rung", "code": code,
+               "_commit": commit}
         if v is None:
             row.update(predicted_s=np.nan, bound="rung not in ladder")
             rows.append(row)
@@ -115,17 +121,20 @@ def validate(gpu: str = "h100-sxm", results_root=None, ncu_path=None, *, banks: 
     table["ratio"] = table["predicted_s"] / table["measured_s"]
     line = summary_line(table[table["kind"] == "rung"]["ratio"])
 
-    def unrecorded(op, label, rung_label):
-        """An Nsight Compute row no record has (saxpy, the NHWC batchnorm rows): the rung as of
-        the records' commit (where they share one), estimated at the row's problem."""
+    def unrecorded(op, label, rung_label, commit=None):
+        """An Nsight Compute row no record of its commit has (saxpy, the NHWC batchnorm rows,
+        a rung profiled at a commit it was not timed at): the rung as of ``commit``, the
+        table's (else of the records' commit, where they share one), estimated at the row's
+        problem."""
         num, _, name = str(rung_label).partition(" ")
-        if len(commits) != 1 or not num.isdigit() or int(num) <= 0 \
+        commit = commit or (next(iter(commits)) if len(commits) == 1 else None)
+        if not commit or not num.isdigit() or int(num) <= 0 \
                 or (ops and op not in ops) or (problems and label not in problems):
             return None
         try:  # an op perfkit has no ladder for, or a rung no commit has: left out
             v, mod = _find_variant(op, int(num), name, {})
             if history:
-                v, mod, _ = variant_as_recorded(v, mod, op, name, {}, next(iter(commits)))
+                v, mod, _ = variant_as_recorded(v, mod, op, name, {}, commit)
         except Exception:  # noqa: BLE001
             return None
         if v is None:
@@ -145,7 +154,7 @@ def validate(gpu: str = "h100-sxm", results_root=None, ncu_path=None, *, banks: 
         except Exception:  # noqa: BLE001  (a row the model cannot take: left out)
             return None
 
-    levels = _levels(table, ncu_path, unrecorded)
+    levels = _levels(table, tables, unrecorded)
     return table, line, levels
 
 
@@ -203,22 +212,35 @@ def summary_line(ratios) -> str:
     return f"median abs error {100 * np.median(err):.0f}% over {n}; worst ratio {worst:.2f}; within 2x: {within}/{n}"
 
 
-def _levels(table, ncu_path=None, unrecorded=None):
-    """Per-level counts of the estimates against the Nsight Compute table (where it has the
+def _levels(table, tables=None, unrecorded=None):
+    """Per-level counts of the estimates against the Nsight Compute tables (where one has the
     rung at the same problem): DRAM bytes, L2 bytes, shared wavefronts, warp instructions, FFMA.
-    ``unrecorded(op, problem, rung)``, where given, estimates a row of the table that no record
-    has (column ``record`` False)."""
+    ``tables``: ``(path, commit)`` pairs, newest first; a rung's counts come from the newest
+    table that has it, and are compared with a record's estimate only where that record
+    measured the table's commit (its ``_commit`` column; any record where the table names
+    none).  ``unrecorded(op, problem, rung, commit)``, where given, estimates the rest (column
+    ``record`` False)."""
     import pandas as pd
 
-    if ncu_path is None:
+    if isinstance(tables, (str, Path)):  # one table, as before
+        tables = [(Path(tables), None)]
+    parts = []
+    for path, commit in tables or []:
+        path = Path(path)
+        if not path.exists():
+            continue
+        ncu = pd.read_csv(path)
+        ncu["dram_bytes"] = ncu["dram_read_bytes"] + ncu["dram_write_bytes"]
+        g = ncu.groupby(["op", "problem", "rung"], as_index=False, sort=False)[
+            ["dram_bytes", "l2_bytes", "shared_wavefronts", "warp_instructions", "ffma_thread_instructions"]].sum()
+        parts.append(g.assign(_commit=commit or ""))
+    if not parts:
         return pd.DataFrame()
-    path = Path(ncu_path)
-    if not path.exists():
-        return pd.DataFrame()
-    ncu = pd.read_csv(path)
-    ncu["dram_bytes"] = ncu["dram_read_bytes"] + ncu["dram_write_bytes"]
-    agg = ncu.groupby(["op", "problem", "rung"], as_index=False)[
-        ["dram_bytes", "l2_bytes", "shared_wavefronts", "warp_instructions", "ffma_thread_instructions"]].sum()
+    agg = pd.concat(parts, ignore_index=True).drop_duplicates(["op", "problem", "rung"], keep="first")
+
+    def same_commit(a, b):
+        return not b or (bool(a) and (str(a).startswith(b) or str(b).startswith(str(a))))
+
     out = []
     seen = set()
 
@@ -240,17 +262,17 @@ def _levels(table, ncu_path=None, unrecorded=None):
         key = (row["op"], row["problem"], row["rung"])
         if key in seen:
             continue
-        seen.add(key)
         m = agg[(agg["op"] == row["op"]) & (agg["problem"] == row["problem"]) & (agg["rung"] == row["rung"])]
-        if m.empty:
+        if m.empty or not same_commit(row.get("_commit"), m.iloc[0]["_commit"]):
             continue
+        seen.add(key)
         add(row["op"], row["problem"], row["rung"], e, m.iloc[0], True)
     if unrecorded is not None and len(table):
         for _, m in agg.iterrows():
             key = (m["op"], m["problem"], m["rung"])
             if key in seen:
                 continue
-            e = unrecorded(*key)
+            e = unrecorded(*key, m["_commit"] or None)
             if isinstance(e, Estimate) and e.launches:
                 add(*key, e, m, False)
     return pd.DataFrame(out)
@@ -258,7 +280,7 @@ def _levels(table, ncu_path=None, unrecorded=None):
 
 def levels_table(levels):
     """The per-level ratios as a table: a row per (op, rung, problem), a column per level;
-    ``*`` marks a row of the Nsight Compute table no record has."""
+    ``*`` marks a row of an Nsight Compute table no record of its commit has."""
     t = levels.assign(ratio=levels["ratio"].round(2),
                       problem=[("" if rec else "* ") + " ".join(w for w in str(p).split()
                                                                  if not w.startswith(("eps=", "momentum=", "axis=", "alpha=")))

@@ -109,6 +109,7 @@ if SIM:  # a simulated launch runs to completion before it returns: its times wo
     from perfkit import paths
 
     for name, when in (("h100-sxm-2026-11-23", "an H100 (2026-11-23, commit 7c7b2e0), before the spin kernel"),
+                       ("h100-sxm-2026-11-26", "the H100 again (2026-11-26, commit 6bbc424), with the spin kernel"),
                        ("h200-2026-11-26", "an H200 (2026-11-26, commit ed6ffd5), with the spin kernel")):
         t = pd.read_csv(paths.DATA / "timer" / f"{name}.csv")
         t = t[t.op != "timer"]  # the same prepared rungs under both timers (the timer's own demos: below)
@@ -216,10 +217,11 @@ if SIM:  # the simulator's launch is a Python call: its time is no launch overhe
           "the host's launch through Numba, not GPU time.")
     from perfkit import paths
 
-    t = pd.read_csv(paths.DATA / "timer" / "h200-2026-11-26.csv")
-    e = t[(t.op == "timer") & (t.variant == "empty")].iloc[0]
-    print(f"On the H200 (2026-11-26), behind the spin kernel: {e.measure_s * 1e6:.2f} us by events "
-          f"(do_bench: {e.do_bench_s * 1e6:.2f} us), the GPU's part of a launch.")
+    for name, where in (("h100-sxm-2026-11-26", "the same H100 model (2026-11-26)"), ("h200-2026-11-26", "the H200 (2026-11-26)")):
+        t = pd.read_csv(paths.DATA / "timer" / f"{name}.csv")
+        e = t[(t.op == "timer") & (t.variant == "empty")].iloc[0]
+        print(f"On {where}, behind the spin kernel: {e.measure_s * 1e6:.2f} us by events "
+              f"(do_bench: {e.do_bench_s * 1e6:.2f} us), the GPU's part of a launch.")
 else:
     host = []
     for _ in range(200):
@@ -289,9 +291,9 @@ lesson.sweep_table(table, metric="gbps")  # in the simulator the time reads "sim
 # ## 7 · Measured versus published bandwidth, and the roofline
 #
 # A datasheet's bandwidth is a peak no kernel reaches; a simple copy kernel shows what is
-# attainable (perfkit's copies: 70% of the published 3.35 TB/s on the H100, the note of
-# `dram_efficiency` in `data/rates.yaml`; 82% of 4.8 TB/s on the H200,
-# `data/results/nvidia-h200/roofline/`).  Likewise a chain of
+# attainable (perfkit's copy kernel: 84% of the published 3.35 TB/s on the H100 and 82% of
+# 4.8 TB/s on the H200, the records in `data/results/<gpu>/roofline/`; the model's
+# `dram_efficiency` in `data/rates.yaml` is the H100's figure).  Likewise a chain of
 # independent FMAs shows the attainable FP32 rate.  On a GPU we measure both here and record them;
 # without one we show what was recorded on real GPUs, if anything.
 
@@ -383,7 +385,7 @@ else:
 # %%
 from perfkit import compare
 
-c = compare.compare("gpu=h100,before=2026-11-23T10:24", "gpu=h100,after=2026-11-23T10:24")
+c = compare.compare("gpu=h100,before=2026-11-23T10:24", "gpu=h100,commit=7c7b2e0,after=2026-11-23T10:24")
 print(c)
 compare.plot(c)
 plt.show()

@@ -34,7 +34,8 @@
 # Aims, not results: each card says, from the records of the GPU shown, what a rung bought.  At
 # 4096 float32 columns online softmax and layernorm's Welford were slower than the warp rung before them on
 # both GPUs recorded; the multirow rungs of layernorm and rmsnorm were slower than the
-# one-row-per-block rungs on the H100 (the code of 2026-11-23) and faster on the H200 (today's).
+# one-row-per-block rungs in the H100's first records (the code of 2026-11-23), and faster in the
+# records of later code on both GPUs.
 #
 # You will learn to count the bytes a kernel must move, to predict its time from the bandwidth,
 # to see in the compiled kernel what each rung changed, and to check numerically fragile code
@@ -262,8 +263,8 @@ rung_steps('layernorm')
 # reduction today; one thread per column in the H100's records of 2026-11-23), a second read of x and dy.  The
 # multirow rung runs a persistent grid (a few blocks per SM) in which every lane owns the same
 # columns in every row it visits, adds its `dy·x̂` and `dy` into its group's partial-sum row (small,
-# L2-resident), and a small kernel sums the partials: x and dy leave DRAM once (the H100's records
-# are of an earlier version that updated partials in global memory per row).  Apex and llm.c's `layernorm_backward` reduce dγ/dβ in two stages the same way.
+# L2-resident), and a small kernel sums the partials: x and dy leave DRAM once (the H100's record
+# of this rung is of an earlier version that updated partials in global memory per row).  Apex and llm.c's `layernorm_backward` reduce dγ/dβ in two stages the same way.
 
 # %%
 ladder_view('layernorm_bwd')

@@ -156,16 +156,17 @@ plt.show()
 # then its summary line: the median absolute error, the worst ratio predicted / measured and how
 # many rungs are within 2x (oracles and peers, library calls the model only bounds with a
 # roofline, are listed but left out of the line). The per-level table compares the model's
-# counts with Nsight Compute's wherever the shared ncu table has the rung: at a recorded
-# problem, and (marked `*`) at the rows no record has (saxpy at 2^26, batchnorm NHWC), the rung
-# as of the records' commit estimated at the row's problem.
+# counts with Nsight Compute's wherever one of the GPU's ncu tables in `data/ncu/` has the rung
+# (the newest table that has it): against the record made at that table's commit, and (marked
+# `*`) where no record of that commit has the row (saxpy at 2^26, batchnorm NHWC), the rung as
+# of the table's commit estimated at the row's problem.
 #
-# Each record is compared with the code it measured. The H100 records were made at commit
-# 7c7b2e0; many rungs have been rewritten since. Where a rung's kernel code changed, `validate`
-# rebuilds the rung as it was at the record's commit (`perfkit.history`: the `perfkit/kernels`
-# folder of that commit, from git) and estimates that; the `code` column says `at 7c7b2e0`.
-# Estimating today's kernel against an old kernel's time would score the model on the wrong
-# program.
+# Each record is compared with the code it measured. The first H100 records were made at commit
+# 7c7b2e0, and many rungs have been rewritten since; later sessions recorded later commits.
+# Where a rung's kernel code changed since its record, `validate` rebuilds the rung as it was at
+# the record's commit (`perfkit.history`: the `perfkit/kernels` folder of that commit, from git)
+# and estimates that; the `code` column says `at 7c7b2e0`. Estimating today's kernel against an
+# old kernel's time would score the model on the wrong program.
 
 # %%
 table, line, levels = model.validate("h100-sxm", ops=validate_ops or None, problems=validate_problems or None,
@@ -195,9 +196,10 @@ else:
 #   of the records took longer than predicted;
 # - **DRAM traffic the static counts miss**: some GEMM rungs read the wide operand twice per
 #   wave, which no static feature separates from the rungs that read it once;
-# - **the DRAM rate**: one fitted efficiency (0.70 of the datasheet) is the copy ceiling perfkit
-#   measured on the H100, while saxpy under Nsight Compute moved data at 0.82 of the datasheet
-#   there, and the H200's recorded copy reached 0.82 of its datasheet figure.
+# - **the DRAM rate**: one efficiency, 0.84 of the datasheet, the copy ceiling perfkit measured
+#   on the H100 (0.82 on the H200). The row kernels of the first H100 records (7c7b2e0) fell
+#   short of it, while today's multirow/tuned rungs reach it: the model still predicts some of
+#   them above their recorded time (the `ratio` column above, rows `today`).
 #
 # Run `perfkit model validate` for today's line.
 

@@ -423,7 +423,9 @@ def best_recorded(kind: str, gpu: str | None = None, *, root=None) -> dict | Non
     """The best recorded result of the GPU in use (or ``gpu``) that a ceiling of ``kind`` must not
     fall below: ``"memory"``, the highest GB/s of a record whose problem streams at least twice the
     L2 (smaller ones may run from L2); ``"compute"``, the highest TFLOP/s of a float32 record
-    (not a tensor-core rung, not the roofline's own).  None if there is none."""
+    (not a tensor-core rung, not the roofline's own, not a convolution a library ran or a
+    Winograd rung: their FLOPs are the direct convolution's, more than a Winograd or FFT
+    algorithm executes).  None if there is none."""
     from . import results
 
     name = gpu or (None if backend.is_simulator() else backend.device().name)
@@ -441,6 +443,9 @@ def best_recorded(kind: str, gpu: str | None = None, *, root=None) -> dict | Non
     elif kind == "compute":
         dt = df["dtype"] if "dtype" in df else pd.Series("float32", index=df.index)
         df = df[(dt.fillna("float32") == "float32") & ~df["variant"].astype(str).str.contains("tensor")]
+        nominal = (df["op"] == "conv") & ((pd.to_numeric(df["rung"], errors="coerce") <= 0)
+                                          | df["variant"].astype(str).str.contains("winograd"))
+        df = df[~nominal]
         col, unit = "tflops", 1e12
     else:
         raise ValueError(f"kind must be 'memory' or 'compute', got {kind!r}")

@@ -107,7 +107,7 @@ def test_selectors_and_their_errors(tmp_path):
 def test_the_repeated_h100_records_compare(tmp_path):
     """The records of 2026-11-23 hold two runs of the rmsnorm rungs minutes apart: compare
     pairs them, and the plot draws one row per pair."""
-    c = compare.compare("gpu=h100,before=2026-11-23T10:24", "gpu=h100,after=2026-11-23T10:24")
+    c = compare.compare("gpu=h100,before=2026-11-23T10:24", "gpu=h100,commit=7c7b2e0,after=2026-11-23T10:24")
     assert len(c.table) >= 10 and set(c.table["op"]) == {"rmsnorm"}
     assert {"slower", "same within noise"} <= set(c.table["verdict"])
     ax = compare.plot(c)

@@ -366,8 +366,8 @@ def test_a_prediction_exercise_in_every_notebook():
 @pytest.mark.parametrize("name, answer, check, fragment", [
     ("01.predict_saxpy", {"us": 2900.0}, "within 30%", "Count the bytes"),
     ("01.predict_saxpy", {"us": -1}, "a time", "positive number"),
-    ("02.predict_order", {"faster": "warptile", "x": 1.3}, "the faster rung", "anatomy"),
-    ("02.predict_order", {"faster": "no_bank_conflicts", "x": 3.0}, "the factor", "25%"),
+    ("02.predict_order", {"faster": "no_bank_conflicts", "x": 1.3}, "the faster rung", "anatomy"),
+    ("02.predict_order", {"faster": "warptile", "x": 3.0}, "the factor", "25%"),
     ("02.predict_order", {"faster": "cublas", "x": 1.3}, "a rung and a factor", "faster must be"),
     ("03.predict_bound", {"bound": "dram"}, "the leg the model says", "warps"),
     ("04.predict_softmax", {"us": 500.0, "beats_oracle": True}, "within 30%", "bytes"),

@@ -359,6 +359,7 @@ def _rung_closure(read, rel: str, variant_name: str) -> dict | None:
     for m, fn in roots:
         out[f"method {fn.name}"] = ast.dump(_strip_docstrings(fn))
     todo = list(roots)
+    seen_defs: set = set()
     while todo:
         m, node = todo.pop()
         for n in ast.walk(node):
@@ -380,20 +381,35 @@ def _rung_closure(read, rel: str, variant_name: str) -> dict | None:
                         tgt = (m2, m2.defs[orig])
                 if tgt is None or isinstance(tgt[1], ast.ClassDef):
                     continue  # classes named in the code are problems and types (annotations), not kernel code
-                key = f"{tgt[0].rel}:{name}"
-                if key in out:
+                # known by the name the code uses and its text, not by its file: a helper moved to
+                # another kernel module unchanged is no change to the rung (the same name defined
+                # in two modules: both count, in the order the walk meets them)
+                where = (tgt[0].rel, name)
+                if where in seen_defs:
                     continue
+                seen_defs.add(where)
+                key, k = name, 1
+                while key in out:
+                    k += 1
+                    key = f"{name}#{k}"
                 out[key] = ast.dump(_strip_docstrings(tgt[1]))
                 todo.append(tgt)
     return out
 
 
+def _former_paths(rel: str) -> list[str]:
+    """Where a rung's file may have been at an older commit: its path, then the module that a
+    package of modules replaced (``perfkit/kernels/gemm/simt.py`` was ``perfkit/kernels/gemm.py``)."""
+    parent = Path(rel).parent
+    return [rel] + ([f"{parent.as_posix()}.py"] if parent.name != "kernels" else [])
+
+
 @functools.lru_cache(maxsize=512)
-def _changed_since(commit: str, rel: str, variant_name: str) -> bool | None:
+def _changed_since(commit: str, rel: str, then_rel: str, variant_name: str) -> bool | None:
     now = _rung_closure(_worktree, rel, variant_name)
     if now is None:
         return None
-    then = _rung_closure(lambda r: _git_show(commit, r), rel, variant_name)
+    then = _rung_closure(lambda r: _git_show(commit, r), then_rel, variant_name)
     return True if then is None else then != now  # not there then: a new (or renamed) rung
 
 
@@ -410,9 +426,10 @@ def source_changed_since(variant: Variant, commit: str | None) -> bool | None:
         rel = f.relative_to(_repo_root().resolve()).as_posix()
     except (TypeError, ValueError, OSError):
         return None
-    if _git_show(commit, rel) is None:
+    then_rel = next((r for r in _former_paths(rel) if _git_show(commit, r) is not None), None)
+    if then_rel is None:
         return None if _git_show(commit, "perfkit/__init__.py") is None else True
-    return _changed_since(commit, rel, variant.name)
+    return _changed_since(commit, rel, then_rel, variant.name)
 
 
 # --- recorded measurements, matched to rungs --------------------------------------------------

@@ -16,9 +16,12 @@ from functools import lru_cache
 
 import numpy as np
 import pandas as pd
-from numba import cuda, float32  # module level: the simulator swaps only a kernel's globals
+from numba import cuda
 
 from . import backend
+# the ceiling kernels, re-exported: roofline.COPY / FMA / CopyProblem / FmaProblem as before
+from .kernels.ceilings import (COPY, FMA, FMA_BLOCK, FMA_CHAINS, FMA_UNROLL, CopyProblem,  # noqa: F401
+                               FmaProblem, copy_launcher, fma_kernel, full_wave_blocks)
 
 __all__ = ["Ceiling", "ceilings", "published_rates", "intensity", "attainable",
            "copy_bandwidth", "fp32_rate", "copy_launcher", "best_recorded", "plot", "DEFAULT_GPU",
@@ -144,266 +147,7 @@ def published_rates(traffic=None, gpu: str | None = None) -> dict:
     return {"flops": flops, "dram_bw": s.dram_bw}
 
 
-# --- measured ceilings ---------------------------------------------------------------------
-# The first H100 run measured 2360 GB/s (72% of DRAM peak in Nsight Compute: 4-byte accesses,
-# too few bytes in flight) and 31.4 TFLOP/s (47% of the FP32 peak: a loop of 8 FMAs with its
-# counter, compare and branch, and 16 blocks per SM of 256 threads, two waves). The kernels
-# below are built to approach the hardware:
-#
-# * copy: 16-byte loads and stores (LDG.E.128 / STG.E.128), COPY_UNROLL of them in flight per
-#   thread before the first store, a grid of exactly one full wave (2048 threads per SM) that
-#   strides through the array;
-# * FMA: FMA_CHAINS independent chains per thread, the loop body unrolled FMA_UNROLL times
-#   (FMA_CHAINS * FMA_UNROLL FFMAs per counter/compare/branch), one full wave of 256-thread blocks.
-COPY_BLOCK, COPY_UNROLL = 256, 4
-FMA_BLOCK, FMA_CHAINS, FMA_UNROLL = 256, 8, 16
-
-if backend.is_simulator():
-    def _ld4(arr, off):
-        off = int(off)
-        if arr.ndim != 1 or arr.strides[0] != 4 or off % 4 or not 0 <= off <= arr.shape[0] - 4:
-            raise RuntimeError(f"_ld4: 128-bit load at element {off} of {arr.shape} (strides {arr.strides}) "
-                               "is misaligned or out of bounds: a GPU would fault here")
-        return arr[off], arr[off + 1], arr[off + 2], arr[off + 3]
-
-    def _st4(arr, off, x0, x1, x2, x3):
-        off = int(off)
-        if arr.ndim != 1 or arr.strides[0] != 4 or off % 4 or not 0 <= off <= arr.shape[0] - 4:
-            raise RuntimeError(f"_st4: 128-bit store at element {off} of {arr.shape} (strides {arr.strides}) "
-                               "is misaligned or out of bounds: a GPU would fault here")
-        arr[off], arr[off + 1], arr[off + 2], arr[off + 3] = x0, x1, x2, x3
-else:
-    from llvmlite import ir as _ir
-    from numba import types as _types
-    from numba.core import cgutils as _cgutils
-    from numba.cuda.extending import intrinsic as _intrinsic
-
-    def _vec_ptr(context, builder, aryty, arg, offty, off):
-        ary = context.make_array(aryty)(context, builder, arg)
-        idx = [context.cast(builder, off, offty, _types.intp)]
-        ptr = _cgutils.get_item_pointer(context, builder, aryty, ary, idx, wraparound=False)
-        return builder.bitcast(ptr, _ir.VectorType(_ir.FloatType(), 4).as_pointer())
-
-    def _flat_f32(arr, off):
-        return (isinstance(arr, _types.Array) and arr.ndim == 1 and arr.dtype == _types.float32
-                and isinstance(off, _types.Integer))
-
-    @_intrinsic
-    def _ld4(typingctx, arr, off):
-        """arr[off:off+4] of a 1-D float32 array as one 128-bit load (off a multiple of 4)."""
-        if not _flat_f32(arr, off):
-            return None
-        sig = _types.UniTuple(_types.float32, 4)(arr, off)
-
-        def codegen(context, builder, signature, args):
-            v = builder.load(_vec_ptr(context, builder, signature.args[0], args[0], signature.args[1], args[1]),
-                             align=16)
-            elems = [builder.extract_element(v, _ir.Constant(_ir.IntType(32), k)) for k in range(4)]
-            return context.make_tuple(builder, signature.return_type, elems)
-
-        return sig, codegen
-
-    @_intrinsic
-    def _st4(typingctx, arr, off, x0, x1, x2, x3):
-        """arr[off:off+4] = x0..x3 as one 128-bit store (off a multiple of 4)."""
-        if not _flat_f32(arr, off):
-            return None
-        sig = _types.void(arr, off, x0, x1, x2, x3)
-
-        def codegen(context, builder, signature, args):
-            vec = _ir.Constant(_ir.VectorType(_ir.FloatType(), 4), _ir.Undefined)
-            for k in range(4):
-                x = context.cast(builder, args[2 + k], signature.args[2 + k], _types.float32)
-                vec = builder.insert_element(vec, x, _ir.Constant(_ir.IntType(32), k))
-            builder.store(vec, _vec_ptr(context, builder, signature.args[0], args[0], signature.args[1], args[1]),
-                          align=16)
-            return context.get_dummy_value()
-
-        return sig, codegen
-
-
-@cuda.jit
-def copy16(dst, src, n):
-    """dst[:n] = src[:n] with 16-byte accesses: COPY_UNROLL float4 loads in flight per thread,
-    grid-stride over float4 vectors, then a scalar tail (n need not be a multiple of 4)."""
-    nv = n // 4
-    stride = cuda.gridsize(1)
-    i = cuda.grid(1)
-    while i + 3 * stride < nv:  # COPY_UNROLL = 4: four loads issued before the first store
-        a0, a1, a2, a3 = _ld4(src, 4 * i)
-        b0, b1, b2, b3 = _ld4(src, 4 * (i + stride))
-        c0, c1, c2, c3 = _ld4(src, 4 * (i + 2 * stride))
-        d0, d1, d2, d3 = _ld4(src, 4 * (i + 3 * stride))
-        _st4(dst, 4 * i, a0, a1, a2, a3)
-        _st4(dst, 4 * (i + stride), b0, b1, b2, b3)
-        _st4(dst, 4 * (i + 2 * stride), c0, c1, c2, c3)
-        _st4(dst, 4 * (i + 3 * stride), d0, d1, d2, d3)
-        i += 4 * stride
-    while i < nv:
-        a0, a1, a2, a3 = _ld4(src, 4 * i)
-        _st4(dst, 4 * i, a0, a1, a2, a3)
-        i += stride
-    j = 4 * nv + cuda.grid(1)
-    if j < n:  # at most 3 elements
-        dst[j] = src[j]
-
-
-def _fma_source(chains: int, unroll: int) -> str:
-    init = "\n".join(f"    x{k} = float32(cuda.threadIdx.x) + float32({k})" for k in range(chains))
-    body = "\n".join(f"        x{k} = x{k} * b + c" for _ in range(unroll) for k in range(chains))
-    total = " + ".join(f"x{k}" for k in range(chains))
-    return (f"def fma_chains(out, b, c, iters):\n{init}\n    for _ in range(iters):\n{body}\n"
-            f"    i = cuda.grid(1)\n    if i < out.size:  # keep the result so the loop stays\n"
-            f"        out[i] = {total}\n")
-
-
-@lru_cache(maxsize=None)
-def _fma_kernel(chains: int = FMA_CHAINS, unroll: int = FMA_UNROLL):
-    """``chains`` independent FMA chains per thread, the loop body unrolled ``unroll`` times:
-    chains * unroll FFMAs per iteration of a loop whose trip count ``iters`` is an argument."""
-    ns = {"cuda": cuda, "float32": float32}
-    exec(compile(_fma_source(chains, unroll), f"<perfkit.roofline fma {chains}x{unroll}>", "exec"), ns)
-    return cuda.jit(ns["fma_chains"])
-
-
-def _full_wave_blocks(block: int, blocks_per_sm: int | None = None) -> int:
-    """Blocks that fill every SM once (2048 threads per SM on cc 8.0-9.0); a few in the simulator."""
-    if backend.is_simulator():
-        return 2
-    dev = backend.device()
-    per_sm = blocks_per_sm or max(1, 2048 // block)
-    return (dev.sm_count or 1) * per_sm
-
-
-def copy_launcher(dst, src, grid: int | None = None):
-    """A callable that copies device array ``src`` into ``dst`` (float32, same size) with the
-    16-byte copy kernel, for :func:`perfkit.timing.measure`."""
-    n = int(src.size)
-    if dst.size != n:
-        raise ValueError(f"copy: dst has {dst.size} elements, src {n}")
-    grid = grid or max(1, min(_full_wave_blocks(COPY_BLOCK), -(-n // (4 * COPY_BLOCK))))
-    import warnings
-
-    with warnings.catch_warnings():  # a small grid on purpose in the simulator
-        warnings.simplefilter("ignore")
-        launch = copy16[grid, COPY_BLOCK]
-    return lambda: launch(dst, src, n)
-
-
-# --- the ceilings as Problems and Variants: checked like any rung, inspected by the anatomy ---
-from dataclasses import dataclass as _dataclass  # noqa: E402
-from typing import ClassVar as _ClassVar  # noqa: E402
-
-from .kernels.base import Launch as _Launch, Problem as _Problem, ProblemError as _ProblemError  # noqa: E402
-from .kernels.base import Variant as _Variant  # noqa: E402
-from .model import Traffic as _Traffic  # noqa: E402
-
-
-@_dataclass(frozen=True)
-class CopyProblem(_Problem):
-    """``dst = src`` for ``n`` float32 elements: the DRAM bandwidth ceiling (reads + writes)."""
-
-    n: int
-    op: _ClassVar[str] = "copy"
-
-    def validate(self):
-        if not isinstance(self.n, (int, np.integer)) or isinstance(self.n, bool) or self.n < 1:
-            raise _ProblemError(f"copy: n must be an int >= 1, got {self.n!r}")
-
-    def input_specs(self):
-        return {"src": ((self.n,), "float32")}
-
-    def output_specs(self):
-        return {"dst": ((self.n,), "float32")}
-
-    def _make(self, g):
-        return {"src": g.standard_normal(self.n).astype(np.float32)}
-
-    def _reference(self, inputs):
-        return inputs["src"].astype(np.float64)
-
-    @property
-    def flops(self):
-        return 0.0
-
-
-@_dataclass(frozen=True)
-class Copy16(_Variant):
-    block: int = COPY_BLOCK
-    rung: _ClassVar[int] = 0
-    name: _ClassVar[str] = "copy"
-    what: _ClassVar[str] = "16-byte loads and stores, 4 in flight per thread, one full wave, grid-stride"
-
-    def grid(self, problem):
-        return max(1, min(_full_wave_blocks(self.block), -(-problem.n // (4 * self.block))))
-
-    def plan(self, problem, bufs):
-        return [_Launch(copy16, self.grid(problem), self.block, (bufs["dst"], bufs["src"], problem.n))]
-
-    def traffic(self, problem):
-        return _Traffic(flops=0.0, dram_bytes=problem.bytes, l2_bytes=problem.bytes, limiter="dram",
-                        notes="read n floats, write n floats")
-
-
-@_dataclass(frozen=True)
-class FmaProblem(_Problem):
-    """``blocks * threads`` threads each run ``FMA_CHAINS`` chains ``x = x * b + c`` for
-    ``iters * FMA_UNROLL`` steps; out[i] is the sum of thread i's chains."""
-
-    iters: int
-    blocks: int
-    threads: int = FMA_BLOCK
-    op: _ClassVar[str] = "fma"
-    B: _ClassVar[float] = 0.5  # x -> 0.5 x + 0.5 contracts to 1: exact in float32, no overflow
-    C: _ClassVar[float] = 0.5
-
-    def validate(self):
-        for k in ("iters", "blocks", "threads"):
-            v = getattr(self, k)
-            if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
-                raise _ProblemError(f"fma: {k} must be an int >= 1, got {v!r}")
-
-    def input_specs(self):
-        return {}
-
-    def output_specs(self):
-        return {"out": ((self.blocks * self.threads,), "float32")}
-
-    def _make(self, g):
-        return {}
-
-    def _reference(self, inputs):
-        steps = self.iters * FMA_UNROLL
-        tid = np.arange(self.blocks * self.threads, dtype=np.float64) % self.threads
-        bn = self.B ** steps
-        fixed = self.C / (1 - self.B)
-        return sum(bn * (tid + k) + fixed * (1 - bn) for k in range(FMA_CHAINS))
-
-    @property
-    def flops(self):
-        return 2.0 * FMA_CHAINS * FMA_UNROLL * self.iters * self.blocks * self.threads
-
-    @property
-    def bytes(self):
-        return 4.0 * self.blocks * self.threads
-
-
-@_dataclass(frozen=True)
-class FmaChains(_Variant):
-    rung: _ClassVar[int] = 1
-    name: _ClassVar[str] = "fma"
-    what: _ClassVar[str] = (f"{FMA_CHAINS} independent FMA chains per thread, {FMA_UNROLL}x unrolled loop body")
-
-    def plan(self, problem, bufs):
-        return [_Launch(_fma_kernel(), problem.blocks, problem.threads,
-                        (bufs["out"], np.float32(problem.B), np.float32(problem.C), problem.iters))]
-
-    def traffic(self, problem):
-        return _Traffic(flops=problem.flops, dram_bytes=problem.bytes, limiter="compute",
-                        notes="FFMA only; one store per thread")
-
-
-COPY, FMA = Copy16(), FmaChains()
+# --- measured ceilings (the kernels: perfkit.kernels.ceilings) ----------------------------
 
 
 def _record(op_variant: str, flops: float, nbytes: float, m, params: dict, extra: dict | None = None,
@@ -511,14 +255,14 @@ def fp32_rate(iters: int | None = None, *, record: bool = True, results_root=Non
     sim = backend.is_simulator()
     iters = iters or (2 if sim else 1024)  # GPU: 131072 FMAs per thread, ~1 ms on an H100
     threads = 32 if sim else FMA_BLOCK
-    blocks = _full_wave_blocks(threads)
+    blocks = full_wave_blocks(threads)
     prob = FmaProblem(int(iters), blocks, threads)
     out = cuda.to_device(np.full(blocks * threads, np.nan, dtype=np.float32))
     import warnings
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        launch = _fma_kernel()[blocks, threads]
+        launch = fma_kernel()[blocks, threads]
     b, c = np.float32(prob.B), np.float32(prob.C)
     from .timing import measure
 

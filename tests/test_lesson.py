@@ -185,6 +185,27 @@ class Fast(Variant):
     assert history._rung_closure(negated.get, "pk/k.py", "fast") != first  # that body is the GPU's
 
 
+def test_a_rung_or_helper_moved_to_another_kernel_module_unchanged_is_no_change():
+    """A definition is known by the name the rung's code uses and its text, not by its file:
+    splitting a ladder module into a package (the helper to a shared module, the rung to a
+    module of its own) leaves the rung unchanged; its body edited there, it changed."""
+    helper = "def tile(BM):\n    return BM * 2\n"
+    rung = ("class Fast(Variant):\n    BM: int = 64\n    name = 'fast'\n"
+            "    def plan(self, problem, bufs):\n        return [tile(self.BM)]\n")
+    before = {"perfkit/kernels/toy.py": "from .base import Variant\n" + helper + rung}
+    after = {"perfkit/kernels/toy/_common.py": helper,
+             "perfkit/kernels/toy/rungs.py": "from .base import Variant\nfrom ._common import tile\n" + rung}
+    then = history._rung_closure(before.get, "perfkit/kernels/toy.py", "fast")
+    now = history._rung_closure(after.get, "perfkit/kernels/toy/rungs.py", "fast")
+    assert then and "tile" in then and now == then
+    edited = dict(after, **{"perfkit/kernels/toy/_common.py": helper.replace("* 2", "* 4")})
+    assert history._rung_closure(edited.get, "perfkit/kernels/toy/rungs.py", "fast") != then
+    # where the rung's file was at the older commit: its path, then the module its package replaced
+    assert history._former_paths("perfkit/kernels/toy/rungs.py") == ["perfkit/kernels/toy/rungs.py",
+                                                                    "perfkit/kernels/toy.py"]
+    assert history._former_paths("perfkit/kernels/saxpy.py") == ["perfkit/kernels/saxpy.py"]
+
+
 def test_source_diff_is_the_kernel_and_its_helpers_not_the_class():
     ladder = softmax.LADDER
     names = [v.name for v in ladder]

@@ -1,4 +1,5 @@
 import numpy as np
+import pandas as pd
 import pytest
 
 from perfkit import backend, plots, roofline

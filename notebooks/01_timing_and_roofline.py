@@ -191,10 +191,11 @@ else:
           "so none is shown. Recorded with this timer (tools/record_gpu.py --parts timer):")
     from perfkit import paths
 
-    t = pd.read_csv(paths.DATA / "timer" / "h200-2026-11-26.csv")
-    hc = t[(t.op == "timer") & (t.variant == "copy16")].set_index("l2")["measure_s"]
-    print(f"  H200 (2026-11-26): the same L2-sized copy, hot {hc['hot'] * 1e6:.2f} us, cold {hc['cold'] * 1e6:.2f} us "
-          f"(hot / cold = {hc['hot'] / hc['cold']:.2f})")
+    for name, where in (("h100-sxm-2026-11-26", "H100 (2026-11-26)"), ("h200-2026-11-26", "H200 (2026-11-26)")):
+        t = pd.read_csv(paths.DATA / "timer" / f"{name}.csv")
+        hc = t[(t.op == "timer") & (t.variant == "copy16")].set_index("l2")["measure_s"]
+        print(f"  {where}: the same L2-sized copy, hot {hc['hot'] * 1e6:.2f} us, cold {hc['cold'] * 1e6:.2f} us "
+              f"(hot / cold = {hc['hot'] / hc['cold']:.2f})")
 
 # %% [markdown]
 # ## 4 · Launch overhead
@@ -309,10 +310,10 @@ else:
 
 recorded_ceilings = results.load(op="roofline")
 if recorded_ceilings.empty:
-    print("No measured ceilings have been recorded on a real GPU yet (data/results/ has none). The first "
-          "H100 run's copy (2360 GB/s) and FMA (31.4 TFLOP/s) kernels under-measured the hardware (cuBLAS "
-          "SGEMM ran at 50.2 TFLOP/s on the same GPU), so they were left out; the kernels here are their "
-          "rewrites (16-byte accesses; 8 FMA chains, unrolled), not yet measured.")
+    print("No measured ceilings in data/results/ here. Recorded elsewhere: the first H100 run's copy "
+          "(2360 GB/s) and FMA (31.4 TFLOP/s) kernels under-measured the hardware (cuBLAS SGEMM ran at "
+          "50.2 TFLOP/s on the same GPU); their rewrites here (16-byte accesses; 8 FMA chains, unrolled) "
+          "reached 2816 GB/s and 63.7 TFLOP/s on the H100 on 2026-11-26.")
 else:
     display(recorded_ceilings[["gpu", "variant", "gbps", "tflops", "median_s", "utc", "commit"]])
 
@@ -324,7 +325,8 @@ points = recorded if not recorded.empty else table
 ax = roofline.plot(points, ceil, title=f"saxpy on the roofline ({ceil[0].name.removesuffix(' FP32')} ceilings)"
                    + (" (recorded GPU results)" if not recorded.empty else ""))
 if recorded.empty:
-    print("No saxpy results recorded on a real GPU yet: the roofline shows the ceilings only.")
+    print("No saxpy records in data/results/ yet (the timer check above timed its rungs on real GPUs, "
+          "data/timer/, but records none): the roofline shows the ceilings only.")
     # what *is* recorded: the softmax ladder (notebook 04), a memory-bound op like saxpy
     sm = results.load(op="softmax")
     sm = sm[sm["problem"].astype(str).str.startswith("rows=4096 cols=4096 dtype=float32")]
@@ -360,8 +362,8 @@ lesson.source_diff(saxpy.LADDER[2], saxpy.LADDER[3], problem)
 
 # %%
 if recorded.empty:
-    print("No saxpy results have been recorded on a real GPU yet. Run this notebook on a GPU "
-          "(`make run` picks the gpu profile) to record them in data/results/.")
+    print("No saxpy records in data/results/ yet (only the timer check's times, data/timer/). Run this "
+          "notebook on a GPU (`make run` picks the gpu profile) to record them.")
     plots.ladder(table, metric="gbps", title="saxpy ladder")   # draws a labelled placeholder
 else:
     cols = ["gpu", "problem", "label", "gbps", "median_s", "n_samples", "commit", "utc"]
@@ -406,18 +408,18 @@ print("kernel code between the two sides:", ", ".join(sorted(set(c.table.code)))
 # %% [markdown]
 # ### Across GPUs: the H100 and the H200
 #
-# The same ladders were recorded on an H200 (`data/results/nvidia-h200/`, a later commit).  Across
+# The same ladders were recorded on an H200 (`data/results/nvidia-h200/`, commits ed6ffd5 and
+# 6ab83fe) and again on the H100 (2026-11-26, commit 6bbc424).  Across
 # two machines the noise of one says nothing about the other, so there is no verdict, only ratios.
 # Where a rung's kernel code is the same on both sides (`code` is `same`), the ratio is the
 # machines' difference alone.  Per `data/devices.yaml` the H200 has the H100 SXM's SM count and
 # FP32 rate with faster memory: a rung bound by arithmetic or latency should take about as long;
 # one bound by DRAM bandwidth should shrink by the ratio of the two bandwidths if both runs reach
 # the same share of their ceiling.  A ratio below that says the H100 run reached a smaller share
-# of its ceiling than the H200 run.  The two sides were not taken the same way: the H100 records
-# are older, made before the timer's spin kernel existed (`data/timer/*.json`), and each side takes
-# its newest record of a rung: rmsnorm's H100 rungs were recorded twice, and the comparison above
-# found those two runs apart by more than their noise.  Read the ratios below as a lead, not a
-# verdict.
+# of its ceiling than the H200 run.  Each side takes its newest record of a rung, timed the same
+# way (`tools/record_gpu.py`, the timer's spin kernel), but on two machines on two occasions, and
+# the comparison above found two runs on one machine apart by more than their noise.  Read the
+# ratios below as a lead, not a verdict.
 
 # %%
 from perfkit import specs

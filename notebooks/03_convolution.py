@@ -41,8 +41,9 @@
 # 4. how each rung's traffic model and compiled anatomy predict its speed before any GPU runs it.
 #
 # Every rung is *checked* here in Numba's CUDA simulator (times there mean nothing) and compiled
-# for sm_90 with no GPU.  The ladder has been timed on a real GPU at the example layer only (the
-# H200 records of 2026-11-26, float32 NCHW and float16 NHWC: the cards below); the GPU goals (the
+# for sm_90 with no GPU.  The ladder has been timed on real GPUs at the example layer only, in
+# float32 NCHW and float16 NHWC: every rung on an H100 (2026-11-26, commit 6bbc424: the cards
+# below) and some of them on an H200 (commit ed6ffd5); the GPU goals (the
 # best SIMT rung at ≥ 0.70 of cuDNN fp32 over the 3x3 ResNet-50 layers, the tensor-core rung at
 # ≥ 0.30 of cuDNN fp16) need the whole ResNet-50 sweep: `tools/record_gpu.py --plan full --ops conv`
 # or this notebook with the `gpu` profile and `sweep=True` on a GPU.
@@ -174,6 +175,9 @@ def rung_view(name, kernel=0):
           f"L2 {(t.l2_bytes or 0) / 1e6:.0f} MB, shared {(t.smem_bytes or 0) / 1e9:.2f} GB; {t.notes}")
     prompt, ans, cards[name] = lesson.rung_section("conv", prev, v, EX, table=recorded, model_gpu=gpu,
                                                    reports=(reports[prev.name] if prev is not None else None, r))
+    if cards[name].found and cards[name].problem != p.label:  # recorded at the layer as asked, not the rung's twin
+        print(f"the card below is the record at {cards[name].problem}: the anatomy and traffic above are "
+              f"of the rung at its own example problem, {p.label}")
     display(prompt)
     display(ans)
 

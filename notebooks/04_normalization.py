@@ -144,8 +144,8 @@ else:
         copy_bw = float(ceil.gbps.iloc[-1]) * 1e9
         print(f"using the copy bandwidth recorded on {ceil.gpu.iloc[-1]}: {copy_bw / 1e12:.2f} TB/s")
     else:
-        print("No copy bandwidth has been recorded on a real GPU yet: predictions below use the "
-              f"published bandwidth of {gpu}, which no kernel reaches (perfkit's recorded copies: 70-82%).")
+        print(f"No copy bandwidth recorded on {shown_gpu}: predictions below use the published bandwidth "
+              f"of {gpu}, which no kernel reaches (perfkit's copy kernel: 84% on the H100, 82% on the H200).")
 published_bw = specs.get(gpu).dram_bw
 model_bw = copy_bw or published_bw
 

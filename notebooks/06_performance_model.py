@@ -182,7 +182,8 @@ if len(levels):
     print(model.levels_table(levels).to_string())  # * a row of the Nsight Compute table no record has
     print(model.levels_line(levels))
 else:
-    print(f"the Nsight Compute table ({model.NCU_PATH.name}) has no row for the records validated here")
+    print("no Nsight Compute table of this GPU (" + ", ".join(p.name for p, _ in model.ncu_tables("h100-sxm"))
+          + ") has a row for the records validated here")
 
 # %% [markdown]
 # Where the model misses, the per-launch details in `Estimate.launches` say which leg it
@@ -199,7 +200,8 @@ else:
 # - **the DRAM rate**: one efficiency, 0.84 of the datasheet, the copy ceiling perfkit measured
 #   on the H100 (0.82 on the H200). The row kernels of the first H100 records (7c7b2e0) fell
 #   short of it, while today's multirow/tuned rungs reach it: the model still predicts some of
-#   them above their recorded time (the `ratio` column above, rows `today`).
+#   them above their recorded time (`perfkit model validate` over every record: the multirow and
+#   tuned rows whose `code` is `today`).
 #
 # Run `perfkit model validate` for today's line.
 

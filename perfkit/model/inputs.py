@@ -11,8 +11,8 @@ from .. import paths
 
 
 RATES_PATH = paths.DATA / "rates.yaml"
-#: the Nsight Compute table validate checks the levels against (H100 SXM, commit 7c7b2e0; its
-#: provenance in the .json beside it), in the repository so that every clone has it
+#: the H100's first Nsight Compute table (commit 7c7b2e0; its provenance in the .json beside it);
+#: validate checks every table of a GPU in this folder (:func:`ncu_tables`)
 NCU_PATH = RATES_PATH.parent / "ncu" / "h100-sxm-2026-11-23.csv"
 
 

@@ -477,12 +477,12 @@ class Tuned(MultiRow):
     rung: ClassVar[int] = 6
     name: ClassVar[str] = "tuned"
     what: ClassVar[str] = (
-        "Rung 5 at a launch shape chosen by a rule drawn from the H100 records: each thread holds "
-        "16 elements of its row in registers (the configuration that won at 4096x4096 fp32, softmax "
-        "tuned with 256 threads x 16 floats: 60 us of kernel time in Nsight Compute, 62 us recorded, "
-        "reading x from DRAM once, against 87 us and two reads for 32 threads x 128 floats), so threads_per_row = cols / 16 rounded up to a "
-        "power of two, at least a warp and at most 512 (rows of 1024 threads lost where measured: "
-        "535 us at width 16384 against 371-423 us); rows per block fill 256 threads; the widest "
+        "Rung 5 at a launch shape chosen by a rule drawn from the first H100 records (commit 7c7b2e0): "
+        "each thread holds 16 elements of its row in registers (the configuration that won at 4096x4096 "
+        "fp32, 256 threads x 16 floats, read x from DRAM once in Nsight Compute where 32 threads x 128 "
+        "floats read it twice), so threads_per_row = cols / 16 rounded up to a power of two, at least a "
+        "warp and at most 512 (rows of 1024 threads lost where measured, at width 16384); rows per "
+        "block fill 256 threads; the widest "
         "vector load the width allows (16 bytes: 4 floats or 8 halves). Holding 16 floats, a thread "
         "takes 36-48 registers on sm_90 at width 4096 (62-75% theoretical occupancy; the old rung 48-56). "
         "search() with a time_fn ranks every legal shape by measurement on a GPU."

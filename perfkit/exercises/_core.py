@@ -382,5 +382,19 @@ def inspect_rung(variant, problem, cc=(9, 0)):
         return f"could not compile for sm_{cc[0]}{cc[1]}{hint}: {exc.__class__.__name__}: {msg[-600:]}"
 
 
+def register_check(rep, limit: int, hint: str = "", cc=None) -> Check:
+    """At most ``limit`` registers per thread in ``rep`` (an anatomy Report); ``hint``, what to
+    change, is shown only when over; ``cc`` names the target in the message."""
+    ok = rep.registers <= limit
+    at = f" at sm_{cc[0]}{cc[1]}" if cc else ""
+    return Check(f"registers <= {limit}", ok, f"{rep.registers} registers per thread{at}" + ("" if ok or not hint else f": {hint}"))
+
+
+def local_memory_check(rep, name: str = "no local memory") -> Check:
+    """No stack frame and no spills: the registers held everything the kernel keeps."""
+    spills = rep.spill_store_bytes + rep.spill_load_bytes
+    return Check(name, spills + rep.stack_bytes == 0, f"{rep.stack_bytes} B stack, {spills} B spills")
+
+
 def backend_label() -> str:
     return "simulator" if backend.is_simulator() else "GPU"

@@ -10,7 +10,8 @@ import numpy as np
 from ..kernels import saxpy
 from ..kernels.base import Launch, Problem, ProblemError, UnsupportedProblem, Variant, check_launch_shape
 from ..model import Traffic
-from ._core import Check, Exercise, inspect_rung, kernel_rung, register, resolve, run_checked
+from ._core import (Check, Exercise, inspect_rung, kernel_rung, local_memory_check, register, register_check,
+                    resolve, run_checked)
 
 H100_SMS = 132  # SMs of the H100 SXM the anatomy view targets (cc 9.0)
 
@@ -67,12 +68,8 @@ def _grid_stride_steps(answer, seed: int, cc=(9, 0), **_):
     if isinstance(rep, str):
         yield Check("registers <= 40", False, rep)
         return
-    yield Check("registers <= 40", rep.registers <= 40,
-                f"{rep.registers} registers per thread at sm_{cc[0]}{cc[1]}"
-                + ("" if rep.registers <= 40 else ": a saxpy needs few; keep the loop body to one element"))
-    spills = rep.spill_store_bytes + rep.spill_load_bytes + rep.stack_bytes
-    yield Check("no local memory (stack, spills)", spills == 0, f"{rep.stack_bytes} B stack, "
-                f"{rep.spill_store_bytes + rep.spill_load_bytes} B spills")
+    yield register_check(rep, 40, "a saxpy needs few; keep the loop body to one element", cc)
+    yield local_memory_check(rep, "no local memory (stack, spills)")
 
 
 register(Exercise(
@@ -219,7 +216,7 @@ def _vec_copy_steps(answer, seed: int, cc=(9, 0), **_):
     yield Check("16-byte loads", wide > 0 and narrow == 0,
                 f"the SASS has {wide} 16-byte loads (LDG.E.128) and {narrow} 4-byte loads (LDG.E)"
                 + ("" if wide and not narrow else ": read src with load4(src, row, col), one ld.global.v4.f32"))
-    yield Check("registers <= 40", rep.registers <= 40, f"{rep.registers} registers per thread")
+    yield register_check(rep, 40)
 
 
 register(Exercise(

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..kernels import conv
 from ..kernels.base import Launch, Problem, ProblemError
-from ._core import Check, Exercise, inspect_rung, kernel_rung, register, run_checked
+from ._core import Check, Exercise, inspect_rung, kernel_rung, local_memory_check, register, register_check, run_checked
 from .nb01 import LearnerVariant
 
 BLOCK = 64
@@ -130,10 +130,7 @@ def _im2col_steps(answer, seed: int, cc=(9, 0), **_):
     yield Check("col @ w.reshape(K, C*R*S).T is the convolution", res.ok,
                 "y matches conv2d(x, w)" if res.ok else res.message)
     rep = inspect_rung(v, Im2col(n=32, c=64, h=56, w=56, k=64, r=3, s=3, pad=1), cc)
-    if isinstance(rep, str):
-        yield Check("registers <= 40", False, rep)
-        return
-    yield Check("registers <= 40", rep.registers <= 40, f"{rep.registers} registers per thread")
+    yield Check("registers <= 40", False, rep) if isinstance(rep, str) else register_check(rep, 40)
 
 
 def _explain_im2col(p: Im2col, msg: str) -> str:
@@ -199,10 +196,8 @@ def _direct_steps(answer, seed: int, cc=(9, 0), **_):
     if isinstance(rep, str):
         yield Check("registers <= 64", False, rep)
         return
-    yield Check("registers <= 64", rep.registers <= 64, f"{rep.registers} registers per thread")
-    spills = rep.spill_store_bytes + rep.spill_load_bytes + rep.stack_bytes
-    yield Check("no local memory", spills == 0, f"{rep.stack_bytes} B stack, "
-                f"{rep.spill_store_bytes + rep.spill_load_bytes} B spills")
+    yield register_check(rep, 64)
+    yield local_memory_check(rep)
 
 
 register(Exercise(

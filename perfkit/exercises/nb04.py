@@ -11,7 +11,8 @@ import numpy as np
 from numba import cuda, float32
 
 from ..kernels.base import Launch, Problem, ProblemError
-from ._core import Check, Exercise, answer_error, carry, inspect_rung, kernel_rung, plain, register, resolve, run_checked
+from ._core import (Check, Exercise, answer_error, carry, inspect_rung, kernel_rung, local_memory_check, plain, register,
+                    register_check, resolve, run_checked)
 from .nb01 import LearnerVariant
 
 
@@ -100,7 +101,7 @@ def _warp_sum_steps(answer, seed: int, cc=(9, 0), **_):
                 f"{have} B of shared memory, {atomics} atomics: "
                 + ("the reduction stays in registers" if have == 0 and atomics == 0 else
                    "a warp reduces in registers; nothing needs shared memory or atomics"))
-    yield Check("registers <= 40", rep.registers <= 40, f"{rep.registers} registers per thread")
+    yield register_check(rep, 40)
 
 
 register(Exercise(
@@ -213,10 +214,8 @@ def _online_softmax_steps(answer, seed: int, cc=(9, 0), **_):
     if isinstance(rep, str):
         yield Check("registers <= 40", False, rep)
         return
-    yield Check("registers <= 40", rep.registers <= 40, f"{rep.registers} registers per thread")
-    spills = rep.spill_store_bytes + rep.spill_load_bytes + rep.stack_bytes
-    yield Check("no local memory", spills == 0, f"{rep.stack_bytes} B stack, "
-                f"{rep.spill_store_bytes + rep.spill_load_bytes} B spills")
+    yield register_check(rep, 40)
+    yield local_memory_check(rep)
 
 
 register(Exercise(

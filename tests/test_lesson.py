@@ -557,3 +557,42 @@ def test_card_table_names_the_rung_x_prev_is_against():
     assert row["10 warptile"] == "08 double_buffer (09 index32 has no record)"
     assert row["08 double_buffer"] == "07 no_bank_conflicts"
     assert "x prev vs" in lesson.card_table(cards, style=True).to_html()
+
+
+def test_record_pivot_sorts_by_rung_and_marks_records_of_changed_code():
+    """Notebook 02's table of rates by rung and problem: rows by rung number (index32, recorded
+    at one problem only, between 08 and 10, not last), and a cell whose record is of a kernel
+    that changed since its commit marked "*", the caption saying what "*" means."""
+    rec = lesson.records("gemm", gpu=_H100)
+    if rec.empty or not rec["commit"].astype(str).str.startswith("7c7b2e0").any():
+        pytest.skip("no H100 records of 7c7b2e0 in data/results")
+    sty = lesson.record_pivot(rec, "tflops", caption="TFLOP/s")
+    idx = sty.data.index.tolist()
+    assert idx.index("09 index32") == idx.index("08 double_buffer") + 1
+    nums = [int(lab[:2]) for lab in idx if lab[:2].isdigit()]
+    assert nums == sorted(nums) and idx[:2] == ["peer torch", "peer triton"]
+    changed = lesson.changed_since_recorded(rec)
+    assert changed.any() and not changed.all()
+    html_ = sty.to_html()
+    cols = sty.data.columns.tolist()
+    for (lab, prob, val), ch in zip(rec[["label", "problem", "tflops"]].itertuples(index=False), changed):
+        r, c = idx.index(lab), cols.index(prob)
+        cell = re.search(rf'class="data row{r} col{c}" >([^<]*)<', html_).group(1)
+        assert cell == f"{val:.3g}" + ("*" if ch else ""), (lab, prob, cell)
+    assert sty.data.dtypes.map(lambda d: d.kind == "f").all()  # the numbers stay numbers
+    assert sty.caption == "TFLOP/s; " + lesson.CHANGED_MARK_NOTE
+    same = rec[~changed.to_numpy()]
+    assert lesson.record_pivot(same, "tflops", caption="TFLOP/s").caption == "TFLOP/s"
+
+
+def test_changed_since_recorded_marks_rewritten_kernels_of_old_records():
+    """Notebook 04's best-rung table marks a record of a kernel rewritten since (layernorm_bwd
+    tuned at 7c7b2e0), not one of today's code (6bbc424) nor an oracle's."""
+    rec = lesson.records("layernorm_bwd", gpu=_H100, latest=False)
+    old = rec[rec["commit"].astype(str).str.startswith("7c7b2e0")]
+    if old.empty:
+        pytest.skip("no H100 records of 7c7b2e0 in data/results")
+    ch = lesson.changed_since_recorded(rec).to_numpy()
+    by = {(v, str(c)[:7]): x for v, c, x in zip(rec["variant"], rec["commit"], ch)}
+    assert by[("tuned", "7c7b2e0")] and by[("multirow", "7c7b2e0")]
+    assert not any(x for (v, c), x in by.items() if c == "6bbc424" or v == "oracle")

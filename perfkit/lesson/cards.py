@@ -511,3 +511,52 @@ def card_table(cards: list[RungCard], style: bool = False):
     unit = UNIT[cards[0].metric]
     return df.style.format({unit: "{:.3g}", "x prev": "x{:.2f}", "of oracle": "{:.1%}", "measured/est": "{:.2f}"},
                            na_rep="—").hide(axis="index")
+
+
+def changed_since_recorded(table: pd.DataFrame) -> pd.Series:
+    """Per row of a records frame (:func:`records`): True where the rung's kernel changed since
+    the row's commit (:func:`perfkit.history.source_changed_since`), False otherwise (peers, rungs
+    no longer in the ladder, and rows where it cannot tell are not marked)."""
+    if table is None or table.empty:
+        return pd.Series(False, index=getattr(table, "index", None), dtype=bool)
+    ladders: dict = {}
+
+    def changed(op, name, commit) -> bool:
+        if not commit or not isinstance(commit, str):
+            return False
+        if op not in ladders:
+            try:
+                ladders[op] = {v.name: v for v in ladder_for(op)}
+            except LookupError:
+                ladders[op] = {}
+        v = ladders[op].get(name)
+        return bool(v is not None and not v.oracle and source_changed_since(v, commit))
+
+    ops = table["op"] if "op" in table else pd.Series("", index=table.index)
+    commits = table["commit"] if "commit" in table else [None] * len(table)
+    return pd.Series([changed(o, n, c) for o, n, c in zip(ops, table["variant"], commits)],
+                     index=table.index, dtype=bool)
+
+
+CHANGED_MARK_NOTE = "* recorded at an older commit; the kernel changed since"
+
+
+def record_pivot(table: pd.DataFrame, values: str = "tflops", caption: str = ""):
+    """A Styler of ``values`` by rung (rows, in today's ladder order: peers, the oracle, then
+    01, 02, ...) and problem (columns), from a records frame (:func:`records`).  A cell whose
+    record is of a kernel that changed since its commit is printed with a trailing ``*`` and
+    the caption says what that means; the Styler's ``data`` stays numeric."""
+    t = table.copy()
+    t["_rung"] = t["rung_now"] if "rung_now" in t else t["rung"]
+    # rung number, not the order rows first appear in (a rung recorded at one problem only
+    # would otherwise sort after the rest); rungs no longer in the ladder last
+    order = (t.drop_duplicates("label").assign(_nan=lambda d: d["_rung"].isna())
+             .sort_values(["_nan", "_rung", "label"])["label"].tolist())
+    piv = t.pivot_table(index="label", columns="problem", values=values, sort=False).reindex(order)
+    marked = t[changed_since_recorded(t).to_numpy()]
+    sty = piv.style.format("{:.3g}", na_rep="—")
+    for lab, prob in zip(marked["label"], marked["problem"]):
+        if lab in piv.index and prob in piv.columns and np.isfinite(piv.at[lab, prob]):
+            sty = sty.format("{:.3g}*", subset=([lab], [prob]))
+    note = CHANGED_MARK_NOTE if len(marked) else ""
+    return sty.set_caption("; ".join(x for x in (caption, note) if x))

@@ -111,10 +111,9 @@ if recorded.empty:
     print("No GEMM results have been recorded on a real GPU yet (data/results/ has none): "
           "every rung card below says 'no record', and only the model's estimates are shown.")
 else:
-    display(recorded.assign(commit=recorded.commit.str[:7])
-            .pivot_table(index="label", columns="problem", values="tflops", sort=False)
-            .style.format("{:.3g}", na_rep="—")
-            .set_caption("TFLOP/s recorded on " + plots.provenance(recorded).removeprefix(" on ")))
+    # rows by rung number; "*": a record of a kernel that changed since its commit
+    display(lesson.record_pivot(recorded, "tflops",
+                                caption="TFLOP/s recorded on " + plots.provenance(recorded).removeprefix(" on ")))
 
 if sweep_sizes and not SIM:
     probs = ([gemm.Problem(s, s, s) for s in sweep_sizes] + [gemm.Problem(s, s, s, "float16") for s in sweep_sizes]

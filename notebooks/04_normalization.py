@@ -343,20 +343,22 @@ if real.empty:
           "(`perfkit run 04 --profile gpu` on a GPU machine measures and records them.)")
     summary = pd.DataFrame()
 else:
+    real = real.assign(changed=lesson.changed_since_recorded(real))  # "*": a kernel changed since its record
     def best(g):
         ours = g[g.rung > 0]
         if ours.empty:
             return None
         b = ours.loc[ours.gbps.idxmax()]
         orc = g[g.rung == 0].gbps
-        return pd.Series({"best rung": b.label, "GB/s": b.gbps,
+        return pd.Series({"best rung": b.label, "commit": str(b.commit)[:7] + ("*" if b.changed else ""), "GB/s": b.gbps,
                           "of copy bw": b.gbps * 1e9 / copy_bw if copy_bw else np.nan,
                           "of published bw": b.gbps * 1e9 / published_bw,
                           "vs oracle": b.gbps / orc.iloc[0] if len(orc) else np.nan})
     summary = real.groupby(["gpu", "op", "problem"]).apply(best).dropna(how="all")
     display(summary.style.format({"GB/s": "{:.0f}", "of copy bw": "{:.0%}", "of published bw": "{:.0%}",
                                   "vs oracle": "{:.2f}x"}, na_rep="—")
-            .set_caption("best rung per problem, recorded" + plots.provenance(real)))
+            .set_caption("best rung per problem, recorded" + plots.provenance(real)
+                         + ("; " + lesson.CHANGED_MARK_NOTE if summary["commit"].str.endswith("*").any() else "")))
     col = "of copy bw" if copy_bw else "of published bw"  # no recorded copy ceiling: the datasheet's
     summary.reset_index().pipe(lambda s: s.pivot_table(index="op", values=col, aggfunc="median")) \
         .plot.barh(legend=False, title=f"median {col.replace('bw', 'bandwidth')}, best rung")

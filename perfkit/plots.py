@@ -141,7 +141,10 @@ def metric_vs(table: pd.DataFrame, x: str, metric: str = "gbps", hue: str = "lab
               title: str | None = None, ax=None, ceiling: float | None = None, logx: bool = True,
               ceiling_label: str = "measured copy bandwidth"):
     """Line plot of ``metric`` against a problem parameter (e.g. bandwidth vs row width), the
-    legend beside the axes (never over the lines), ``ceiling`` a dashed line named ``ceiling_label``."""
+    legend beside the axes (never over the lines), ``ceiling`` a dashed line named ``ceiling_label``.
+    Each point is one record, never a mean: where the rows hold several dtypes, each dtype is a
+    line of its own (its style named in the legend), since a float16 and a float32 time at one
+    width are not two samples of one thing."""
     import matplotlib.pyplot as plt
     import seaborn as sns
 
@@ -152,7 +155,12 @@ def metric_vs(table: pd.DataFrame, x: str, metric: str = "gbps", hue: str = "lab
         return placeholder(msg, ax=ax, title=title)
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 4))
-    sns.lineplot(data=rows, x=x, y=metric, hue=hue, marker="o", ax=ax)
+    if "dtype" not in rows and "problem" in rows:
+        rows = rows.assign(dtype=rows["problem"].astype(str).str.extract(r"dtype=(\S+)", expand=False))
+    style = "dtype" if "dtype" in rows and rows["dtype"].nunique() > 1 else None
+    # a marker shape per dtype: a dtype recorded at one width is a lone point, with no dashes to show
+    marks = {"markers": True} if style else {"marker": "o"}
+    sns.lineplot(data=rows.sort_values(x), x=x, y=metric, hue=hue, style=style, estimator=None, ax=ax, **marks)
     if ceiling:
         ax.axhline(ceiling, ls="--", color="grey", lw=1)
         ax.annotate(ceiling_label, (rows[x].min(), ceiling), fontsize=8, va="bottom", color="grey")

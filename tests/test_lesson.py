@@ -327,7 +327,12 @@ def test_every_recorded_card_states_the_measured_direction(op):
         if not card.found:
             assert "No record" in card.verdict() and "faster" not in card.verdict()
             continue
-        if np.isfinite(card.x_prev):
+        if np.isfinite(card.x_prev) and card.prev_across:  # two commits' code: the factor, no direction
+            assert f"x{card.x_prev:.2f} against {card.prev_label}" in text and "across code versions" in text
+            for other in {"faster than", "slower than", "about as fast as"}:
+                assert f"{other} {card.prev_label}" not in text
+            checked += 1
+        elif np.isfinite(card.x_prev):
             word = "faster than" if card.x_prev >= 1.02 else "slower than" if card.x_prev <= 0.98 else "about as fast as"
             assert f"{word} {card.prev_label}, x{card.x_prev:.2f}" in text, text
             for other in {"faster than", "slower than", "about as fast as"} - {word}:
@@ -379,7 +384,12 @@ def test_a_record_of_changed_code_is_compared_with_that_codes_estimate(monkeypat
         calls.append((op, v.name, commit))
         return 123e-6, f"estimate of the kernel at {commit[:7]}"
 
+    def then_detail(op, v, problem, commit, key):  # the card's own code: seconds with its bound and legs
+        t, note = then(op, v, problem, commit, key)
+        return t, "dram", {"dram": 100e-6, "issue": 20e-6}, "estimate", note
+
     monkeypatch.setattr(lesson.cards, "estimate_then", then)  # where recorded() looks them up
+    monkeypatch.setattr(lesson.cards, "estimate_then_detail", then_detail)
     monkeypatch.setattr(lesson.cards, "source_changed_since", lambda v, c: True)
     card = lesson.recorded("softmax", sm.EXAMPLE_PROBLEM, "fused", estimate=True)
     assert card.found and card.changed_since
@@ -445,3 +455,144 @@ def test_a_rung_before_with_no_record_gives_way_to_the_nearest_that_has_one():
     assert np.isfinite(card.x_prev) and card.x_prev < 1 and "slower than 08 double_buffer" in card.verdict()
     auto = lesson.recorded("gemm", gemm.EXAMPLE_PROBLEM, "autotuned", estimate=False, gpu=h100, table=first)
     assert auto.prev_label == "10 warptile" and "Still slower than 08 double_buffer" in auto.verdict()
+
+
+def test_an_explanation_words_only_the_estimate_it_shows():
+    """Where the record's kernel changed since, the card compares the measured time with the
+    estimate of the code measured: the bound, the legs and their sum in its words are of that
+    same estimate, never of today's kernel (whose legs can sum to less than the estimate shown)."""
+    today = {"latency": 81.7e-6, "issue": 79.2e-6, "dram": 77.8e-6, "fp32": 39.4e-6}
+    then = {"latency": 520e-6, "dram": 212e-6, "issue": 149e-6}
+    c = lesson.RungCard(op="layernorm_bwd", problem="p", variant="multirow", label="05 multirow", metric="gbps",
+                        found=True, median_s=1.51e-3, rate=133.0, gpu="H100", commit="7c7b2e0" + "0" * 33,
+                        changed_since=True, estimate_s=154e-6, bound="issue", legs=today, estimate_kind="estimate",
+                        estimate_then_s=768e-6, bound_then="latency", legs_then=then, estimate_then_kind="estimate")
+    e = c.explanation()
+    assert "768 µs estimated, bound by latency" in e and "bound by issue" not in e
+    assert f"sum of every leg ({lesson.fmt_seconds(sum(then.values()))})" in e
+    assert f"{lesson.fmt_seconds(c.median_s - sum(then.values()))} per launch" in e
+    for v in today.values():
+        assert lesson.fmt_seconds(v) not in e, e  # today's legs belong to another estimate
+    assert "within 2x of the bound" not in e  # dram 212 µs is not within 2x of latency 520 µs
+    assert "768 µs, bound by latency; legs: latency 520 µs" in str(c)  # the estimate measured, with its legs
+    c.changed_since = False  # today's code measured: today's estimate and legs
+    c.median_s = 160e-6
+    e = c.explanation()
+    assert "bound by issue" in e and "issue leg (79.2 µs) is within 2x" in e
+
+
+_H100 = "NVIDIA H100 80GB HBM3"
+
+
+def _h100_card(op, name, **kw):
+    ex = importlib.import_module(f"perfkit.kernels.norm.{op}").EXAMPLE_PROBLEM
+    card = lesson.recorded(op, ex, name, gpu=_H100, **kw)
+    if not (card.found and card.changed_since and (card.commit or "").startswith("7c7b2e0")):
+        pytest.skip(f"no H100 record of {op} {name} at 7c7b2e0 whose kernel changed since")
+    return card
+
+
+def test_a_real_card_of_changed_code_words_the_rebuilt_estimate():
+    """layernorm_bwd multirow's H100 record is of 7c7b2e0's kernel: the explanation's sum of legs
+    is of the estimate shown (768 µs), so it is no smaller than that estimate."""
+    card = _h100_card("layernorm_bwd", "multirow")
+    if not np.isfinite(card.estimate_then_s) or not card.legs_then:
+        pytest.skip(f"the kernel at {card.commit[:7]} could not be rebuilt: {card.estimate_then_note}")
+    e = card.explanation()
+    total = sum(float(v) for v in card.legs_then.values() if v)
+    assert total >= card.estimate_then_s
+    if "sum of every leg" in e:
+        assert f"sum of every leg ({lesson.fmt_seconds(total)})" in e
+    mentioned = set(re.findall(r"\(([\d.]+ (?:µs|ms|s|ns))\)", e))
+    shown = {lesson.fmt_seconds(float(v)) for v in card.legs_then.values() if v} | {lesson.fmt_seconds(total)}
+    assert mentioned <= shown, (mentioned - shown, e)
+
+
+@pytest.mark.parametrize("op, name", [("layernorm_bwd", "multirow"), ("layernorm_bwd", "tuned"),
+                                      ("batchnorm", "split")])
+def test_a_factor_across_code_versions_says_so(op, name):
+    """A record of 7c7b2e0 whose kernel changed since, compared with a rung recorded at another
+    commit: the factor is kept, but the words say it is across code versions, never a plain
+    'slower than' / 'Still slower than' about today's kernels."""
+    card = _h100_card(op, name, estimate=False)
+    v, text = card.verdict(), str(card)
+    assert "Still slower than" not in v
+    pairs = [(card.prev_label, card.prev_commit), (card.best_before_label, card.best_before_commit)]
+    across = [(lab, c) for lab, c in pairs if lab and c and not c.startswith("7c7b2e0")]
+    assert across, "the H100 records of this card's rungs before are all of 7c7b2e0"
+    for lab, c in across:
+        assert f"({lab} recorded at {c[:7]}; this rung's record is of 7c7b2e0, its kernel changed since)" in v, v
+        assert f"slower than {lab}" not in v and f"faster than {lab}" not in v
+    if card.prev_across:
+        assert f"x{card.x_prev:.2f} against {card.prev_label}" in v
+        assert f"x{card.x_prev:.2f} vs {card.prev_label}" in text and card.prev_across in text
+        assert card.prev_across in card.as_dict()["x prev vs"]
+
+
+def test_a_factor_at_one_commit_is_stated_plainly():
+    """Two records of one commit compare the same code version: the plain direction, no note."""
+    c = lesson.RungCard(op="gemm", problem="p", variant="v", label="05 v", metric="tflops", found=True, gpu="H100",
+                        median_s=2.0, prev_median_s=1.0, x_prev=0.5, prev_label="04 u", commit="a" * 40,
+                        prev_commit="a" * 40, changed_since=True, best_before_label="02 w", best_before_s=0.5,
+                        best_before_commit="a" * 40)
+    assert "slower than 04 u, x0.50" in c.verdict() and "Still slower than 02 w" in c.verdict()
+    assert "across code versions" not in c.verdict() and c.as_dict()["x prev vs"] == "04 u"
+    c.prev_commit = c.best_before_commit = "b" * 40  # today's code of the rungs before, this one's old
+    assert "across code versions" in c.verdict() and "slower than 04 u" not in c.verdict()
+    c.changed_since = False  # neither kernel changed since: both records measured today's code
+    assert "slower than 04 u, x0.50" in c.verdict()
+
+
+def test_card_table_names_the_rung_x_prev_is_against():
+    """warptile's 7c7b2e0 card compares with double_buffer (index32 has no record there): the
+    table says so in its own column."""
+    first = lesson.records("gemm", lesson.ladder_for("gemm"), gpu=_H100, latest=False)
+    first = first[first["commit"].astype(str).str.startswith("7c7b2e0")]
+    if first.empty:
+        pytest.skip("no H100 records of 7c7b2e0 in data/results")
+    cards = [lesson.recorded("gemm", gemm.Problem(1024, 1024, 1024), n, estimate=False, gpu=_H100, table=first)
+             for n in ("double_buffer", "warptile")]
+    tab = lesson.card_table(cards)
+    row = tab.set_index("rung")["x prev vs"]
+    assert row["10 warptile"] == "08 double_buffer (09 index32 has no record)"
+    assert row["08 double_buffer"] == "07 no_bank_conflicts"
+    assert "x prev vs" in lesson.card_table(cards, style=True).to_html()
+
+
+def test_record_pivot_sorts_by_rung_and_marks_records_of_changed_code():
+    """Notebook 02's table of rates by rung and problem: rows by rung number (index32, recorded
+    at one problem only, between 08 and 10, not last), and a cell whose record is of a kernel
+    that changed since its commit marked "*", the caption saying what "*" means."""
+    rec = lesson.records("gemm", gpu=_H100)
+    if rec.empty or not rec["commit"].astype(str).str.startswith("7c7b2e0").any():
+        pytest.skip("no H100 records of 7c7b2e0 in data/results")
+    sty = lesson.record_pivot(rec, "tflops", caption="TFLOP/s")
+    idx = sty.data.index.tolist()
+    assert idx.index("09 index32") == idx.index("08 double_buffer") + 1
+    nums = [int(lab[:2]) for lab in idx if lab[:2].isdigit()]
+    assert nums == sorted(nums) and idx[:2] == ["peer torch", "peer triton"]
+    changed = lesson.changed_since_recorded(rec)
+    assert changed.any() and not changed.all()
+    html_ = sty.to_html()
+    cols = sty.data.columns.tolist()
+    for (lab, prob, val), ch in zip(rec[["label", "problem", "tflops"]].itertuples(index=False), changed):
+        r, c = idx.index(lab), cols.index(prob)
+        cell = re.search(rf'class="data row{r} col{c}" >([^<]*)<', html_).group(1)
+        assert cell == f"{val:.3g}" + ("*" if ch else ""), (lab, prob, cell)
+    assert sty.data.dtypes.map(lambda d: d.kind == "f").all()  # the numbers stay numbers
+    assert sty.caption == "TFLOP/s; " + lesson.CHANGED_MARK_NOTE
+    same = rec[~changed.to_numpy()]
+    assert lesson.record_pivot(same, "tflops", caption="TFLOP/s").caption == "TFLOP/s"
+
+
+def test_changed_since_recorded_marks_rewritten_kernels_of_old_records():
+    """Notebook 04's best-rung table marks a record of a kernel rewritten since (layernorm_bwd
+    tuned at 7c7b2e0), not one of today's code (6bbc424) nor an oracle's."""
+    rec = lesson.records("layernorm_bwd", gpu=_H100, latest=False)
+    old = rec[rec["commit"].astype(str).str.startswith("7c7b2e0")]
+    if old.empty:
+        pytest.skip("no H100 records of 7c7b2e0 in data/results")
+    ch = lesson.changed_since_recorded(rec).to_numpy()
+    by = {(v, str(c)[:7]): x for v, c, x in zip(rec["variant"], rec["commit"], ch)}
+    assert by[("tuned", "7c7b2e0")] and by[("multirow", "7c7b2e0")]
+    assert not any(x for (v, c), x in by.items() if c == "6bbc424" or v == "oracle")

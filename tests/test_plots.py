@@ -44,3 +44,25 @@ def test_ladder_with_no_record_draws_the_estimates_as_such():
     assert [t.get_text() for t in ax.get_yticklabels()] == ["01 a", "02 b"]
     assert len(ax.collections[0].get_offsets()) == 1 and not ax.patches  # a tick, no bar
     assert "model estimate only" in ax.get_xlabel() and "no GPU measurements at other" in ax.get_xlabel()
+
+
+def _widths():
+    """layernorm multirow on the H100: float32 at 1024 and 4096 columns, float16 at 4096."""
+    return pd.DataFrame({"label": ["05 multirow"] * 3, "cols": [1024, 4096, 4096],
+                         "dtype": ["float32", "float32", "float16"], "gbps": [235.0, 2644.0, 571.0],
+                         "problem": [f"rows=4096 cols={c} dtype={d}" for c, d in
+                                     [(1024, "float32"), (4096, "float32"), (4096, "float16")]],
+                         "simulated": [False] * 3, "check_ok": [True] * 3})
+
+
+def test_metric_vs_never_averages_dtypes_into_one_point():
+    ax = plots.metric_vs(_widths(), x="cols", metric="gbps", hue="label")
+    ys = sorted(float(y) for line in ax.get_lines() for y in line.get_ydata())
+    assert 2644.0 in ys and 571.0 in ys  # each record drawn as itself
+    assert not any(abs(y - (2644.0 + 571.0) / 2) < 1 for y in ys)  # no mean of float32 and float16
+    assert not ax.collections or all(len(c.get_paths()) == 0 for c in ax.collections
+                                     if type(c).__name__ == "PolyCollection")  # no error band
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "float32" in legend and "float16" in legend  # the lines say which dtype they are
+    one = plots.metric_vs(_widths().iloc[:2], x="cols", metric="gbps", hue="label")
+    assert "float32" not in [t.get_text() for t in one.get_legend().get_texts()]  # one dtype: no style

@@ -8,7 +8,8 @@
   median, rate, x the rung before, fraction of the oracle, with GPU, date and commit; the
   model's estimate beside it (``perfkit.model.estimate`` when present) and a paragraph that
   reads, from the numbers, where the estimate misses.  :func:`ladder_cards` and
-  :func:`card_table` give a whole ladder; :func:`records` gives the recorded frame with the
+  :func:`card_table` give a whole ladder (:func:`record_pivot`: rates by rung and problem, a record
+  of a kernel changed since marked ``*``); :func:`records` gives the recorded frame with the
   current ladder's labels (for :func:`perfkit.plots.ladder` and the roofline).
 * :func:`predict_prompt` / :func:`answer`: "predict before you run", then the answer folded.
 * :func:`quiet_numba_warnings`, :func:`sweep_table`, :func:`fold`, :func:`anatomy_table`:
@@ -25,8 +26,9 @@ the folded answer), ``numba_warnings``.
 from __future__ import annotations
 
 from ..history import source_changed_since  # re-exported: the notebooks ask lesson
-from .cards import RungCard, card_table, ladder_cards, recorded
-from .estimates import estimate_rung, estimate_then
+from .cards import (CHANGED_MARK_NOTE, RungCard, card_table, changed_since_recorded, ladder_cards, record_pivot,
+                    recorded)
+from .estimates import estimate_rung, estimate_then, estimate_then_detail
 from .formatting import UNIT, anatomy_changes, anatomy_table, fmt_rate, fmt_seconds, metric_for, rate_of, sweep_table
 from .kernel_source import (LONG_DIFF, const_eval, constants, kernel_helpers, kernel_sources, source,
                             source_diff)
@@ -36,7 +38,8 @@ from .numba_warnings import WarningLog, numba_warning_summary, quiet_numba_warni
 from .prompts import answer, fold, predict_prompt, rung_section
 
 __all__ = ["source", "source_diff", "kernel_sources", "kernel_helpers", "MATCH_RULE", "records",
-           "recorded", "RungCard", "ladder_cards", "card_table", "ladder_for", "predict_prompt", "answer",
+           "recorded", "RungCard", "ladder_cards", "card_table", "record_pivot", "changed_since_recorded",
+           "CHANGED_MARK_NOTE", "ladder_for", "predict_prompt", "answer",
            "rung_section", "source_changed_since", "quiet_numba_warnings", "numba_warning_summary",
            "sweep_table", "fold", "anatomy_table", "fmt_seconds", "metric_for", "false_no_record_claims", "reload"]
 

@@ -11,7 +11,7 @@ import pandas as pd
 
 from ..history import source_changed_since
 from ..kernels.base import Problem, Variant
-from .estimates import estimate_rung, estimate_then
+from .estimates import estimate_rung, estimate_then, estimate_then_detail
 from .formatting import UNIT, fmt_rate, fmt_seconds, metric_for, rate_of
 from .matching import ladder_for, match_rows, records, spec_key
 
@@ -59,12 +59,19 @@ class RungCard:
     #: the model's estimate of the kernel as it was at the record's commit (where it changed since)
     estimate_then_s: float = float("nan")
     estimate_then_note: str = ""
+    bound_then: str | None = None  # the bound and legs of that same estimate
+    legs_then: dict = field(default_factory=dict)
+    estimate_then_kind: str = ""
     model_gpu: str | None = None
     oracle_label: str | None = None
     anatomy_note: str = ""
     prev_commit: str = ""
+    prev_changed_since: bool | None = None  # the rung before's kernel changed since its record
+    prev_skipped_label: str | None = None  # the rung just before, where it had no record here
     best_before_label: str | None = None  # the fastest recorded rung before this one
     best_before_s: float = float("nan")
+    best_before_commit: str = ""
+    best_before_changed_since: bool | None = None
     estimate_banks: bool = True  # the estimate simulated the shared-memory bank conflicts
     flops: float = float("nan")  # the problem's minimal work, for rates of estimates with no record
     bytes: float = float("nan")
@@ -79,6 +86,21 @@ class RungCard:
         if self.changed_since:
             return self.estimate_then_s
         return self.estimate_s
+
+    @property
+    def measured_code_bound(self) -> str | None:
+        """The bound of :attr:`measured_code_estimate_s` (the same Estimate, never today's where
+        the kernel changed since)."""
+        return self.bound_then if self.changed_since else self.bound
+
+    @property
+    def measured_code_legs(self) -> dict:
+        """The legs of :attr:`measured_code_estimate_s` (of the same Estimate)."""
+        return (self.legs_then or {}) if self.changed_since else (self.legs or {})
+
+    @property
+    def measured_code_kind(self) -> str:
+        return self.estimate_then_kind if self.changed_since else self.estimate_kind
 
     @property
     def ratio(self) -> float:
@@ -100,6 +122,23 @@ class RungCard:
             return self.rate * self.median_s / e
         return rate_of(self.metric, self.flops, self.bytes, e)
 
+    def across_versions(self, other_label: str | None, other_commit: str | None,
+                        other_changed: bool | None) -> str:
+        """"" where this record and ``other_label``'s record compare the code the ladder has now
+        (or one commit's code); else a note that the two are of different commits and which of
+        them measured a kernel that changed since, so the factor is not one of today's code."""
+        a, b = (self.commit or "")[:7], (other_commit or "")[:7]
+        if not (a and b) or a == b or not (self.changed_since or other_changed):
+            return ""
+        since = ", its kernel changed since"
+        return (f"({other_label} recorded at {b}{since if other_changed else ''}; this rung's record is of "
+                f"{a}{since if self.changed_since else ''})")
+
+    @property
+    def prev_across(self) -> str:
+        """:meth:`across_versions` of the rung before (x prev's reference)."""
+        return self.across_versions(self.prev_label, self.prev_commit, self.prev_changed_since)
+
     def verdict(self) -> str:
         """What the records say happened at this rung, in words: faster or slower than the rung
         before and by how much, and its share of the oracle's speed (what the anatomy changed is
@@ -109,7 +148,13 @@ class RungCard:
                    if np.isfinite(self.estimate_s) else "")
             return f"No record of {self.label} at this problem on a real GPU yet.{est}"
         out = []
-        if np.isfinite(self.x_prev):
+        across = self.prev_across
+        if np.isfinite(self.x_prev) and across:
+            # two commits' code: the factor is kept, but no direction is claimed for today's code
+            out.append(f"Measured on {self.gpu}: x{self.x_prev:.2f} against {self.prev_label} "
+                       f"({fmt_seconds(self.median_s)} against {fmt_seconds(self.prev_median_s)}){self.prev_note}, "
+                       f"across code versions {across}: not a comparison of today's kernels.")
+        elif np.isfinite(self.x_prev):
             x = self.x_prev
             word = "faster than" if x >= 1.02 else "slower than" if x <= 0.98 else "about as fast as"
             out.append(f"Measured on {self.gpu}: {word} {self.prev_label}, x{x:.2f} "
@@ -119,8 +164,15 @@ class RungCard:
                        + (f"; {self.prev_label} has no record here to compare with." if self.prev_label else "."))
         if (self.best_before_label and self.best_before_label != self.prev_label
                 and np.isfinite(self.best_before_s) and self.best_before_s < self.median_s * 0.98):
-            out.append(f"Still slower than {self.best_before_label} ({fmt_seconds(self.best_before_s)}), the fastest "
-                       f"rung before it, x{self.best_before_s / self.median_s:.2f}.")
+            best_across = self.across_versions(self.best_before_label, self.best_before_commit,
+                                               self.best_before_changed_since)
+            if best_across:
+                out.append(f"Against the fastest rung before it, {self.best_before_label} "
+                           f"({fmt_seconds(self.best_before_s)}): x{self.best_before_s / self.median_s:.2f}, across "
+                           f"code versions {best_across}.")
+            else:
+                out.append(f"Still slower than {self.best_before_label} ({fmt_seconds(self.best_before_s)}), the "
+                           f"fastest rung before it, x{self.best_before_s / self.median_s:.2f}.")
         if np.isfinite(self.of_oracle):
             out.append(f"It runs at {self.of_oracle:.1%} of the oracle's speed ({self.oracle_label or 'rung 0'}: "
                        f"{fmt_seconds(self.oracle_median_s)}).")
@@ -154,8 +206,10 @@ class RungCard:
         if not np.isfinite(self.estimate_s):
             return ("No per-rung estimate to compare" + (f" ({self.estimate_error})" if self.estimate_error else "")
                     + ".")
+        # every number below is of one Estimate: of the code the record measured
         r, m, e = self.ratio, self.median_s, self.measured_code_estimate_s
-        kind = "estimate" if self.estimate_kind == "estimate" else "roofline bound"
+        bound, est_kind = self.measured_code_bound, self.measured_code_kind
+        kind = "estimate" if est_kind == "estimate" else "roofline bound"
         if self.changed_since and not np.isfinite(e):
             return (f"The record is of this rung's kernel at {(self.commit or '?')[:7]}, which has changed since and "
                     f"could not be rebuilt here ({self.estimate_then_note}): today's estimate describes other code, so "
@@ -163,17 +217,17 @@ class RungCard:
         caveat = (f"The record is of this rung's kernel at {(self.commit or '?')[:7]}, which has changed since: the "
                   "estimate compared here is of that kernel, rebuilt from its commit. "
                   if self.changed_since else "")
-        legs = sorted(((k, float(v)) for k, v in (self.legs or {}).items()
+        legs = sorted(((k, float(v)) for k, v in self.measured_code_legs.items()
                        if v is not None and np.isfinite(float(v))), key=lambda kv: -kv[1])
         total = sum(v for _, v in legs)
         out = []
         if 0.8 <= r <= 1.25:
-            out.append(f"The {kind} ({fmt_seconds(e)}, bound by {self.bound}) is within 25% of the measured "
+            out.append(f"The {kind} ({fmt_seconds(e)}, bound by {bound}) is within 25% of the measured "
                        f"{fmt_seconds(m)} (measured/estimate {r:.2f}).")
         elif r > 1.25:
             out.append(f"The GPU took {r:.1f}x the {kind} ({fmt_seconds(m)} measured, {fmt_seconds(e)} estimated, "
-                       f"bound by {self.bound}).")
-            if self.estimate_kind != "estimate":
+                       f"bound by {bound}).")
+            if est_kind != "estimate":
                 out.append("A roofline bound counts only FLOPs and DRAM bytes: everything the rung spends on "
                            "L2, shared memory, latency and instruction issue is missing from it.")
             elif legs and len(legs) > 1:
@@ -237,7 +291,8 @@ class RungCard:
         if self.prev_label:
             if np.isfinite(self.x_prev):
                 rows.append(("x the rung before", f"x{self.x_prev:.2f} vs {self.prev_label} "
-                             f"({fmt_seconds(self.prev_median_s)}){self.prev_note}"))
+                             f"({fmt_seconds(self.prev_median_s)}){self.prev_note}"
+                             + (f" {self.prev_across}" if self.prev_across else "")))
             else:
                 rows.append(("x the rung before", f"— ({self.prev_label} has no record here)"))
         rows.append(("of the oracle", f"{self.of_oracle:.1%}" if np.isfinite(self.of_oracle) else "— (no oracle record)"))
@@ -248,8 +303,11 @@ class RungCard:
             name = "model estimate" if self.estimate_kind == "estimate" else "roofline bound (model.estimate absent)"
             if self.changed_since:
                 name += " of today's kernel"
-                then = (f"{fmt_seconds(self.estimate_then_s)}" if np.isfinite(self.estimate_then_s)
-                        else f"— ({self.estimate_then_note or 'not rebuilt'})")
+                legs_then = ", ".join(f"{k} {fmt_seconds(v)}" for k, v in
+                                      sorted(self.legs_then.items(), key=lambda kv: -float(kv[1] or 0)) if v)
+                then = (f"{fmt_seconds(self.estimate_then_s)}" + (f", bound by {self.bound_then}" if self.bound_then else "")
+                        + (f"; legs: {legs_then}" if legs_then else "")
+                        if np.isfinite(self.estimate_then_s) else f"— ({self.estimate_then_note or 'not rebuilt'})")
                 rows.append((f"model estimate of the kernel measured (at {(self.commit or '?')[:7]})", then))
             rows.append((name, f"{fmt_seconds(self.estimate_s)}, bound by {self.bound}" + (f"; legs: {legs}" if legs else "")))
             rows.append(("measured / estimate" + (" (same code)" if self.changed_since else ""),
@@ -278,10 +336,26 @@ class RungCard:
                 f"<span style='color:{color}'>[{html.escape(self.status)}]</span><table>{rows}</table>"
                 + (f"<p style='max-width:60em'>{html.escape(ex)}</p>" if ex else "") + "</div>")
 
+    @property
+    def x_prev_reference(self) -> str | None:
+        """The rung "x prev" is against, for a table: named with why where it is not the rung
+        just before, or where its record is of other code (None where there is no factor)."""
+        if not np.isfinite(self.x_prev):
+            return None
+        s = self.prev_label or ""
+        if self.prev_skipped_label:
+            s += f" ({self.prev_skipped_label} has no record)"
+        elif "at its own problem" in self.prev_note:
+            s += " (at its own problem)"
+        if self.prev_across:
+            s += f" {self.prev_across}"
+        return s
+
     def as_dict(self) -> dict:
         unit = UNIT[self.metric]
         return {"rung": self.label, "status": self.status, "median": fmt_seconds(self.median_s) if self.found else "—",
-                unit: self.rate if self.found else np.nan, "x prev": self.x_prev, "of oracle": self.of_oracle,
+                unit: self.rate if self.found else np.nan, "x prev": self.x_prev, "x prev vs": self.x_prev_reference,
+                "of oracle": self.of_oracle,
                 # the estimate of the code that was measured (of the kernel at the record's commit
                 # where it changed since), and of today's kernel where that differs
                 "estimate": fmt_seconds(self.measured_code_estimate_s if self.found else self.estimate_s),
@@ -379,12 +453,15 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
                 pr = match_rows(same_gpu, problem, cand.name)
                 if not pr.empty:
                     card.prev_note = f" ({prev.label}, the rung just before, has no record here)"
+                    card.prev_skipped_label = prev.label
                     card.prev_label, prev = cand.label, cand
                     break
         if not pr.empty:
             card.prev_median_s = float(pr.iloc[-1]["median_s"])
             card.x_prev = card.prev_median_s / card.median_s
             card.prev_commit = str(pr.iloc[-1].get("commit") or "")
+            if card.prev_commit and card.prev_commit != card.commit:  # only then does it qualify a factor
+                card.prev_changed_since = source_changed_since(prev, card.prev_commit)
     if i is not None:  # the fastest rung before this one, as recorded here
         best = None
         for u in ladder[:i]:
@@ -392,9 +469,11 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
                 continue
             ur = match_rows(same_gpu, problem, u.name)
             if not ur.empty and (best is None or float(ur.iloc[-1]["median_s"]) < best[1]):
-                best = (u.label, float(ur.iloc[-1]["median_s"]))
+                best = (u.label, float(ur.iloc[-1]["median_s"]), str(ur.iloc[-1].get("commit") or ""), u)
         if best is not None:
-            card.best_before_label, card.best_before_s = best
+            card.best_before_label, card.best_before_s, card.best_before_commit, u = best
+            if card.best_before_commit and card.best_before_commit != card.commit:
+                card.best_before_changed_since = source_changed_since(u, card.best_before_commit)
     if oracle is not None:
         orc = match_rows(same_gpu, problem, oracle.name)
         if not orc.empty:
@@ -406,7 +485,8 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
         key = card.model_gpu = spec_key(card.gpu, model_gpu)
         card.estimate_s, card.bound, card.legs, card.estimate_kind, card.estimate_error = estimate_rung(v, problem, key)
         if card.changed_since:  # the record measured other code: estimate that code too
-            card.estimate_then_s, card.estimate_then_note = estimate_then(op, v, problem, card.commit, key)
+            (card.estimate_then_s, card.bound_then, card.legs_then, card.estimate_then_kind,
+             card.estimate_then_note) = estimate_then_detail(op, v, problem, card.commit, key)
         if prev is not None and np.isfinite(card.x_prev) and "at its own problem" not in card.prev_note:
             # like for like: the rung before's estimate of the code its record measured
             then = source_changed_since(prev, card.prev_commit) if card.prev_commit else None
@@ -431,3 +511,52 @@ def card_table(cards: list[RungCard], style: bool = False):
     unit = UNIT[cards[0].metric]
     return df.style.format({unit: "{:.3g}", "x prev": "x{:.2f}", "of oracle": "{:.1%}", "measured/est": "{:.2f}"},
                            na_rep="—").hide(axis="index")
+
+
+def changed_since_recorded(table: pd.DataFrame) -> pd.Series:
+    """Per row of a records frame (:func:`records`): True where the rung's kernel changed since
+    the row's commit (:func:`perfkit.history.source_changed_since`), False otherwise (peers, rungs
+    no longer in the ladder, and rows where it cannot tell are not marked)."""
+    if table is None or table.empty:
+        return pd.Series(False, index=getattr(table, "index", None), dtype=bool)
+    ladders: dict = {}
+
+    def changed(op, name, commit) -> bool:
+        if not commit or not isinstance(commit, str):
+            return False
+        if op not in ladders:
+            try:
+                ladders[op] = {v.name: v for v in ladder_for(op)}
+            except LookupError:
+                ladders[op] = {}
+        v = ladders[op].get(name)
+        return bool(v is not None and not v.oracle and source_changed_since(v, commit))
+
+    ops = table["op"] if "op" in table else pd.Series("", index=table.index)
+    commits = table["commit"] if "commit" in table else [None] * len(table)
+    return pd.Series([changed(o, n, c) for o, n, c in zip(ops, table["variant"], commits)],
+                     index=table.index, dtype=bool)
+
+
+CHANGED_MARK_NOTE = "* recorded at an older commit; the kernel changed since"
+
+
+def record_pivot(table: pd.DataFrame, values: str = "tflops", caption: str = ""):
+    """A Styler of ``values`` by rung (rows, in today's ladder order: peers, the oracle, then
+    01, 02, ...) and problem (columns), from a records frame (:func:`records`).  A cell whose
+    record is of a kernel that changed since its commit is printed with a trailing ``*`` and
+    the caption says what that means; the Styler's ``data`` stays numeric."""
+    t = table.copy()
+    t["_rung"] = t["rung_now"] if "rung_now" in t else t["rung"]
+    # rung number, not the order rows first appear in (a rung recorded at one problem only
+    # would otherwise sort after the rest); rungs no longer in the ladder last
+    order = (t.drop_duplicates("label").assign(_nan=lambda d: d["_rung"].isna())
+             .sort_values(["_nan", "_rung", "label"])["label"].tolist())
+    piv = t.pivot_table(index="label", columns="problem", values=values, sort=False).reindex(order)
+    marked = t[changed_since_recorded(t).to_numpy()]
+    sty = piv.style.format("{:.3g}", na_rep="—")
+    for lab, prob in zip(marked["label"], marked["problem"]):
+        if lab in piv.index and prob in piv.columns and np.isfinite(piv.at[lab, prob]):
+            sty = sty.format("{:.3g}*", subset=([lab], [prob]))
+    note = CHANGED_MARK_NOTE if len(marked) else ""
+    return sty.set_caption("; ".join(x for x in (caption, note) if x))

@@ -21,20 +21,28 @@ def estimate_rung(variant: Variant, problem: Problem, gpu_key: str, banks: bool 
 def estimate_then(op: str, v: Variant, problem: Problem, commit: str, gpu_key: str) -> tuple[float, str]:
     """(seconds, note) of the model's estimate of rung ``v`` as it was at ``commit``
     (:func:`perfkit.history.variant_at`); NaN and the reason where it cannot be rebuilt."""
+    t, _, _, _, note = estimate_then_detail(op, v, problem, commit, gpu_key)
+    return t, note
+
+
+def estimate_then_detail(op: str, v: Variant, problem: Problem, commit: str, gpu_key: str):
+    """(seconds, bound, legs, kind, note) of the estimate of rung ``v`` as it was at ``commit``:
+    a card that shows this estimate must word its legs and bound from it too, not from today's."""
     from .. import history
 
     try:
         old, old_mod = history.variant_at(commit, op, v.name, getattr(v, "config", None))
     except Exception as exc:  # noqa: BLE001  (no git, an old module that fails: say so on the card)
-        return float("nan"), f"{type(exc).__name__}: {exc}"
+        return float("nan"), None, {}, "", f"{type(exc).__name__}: {exc}"
     if old is None:
-        return float("nan"), history.why_not(commit) or f"{v.name} is not in the ladder at {commit[:7]}"
+        return (float("nan"), None, {}, "",
+                history.why_not(commit) or f"{v.name} is not in the ladder at {commit[:7]}")
     try:
         old_p = old_mod.Problem(**problem.params)
     except Exception:  # noqa: BLE001  (the Problem's fields changed since: today's is the same shape)
         old_p = problem
-    t, _, _, kind, err = estimate_rung(old, old_p, gpu_key)
-    return t, (err or f"{kind} of the kernel at {commit[:7]}")
+    t, bound, legs, kind, err = estimate_rung(old, old_p, gpu_key)
+    return t, bound, legs, kind, (err or f"{kind} of the kernel at {commit[:7]}")
 
 
 def _estimate_now(variant: Variant, problem: Problem, gpu_key: str, banks: bool = True):

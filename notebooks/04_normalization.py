@@ -313,11 +313,12 @@ rung_steps('batchnorm')
 # %% [markdown]
 # ## 8 · Bandwidth against row width, and the four ops side by side
 #
-# For each op: achieved GB/s (useful bytes / time) against the row width, one line per rung, with
+# For each op: achieved GB/s (useful bytes / time) against the row width, one line per rung (and per
+# dtype, with its own marker, where the records hold several; each point one record, never an average), with
 # the measured copy bandwidth as the ceiling (the published DRAM bandwidth, and it says so, where
 # no copy bandwidth is recorded).  Narrow rows are where one block per row can leave the GPU idle,
-# which the multirow rungs aim at (on the H100 records at 1024 columns softmax's multirow rung
-# gained and layernorm's lost; rmsnorm's two H100 runs disagreed); very wide rows are where a row
+# which the multirow rungs aim at (in the H100's first records, of older code, at 1024 columns
+# softmax's multirow rung gained and layernorm's lost; rmsnorm's two runs disagreed); very wide rows are where a row
 # no longer fits in L1/L2 and every extra sweep costs DRAM traffic.  Only measurements from real
 # GPUs are drawn, of the GPU shown: a GPU recorded at one width draws a point per rung
 # (`records_gpu="nvidia-h100-80gb-hbm3"` shows the H100's widths).

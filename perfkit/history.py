@@ -263,6 +263,23 @@ class _Mod:
                         self.modules[a.asname or a.name] = (base / a.name).as_posix()
 
 
+def _unqualified(node, m: "_Mod"):
+    """``node`` with every ``alias.name`` of a module ``m`` imported (``from . import _common as
+    C``: ``C.group_sum``) written as plain ``name``: a helper is the same whether the rung's code
+    reaches it through its module or imports it by name (the walk has already followed it)."""
+    if not m.modules:
+        return node
+
+    class _Plain(ast.NodeTransformer):
+        def visit_Attribute(self, n):
+            if isinstance(n.value, ast.Name) and n.value.id in m.modules:
+                return ast.copy_location(ast.Name(id=n.attr, ctx=n.ctx), n)
+            return self.generic_visit(n)
+
+    copy = ast.parse(ast.unparse(node))  # a copy: the module's tree stays as it is
+    return _Plain().visit(copy if isinstance(node, ast.Module) else copy.body[0])
+
+
 def _strip_docstrings(node):
     if isinstance(node, ast.Module):  # several definitions of one name (per backend)
         return ast.Module(body=[_strip_docstrings(n) for n in node.body], type_ignores=[])
@@ -328,9 +345,13 @@ def _rung_closure(read, rel: str, variant_name: str) -> dict | None:
                 if b.id in m.defs and isinstance(m.defs[b.id], ast.ClassDef):
                     todo.append((m, m.defs[b.id]))
                 elif b.id in m.imports and not m.imports[b.id][0].endswith("/base"):
-                    m2 = mod(m.imports[b.id][0])
-                    if m2 and isinstance(m2.defs.get(m2.imports.get(b.id, (None, b.id))[1]), ast.ClassDef):
-                        todo.append((m2, m2.defs[b.id]))
+                    m2, orig = mod(m.imports[b.id][0]), m.imports[b.id][1]
+                    if m2 and isinstance(m2.defs.get(orig), ast.ClassDef):
+                        todo.append((m2, m2.defs[orig]))
+            elif isinstance(b, ast.Attribute) and isinstance(b.value, ast.Name) and b.value.id in m.modules:
+                m2 = mod(m.modules[b.value.id])  # a base reached through its module (C._Tunable)
+                if m2 and isinstance(m2.defs.get(b.attr), ast.ClassDef):
+                    todo.append((m2, m2.defs[b.attr]))
     methods = {}
     for m, c in chain:  # nearest definition wins, as in the MRO
         for st in c.body:
@@ -357,7 +378,7 @@ def _rung_closure(read, rel: str, variant_name: str) -> dict | None:
             if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self":
                 todo_m.append(n.attr)
     for m, fn in roots:
-        out[f"method {fn.name}"] = ast.dump(_strip_docstrings(fn))
+        out[f"method {fn.name}"] = ast.dump(_strip_docstrings(_unqualified(fn, m)))
     todo = list(roots)
     seen_defs: set = set()
     while todo:
@@ -392,7 +413,7 @@ def _rung_closure(read, rel: str, variant_name: str) -> dict | None:
                 while key in out:
                     k += 1
                     key = f"{name}#{k}"
-                out[key] = ast.dump(_strip_docstrings(tgt[1]))
+                out[key] = ast.dump(_strip_docstrings(_unqualified(tgt[1], tgt[0])))
                 todo.append(tgt)
     return out
 

@@ -200,6 +200,20 @@ def test_a_rung_or_helper_moved_to_another_kernel_module_unchanged_is_no_change(
     assert then and "tile" in then and now == then
     edited = dict(after, **{"perfkit/kernels/toy/_common.py": helper.replace("* 2", "* 4")})
     assert history._rung_closure(edited.get, "perfkit/kernels/toy/rungs.py", "fast") != then
+    # reached through its module (norm's ``C.group_sum``, a private helper of the package) it is the
+    # same helper; a base class reached that way brings its fields and methods as before
+    tunable = "class Tunable(Variant):\n    TM: int = 8\n    def plan(self, problem, bufs):\n        return [tile(self.TM)]\n"
+    b2 = {"perfkit/kernels/toy.py": "from .base import Variant\n" + helper + tunable
+          + "class Fast(Tunable):\n    name = 'fast'\n"}
+    a2 = {"perfkit/kernels/toy/_common.py": "from .base import Variant\n" + helper + tunable,
+          "perfkit/kernels/toy/rungs.py": "from . import _common as C\nclass Fast(C.Tunable):\n    name = 'fast'\n"}
+    then2 = history._rung_closure(b2.get, "perfkit/kernels/toy.py", "fast")
+    assert "method plan" in then2 and "TM" in then2["fields"]
+    assert history._rung_closure(a2.get, "perfkit/kernels/toy/rungs.py", "fast") == then2
+    qualified = dict(after, **{"perfkit/kernels/toy/rungs.py": after["perfkit/kernels/toy/rungs.py"]
+                               .replace("from ._common import tile", "from . import _common as C")
+                               .replace("return [tile(", "return [C.tile(")})
+    assert history._rung_closure(qualified.get, "perfkit/kernels/toy/rungs.py", "fast") == then
     # where the rung's file was at the older commit: its path, then the module its package replaced
     assert history._former_paths("perfkit/kernels/toy/rungs.py") == ["perfkit/kernels/toy/rungs.py",
                                                                     "perfkit/kernels/toy.py"]

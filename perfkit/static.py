@@ -128,6 +128,7 @@ def source_files(modname: str) -> list[str]:
     top = modname.split(".")[0]
     files = []
     parents: set[str] = set()
+    named_packages: set[str] = set()
     while todo:
         name = todo.pop()
         if name in seen or name in _NOT_KERNEL_CODE or name.startswith(_NOT_KERNEL_PREFIXES):
@@ -144,7 +145,8 @@ def source_files(modname: str) -> list[str]:
             files.append(f)
         if "." in name:
             parents.add(name.rsplit(".", 1)[0])  # the package's __init__: its file, not its globals
-        if getattr(mod, "__path__", None) is not None and name != modname:
+        package = getattr(mod, "__path__", None) is not None and name != modname
+        if package and name not in named_packages:
             continue  # a package: its globals list whatever submodules happen to be imported
         for base, names in _imported_in_source(mod):  # imports inside functions too (conv's rung 03 runs gemm's kernel)
             if not (base == "perfkit" or base.startswith("perfkit.") or base.split(".")[0] == top):
@@ -152,8 +154,18 @@ def source_files(modname: str) -> list[str]:
             todo.append(base)
             parent = sys.modules.get(base)
             for n in names:  # ``from . import gemm``: a submodule imported by name
-                if isinstance(getattr(parent, n, None), types.ModuleType):
+                sub = getattr(parent, n, None)
+                if sub is None:
+                    try:  # not imported yet in this process (an import inside a function): import it
+                        sub = importlib.import_module(f"{base}.{n}")
+                    except ImportError:
+                        sub = None
+                if isinstance(sub, types.ModuleType):
                     todo.append(f"{base}.{n}")
+                    if getattr(sub, "__path__", None) is not None:  # gemm, a package: what its __init__ imports
+                        named_packages.add(f"{base}.{n}")
+        if package:
+            continue  # its own imports followed; its globals are those same modules
         for v in list(vars(mod).values()):
             target = None
             if isinstance(v, types.ModuleType):

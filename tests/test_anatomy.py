@@ -430,7 +430,8 @@ def test_kernel_fingerprint_tells_apart_same_named_helpers_and_module_constants(
 
 def test_source_closure_follows_imports_inside_functions():
     """Convolution's im2col rung runs the GEMM ladder's kernel, imported inside a function: an
-    edit to gemm.py must miss the cached reports of conv's rungs too."""
+    edit to GEMM's rungs must miss the cached reports of conv's rungs too (gemm a package: the
+    modules its ``__init__`` imports)."""
     files = [f.replace("\\", "/") for f in static.source_files("perfkit.kernels.conv")]
-    assert any(f.endswith("perfkit/kernels/gemm.py") for f in files)
+    assert any(f.endswith("perfkit/kernels/gemm/simt.py") for f in files)
     assert not any(f.endswith("perfkit/kernels/norm/softmax.py") for f in files)  # an unrelated ladder

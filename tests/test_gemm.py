@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from perfkit import anatomy, autotune
-from perfkit.kernels import gemm
+from perfkit.kernels import _ptx, gemm
 from numba import cuda  # after perfkit (which picks the backend); a global, so the simulator swaps it
 from perfkit.kernels.base import ProblemError, UnsupportedProblem, registry_check
 
@@ -189,8 +189,8 @@ def _py(f):
 
 
 def test_fragment_maps_match_the_ptx_isa_and_cover_each_tile_once():
-    for fn, ref, n_reg, shape in ((gemm.frag_a, ptx_a, 8, (16, 16)), (gemm.frag_b, ptx_b, 4, (16, 8)),
-                                  (gemm.frag_c, ptx_c, 4, (16, 8))):
+    for fn, ref, n_reg, shape in ((_ptx.frag_a, ptx_a, 8, (16, 16)), (_ptx.frag_b, ptx_b, 4, (16, 8)),
+                                  (_ptx.frag_c, ptx_c, 4, (16, 8))):
         seen = set()
         for lane in range(32):
             for i in range(n_reg):

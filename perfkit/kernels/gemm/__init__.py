@@ -1,0 +1,58 @@
+"""GEMM, ``C = A @ B`` (row-major; A is (m, k), B is (k, n), C is (m, n) float32).
+
+The ladder follows Simon Boehm's SGEMM worklog ("How to Optimize a CUDA Matmul Kernel for
+cuBLAS-like Performance", github.com/siboehm/SGEMM_CUDA) step for step in Numba, then goes
+one rung further onto the tensor cores.  Ledger (the rung number and name live only in LADDER):
+
+   0 oracle        cuBLAS through CuPy (TF32 off); NumPy on the host in the simulator
+   1 naive         one thread per C element, threadIdx.x walks down a column of C
+   2 coalesced     threadIdx.x walks along a row of C: loads of B and stores of C coalesce
+   3 smem_tiling   32x32 tiles of A and B staged in shared memory, reused 32 times each
+   4 blocktile_1d  each thread computes 8 C elements of a column: fewer shared loads per FMA
+   5 blocktile_2d  each thread computes an 8x8 C tile from registers: outer products
+   6 vectorized    128-bit global loads (load4) and A stored transposed in shared memory
+   7 no_bank_conf  padded A^T and swizzled, padded B tiles: shared loads and stores without conflicts
+   8 double_buf    two shared buffers: the next tile's loads overlap this tile's FMAs (k-loop unrolled by 2)
+   9 index32       rung 8 with 32-bit offsets, written-out k-steps, hoisted addresses
+  10 warptile      warps own 64x32 tiles of 4x4 sub-tiles: every operand load is an LDS.128
+  11 autotuned     warp tiling at the configuration a search picked (see ``search``)
+  12 tensor_core   float16 in, float32 accumulate, ``mma.sync.m16n8k16`` through inline PTX
+  13 tc_vector     16-byte global loads (hoisted 32-bit offsets), 32-deep k-tiles, 32x32 warp tiles
+  14 tc_ldmatrix   fragments by ``ldmatrix`` from XOR-swizzled (conflict-free) shared tiles
+  15 tc_cp_async   ``cp.async`` into a 3-stage ring: two k-tiles in flight, one barrier each
+  16 tc_warptile   64x64 warp tiles: each fragment feeds 4-8 mma
+  17 tc_epilogue   lanes pair up by shuffle: C written with 16-byte stores
+
+The inline-PTX helpers (mma, ldmatrix, cp.async, shuffles) and their simulator twins live in
+:mod:`perfkit.kernels._ptx`; the 128-bit float32 loads and stores in :mod:`._vector`.
+
+Every rung is correct for every (m, n, k) >= 1: loads outside A or B read zeros and stores
+outside C are skipped, so no size needs to be a multiple of a tile.  SIMT rungs take float32;
+the tensor-core rungs take float16.  Rungs 9-11 and 13-17 index with 32-bit offsets and refuse
+matrices of 2**31 elements or more.  ``supports`` refuses, by arithmetic alone, a launch no GPU
+runs: over 1024 threads or 48 KiB of static shared memory per block (a tile configuration), or
+over 65535 blocks along grid.y (m beyond 65535 row tiles; the naive rung puts n there).
+
+The package: ``_common`` (the Problem and what every rung shares), ``simt`` (rungs 0-11),
+``tensor`` (rungs 12-17); this module is the index: ``LADDER`` and the problems to sweep.
+"""
+from __future__ import annotations
+
+from ..base import Variant, registry_check
+from ._common import F32, I32_LIMIT, Problem  # noqa: F401  (perfkit.kernels.gemm.Problem, as before)
+from .simt import (AUTOTUNE_PICK, Autotuned, Blocktile1D, Blocktile2D, Coalesced, DoubleBuffer, Index32,  # noqa: F401
+                   Naive, NoBankConflicts, Oracle, SmemTiling, Vectorized, WarpTile, search_space)
+from .tensor import TCEpilogue, TCLdmatrix, TCPipeline, TCVector, TCWarpTile, TensorCore
+
+__all__ = ["Problem", "LADDER", "EXAMPLE_PROBLEM", "GPU_SWEEP", "LLM_SHAPES", "search_space"]
+
+LADDER: list[Variant] = [Oracle(), Naive(), Coalesced(), SmemTiling(), Blocktile1D(), Blocktile2D(),
+                         Vectorized(), NoBankConflicts(), DoubleBuffer(), Index32(), WarpTile(), Autotuned(),
+                         TensorCore(), TCVector(), TCLdmatrix(), TCPipeline(), TCWarpTile(), TCEpilogue()]
+registry_check(LADDER)
+
+EXAMPLE_PROBLEM = Problem(4096, 4096, 4096)
+LLM_SHAPES = [Problem(4096, 4096, 11008), Problem(8192, 1024, 4096), Problem(4096, 11008, 4096)]
+GPU_SWEEP = [Problem(s, s, s) for s in (256, 512, 1024, 2048, 4096, 8192)] + LLM_SHAPES \
+    + [Problem(s, s, s, "float16") for s in (1024, 4096, 8192)]
+SIM_SWEEP = [Problem(37, 41, 29), Problem(37, 41, 29, "float16")]

@@ -23,7 +23,7 @@ import numpy as np
 from numba import cuda, float32
 
 from ... import backend
-from ..base import TOLERANCES, Problem, ProblemError
+from ..base import TOLERANCES, Problem, ProblemError, UnsupportedProblem
 
 FULL_MASK = 0xFFFFFFFF
 NEG_INF = np.float32(-np.inf)
@@ -465,6 +465,28 @@ def check_shape(G: int, R: int, V: int) -> list[str]:
     if V < 1 or V > 16:
         bad.append(f"vec={V} must be 1..16")
     return bad
+
+
+class MultiRowShape:
+    """The launch-shape methods of the multi-row rungs (softmax, layernorm, rmsnorm and
+    layernorm backward's rung 5, and the tuned rungs built on them): the rung's fields
+    ``threads_per_row``, ``rows_per_block`` and ``vec`` as a :class:`Shape`, checked by
+    :func:`check_shape`, and the compiled kernel's constants.  A tuned rung overrides ``shape``."""
+
+    def shape(self, problem) -> Shape:
+        return Shape(self.threads_per_row, self.rows_per_block, self.vec)
+
+    def supports(self, problem):
+        s = self.shape(problem)
+        bad = check_shape(s.G, s.R, s.V)
+        if bad:
+            raise UnsupportedProblem(f"{self.name}: " + "; ".join(bad))
+
+    def kernel_params(self, problem) -> tuple[int, int, int, int, int]:
+        """(G, R, V, W, NC): the compiled kernel's constants."""
+        s = self.shape(problem)
+        W = vec_width(problem.cols, problem.dtype)
+        return s.G, s.R, s.V, W, cached_chunks(problem.cols, s.G, W, s.block)
 
 
 def static_shape(cols: int, V: int = 4) -> Shape:

@@ -450,7 +450,7 @@ def _rows_kernel(G: int, R: int, V: int, W: int, NC: int, TAIL: bool = True):
 
 
 @dataclass(frozen=True)
-class MultiRow(Variant):
+class MultiRow(C.MultiRowShape, Variant):
     threads_per_row: int = 128  # x 32 floats in registers: a 4096-wide row is read once
     rows_per_block: int = 2
     vec: int = 4
@@ -468,21 +468,6 @@ class MultiRow(Variant):
         "Rows wider than threads_per_row x 32 floats sweep the rest twice, vec loads per trip, "
         "one Chan merge per trip."
     )
-
-    def shape(self, problem) -> C.Shape:
-        return C.Shape(self.threads_per_row, self.rows_per_block, self.vec)
-
-    def supports(self, problem):
-        s = self.shape(problem)
-        bad = C.check_shape(s.G, s.R, s.V)
-        if bad:
-            raise UnsupportedProblem(f"{self.name}: " + "; ".join(bad))
-
-    def kernel_params(self, problem) -> tuple[int, int, int, int, int]:
-        """(G, R, V, W, NC): the compiled kernel's constants."""
-        s = self.shape(problem)
-        W = C.vec_width(problem.cols, problem.dtype)
-        return s.G, s.R, s.V, W, C.cached_chunks(problem.cols, s.G, W, s.block)
 
     def plan(self, problem, bufs):
         self.supports(problem)

@@ -796,7 +796,7 @@ def _persistent_blocks(problem, R: int, blocks_per_sm: int = 2) -> int:
 
 
 @dataclass(frozen=True)
-class MultiRow(Variant):
+class MultiRow(C.MultiRowShape, Variant):
     threads_per_row: int = 512  # x 8 floats of x (and of dy, dgamma, dbeta) in registers: 4096 columns
     rows_per_block: int = 1
     vec: int = 4
@@ -814,15 +814,6 @@ class MultiRow(Variant):
         "global memory per row: on the H100 at 4096x4096, 403 MB read, 252 MB written, then a 0.9 ms "
         "one-thread-per-column sum). Columns past the register cache are read again and their partials kept in memory."
     )
-
-    def shape(self, problem) -> C.Shape:
-        return C.Shape(self.threads_per_row, self.rows_per_block, self.vec)
-
-    def supports(self, problem):
-        s = self.shape(problem)
-        bad = C.check_shape(s.G, s.R, s.V)
-        if bad:
-            raise UnsupportedProblem(f"{self.name}: " + "; ".join(bad))
 
     def kernel_params(self, problem) -> tuple[int, int, int, int, int]:
         s = self.shape(problem)

@@ -293,8 +293,8 @@ lesson.sweep_table(table, metric="gbps")  # in the simulator the time reads "sim
 #
 # A datasheet's bandwidth is a peak no kernel reaches; a simple copy kernel shows what is
 # attainable (perfkit's copy kernel: 84% of the published 3.35 TB/s on the H100 and 82% of
-# 4.8 TB/s on the H200, the records in `data/results/<gpu>/roofline/`; the model's
-# `dram_efficiency` in `data/rates.yaml` is the H100's figure).  Likewise a chain of
+# 4.8 TB/s on the H200, the records in `data/results/<gpu>/roofline/`; the model still applies
+# 70%, the first copy kernel's figure: `dram_efficiency` in `data/rates.yaml` says why).  Likewise a chain of
 # independent FMAs shows the attainable FP32 rate.  On a GPU we measure both here and record them;
 # without one we show what was recorded on real GPUs, if anything.
 

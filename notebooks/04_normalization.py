@@ -359,7 +359,8 @@ else:
     display(summary.style.format({"GB/s": "{:.0f}", "of copy bw": "{:.0%}", "of published bw": "{:.0%}",
                                   "vs oracle": "{:.2f}x"}, na_rep="—")
             .set_caption("best rung per problem, recorded" + plots.provenance(real)
-                         + ("; " + lesson.CHANGED_MARK_NOTE if summary["commit"].str.endswith("*").any() else "")))
+                         + ("; " + lesson.CHANGED_MARK_NOTE if "commit" in summary
+                            and summary["commit"].astype(str).str.endswith("*").any() else "")))
     col = "of copy bw" if copy_bw else "of published bw"  # no recorded copy ceiling: the datasheet's
     summary.reset_index().pipe(lambda s: s.pivot_table(index="op", values=col, aggfunc="median")) \
         .plot.barh(legend=False, title=f"median {col.replace('bw', 'bandwidth')}, best rung")

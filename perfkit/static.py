@@ -155,10 +155,10 @@ def source_files(modname: str) -> list[str]:
             parent = sys.modules.get(base)
             for n in names:  # ``from . import gemm``: a submodule imported by name
                 sub = getattr(parent, n, None)
-                if sub is None:
+                if sub is None and f"{base}.{n}" not in _NOT_KERNEL_CODE:
                     try:  # not imported yet in this process (an import inside a function): import it
                         sub = importlib.import_module(f"{base}.{n}")
-                    except ImportError:
+                    except Exception:  # noqa: BLE001  (a name, not a module; or one that cannot load here)
                         sub = None
                 if isinstance(sub, types.ModuleType):
                     todo.append(f"{base}.{n}")

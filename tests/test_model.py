@@ -913,12 +913,12 @@ def test_outer_row_loop_with_a_reduction_across_warps():
 
 
 def test_host_launch_cost_shows_only_past_the_work_queued_ahead():
-    """The timer's cold-L2 flush (2 x L2 at the effective DRAM rate: ~36 us on the H100) hides
+    """The timer's cold-L2 flush (2 x L2 at the effective DRAM rate: ~45 us on the H100) hides
     that much of the host's cost to launch the first kernel (37 + 4.6 us per array on the
     records' machine: 65 us for layernorm's six arrays); with nothing queued ahead it shows in full."""
     r = model.rates("h100-sxm")
     assert model.flush_seconds(r) == pytest.approx(2 * r["l2_size_bytes"]["value"] / (r["dram_bw"]["value"] * r["dram_efficiency"]["value"]))
-    assert 30e-6 < model.flush_seconds(r) < 40e-6
+    assert 40e-6 < model.flush_seconds(r) < 50e-6
     p = layernorm.Problem(rows=64, cols=512)
     v = layernorm.LADDER[2]
     hidden = model.estimate(v, p, banks=False)

@@ -91,7 +91,7 @@ from perfkit import backend  # noqa: E402
 PARTS = ("tests", "ceilings", "timer", "ops", "ncu")
 PLANS = ("quick", "full")
 #: the quick plan's caps in seconds at its default budget (they scale with --budget-s); the ncu
-#: units share what is left, so the caps sum to the budget
+#: units share what is left of the budget
 QUICK_BUDGET_S = 420.0
 #: (on the H100 at 6bbc424 a norm unit needed 23-25 s for its rungs and peers, a conv unit over
 #: 31 s and GEMM float32 62 s: the caps leave them a margin)

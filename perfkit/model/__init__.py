@@ -27,9 +27,8 @@ The package, in the order an estimate is made (each module's docstring has its r
 * :mod:`~perfkit.model.validation`: ``perfkit model validate`` against the records and
   Nsight Compute
 
-The ``fitted`` block of ``data/rates.yaml``: ``overlap``, ``launch_latency_s`` and
-``dram_latency_spread_clk`` (fitted), ``dram_efficiency`` (the measured copy ceiling), nothing
-per rung or per op.
+Fitted constants (``data/rates.yaml`` ``fitted``): ``dram_efficiency``, ``overlap``,
+``launch_latency_s`` and ``dram_latency_spread_clk``, nothing per rung or per op.
 """
 from __future__ import annotations
 

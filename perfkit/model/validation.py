@@ -236,7 +236,10 @@ def _levels(table, tables=None, unrecorded=None):
         parts.append(g.assign(_commit=commit or ""))
     if not parts:
         return pd.DataFrame()
-    agg = pd.concat(parts, ignore_index=True).drop_duplicates(["op", "problem", "rung"], keep="first")
+    agg = pd.concat(parts, ignore_index=True)
+    # a rung renumbered since an older table ("09 warptile" then, "10 warptile" now) is one rung
+    agg = agg.assign(_name=agg["rung"].astype(str).str.split(" ", n=1).str[-1])
+    agg = agg.drop_duplicates(["op", "problem", "_name"], keep="first").drop(columns="_name")
 
     def same_commit(a, b):
         return not b or (bool(a) and (str(a).startswith(b) or str(b).startswith(str(a))))
@@ -263,7 +266,8 @@ def _levels(table, tables=None, unrecorded=None):
         if key in seen:
             continue
         m = agg[(agg["op"] == row["op"]) & (agg["problem"] == row["problem"]) & (agg["rung"] == row["rung"])]
-        if m.empty or not same_commit(row.get("_commit"), m.iloc[0]["_commit"]):
+        library = row.get("kind") == "oracle/peer"  # cuBLAS, cuDNN, torch, Triton: no commit of ours changes them
+        if m.empty or not (library or same_commit(row.get("_commit"), m.iloc[0]["_commit"])):
             continue
         seen.add(key)
         add(row["op"], row["problem"], row["rung"], e, m.iloc[0], True)
@@ -299,7 +303,7 @@ def validate_cli(argv=None) -> int:
     v = sub.add_parser("validate", help="estimate every recorded rung and compare with the measurement")
     v.add_argument("--gpu", default="h100-sxm", help="devices.yaml key or alias (default h100-sxm)")
     v.add_argument("--results", default=None, help="records folder (default data/results)")
-    v.add_argument("--ncu", default=None, help="Nsight Compute table (default: the newest of --gpu in data/ncu/)")
+    v.add_argument("--ncu", default=None, help="one Nsight Compute table (default: every table of --gpu in data/ncu/, a rung's newest row)")
     v.add_argument("--no-banks", action="store_true", help="skip the bank-conflict simulation")
     v.add_argument("--today", action="store_true",
                    help="estimate today's kernels even where a rung's code changed since its record")

@@ -219,30 +219,28 @@ class _Recorder:
         self.gsizes: dict[int, int] = {}    # that base -> the buffer's bytes
         self.next_gbase = 1 << 30
 
-    def gbase_of(self, root: np.ndarray) -> int:
-        key = id(root)
-        b = self.gbases.get(key)
+    def _place(self, bases: dict, arr: np.ndarray, next_attr: str, nbytes: int, align: int) -> int:
+        """``arr``'s base address in one address space, given once: checked again under the
+        lock, because the simulator's threads race to place the same array."""
+        key = id(arr)
+        b = bases.get(key)
         if b is None:
             with self.lock:
-                b = self.gbases.get(key)
-                if b is None:  # cudaMalloc aligns to 256 bytes
-                    b = self.gbases[key] = self.next_gbase
-                    self.gsizes[b] = int(root.nbytes)
-                    self.keep.append(root)
-                    self.next_gbase = -(-(b + root.nbytes + 1) // 256) * 256
+                b = bases.get(key)
+                if b is None:
+                    b = bases[key] = getattr(self, next_attr)
+                    self.keep.append(arr)
+                    setattr(self, next_attr, -(-(b + nbytes) // align) * align)
+        return b
+
+    def gbase_of(self, root: np.ndarray) -> int:
+        # cudaMalloc aligns to 256 bytes; a byte past the end keeps two buffers from touching
+        b = self._place(self.gbases, root, "next_gbase", root.nbytes + 1, 256)
+        self.gsizes.setdefault(b, int(root.nbytes))
         return b
 
     def base_of(self, arr: np.ndarray) -> int:
-        key = id(arr)
-        b = self.bases.get(key)
-        if b is None:
-            with self.lock:
-                b = self.bases.get(key)
-                if b is None:
-                    b = self.bases[key] = self.next_base
-                    self.keep.append(arr)
-                    self.next_base = -(-(b + arr.nbytes) // 16) * 16
-        return b
+        return self._place(self.bases, arr, "next_base", arr.nbytes, 16)
 
 
 _REC: _Recorder | None = None
@@ -701,7 +699,8 @@ def _cache_key(variant, problem, max_blocks, vectorize=True) -> str:
     is hashed by package paths)."""
     return static.key({"v": type(variant).__module__ + "." + type(variant).__qualname__, "config": variant.config,
                        "problem": type(problem).__qualname__, "params": problem.params, "max_blocks": max_blocks,
-                       "vectorize": vectorize, "source": static.source_hash(variant), "banks": 17})
+                       "vectorize": vectorize, "source": static.source_hash(variant),
+                       "code": static.producer_version("banks")})
 
 
 def _cache_path(variant, problem, max_blocks, vectorize=True) -> Path:

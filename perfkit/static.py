@@ -28,16 +28,25 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import paths
+from . import cache, paths
 
 STORE = paths.DATA / "static"
 KINDS = ("anatomy", "banks")
+#: the code that computes each kind's answers (paths inside the package): its version, derived
+#: from its text by :func:`perfkit.cache.code_version`, is part of every key of that kind
+PRODUCERS = {"anatomy": ("anatomy/build.py", "anatomy/target.py", "anatomy/sass.py"),
+             "banks": ("banks.py", "_simfix.py")}
 #: the target the store covers (the H100 and H200 the records come from)
 CC = (9, 0)
 
 
 class StaticError(RuntimeError):
     pass
+
+
+def producer_version(kind: str) -> str:
+    """The version of the code that computes ``kind``'s answers (an edit to it misses every entry)."""
+    return cache.code_version(*PRODUCERS[kind])
 
 
 def store_dir() -> Path:
@@ -260,7 +269,8 @@ def build_key(variant, problem, cc, source: str | None = None) -> str:
     """The store key of a rung's build for ``problem`` and target ``cc``: its job and its source
     closure (``source``, where the caller has hashed it already), not the tool versions (the
     entry carries those)."""
-    return key({"job": job(variant, problem, cc), "source": source or source_hash(variant), "v": 1})
+    return key({"job": job(variant, problem, cc), "source": source or source_hash(variant),
+                "code": producer_version("anatomy")})
 
 
 # --- what the store covers ------------------------------------------------------------------------

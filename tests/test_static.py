@@ -36,6 +36,27 @@ def test_the_staleness_check_names_a_kernel_edited_without_a_refresh(tmp_path):
     assert not any(x.startswith("softmax") for x in lines), r.stdout
 
 
+def test_a_cached_answers_code_version_follows_its_code_not_its_comments(tmp_path, monkeypatch):
+    """Keys carry the version of the code that computes the answer, derived from its text: an
+    edit to comments, blank lines or trailing space keeps it; an edit to code, a '#' inside a
+    string included, changes it. The producers named are real files."""
+    from perfkit import cache
+
+    monkeypatch.setattr(cache, "PACKAGE", tmp_path)
+    f = tmp_path / "m.py"
+    f.write_text('def f(x):\n    return x + 1  # one more\n')
+    v = cache.code_version("m.py")
+    f.write_text('# a new comment\n\ndef f(x):   \n\n    return x + 1\n')
+    assert cache.code_version("m.py") == v
+    f.write_text('def f(x):\n    return x + 2\n')
+    assert cache.code_version("m.py") != v
+    f.write_text('def f(x):\n    return x + 1, "# one more"\n')
+    assert cache.code_version("m.py") != v
+    monkeypatch.undo()
+    for kind in static.KINDS:
+        assert len(static.producer_version(kind)) == 16
+
+
 @pytest.fixture
 def fresh(tmp_path, monkeypatch):
     monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))

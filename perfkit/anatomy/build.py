@@ -191,8 +191,8 @@ def compile_rung(variant: Variant, problem: Problem, cc, *, store: bool = True) 
     """The build of every launch (local cache -> static store -> the compiler in a child)."""
     job = rung_job(variant, problem, cc)
     source = source_hash(variant)
-    key_doc = json.dumps({"job": job, "source": source, "tools": versions(), "v": 4},
-                         sort_keys=True, default=str)
+    key_doc = json.dumps({"job": job, "source": source, "tools": versions(),
+                          "code": static.producer_version("anatomy")}, sort_keys=True, default=str)
     key = hashlib.sha256(key_doc.encode()).hexdigest()[:32]
     path = _cache_dir() / f"{key}.json"
     skey = static.build_key(variant, problem, cc, source)  # the closure hashed once, above

@@ -9,6 +9,7 @@ import json
 import types
 from pathlib import Path
 
+from .. import static
 from .target import versions
 
 
@@ -159,7 +160,8 @@ def kernel_cache_key(fn, sig, opts: dict, full_cc, job: dict) -> str | None:
     try:
         links = [hashlib.sha256(Path(str(f)).read_bytes()).hexdigest() for f in (opts.get("link") or [])]
         doc = {"fn": fingerprint_of(fn), "sig": [str(t) for t in sig], "opts": fingerprint_of(opts), "links": links,
-               "cc": [str(c) for c in full_cc], "source": job.get("source"), "tools": versions(), "v": 1}
+               "cc": [str(c) for c in full_cc], "source": job.get("source"), "tools": versions(),
+               "code": static.producer_version("anatomy")}
         text = json.dumps(doc, sort_keys=True, default=str)
     except Exception:  # noqa: BLE001  (Uncacheable, or any kernel this cannot describe: built every time)
         return None

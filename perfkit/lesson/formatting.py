@@ -7,13 +7,19 @@ import pandas as pd
 
 
 # --- small formatting helpers ----------------------------------------------------------------
+def _finite(x) -> float | None:
+    """``x`` as a float, or None where there is no number to show (None, text, NaN, inf)."""
+    try:
+        x = float(x)
+    except (TypeError, ValueError):
+        return None
+    return x if np.isfinite(x) else None
+
+
 def fmt_seconds(s) -> str:
     """Seconds in a unit a reader reads at a glance: 5.70 ms, 62.1 µs, 1.37 s."""
-    try:
-        s = float(s)
-    except (TypeError, ValueError):
-        return "—"
-    if not np.isfinite(s):
+    s = _finite(s)
+    if s is None:
         return "—"
     if s >= 1:
         return f"{s:.3g} s"
@@ -37,11 +43,8 @@ UNIT = {"tflops": "TFLOP/s", "gbps": "GB/s"}
 
 def fmt_rate(x) -> str:
     """A rate with three significant digits and no exponent: 24.1, 0.499, 2163."""
-    try:
-        x = float(x)
-    except (TypeError, ValueError):
-        return "—"
-    if not np.isfinite(x):
+    x = _finite(x)
+    if x is None:
         return "—"
     return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}"
 

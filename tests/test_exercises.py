@@ -387,3 +387,36 @@ def test_a_wrong_prediction_says_what_to_reconsider_not_the_answer(name, answer,
     for k, v in right.items():  # a wrong one: the message does not give the reference answer away
         if isinstance(v, str) and answer.get(k) != v:
             assert v not in f.message, f.message
+
+
+# --- the graders' shared helpers -------------------------------------------------------------------
+def test_answer_error_names_the_kind_wanted():
+    want = {"kernel": "@cuda.jit", "device function": "@cuda.jit(device=True)"}
+    assert _core.answer_error(saxpy_one_per_thread, "kernel") is None
+    assert _core.answer_error(online_update_no_guard, "device function") is None
+    assert _core.answer_error(3, "config") is None
+    assert _core.answer_error(online_update_no_guard, "kernel") == \
+        "this is a device function (cuda.jit(device=True)); the exercise wants a kernel: @cuda.jit"
+    assert _core.answer_error(saxpy_one_per_thread, "device function") == \
+        "this is a kernel (@cuda.jit); the exercise wants a device function: @cuda.jit(device=True)"
+    for kind, deco in want.items():
+        assert _core.answer_error(plain_python, kind) == \
+            f"'plain_python' is a plain Python function: decorate it with {deco}"
+    assert _core.answer_error(3, "kernel") == "expected a @cuda.jit kernel, got int"
+    assert _core.answer_error(3, "device function") == "expected a @cuda.jit(device=True) function, got int"
+
+
+def test_register_budget_stops_at_a_failed_compile(monkeypatch):
+    monkeypatch.setattr(_core, "inspect_rung", lambda v, p, cc: "could not compile for sm_90")
+    assert [(c.name, c.ok, c.message) for c in _core.register_budget(None, None, (9, 0), 40)] == \
+        [("registers <= 40", False, "could not compile for sm_90")]
+
+    class Report:
+        registers, stack_bytes, spill_store_bytes, spill_load_bytes = 48, 0, 0, 8
+
+    monkeypatch.setattr(_core, "inspect_rung", lambda v, p, cc: Report())
+    checks = list(_core.register_budget(None, None, (8, 0), 40, "fewer", name_cc=True, local="no spills"))
+    assert [(c.name, c.ok, c.message) for c in checks] == [
+        ("registers <= 40", False, "48 registers per thread at sm_80: fewer"),
+        ("no spills", False, "0 B stack, 8 B spills")]
+    assert [c.name for c in _core.register_budget(None, None, (9, 0), 64, local=None)] == ["registers <= 64"]

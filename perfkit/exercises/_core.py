@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import hashlib
 import html
 import importlib
@@ -29,7 +30,8 @@ import numpy as np
 from .. import backend, cache
 
 __all__ = ["Check", "Grade", "Exercise", "EXERCISES", "register", "CarryError", "carry", "resolve",
-           "is_kernel", "is_device_function", "kernel_rung", "run_checked", "inspect_rung", "fresh_seed"]
+           "is_kernel", "is_device_function", "kernel_rung", "with_rung", "run_checked", "inspect_rung",
+           "register_budget", "fresh_seed"]
 
 
 # --- checks and grades ------------------------------------------------------------------------
@@ -151,21 +153,27 @@ def is_kernel(obj) -> bool:
     return py_func(obj) is not None and not is_device_function(obj)
 
 
+# kind of answer: (is it, its decorator, what "expected ..." calls it, is it the other jit kind, that kind named)
+_JIT_KINDS = {
+    "kernel": (is_kernel, "@cuda.jit", "a @cuda.jit kernel",
+               is_device_function, "a device function (cuda.jit(device=True))"),
+    "device function": (is_device_function, "@cuda.jit(device=True)", "a @cuda.jit(device=True) function",
+                        is_kernel, "a kernel (@cuda.jit)"),
+}
+
+
 def answer_error(obj, kind: str) -> str | None:
     """Why ``obj`` is not the right kind of answer (None when it is)."""
-    if kind == "kernel" and not is_kernel(obj):
-        if is_device_function(obj):
-            return "this is a device function (cuda.jit(device=True)); the exercise wants a kernel: @cuda.jit"
-        if callable(obj):
-            return f"{getattr(obj, '__name__', obj)!r} is a plain Python function: decorate it with @cuda.jit"
-        return f"expected a @cuda.jit kernel, got {type(obj).__name__}"
-    if kind == "device function" and not is_device_function(obj):
-        if is_kernel(obj):
-            return "this is a kernel (@cuda.jit); the exercise wants a device function: @cuda.jit(device=True)"
-        if callable(obj):
-            return f"{getattr(obj, '__name__', obj)!r} is a plain Python function: decorate it with @cuda.jit(device=True)"
-        return f"expected a @cuda.jit(device=True) function, got {type(obj).__name__}"
-    return None
+    if kind not in _JIT_KINDS:
+        return None
+    is_it, deco, expected, is_other, other = _JIT_KINDS[kind]
+    if is_it(obj):
+        return None
+    if is_other(obj):
+        return f"this is {other}; the exercise wants a {kind}: {deco}"
+    if callable(obj):
+        return f"{getattr(obj, '__name__', obj)!r} is a plain Python function: decorate it with {deco}"
+    return f"expected {expected}, got {type(obj).__name__}"
 
 
 # --- carrying the learner's source to the anatomy compiler -----------------------------------
@@ -331,17 +339,35 @@ def _nan_hint(res, what: str) -> str:
             if res.n_nan else "")
 
 
-def kernel_rung(answer, make):
-    """``(rung, None)``: the learner's kernel ``answer`` as the rung ``make(module=, kernel=)``
-    builds around it; or ``(None, the failed "a kernel" check)`` when it is not a usable kernel."""
-    err = answer_error(answer, "kernel")
+def kernel_rung(answer, make, kind: str = "kernel"):
+    """``(rung, None)``: the learner's kernel (or device function, per ``kind``) ``answer`` as the
+    rung ``make(module=, kernel=)`` builds around it; or ``(None, the failed "a kernel" (or "a
+    device function") check)`` when it is not a usable answer of that kind."""
+    err = answer_error(answer, kind)
     if err:
-        return None, Check("a kernel", False, err)
+        return None, Check(f"a {kind}", False, err)
     try:
         module, name = carry(answer)
     except Exception as exc:  # the learner's object could not be written out: say why
-        return None, Check("a kernel", False, str(exc))
+        return None, Check(f"a {kind}", False, str(exc))
     return make(module=module, kernel=name), None
+
+
+def with_rung(make, kind: str = "kernel"):
+    """Decorator for an exercise's steps that grade the rung ``make`` builds around the learner's
+    answer (see :func:`kernel_rung`): the decorated ``steps(rung, seed, cc, **options)`` becomes
+    ``steps(answer, seed, cc, **options)``, which yields only the failed "a kernel" check when
+    the answer is not a usable one."""
+    def wrap(steps):
+        @functools.wraps(steps)
+        def graded(answer, seed: int, cc=(9, 0), **options):
+            v, failed = kernel_rung(answer, make, kind)
+            if failed:
+                yield failed
+                return
+            yield from steps(v, seed=seed, cc=cc, **options)
+        return graded
+    return wrap
 
 
 def run_checked(variant, problem, seed: int, nan_hint: str = "") -> tuple[bool, str]:
@@ -394,6 +420,21 @@ def local_memory_check(rep, name: str = "no local memory") -> Check:
     """No stack frame and no spills: the registers held everything the kernel keeps."""
     spills = rep.spill_store_bytes + rep.spill_load_bytes
     return Check(name, spills + rep.stack_bytes == 0, f"{rep.stack_bytes} B stack, {spills} B spills")
+
+
+def register_budget(variant, problem, cc, limit: int, hint: str = "", *, name_cc: bool = False,
+                    local: str | None = "no local memory") -> Iterator[Check]:
+    """The anatomy checks of a kernel whose point is its resources: :func:`register_check` at
+    ``limit`` (``name_cc``: the message names the target), then :func:`local_memory_check` named
+    ``local`` (None: no such check).  A kernel that does not compile fails the first; the rest
+    are not run."""
+    rep = inspect_rung(variant, problem, cc)
+    if isinstance(rep, str):
+        yield Check(f"registers <= {limit}", False, rep)
+        return
+    yield register_check(rep, limit, hint, cc if name_cc else None)
+    if local is not None:
+        yield local_memory_check(rep, local)
 
 
 def backend_label() -> str:

@@ -10,8 +10,8 @@ import numpy as np
 from ..kernels import saxpy
 from ..kernels.base import Launch, Problem, ProblemError, UnsupportedProblem, Variant, check_launch_shape
 from ..model import Traffic
-from ._core import (Check, Exercise, inspect_rung, kernel_rung, local_memory_check, register, register_check,
-                    resolve, run_checked)
+from ._core import (Check, Exercise, inspect_rung, register, register_budget, register_check, resolve, run_checked,
+                    with_rung)
 
 H100_SMS = 132  # SMs of the H100 SXM the anatomy view targets (cc 9.0)
 
@@ -30,6 +30,31 @@ class LearnerVariant(Variant):
 
     def _kernel(self):
         return resolve(self.module, self.kernel)
+
+
+@dataclass(frozen=True)
+class Rows(Problem):
+    """A (rows, cols) float32 input named ``source``; subclasses say what it becomes."""
+
+    rows: int
+    cols: int
+    dtype: str = "float32"
+
+    dtypes: ClassVar[tuple[str, ...]] = ("float32",)
+    source: ClassVar[str] = "x"
+    who: ClassVar[str] = ""  # the name a ProblemError gives it ('': op); keeps each problem's own messages
+
+    def validate(self):
+        for k in ("rows", "cols"):
+            v = getattr(self, k)
+            if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
+                raise ProblemError(f"{self.who or self.op}: {k} must be an int >= 1, got {v!r}")
+
+    def input_specs(self):
+        return {self.source: ((self.rows, self.cols), self.dtype)}
+
+    def _make(self, g):
+        return {self.source: g.standard_normal((self.rows, self.cols)).astype(self.dtype)}
 
 
 # --- 01.grid_stride ---------------------------------------------------------------------------
@@ -51,11 +76,8 @@ class FixedGridSaxpy(LearnerVariant):
         return Traffic(flops=problem.flops, dram_bytes=problem.bytes, limiter="dram")
 
 
-def _grid_stride_steps(answer, seed: int, cc=(9, 0), **_):
-    v, failed = kernel_rung(answer, FixedGridSaxpy)
-    if failed:
-        yield failed
-        return
+@with_rung(FixedGridSaxpy)
+def _grid_stride_steps(v, seed: int, cc=(9, 0), **_):
     g, b = GRID_STRIDE_LAUNCH
     for n in (1, 193, 1000):
         ok, msg = run_checked(v, saxpy.Problem(n=n), seed + n,
@@ -64,12 +86,9 @@ def _grid_stride_steps(answer, seed: int, cc=(9, 0), **_):
         yield Check(f"correct at n={n} with a fixed grid of {g}x{b}", ok, msg)
         if not ok:
             return
-    rep = inspect_rung(v, saxpy.Problem(n=1 << 26), cc)
-    if isinstance(rep, str):
-        yield Check("registers <= 40", False, rep)
-        return
-    yield register_check(rep, 40, "a saxpy needs few; keep the loop body to one element", cc)
-    yield local_memory_check(rep, "no local memory (stack, spills)")
+    yield from register_budget(v, saxpy.Problem(n=1 << 26), cc, 40,
+                               "a saxpy needs few; keep the loop body to one element",
+                               name_cc=True, local="no local memory (stack, spills)")
 
 
 register(Exercise(
@@ -147,32 +166,20 @@ register(Exercise(
 
 # --- 01.vec_copy ------------------------------------------------------------------------------
 @dataclass(frozen=True)
-class Copy2D(Problem):
+class Copy2D(Rows):
     """``dst = src`` for a (rows, cols) float32 array with cols a multiple of 4."""
 
-    rows: int
-    cols: int
-    dtype: str = "float32"
-
     op: ClassVar[str] = "exercise.copy2d"
-    dtypes: ClassVar[tuple[str, ...]] = ("float32",)
+    source: ClassVar[str] = "src"
+    who: ClassVar[str] = "copy2d"
 
     def validate(self):
-        for k in ("rows", "cols"):
-            v = getattr(self, k)
-            if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
-                raise ProblemError(f"copy2d: {k} must be an int >= 1, got {v!r}")
+        super().validate()
         if self.cols % 4:
             raise ProblemError(f"copy2d: cols must be a multiple of 4 (16-byte rows), got {self.cols}")
 
-    def input_specs(self):
-        return {"src": ((self.rows, self.cols), self.dtype)}
-
     def output_specs(self):
         return {"dst": ((self.rows, self.cols), self.dtype)}
-
-    def _make(self, g):
-        return {"src": g.standard_normal((self.rows, self.cols)).astype(self.dtype)}
 
     def _reference(self, inputs):
         return inputs["src"].astype(np.float64)
@@ -195,11 +202,8 @@ class VecCopy(LearnerVariant):
                        (bufs["dst"], bufs["src"], problem.rows, problem.cols))]
 
 
-def _vec_copy_steps(answer, seed: int, cc=(9, 0), **_):
-    v, failed = kernel_rung(answer, VecCopy)
-    if failed:
-        yield failed
-        return
+@with_rung(VecCopy)
+def _vec_copy_steps(v, seed: int, cc=(9, 0), **_):
     for rows, cols in ((1, 4), (37, 44), (5, 12)):
         ok, msg = run_checked(v, Copy2D(rows, cols), seed + rows * cols,
                               f": the launch has one thread per 4 elements (ceil(rows * cols / 4 / {VEC_BLOCK}) "

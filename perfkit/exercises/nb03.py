@@ -9,7 +9,7 @@ import numpy as np
 
 from ..kernels import conv
 from ..kernels.base import Launch, Problem, ProblemError
-from ._core import Check, Exercise, inspect_rung, kernel_rung, local_memory_check, register, register_check, run_checked
+from ._core import Check, Exercise, register, register_budget, run_checked, with_rung
 from .nb01 import LearnerVariant
 
 BLOCK = 64
@@ -102,11 +102,8 @@ class LearnerIm2col(LearnerVariant):
                         cp.p, cp.q, problem.stride, problem.pad))]
 
 
-def _im2col_steps(answer, seed: int, cc=(9, 0), **_):
-    v, failed = kernel_rung(answer, LearnerIm2col)
-    if failed:
-        yield failed
-        return
+@with_rung(LearnerIm2col)
+def _im2col_steps(v, seed: int, cc=(9, 0), **_):
     for shape in SHAPES:
         p = Im2col(**shape)
         ok, msg = run_checked(v, p, seed + p.c * p.h * p.w,
@@ -129,8 +126,7 @@ def _im2col_steps(answer, seed: int, cc=(9, 0), **_):
     res = cp.check(y.astype(np.float32), cp.reference(inputs))
     yield Check("col @ w.reshape(K, C*R*S).T is the convolution", res.ok,
                 "y matches conv2d(x, w)" if res.ok else res.message)
-    rep = inspect_rung(v, Im2col(n=32, c=64, h=56, w=56, k=64, r=3, s=3, pad=1), cc)
-    yield Check("registers <= 40", False, rep) if isinstance(rep, str) else register_check(rep, 40)
+    yield from register_budget(v, Im2col(n=32, c=64, h=56, w=56, k=64, r=3, s=3, pad=1), cc, 40, local=None)
 
 
 def _explain_im2col(p: Im2col, msg: str) -> str:
@@ -176,11 +172,8 @@ class LearnerDirect(LearnerVariant):
                         problem.r, problem.s, problem.p, problem.q, problem.stride, problem.pad))]
 
 
-def _direct_steps(answer, seed: int, cc=(9, 0), **_):
-    v, failed = kernel_rung(answer, LearnerDirect)
-    if failed:
-        yield failed
-        return
+@with_rung(LearnerDirect)
+def _direct_steps(v, seed: int, cc=(9, 0), **_):
     for shape in SHAPES:
         p = conv.Problem(**shape)
         ok, msg = run_checked(v, p, seed + p.c * p.h * p.w,
@@ -192,12 +185,7 @@ def _direct_steps(answer, seed: int, cc=(9, 0), **_):
         yield Check(f"correct at {_label(p)}", ok, msg)
         if not ok:
             return
-    rep = inspect_rung(v, conv.Problem(32, 64, 56, 56, 64, 3, 3, 1, 1), cc)
-    if isinstance(rep, str):
-        yield Check("registers <= 64", False, rep)
-        return
-    yield register_check(rep, 64)
-    yield local_memory_check(rep)
+    yield from register_budget(v, conv.Problem(32, 64, 56, 56, 64, 3, 3, 1, 1), cc, 64)
 
 
 register(Exercise(

@@ -10,33 +10,10 @@ from typing import ClassVar
 import numpy as np
 from numba import cuda, float32
 
-from ..kernels.base import Launch, Problem, ProblemError
-from ._core import (Check, Exercise, answer_error, carry, inspect_rung, kernel_rung, local_memory_check, plain, register,
-                    register_check, resolve, run_checked)
-from .nb01 import LearnerVariant
-
-
-@dataclass(frozen=True)
-class Rows(Problem):
-    """A (rows, cols) float32 input; subclasses say what each row becomes."""
-
-    rows: int
-    cols: int
-    dtype: str = "float32"
-
-    dtypes: ClassVar[tuple[str, ...]] = ("float32",)
-
-    def validate(self):
-        for k in ("rows", "cols"):
-            v = getattr(self, k)
-            if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
-                raise ProblemError(f"{self.op}: {k} must be an int >= 1, got {v!r}")
-
-    def input_specs(self):
-        return {"x": ((self.rows, self.cols), self.dtype)}
-
-    def _make(self, g):
-        return {"x": g.standard_normal((self.rows, self.cols)).astype(self.dtype)}
+from ..kernels.base import Launch
+from ._core import (Check, Exercise, inspect_rung, plain, register, register_budget, register_check, resolve,
+                    run_checked, with_rung)
+from .nb01 import LearnerVariant, Rows
 
 
 # --- 04.warp_sum --------------------------------------------------------------------------------
@@ -74,11 +51,8 @@ class WarpRowSum(LearnerVariant):
         return [Launch(self._kernel(), grid, 32 * WARPS_PER_BLOCK, (bufs["out"], bufs["x"], problem.rows, problem.cols))]
 
 
-def _warp_sum_steps(answer, seed: int, cc=(9, 0), **_):
-    v, failed = kernel_rung(answer, WarpRowSum)
-    if failed:
-        yield failed
-        return
+@with_rung(WarpRowSum)
+def _warp_sum_steps(v, seed: int, cc=(9, 0), **_):
     for rows, cols in ((1, 1), (5, 37), (3, 100)):
         ok, msg = run_checked(v, RowSum(rows, cols), seed + rows * cols,
                               f": warp w of block b sums row b * {WARPS_PER_BLOCK} + w, lane 0 writes it; "
@@ -176,17 +150,8 @@ class OnlineSoftmax(LearnerVariant):
         return [Launch(kern, -(-problem.rows // 32), 32, (bufs["out"], bufs["x"], problem.rows, problem.cols))]
 
 
-def _online_softmax_steps(answer, seed: int, cc=(9, 0), **_):
-    err = answer_error(answer, "device function")
-    if err:
-        yield Check("a device function", False, err)
-        return
-    try:
-        module, name = carry(answer)
-    except Exception as exc:
-        yield Check("a device function", False, str(exc))
-        return
-    v = OnlineSoftmax(module=module, kernel=name)
+@with_rung(OnlineSoftmax, "device function")
+def _online_softmax_steps(v, seed: int, cc=(9, 0), **_):
     why = {0: "an ordinary row", 1: "row 1 holds values near 1000: exp(x) overflows unless the sum is kept "
                                     "relative to the running max",
            2: "row 2 starts with -inf (masked positions): while the running max is -inf, "
@@ -210,12 +175,7 @@ def _online_softmax_steps(answer, seed: int, cc=(9, 0), **_):
                         f"{p.label}: {plain(res.message)} (row {row}: {why.get(row, 'an ordinary row')})")
             return
         yield Check(f"correct at {rows}x{cols}", True, f"ok (max abs error {res.max_abs_err:.2g})")
-    rep = inspect_rung(v, Softmax(4096, 4096), cc)
-    if isinstance(rep, str):
-        yield Check("registers <= 40", False, rep)
-        return
-    yield register_check(rep, 40)
-    yield local_memory_check(rep)
+    yield from register_budget(v, Softmax(4096, 4096), cc, 40)
 
 
 register(Exercise(

@@ -28,7 +28,7 @@ def folder(name: str) -> Path:
 
 
 def code_version(*modules: str) -> str:
-    """The version of the code in ``modules`` (paths inside the package, ``"banks.py"``,
+    """The version of the code in ``modules`` (paths inside the package, ``"_simfix.py"``,
     ``"anatomy/build.py"``), derived from their text: the same after an edit to comments, blank
     lines or trailing space; different after any other edit."""
     h = hashlib.sha256()

@@ -216,7 +216,7 @@ def test_small_problem_reaches_below_the_floor_where_it_must():
     p = bn.EXAMPLE_PROBLEM
     q = banks.small_problem(v, p)
     assert q.n * q.h * q.w <= p.n * p.h * p.w / 8 and q.c >= 32 and q.h * q.w * 4 % 32 == 0
-    assert [b for _, b in banks._plan_shape(v, q)] == [b for _, b in banks._plan_shape(v, p)]
+    assert [b for _, b in banks.simulate.plan_shape(v, q)] == [b for _, b in banks.simulate.plan_shape(v, p)]
 
 
 @cuda.jit

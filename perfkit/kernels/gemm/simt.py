@@ -696,8 +696,8 @@ class DoubleBuffer(Blocktile2D):
         "hides behind FMAs and each k-tile needs one barrier instead of rung 7's two. It pays "
         "only if the buffering is cheap. The first version picked the buffer as tile % 2 in "
         "int64 and recomputed every thread's store addresses each tile: sm_90a, 172 "
-        "instructions a tile outside the k-steps (rung 7: 76), 892 for 512 FFMA (on the H100 that "
-        "version of rungs 7 and 8, recorded at commit 7c7b2e0, measured 22.0 and 24.1 TFLOP/s). "
+        "instructions a tile outside the k-steps (rung 7: 76), 892 for 512 FFMA, and its H100 "
+        "records (data/results, of that older kernel) were barely faster than rung 7's. "
         "Here the k-loop is unrolled by two, so buffers 0 and 1 are separate "
         "shared arrays named at compile time; each thread's shared offsets (and global rows "
         "and columns) are computed once before the loop; the tile and k-step counters are "
@@ -1086,8 +1086,7 @@ class Index32(DoubleBuffer):
 
     def traffic(self, problem):
         t = super().traffic(problem)
-        return Traffic(**{**t.as_dict(), "notes": "same bytes as rung 8; fewer integer instructions per FMA "
-                                                  "(on the H100 rung 8 at 7c7b2e0 issued 0.50 FFMA)"})
+        return Traffic(**{**t.as_dict(), "notes": "same bytes as rung 8; fewer integer instructions per FMA"})
 
 
 @dataclass(frozen=True)

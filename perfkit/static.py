@@ -230,14 +230,23 @@ def _imports_of_file(path: str, stamp: int, pkg: str) -> list[tuple[str, list[st
     return out
 
 
+def package_path(f) -> str:
+    """``f``'s path inside its top package (``perfkit/kernels/base.py``,
+    ``perfkit_at_7c7b2e09825f/kernels/gemm.py``): the folders above it that are packages, and no
+    further.  Never the absolute path: a clone elsewhere must find the same cache and store entries."""
+    p = Path(f)
+    top = p.parent
+    while (top.parent / "__init__.py").exists():
+        top = top.parent
+    return p.relative_to(top.parent).as_posix()
+
+
 def source_hash(variant) -> str:
-    """The rung's source closure: each file by its path inside its top package (never the
-    absolute path: a clone elsewhere must find the same cache and store entries) and its bytes."""
-    top = type(variant).__module__.split(".")[0]
-    h = hashlib.sha256(b"closure-2")
-    for f in source_files(type(variant).__module__):
-        parts = Path(f).parts
-        rel = "/".join(parts[len(parts) - 1 - parts[::-1].index(top):]) if top in parts else Path(f).name
+    """The rung's source closure: each file by its path inside its top package and its bytes,
+    in the order of those paths (a rung rebuilt from an old commit reaches files of the history
+    cache and of the checkout, and where each lies must not change the order)."""
+    h = hashlib.sha256(b"closure-3")
+    for rel, f in sorted((package_path(f), f) for f in source_files(type(variant).__module__)):
         h.update(rel.encode())
         h.update(Path(f).read_bytes())
     return h.hexdigest()

@@ -57,6 +57,23 @@ def test_a_cached_answers_code_version_follows_its_code_not_its_comments(tmp_pat
         assert len(static.producer_version(kind)) == 16
 
 
+def test_a_rungs_source_hash_does_not_depend_on_where_its_files_lie(monkeypatch):
+    """A rung of an old commit reaches files in the history cache and in the checkout; their
+    absolute paths sort one way or the other depending on where each lies (/tmp/x and
+    /tmp/x-cache, or ~/.cache and /work): the hash must be the same either way, or a fresh clone
+    misses the store."""
+    from perfkit.kernels import saxpy
+
+    v = saxpy.LADDER[1]
+    files = static.source_files(type(v).__module__)
+    assert len(files) > 2
+    assert static.package_path(files[0]).startswith("perfkit/")
+    monkeypatch.setattr(static, "source_files", lambda name: list(files))
+    h = static.source_hash(v)
+    monkeypatch.setattr(static, "source_files", lambda name: list(reversed(files)))
+    assert static.source_hash(v) == h
+
+
 @pytest.fixture
 def fresh(tmp_path, monkeypatch):
     monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))

@@ -35,7 +35,8 @@ KINDS = ("anatomy", "banks")
 #: the code that computes each kind's answers (paths inside the package): its version, derived
 #: from its text by :func:`perfkit.cache.code_version`, is part of every key of that kind
 PRODUCERS = {"anatomy": ("anatomy/build.py", "anatomy/target.py", "anatomy/sass.py"),
-             "banks": ("banks/rules.py", "banks/record.py", "banks/tally.py", "banks/simulate.py", "_simfix.py")}
+             "banks": ("banks/rules.py", "banks/record.py", "banks/tally.py", "banks/simulate.py", "banks/report.py",
+                       "_simfix.py")}
 #: the target the store covers (the H100 and H200 the records come from)
 CC = (9, 0)
 

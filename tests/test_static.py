@@ -55,6 +55,11 @@ def test_a_cached_answers_code_version_follows_its_code_not_its_comments(tmp_pat
     monkeypatch.undo()
     for kind in static.KINDS:
         assert len(static.producer_version(kind)) == 16
+    # a module added to the access simulation must join its producers, or its edits go unseen
+    # (__init__ only re-exports, __main__ only starts the child)
+    pkg = ROOT / "perfkit" / "banks"
+    made = {f"banks/{p.name}" for p in pkg.glob("*.py") if p.name not in ("__init__.py", "__main__.py")}
+    assert made <= set(static.PRODUCERS["banks"]), made - set(static.PRODUCERS["banks"])
 
 
 def test_a_rungs_source_hash_does_not_depend_on_where_its_files_lie(monkeypatch):

@@ -30,6 +30,7 @@ fault this process's own CUDA context stays broken (restart the kernel before mo
 from __future__ import annotations
 
 import os
+import time
 import traceback
 from typing import Iterable
 
@@ -138,22 +139,34 @@ def _measure_one(problem, variant, *, seed, check_seed, timer, record, results_r
                  "simulated": backend.is_simulator(), "check_ok": False, "error": None, "traceback": None,
                  "status": "pending", "check_seed": check_seed, "seed": seed}
     stage = "model"
+    clock = [time.perf_counter()]
+
+    def lap(column: str) -> None:  # a rung's seconds: inputs_s, check_s (with its compile), time_s, record_s
+        now = time.perf_counter()
+        row[column] = row.get(column, 0.0) + now - clock[0]
+        clock[0] = now
+
     try:
         model_row, traffic = _model(variant, problem)
         row.update(model_row)
         stage = "supports"
         variant.supports(problem)
         stage = "check"
+        lap("model_s")
         fresh, fresh_ref = data.get(problem, check_seed)
+        lap("inputs_s")
         check = problem.check(variant.run(problem, fresh), fresh_ref)
+        lap("check_s")
         row.update(check_ok=check.ok, max_abs_err=check.max_abs_err, max_rel_err=check.max_rel_err)
         if not check.ok:
             row.update(status="failed check", error=f"check failed (seed {check_seed}): {check.message}")
             return row
         stage = "time"
         inputs, ref = data.get(problem, seed)
+        lap("inputs_s")
         prepared = variant.prepare(problem, inputs)
         m = measure(prepared, sync=prepared.synchronize, **timer)
+        lap("time_s")
         row.update(median_s=m.median_s, min_s=m.min_s, iqr_s=m.iqr_s, cv=m.cv, n_samples=m.n,
                    stop_reason=m.stop_reason, simulated=m.simulated)
         stage = "recheck"
@@ -173,6 +186,7 @@ def _measure_one(problem, variant, *, seed, check_seed, timer, record, results_r
                      "traffic": traffic.as_dict(), "simulated": m.simulated,
                      "check_ok": bool(check.ok and after.ok)}
             row["path"] = str(results.record(entry, root=results_root))
+        lap("record_s")
     except UnsupportedProblem as exc:
         row.update(status="unsupported", error=f"unsupported: {exc}")
     except Exception as exc:  # keep going: one broken rung must not lose the others

@@ -6,12 +6,18 @@
   perfkit model validate [--gpu SLUG]
   perfkit compare [BASE NEW] [--results DIR] [--fail-above 0.05] [--out FILE.csv] [--plot FILE.png]
   perfkit static refresh [--ops OP,...] [--notebooks]
+  perfkit record [--plan quick|full] [--rehearse] [--parts ...] [--ops ...] [--rungs ...] [--out DIR] ...
+  perfkit record import RUN
   perfkit info
 """
 from __future__ import annotations
 
-import argparse
-import sys
+import time
+
+_T0 = time.monotonic()  # perfkit record's budget counts from here
+
+import argparse  # noqa: E402
+import sys  # noqa: E402
 
 
 def _run(args) -> int:
@@ -60,6 +66,14 @@ def main(argv: list[str] | None = None) -> int:
         from .workload import cli as workload_cli
 
         return workload_cli.main(argv[1:])
+    if argv and argv[0] == "record":  # perfkit record ... / perfkit record import RUN (perfkit/record/)
+        if argv[1:2] == ["import"]:
+            from .record import importer
+
+            return importer.main(argv[2:])
+        from .record import command
+
+        return command.main(argv[1:], t0=_T0)
     ap = argparse.ArgumentParser(prog="perfkit", description="GPU performance-engineering workbook")
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run notebooks headless through papermill")
@@ -74,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("workload", help="where a network's step spends its time (perfkit workload -h)")
     sub.add_parser("compare", help="two sets of GPU records, pair by pair, with noise (perfkit compare -h)")
     sub.add_parser("static", help="the static store in data/static/: perfkit static refresh")
+    sub.add_parser("record", help="a GPU session as a plan of units; perfkit record import RUN (perfkit record -h)")
     i = sub.add_parser("info", help="backend and device facts")
     i.set_defaults(func=_info)
     args = ap.parse_args(argv)

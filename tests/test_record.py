@@ -1,21 +1,14 @@
-import importlib.util
+"""perfkit record (perfkit/record/, tools/record_gpu.py its shim): the plan, the rung filters, the
+kill, the rehearsal and resume, Nsight Compute's table, the importer."""
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 from perfkit import backend
+from perfkit.record import command, importer, ncu, plan, supervise
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _tool():
-    spec = importlib.util.spec_from_file_location("record_gpu", ROOT / "tools" / "record_gpu.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["record_gpu"] = mod  # its dataclass resolves its annotations through sys.modules
-    spec.loader.exec_module(mod)
-    return mod
 
 
 QUICK_ORDER = ["ceilings", "timer", "ops-gemm-float16", "ops-gemm-float32", "ops-softmax", "ops-layernorm",
@@ -23,8 +16,7 @@ QUICK_ORDER = ["ceilings", "timer", "ops-gemm-float16", "ops-gemm-float32", "ops
 
 
 def _plan(tmp_path, *extra):
-    mod = _tool()
-    assert mod.main(["--out", str(tmp_path), "--list", *extra]) == 0
+    assert command.main(["--out", str(tmp_path), "--list", *extra]) == 0
     return json.loads((tmp_path / "plan.json").read_text())
 
 
@@ -57,11 +49,10 @@ def test_quick_plan_lists_its_units_in_order_with_caps_within_the_budget(tmp_pat
 
 @pytest.mark.skipif(not backend.is_simulator(), reason="which rungs are new for Nsight Compute depends on the GPU's own table; this is a no-GPU machine's plan")
 def test_ncu_targets_put_new_rungs_first_and_skip_unchanged_library_kernels(monkeypatch):
-    mod = _tool()
     from perfkit import history
     from perfkit.kernels import gemm
 
-    tiers = mod.ncu_targets("gemm", gemm, gemm.EXAMPLE_PROBLEM)
+    tiers = plan.ncu_targets("gemm", gemm, gemm.EXAMPLE_PROBLEM)
     new = [v.label for v, _ in tiers["new"]]
     assert "09 index32" in new and "17 tc_epilogue" in new and "01 naive" not in new
     from perfkit.kernels.base import OracleVariant
@@ -69,7 +60,7 @@ def test_ncu_targets_put_new_rungs_first_and_skip_unchanged_library_kernels(monk
     # cuBLAS, torch and Triton are in the last table, and no commit of ours changes them
     assert all(not isinstance(v, OracleVariant) for t in tiers.values() for v, _ in t)
     monkeypatch.setattr(history, "source_changed_since", lambda v, c: None)  # a copy with no git
-    blind = mod.ncu_targets("gemm", gemm, gemm.EXAMPLE_PROBLEM)
+    blind = plan.ncu_targets("gemm", gemm, gemm.EXAMPLE_PROBLEM)
     assert [v.label for v, _ in blind["new"]] == new and not blind["changed"]
     assert "01 naive" in [v.label for v, _ in blind["unknown"]]
     assert all(not isinstance(v, OracleVariant) for v, _ in blind["unknown"])
@@ -79,11 +70,10 @@ def test_ncu_rungs_count_as_profiled_in_any_table_of_the_gpu_with_the_newest_tab
     """A session that profiled a few rungs writes a table of those alone: the rungs of every
     older table are still profiled (not "new" again), and "changed since" is told against the
     commit of the newest table that has the rung."""
-    mod = _tool()
     head = "op,problem,rung,kernel\n"
     (tmp_path / "new.csv").write_text(head + "gemm,m=1,09 index32,k\ngemm,m=1,01 naive,k\n")
     (tmp_path / "old.csv").write_text(head + "gemm,m=1,01 naive,k\ngemm,m=1,02 coalesced,k\n")
-    have = mod.last_ncu_table([(tmp_path / "new.csv", "bbb"), (tmp_path / "old.csv", "aaa"), (tmp_path / "gone.csv", "ccc")])
+    have = plan.last_ncu_table([(tmp_path / "new.csv", "bbb"), (tmp_path / "old.csv", "aaa"), (tmp_path / "gone.csv", "ccc")])
     assert have == {("gemm", "index32"): "bbb", ("gemm", "naive"): "bbb", ("gemm", "coalesced"): "aaa"}
 
 
@@ -91,11 +81,10 @@ def test_a_unit_past_its_limit_is_killed_with_its_children(tmp_path):
     import os
     import sys
 
-    mod = _tool()
     pids = tmp_path / "pids"
     code = ("import subprocess, sys, time; c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
             f"open({str(pids)!r}, 'w').write(str(c.pid)); time.sleep(60)")
-    rc = mod.run_child([sys.executable, "-c", code], dict(os.environ), tmp_path / "log", timeout=3)
+    rc = supervise.run_child([sys.executable, "-c", code], dict(os.environ), tmp_path / "log", timeout=3)
     assert rc is None  # killed at the limit
     grandchild = int(pids.read_text())
     assert not _alive(grandchild)
@@ -163,15 +152,16 @@ def test_quick_plan_rehearsal_runs_kills_records_simulated_and_resumes(tmp_path)
 
 
 @pytest.mark.skipif(not backend.is_simulator(), reason="a rehearsal runs in the simulator (record_gpu refuses --rehearse on a GPU)")
-def test_record_gpu_respects_its_budget_and_checks_its_arguments(tmp_path):
-    mod = _tool()
+def test_record_gpu_respects_its_budget_and_checks_its_arguments(tmp_path, capsys):
+    mod = command
     assert mod.main(["--out", str(tmp_path), "--rehearse", "--parts", "ceilings", "--budget-s", "0.5"]) == 3
     assert "not started" in (tmp_path / "record_gpu.log").read_text()
     assert json.loads((tmp_path / "status.json").read_text())["left"] == ["ceilings"]
     with pytest.raises(SystemExit):
         mod.main(["--out", str(tmp_path), "--parts", "warp-speed", "--list"])
-    with pytest.raises(SystemExit, match="unknown op"):
+    with pytest.raises(SystemExit):
         mod.main(["--out", str(tmp_path), "--parts", "ops", "--ops", "nosuchop", "--list"])
+    assert "unknown op" in capsys.readouterr().err
     if backend.is_simulator():
         with pytest.raises(SystemExit):  # no GPU: only a rehearsal runs here
             mod.main(["--out", str(tmp_path)])
@@ -192,7 +182,7 @@ _RAW = '''==PROF== Connected to process 1234
 def test_ncu_raw_csv_becomes_the_metrics_table():
     """Markers split the kernels into rungs (a rung may have several kernels); units become
     the table's (us, bytes, Hz); the FFMA share is FFMA thread instructions / 32 / warp instructions."""
-    mod = _tool()
+    mod = ncu
     manifest = [{"op": "gemm", "problem": "m=4096", "rung": "01 naive"},
                 {"op": "gemm", "problem": "m=4096", "rung": "00 oracle"}]
     rows = mod.ncu_table(_RAW, manifest)
@@ -215,31 +205,24 @@ def test_ncu_driver_marks_every_rung_it_runs(tmp_path):
 
     from perfkit.kernels import saxpy
 
-    mod = _tool()
+    mod = ncu
     p = saxpy.SIM_SWEEP[0]
-    items = [mod._item("saxpy", saxpy, p, v, True) for v in saxpy.LADDER]
+    items = [plan.item("saxpy", saxpy, p, v, True) for v in saxpy.LADDER]
     manifest = tmp_path / "saxpy.manifest.jsonl"
     assert mod.ncu_driver(items, manifest) == 0
     rows = [_json.loads(l) for l in manifest.read_text().splitlines()]
     assert [r["rung"] for r in rows] == ["00 oracle", "01 naive", "02 grid_stride", "03 unrolled"]
     assert {r["op"] for r in rows} == {"saxpy"} and {r["problem"] for r in rows} == {p.label}
-    driver = mod.NCU_DRIVER.format(out=str(tmp_path), tool="/x/record_gpu.py")
-    compile(driver, "ncu_driver.py", "exec")  # the script record_gpu writes is valid Python
+    driver = mod.NCU_DRIVER.format(out=str(tmp_path), root=str(ncu.package_parent()))
+    compile(driver, "ncu_driver.py", "exec")  # the script perfkit.record writes is valid Python
 
 
 def test_ncu_table_columns_match_the_first_h100_table():
     table = ROOT / "data" / "ncu" / "h100-sxm-2026-11-23.csv"
-    assert table.read_text().splitlines()[0].split(",") == _tool().NCU_TABLE
+    assert table.read_text().splitlines()[0].split(",") == ncu.NCU_TABLE
     meta = json.loads(table.with_suffix(".json").read_text())
     assert meta["commit"] == "7c7b2e0" and "H100" in meta["gpu"] and "not locked" in meta["clocks"]
-    assert _tool().NCU_CLOCK_CONTROL == "none"  # new tables are taken with the clocks as the first
-
-
-def _importer():
-    spec = importlib.util.spec_from_file_location("import_gpu_run", ROOT / "tools" / "import_gpu_run.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    assert ncu.NCU_CLOCK_CONTROL == "none"  # new tables are taken with the clocks as the first
 
 
 def _fake_run(tmp_path, simulated=False):
@@ -262,8 +245,8 @@ def _fake_run(tmp_path, simulated=False):
 
 def test_a_packed_run_imports_into_data_with_provenance_and_again_changes_nothing(tmp_path):
     run, recs = _fake_run(tmp_path)
-    _tool().pack(run, tmp_path / "rec.tgz")
-    imp = _importer()
+    supervise.pack(run, tmp_path / "rec.tgz")
+    imp = importer
     data, docs = tmp_path / "data", tmp_path / "docs"
     args = [str(tmp_path / "rec.tgz"), "--data", str(data), "--docs", str(docs)]
     assert imp.main(args) == 0
@@ -278,7 +261,7 @@ def test_a_packed_run_imports_into_data_with_provenance_and_again_changes_nothin
     assert sorted(p.name for p in docs.iterdir()) == ["2026-11-26-h200-summary.md"]
     # another run the same day keeps the first run's summary and writes its own beside it
     (run / "summary.md").write_text("# record_gpu, a second run\n")
-    _tool().pack(run, tmp_path / "rec2.tgz")
+    supervise.pack(run, tmp_path / "rec2.tgz")
     assert imp.main([str(tmp_path / "rec2.tgz"), "--data", str(data), "--docs", str(docs)]) == 0
     assert (docs / "2026-11-26-h200-summary.md").read_text() == "# record_gpu\n"
     assert (docs / "2026-11-26-h200-2-summary.md").read_text() == "# record_gpu, a second run\n"
@@ -291,7 +274,7 @@ def test_a_packed_run_imports_into_data_with_provenance_and_again_changes_nothin
 
 def test_a_rehearsal_or_simulated_record_is_never_imported(tmp_path, capsys):
     run, _ = _fake_run(tmp_path, simulated=True)
-    imp = _importer()
+    imp = importer
     assert imp.main([str(run), "--data", str(tmp_path / "data"), "--docs", str(tmp_path / "docs")]) == 2
     assert "simulated" in capsys.readouterr().err and not (tmp_path / "data").exists()
     run2, _ = _fake_run(tmp_path / "b")

@@ -1,0 +1,76 @@
+"""Record a GPU session's measurements through perfkit's own recorder, in one command.
+
+A lent GPU comes with 15 minutes of device time in all (the machine's start included) and one
+command of at most 10 minutes, so the GPU work is one command that fits a wall-clock budget,
+runs what matters most first, and can be run again to go on::
+
+    python tools/record_gpu.py --plan quick --out "$OUT" --budget-s 420 --commit <git hash>
+
+(``perfkit record`` is the same command; ``tools/record_gpu.py`` is its shim for a device copy with
+no install; docs/RECORDING.md gives the whole device call).
+
+**Plans.**  ``--plan quick`` (the default) runs these units, in this order, each with its own
+cap (the caps below are at the default 420 s budget and scale with ``--budget-s``):
+
+====================  =====  ==============================================================
+unit                  cap s  what
+====================  =====  ==============================================================
+ceilings                 15  copy bandwidth and FP32 FMA rate, recorded
+timer                    35  ``timing.measure`` against ``triton.testing.do_bench``: the
+                             softmax and saxpy rungs, GEMM's first tensor-core rung (at its
+                             float16 problem), an empty kernel, the hot/cold-L2 copy
+ops-gemm-float16         55  GEMM float16 4096^3: every tensor-core rung, cuBLAS, torch, Triton
+ops-gemm-float32         70  GEMM float32 4096^3: every SIMT rung, cuBLAS, torch, Triton
+ops-<norm>            5x28  softmax, layernorm, rmsnorm, layernorm_bwd at 4096x4096 float32,
+                             batchnorm 32x256x56x56 NCHW: every rung and peer
+ops-conv-*            2x34  the ResNet-50 stage-2 3x3 layer in float32 NCHW and float16 NHWC
+ncu-<op>-<i>          rest  Nsight Compute on the rungs in no table of this GPU
+                             (``data/ncu/``), then on those changed since their table,
+                             three rungs a unit, while the budget lasts
+====================  =====  ==============================================================
+
+``--plan full`` is everything: the test suite on the GPU, the ceilings, the timer over every
+op's example problem, every ladder and its peers over each op's ``GPU_SWEEP`` (one unit a
+problem), Nsight Compute over every rung; its units take what the budget has left.
+``--parts``, ``--ops`` and ``--problems`` (a label substring, a dtype, or an index into the op's
+``GPU_SWEEP``) pick units of the plan and run them in the order given.  ``--list`` prints the
+plan and exits; ``OUT/plan.json`` always has it.
+
+**Units stop when told.**  Each unit runs in its own child process, in its own process group,
+with ``min(its cap, what the budget has left)``; at that limit the whole group is killed (the
+unit, pytest's workers, ``ncu`` and the profiled program, bench's fault-recovery child) and the
+plan goes on.  The budget counts from this process's start.  ``OUT/summary.md`` (and
+``summary.csv``, ``status.json``) says per unit: done, timed out, device fault, failed, skipped
+(and why) or not started, with its seconds.
+
+**Every rung on its own kind of problem.**  The timer and ncu units take each rung's
+``example(problem)``: float16-only rungs are timed and profiled at their float16 twin.  ``ncu``
+runs with ``--clock-control none`` (clocks as in use; the table keeps each row's SM clock).
+
+**Resume.**  A (part, op, problem, rung) already measured for this commit on this GPU (records in
+``data/results/``, ``OUT/results/`` or a ``--resume-from`` folder, the timer's and ncu's CSVs
+there) is skipped, so a second device call that carries the first call's output goes on.
+
+**Rehearsal.**  ``--rehearse`` runs the same plan through the same code (units, caps, the kill,
+resume, records under ``OUT/results/``, the summary) in the CUDA simulator at each op's tiny
+``SIM_SWEEP`` twin of every planned problem, with a first unit that sleeps past its cap (and
+leaves a grandchild behind) to show the kill.  Records are marked ``simulated`` and filed under
+the simulator's own folder; ``perfkit.results.record`` never writes them to ``data/results/``.
+``--max-rungs N`` keeps the first N rungs of each (part, op, problem) (a fast rehearsal).
+
+**Rung filters.**  ``--rungs NAME,...`` keeps only these rungs or peers (by name, or by rung
+number), plus the oracle; ``--best`` keeps the rungs a card calls best (the fastest recorded on
+this GPU at the problem, and the ladder's last rung) plus the oracle and the peers.  The summary
+says where an ops unit's seconds went: inputs, compile+check, timing, recheck+record, peers.
+
+**Across a fleet.**  ``--cluster SPEC --kinds KIND,...`` runs each unit once on each GPU kind as
+a task on a Dask cluster (:mod:`perfkit.cluster`), through the same child runner; the records come
+back to this process and are written under ``OUT/results/`` (see :mod:`perfkit.record.fleet`).
+
+Exit status: 0 when every unit was done or skipped, 3 when one timed out or was not started
+(run again with ``--resume-from`` to go on), 4 on a device fault, 1 when a unit failed.
+"""
+from perfkit.record.command import main, parser
+from perfkit.record.plan import PARTS, PLANS, QUICK_BUDGET_S, PlanError, Unit
+
+__all__ = ["main", "parser", "PARTS", "PLANS", "QUICK_BUDGET_S", "PlanError", "Unit"]

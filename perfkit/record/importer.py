@@ -1,0 +1,139 @@
+"""Bring a device session's output into the repository, unchanged: ``perfkit record import RUN``
+(``tools/import_gpu_run.py RUN``, its shim).
+
+``RUN`` is the ``--out`` folder of ``perfkit record`` or the file its ``--pack`` wrote. Copies
+
+* the records, ``results/<gpu>/<op>/*.json`` -> ``data/results/<gpu>/<op>/`` (a record already
+  there is left alone; one of the same name with other content stops the import);
+* the Nsight Compute table -> ``data/ncu/<gpu key>-<date>.csv``, the timer check ->
+  ``data/timer/<gpu key>-<date>.csv``, each with a provenance ``.json`` beside it written from the
+  records' own provenance (GPU, driver, CUDA, packages, commit, date);
+* ``summary.md`` -> ``docs/device-runs/<date>-<gpu key>-summary.md``.
+
+A rehearsal (simulated records) is refused: nothing simulated ever enters ``data/``.
+Exit status 0 on success, 2 on bad input (nothing written).
+"""
+from __future__ import annotations
+
+import argparse
+import filecmp
+import json
+import shutil
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+from perfkit import paths
+
+
+class ImportRefused(Exception):
+    pass
+
+
+def find_run(path: Path, scratch: Path) -> Path:
+    """The folder holding ``results/`` (and ``summary.md``) inside a folder or a packed file."""
+    if path.is_file():
+        with tarfile.open(path) as tar:
+            tar.extractall(scratch, filter="data")
+        path = scratch
+    hits = sorted(p.parent for p in path.rglob("results") if p.is_dir() and p.parent.joinpath("plan.json").exists())
+    if not hits:
+        hits = sorted(p.parent for p in path.rglob("results") if p.is_dir())
+    if not hits:
+        raise ImportRefused(f"{path}: no results/ folder (is this a record_gpu --out?)")
+    return hits[0]
+
+
+def _records(run: Path) -> list[Path]:
+    return sorted((run / "results").glob("*/*/*.json"))
+
+
+def plan(run: Path, data: Path, docs: Path) -> list[tuple[Path, Path | str]]:
+    """(destination, source file or text) pairs; raises ImportRefused before anything is written."""
+    from perfkit import specs
+
+    if (run / "REHEARSAL.txt").exists():
+        raise ImportRefused(f"{run} is a rehearsal: its records are simulated")
+    recs = _records(run)
+    if not recs:
+        raise ImportRefused(f"{run}/results: no records")
+    first = None
+    todo: list[tuple[Path, Path | str]] = []
+    for f in recs:
+        d = json.loads(f.read_text())
+        prov = d.get("provenance") or {}
+        if d.get("simulated") or prov.get("simulated"):
+            raise ImportRefused(f"{f}: a simulated record")
+        first = first or prov
+        dest = data / "results" / f.relative_to(run / "results")
+        if dest.exists():
+            if not filecmp.cmp(dest, f, shallow=False):
+                raise ImportRefused(f"{dest} exists with other content")
+            continue
+        todo.append((dest, f))
+    gpu = first.get("gpu") or (first.get("device") or {}).get("name")
+    key = specs.get(gpu).key
+    date = str(first.get("utc", ""))[:10]
+    commit = first.get("git_commit")
+    pk = first.get("packages") or {}
+    base = {"gpu": gpu, "gpu_slug": first.get("gpu_slug"), "date": date, "commit": commit,
+            "cuda_driver": first.get("driver_version"), "cuda_runtime": first.get("runtime_version"),
+            "packages": {k: pk[k] for k in sorted(pk)}}
+    source = f"perfkit record output ({run.name}), copied unchanged by perfkit record import"
+    tables = [("ncu_metrics_all_rungs.csv", "ncu",
+               "Nsight Compute (--clock-control none: clocks not locked, column sm_clock_hz), one launch of "
+               "each rung the plan chose at its example problem; one row per kernel launch."),
+              ("measure_vs_do_bench.csv", "timer",
+               "perfkit.timing.measure against triton.testing.do_bench (cold L2) on the same prepared rungs "
+               "at their example problems, an empty kernel, the hot/cold copy. Seconds.")]
+    for name, folder, what in tables:
+        src = run / name
+        if not src.exists():
+            continue
+        dest = data / folder / f"{key}-{date}.csv"
+        if dest.exists() and not filecmp.cmp(dest, src, shallow=False):
+            raise ImportRefused(f"{dest} exists with other content")
+        todo.append((dest, src))
+        todo.append((dest.with_suffix(".json"),
+                     json.dumps({"table": dest.name, **base, "what": what, "source": source}, indent=1) + "\n"))
+    if (run / "summary.md").exists():
+        dest = docs / f"{date}-{key}-summary.md"
+        n = 2  # a second run the same day gets its own file: a summary is a record too
+        while dest.exists() and not filecmp.cmp(dest, run / "summary.md", shallow=False):
+            dest, n = docs / f"{date}-{key}-{n}-summary.md", n + 1
+        todo.append((dest, run / "summary.md"))
+    return todo
+
+
+def main(argv=None, prog: str = "perfkit record import") -> int:
+    ap = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0])
+    ap.add_argument("run", help="record_gpu's --out folder, or the file its --pack wrote")
+    ap.add_argument("--data", default=str(paths.DATA), help="data folder (default the repository's)")
+    ap.add_argument("--docs", default=str(paths.repo_root() / "docs" / "device-runs"), help="where the run's summary goes")
+    ap.add_argument("--dry-run", action="store_true", help="say what would be copied")
+    args = ap.parse_args(argv)
+    src = Path(args.run)
+    if not src.exists():
+        print(f"import_gpu_run: no such file or folder {src}", file=sys.stderr)
+        return 2
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            run = find_run(src, Path(tmp))
+            todo = plan(run, Path(args.data), Path(args.docs))
+        except (ImportRefused, tarfile.TarError) as exc:
+            print(f"import_gpu_run: {exc}; nothing copied", file=sys.stderr)
+            return 2
+        n_rec = 0
+        for dest, what in todo:
+            if args.dry_run:
+                print(f"would write {dest}")
+                continue
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            if isinstance(what, Path):
+                shutil.copyfile(what, dest)
+            else:
+                dest.write_text(what)
+            n_rec += dest.suffix == ".json" and "results" in dest.parts
+        print(f"{'would copy' if args.dry_run else 'copied'} {len(todo)} files ({n_rec} records) from {run}")
+    return 0

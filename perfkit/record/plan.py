@@ -1,0 +1,393 @@
+"""The plan: which units a session runs, in which order, with which caps, and what each measures.
+
+Ops come from :mod:`perfkit.kernels.registry`; a planned item names its op by the registry's
+name (``softmax``), its problem by its fields, its rung or peer by name.  ``rebuild`` turns an
+item back into (module, Problem, Variant) in the unit's child."""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+from pathlib import Path
+
+from perfkit import backend, paths
+from perfkit.kernels import registry
+
+PARTS = ("tests", "ceilings", "timer", "ops", "ncu")
+PLANS = ("quick", "full")
+#: the quick plan's caps in seconds at its default budget (they scale with --budget-s); the ncu
+#: units share what is left of the budget
+QUICK_BUDGET_S = 420.0
+#: (on the H100 at 6bbc424 a norm unit needed 23-25 s for its rungs and peers, a conv unit over
+#: 31 s and GEMM float32 62 s: the caps leave them a margin)
+QUICK_CAPS = {"ceilings": 15, "timer": 35, "gemm-float16": 55, "gemm-float32": 70, "norm": 28, "conv": 34}
+QUICK_NORMS = ("softmax", "layernorm", "rmsnorm", "layernorm_bwd", "batchnorm")
+#: ncu's order of ops: the rungs that never ran on a GPU first
+NCU_ORDER = ("gemm", "conv", "softmax", "layernorm", "rmsnorm", "layernorm_bwd", "batchnorm", "saxpy")
+NCU_CHUNK = 3  # rungs per ncu unit: a unit killed at the budget loses no more than these
+#: the rehearsal's unit that sleeps past this cap, to show the kill
+SLEEP_CAP_S = 3.0
+#: the Nsight Compute table "new" and "changed since" are told against where this GPU has none in
+#: data/ncu/ (the simulator of a rehearsal, a GPU devices.yaml does not list)
+LAST_NCU = paths.DATA / "ncu" / "h100-sxm-2026-11-23.csv"
+
+
+class PlanError(ValueError):
+    """A bad --ops, --rungs or --problems: the message names what is allowed."""
+
+
+# --- what there is to run ------------------------------------------------------------------------
+def ladders(only: list[str] | None = None) -> list[tuple[str, object]]:
+    """(op, module) of every op in the registry, optionally only those named (``softmax``,
+    ``norm.softmax``, or ``norm`` for every norm op), in the order named."""
+    found = [(op, registry.module(op)) for op in registry.OPS]
+    if not only:
+        return found
+
+    def named(o, op):
+        return o in (op, registry.OPS[op], registry.OPS[op].split(".")[0])
+
+    unknown = [o for o in only if not any(named(o, op) for op, _ in found)]
+    if unknown:
+        raise PlanError(f"unknown op(s) {unknown}; there are {list(registry.OPS)}")
+    return list(dict.fromkeys((op, m) for o in only for op, m in found if named(o, op)))
+
+
+def variants_for(mod, problem) -> list:
+    from perfkit.kernels import peers
+
+    return list(mod.LADDER) + peers.peers_for(problem.op)
+
+
+def variant_named(mod, problem, name: str):
+    for v in variants_for(mod, problem):
+        if v.name == name:
+            return v
+    raise LookupError(f"{problem.op}: no rung or peer named {name!r}")
+
+
+def tiny_twin(mod, problem):
+    """The rehearsal's stand-in for ``problem``: the op's SIM_SWEEP problem of the same dtype (and
+    layout, where the op has one), else its first."""
+    sims = list(getattr(mod, "SIM_SWEEP", []))
+    if not sims:
+        raise PlanError(f"{mod.__name__} has no SIM_SWEEP to rehearse with")
+    for same in (("dtype", "layout"), ("dtype",)):
+        for s in sims:
+            if all(getattr(s, k, None) == getattr(problem, k, None) for k in same):
+                return s
+    return sims[0]
+
+
+@dataclasses.dataclass
+class Unit:
+    """One piece of the plan, run in its own process group with its own cap."""
+
+    name: str
+    part: str
+    cap_s: float | None  # None: what the budget has left
+    what: str = ""
+    #: what it measures: {"op": registry op, "problem": Problem fields, "label": problem label,
+    #: "variant": rung or peer name, "rung": its label, "sweep_index": index in GPU_SWEEP,
+    #: "planned": the GPU problem's label (in a rehearsal "problem" is its tiny twin)}
+    items: list = dataclasses.field(default_factory=list)
+    extra: dict = dataclasses.field(default_factory=dict)
+
+    def ops(self) -> list[str]:
+        return list(dict.fromkeys(i["op"] for i in self.items))
+
+
+def item(op, mod, problem, v, tiny: bool) -> dict:
+    """A planned (op, problem, rung); in a rehearsal the problem is its tiny twin."""
+    p = tiny_twin(mod, problem) if tiny else problem
+    sweep = list(getattr(mod, "GPU_SWEEP", []))
+    return {"op": op, "problem": p.params, "label": p.label, "variant": v.name, "rung": v.label,
+            "sweep_index": sweep.index(problem) if problem in sweep else None, "planned": problem.label}
+
+
+def rebuild(it: dict):
+    """(module, Problem, Variant) of a planned item, rebuilt in this process."""
+    mod = registry.module(it["op"])
+    p = mod.Problem(**it["problem"])
+    return mod, p, variant_named(mod, p, it["variant"])
+
+
+class Inputs:
+    """Each problem's seeded inputs, made once and handed out as copies."""
+
+    def __init__(self):
+        self._made: dict = {}
+
+    def __call__(self, p, seed: int = 0) -> dict:
+        key = (p, seed)
+        if key not in self._made:
+            self._made = {key: p.make_inputs(seed)}  # one problem at a time: large inputs go
+        return {k: v.copy() for k, v in self._made[key].items()}
+
+
+def _ops_unit(name, op, mod, problem, variants, cap, tiny, what="") -> Unit:
+    return Unit(name, "ops", cap, what or f"{op} {problem.label}: {len(variants)} rungs and peers",
+                [item(op, mod, problem, v, tiny) for v in variants])
+
+
+# --- Nsight Compute: which rungs are worth a profile ------------------------------------------------
+def ncu_tables_for(gpu: str | None) -> list[tuple[Path, str | None]]:
+    """Every Nsight Compute table in data/ncu/ taken on ``gpu`` (a device name), newest first,
+    with its commit; else LAST_NCU alone (the simulator, a GPU with no table yet)."""
+    from perfkit import model
+
+    try:
+        tables = model.ncu_tables(gpu) if gpu else []
+    except Exception:  # noqa: BLE001  (the simulator, a GPU devices.yaml does not list)
+        tables = []
+    if tables:
+        return tables
+    meta = LAST_NCU.with_suffix(".json")
+    return [(LAST_NCU, json.loads(meta.read_text()).get("commit") if meta.exists() else None)]
+
+
+def last_ncu_table(tables: list | None = None) -> dict:
+    """(op, rung name) -> the commit of the newest table of this GPU that has the rung (by
+    name: a rung renumbered since is the same kernel).  A session that profiled only some
+    rungs wrote a table of those alone, so every table counts, the newest winning."""
+    have: dict = {}
+    for path, commit in tables if tables is not None else ncu_tables_for(backend.device().name):
+        if not Path(path).exists():
+            continue
+        with open(path) as f:
+            for r in csv.DictReader(f):
+                have.setdefault((r["op"], r["rung"].split(" ", 1)[-1]), commit)
+    return have
+
+
+def ncu_targets(op, mod, problem) -> dict[str, list]:
+    """Rungs for Nsight Compute by tier: ``new`` (no rung of that name in any table of this GPU),
+    ``changed`` (its kernel code changed since the commit of the newest table that has it), ``unknown`` (whether it
+    changed no one can tell here: no git, as in a copy on a GPU machine).  Library peers and
+    oracles already in the table are left out: our commits do not change their kernels."""
+    from perfkit import history
+    from perfkit.kernels.base import OracleVariant
+
+    have = last_ncu_table()
+    tiers: dict[str, list] = {"new": [], "changed": [], "unknown": []}
+    for v in variants_for(mod, problem):
+        key = (problem.op, v.label.split(" ", 1)[-1])
+        if key not in have:
+            tiers["new"].append((v, "in no table of this GPU"))
+        elif isinstance(v, OracleVariant):  # the oracle and the torch/Triton peers
+            continue
+        else:
+            commit = have[key]
+            c = history.source_changed_since(v, commit)
+            if c:
+                tiers["changed"].append((v, f"changed since {commit}"))
+            elif c is None:
+                tiers["unknown"].append((v, f"unknown whether changed since {commit} (no git here)"))
+    return tiers
+
+
+def ncu_units(mods, tiny: bool, cap=None) -> list[Unit]:
+    """Nsight Compute units, NCU_CHUNK rungs each: every op's new rungs first, then the changed,
+    then the unknown, each tier in the order of ``mods``."""
+    found = {op: ncu_targets(op, mod, mod.EXAMPLE_PROBLEM) for op, mod in mods}
+    units = []
+    for tier in ("new", "changed", "unknown"):
+        for op, mod in mods:
+            p = mod.EXAMPLE_PROBLEM
+            targets = found[op][tier]
+            for k in range(0, len(targets), NCU_CHUNK):
+                chunk = targets[k:k + NCU_CHUNK]
+                items = [{**item(op, mod, v.example(p), v, tiny), "why": why} for v, why in chunk]
+                units.append(Unit(f"ncu-{op}-{tier}-{k // NCU_CHUNK + 1}", "ncu", cap,
+                                  f"Nsight Compute ({tier}): {', '.join(v.label for v, _ in chunk)}", items))
+    return units
+
+
+# --- the plans ------------------------------------------------------------------------------------------
+def plan_quick(budget_s: float, tiny: bool) -> list[Unit]:
+    """The quick plan (perfkit.record's docstring), its caps scaled to ``budget_s``."""
+    from perfkit.kernels import conv
+
+    s = budget_s / QUICK_BUDGET_S
+    units = [Unit("ceilings", "ceilings", QUICK_CAPS["ceilings"] * s, "copy bandwidth and FP32 FMA rate")]
+    items = []
+    for op in ("softmax", "saxpy"):
+        mod = registry.module(op)
+        p = mod.EXAMPLE_PROBLEM
+        items += [item(op, mod, v.example(p), v, tiny) for v in variants_for(mod, p)]
+    g = registry.module("gemm")
+    p32 = g.EXAMPLE_PROBLEM
+    p16 = g.Problem(p32.m, p32.n, p32.k, "float16")
+    f16_only = [v for v in g.LADDER if not v.oracle and v.example(p32).dtype == "float16"]
+    simt = [v for v in g.LADDER if not v.oracle and v.example(p32).dtype == "float32"]
+    oracle = [v for v in g.LADDER if v.oracle]
+    items.append(item("gemm", g, f16_only[0].example(p32), f16_only[0], tiny))
+    units.append(Unit("timer", "timer", QUICK_CAPS["timer"] * s,
+                      "measure() against do_bench: softmax, saxpy, the first tensor-core rung, an empty "
+                      "kernel, the hot/cold copy", items, {"empty": True, "copy": True}))
+    peers = variants_for(g, p32)[len(g.LADDER):]
+    units.append(_ops_unit("ops-gemm-float16", "gemm", g, p16, oracle + f16_only + peers,
+                           QUICK_CAPS["gemm-float16"] * s, tiny))
+    units.append(_ops_unit("ops-gemm-float32", "gemm", g, p32, oracle + simt + peers,
+                           QUICK_CAPS["gemm-float32"] * s, tiny))
+    for op in QUICK_NORMS:
+        mod = registry.module(op)
+        p = mod.EXAMPLE_PROBLEM
+        units.append(_ops_unit(f"ops-{op}", op, mod, p, variants_for(mod, p), QUICK_CAPS["norm"] * s, tiny))
+    c32 = conv.EXAMPLE_PROBLEM
+    c16 = conv.to_layout(c32, "NHWC", "float16")
+    for tag, p in (("float32-nchw", c32), ("float16-nhwc", c16)):
+        units.append(_ops_unit(f"ops-conv-{tag}", "conv", conv, p, variants_for(conv, p), QUICK_CAPS["conv"] * s, tiny))
+    units += ncu_units(ladders(list(NCU_ORDER)), tiny, None)
+    return units
+
+
+def plan_full(tiny: bool) -> list[Unit]:
+    """Everything: the suite, the ceilings, the timer on every op, every GPU_SWEEP problem, ncu."""
+    mods = ladders()
+    units = [Unit("tests", "tests", None, "the test suite on the GPU"),
+             Unit("ceilings", "ceilings", None, "copy bandwidth and FP32 FMA rate")]
+    items = []
+    for op, mod in mods:
+        p = mod.EXAMPLE_PROBLEM
+        items += [item(op, mod, v.example(p), v, tiny) for v in variants_for(mod, p)]
+    units.append(Unit("timer", "timer", None, "measure() against do_bench on every op's example problem",
+                      items, {"empty": True, "copy": True}))
+    for op, mod in mods:
+        for i, p in enumerate(list(getattr(mod, "GPU_SWEEP", [])) or [mod.EXAMPLE_PROBLEM]):
+            units.append(_ops_unit(f"ops-{op}-{i}", op, mod, p, variants_for(mod, p), None, tiny))
+    units += ncu_units(mods, tiny, None)
+    return units
+
+
+def make(plan: str, budget_s: float, tiny: bool) -> list[Unit]:
+    return plan_quick(budget_s, tiny) if plan == "quick" else plan_full(tiny)
+
+
+# --- picking units and rungs --------------------------------------------------------------------------
+def problem_matches(it: dict, spec: str) -> bool:
+    """``--problems`` spec: an index into the op's GPU_SWEEP, a dtype, or a label substring."""
+    if spec.isdigit():
+        return it.get("sweep_index") == int(spec)
+    if spec in ("float16", "float32", "float64", "bfloat16"):
+        return it["problem"].get("dtype") == spec
+    return spec in it["planned"] or spec in it["label"]
+
+
+def is_peer(it: dict) -> bool:
+    return it["rung"].startswith("peer")
+
+
+def is_oracle(it: dict) -> bool:
+    return it["rung"].split(" ", 1)[0] == "00"
+
+
+def rung_matches(it: dict, spec: str) -> bool:
+    """``--rungs`` spec: a rung's or peer's name (``tuned``, ``triton``) or a rung number (``6``, ``06``)."""
+    if spec.isdigit():
+        head = it["rung"].split(" ", 1)[0]
+        return head.isdigit() and int(head) == int(spec)
+    return it["variant"] == spec
+
+
+def check_rungs(units: list[Unit], rungs: list[str]) -> None:
+    """Every ``--rungs`` spec names something in the plan (a typo must not measure only the oracle)."""
+    items = [i for u in units for i in u.items]
+    unknown = [sp for sp in rungs if not any(rung_matches(i, sp) for i in items)]
+    if unknown:
+        names = sorted({i["variant"] for i in items})
+        raise PlanError(f"--rungs: no rung or peer {unknown} in the plan; there are {names}")
+
+
+def best_rungs(gpu: str | None, results_root=None) -> dict[tuple[str, str], set[str]]:
+    """(op, problem label) -> the rung names a card calls best there: the fastest recorded rung
+    on ``gpu`` at that problem (each rung's newest record; ``lesson``'s "fastest rung"), and every
+    ladder's last rung (the newest, which no record may have yet).  Keyed ``(op, "")`` for the
+    last rung, which holds at every problem."""
+    from perfkit import results
+
+    best: dict[tuple[str, str], set[str]] = {}
+    for op, mod in ladders():
+        best[(op, "")] = {mod.LADDER[-1].name}
+    if not gpu:
+        return best
+    try:
+        df = results.load(gpu=gpu, root=results_root)  # each rung's newest record: its code today
+    except Exception:  # noqa: BLE001  (no records of this GPU: the last rungs alone)
+        return best
+    if df.empty or "median_s" not in df:
+        return best
+    rungs = df[~df["variant"].isin(["oracle"]) & df["median_s"].notna()]
+    for (op, problem), g in rungs.groupby(["op", "problem"]):
+        if op in registry.OPS:
+            ladder_names = {v.name for v in registry.module(op).LADDER}
+            g = g[g["variant"].isin(ladder_names)]
+            if not g.empty:
+                best.setdefault((op, problem), set()).add(str(g.loc[g["median_s"].idxmin(), "variant"]))
+    return best
+
+
+def keep_best(it: dict, best: dict) -> bool:
+    if is_oracle(it) or is_peer(it):
+        return True
+    names = best.get((it["op"], ""), set()) | best.get((it["op"], it["planned"]), set())
+    return it["variant"] in names
+
+
+def select(units: list[Unit], parts=None, ops=None, problems=None, max_rungs: int | None = None,
+           rungs: list[str] | None = None, best: dict | None = None) -> list[Unit]:
+    """The units of a plan that ``--parts``/``--ops``/``--problems`` pick, in the order given
+    (parts first, then ops, then problems); items cut to ``rungs`` (by name or number, plus the
+    oracle) or to the ``best`` ones (:func:`best_rungs`, plus the oracle and peers), then to the
+    first ``max_rungs`` of each (part, op, problem)."""
+    ops_full = [op for op, _ in ladders(ops)] if ops else None
+    picking = ops_full is not None or bool(problems)
+    filtering = bool(rungs) or best is not None
+    keyed, taken = [], {}
+    for n, u in enumerate(units):
+        if parts and u.part not in parts:
+            continue
+        items = u.items
+        if ops_full is not None:
+            items = [i for i in items if i["op"] in ops_full]
+        if problems:
+            items = [i for i in items if any(problem_matches(i, sp) for sp in problems)]
+        if rungs:
+            items = [i for i in items if is_oracle(i) or any(rung_matches(i, sp) for sp in rungs)]
+            items = items if any(not is_oracle(i) for i in items) else []  # never the oracle alone
+        if best is not None:
+            items = [i for i in items if keep_best(i, best)]
+        if (picking or filtering) and u.items and not items:
+            continue
+        if picking and not u.items and u.part not in ("tests", "ceilings"):
+            continue
+        extra = u.extra if not picking else {}
+        if max_rungs:  # per (part, op, problem): ncu's later chunks of the same problem go
+            kept = []
+            for i in items:
+                key = (u.part, i["op"], i["planned"])
+                taken[key] = taken.get(key, 0) + 1
+                if taken[key] <= max_rungs:
+                    kept.append(i)
+            if u.items and not kept:
+                continue
+            items = kept
+        key = (parts.index(u.part) if parts else 0,
+               min((ops_full.index(i["op"]) for i in items), default=0) if ops_full else 0,
+               min((k for k, sp in enumerate(problems) for i in items if problem_matches(i, sp)), default=0)
+               if problems else 0, n)
+        keyed.append((key, dataclasses.replace(u, items=items, extra=extra)))
+    return [u for _, u in sorted(keyed, key=lambda t: t[0])]
+
+
+def table(units: list[Unit], budget_s: float) -> str:
+    fixed = sum(u.cap_s for u in units if u.cap_s is not None)
+    lines = [f"{'#':>2}  {'unit':24s} {'cap s':>7}  what"]
+    for k, u in enumerate(units, 1):
+        cap = f"{u.cap_s:7.1f}" if u.cap_s is not None else "   rest"
+        lines.append(f"{k:2d}  {u.name:24s} {cap}  {u.what}")
+        for i in u.items:
+            if u.part in ("timer", "ncu"):
+                lines.append(f"{'':37s}- {i['op']} {i['rung']} @ {i['label']}")
+    lines.append(f"caps {fixed:.0f} s of a {budget_s:.0f} s budget; 'rest': what the budget has left")
+    return "\n".join(lines)

@@ -1,0 +1,214 @@
+"""The parent: each unit in its own child process and process group, within its cap and the budget.
+
+At a unit's limit the whole group is killed (the unit, pytest's workers, ``ncu`` and the profiled
+program, bench's fault-recovery child) and the plan goes on; after a normal exit the group is
+killed too, so nothing a unit started outlives it."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from perfkit import backend
+from perfkit.record import ncu, resume, units
+from perfkit.record.ncu import EXIT_FAULT, package_parent
+from perfkit.record.plan import Unit
+
+#: seconds a unit needs at least to be worth starting
+MIN_UNIT_S = 5.0
+#: the summary's columns (summary.csv; status.json has the rows)
+SUMMARY_COLUMNS = ["unit", "part", "status", "seconds", "cap_s", "stages", "note", "commit", "gpu"]
+
+
+class Budget:
+    """Seconds of wall clock from ``t0`` (the process's start, before its imports)."""
+
+    def __init__(self, seconds: float, t0: float | None = None):
+        self.t0, self.seconds = time.monotonic() if t0 is None else t0, float(seconds)
+
+    def used(self) -> float:
+        return time.monotonic() - self.t0
+
+    def left(self) -> float:
+        return self.seconds - self.used()
+
+
+def kill_group(pgid: int, grace_s: float = 2.0) -> None:
+    """SIGTERM to every process of the group, SIGKILL to what is left after ``grace_s``."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        if sig == signal.SIGTERM:
+            t = time.monotonic()
+            while time.monotonic() - t < grace_s:
+                try:
+                    os.killpg(pgid, 0)
+                except (ProcessLookupError, PermissionError):
+                    return
+                time.sleep(0.05)
+
+
+def run_child(cmd: list[str], env: dict, log_path: Path, timeout: float, on_start=None) -> int | None:
+    """Run ``cmd`` in a new session (its own process group); at ``timeout`` kill the group.
+    Returns the exit code, or None when it was killed at the limit.  The group is killed after
+    a normal exit too: nothing the unit started outlives it.  ``on_start(pid)`` is told the
+    group's id as soon as it exists (a cluster worker notes it, so that a retry after the
+    worker's death can kill what is left of it)."""
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with open(log_path, "a") as f:
+        f.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(cmd)}\n")
+        f.flush()
+        proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=package_parent(),
+                                start_new_session=True)
+        if on_start is not None:
+            on_start(proc.pid)
+        try:
+            rc = proc.wait(timeout=max(timeout, 0.1))
+        except subprocess.TimeoutExpired:
+            rc = None
+        finally:
+            kill_group(proc.pid)
+            proc.wait()
+    return rc
+
+
+def unit_env(commit: str | None, extra: dict | None = None) -> dict:
+    """The child's environment: this process's backend, this perfkit first on its path."""
+    env = {**os.environ, "PERFKIT_BACKEND": backend.name(), **(extra or {})}
+    env.pop("NUMBA_ENABLE_CUDASIM", None)
+    env["PYTHONPATH"] = os.pathsep.join([str(package_parent())] + [p for p in [os.environ.get("PYTHONPATH")] if p])
+    if commit:
+        env["PERFKIT_GIT_COMMIT"] = commit
+    return env
+
+
+def write_spec(out: Path, unit: Unit, todo: list, tiny: bool, commit, gpu, resume_dirs) -> Path:
+    spec = out / "units" / f"{unit.name}.json"
+    spec.parent.mkdir(parents=True, exist_ok=True)
+    spec.write_text(json.dumps({**dataclasses.asdict(unit), "items": todo, "tiny": tiny,
+                                "commit": commit, "gpu": gpu, "resume": resume_dirs}, indent=1, default=str))
+    return spec
+
+
+def run_spec(out: Path, spec: Path, limit: float, env: dict, on_start=None) -> tuple[int | None, float, Path]:
+    """One unit's child (``python -m perfkit.record --out OUT --unit SPEC``): (exit code or None
+    when killed at ``limit``, seconds, its log)."""
+    name = spec.stem
+    cmd = [sys.executable, "-m", "perfkit.record", "--out", str(out), "--unit", str(spec)]
+    t0 = time.monotonic()
+    ulog = out / "logs" / f"{name}.log"
+    rc = run_child(cmd, env, ulog, limit, on_start)
+    return rc, time.monotonic() - t0, ulog
+
+
+def stages_note(out: Path, name: str) -> str:
+    """Where an ops unit's seconds went (units.stages), as the summary says it."""
+    f = out / "stages" / f"{name}.json"
+    if not f.exists():
+        return ""
+    spent = json.loads(f.read_text())
+    return ", ".join(f"{k} {v:.1f}" for k, v in spent.items())
+
+
+def status_of(rc: int | None, ulog: Path) -> tuple[str, str]:
+    tail = (ulog.read_text(errors="replace").strip().splitlines() or [""])[-1][:200] if ulog.exists() else ""
+    if rc is None:
+        return "timed out", ""
+    if rc == 0:
+        return "done", ""
+    if rc == EXIT_FAULT:
+        return "device fault", f"{tail} (rest of the unit ran in fresh processes; see {ulog})"
+    return "failed", f"exit {rc}: {tail} (see {ulog})"
+
+
+def skip_reason(args, unit: Unit, done: dict) -> tuple[str, list] | tuple[None, list]:
+    """(why the unit is skipped, or None; the items it still has to measure)."""
+    if unit.part == "tests" and args.tiny:
+        return "the suite runs on a GPU here (make test runs it in the simulator)", []
+    if unit.part == "ncu" and not args.tiny and not shutil.which("ncu"):
+        return "no ncu on PATH", []
+    if unit.part == "tests" and unit.name in done["units"] and not args.force:  # no records to go by
+        return "done for this commit (resume)", []
+    if unit.part == "ceilings" and {"copy", "fma"} <= {k[2] for k in done["ceilings"]} and not args.force:
+        return "both ceilings measured for this commit (resume)", []
+    todo = resume.remaining(unit, done) if unit.items and not args.force else unit.items
+    if unit.items and not todo and not unit.extra:
+        return f"all {len(unit.items)} measured for this commit (resume)", []
+    return None, todo
+
+
+def run_unit(args, unit: Unit, budget: Budget, done: dict) -> dict:
+    """Run one unit; its summary row."""
+    out = Path(args.out)
+    row = {"unit": unit.name, "part": unit.part, "cap_s": unit.cap_s, "seconds": 0.0, "status": "", "note": "",
+           "stages": ""}
+    why, todo = skip_reason(args, unit, done)
+    if why:
+        return {**row, "status": "skipped", "note": why}
+    left = budget.left()
+    limit = left if unit.cap_s is None else min(unit.cap_s, left)
+    if left < min(MIN_UNIT_S, unit.cap_s or MIN_UNIT_S) or limit < 1.0:
+        return {**row, "status": "not started", "note": f"{left:.0f} s of the budget left"}
+    spec = write_spec(out, unit, todo, args.tiny, args.commit_id, args.gpu, args.resume_dirs)
+    rc, dt, ulog = run_spec(out, spec, limit, unit_env(args.commit))
+    status, note = status_of(rc, ulog)
+    skipped = len(unit.items) - len(todo)
+    counts = f"{len(todo)} to measure, {skipped} measured before" if unit.items else ""
+    if rc is None:
+        why = "its cap" if unit.cap_s is not None and unit.cap_s <= left else "the budget"
+        note = f"killed with its children at {why} ({limit:.0f} s); what it recorded is kept. {counts}"
+    elif rc == 0:
+        note = counts
+    return {**row, "seconds": round(dt, 1), "status": status, "note": note, "stages": stages_note(out, unit.name)}
+
+
+def summary_table(rows: list[dict]) -> str:
+    lines = ["| unit | part | status | s | cap s | where the seconds went | note |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        cap = "rest" if r["cap_s"] is None else f"{r['cap_s']:.0f}"
+        lines.append(f"| {r['unit']} | {r['part']} | {r['status']} | {r['seconds']:.1f} | {cap} | "
+                     f"{r.get('stages') or ''} | {r['note']} |")
+    return "\n".join(lines)
+
+
+def pack(out: Path, dest: Path) -> None:
+    """``out`` as one gzipped tar (its top folder named ``record_gpu``), written to ``dest``."""
+    import tarfile
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(dest, "w:gz") as tar:
+        tar.add(out, arcname="record_gpu")
+    print(f"packed {out} into {dest} ({dest.stat().st_size / 1e6:.1f} MB)", flush=True)
+
+
+def finish(args, rows: list[dict], budget: Budget, log, expected=()) -> int:
+    """Merged tables, ``summary.md`` and ``status.json``; the exit status (3: some left, 4: a
+    device fault, 1: a failure, else 0)."""
+    out = Path(args.out)
+    if (out / "ncu").exists():
+        ncu.merge_ncu(out, log)
+    units.merge_sweeps(out, log)
+    text = summary_table(rows)
+    (out / "summary.md").write_text(f"# record_gpu --plan {args.plan} ({args.gpu}, commit {args.commit_id}, "
+                                    f"{budget.used():.0f} s of {args.budget_s:.0f})\n\n{text}\n")
+    left = [r["unit"] for r in rows if r["status"] in ("timed out", "not started") and r["unit"] not in expected]
+    failed = [r["unit"] for r in rows if r["status"] == "failed"]
+    faults = [r["unit"] for r in rows if r["status"] == "device fault"]
+    (out / "status.json").write_text(json.dumps({"rows": rows, "left": left, "failed": failed, "faults": faults,
+                                                 "budget_s": args.budget_s, "used_s": budget.used(),
+                                                 "commit": args.commit_id, "gpu": args.gpu}, indent=1))
+    log(text)
+    log(f"used {budget.used():.0f} s of {args.budget_s:.0f}: {sum(r['status'] == 'done' for r in rows)} done, "
+        f"{sum(r['status'] == 'skipped' for r in rows)} skipped, {len(left)} left {left}, {len(faults)} device "
+        f"fault {faults}, {len(failed)} failed {failed}")
+    if args.pack:
+        pack(out, Path(args.pack))
+    return 3 if left else (EXIT_FAULT if faults else (1 if failed else 0))

@@ -1,0 +1,229 @@
+"""The units, each run in its own child process (``python -m perfkit.record --out OUT --unit SPEC``):
+the rehearsal's sleeper, the test suite, the ceilings, the timer against do_bench, an ops sweep,
+Nsight Compute (:mod:`perfkit.record.ncu`)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from numba import cuda  # module level: the simulator swaps only a kernel's globals
+
+from perfkit import backend
+from perfkit.record import ncu, resume
+from perfkit.record.ncu import EXIT_FAULT, package_parent
+from perfkit.record.plan import Inputs, rebuild, variant_named
+from perfkit.record.resume import append_rows, record_root
+
+#: measure() settings of a rehearsal's sweeps: one timed sample (a simulated time means nothing)
+REHEARSAL_TIMER = dict(warmup_s=0.0, min_samples=1, max_samples=1, min_time_s=0.0, max_time_s=0.0)
+
+
+@cuda.jit
+def empty_kernel(a, b, c, d):
+    pass
+
+
+def unit_main(spec_path: str, out: str) -> int:
+    """The child's entry: run the unit ``spec_path`` describes, writing under ``out``."""
+    spec = json.loads(Path(spec_path).read_text())
+    out = Path(out)
+    part, items, tiny = spec["part"], spec["items"], spec["tiny"]
+    print(f"unit {spec['name']} ({part}, {len(items)} items): {backend.describe()}", flush=True)
+    if part == "rehearsal":
+        return unit_sleep(out, spec["extra"]["sleep"])
+    if part == "tests":
+        return unit_tests(out)
+    if part == "ceilings":
+        return unit_ceilings(out, spec, tiny)
+    if part == "timer":
+        return unit_timer(out, spec, tiny)
+    if part == "ops":
+        return unit_ops(out, spec, tiny)
+    if part == "ncu":
+        return ncu.unit_ncu(out, spec, tiny)
+    if part == "ncu-driver":  # under ncu: one launch of every rung, a marker kernel before each
+        return ncu.ncu_driver(items, Path(spec["manifest"]))
+    print(f"unknown unit part {part}", file=sys.stderr)
+    return 2
+
+
+def unit_sleep(out: Path, seconds: float) -> int:
+    """The rehearsal's proof of the kill: a grandchild and this process both sleep past the cap."""
+    child = subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({seconds})"])
+    (out / "rehearsal-kill.pids").write_text(f"{os.getpid()} {child.pid}\n")
+    print(f"sleeping {seconds} s with grandchild {child.pid}", flush=True)
+    time.sleep(seconds)
+    return 0
+
+
+def unit_tests(out: Path) -> int:
+    import importlib.util
+
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfEs",
+           f"--junitxml={out / 'pytest_gpu.xml'}", "tests"]
+    if importlib.util.find_spec("xdist"):
+        cmd[3:3] = ["-n", "auto"]
+    env = {**os.environ, "PERFKIT_BACKEND": "gpu"}
+    with open(out / "pytest_gpu.log", "w") as f:
+        r = subprocess.run(cmd, cwd=package_parent(), stdout=f, stderr=subprocess.STDOUT, env=env)
+    last = (out / "pytest_gpu.log").read_text(errors="replace").strip().splitlines()[-1:]
+    print(f"pytest exit {r.returncode}: {last[0] if last else ''}")
+    return 0  # the log says how it went; a red suite is a result, not a tool failure
+
+
+def _done_here(out: Path, spec: dict, part: str) -> set:
+    return resume.measured(out, [Path(d) for d in spec.get("resume", [])], spec["gpu"], spec["commit"])[part]
+
+
+def unit_ceilings(out: Path, spec: dict, tiny: bool) -> int:
+    from perfkit import roofline
+
+    done = _done_here(out, spec, "ceilings")
+    rows = []
+    for variant, fn in (("copy", roofline.copy_bandwidth), ("fma", roofline.fp32_rate)):
+        if any(k[0] == "roofline" and k[2] == variant for k in done):
+            print(f"{variant}: recorded for this commit already")
+            continue
+        size = (64 << 10 if variant == "copy" else 2) if tiny else None
+        r = fn(size, record=True, results_root=record_root(out))
+        value, unit = ((r["bytes_per_s"] / 1e9, "GB/s") if variant == "copy" else (r["flops_per_s"] / 1e12, "TFLOP/s"))
+        m = r["measurement"]
+        rows.append({"ceiling": variant, "value": value, "unit": unit, "median_s": m.median_s, "n": m.n,
+                     "spin_s": m.extra.get("spin_s"), "below_recorded": json.dumps(r["below_recorded"]),
+                     "path": r["path"], "simulated": m.simulated, "commit": spec["commit"], "gpu": spec["gpu"]})
+        print(f"{variant}: {value:.2f} {unit}  {m}  -> {r['path']}", flush=True)
+    append_rows(out / "ceilings.csv", rows)
+    return 0
+
+
+def unit_timer(out: Path, spec: dict, tiny: bool) -> int:
+    """measure() against do_bench on each planned rung at its own example problem, plus the
+    empty kernel and the hot/cold copy; a row at a time into OUT/measure_vs_do_bench.csv."""
+    import numpy as np
+
+    from perfkit import bench, timing
+
+    try:
+        from triton.testing import do_bench
+    except Exception as exc:
+        do_bench = None
+        print(f"triton not available ({exc.__class__.__name__}); measure() alone")
+    done = _done_here(out, spec, "timer")
+    inputs = Inputs()
+    fault = False
+
+    def compare(op, problem, variant, label, fn, sync, l2="cold"):
+        nonlocal fault
+        if (op, problem, variant) in done:
+            print(f"  {op} {label}: measured for this commit already")
+            return
+        try:
+            m = timing.measure(fn, sync=sync, l2=l2)
+            db = do_bench(fn, warmup=25, rep=100, return_mode="median") / 1e3 if do_bench and not tiny else float("nan")
+            row = {"op": op, "problem": problem, "variant": variant, "label": label, "l2": l2,
+                   "measure_s": m.median_s, "n": m.n, "do_bench_s": db,
+                   "ratio": m.median_s / db if db == db else float("nan"), "spin_s": m.extra.get("spin_s"),
+                   "host_enqueue_median_s": float(np.median(m.extra["host_enqueue_s"]))
+                   if m.extra.get("host_enqueue_s") else None, "simulated": m.simulated,
+                   "commit": spec["commit"], "gpu": spec["gpu"]}
+            append_rows(out / "measure_vs_do_bench.csv", [row])  # row by row: a kill keeps them
+            print(f"  {op:10s} {label:22s} measure {m.median_s * 1e6:10.2f} us  do_bench {db * 1e6:10.2f} us",
+                  flush=True)
+        except Exception as exc:  # one rung failing must not stop the comparison
+            print(f"  {op} {label}: {exc.__class__.__name__}: {exc}", flush=True)
+            if bench.is_device_fault(exc):
+                fault = True
+                raise
+
+    for item in spec["items"]:
+        try:
+            mod, p, v = rebuild(item)
+            v.supports(p)
+            prep = v.prepare(p, inputs(p))
+        except Exception as exc:
+            print(f"  {item['op']} {item['rung']} @ {item['label']}: not run ({exc.__class__.__name__}: {exc})")
+            if bench.is_device_fault(exc):
+                return EXIT_FAULT
+            continue
+        try:
+            compare(p.op, p.label, v.name, v.label, prep, prep.synchronize)
+        except Exception:
+            return EXIT_FAULT
+    if spec["extra"].get("empty"):
+        import warnings
+
+        from perfkit import roofline
+
+        bufs = [cuda.device_array(32, np.float32) for _ in range(4)]
+        with warnings.catch_warnings():  # one block on purpose
+            warnings.simplefilter("ignore")
+            empty = empty_kernel[1, 32]
+        try:
+            compare("timer", "empty kernel, 4 array args", "empty", "empty", lambda: empty(*bufs), cuda.synchronize, "hot")
+            l2 = backend.device().l2_bytes or (1 << 20)
+            n = 4096 if tiny else max(1024, l2 // 4 // 4)  # src + dst = half the L2
+            src, dst = cuda.to_device(np.ones(n, np.float32)), cuda.device_array(n, np.float32)
+            cp = roofline.copy_launcher(dst, src)
+            for l2mode in ("hot", "cold"):
+                compare("timer", f"copy n={n} (fits L2) l2={l2mode}", "copy16", f"copy16 {l2mode}", cp,
+                        cuda.synchronize, l2mode)
+        except Exception:
+            return EXIT_FAULT
+    print(f"timer: rows in {out / 'measure_vs_do_bench.csv'}")
+    return 0
+
+
+def unit_ops(out: Path, spec: dict, tiny: bool) -> int:
+    """Sweep one problem over the planned rungs not yet measured for this commit."""
+    from perfkit import bench
+
+    items = spec["items"]
+    if not items:
+        print("nothing to sweep")
+        return 0
+    mod, p, _ = rebuild(items[0])
+    todo = [variant_named(mod, p, i["variant"]) for i in items]
+    print(f"{items[0]['op']} {p.label}: {len(todo)} rungs and peers to sweep", flush=True)
+    table = bench.sweep([p], todo, progress=False, record=True, results_root=record_root(out),
+                        timer=REHEARSAL_TIMER if tiny else None)
+    table = table.drop(columns=["config", "traceback"], errors="ignore")
+    table["commit"], table["gpu"] = spec["commit"], spec["gpu"]
+    (out / "sweeps").mkdir(parents=True, exist_ok=True)
+    table.to_csv(out / "sweeps" / f"sweep_{spec['name'].removeprefix('ops-')}.csv", index=False)
+    for r in table.itertuples():
+        rate = f"{r.tflops:8.2f} TFLOP/s {r.gbps:8.1f} GB/s" if r.tflops == r.tflops else "(simulated)"
+        print(f"  {r.problem:40.40s} {r.label:22s} {r.status:14s} {rate} {r.error or ''}")
+    (out / "stages").mkdir(parents=True, exist_ok=True)
+    (out / "stages" / f"{spec['name']}.json").write_text(json.dumps(stages(table)))
+    return EXIT_FAULT if (table["status"] == bench.FAULT_STATUS).any() else 0
+
+
+#: a unit's seconds by stage (bench.sweep's columns), for the summary
+STAGES = {"inputs": "inputs_s", "compile+check": "check_s", "timing": "time_s", "recheck+record": "record_s"}
+
+
+def stages(table) -> dict:
+    """Seconds of a sweep by stage over the ladder's rungs, and the peers' (library) seconds apart."""
+    cols = [c for c in STAGES.values() if c in table]
+    peer = table["label"].astype(str).str.startswith("peer")
+    spent = {name: round(float(table.loc[~peer, c].fillna(0).sum()), 2) for name, c in STAGES.items() if c in cols}
+    spent["peers"] = round(float(table.loc[peer, cols].fillna(0).to_numpy().sum()), 2) if cols else 0.0
+    return spent
+
+
+def merge_sweeps(out: Path, log) -> None:
+    import pandas as pd
+
+    parts = sorted((out / "sweeps").glob("sweep_*.csv")) if (out / "sweeps").exists() else []
+    by_op: dict[str, list] = {}
+    for f in parts:
+        df = pd.read_csv(f)
+        if not df.empty:
+            by_op.setdefault(str(df["op"].iloc[0]), []).append(df)
+    for op, frames in by_op.items():
+        pd.concat(frames, ignore_index=True).to_csv(out / f"sweep_{op}.csv", index=False)
+        log(f"[ops] {out / f'sweep_{op}.csv'}: {sum(len(x) for x in frames)} rows")

@@ -130,6 +130,7 @@ def test_quick_plan_rehearsal_runs_kills_records_simulated_and_resumes(tmp_path)
     assert all(rows[n]["status"] == "done" for n in QUICK_ORDER), {n: rows[n] for n in QUICK_ORDER}
     assert any(n.startswith("ncu-") and rows[n]["status"] == "done" for n in names)
     assert "| rehearsal-kill | rehearsal | timed out |" in (out / "summary.md").read_text()
+    assert "compile+check" in rows["ops-conv-float32-nchw"]["stages"]  # where an ops unit's seconds went
     # records: under OUT, the simulator's folder, every one simulated; data/results untouched
     recs = sorted((out / "results").glob("*/*/*.json"))
     assert recs and {p.parent.parent.name for p in recs} == {"numba-cuda-simulator"}
@@ -281,3 +282,75 @@ def test_a_rehearsal_or_simulated_record_is_never_imported(tmp_path, capsys):
     (run2 / "REHEARSAL.txt").write_text("sim")
     assert imp.main([str(run2), "--data", str(tmp_path / "data")]) == 2
     assert imp.main([str(tmp_path / "nowhere")]) == 2
+
+
+def _items(plan_json, unit):
+    return [i["rung"] for u in plan_json["units"] if u["name"] == unit for i in u["items"]]
+
+
+def test_rungs_filter_keeps_the_named_rungs_by_name_or_number_with_the_oracle(tmp_path, capsys):
+    """``--rungs`` (issue 44): only the named rungs and peers, by name or number, plus the oracle;
+    a unit with none of them goes (never the oracle alone); a name in no unit is an error."""
+    from perfkit.cli import main as perfkit_main
+    from perfkit.kernels import registry
+
+    softmax = registry.ladder("softmax")
+    tuned = next(v for v in softmax if v.name == "tuned")
+    assert perfkit_main(["record", "--out", str(tmp_path), "--list", "--parts", "ops",
+                         "--rungs", f"{tuned.rung},triton"]) == 0
+    by_number = json.loads((tmp_path / "plan.json").read_text())
+    assert _items(by_number, "ops-softmax") == ["00 oracle", tuned.label, "peer triton"]
+    assert perfkit_main(["record", "--out", str(tmp_path), "--list", "--parts", "ops", "--rungs", "tuned"]) == 0
+    by_name = json.loads((tmp_path / "plan.json").read_text())
+    assert _items(by_name, "ops-softmax") == ["00 oracle", tuned.label]
+    for u in by_name["units"]:  # every kept unit has a tuned rung; none is left with the oracle alone
+        assert any(i["variant"] == "tuned" for i in u["items"]), u["name"]
+    assert "ops-gemm-float32" not in {u["name"] for u in by_name["units"]}  # gemm has no "tuned"
+    with pytest.raises(SystemExit):
+        command.main(["--out", str(tmp_path), "--list", "--rungs", "no_such_rung"])
+    assert "no_such_rung" in capsys.readouterr().err
+
+
+def test_best_keeps_the_fastest_recorded_rung_the_last_rung_the_oracle_and_peers(tmp_path):
+    """``--best``: per problem, the rung whose newest record on this GPU is fastest, plus the
+    ladder's last rung (no record yet), the oracle and the peers."""
+    from perfkit.kernels import registry
+
+    mod = registry.module("softmax")
+    p = mod.EXAMPLE_PROBLEM
+    ladder = list(mod.LADDER)
+    fast, slow = ladder[2], ladder[3]
+    folder = tmp_path / "fake-gpu" / "softmax"
+    folder.mkdir(parents=True)
+    # the slow rung's newest record is slower than the fast one's; its older record was faster
+    for k, (v, t, utc) in enumerate([(fast, 2e-3, "2026-01-02"), (slow, 1e-3, "2026-01-01"), (slow, 3e-3, "2026-01-03")]):
+        doc = {"op": "softmax", "problem": p.label, "rung": v.rung, "variant": v.name, "timing": {"median_s": t},
+               "provenance": {"gpu": "Fake GPU", "gpu_slug": "fake-gpu", "utc": utc}}
+        (folder / f"{k}.json").write_text(json.dumps(doc))
+    best = plan.best_rungs("Fake GPU", results_root=tmp_path)
+    assert best[("softmax", p.label)] == {fast.name}
+    units = plan.select(plan.plan_quick(420, False), parts=["ops"], best=best)
+    kept = {i["variant"] for u in units if u.name == "ops-softmax" for i in u.items}
+    peers = {v.name for v in plan.variants_for(mod, p)[len(ladder):]}
+    assert kept == {"oracle", fast.name, ladder[-1].name} | peers
+    other = {i["variant"] for u in units if u.name == "ops-layernorm" for i in u.items}
+    assert other == {"oracle", registry.ladder("layernorm")[-1].name} | {
+        v.name for v in plan.variants_for(registry.module("layernorm"), registry.module("layernorm").EXAMPLE_PROBLEM)
+        if v.label.startswith("peer")}
+
+
+def test_an_ops_units_seconds_are_told_by_stage_with_the_peers_apart():
+    """bench.sweep's rows carry each rung's seconds by stage; a unit sums its rungs' and its peers'."""
+    import pandas as pd
+
+    from perfkit import bench
+    from perfkit.kernels import saxpy
+    from perfkit.record import units
+
+    table = bench.sweep([saxpy.SIM_SWEEP[0]], saxpy.LADDER[:2], record=False, progress=False,
+                        timer=units.REHEARSAL_TIMER)
+    assert (table[["inputs_s", "check_s", "time_s"]] >= 0).all().all()
+    fake = pd.DataFrame({"label": ["00 oracle", "01 naive", "peer triton"], "inputs_s": [1.0, 2.0, 4.0],
+                         "check_s": [0.5, 0.25, 8.0], "time_s": [3.0, float("nan"), 16.0], "record_s": [0.0, 0.0, 1.0]})
+    assert units.stages(fake) == {"inputs": 3.0, "compile+check": 0.75, "timing": 3.0, "recheck+record": 0.0,
+                                  "peers": 29.0}

@@ -8,6 +8,7 @@
   perfkit static refresh [--ops OP,...] [--notebooks]
   perfkit record [--plan quick|full] [--rehearse] [--parts ...] [--ops ...] [--rungs ...] [--out DIR] ...
   perfkit record import RUN
+  perfkit worker SCHEDULER [--gpus all|none|0,1] [--cpus N]
   perfkit info
 """
 from __future__ import annotations
@@ -74,6 +75,10 @@ def main(argv: list[str] | None = None) -> int:
         from .record import command
 
         return command.main(argv[1:], t0=_T0)
+    if argv and argv[0] == "worker":  # Dask workers for a running scheduler (perfkit/cluster.py)
+        from . import cluster
+
+        return cluster.worker_cli(argv[1:])
     ap = argparse.ArgumentParser(prog="perfkit", description="GPU performance-engineering workbook")
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run notebooks headless through papermill")
@@ -89,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("compare", help="two sets of GPU records, pair by pair, with noise (perfkit compare -h)")
     sub.add_parser("static", help="the static store in data/static/: perfkit static refresh")
     sub.add_parser("record", help="a GPU session as a plan of units; perfkit record import RUN (perfkit record -h)")
+    sub.add_parser("worker", help="this machine's Dask workers for a running scheduler (perfkit worker -h)")
     i = sub.add_parser("info", help="backend and device facts")
     i.set_defaults(func=_info)
     args = ap.parse_args(argv)

@@ -93,6 +93,8 @@ def main(argv: list[str] | None = None, t0: float | None = None, prog: str = "pe
         ap.error("--max-rungs must be >= 1")
     if args.kinds and not args.cluster:
         ap.error("--kinds needs --cluster")
+    if args.cluster and args.cluster.startswith("local-sim") and not args.rehearse:
+        ap.error("--cluster local-sim runs the simulator: add --rehearse (tiny shapes)")
     resume_dirs = [Path(d).resolve() for d in args.resume_from]
     for d in resume_dirs:
         if not d.is_dir():
@@ -105,7 +107,7 @@ def main(argv: list[str] | None = None, t0: float | None = None, prog: str = "pe
     budget = supervise.Budget(args.budget_s, t0)
     args.gpu = backend.device().name
     try:
-        units = plans.make(args.plan, args.budget_s, args.tiny)
+        units = plans.make(args.plan, args.budget_s, args.tiny, parts or None)
         if rungs:
             plans.check_rungs(units, rungs)
         best = plans.best_rungs(args.gpu) if args.best else None

@@ -204,8 +204,9 @@ def ncu_units(mods, tiny: bool, cap=None) -> list[Unit]:
 
 
 # --- the plans ------------------------------------------------------------------------------------------
-def plan_quick(budget_s: float, tiny: bool) -> list[Unit]:
-    """The quick plan (perfkit.record's docstring), its caps scaled to ``budget_s``."""
+def plan_quick(budget_s: float, tiny: bool, ncu: bool = True) -> list[Unit]:
+    """The quick plan (perfkit.record's docstring), its caps scaled to ``budget_s``; with
+    ``ncu=False`` without its Nsight Compute units (choosing them asks git about every rung)."""
     from perfkit.kernels import conv
 
     s = budget_s / QUICK_BUDGET_S
@@ -238,11 +239,12 @@ def plan_quick(budget_s: float, tiny: bool) -> list[Unit]:
     c16 = conv.to_layout(c32, "NHWC", "float16")
     for tag, p in (("float32-nchw", c32), ("float16-nhwc", c16)):
         units.append(_ops_unit(f"ops-conv-{tag}", "conv", conv, p, variants_for(conv, p), QUICK_CAPS["conv"] * s, tiny))
-    units += ncu_units(ladders(list(NCU_ORDER)), tiny, None)
+    if ncu:
+        units += ncu_units(ladders(list(NCU_ORDER)), tiny, None)
     return units
 
 
-def plan_full(tiny: bool) -> list[Unit]:
+def plan_full(tiny: bool, ncu: bool = True) -> list[Unit]:
     """Everything: the suite, the ceilings, the timer on every op, every GPU_SWEEP problem, ncu."""
     mods = ladders()
     units = [Unit("tests", "tests", None, "the test suite on the GPU"),
@@ -256,12 +258,15 @@ def plan_full(tiny: bool) -> list[Unit]:
     for op, mod in mods:
         for i, p in enumerate(list(getattr(mod, "GPU_SWEEP", [])) or [mod.EXAMPLE_PROBLEM]):
             units.append(_ops_unit(f"ops-{op}-{i}", op, mod, p, variants_for(mod, p), None, tiny))
-    units += ncu_units(mods, tiny, None)
+    if ncu:
+        units += ncu_units(mods, tiny, None)
     return units
 
 
-def make(plan: str, budget_s: float, tiny: bool) -> list[Unit]:
-    return plan_quick(budget_s, tiny) if plan == "quick" else plan_full(tiny)
+def make(plan: str, budget_s: float, tiny: bool, parts: list[str] | None = None) -> list[Unit]:
+    """The plan; its Nsight Compute units only where ``parts`` (all when None) has ncu."""
+    ncu = not parts or "ncu" in parts
+    return plan_quick(budget_s, tiny, ncu) if plan == "quick" else plan_full(tiny, ncu)
 
 
 # --- picking units and rungs --------------------------------------------------------------------------

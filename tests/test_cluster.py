@@ -1,0 +1,167 @@
+"""perfkit.cluster and perfkit record --cluster on a local simulator cluster (Dask distributed):
+a sweep's records come home once each, a second call measures nothing, a kind with no worker is
+reported at once, a worker killed mid-unit loses nothing and leaves no process behind, and the
+Slurm and Kubernetes specs build without a cluster."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from perfkit import backend
+
+pytest.importorskip("distributed", reason="perfkit[cluster] is not installed (make test installs it)")
+
+from perfkit import cluster  # noqa: E402
+from perfkit.record import command, fleet  # noqa: E402
+from perfkit.record.plan import Unit  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+sim_only = pytest.mark.skipif(not backend.is_simulator(), reason="local-sim runs the simulator's rehearsal path")
+
+
+def _alive(pid: int) -> bool:
+    for _ in range(40):  # a killed orphan is reaped by init a moment later
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0]
+        except FileNotFoundError:
+            return False
+        if state in ("Z", "X"):
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_importing_perfkit_loads_no_dask():
+    code = ("import sys, perfkit, perfkit.cli, perfkit.record, perfkit.cluster; "
+            "bad = [m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed', 'dask_jobqueue')]; "
+            "assert not bad, bad")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, r.stderr[-2000:]
+
+
+def test_specs_are_checked_and_name_the_forms():
+    assert cluster.parse("local-sim:2") == ("local-sim", "2")
+    assert cluster.parse("tcp://10.0.0.1:8786") == ("address", "tcp://10.0.0.1:8786")
+    assert cluster.parse("scheduler-file:/x/s.json") == ("scheduler-file", "/x/s.json")
+    for bad in ("local-sim:0", "local-sim", "local-cuda:3", "slurm:", "mesos:1", "k8s:"):
+        with pytest.raises(cluster.ClusterError, match="local-sim:N"):
+            cluster.parse(bad)
+    with pytest.raises(cluster.ClusterError, match="kind="):
+        cluster.slurm_cluster("partition=gpu")
+    with pytest.raises(cluster.ClusterError, match="not one of"):
+        cluster.slurm_cluster("kind=h200,gpu=1")
+
+
+def test_the_slurm_job_script_asks_for_a_gpu_and_starts_a_worker_with_its_kind():
+    """dask-jobqueue's script, built with no Slurm: one GPU a job, the worker labelled with its kind."""
+    pytest.importorskip("dask_jobqueue")
+    c = cluster.slurm_cluster("kind=h100-sxm,partition=gpu,account=perf,walltime=00:30:00,jobs=2")
+    try:
+        script = c.job_script()
+    finally:
+        c.close()
+    assert "#SBATCH --gres=gpu:1" in script and "#SBATCH -p gpu" in script and "#SBATCH -A perf" in script
+    assert "#SBATCH -t 00:30:00" in script
+    assert f"{sys.executable} -m distributed.cli.dask_worker" in script
+    assert "--resources GPU=1,kind-h100-sxm=1" in script and "--nthreads 1" in script
+
+
+def test_the_kubernetes_spec_asks_for_a_gpu_and_labels_the_workers():
+    pytest.importorskip("dask_kubernetes")
+    spec = cluster.k8s_spec("sweep,kind=h200,workers=3")
+    assert spec["metadata"]["name"] == "sweep"
+    worker = spec["spec"]["worker"]
+    assert worker["replicas"] == 3
+    [container] = worker["spec"]["containers"]
+    assert container["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    args = container["args"]
+    assert args[:2] == ["dask", "worker"] and "GPU=1,kind-h200=1" in args and args[args.index("GPU=1,kind-h200=1") - 1] == "--resources"
+
+
+def test_perfkit_worker_starts_one_worker_per_gpu_pinned_and_cpu_workers(capsys):
+    cmds = cluster.worker_commands("tcp://h:8786", [(0, "h200"), (1, "h200")], 2)
+    assert [env for _, env in cmds] == [{"PERFKIT_GPU_INDEX": "0"}, {"PERFKIT_GPU_INDEX": "1"}, {}, {}]
+    assert [c[c.index("--resources") + 1] for c, _ in cmds] == ["GPU=1,kind-h200=1"] * 2 + ["CPU=1"] * 2
+    assert all(c[1:4] == ["-m", "distributed.cli.dask_worker", "tcp://h:8786"] for c, _ in cmds)
+    from perfkit.cli import main
+
+    assert main(["worker", "tcp://h:8786", "--gpus", "none", "--cpus", "1", "--dry-run"]) == 0
+    assert "--resources CPU=1" in capsys.readouterr().out
+
+
+@sim_only
+def test_a_local_sim_sweep_brings_every_record_home_once_reports_a_missing_kind_and_resumes(tmp_path):
+    """local-sim:2, two ops units at tiny shapes on kind ``sim`` and a kind no worker has: the
+    missing kind is reported (not waited on), the records come back simulated, one per rung; a
+    second call skips every unit and writes nothing new."""
+    out = tmp_path / "out"
+    argv = ["--rehearse", "--cluster", "local-sim:2", "--parts", "ops", "--ops", "softmax,rmsnorm",
+            "--max-rungs", "1", "--out", str(out)]
+    t0 = time.monotonic()
+    assert command.main(argv + ["--kinds", "sim,h200"]) == 3  # h200: no worker
+    took = time.monotonic() - t0
+    rows = json.loads((out / "fleet_status.json").read_text())["rows"]
+    by = {(r["unit"], r["kind"]): r for r in rows}
+    assert set(by) == {(u, k) for u in ("ops-softmax", "ops-rmsnorm") for k in ("sim", "h200")} and len(rows) == 4
+    assert {by[(u, "h200")]["status"] for u in ("ops-softmax", "ops-rmsnorm")} == {"no worker"}
+    assert {by[(u, "sim")]["status"] for u in ("ops-softmax", "ops-rmsnorm")} == {"done"}
+    recs = sorted((out / "results").glob("*/*/*.json"))
+    assert [p.parent.name for p in recs] == ["rmsnorm", "softmax"]
+    assert all(json.loads(p.read_text())["simulated"] is True for p in recs)
+    assert {p.parent.parent.name for p in recs} == {"numba-cuda-simulator"}
+    assert took < 120
+    # the second call: every unit done before, nothing measured, no record added
+    assert command.main(argv + ["--kinds", "sim"]) == 0
+    rows2 = json.loads((out / "fleet_status.json").read_text())["rows"]
+    assert {r["status"] for r in rows2} == {"skipped"} and len(rows2) == 2
+    assert sorted((out / "results").glob("*/*/*.json")) == recs
+
+
+@sim_only
+def test_a_worker_killed_mid_unit_loses_nothing_duplicates_nothing_and_leaves_no_process(tmp_path):
+    """The worker running a unit is SIGKILLed mid-unit: its nanny starts it again, the scheduler
+    reruns the unit once, the rerun kills the dead worker's unit group first (its grandchild too),
+    and every unit finishes exactly once with every record once."""
+    import argparse
+
+    from perfkit.kernels import registry
+    from perfkit.record import plan
+
+    softmax = registry.module("softmax")
+    ops = Unit("ops-softmax", "ops", 120, items=[plan.item("softmax", softmax, softmax.EXAMPLE_PROBLEM,
+                                                           softmax.LADDER[0], True)])
+    slow = Unit("slow", "rehearsal", 120, "sleeps with a grandchild", extra={"sleep": 6})
+    work = tmp_path / "work"
+    args = argparse.Namespace(out=str(tmp_path / "out"), plan="quick", tiny=True, cluster="local-sim:2",
+                              commit_id="abc1234", budget_s=300, force=False)
+    killed = {}
+
+    def kill_the_slow_units_worker(client, futures):
+        deadline = time.monotonic() + 90
+        while not list(work.glob("sim/slow/*/rehearsal-kill.pids")) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        [pids_file] = list(work.glob("sim/slow/*/rehearsal-kill.pids"))
+        killed["pids"] = [int(p) for p in pids_file.read_text().split()]
+        [addr] = [a for a, keys in client.processing().items() if any("slow" in str(k) for k in keys)]
+        pid = client.run(os.getpid, workers=[addr])[addr]
+        os.kill(pid, signal.SIGKILL)
+        killed["worker"] = pid
+        time.sleep(1.0)
+        client.wait_for_workers(2, timeout=60)  # its nanny starts it again
+        killed["back"] = pid not in client.run(os.getpid).values()
+
+    assert fleet.run(args, [slow, ops], ["sim"], work_root=str(work), on_submit=kill_the_slow_units_worker) == 0
+    rows = json.loads((tmp_path / "out" / "fleet_status.json").read_text())["rows"]
+    assert sorted((r["unit"], r["status"]) for r in rows) == [("ops-softmax", "done"), ("slow", "done")]
+    assert len(list(work.glob("sim/slow/*/"))) == 2  # the killed attempt and the rerun
+    assert killed["back"]
+    assert killed["pids"] and not any(_alive(p) for p in killed["pids"])  # the first attempt's group is gone
+    recs = list((tmp_path / "out" / "results").glob("*/*/*.json"))
+    assert len(recs) == 1 and json.loads(recs[0].read_text())["variant"] == "oracle"
+    assert not list((work / "groups").glob("*.json"))  # no unit group left noted on the host

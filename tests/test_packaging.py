@@ -78,10 +78,14 @@ def test_a_non_editable_install_finds_its_data(tmp_path):
             "assert str(p.DATA).startswith(%r), p.DATA;"
             "e = model.estimate(softmax.LADDER[5], softmax.EXAMPLE_PROBLEM, 'h100-sxm', banks=False);"
             "print('estimate', e.seconds, model.ncu_table('h200').name, len(specs.names()));"
-            "c.main(['info'])") % str(site)
+            "c.main(['info']);"
+            # the recorder came with the package, and neither it nor the cluster module loads Dask
+            "import sys, perfkit.cluster; c.main(['record', '--list', '--parts', 'ops', '--ops', 'softmax', '--out', 'rec']);"
+            "assert not [m for m in sys.modules if m.split('.')[0] in ('dask', 'distributed')]") % str(site)
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env["PYTHONPATH"] = str(site)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path, env=env,
                          timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "estimate " in out.stdout and "h200-" in out.stdout and "backend" in out.stdout
+    assert "ops-softmax" in out.stdout

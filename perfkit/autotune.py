@@ -8,7 +8,11 @@
 * :func:`search_norm`: a row kernel's launch shapes (threads per row, rows per block, vector
   width), timed with ``time_fn`` or ranked by closeness to the rung's rule.
 
-Both return :class:`Candidate` lists, best first, rejected ones last with the reason."""
+Both return :class:`Candidate` lists, best first, rejected ones last with the reason.  Both take
+an ``executor`` (``concurrent.futures``: a local process pool, or a Dask cluster's
+``client.get_executor(resources={"CPU": 1})``, :mod:`perfkit.cluster`): GEMM's compiles and
+estimates then run on it; a norm's candidates are timed through it (``time_fn`` must be
+picklable there).  With none, everything runs in this process."""
 from __future__ import annotations
 
 import dataclasses
@@ -19,7 +23,7 @@ from typing import Callable
 from . import anatomy, model, occupancy, specs
 from .kernels import gemm
 
-__all__ = ["Candidate", "search_gemm", "gemm_static_estimate", "search_norm", "warp_chunks"]
+__all__ = ["Candidate", "search_gemm", "gemm_static_estimate", "search_norm", "warp_chunks", "compiled"]
 
 
 @dataclass(frozen=True)
@@ -84,9 +88,21 @@ def warp_chunks(v) -> int:
     return (v.TM // 4) * v.LR + (v.TN // 4) * v.LC
 
 
+def compiled(v, problem, cc) -> dict:
+    """One candidate's build for ``cc`` and, where it spills nothing, the full model's estimate
+    (compiled SASS, dynamic mix, waves), as plain data: a task for an executor."""
+    try:
+        rep = anatomy.inspect(v, problem, cc=cc)
+    except Exception as exc:  # noqa: BLE001  (a config the compiler or the SM cannot take)
+        return {"error": f"{exc.__class__.__name__}: {exc}"}
+    spills = rep.spill_store_bytes + rep.spill_load_bytes
+    return {"registers": rep.registers, "spills": spills, "occupancy": rep.occupancy.ratio,
+            "model_s": None if spills else model.estimate(v, problem, banks=False).seconds}
+
+
 def search_gemm(problem, candidates: list | None = None, cc=(9, 0),
                 time_fn: Callable[[object], float] | None = None, min_occupancy: float = 0.125,
-                keep: int = 8, compile: bool = True, progress: bool = False) -> list[Candidate]:
+                keep: int = 8, compile: bool = True, progress: bool = False, executor=None) -> list[Candidate]:
     """Autotune the warp-tiling kernel for ``problem``.
 
     1. keep only legal configurations (``WarpTile.constraints``);
@@ -98,6 +114,7 @@ def search_gemm(problem, candidates: list | None = None, cc=(9, 0),
        ``lambda v: bench.sweep(problem, v).median_s[0]``); else rank them by
        :func:`perfkit.model.estimate` of the compiled kernel (``model_s``), then the estimate.
 
+    With an ``executor``, step 3 runs on it, one candidate a task (:func:`compiled`).
     Returns every candidate, best first, with why the rejected ones were rejected."""
     cands = list(candidates or gemm.search_space())
     out, legal = [], []
@@ -112,30 +129,30 @@ def search_gemm(problem, candidates: list | None = None, cc=(9, 0),
         out.append(dataclasses.replace(c, rejected=f"pruned by the model: estimate {c.estimate_s * 1e3:.3f} ms, "
                                                    f"not among the best {keep}"))
     it = legal[:keep]
-    if progress:
+    if progress and executor is None:
         from tqdm.auto import tqdm
 
-        it = tqdm(it, desc="autotune", leave=False)
+        it = list(tqdm(it, desc="autotune", leave=False))
     ok = []
-    for c in it:
+    if compile:  # every build at once where an executor is given (the compiles are independent)
+        builds = (list(executor.map(compiled, [c.variant for c in it], [problem] * len(it), [cc] * len(it)))
+                  if executor is not None else None)
+    for k, c in enumerate(it):
         v = c.variant
         if compile:
-            try:
-                rep = anatomy.inspect(v, problem, cc=cc)
-            except Exception as exc:  # noqa: BLE001  (a config the compiler or the SM cannot take)
-                out.append(dataclasses.replace(c, rejected=f"{exc.__class__.__name__}: {exc}"))
+            b = builds[k] if builds is not None else compiled(v, problem, cc)
+            if "error" in b:  # a config the compiler or the SM cannot take
+                out.append(dataclasses.replace(c, rejected=b["error"]))
                 continue
-            spills = rep.spill_store_bytes + rep.spill_load_bytes
-            c = dataclasses.replace(c, registers=rep.registers, spills=spills, occupancy=rep.occupancy.ratio,
-                                    estimate_s=gemm_static_estimate(v, problem, registers=rep.registers)["seconds"])
-            if spills:
-                out.append(dataclasses.replace(c, rejected=f"spills {spills} bytes"))
+            c = dataclasses.replace(c, registers=b["registers"], spills=b["spills"], occupancy=b["occupancy"],
+                                    estimate_s=gemm_static_estimate(v, problem, registers=b["registers"])["seconds"])
+            if b["spills"]:
+                out.append(dataclasses.replace(c, rejected=f"spills {b['spills']} bytes"))
                 continue
-            if rep.occupancy.ratio < min_occupancy:
-                out.append(dataclasses.replace(c, rejected=f"occupancy {rep.occupancy.ratio:.0%} < {min_occupancy:.0%}"))
+            if b["occupancy"] < min_occupancy:
+                out.append(dataclasses.replace(c, rejected=f"occupancy {b['occupancy']:.0%} < {min_occupancy:.0%}"))
                 continue
-            # the full model (compiled SASS, dynamic mix, waves) ranks the survivors
-            c = dataclasses.replace(c, model_s=model.estimate(v, problem, banks=False).seconds)
+            c = dataclasses.replace(c, model_s=b["model_s"])
         if time_fn is not None:
             c = dataclasses.replace(c, seconds=float(time_fn(v)))
         ok.append(c)
@@ -146,7 +163,13 @@ def search_gemm(problem, candidates: list | None = None, cc=(9, 0),
 
 
 def search_norm(op_module, problem, time_fn: Callable[[object], float] | None = None,
-                candidates: list | None = None) -> list[Candidate]:
+                candidates: list | None = None, executor=None) -> list[Candidate]:
     """The launch shapes of a row op's tuned rung (``op_module.search``), as candidates: timed
-    (``seconds``) with ``time_fn`` on a GPU, else ordered by closeness to the rung's rule."""
+    (``seconds``) with ``time_fn`` on a GPU (through ``executor`` where given, one shape a task),
+    else ordered by closeness to the rung's rule."""
+    if time_fn is not None and executor is not None:
+        # the shapes in the order the timed search takes them (a constant time keeps it), so ties rank alike
+        shapes = [v for v, _ in op_module.search(problem, time_fn=lambda v: 0.0, candidates=candidates)]
+        timed = sorted(zip(shapes, executor.map(time_fn, shapes)), key=lambda p: p[1])
+        return [Candidate(v, seconds=float(s)) for v, s in timed]
     return [Candidate(v, seconds=s) for v, s in op_module.search(problem, time_fn=time_fn, candidates=candidates)]

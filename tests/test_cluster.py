@@ -198,3 +198,26 @@ def test_static_refresh_on_a_cluster_writes_the_store_here(tmp_path, monkeypatch
     from perfkit.cli import main
 
     assert main(["static", "refresh", "--cluster", "local-sim:2", "--notebooks"]) == 2  # notebooks run here
+
+
+@sim_only
+def test_autotune_compiles_candidates_on_a_clusters_executor():
+    """search_gemm with a Dask executor: the same survivors, registers and estimates as in this
+    process; search_norm times its shapes through it."""
+    from perfkit import autotune
+    from perfkit.kernels import gemm
+    from perfkit.kernels.norm import softmax
+
+    p = gemm.Problem(1024, 1024, 1024)
+    cands = [gemm.WarpTile(), gemm.WarpTile(LR=3), gemm.WarpTile(BM=64, BN=64, BK=16, TM=4, TN=4, LR=8)]
+    with cluster.connect("local-sim:2") as client:
+        ex = client.get_executor(resources=cluster.CPU_RESOURCES)
+        there = autotune.search_gemm(p, cands, cc=(9, 0), keep=1, executor=ex)
+        q = softmax.Problem(64, 1000)
+        timed = autotune.search_norm(softmax, q, time_fn=lambda v: 1.0 / v.shape(q).G, executor=ex)
+    here = autotune.search_gemm(p, cands, cc=(9, 0), keep=1)  # (the workers' builds are in the local cache)
+    key = lambda c: (repr(c.variant), c.registers, c.spills, c.rejected, c.model_s)  # noqa: E731
+    assert [key(c) for c in there] == [key(c) for c in here]
+    assert there[0].rejected is None and there[0].registers and there[0].model_s > 0
+    local = autotune.search_norm(softmax, q, time_fn=lambda v: 1.0 / v.shape(q).G)
+    assert [(repr(c.variant), c.seconds) for c in timed] == [(repr(c.variant), c.seconds) for c in local]

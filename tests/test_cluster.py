@@ -221,3 +221,22 @@ def test_autotune_compiles_candidates_on_a_clusters_executor():
     assert there[0].rejected is None and there[0].registers and there[0].model_s > 0
     local = autotune.search_norm(softmax, q, time_fn=lambda v: 1.0 / v.shape(q).G)
     assert [(repr(c.variant), c.seconds) for c in timed] == [(repr(c.variant), c.seconds) for c in local]
+
+
+def test_workload_of_several_networks_one_task_each_on_a_cluster(tmp_path, capsys):
+    """perfkit workload NET NET --cluster local-sim:1: one network a task, the tables printed here
+    in the order given, a CSV per network, the same tables as one at a time here."""
+    from perfkit.cli import main
+
+    argv = ["workload", "gpt2", "bert-base", "--batch", "1", "--seq", "8", "--out", str(tmp_path / "w.csv")]
+    assert main(argv + ["--cluster", "local-sim:1"]) == 0  # one worker: torch imported once
+    there = capsys.readouterr().out
+    assert there.index("gpt2 batch 1") < there.index("bert-base batch 1")
+    csvs = {p.name: p.read_text() for p in tmp_path.glob("*.csv")}
+    assert set(csvs) == {"w-gpt2.csv", "w-bert-base.csv"}
+    assert main(argv) == 0
+    here = capsys.readouterr().out
+    strip = lambda t: [l for l in t.splitlines() if "traced in" not in l and "written to" not in l]  # noqa: E731
+    assert strip(there) == strip(here)
+    assert {p.name: p.read_text() for p in tmp_path.glob("*.csv")} == csvs
+    assert main(["workload", "gpt2", "--cluster", "local-sim:1", "--measure"]) == 2

@@ -2,11 +2,12 @@
 
   perfkit run [NOTEBOOK...] [--profile auto|ci|gpu] [-p NAME=VALUE ...] [--out DIR]
   perfkit anatomy OP RUNG [--cc 9.0] [--size k=v ...] [--diff RUNG2]
-  perfkit workload NETWORK [--batch B] [--seq S] [--mode infer|train] [--gpu KEY] [--out FILE.csv]
+  perfkit workload NETWORK... [--batch B] [--seq S] [--mode infer|train] [--gpu KEY] [--out FILE.csv] [--cluster SPEC]
   perfkit model validate [--gpu SLUG]
   perfkit compare [BASE NEW] [--results DIR] [--fail-above 0.05] [--out FILE.csv] [--plot FILE.png]
-  perfkit static refresh [--ops OP,...] [--notebooks]
-  perfkit record [--plan quick|full] [--rehearse] [--parts ...] [--ops ...] [--rungs ...] [--out DIR] ...
+  perfkit static refresh [--ops OP,...] [--notebooks | --cluster SPEC]
+  perfkit record [--plan quick|full] [--rehearse] [--parts ...] [--ops ...] [--rungs ...|--best] [--out DIR]
+                 [--cluster SPEC --kinds KIND,...] ...
   perfkit record import RUN
   perfkit worker SCHEDULER [--gpus all|none|0,1] [--cpus N]
   perfkit info

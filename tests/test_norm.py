@@ -311,6 +311,30 @@ def test_batchnorm_special_values(layout, fresh_seed):
         assert np.isfinite(out["y"][sl(keep)]).all() and np.isfinite(out["running_var"][keep]).all()
 
 
+
+@pytest.mark.parametrize("shape,dtype,layout", [((4, 2, 6, 6), "float32", "NCHW"), ((3, 5, 3, 1), "float16", "NHWC"),
+                                                ((3, 2, 1, 13), "float16", "NCHW"), ((1, 33, 1, 3), "float32", "NHWC")])
+def test_batchnorm_ticket(shape, dtype, layout, fresh_seed):
+    """Rung ticket at small launches that still split each channel over several blocks (the
+    last block of each channel or tile adds the slices' sums), a channel tile past the end
+    (33 channels), odd H*W (scalar loads): run twice on the same buffers, so the ticket
+    counters must come back to zero; running statistics against float64 (unbiased variance)."""
+    p = batchnorm.Problem(*shape, dtype=dtype, layout=layout, momentum=0.3)
+    inputs = p.make_inputs(fresh_seed)
+    if dtype == "float16":  # large, close values: the shifted sums must not cancel them away
+        inputs["x"] = (3000.0 + 40.0 * np.random.default_rng(fresh_seed).standard_normal(p.shape)).astype(dtype)
+    v = batchnorm.Ticket(threads=32, vec=1)
+    assert v.splits(p) > 1
+    prep = v.prepare(p, inputs)
+    prep()
+    prep()
+    out = prep.output()
+    ref = ref_batchnorm(p, inputs)
+    c = p.check(out, ref)
+    assert c.ok, c.message
+    np.testing.assert_allclose(out["running_var"], ref["running_var"], rtol=1e-5 if dtype == "float32" else 2e-3)
+
+
 # --- bad inputs ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("op", list(ROW_OPS))
 def test_bad_row_problems(op):

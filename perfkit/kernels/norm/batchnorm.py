@@ -798,8 +798,12 @@ def _ticket_nchw_kernel(T: int, W: int, V: int):
         per = (total + ns - 1) // ns
         lo = sp * per
         hi = min(total, lo + per)
-        ld(x2, c, 0, kb, 0)
-        k = kb[0]  # the shift: a value of the channel, so (mean - k)^2 is of the order of var
+        if t == 0:  # the shift: a value of the channel, so (mean - k)^2 is of the order of var
+            ld(x2, c, 0, kb, 0)
+            scr1[0] = kb[0]
+        cuda.syncthreads()
+        k = scr1[0]
+        cuda.syncthreads()  # scr1 is the reductions' scratch
         dn = T // nchunk
         doff = T - dn * nchunk
         n = (lo + t) // nchunk  # the one division: (n, off) then walks with the chunk index
@@ -872,10 +876,14 @@ def _ticket_nhwc_kernel(CT: int, RB: int, W: int, V: int):
         hi = min(total, lo + per)
         if ch >= nc:
             hi = lo  # past the last channel: reduce nothing
+        elif grp == 0:
+            ld(x2, 0, ch, kb, 0)  # the shifts: a value of each channel, shared with the row groups
             for q in range(W):
-                kb[q] = ZERO
-        else:
-            ld(x2, 0, ch, kb, 0)  # the shifts: a value of each channel
+                sh[0, 0, cl * W + q] = kb[q]
+        cuda.syncthreads()
+        for q in range(W):
+            kb[q] = sh[0, 0, cl * W + q] if ch < nc else ZERO
+        cuda.syncthreads()  # sh is the tree's scratch
         for q in range(W):
             s1[q] = ZERO
             s2[q] = ZERO
@@ -945,12 +953,13 @@ def _ticket_nhwc_kernel(CT: int, RB: int, W: int, V: int):
 
 
 @lru_cache(maxsize=None)
-def _reverse_normalize_kernel(W: int, V: int, IN_ROW: bool):
+def _reverse_normalize_kernel(W: int, V: int, IN_ROW: bool, TR: int, RPB: int):
     """y = (x - mean[c]) * rstd[c] * gamma[c] + beta[c] over x as 2-D (P, L) (NCHW: N*C planes
     x H*W, the channel per plane; NHWC: N*H*W rows x C, the channel per column, its statistics,
     gamma and beta read as vectors too), walking the planes from the LAST: the statistics kernel
     read the end of x last, so what of x is still in L2 is read first, before the new y evicts
-    it.  Block (0, 0) also updates the running statistics (momentum, unbiased variance)."""
+    it.  A block is RPB rows of TR threads (narrow NHWC rows: several rows a block, not 32-thread
+    blocks).  Block (0, 0) also updates the running statistics (momentum, unbiased variance)."""
     ld = vec_load(W)
     st = vec_store(W)
     WP = min(W, 4)  # the float32 parameters: 16 bytes at most per load
@@ -966,12 +975,13 @@ def _reverse_normalize_kernel(W: int, V: int, IN_ROW: bool):
         P = x2.shape[0]
         L = x2.shape[1]
         nc = gamma.shape[1]
+        t = cuda.threadIdx.x
         if cuda.blockIdx.x == 0 and cuda.blockIdx.y == 0:
-            for c in range(cuda.threadIdx.x, nc, cuda.blockDim.x):
+            for c in range(t, nc, TR * RPB):
                 rm[c] = (ONE - mom) * rm_in[c] + mom * stats[0, c]
                 rv[c] = (ONE - mom) * rv_in[c] + mom * stats[2, c] * cnt / (cnt - ONE)
-        l0 = (cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x) * W
-        lstep = cuda.gridDim.x * cuda.blockDim.x * W  # the grid spans a row: V * lstep >= L
+        l0 = (cuda.blockIdx.x * TR + t % TR) * W
+        lstep = cuda.gridDim.x * TR * W  # the grid spans a row: V * lstep >= L
         if IN_ROW:  # NHWC: a thread's V * W channels are the same in every row: load them once
             for v in range(V):
                 l = l0 + v * lstep
@@ -984,7 +994,7 @@ def _reverse_normalize_kernel(W: int, V: int, IN_ROW: bool):
                         kb[v * W + q] *= bb[v * W + q]  # rstd * gamma
                     for h in range(0, W, WP):
                         ldp(beta, 0, l + h, bb, v * W + h)
-        for pr in range(cuda.blockIdx.y, P, cuda.gridDim.y):
+        for pr in range(cuda.blockIdx.y * RPB + t // TR, P, cuda.gridDim.y * RPB):
             p = P - 1 - pr
             m0 = ZERO
             k0 = ZERO
@@ -1093,11 +1103,12 @@ class Ticket(Variant):
                        (C.view(bufs["x"], shape2), bufs["part"], bufs["count"], bufs["stats"], eps, problem.c))
         P, L = shape2
         per_thread = W * NORM_VEC
-        threads = min(256, max(32, C.next_pow2(-(-L // per_thread))))
-        gx = -(-L // (threads * per_thread))  # the grid spans a row: a thread's columns are fixed
-        gy = max(1, min(P, 65535, -(-_sms() * 2048 // (threads * gx))))  # about a full GPU of threads
+        tr = min(256, max(32, C.next_pow2(-(-L // per_thread))))  # threads along a row
+        rpb = 256 // tr  # rows per block
+        gx = -(-L // (tr * per_thread))  # the grid spans a row: a thread's columns are fixed
+        gy = max(1, min(-(-P // rpb), 65535, -(-_sms() * 2048 // (256 * gx))))  # about a full GPU of threads
         ch = (1, problem.c)
-        norm = Launch(_reverse_normalize_kernel(W, NORM_VEC, problem.layout == "NHWC"), (gx, gy), threads,
+        norm = Launch(_reverse_normalize_kernel(W, NORM_VEC, problem.layout == "NHWC", tr, rpb), (gx, gy), 256,
                       (C.view(bufs["x"], shape2), C.view(bufs["y"], shape2), bufs["stats"],
                        C.view(bufs["gamma"], ch), C.view(bufs["beta"], ch), bufs["running_mean_in"],
                        bufs["running_var_in"], bufs["running_mean"], bufs["running_var"],

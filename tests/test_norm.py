@@ -102,7 +102,7 @@ def small(v, G=32, R=1, V=2):
     if "block" in cfg:
         kw["block"] = 32
     if "threads_per_row" in cfg:
-        kw.update(threads_per_row=G, rows_per_block=R, vec=V)
+        kw.update({k: x for k, x in dict(threads_per_row=G, rows_per_block=R, vec=V).items() if k in cfg})
     if "threads" in cfg:
         kw["threads"] = 64
     return dataclasses.replace(v, **kw)
@@ -578,6 +578,24 @@ def test_vec_load_store_and_alignment(dtype, W):
             _vec.vec_load(W)(odd, 1, 0, buf, 0)
     with pytest.raises(RuntimeError, match="16 bytes"):
         _vec.vec_load(8)(np.zeros((1, 8), np.float32), 0, 0, np.zeros(8, np.float32), 0)
+
+
+@pytest.mark.parametrize("rows,cols,dtype,kw", [
+    (5, 37, "float32", {}),                            # 32 lanes x 2 chunks, the next row prefetched
+    (5, 300, "float16", {"threads_per_row": 32}),      # half2 loads, no prefetch (float16)
+    (5, 64, "float32", {"smem": 0}),                   # partials in the block's global row
+    (1, 5, "float32", {}),                             # one row: a block with nothing to prefetch
+])
+def test_layernorm_bwd_twosum_persistent(rows, cols, dtype, kw, fresh_seed, monkeypatch):
+    """Rung twosum with 2 blocks looping over 5 rows (one simulated SM): the prefetched next row,
+    the partials accumulated over rows in shared memory (or in global memory), large values."""
+    monkeypatch.setattr(layernorm_bwd, "_sms", lambda: 1)
+    p = layernorm_bwd.Problem(rows, cols, dtype)
+    inputs = p.make_inputs(fresh_seed)
+    inputs["x"] = (inputs["x"].astype(F64) * 300.0 + 2000.0).astype(dtype)  # |x| ~ 2e3, std 600
+    v = layernorm_bwd.TwoSum(blocks_per_sm=2, **kw)
+    assert v.blocks(p) == min(rows, 2)
+    run_check("layernorm_bwd", p, inputs, v)
 
 
 def test_layernorm_bwd_column_split():

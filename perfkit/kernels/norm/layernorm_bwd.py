@@ -27,6 +27,9 @@ Ledger (one line per rung; numbers and names live only in ``LADDER``):
                 columns in registers across rows; the two-stage column reduction sums the slots
   6 tuned       rung 5 at the launch shape of the rule of the forward ops (``search`` ranks shapes
                 by measurement on a GPU)
+  7 twosum      one row a block, persistent: two plain all-reduces of two sums (then the centred
+                ones from registers), gamma in registers, dgamma/dbeta partials in shared memory,
+                the next row's x and dy loaded before this row's reductions
 """
 from __future__ import annotations
 
@@ -46,7 +49,7 @@ from ._vec import vec_load, vec_store
 from ._common import ONE, ZERO, group_sum, shfl_xor, tree_sum
 
 __all__ = ["Problem", "LADDER", "Oracle", "Naive", "Fused", "Warp", "Welford", "MultiRow", "Tuned",
-           "search", "EXAMPLE_PROBLEM"]
+           "TwoSum", "search", "EXAMPLE_PROBLEM"]
 
 
 @dataclass(frozen=True)
@@ -900,7 +903,227 @@ def search(problem: Problem, time_fn: Callable[[Variant], float] | None = None,
                     time_fn, candidates, pick=Tuned().shape(problem))
 
 
-LADDER: list[Variant] = [Oracle(), Naive(), Fused(), Warp(), Welford(), MultiRow(), Tuned()]
+# --- rung 7 -------------------------------------------------------------------------------
+#: elements of its row a thread of rung 7 holds (of x and of dy, and of gamma, as float32): the
+#: next row's x and dy fit beside them (5 x 8 registers) at 512 threads a row (4096 columns)
+TWOSUM_ELEMS = 8
+#: the most shared memory a block's dgamma/dbeta partials may take (two floats a column); past
+#: it (rows wider than 5120 columns) they live in the block's row of the global workspace
+TWOSUM_SMEM_BYTES = 40 * 1024
+#: threads an SM of rung 7 (its registers capped at 64 so that they fit)
+TWOSUM_THREADS_PER_SM = 1024
+
+
+@lru_cache(maxsize=None)
+def _twosum_kernel(G: int, W: int, NC: int, PF: bool, SMEM: bool):  # noqa: C901
+    """One row per block of G threads, a persistent grid (blocks loop over rows).  Lane ``lane``
+    holds the chunks at columns W * (lane + c * G), c < NC, of x, dy and gamma (gamma loaded
+    once).  Per row: two plain sums (x, dy * gamma) in one all-reduce, then the centred sums
+    ((x - mean)^2, (x - mean) * g) from the registers in a second; dx from registers.  The
+    dgamma/dbeta partials of the lane's columns accumulate in shared memory (SMEM; lane-major,
+    so a warp's accesses hit 32 banks) or, for wide rows, in the block's row of pg/pb (only
+    this lane touches those columns: no race); PF: the next row's x and dy are loaded before
+    this row's reductions, so their latency hides behind the row's work.  Gamma stays in
+    registers with PF (up to TWOSUM_ELEMS a thread); wider rows read it per chunk (L1).  The
+    registers are capped at 64 (1024 threads an SM), which these fit without spills at 8
+    elements a thread."""
+    ld = vec_load(W)
+    st = vec_store(W)
+    CW = NC * W
+    SC = G * CW if SMEM else 1
+    PW = CW if PF else 1
+    GW = CW if PF else W  # gamma: the whole share in registers, or one chunk at a time
+
+    @C.jit_block(TWOSUM_THREADS_PER_SM)
+    def lnb_twosum(x, dy, gamma, dx, pg, pb, eps, rows, cols):
+        scr = cuda.shared.array((2, 32), float32)
+        acc = cuda.shared.array((2, SC), float32)
+        xc = cuda.local.array(CW, float32)
+        dc = cuda.local.array(CW, float32)
+        gm = cuda.local.array(GW, float32)
+        xn = cuda.local.array(PW, float32)
+        dn = cuda.local.array(PW, float32)
+        lane = cuda.threadIdx.x
+        blk = cuda.blockIdx.x
+        nf = float32(cols)
+        for i in range(CW):
+            xc[i] = ZERO  # columns past the row stay zero: the plain sums need no mask
+            dc[i] = ZERO
+        for i in range(GW):
+            gm[i] = ZERO
+        for i in range(PW):
+            xn[i] = ZERO
+            dn[i] = ZERO
+        for c in range(NC):
+            j = W * (lane + c * G)
+            if j < cols:
+                if PF:
+                    ld(gamma, 0, j, gm, c * W)
+                if PF and blk < rows:  # the first row
+                    ld(x, blk, j, xc, c * W)
+                    ld(dy, blk, j, dc, c * W)
+                for e in range(W):
+                    if SMEM:
+                        acc[0, (c * W + e) * G + lane] = ZERO
+                        acc[1, (c * W + e) * G + lane] = ZERO
+                    else:
+                        pg[blk, j + e] = ZERO
+                        pb[blk, j + e] = ZERO
+        for r in range(blk, rows, cuda.gridDim.x):
+            if PF:  # the next row's loads go out now
+                rn = r + cuda.gridDim.x
+                if rn < rows:
+                    for c in range(NC):
+                        j = W * (lane + c * G)
+                        if j < cols:
+                            ld(x, rn, j, xn, c * W)
+                            ld(dy, rn, j, dn, c * W)
+            else:
+                for c in range(NC):
+                    j = W * (lane + c * G)
+                    if j < cols:
+                        ld(x, r, j, xc, c * W)
+                        ld(dy, r, j, dc, c * W)
+            sx = ZERO
+            sg = ZERO
+            for c in range(NC):
+                if not PF and W * (lane + c * G) < cols:
+                    ld(gamma, 0, W * (lane + c * G), gm, 0)
+                for e in range(W):
+                    i = c * W + e
+                    sx += xc[i]
+                    sg += dc[i] * gm[i if PF else e]
+            sx, sg = C.group_sum2(sx, sg, G, scr)
+            mx = sx / nf
+            mg = sg / nf
+            m2 = ZERO
+            cc = ZERO
+            for c in range(NC):
+                if W * (lane + c * G) < cols:
+                    if not PF:
+                        ld(gamma, 0, W * (lane + c * G), gm, 0)
+                    for e in range(W):
+                        i = c * W + e
+                        d = xc[i] - mx
+                        m2 += d * d
+                        cc += d * (dc[i] * gm[i if PF else e])  # sum (x - mean) g = n mean(g xhat) / rstd
+            m2, cc = C.group_sum2(m2, cc, G, scr)
+            q = ONE / math.sqrt(m2 / nf + eps)
+            b = cc / nf * q
+            for c in range(NC):
+                j = W * (lane + c * G)
+                if j < cols:
+                    if not PF:
+                        ld(gamma, 0, j, gm, 0)
+                    for e in range(W):
+                        i = c * W + e
+                        xh = (xc[i] - mx) * q
+                        if SMEM:
+                            acc[0, i * G + lane] += dc[i] * xh
+                            acc[1, i * G + lane] += dc[i]
+                        else:
+                            pg[blk, j + e] += dc[i] * xh
+                            pb[blk, j + e] += dc[i]
+                        xc[i] = q * (dc[i] * gm[i if PF else e] - mg - xh * b)
+                    st(dx, r, j, xc, c * W)
+            if PF:
+                for i in range(CW):
+                    xc[i] = xn[i]
+                    dc[i] = dn[i]
+        if SMEM:  # the block's partials, written once
+            for c in range(NC):
+                j = W * (lane + c * G)
+                if j < cols:
+                    for e in range(W):
+                        pg[blk, j + e] = acc[0, (c * W + e) * G + lane]
+                        pb[blk, j + e] = acc[1, (c * W + e) * G + lane]
+
+    return lnb_twosum
+
+
+@dataclass(frozen=True)
+class TwoSum(Variant):
+    threads_per_row: int = 0  # 0: the rule (TWOSUM_ELEMS elements a thread)
+    smem: int = 1  # 1: partials in shared memory where they fit; 0: always in the global slot row
+    blocks_per_sm: int = 0  # 0: as many as the threads and shared memory allow
+
+    rung: ClassVar[int] = 7
+    name: ClassVar[str] = "twosum"
+    what: ClassVar[str] = (
+        "One row per block, a persistent grid. A thread holds 8 elements of its row's x and dy "
+        "(threads per row = cols / 8, 32..1024; 16-byte loads) and of gamma, loaded once for all "
+        "rows. Statistics as two plain all-reduces of two sums each (sum x and sum dy*gamma; then "
+        "the centred sum (x - mean)^2 and sum (x - mean) dy*gamma from registers): no division "
+        "and no Chan merge per shuffle level, 4 shuffle levels of 2 values and 2 barrier pairs a "
+        "row. dgamma and dbeta partials in shared memory (lane-major: no bank conflicts), not "
+        "registers, so the registers hold the next row's x and dy, loaded before this row's "
+        "reductions (float32 rows up to 8192 columns; float16 spilled with it under the cap). The block's partials are "
+        "written once and summed in two stages. Rows wider than 5120 columns keep the partials "
+        "in the block's row of a global workspace (L2)."
+    )
+
+    def kernel_params(self, problem) -> tuple[int, int, int, bool, bool]:
+        W = C.vec_width(problem.cols, problem.dtype)
+        G = self.threads_per_row or min(1024, max(32, C.next_pow2(-(-problem.cols // TWOSUM_ELEMS))))
+        NC = -(-problem.cols // (G * W))
+        CW = NC * W
+        smem = bool(self.smem) and 2 * 4 * G * CW <= TWOSUM_SMEM_BYTES
+        # the prefetch where it fits the 64 registers: float32 (float16 spilled 84 B at 4096
+        # columns: its conversions need registers of their own)
+        pf = CW <= TWOSUM_ELEMS and np.dtype(problem.dtype).itemsize == 4
+        return G, W, NC, pf, smem
+
+    def supports(self, problem):
+        G = self.kernel_params(problem)[0]
+        if G < 32 or G > 1024 or G & (G - 1):
+            raise UnsupportedProblem(f"twosum: threads_per_row={G} must be a power of two in 32..1024")
+
+    def blocks(self, problem) -> int:
+        G, W, NC, PF, smem = self.kernel_params(problem)
+        per_sm = self.blocks_per_sm or max(1, TWOSUM_THREADS_PER_SM // G)
+        if smem:
+            per_sm = max(1, min(per_sm, (228 * 1024) // (2 * 4 * G * NC * W + 1024)))
+        return max(1, min(problem.rows, _sms() * per_sm))
+
+    def workspace(self, problem):
+        n = self.blocks(problem)
+        parts, _ = col_split(n, problem.cols)
+        return {"part_dgamma": ((n, problem.cols), "float32"), "part_dbeta": ((n, problem.cols), "float32"),
+                "col_dgamma": ((parts, problem.cols), "float32"), "col_dbeta": ((parts, problem.cols), "float32")}
+
+    def plan(self, problem, bufs):
+        self.supports(problem)
+        G, W, NC, PF, smem = self.kernel_params(problem)
+        n = self.blocks(problem)
+        parts, chunk = col_split(n, problem.cols)
+        c = problem.cols
+        return [Launch(_twosum_kernel(G, W, NC, PF, smem), n, G,
+                       (bufs["x"], bufs["dy"], C.view(bufs["gamma"], (1, c)), bufs["dx"], bufs["part_dgamma"],
+                        bufs["part_dbeta"], C.eps32(problem), problem.rows, c)),
+                Launch(lnb_sum_partials, (_tile_blocks(c), parts), _col_block(),
+                       (bufs["part_dgamma"], bufs["part_dbeta"], bufs["col_dgamma"], bufs["col_dbeta"], n, c, chunk)),
+                Launch(lnb_col_finish, -(-c // 128), 128,
+                       (bufs["col_dgamma"], bufs["col_dbeta"], bufs["dgamma"], bufs["dbeta"], parts, c))]
+
+    def traffic(self, problem):
+        G, W, NC, PF, smem = self.kernel_params(problem)
+        e = problem.elem_bytes
+        it = np.dtype(problem.dtype).itemsize
+        n = self.blocks(problem)
+        parts, _ = col_split(n, problem.cols)
+        part = n * problem.cols * 4.0 * 2  # written by the row kernel, read by stage 1
+        small = parts * problem.cols * 4.0 * 2 * 2
+        gam = n * problem.cols * it  # gamma, once per block (from L2)
+        dram = 3 * e + 3 * problem.cols * it + 2 * part + small
+        rmw = 0.0 if smem else float(problem.rows) * problem.cols * 4.0 * 2 * 2  # global partials, per row
+        note = (f"x and dy read once, dx written once (the whole row in registers); dgamma/dbeta partials of "
+                f"{n} blocks ({part / 2**20:.1f} MiB) written once and summed in two stages; gamma read once a block")
+        if not smem:
+            note += "; the partials of these wide rows are updated in L2 every row"
+        return Traffic(flops=problem.flops, dram_bytes=dram, l2_bytes=dram + gam + rmw, limiter="dram", notes=note)
+
+
+LADDER: list[Variant] = [Oracle(), Naive(), Fused(), Warp(), Welford(), MultiRow(), Tuned(), TwoSum()]
 registry_check(LADDER)
 EXAMPLE_PROBLEM = Problem(rows=4096, cols=4096)
 GPU_SWEEP = [Problem(4096, c) for c in (128, 512, 1024, 4096, 16384)]

@@ -1132,4 +1132,6 @@ registry_check(LADDER)
 EXAMPLE_PROBLEM = Problem(n=32, c=256, h=56, w=56)
 GPU_SWEEP = [Problem(32, 256, 56, 56, layout=lay) for lay in LAYOUTS] + \
             [Problem(32, 64, 112, 112, layout=lay) for lay in LAYOUTS]
+#: float16 at the widths that matter, appended so that the indices above keep their problems
+GPU_SWEEP += [Problem(32, 256, 56, 56, "float16", layout=lay) for lay in LAYOUTS]
 SIM_SWEEP = [Problem(2, 3, 4, 5), Problem(2, 3, 4, 5, layout="NHWC")]

@@ -1036,7 +1036,8 @@ class Ticket(Variant):
     name: ClassVar[str] = "ticket"
     what: ClassVar[str] = (
         "Two kernels, as the one-kernel libraries move bytes. Statistics: a 2-D grid (channel tiles x "
-        "slices of N*H*W, about one wave: 4 blocks an SM in NCHW, 3 in NHWC) with 16-byte loads (along H*W in NCHW, along C in NHWC), "
+        "slices of N*H*W, about one wave: 4 blocks an SM in NCHW, 3 in NHWC) with 16-byte loads "
+        "(along H*W in NCHW, along C in NHWC), "
         "vec of them in flight per thread, shifted sums sum(x - k), sum((x - k)^2) with k a value of the "
         "channel (no division per element, no Chan merge: partials just add), a warp-shuffle tree, and "
         "the finish folded in: each block writes its sums, fences, takes a ticket (an atomic counter); "

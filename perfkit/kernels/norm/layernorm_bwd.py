@@ -1050,16 +1050,17 @@ class TwoSum(Variant):
     rung: ClassVar[int] = 7
     name: ClassVar[str] = "twosum"
     what: ClassVar[str] = (
-        "One row per block, a persistent grid. A thread holds 8 elements of its row's x and dy "
-        "(threads per row = cols / 8, 32..1024; 16-byte loads) and of gamma, loaded once for all "
-        "rows. Statistics as two plain all-reduces of two sums each (sum x and sum dy*gamma; then "
-        "the centred sum (x - mean)^2 and sum (x - mean) dy*gamma from registers): no division "
-        "and no Chan merge per shuffle level, 4 shuffle levels of 2 values and 2 barrier pairs a "
-        "row. dgamma and dbeta partials in shared memory (lane-major: no bank conflicts), not "
-        "registers, so the registers hold the next row's x and dy, loaded before this row's "
-        "reductions (float32 rows up to 8192 columns; float16 spilled with it under the cap). The block's partials are "
-        "written once and summed in two stages. Rows wider than 5120 columns keep the partials "
-        "in the block's row of a global workspace (L2)."
+        "One row per block, a persistent grid, registers capped at 64 (1024 threads an SM). A thread "
+        "holds 8 elements of its row's x and dy (threads per row = cols / 8, 32..1024; 16-byte loads). "
+        "Statistics as two plain all-reduces of two sums each (sum x and sum dy*gamma; then the centred "
+        "sums (x - mean)^2 and (x - mean) dy*gamma from registers): one butterfly of 2 values and one "
+        "barrier pair each, no division and no Chan merge at any shuffle level. dgamma and dbeta "
+        "partials in shared memory (lane-major: no bank conflicts), not registers, which hold instead "
+        "gamma (loaded once for all rows) and the next row's x and dy, loaded before this row's "
+        "reductions: float32 rows up to 8192 columns (float16 spilled with them: it reads gamma per "
+        "row from L1 and loads its row when it needs it). The block's partials are written once and "
+        "summed in two stages; rows wider than 5120 columns keep them in the block's row of a global "
+        "workspace (L2)."
     )
 
     def kernel_params(self, problem) -> tuple[int, int, int, bool, bool]:

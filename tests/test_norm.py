@@ -598,6 +598,23 @@ def test_layernorm_bwd_twosum_persistent(rows, cols, dtype, kw, fresh_seed, monk
     run_check("layernorm_bwd", p, inputs, v)
 
 
+
+def test_layernorm_bwd_twosum_column_ticket(fresh_seed, monkeypatch):
+    """Rung twosum's column sums in one launch: the 5 row blocks' partials in 3 row chunks (a
+    GPU makes that many from >= 128 blocks; forced here, the simulator being slow) over two
+    32-column tiles; each tile's last block adds the chunks.  Run twice on the same buffers: the
+    tickets must come back to zero."""
+    monkeypatch.setattr(layernorm_bwd, "col_split", lambda nrows, cols: (3, 2))
+    p = layernorm_bwd.Problem(5, 40, "float32")
+    v = layernorm_bwd.TwoSum()
+    inputs = p.make_inputs(fresh_seed)
+    prep = v.prepare(p, inputs)
+    prep()
+    prep()
+    c = p.check(prep.output(), ref_layernorm_bwd(p, inputs))
+    assert c.ok, c.message
+
+
 def test_layernorm_bwd_column_split():
     """The two-stage column reduction: every row in exactly one chunk, at most 64 partials."""
     for rows, cols in ((1, 1), (37, 37), (4096, 4096), (100000, 3)):

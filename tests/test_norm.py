@@ -102,7 +102,7 @@ def small(v, G=32, R=1, V=2):
     if "block" in cfg:
         kw["block"] = 32
     if "threads_per_row" in cfg:
-        kw.update(threads_per_row=G, rows_per_block=R, vec=V)
+        kw.update({k: x for k, x in dict(threads_per_row=G, rows_per_block=R, vec=V).items() if k in cfg})
     if "threads" in cfg:
         kw["threads"] = 64
     return dataclasses.replace(v, **kw)
@@ -309,6 +309,30 @@ def test_batchnorm_special_values(layout, fresh_seed):
         assert np.isnan(out["y"][sl(2)]).all() and np.isnan(out["running_var"][2])
         keep = [0, 1, 3]
         assert np.isfinite(out["y"][sl(keep)]).all() and np.isfinite(out["running_var"][keep]).all()
+
+
+
+@pytest.mark.parametrize("shape,dtype,layout", [((4, 2, 6, 6), "float32", "NCHW"), ((3, 5, 3, 1), "float16", "NHWC"),
+                                                ((3, 2, 1, 13), "float16", "NCHW"), ((1, 33, 1, 3), "float32", "NHWC")])
+def test_batchnorm_ticket(shape, dtype, layout, fresh_seed):
+    """Rung ticket at small launches that still split each channel over several blocks (the
+    last block of each channel or tile adds the slices' sums), a channel tile past the end
+    (33 channels), odd H*W (scalar loads): run twice on the same buffers, so the ticket
+    counters must come back to zero; running statistics against float64 (unbiased variance)."""
+    p = batchnorm.Problem(*shape, dtype=dtype, layout=layout, momentum=0.3)
+    inputs = p.make_inputs(fresh_seed)
+    if dtype == "float16":  # large, close values: the shifted sums must not cancel them away
+        inputs["x"] = (3000.0 + 40.0 * np.random.default_rng(fresh_seed).standard_normal(p.shape)).astype(dtype)
+    v = batchnorm.Ticket(threads=32, vec=1)
+    assert v.splits(p) > 1
+    prep = v.prepare(p, inputs)
+    prep()
+    prep()
+    out = prep.output()
+    ref = ref_batchnorm(p, inputs)
+    c = p.check(out, ref)
+    assert c.ok, c.message
+    np.testing.assert_allclose(out["running_var"], ref["running_var"], rtol=1e-5 if dtype == "float32" else 2e-3)
 
 
 # --- bad inputs ---------------------------------------------------------------------------------
@@ -554,6 +578,41 @@ def test_vec_load_store_and_alignment(dtype, W):
             _vec.vec_load(W)(odd, 1, 0, buf, 0)
     with pytest.raises(RuntimeError, match="16 bytes"):
         _vec.vec_load(8)(np.zeros((1, 8), np.float32), 0, 0, np.zeros(8, np.float32), 0)
+
+
+@pytest.mark.parametrize("rows,cols,dtype,kw", [
+    (5, 37, "float32", {}),                            # 32 lanes x 2 chunks, the next row prefetched
+    (5, 300, "float16", {"threads_per_row": 32}),      # half2 loads, no prefetch (float16)
+    (5, 64, "float32", {"smem": 0}),                   # partials in the block's global row
+    (1, 5, "float32", {}),                             # one row: a block with nothing to prefetch
+])
+def test_layernorm_bwd_twosum_persistent(rows, cols, dtype, kw, fresh_seed, monkeypatch):
+    """Rung twosum with 2 blocks looping over 5 rows (one simulated SM): the prefetched next row,
+    the partials accumulated over rows in shared memory (or in global memory), large values."""
+    monkeypatch.setattr(layernorm_bwd, "_sms", lambda: 1)
+    p = layernorm_bwd.Problem(rows, cols, dtype)
+    inputs = p.make_inputs(fresh_seed)
+    inputs["x"] = (inputs["x"].astype(F64) * 300.0 + 2000.0).astype(dtype)  # |x| ~ 2e3, std 600
+    v = layernorm_bwd.TwoSum(blocks_per_sm=2, **kw)
+    assert v.blocks(p) == min(rows, 2)
+    run_check("layernorm_bwd", p, inputs, v)
+
+
+
+def test_layernorm_bwd_twosum_column_ticket(fresh_seed, monkeypatch):
+    """Rung twosum's column sums in one launch: the 5 row blocks' partials in 3 row chunks (a
+    GPU makes that many from >= 128 blocks; forced here, the simulator being slow) over two
+    32-column tiles; each tile's last block adds the chunks.  Run twice on the same buffers: the
+    tickets must come back to zero."""
+    monkeypatch.setattr(layernorm_bwd, "col_split", lambda nrows, cols: (3, 2))
+    p = layernorm_bwd.Problem(5, 40, "float32")
+    v = layernorm_bwd.TwoSum()
+    inputs = p.make_inputs(fresh_seed)
+    prep = v.prepare(p, inputs)
+    prep()
+    prep()
+    c = p.check(prep.output(), ref_layernorm_bwd(p, inputs))
+    assert c.ok, c.message
 
 
 def test_layernorm_bwd_column_split():

@@ -382,7 +382,8 @@ class Variant:
       host stand-ins of the right dtype and rank when compiled for inspection);
     * :meth:`traffic`: the rung's analytical model of its own work;
     * optionally :meth:`supports` (tile constraints, raising UnsupportedProblem) and
-      :meth:`workspace` (temporaries beyond the outputs).
+      :meth:`workspace` (temporaries beyond the outputs, NaN-poisoned but for those
+      :meth:`zeroed` names).
     """
 
     rung: ClassVar[int] = -1
@@ -402,6 +403,12 @@ class Variant:
 
     def workspace(self, problem: Problem) -> dict[str, tuple[tuple[int, ...], str]]:
         return {}
+
+    def zeroed(self, problem: Problem) -> frozenset[str]:
+        """Workspace buffers that start at zero instead of NaN: counters such as a last-block
+        ticket, which the kernel itself returns to zero when it finishes, so that every launch
+        (a timing repeats them) finds them at zero."""
+        return frozenset()
 
     def example(self, problem: Problem) -> Problem:
         """The problem to show this rung on, given the op's example (a rung that needs, say,
@@ -428,8 +435,9 @@ class Variant:
         self.supports(problem)
         bufs: dict[str, Any] = {k: cuda.to_device(v) for k, v in inputs.items()}
         outs = problem.output_specs()
+        zeroed = self.zeroed(problem)
         for name, (shape, dtype) in {**outs, **self.workspace(problem)}.items():
-            bufs[name] = cuda.to_device(np.full(shape, np.nan, dtype=dtype))
+            bufs[name] = cuda.to_device(np.full(shape, 0 if name in zeroed else np.nan, dtype=dtype))
         launches = self.plan(problem, bufs)
 
         def launch() -> None:

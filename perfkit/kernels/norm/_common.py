@@ -332,6 +332,31 @@ def group_sum(v, G, scr):
     return v
 
 
+
+@cuda.jit(device=True)
+def group_sum2(a, b, G, scr):
+    """Sums of two values over the ``G`` threads of a row at once (``scr``: a (2, 32) shared
+    array): the butterflies of both interleaved, one pair of barriers for both when G > 32."""
+    off = min(G, 32) // 2
+    while off > 0:
+        a += shfl_xor(a, off)
+        b += shfl_xor(b, off)
+        off //= 2
+    if G > 32:
+        t = cuda.threadIdx.x
+        if t % 32 == 0:
+            scr[0, t // 32] = a
+            scr[1, t // 32] = b
+        cuda.syncthreads()
+        first = (t // G) * (G // 32)
+        a = ZERO
+        b = ZERO
+        for i in range(G // 32):
+            a += scr[0, first + i]
+            b += scr[1, first + i]
+        cuda.syncthreads()
+    return a, b
+
 @cuda.jit(device=True)
 def group_max(v, G, scr):
     v = warp_max(v, min(G, 32))

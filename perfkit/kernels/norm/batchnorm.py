@@ -24,6 +24,8 @@ Ledger (one line per rung; numbers and names live only in ``LADDER``):
   5 split       the reduction split over many blocks (channel tiles x slices of N*H*W, coalesced
                 in both layouts, V loads in flight), a finalize kernel, and a fully parallel
                 grid-stride normalize: all SMs busy even with few channels
+  6 ticket      16-byte loads, shifted sums and a shuffle tree in the statistics kernel, its finish
+                folded in by a last-block ticket; the normalize walks x backwards (its end is in L2)
 """
 from __future__ import annotations
 
@@ -33,7 +35,7 @@ from functools import lru_cache
 from typing import ClassVar
 
 import numpy as np
-from numba import cuda, float32
+from numba import cuda, float32, int32
 
 from ..base import Traffic
 from ..base import TOLERANCES, Launch, OracleVariant, Problem, ProblemError, UnsupportedProblem, Variant, registry_check
@@ -41,7 +43,7 @@ from . import _common as C
 from ._vec import vec_load, vec_store
 from ._common import ONE, ZERO, chan_merge, group_sum, group_welford, tree_sum, welford_push
 
-__all__ = ["Problem", "LADDER", "Oracle", "Naive", "Fused", "Warp", "Welford", "Split", "EXAMPLE_PROBLEM"]
+__all__ = ["Problem", "LADDER", "Oracle", "Naive", "Fused", "Warp", "Welford", "Split", "Ticket", "EXAMPLE_PROBLEM"]
 
 Base = Problem
 LAYOUTS = ("NCHW", "NHWC")
@@ -749,9 +751,388 @@ class Split(Variant):
                        notes="stats pass + normalize pass: x read twice, y written once; coalesced in both layouts")
 
 
-LADDER: list[Variant] = [Oracle(), Naive(), Fused(), Warp(), Welford(), Split()]
+# --- rung 6 -------------------------------------------------------------------------------
+#: blocks per SM of the statistics grid, by layout: one wave (the kernels' registers are capped
+#: so that this many blocks fit an SM), so no SM waits on a last partial wave.  NHWC threads
+#: hold W channels' sums and shifts besides the loads in flight: 3 blocks (80 registers; at 64
+#: the float16 kernel, 8 channels a thread, spilled)
+STATS_BLOCKS_PER_SM = {"NCHW": 4, "NHWC": 3}
+
+@cuda.jit(device=True)
+def _ticket_finish(c, k, s1, s2, cnt, eps, stats):
+    """Channel c's statistics from its shifted sums s1 = sum(x - k), s2 = sum((x - k)^2) over
+    cnt values: mean = k + s1/cnt, var = s2/cnt - (s1/cnt)^2 (biased): stats[:, c] = (mean,
+    rstd, var)."""
+    d = s1 / cnt
+    var = s2 / cnt - d * d
+    if var < ZERO:  # rounding; a NaN stays NaN (fmaxf would drop it)
+        var = ZERO
+    stats[0, c] = k + d
+    stats[1, c] = ONE / math.sqrt(var + eps)
+    stats[2, c] = var
+
+
+@lru_cache(maxsize=None)
+def _ticket_nchw_kernel(T: int, W: int, V: int):
+    """NCHW statistics, block (channel c, slice sp): x as (N*C planes, H*W), channel c's data
+    the planes n*C + c; the slice is a range of its N*(H*W/W) W-element chunks (16-byte loads
+    along H*W), V of them in flight per thread.  Shifted sums (no division per element), a
+    shuffle tree, the block's sums to part[:, sp, c]; the last block of the channel (ticket)
+    adds the slices' sums and finishes."""
+    ld = vec_load(W)
+    VW = V * W
+
+    @C.jit_block(STATS_BLOCKS_PER_SM["NCHW"] * T)  # registers capped so that the wave fits
+    def bn_ticket_stats_nchw(x2, part, count, stats, eps, nc):
+        scr1 = cuda.shared.array(32, float32)
+        scr2 = cuda.shared.array(32, float32)
+        last = cuda.shared.array(1, int32)
+        buf = cuda.local.array(VW, float32)
+        kb = cuda.local.array(W, float32)
+        c = cuda.blockIdx.x
+        sp = cuda.blockIdx.y
+        ns = cuda.gridDim.y
+        t = cuda.threadIdx.x
+        nchunk = x2.shape[1] // W  # chunks per plane
+        total = (x2.shape[0] // nc) * nchunk
+        per = (total + ns - 1) // ns
+        lo = sp * per
+        hi = min(total, lo + per)
+        if t == 0:  # the shift: a value of the channel, so (mean - k)^2 is of the order of var
+            ld(x2, c, 0, kb, 0)
+            scr1[0] = kb[0]
+        cuda.syncthreads()
+        k = scr1[0]
+        cuda.syncthreads()  # scr1 is the reductions' scratch
+        dn = T // nchunk
+        doff = T - dn * nchunk
+        n = (lo + t) // nchunk  # the one division: (n, off) then walks with the chunk index
+        off = lo + t - n * nchunk
+        s1 = ZERO
+        s2 = ZERO
+        for base in range(lo + t, hi, T * V):
+            for v in range(V):  # V 16-byte loads in flight
+                if base + v * T < hi:
+                    ld(x2, n * nc + c, off * W, buf, v * W)
+                else:
+                    for q in range(W):
+                        buf[v * W + q] = k  # contributes zero
+                n, off = _adv(n, off, dn, doff, nchunk)
+            for i in range(VW):
+                d = buf[i] - k
+                s1 += d
+                s2 += d * d
+        s1 = group_sum(s1, T, scr1)
+        s2 = group_sum(s2, T, scr2)
+        if t == 0:
+            part[0, sp, c] = s1
+            part[1, sp, c] = s2
+            cuda.threadfence()  # the sums reach L2 before the ticket says so
+            last[0] = cuda.atomic.add(count, c, 1) == ns - 1
+        cuda.syncthreads()
+        if last[0]:  # the channel's last block: every slice's sums are in L2
+            cuda.threadfence()
+            s1 = ZERO
+            s2 = ZERO
+            for s in range(t, ns, T):
+                s1 += part[0, s, c]
+                s2 += part[1, s, c]
+            s1 = group_sum(s1, T, scr1)
+            s2 = group_sum(s2, T, scr2)
+            if t == 0:
+                _ticket_finish(c, k, s1, s2, float32(total * W), eps, stats)
+                count[c] = 0  # ready for the next launch
+
+    return bn_ticket_stats_nchw
+
+
+@lru_cache(maxsize=None)
+def _ticket_nhwc_kernel(CT: int, RB: int, W: int, V: int):
+    """NHWC statistics, block (channel tile, slice sp): x as (N*H*W, C); lane % CT owns W
+    consecutive channels (one 16-byte load a row), t // CT is one of RB row groups; V rows in
+    flight.  Shifted sums per channel, the RB groups summed by a shared-memory tree, the tile's
+    sums to part[:, sp, ch]; the tile's last block (ticket) adds the slices' sums and finishes."""
+    ld = vec_load(W)
+    VW = V * W
+    TW = CT * W  # channels of a tile
+
+    @C.jit_block(STATS_BLOCKS_PER_SM["NHWC"] * CT * RB)  # registers capped so that the wave fits
+    def bn_ticket_stats_nhwc(x2, part, count, stats, eps, nc):
+        sh = cuda.shared.array((2, RB, TW), float32)
+        last = cuda.shared.array(1, int32)
+        buf = cuda.local.array(VW, float32)
+        kb = cuda.local.array(W, float32)
+        s1 = cuda.local.array(W, float32)
+        s2 = cuda.local.array(W, float32)
+        t = cuda.threadIdx.x
+        cl = t % CT
+        grp = t // CT
+        ch = cuda.blockIdx.x * TW + cl * W  # first of this thread's W channels
+        sp = cuda.blockIdx.y
+        ns = cuda.gridDim.y
+        total = x2.shape[0]
+        per = (total + ns - 1) // ns
+        lo = sp * per
+        hi = min(total, lo + per)
+        if ch >= nc:
+            hi = lo  # past the last channel: reduce nothing
+        elif grp == 0:
+            ld(x2, 0, ch, kb, 0)  # the shifts: a value of each channel, shared with the row groups
+            for q in range(W):
+                sh[0, 0, cl * W + q] = kb[q]
+        cuda.syncthreads()
+        for q in range(W):
+            kb[q] = sh[0, 0, cl * W + q] if ch < nc else ZERO
+        cuda.syncthreads()  # sh is the tree's scratch
+        for q in range(W):
+            s1[q] = ZERO
+            s2[q] = ZERO
+        for base in range(lo + grp, hi, RB * V):
+            for v in range(V):  # V rows in flight
+                if base + v * RB < hi:
+                    ld(x2, base + v * RB, ch, buf, v * W)
+                else:
+                    for q in range(W):
+                        buf[v * W + q] = kb[q]
+            for v in range(V):
+                for q in range(W):
+                    d = buf[v * W + q] - kb[q]
+                    s1[q] += d
+                    s2[q] += d * d
+        for q in range(W):
+            sh[0, grp, cl * W + q] = s1[q]
+            sh[1, grp, cl * W + q] = s2[q]
+        cuda.syncthreads()
+        h = RB // 2
+        while h > 0:  # tree over the row groups
+            if grp < h:
+                for q in range(W):
+                    sh[0, grp, cl * W + q] += sh[0, grp + h, cl * W + q]
+                    sh[1, grp, cl * W + q] += sh[1, grp + h, cl * W + q]
+            cuda.syncthreads()
+            h //= 2
+        if grp == 0 and ch < nc:
+            for q in range(W):
+                part[0, sp, ch + q] = sh[0, 0, cl * W + q]
+                part[1, sp, ch + q] = sh[1, 0, cl * W + q]
+            cuda.threadfence()  # the sums reach L2 before the ticket says so
+        cuda.syncthreads()
+        if t == 0:
+            last[0] = cuda.atomic.add(count, cuda.blockIdx.x, 1) == ns - 1
+        cuda.syncthreads()
+        if last[0]:  # the tile's last block
+            cuda.threadfence()
+            for q in range(W):
+                s1[q] = ZERO
+                s2[q] = ZERO
+            if ch < nc:
+                for s in range(grp, ns, RB):
+                    for q in range(W):
+                        s1[q] += part[0, s, ch + q]
+                        s2[q] += part[1, s, ch + q]
+            for q in range(W):
+                sh[0, grp, cl * W + q] = s1[q]
+                sh[1, grp, cl * W + q] = s2[q]
+            cuda.syncthreads()
+            h = RB // 2
+            while h > 0:
+                if grp < h:
+                    for q in range(W):
+                        sh[0, grp, cl * W + q] += sh[0, grp + h, cl * W + q]
+                        sh[1, grp, cl * W + q] += sh[1, grp + h, cl * W + q]
+                cuda.syncthreads()
+                h //= 2
+            if grp == 0 and ch < nc:
+                for q in range(W):
+                    _ticket_finish(ch + q, kb[q], sh[0, 0, cl * W + q], sh[1, 0, cl * W + q], float32(total),
+                                   eps, stats)
+            if t == 0:
+                count[cuda.blockIdx.x] = 0  # ready for the next launch
+
+    return bn_ticket_stats_nhwc
+
+
+@lru_cache(maxsize=None)
+def _reverse_normalize_kernel(W: int, V: int, IN_ROW: bool, TR: int, RPB: int):
+    """y = (x - mean[c]) * rstd[c] * gamma[c] + beta[c] over x as 2-D (P, L) (NCHW: N*C planes
+    x H*W, the channel per plane; NHWC: N*H*W rows x C, the channel per column, its statistics,
+    gamma and beta read as vectors too), walking the planes from the LAST: the statistics kernel
+    read the end of x last, so what of x is still in L2 is read first, before the new y evicts
+    it.  A block is RPB rows of TR threads (narrow NHWC rows: several rows a block, not 32-thread
+    blocks).  Block (0, 0) also updates the running statistics (momentum, unbiased variance)."""
+    ld = vec_load(W)
+    st = vec_store(W)
+    WP = min(W, 4)  # the float32 parameters: 16 bytes at most per load
+    ldp = vec_load(WP)
+    VW = V * W
+
+    @cuda.jit
+    def bn_normalize_reverse(x2, y2, stats, gamma, beta, rm_in, rv_in, rm, rv, cnt, mom):
+        buf = cuda.local.array(VW, float32)
+        mb = cuda.local.array(VW, float32)
+        kb = cuda.local.array(VW, float32)
+        bb = cuda.local.array(VW, float32)
+        P = x2.shape[0]
+        L = x2.shape[1]
+        nc = gamma.shape[1]
+        t = cuda.threadIdx.x
+        if cuda.blockIdx.x == 0 and cuda.blockIdx.y == 0:
+            for c in range(t, nc, TR * RPB):
+                rm[c] = (ONE - mom) * rm_in[c] + mom * stats[0, c]
+                rv[c] = (ONE - mom) * rv_in[c] + mom * stats[2, c] * cnt / (cnt - ONE)
+        l0 = (cuda.blockIdx.x * TR + t % TR) * W
+        lstep = cuda.gridDim.x * TR * W  # the grid spans a row: V * lstep >= L
+        if IN_ROW:  # NHWC: a thread's V * W channels are the same in every row: load them once
+            for v in range(V):
+                l = l0 + v * lstep
+                if l < L:
+                    for h in range(0, W, WP):
+                        ldp(stats, 0, l + h, mb, v * W + h)
+                        ldp(stats, 1, l + h, kb, v * W + h)
+                        ldp(gamma, 0, l + h, bb, v * W + h)
+                    for q in range(W):
+                        kb[v * W + q] *= bb[v * W + q]  # rstd * gamma
+                    for h in range(0, W, WP):
+                        ldp(beta, 0, l + h, bb, v * W + h)
+        for pr in range(cuda.blockIdx.y * RPB + t // TR, P, cuda.gridDim.y * RPB):
+            p = P - 1 - pr
+            m0 = ZERO
+            k0 = ZERO
+            b0 = ZERO
+            if not IN_ROW:  # NCHW: one channel per plane, its parameters loaded once
+                cp = p % nc
+                m0 = stats[0, cp]
+                k0 = stats[1, cp] * gamma[0, cp]
+                b0 = beta[0, cp]
+            for v in range(V):
+                l = l0 + v * lstep
+                if l < L:
+                    ld(x2, p, l, buf, v * W)
+            for v in range(V):
+                l = l0 + v * lstep
+                if l < L:
+                    for q in range(W):
+                        i = v * W + q
+                        if IN_ROW:
+                            buf[i] = (buf[i] - mb[i]) * kb[i] + bb[i]
+                        else:
+                            buf[i] = (buf[i] - m0) * k0 + b0
+                    st(y2, p, l, buf, v * W)
+
+    return bn_normalize_reverse
+
+
+#: L2 bytes of x trusted to survive from the statistics pass to the normalize pass: half of
+#: ONCHIP_BYTES (the normalize pass's own writes of y share L2 with it)
+L2_REUSE_BYTES = C.ONCHIP_BYTES // 2
+
+
+@dataclass(frozen=True)
+class Ticket(Variant):
+    threads: int = 256
+    vec: int = 4
+
+    rung: ClassVar[int] = 6
+    name: ClassVar[str] = "ticket"
+    what: ClassVar[str] = (
+        "Two kernels, as the one-kernel libraries move bytes. Statistics: a 2-D grid (channel tiles x "
+        "slices of N*H*W, about one wave: 4 blocks an SM in NCHW, 3 in NHWC) with 16-byte loads "
+        "(along H*W in NCHW, along C in NHWC), "
+        "vec of them in flight per thread, shifted sums sum(x - k), sum((x - k)^2) with k a value of the "
+        "channel (no division per element, no Chan merge: partials just add), a warp-shuffle tree, and "
+        "the finish folded in: each block writes its sums, fences, takes a ticket (an atomic counter); "
+        "the channel's last block adds the slices' sums, writes mean, rstd and var, and resets the "
+        "counter. Normalize: 16-byte loads and stores, walking x from its END, which the statistics "
+        "pass read last, so the part of x still in L2 is read from there; its first block updates the "
+        "running statistics (unbiased running variance, momentum, as torch). Four array arguments to "
+        "the first launch (perfkit's launch cost grows with them; the flush queued ahead hides it). "
+        "x is read twice because it does not fit in L2 (every statistic must be complete before any "
+        "y): the goal is the copy bandwidth on 2 reads of x + 1 write of y."
+    )
+
+    def width(self, problem) -> int:
+        return C.vec_width(problem.h * problem.w if problem.layout == "NCHW" else problem.c, problem.dtype)
+
+    def tile(self, problem) -> tuple[int, int]:
+        """(CT, RB): lanes across channels and row groups of an NHWC block (NCHW: (1, threads))."""
+        if problem.layout == "NCHW":
+            return 1, self.threads
+        ct = min(32, self.threads, C.next_pow2(-(-problem.c // self.width(problem))))
+        return ct, self.threads // ct
+
+    def tiles(self, problem) -> int:
+        if problem.layout == "NCHW":
+            return problem.c
+        ct, _ = self.tile(problem)
+        return -(-problem.c // (ct * self.width(problem)))
+
+    def splits(self, problem) -> int:
+        ct, rb = self.tile(problem)
+        W = self.width(problem)
+        work = problem.n * (problem.h * problem.w // W) if problem.layout == "NCHW" else problem.m
+        per_block = rb * self.vec  # chunks (NCHW) or rows (NHWC) of one trip of a block
+        want = max(1, _sms() * STATS_BLOCKS_PER_SM[problem.layout] // self.tiles(problem))  # about one wave
+        return max(1, min(want, 65535, -(-work // per_block)))
+
+    def supports(self, problem):
+        t = self.threads
+        if t < 32 or t > 1024 or t & (t - 1):
+            raise UnsupportedProblem(f"ticket: threads={t} must be a power of two in 32..1024")
+        if not 1 <= self.vec <= 8:
+            raise UnsupportedProblem(f"ticket: vec={self.vec} must be 1..8")
+
+    def workspace(self, problem):
+        # the slices' sums; a ticket per channel tile; (mean, rstd, var) of every channel
+        return {"part": ((2, self.splits(problem), problem.c), "float32"),
+                "count": ((self.tiles(problem),), "int32"), "stats": ((3, problem.c), "float32")}
+
+    def zeroed(self, problem):
+        return frozenset({"count"})
+
+    def plan(self, problem, bufs):
+        self.supports(problem)
+        eps, mom = _scalars(problem)
+        W = self.width(problem)
+        ns = self.splits(problem)
+        if problem.layout == "NCHW":
+            shape2 = (problem.n * problem.c, problem.h * problem.w)
+            kern = _ticket_nchw_kernel(self.threads, W, self.vec)
+        else:
+            shape2 = (problem.m, problem.c)
+            kern = _ticket_nhwc_kernel(*self.tile(problem), W, self.vec)
+        stats = Launch(kern, (self.tiles(problem), ns), self.threads,
+                       (C.view(bufs["x"], shape2), bufs["part"], bufs["count"], bufs["stats"], eps, problem.c))
+        P, L = shape2
+        per_thread = W * NORM_VEC
+        tr = min(256, max(32, C.next_pow2(-(-L // per_thread))))  # threads along a row
+        rpb = 256 // tr  # rows per block
+        gx = -(-L // (tr * per_thread))  # the grid spans a row: a thread's columns are fixed
+        gy = max(1, min(-(-P // rpb), 65535, -(-_sms() * 2048 // (256 * gx))))  # about a full GPU of threads
+        ch = (1, problem.c)
+        norm = Launch(_reverse_normalize_kernel(W, NORM_VEC, problem.layout == "NHWC", tr, rpb), (gx, gy), 256,
+                      (C.view(bufs["x"], shape2), C.view(bufs["y"], shape2), bufs["stats"],
+                       C.view(bufs["gamma"], ch), C.view(bufs["beta"], ch), bufs["running_mean_in"],
+                       bufs["running_var_in"], bufs["running_mean"], bufs["running_var"],
+                       np.float32(problem.m), mom))
+        return [stats, norm]
+
+    def traffic(self, problem):
+        e = problem.elem_bytes
+        reuse = min(e, float(L2_REUSE_BYTES))  # the end of x, read last by the stats, first by the normalize
+        part = 2 * 4.0 * self.splits(problem) * problem.c * 2
+        ch = problem.c * 4.0 * 9
+        dram = 3 * e - reuse + part + ch
+        return Traffic(flops=problem.flops, dram_bytes=dram, l2_bytes=3 * e + part + ch, limiter="dram",
+                       notes=(f"x read twice (it does not fit in L2), {reuse / 2**20:.0f} MiB of the second read "
+                              "from L2 (the normalize walks x from the end the statistics read last), y written "
+                              "once; 16-byte accesses in both layouts"))
+
+
+LADDER: list[Variant] = [Oracle(), Naive(), Fused(), Warp(), Welford(), Split(), Ticket()]
 registry_check(LADDER)
 EXAMPLE_PROBLEM = Problem(n=32, c=256, h=56, w=56)
 GPU_SWEEP = [Problem(32, 256, 56, 56, layout=lay) for lay in LAYOUTS] + \
             [Problem(32, 64, 112, 112, layout=lay) for lay in LAYOUTS]
+#: float16 at the widths that matter, appended so that the indices above keep their problems
+GPU_SWEEP += [Problem(32, 256, 56, 56, "float16", layout=lay) for lay in LAYOUTS]
 SIM_SWEEP = [Problem(2, 3, 4, 5), Problem(2, 3, 4, 5, layout="NHWC")]

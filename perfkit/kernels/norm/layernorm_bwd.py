@@ -27,6 +27,9 @@ Ledger (one line per rung; numbers and names live only in ``LADDER``):
                 columns in registers across rows; the two-stage column reduction sums the slots
   6 tuned       rung 5 at the launch shape of the rule of the forward ops (``search`` ranks shapes
                 by measurement on a GPU)
+  7 twosum      one row a block, persistent: two plain all-reduces of two sums (then the centred
+                ones from registers), gamma in registers, dgamma/dbeta partials in shared memory,
+                the next row's x and dy loaded before this row's reductions
 """
 from __future__ import annotations
 
@@ -36,7 +39,7 @@ from functools import lru_cache
 from typing import Callable, ClassVar
 
 import numpy as np
-from numba import cuda, float32
+from numba import cuda, float32, int32
 
 from ... import backend
 from ..base import Traffic
@@ -46,7 +49,7 @@ from ._vec import vec_load, vec_store
 from ._common import ONE, ZERO, group_sum, shfl_xor, tree_sum
 
 __all__ = ["Problem", "LADDER", "Oracle", "Naive", "Fused", "Warp", "Welford", "MultiRow", "Tuned",
-           "search", "EXAMPLE_PROBLEM"]
+           "TwoSum", "search", "EXAMPLE_PROBLEM"]
 
 
 @dataclass(frozen=True)
@@ -305,6 +308,59 @@ def lnb_sum_partials(sg, sb, pg, pb, nslots, cols, chunk):
             pg[k, j] = a
             pb[k, j] = b
         cuda.syncthreads()  # sh is reused by the next tile
+
+
+@cuda.jit
+def lnb_sum_partials_ticket(sg, sb, pg, pb, count, dgamma, dbeta, nslots, cols, chunk):
+    """Stage 1 of rung 7's column sums with stage 2 folded in: as :func:`lnb_sum_partials`, then
+    each block fences its partials and takes a ticket of its column tile (an atomic counter);
+    the tile's last block (of the gridDim.y row chunks) adds the chunks' partials and writes
+    dgamma, dbeta, and resets the counter: one launch fewer (perfkit's launch cost, ~55 us a
+    launch on the H100 machine of the records, is what narrow problems wait on)."""
+    sh = cuda.shared.array((2, COL_LANES, COL_TILE), float32)
+    last = cuda.shared.array(1, int32)
+    t = cuda.threadIdx.x
+    tx = t % COL_TILE
+    ty = t // COL_TILE
+    k = cuda.blockIdx.y
+    nparts = cuda.gridDim.y
+    lo = k * chunk
+    hi = min(nslots, lo + chunk)
+    for tile in range(cuda.blockIdx.x, (cols + COL_TILE - 1) // COL_TILE, cuda.gridDim.x):
+        j = tile * COL_TILE + tx
+        a = ZERO
+        b = ZERO
+        if j < cols:
+            for r in range(lo + ty, hi, COL_LANES):
+                a += sg[r, j]
+                b += sb[r, j]
+        sh[0, ty, tx] = a
+        sh[1, ty, tx] = b
+        cuda.syncthreads()
+        if ty == 0 and j < cols:
+            for u in range(1, COL_LANES):
+                a += sh[0, u, tx]
+                b += sh[1, u, tx]
+            pg[k, j] = a
+            pb[k, j] = b
+            cuda.threadfence()  # the partials reach L2 before the ticket says so
+        cuda.syncthreads()
+        if t == 0:
+            last[0] = cuda.atomic.add(count, tile, 1) == nparts - 1
+        cuda.syncthreads()
+        if last[0]:  # the tile's last block: every chunk's partials are in L2
+            cuda.threadfence()
+            if ty == 0 and j < cols:
+                a = ZERO
+                b = ZERO
+                for kk in range(nparts):
+                    a += pg[kk, j]
+                    b += pb[kk, j]
+                dgamma[j] = a
+                dbeta[j] = b
+            if t == 0:
+                count[tile] = 0  # ready for the next launch
+        cuda.syncthreads()  # sh and last are reused by the next tile
 
 
 @cuda.jit
@@ -900,8 +956,235 @@ def search(problem: Problem, time_fn: Callable[[Variant], float] | None = None,
                     time_fn, candidates, pick=Tuned().shape(problem))
 
 
-LADDER: list[Variant] = [Oracle(), Naive(), Fused(), Warp(), Welford(), MultiRow(), Tuned()]
+# --- rung 7 -------------------------------------------------------------------------------
+#: elements of its row a thread of rung 7 holds (of x and of dy, and of gamma, as float32): the
+#: next row's x and dy fit beside them (5 x 8 registers) at 512 threads a row (4096 columns)
+TWOSUM_ELEMS = 8
+#: the most shared memory a block's dgamma/dbeta partials may take (two floats a column); past
+#: it (rows wider than 5120 columns) they live in the block's row of the global workspace
+TWOSUM_SMEM_BYTES = 40 * 1024
+#: threads an SM of rung 7 (its registers capped at 64 so that they fit)
+TWOSUM_THREADS_PER_SM = 1024
+
+
+@lru_cache(maxsize=None)
+def _twosum_kernel(G: int, W: int, NC: int, PF: bool, SMEM: bool):  # noqa: C901
+    """One row per block of G threads, a persistent grid (blocks loop over rows).  Lane ``lane``
+    holds the chunks at columns W * (lane + c * G), c < NC, of x, dy and gamma (gamma loaded
+    once).  Per row: two plain sums (x, dy * gamma) in one all-reduce, then the centred sums
+    ((x - mean)^2, (x - mean) * g) from the registers in a second; dx from registers.  The
+    dgamma/dbeta partials of the lane's columns accumulate in shared memory (SMEM; lane-major,
+    so a warp's accesses hit 32 banks) or, for wide rows, in the block's row of pg/pb (only
+    this lane touches those columns: no race); PF: the next row's x and dy are loaded before
+    this row's reductions, so their latency hides behind the row's work.  Gamma stays in
+    registers with PF (up to TWOSUM_ELEMS a thread); wider rows read it per chunk (L1).  The
+    registers are capped at 64 (1024 threads an SM), which these fit without spills at 8
+    elements a thread."""
+    ld = vec_load(W)
+    st = vec_store(W)
+    CW = NC * W
+    SC = G * CW if SMEM else 1
+    PW = CW if PF else 1
+    GW = CW if PF else W  # gamma: the whole share in registers, or one chunk at a time
+
+    @C.jit_block(TWOSUM_THREADS_PER_SM)
+    def lnb_twosum(x, dy, gamma, dx, pg, pb, eps, rows, cols):
+        scr = cuda.shared.array((2, 32), float32)
+        acc = cuda.shared.array((2, SC), float32)
+        xc = cuda.local.array(CW, float32)
+        dc = cuda.local.array(CW, float32)
+        gm = cuda.local.array(GW, float32)
+        xn = cuda.local.array(PW, float32)
+        dn = cuda.local.array(PW, float32)
+        lane = cuda.threadIdx.x
+        blk = cuda.blockIdx.x
+        nf = float32(cols)
+        for i in range(CW):
+            xc[i] = ZERO  # columns past the row stay zero: the plain sums need no mask
+            dc[i] = ZERO
+        for i in range(GW):
+            gm[i] = ZERO
+        for i in range(PW):
+            xn[i] = ZERO
+            dn[i] = ZERO
+        for c in range(NC):
+            j = W * (lane + c * G)
+            if j < cols:
+                if PF:
+                    ld(gamma, 0, j, gm, c * W)
+                if PF and blk < rows:  # the first row
+                    ld(x, blk, j, xc, c * W)
+                    ld(dy, blk, j, dc, c * W)
+                for e in range(W):
+                    if SMEM:
+                        acc[0, (c * W + e) * G + lane] = ZERO
+                        acc[1, (c * W + e) * G + lane] = ZERO
+                    else:
+                        pg[blk, j + e] = ZERO
+                        pb[blk, j + e] = ZERO
+        for r in range(blk, rows, cuda.gridDim.x):
+            if PF:  # the next row's loads go out now
+                rn = r + cuda.gridDim.x
+                if rn < rows:
+                    for c in range(NC):
+                        j = W * (lane + c * G)
+                        if j < cols:
+                            ld(x, rn, j, xn, c * W)
+                            ld(dy, rn, j, dn, c * W)
+            else:
+                for c in range(NC):
+                    j = W * (lane + c * G)
+                    if j < cols:
+                        ld(x, r, j, xc, c * W)
+                        ld(dy, r, j, dc, c * W)
+            sx = ZERO
+            sg = ZERO
+            for c in range(NC):
+                if not PF and W * (lane + c * G) < cols:
+                    ld(gamma, 0, W * (lane + c * G), gm, 0)
+                for e in range(W):
+                    i = c * W + e
+                    sx += xc[i]
+                    sg += dc[i] * gm[i if PF else e]
+            sx, sg = C.group_sum2(sx, sg, G, scr)
+            mx = sx / nf
+            mg = sg / nf
+            m2 = ZERO
+            cc = ZERO
+            for c in range(NC):
+                if W * (lane + c * G) < cols:
+                    if not PF:
+                        ld(gamma, 0, W * (lane + c * G), gm, 0)
+                    for e in range(W):
+                        i = c * W + e
+                        d = xc[i] - mx
+                        m2 += d * d
+                        cc += d * (dc[i] * gm[i if PF else e])  # sum (x - mean) g = n mean(g xhat) / rstd
+            m2, cc = C.group_sum2(m2, cc, G, scr)
+            q = ONE / math.sqrt(m2 / nf + eps)
+            b = cc / nf * q
+            for c in range(NC):
+                j = W * (lane + c * G)
+                if j < cols:
+                    if not PF:
+                        ld(gamma, 0, j, gm, 0)
+                    for e in range(W):
+                        i = c * W + e
+                        xh = (xc[i] - mx) * q
+                        if SMEM:
+                            acc[0, i * G + lane] += dc[i] * xh
+                            acc[1, i * G + lane] += dc[i]
+                        else:
+                            pg[blk, j + e] += dc[i] * xh
+                            pb[blk, j + e] += dc[i]
+                        xc[i] = q * (dc[i] * gm[i if PF else e] - mg - xh * b)
+                    st(dx, r, j, xc, c * W)
+            if PF:
+                for i in range(CW):
+                    xc[i] = xn[i]
+                    dc[i] = dn[i]
+        if SMEM:  # the block's partials, written once
+            for c in range(NC):
+                j = W * (lane + c * G)
+                if j < cols:
+                    for e in range(W):
+                        pg[blk, j + e] = acc[0, (c * W + e) * G + lane]
+                        pb[blk, j + e] = acc[1, (c * W + e) * G + lane]
+
+    return lnb_twosum
+
+
+@dataclass(frozen=True)
+class TwoSum(Variant):
+    threads_per_row: int = 0  # 0: the rule (TWOSUM_ELEMS elements a thread)
+    smem: int = 1  # 1: partials in shared memory where they fit; 0: always in the global slot row
+    blocks_per_sm: int = 0  # 0: as many as the threads and shared memory allow
+
+    rung: ClassVar[int] = 7
+    name: ClassVar[str] = "twosum"
+    what: ClassVar[str] = (
+        "One row per block, a persistent grid, registers capped at 64 (1024 threads an SM). A thread "
+        "holds 8 elements of its row's x and dy (threads per row = cols / 8, 32..1024; 16-byte loads). "
+        "Statistics as two plain all-reduces of two sums each (sum x and sum dy*gamma; then the centred "
+        "sums (x - mean)^2 and (x - mean) dy*gamma from registers): one butterfly of 2 values and one "
+        "barrier pair each, no division and no Chan merge at any shuffle level. dgamma and dbeta "
+        "partials in shared memory (lane-major: no bank conflicts), not registers, which hold instead "
+        "gamma (loaded once for all rows) and the next row's x and dy, loaded before this row's "
+        "reductions: float32 rows up to 8192 columns (float16 spilled with them: it reads gamma per "
+        "row from L1 and loads its row when it needs it). The block's partials are written once and "
+        "summed in two stages in one launch (the second folded into the first by a last-block ticket "
+        "per column tile); rows wider than 5120 columns keep them in the block's row of a global "
+        "workspace (L2)."
+    )
+
+    def kernel_params(self, problem) -> tuple[int, int, int, bool, bool]:
+        W = C.vec_width(problem.cols, problem.dtype)
+        G = self.threads_per_row or min(1024, max(32, C.next_pow2(-(-problem.cols // TWOSUM_ELEMS))))
+        NC = -(-problem.cols // (G * W))
+        CW = NC * W
+        smem = bool(self.smem) and 2 * 4 * G * CW <= TWOSUM_SMEM_BYTES
+        # the prefetch where it fits the 64 registers: float32 (float16 spilled 84 B at 4096
+        # columns: its conversions need registers of their own)
+        pf = CW <= TWOSUM_ELEMS and np.dtype(problem.dtype).itemsize == 4
+        return G, W, NC, pf, smem
+
+    def supports(self, problem):
+        G = self.kernel_params(problem)[0]
+        if G < 32 or G > 1024 or G & (G - 1):
+            raise UnsupportedProblem(f"twosum: threads_per_row={G} must be a power of two in 32..1024")
+
+    def blocks(self, problem) -> int:
+        G, W, NC, PF, smem = self.kernel_params(problem)
+        per_sm = self.blocks_per_sm or max(1, TWOSUM_THREADS_PER_SM // G)
+        if smem:
+            per_sm = max(1, min(per_sm, (228 * 1024) // (2 * 4 * G * NC * W + 1024)))
+        return max(1, min(problem.rows, _sms() * per_sm))
+
+    def workspace(self, problem):
+        n = self.blocks(problem)
+        parts, _ = col_split(n, problem.cols)
+        return {"part_dgamma": ((n, problem.cols), "float32"), "part_dbeta": ((n, problem.cols), "float32"),
+                "col_dgamma": ((parts, problem.cols), "float32"), "col_dbeta": ((parts, problem.cols), "float32"),
+                "col_count": ((-(-problem.cols // COL_TILE),), "int32")}
+
+    def zeroed(self, problem):
+        return frozenset({"col_count"})
+
+    def plan(self, problem, bufs):
+        self.supports(problem)
+        G, W, NC, PF, smem = self.kernel_params(problem)
+        n = self.blocks(problem)
+        parts, chunk = col_split(n, problem.cols)
+        c = problem.cols
+        return [Launch(_twosum_kernel(G, W, NC, PF, smem), n, G,
+                       (bufs["x"], bufs["dy"], C.view(bufs["gamma"], (1, c)), bufs["dx"], bufs["part_dgamma"],
+                        bufs["part_dbeta"], C.eps32(problem), problem.rows, c)),
+                Launch(lnb_sum_partials_ticket, (_tile_blocks(c), parts), _col_block(),
+                       (bufs["part_dgamma"], bufs["part_dbeta"], bufs["col_dgamma"], bufs["col_dbeta"],
+                        bufs["col_count"], bufs["dgamma"], bufs["dbeta"], n, c, chunk))]
+
+    def traffic(self, problem):
+        G, W, NC, PF, smem = self.kernel_params(problem)
+        e = problem.elem_bytes
+        it = np.dtype(problem.dtype).itemsize
+        n = self.blocks(problem)
+        parts, _ = col_split(n, problem.cols)
+        part = n * problem.cols * 4.0 * 2  # written by the row kernel, read by stage 1
+        small = parts * problem.cols * 4.0 * 2 * 2
+        gam = n * problem.cols * it  # gamma, once per block (from L2)
+        dram = 3 * e + 3 * problem.cols * it + 2 * part + small
+        rmw = 0.0 if smem else float(problem.rows) * problem.cols * 4.0 * 2 * 2  # global partials, per row
+        note = (f"x and dy read once, dx written once (the whole row in registers); dgamma/dbeta partials of "
+                f"{n} blocks ({part / 2**20:.1f} MiB) written once and summed in two stages; gamma read once a block")
+        if not smem:
+            note += "; the partials of these wide rows are updated in L2 every row"
+        return Traffic(flops=problem.flops, dram_bytes=dram, l2_bytes=dram + gam + rmw, limiter="dram", notes=note)
+
+
+LADDER: list[Variant] = [Oracle(), Naive(), Fused(), Warp(), Welford(), MultiRow(), Tuned(), TwoSum()]
 registry_check(LADDER)
 EXAMPLE_PROBLEM = Problem(rows=4096, cols=4096)
 GPU_SWEEP = [Problem(4096, c) for c in (128, 512, 1024, 4096, 16384)]
+#: float16 at the widths that matter, appended so that the indices above keep their problems
+GPU_SWEEP += [Problem(4096, c, "float16") for c in (1024, 4096, 16384)]
 SIM_SWEEP = [Problem(3, 37)]

@@ -396,4 +396,6 @@ LADDER: list[Variant] = [Oracle(), Naive(), Fused(), Warp(), MultiRow(), Tuned()
 registry_check(LADDER)
 EXAMPLE_PROBLEM = Problem(rows=4096, cols=4096)
 GPU_SWEEP = [Problem(4096, c) for c in (128, 512, 1024, 4096, 16384, 65536)]
+#: float16 at the widths that matter, appended so that the indices above keep their problems
+GPU_SWEEP += [Problem(4096, c, "float16") for c in (1024, 4096, 16384)]
 SIM_SWEEP = [Problem(3, 37)]

@@ -12,6 +12,10 @@
   of a kernel changed since marked ``*``); :func:`records` gives the recorded frame with the
   current ladder's labels (for :func:`perfkit.plots.ladder` and the roofline).
 * :func:`predict_prompt` / :func:`answer`: "predict before you run", then the answer folded.
+* :class:`LadderView`: the one rung view of every notebook (kernel or diff, anatomy folded,
+  prompt, folded card); :func:`fold_figure` folds a figure of records until it is opened.
+* :func:`counters`: a rung's Nsight Compute row (``data/ncu/``) on a GPU, shown on its card with
+  the change from the rung before and the counter that moved.
 * :func:`quiet_numba_warnings`, :func:`sweep_table`, :func:`fold`, :func:`anatomy_table`:
   output a reader can read.
 
@@ -35,13 +39,18 @@ from .kernel_source import (LONG_DIFF, const_eval, constants, kernel_helpers, ke
 from .matching import (MATCH_RULE, false_no_record_claims, ladder_for, match_rows, matches, records, reload,
                        shown_gpu, spec_key)
 from .numba_warnings import WarningLog, numba_warning_summary, quiet_numba_warnings
-from .prompts import answer, fold, predict_prompt, rung_section
+from .prompts import answer, answers_shown_before, fold, predict_prompt, rung_section
+from .ncu import COUNTERS, Counters, counters
+from .view import LadderView, fold_figure
+from .networks import layer_estimate, measured_s, network_table, weighted_of_oracle
 
 __all__ = ["source", "source_diff", "kernel_sources", "kernel_helpers", "MATCH_RULE", "records",
            "recorded", "RungCard", "ladder_cards", "card_table", "record_pivot", "changed_since_recorded",
            "CHANGED_MARK_NOTE", "ladder_for", "predict_prompt", "answer",
            "rung_section", "source_changed_since", "quiet_numba_warnings", "numba_warning_summary",
-           "sweep_table", "fold", "anatomy_table", "fmt_seconds", "metric_for", "false_no_record_claims", "reload"]
+           "sweep_table", "fold", "anatomy_table", "fmt_seconds", "metric_for", "false_no_record_claims", "reload",
+           "LadderView", "fold_figure", "counters", "Counters", "COUNTERS", "answers_shown_before",
+           "layer_estimate", "network_table", "weighted_of_oracle"]
 
 # the names these had when lesson was one module (tests use them)
 _const_eval, _matches, _match_rows, _WarningLog = const_eval, matches, match_rows, WarningLog

@@ -45,7 +45,7 @@ check_shape = (37, 41, 29)  # (m, n, k) every rung is checked at (small: the sim
 sweep_sizes = []            # square sizes to time on a GPU (e.g. 1024, 2048, 4096); empty: none
 llm_shapes = False          # also time gemm.LLM_SHAPES (4096x4096x11008, 8192x1024x4096, ...) on a GPU
 cc = (9, 0)                 # compile target for the anatomy view
-records_gpu = None          # GPU whose records are shown (name or slug); None: the GPU with the newest records
+records_gpu = None          # pin the records to one GPU (name or slug); None: each card the newest of today's code, any GPU
 gpu = None                  # devices.yaml key of the published ceilings (None: the shown GPU's)
 seed = None                 # None: fresh random inputs for the check
 record = "auto"             # record GPU measurements into data/results/ ("auto": only on a real GPU)
@@ -67,9 +67,10 @@ from perfkit.kernels import gemm, peers
 lesson.quiet_numba_warnings()       # Numba's performance warnings: once per kind, the rest counted
 SIM = backend.is_simulator()        # (the backend is announced once, on import)
 EX = gemm.EXAMPLE_PROBLEM           # compiled for the anatomy view, never run here
-shown_gpu = lesson.shown_gpu(records_gpu, ["gemm"])  # cards, tables and plots show one GPU's records
+shown_gpu = lesson.shown_gpu(records_gpu, ["gemm"])  # the figures draw one GPU's records
 gpu = gpu or lesson.spec_key(shown_gpu)
-print(f"records shown: {shown_gpu or 'none yet'}; published ceilings: {gpu}")
+print(f"cards: per rung, the newest record of today's code on {records_gpu or 'any GPU'} (named on the card); "
+      f"figures: {shown_gpu or 'none yet'}; published ceilings: {gpu}")
 pd.DataFrame([{"rung": v.rung, "name": v.name, "what changed and why": v.what} for v in gemm.LADDER])
 
 
@@ -104,13 +105,13 @@ checks
 # record whose rung's kernel code has changed since it was taken says "kernel changed since".
 
 # %%
-recorded = lesson.records("gemm", gpu=shown_gpu)   # today's labels; the newest record per problem and rung
+recorded = lesson.records("gemm", gpu=records_gpu)  # today's labels; the newest record per GPU, problem and rung
 print("matching rule:", lesson.MATCH_RULE)
 if recorded.empty:
     print("No GEMM results have been recorded on a real GPU yet (data/results/ has none): "
           "every rung card below says 'no record', and only the model's estimates are shown.")
 else:  # the numbers themselves wait, folded, behind each rung's prompt and in the summary
-    print(f"{len(recorded)} GEMM records of {shown_gpu}, at {recorded.problem.nunique()} problems")
+    print(f"{len(recorded)} GEMM records on {recorded.gpu.nunique()} GPU(s), at {recorded.problem.nunique()} problems")
 
 if sweep_sizes and not SIM:
     probs = ([gemm.Problem(s, s, s) for s in sweep_sizes] + [gemm.Problem(s, s, s, "float16") for s in sweep_sizes]
@@ -121,7 +122,7 @@ if sweep_sizes and not SIM:
         recorded = pd.concat([recorded, table], ignore_index=True)
     else:
         lesson.reload()
-        recorded = lesson.records("gemm", gpu=shown_gpu)
+        recorded = lesson.records("gemm", gpu=records_gpu)
 elif sweep_sizes:
     print("sweep_sizes is set but there is no GPU here: nothing is timed.")
 
@@ -130,7 +131,7 @@ elif sweep_sizes:
 # one view for every rung section: the kernel or its diff, the anatomy (folded), the prompt, then
 # the answer folded (the record, the model's estimate, the Nsight Compute counters)
 view = lesson.LadderView("gemm", EX, table=recorded, model_gpu=gpu, cc=cc, estimate=model_estimates,
-                         banks_unrecorded=unrecorded_banks)
+                         banks_unrecorded=unrecorded_banks, plot_gpu=shown_gpu)
 
 
 # %% [markdown]
@@ -346,10 +347,11 @@ print(f"rungs without a section above: {', '.join(new)}" if new else
 # %%
 for p in [EX, gemm.Problem(1024, 1024, 1024)]:
     view.summary(p, title=f"GEMM ladder at {p.label}")
-if not recorded.empty:  # every record shown, by rung and problem ("*": a kernel changed since)
-    display(lesson.fold(lesson.record_pivot(recorded, "tflops", caption="TFLOP/s recorded on "
-                                            + plots.provenance(recorded).removeprefix(" on ")),
-                        summary="every GEMM record of the shown GPU, TFLOP/s by rung and problem"))
+shown = recorded[recorded.gpu == shown_gpu] if not recorded.empty else recorded  # one GPU per table and figure
+if not shown.empty:  # every record of that GPU, by rung and problem ("*": a kernel changed since)
+    display(lesson.fold(lesson.record_pivot(shown, "tflops", caption="TFLOP/s recorded on "
+                                            + plots.provenance(shown).removeprefix(" on ")),
+                        summary=f"every GEMM record of {shown_gpu}, TFLOP/s by rung and problem"))
 
 # %% [markdown]
 # Every rung of one problem sits at the same arithmetic intensity (the problem's FLOPs over its
@@ -358,13 +360,28 @@ if not recorded.empty:  # every record shown, by rung and problem ("*": a kernel
 
 # %%
 tc_problem = gemm.Problem(EX.m, EX.n, EX.k, "float16")
-on_roof = recorded[recorded.problem.isin([EX.label, tc_problem.label])] if not recorded.empty else None
+on_roof = shown[shown.problem.isin([EX.label, tc_problem.label])] if not shown.empty else None
 ax = roofline.plot(on_roof, roofline.ceilings(gpu),
                    title=f"GEMM rungs at {EX.m}x{EX.n}x{EX.k} on the roofline ({gpu} ceilings)\n"
                          + ("recorded" + plots.provenance(on_roof) if on_roof is not None and not on_roof.empty else ""))
 display(lesson.fold_figure(ax, "the GEMM rungs on the roofline (open once you have predicted)"))
 if on_roof is None or on_roof.empty:
     print(f"No recorded GPU results at {EX.label}: the figure shows the ceilings only.")
+
+# %% [markdown]
+# ## Where the ladder stands
+#
+# The best rung against cuBLAS at every recorded problem, per dtype and GPU (SIMT float32 against
+# SGEMM, the tensor-core rungs against HGEMM): one bar per comparison, each of one GPU and one
+# problem, and a paragraph written from the same numbers (it changes when the records do).
+
+# %%
+st = lesson.standing("gemm", recorded)
+display(lesson.fold(lesson.standing_table(st, "cuBLAS"), summary="the best rung vs cuBLAS, per problem and GPU"))
+display(lesson.fold_figure(lesson.standing_figure(st, "cuBLAS", title="GEMM: best rung / cuBLAS"),
+                           "the same as bars"))
+display(lesson.fold(lesson.paragraph(lesson.takeaway(st, "cuBLAS")), summary="where the GEMM ladder stands, in words",
+                    open_=False))
 
 # %% [markdown]
 # ## Exercises

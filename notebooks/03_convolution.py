@@ -58,7 +58,7 @@ table_configs = ["float32 NCHW", "float32 NHWC", "float16 NHWC"]  # ResNet-50 ta
 table_estimator = "auto"    # "auto": perfkit.model.estimate where it exists; "roofline": the plain bound
 resnet_batch = 32           # batch of the ResNet-50 per-layer table
 cc = (9, 0)                 # compile target for the anatomy view
-records_gpu = None          # GPU whose records are shown (name or slug); None: the GPU with the newest records
+records_gpu = None          # pin the records to one GPU (name or slug); None: each card the newest of today's code, any GPU
 gpu = None                  # devices.yaml key of the published ceilings (None: the shown GPU's)
 seed = None                 # None: fresh random inputs for the check
 record = "auto"             # record GPU measurements into data/results/ ("auto": only on a real GPU)
@@ -78,9 +78,10 @@ from perfkit.kernels.base import UnsupportedProblem
 lesson.quiet_numba_warnings()       # Numba's performance warnings: once per kind, the rest counted
 SIM = backend.is_simulator()        # (the backend is announced once, on import)
 EX = conv.EXAMPLE_PROBLEM           # ResNet-50's stage-2 3x3 layer at batch 32: compiled, never run here
-shown_gpu = lesson.shown_gpu(records_gpu, ["conv"])  # cards, tables and plots show one GPU's records
+shown_gpu = lesson.shown_gpu(records_gpu, ["conv"])  # tables and figures show one GPU's records
 gpu = gpu or lesson.spec_key(shown_gpu)
-print(f"records shown: {shown_gpu or 'none yet'}; published ceilings: {gpu}")
+print(f"cards: per rung, the newest record of today's code on {records_gpu or 'any GPU'} (named on the card); "
+      f"tables and figures: {shown_gpu or 'none yet'}; published ceilings: {gpu}")
 print("example problem:", EX.label, f"(P x Q = {EX.p} x {EX.q}; GEMM M, N, K = {EX.gemm_mnk})")
 pd.DataFrame([{"rung": v.rung, "name": v.name, "what changed and why": v.what} for v in conv.LADDER])
 
@@ -122,13 +123,13 @@ checks.pivot_table(index="label", columns="problem", values="max_abs_err", sort=
 # time its algorithms, and a Triton implicit GEMM) and recorded.
 
 # %%
-recorded = lesson.records("conv", gpu=shown_gpu)   # the newest record per problem and rung
+recorded = lesson.records("conv", gpu=records_gpu)  # the newest record per GPU, problem and rung
 print("matching rule:", lesson.MATCH_RULE)
 if recorded.empty:
     print("No convolution has been timed on a real GPU yet (data/results/ has no conv records): "
           "every rung card below says 'no record' and shows the model's estimate only.")
 else:  # the numbers wait, folded, behind each rung's prompt and in the summary
-    print(f"{len(recorded)} convolution records of {shown_gpu}, at {recorded.problem.nunique()} problems")
+    print(f"{len(recorded)} convolution records on {recorded.gpu.nunique()} GPU(s), at {recorded.problem.nunique()} problems")
 
 if sweep and not SIM:
     probs = [p for p in conv.GPU_SWEEP if f"{p.dtype} {p.layout}" in sweep_configs]
@@ -138,15 +139,16 @@ if sweep and not SIM:
         recorded = pd.concat([recorded, table], ignore_index=True)
     else:
         lesson.reload()
-        recorded = lesson.records("conv", gpu=shown_gpu)
+        recorded = lesson.records("conv", gpu=records_gpu)
 elif sweep:
     print("sweep is set but there is no GPU here: nothing is timed.")
+shown = recorded[recorded.gpu == shown_gpu] if not recorded.empty else recorded  # one GPU per table and figure
 
 
 # %%
 # one view for every rung section: the kernel or its diff, the anatomy (folded), the rung's traffic
 # model, the prompt, then the answer folded (the record, the model's estimate, the counters)
-view = lesson.LadderView("conv", EX, table=recorded, model_gpu=gpu, cc=cc, traffic=True)
+view = lesson.LadderView("conv", EX, table=recorded, model_gpu=gpu, cc=cc, traffic=True, plot_gpu=shown_gpu)
 
 
 # %% [markdown]
@@ -297,8 +299,9 @@ view.anatomy_table()
 # for speed, shows the plain roofline bound instead, one column, the same for every rung; the
 # records cover the example layer only).  Where records
 # exist, the measured fraction of cuDNN is the goal's yardstick: the best SIMT rung at ≥ 0.70 of
-# cuDNN fp32, time-weighted over the 3x3 layers; compare *times*, since cuDNN may run a 3x3 layer
-# as FFT or Winograd, doing fewer FLOPs than the 2·N·K·P·Q·C·R·S counted here.
+# cuDNN fp32, time-weighted over the 3x3 layers; compare *times*, since cuDNN runs some 3x3 layers
+# as an FFT or Winograd convolution, doing fewer FLOPs than the 2·N·K·P·Q·C·R·S counted here (which
+# one it chose at the example layer is read from its Nsight Compute rows at the end of the notebook).
 
 # %%
 def estimate(v, p):  # (seconds, bound): the model's estimate, or the roofline bound (table_estimator)
@@ -315,7 +318,7 @@ for config in table_configs:
             "rung its model estimate)" if table_estimator == "roofline" else "each rung's model estimate in ms")
     display(lesson.fold(df.style.format(precision=3, na_rep="—").hide(axis="index"),
                         summary=f"ResNet-50 conv layers, batch {resnet_batch}, {config}: {what} ({gpu} ceilings)"))
-    meas = lesson.network_table(layers, conv.LADDER, table=recorded, gpu=gpu, measured=True)
+    meas = lesson.network_table(layers, conv.LADDER, table=shown, gpu=gpu, measured=True)
     if not meas.empty:  # the layers with records only
         display(lesson.fold(meas.style.format(precision=3, na_rep="—").hide(axis="index"),
                             summary=f"{config}: the measured fraction of cuDNN at the {len(meas)} recorded "
@@ -326,7 +329,7 @@ for config in table_configs:
           {k: round(t, 2) if np.isfinite(t) else "not every layer" for k, t in total.items()})
     # the goal's yardstick: cuDNN's time over the rung's, weighted by how often each 3x3 layer occurs
     three = [(n, p, c) for n, p, c in layers if p.r == 3]
-    for label, f in lesson.weighted_of_oracle(three, conv.LADDER, recorded).items():
+    for label, f in lesson.weighted_of_oracle(three, conv.LADDER, shown).items():
         print(f"  {label}: {f:.2f} of cuDNN, time-weighted over the 3x3 layers (measured)")
 
 # %% [markdown]
@@ -397,10 +400,32 @@ view.summary(EX, title=f"Convolution ladder at {EX.label}")
 twins = [f"{c.label} at {c.problem}" for c in view.all_cards() if c.problem != EX.label]
 if twins:
     print("where a rung's own twin of the layer is shown:", "; ".join(twins))
-if not recorded.empty:  # every record shown, by rung and problem ("*": a kernel changed since)
-    display(lesson.fold(lesson.record_pivot(recorded, "median_s", caption="median seconds recorded on "
-                                            + plots.provenance(recorded).removeprefix(" on ")),
-                        summary="every convolution record of the shown GPU, median seconds by rung and problem"))
+if not shown.empty:  # every record of that GPU, by rung and problem ("*": a kernel changed since)
+    display(lesson.fold(lesson.record_pivot(shown, "median_s", caption="median seconds recorded on "
+                                            + plots.provenance(shown).removeprefix(" on ")),
+                        summary=f"every convolution record of {shown_gpu}, median seconds by rung and problem"))
+
+# %% [markdown]
+# ## Where the ladder stands
+#
+# The best rung against cuDNN at every recorded layer, per dtype, layout and GPU: one bar per
+# comparison (one GPU, one layer), and a paragraph written from the same numbers.  The goals were
+# the best SIMT rung at ≥ 0.70 of cuDNN fp32 and the tensor-core rung at ≥ 0.30 of cuDNN fp16; the
+# paragraph says where they stand.  cuDNN's own choice of algorithm is in the Nsight Compute tables
+# (`data/ncu/`: the kernels its rung-0 rows name).
+
+# %%
+st = lesson.standing("conv", recorded)
+display(lesson.fold(lesson.standing_table(st, "cuDNN"), summary="the best rung vs cuDNN, per layer and GPU"))
+display(lesson.fold_figure(lesson.standing_figure(st, "cuDNN", title="convolution: best rung / cuDNN"),
+                           "the same as bars"))
+display(lesson.fold(lesson.paragraph(lesson.takeaway(st, "cuDNN")), summary="where the convolution ladder stands, in words"))
+for config in ("float32 NCHW", "float16 NHWC"):  # what cuDNN chose at the example layer, from its Nsight Compute rows
+    p = conv.to_layout(EX, config.split()[1], config.split()[0])
+    ks = lesson.ncu_kernels("conv", p.label, conv.LADDER[0].name, shown_gpu)
+    print(f"cuDNN at {p.label} on {shown_gpu}: " + (", ".join(f"{k} ({lesson.fmt_seconds(t)})" for k, t in ks)
+                                                       if ks else "no Nsight Compute row"))
+
 
 # %% [markdown]
 # ## Exercises

@@ -56,7 +56,7 @@ check_dtypes = ["float32", "float16"]
 sweep = False                 # on a GPU: time every rung over each op's GPU_SWEEP (and record)
 sweep_dtypes = ["float32"]    # dtypes of the GPU sweep
 cc = (9, 0)                   # compile target for the anatomy view
-records_gpu = None            # GPU whose records are shown (name or slug); None: the GPU with the newest records
+records_gpu = None            # pin the records to one GPU (name or slug); None: each card the newest of today's code, any GPU
 gpu = None                    # devices.yaml key of the published bandwidth (None: the shown GPU's)
 seed = None                   # None: fresh random inputs for the check
 record = "auto"               # record GPU measurements into data/results/ ("auto": only on a real GPU)
@@ -79,9 +79,10 @@ from perfkit.kernels import peers
 lesson.quiet_numba_warnings()       # Numba's performance warnings: once per kind, the rest counted
 SIM = backend.is_simulator()        # (the backend is announced once, on import)
 MODS = {op: importlib.import_module(f"perfkit.kernels.norm.{op}") for op in ops}
-shown_gpu = lesson.shown_gpu(records_gpu, ops)  # cards, tables and plots show one GPU's records
+shown_gpu = lesson.shown_gpu(records_gpu, ops)  # tables and figures show one GPU's records
 gpu = gpu or lesson.spec_key(shown_gpu)
-print(f"records shown: {shown_gpu or 'none yet'}; published bandwidth: {gpu}")
+print(f"cards: per rung, the newest record of today's code on {records_gpu or 'any GPU'} (named on the card); "
+      f"tables and figures: {shown_gpu or 'none yet'}; published bandwidth: {gpu}")
 pd.DataFrame([{"op": op, "rung": v.rung, "name": v.name, "config": v.config, "what changed and why": v.what}
               for op, m in MODS.items() for v in m.LADDER])
 
@@ -146,7 +147,7 @@ else:
 published_bw = specs.get(gpu).dram_bw
 model_bw = copy_bw or published_bw
 
-recorded = pd.concat([lesson.records(op, gpu=shown_gpu) for op in ops], ignore_index=True)  # today's labels, matched by name
+recorded = pd.concat([lesson.records(op, gpu=records_gpu) for op in ops], ignore_index=True)  # today's labels, matched by name
 print("matching rule:", lesson.MATCH_RULE)
 if recorded.empty:
     print("No normalization results have been recorded on a real GPU yet (data/results/ has none).")
@@ -164,7 +165,7 @@ if sweep and not SIM:
         recorded = pd.concat([recorded, swept], ignore_index=True)
     else:
         lesson.reload()
-        recorded = pd.concat([lesson.records(op, gpu=shown_gpu) for op in ops], ignore_index=True)
+        recorded = pd.concat([lesson.records(op, gpu=records_gpu) for op in ops], ignore_index=True)
 elif sweep:
     print("sweep=True but there is no GPU here: nothing is timed.")
 
@@ -188,7 +189,7 @@ def ladder(op, problem=None):
     m = MODS[op]
     p = problem or m.EXAMPLE_PROBLEM
     views[op] = view = lesson.LadderView(op, p, ladder=m.LADDER, table=recorded, model_gpu=gpu, cc=cc,
-                                         estimate=model_estimates)
+                                         estimate=model_estimates, plot_gpu=shown_gpu)
     view.rest()
     return view
 
@@ -311,9 +312,10 @@ view.anatomy_table()
 
 # %%
 row_ops = [op for op in ops if op != "batchnorm"]
+shown = recorded[recorded.gpu == shown_gpu] if not recorded.empty else recorded  # one GPU per table and figure
 fig, axes = plt.subplots(1, max(len(row_ops), 1), figsize=(5 * max(len(row_ops), 1), 3.8), squeeze=False)
 for ax, op in zip(axes[0], row_ops):
-    t = recorded[recorded.op == op] if not recorded.empty else recorded
+    t = shown[shown.op == op] if not shown.empty else shown
     plots.metric_vs(t, x="cols", metric="gbps", hue="label", title=op, ax=ax,
                     ceiling=(copy_bw or published_bw) / 1e9,
                     ceiling_label="measured copy bandwidth" if copy_bw else f"published DRAM bandwidth ({gpu}; no copy recorded)")
@@ -325,7 +327,7 @@ display(lesson.fold_figure(fig, "GB/s against the row width, one line per rung (
 # (PyTorch on a GPU).  The goals on an H100 are >= 90% of copy bandwidth for rows of 1024 or
 # more, and at least as fast as torch at every shape; the table says where they are met and
 # where not (a "vs oracle" below 1.00x is a goal missed).
-real, n_sim = plots.real_rows(recorded, "gbps")
+real, n_sim = plots.real_rows(shown, "gbps")
 if real.empty:
     print("No GPU measurements recorded yet: nothing to compare. "
           "(`perfkit run 04 --profile gpu` on a GPU machine measures and records them.)")
@@ -354,12 +356,25 @@ else:
 # The normalizations on the roofline: about one FLOP per byte, far left of the ridge point, so only
 # the memory roof matters.  Only real GPU measurements are drawn.
 examples = {MODS[op].EXAMPLE_PROBLEM.label for op in ops}
-on_roof = recorded[recorded.problem.isin(examples)] if not recorded.empty else None
+on_roof = shown[shown.problem.isin(examples)] if not shown.empty else None
 ax = roofline.plot(on_roof, roofline.ceilings(gpu), title=f"normalizations on the roofline ({gpu} ceilings)"
                    + ("\nrecorded" + plots.provenance(on_roof) if on_roof is not None and not on_roof.empty else ""))
 display(lesson.fold_figure(ax, "the normalizations on the roofline (open once you have predicted)"))
 if on_roof is None or on_roof.empty:
     print("No recorded GPU results for the example problems: the figure shows the ceilings only.")
+
+# %% [markdown]
+# ## Where the ladders stand
+#
+# Each op's best rung against torch (the oracle) at every recorded problem, per dtype and GPU: one
+# bar per comparison (one GPU, one problem), and a paragraph written from the same numbers.
+
+# %%
+st = pd.concat([lesson.standing(op, recorded) for op in ops], ignore_index=True)
+display(lesson.fold(lesson.standing_table(st, "torch"), summary="the best rung of each op vs torch, per problem and GPU"))
+display(lesson.fold_figure(lesson.standing_figure(st, "torch", title="normalizations: best rung / torch"),
+                           "the same as bars"))
+display(lesson.fold(lesson.paragraph(lesson.takeaway(st, "torch")), summary="where the normalization ladders stand, in words"))
 
 # %% [markdown]
 # ## What to take away

@@ -683,3 +683,31 @@ def test_one_ladder_view_renders_any_rung_and_the_rest(monkeypatch):
     assert view.rest() == [ladder[1].name] and ladder[1].label in shown[0]._repr_html_()
     assert "not in today's ladder" in view.rung("no_such_rung")[0]._repr_html_()
     assert [c.variant for c in view.all_cards()] == [v.name for v in ladder if not v.oracle]
+
+
+def test_where_a_ladder_stands_is_read_from_one_gpus_records_per_problem():
+    """Each standing row is one GPU and one problem: the fastest rung's record and the oracle's on
+    that GPU (never a median across commits or GPUs); the takeaway quotes those same numbers."""
+    st = lesson.standing("gemm")
+    assert not st.empty
+    for _, r in st.iterrows():
+        rows = RECORDED[(RECORDED.op == "gemm") & (RECORDED.gpu == r["gpu"]) & (RECORDED.problem == r["problem"])]
+        newest = rows.sort_values("utc").drop_duplicates("variant", keep="last")
+        ours, orc = newest[newest.rung > 0], newest[newest.rung == 0]
+        assert r["best median_s"] == ours.median_s.min() and r["library median_s"] == orc.median_s.iloc[-1]
+        assert r["of library"] == pytest.approx(orc.median_s.iloc[-1] / ours.median_s.min())
+    text = lesson.takeaway(st, "cuBLAS")
+    for (group, gpu), g in st[~st.commit.str.endswith("*")].groupby(["group", "gpu"]):
+        assert f"x{g['of library'].min():.2f}" in text and f"{group} on {gpu}" in text
+    assert "No problem" in lesson.takeaway(st.iloc[0:0])
+
+
+def test_a_card_prefers_todays_code_over_a_newer_record_of_older_code(monkeypatch):
+    """Among several matching records (several GPUs), the card shows the newest of today's code,
+    and the newest of older code only where nothing is of today's code."""
+    rows = pd.DataFrame({"commit": ["aaa", "bbb", "ccc"], "utc": ["1", "2", "3"], "gpu": ["A", "B", "C"]})
+    v = gemm.LADDER[3]
+    monkeypatch.setattr("perfkit.lesson.cards.source_changed_since", lambda v, c: c != "bbb")
+    assert lesson.choose_record(rows, v)["gpu"] == "B"
+    monkeypatch.setattr("perfkit.lesson.cards.source_changed_since", lambda v, c: True)
+    assert lesson.choose_record(rows, v)["gpu"] == "C"

@@ -201,3 +201,20 @@ def counters_text(cur: Counters | None, prev: Counters | None) -> str:
     rows = counter_rows(cur, prev)
     return "; ".join(f"{r['counter']} {r['this rung']}" + (f" ({r['change']})" if r["change"] else "")
                      for r in rows) + (" " + moved(cur, prev) if prev is not None else "")
+
+
+def kernels(op: str, problem: str, variant: str, gpu: str | None) -> list[tuple[str, float]]:
+    """(kernel name, profiled seconds) of each launch of ``variant`` at ``problem`` in the newest
+    Nsight Compute table of ``gpu`` that has it (a library's rows name the algorithm it chose:
+    cuDNN's ``fft2d_r2c`` is an FFT convolution); [] where none has."""
+    from .matching import spec_key
+
+    key = spec_key(gpu, "") if gpu else ""
+    for path, _ in _tables(key) if key else ():
+        df = _table(path)
+        rows = df[(df["op"] == op) & (df["name"] == variant)]
+        rows = rows[[matches(problem, p) for p in rows["problem"]]] if not rows.empty else rows
+        if not rows.empty:
+            return [(str(k).split("[", 1)[0].split("(", 1)[0], float(t) * 1e-6)
+                    for k, t in zip(rows["kernel"], rows["time_us"])]
+    return []

@@ -117,3 +117,8 @@ def answers_shown_before(cells: list, stop: int, gpus) -> list[str]:
             if hit:
                 bad.append(f"cell {i}: names {hit} outside a fold")
     return bad
+
+
+def paragraph(text: str) -> Rendered:
+    """Prose written from numbers (a takeaway) as a paragraph, to display or to :func:`fold`."""
+    return Rendered(f"<p style='max-width:60em'>{html.escape(text)}</p>", text)

@@ -49,7 +49,7 @@ def standing(op: str, table: pd.DataFrame | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def styled(st: pd.DataFrame, library: str = "library"):
+def standing_table(st: pd.DataFrame, library: str = "library"):
     """The standing table as a reader reads it (times in units, the fraction as x)."""
     if st.empty:
         return st
@@ -60,7 +60,7 @@ def styled(st: pd.DataFrame, library: str = "library"):
     return t.style.format({f"x {library}": "{:.2f}"}).hide(axis="index")
 
 
-def figure(st: pd.DataFrame, library: str = "library", title: str | None = None, ax=None):
+def standing_figure(st: pd.DataFrame, library: str = "library", title: str | None = None, ax=None):
     """One bar per comparison (GPU, problem), grouped by dtype: the best rung's speed as a fraction
     of the library's, with the parity line.  Bars, never lines: no mark joins two records."""
     import matplotlib.pyplot as plt
@@ -71,10 +71,12 @@ def figure(st: pd.DataFrame, library: str = "library", title: str | None = None,
         ax.text(0.5, 0.5, "no comparison recorded", ha="center", va="center", transform=ax.transAxes)
         ax.set_axis_off()
         return ax
-    st = st.sort_values(["group", "gpu", "problem"]).reset_index(drop=True)
+    st = st.sort_values(["op", "group", "gpu", "problem"]).reset_index(drop=True)
     gpus = sorted(st["gpu"].unique())
     colours = {g: f"C{i}" for i, g in enumerate(gpus)}
-    labels = [f"{r.group} · {' '.join(p for p in r.problem.split() if not p.startswith(('dtype=', 'layout=', 'eps=', 'momentum=', 'axis=')))}"
+    several = st["op"].nunique() > 1
+    labels = [(f"{r.op} " if several else "") + f"{r.group} · "
+              + " ".join(p for p in r.problem.split() if not p.startswith(("dtype=", "layout=", "eps=", "momentum=", "axis=")))
               for r in st.itertuples()]
     ax.barh(range(len(st)), st["of library"], color=[colours[g] for g in st["gpu"]])
     ax.set_yticks(range(len(st)), labels, fontsize=7)
@@ -96,14 +98,15 @@ def takeaway(st: pd.DataFrame, library: str = "the library") -> str:
     if st.empty:
         return f"No problem has both a rung and {library} recorded on one GPU: nothing to say yet."
     out = []
-    for (group, gpu), g in st.groupby(["group", "gpu"], sort=True):
+    several = st["op"].nunique() > 1
+    for (op, group, gpu), g in st.groupby(["op", "group", "gpu"], sort=True):
         today = g[~g["commit"].astype(str).str.endswith("*")]
         older = len(g) - len(today)
         g = today if len(today) else g  # today's code speaks where it was recorded
         lo, hi = g["of library"].min(), g["of library"].max()
         won = g[g["of library"] >= 1.0]
         rng = f"x{lo:.2f}" if np.isclose(lo, hi, rtol=0.005) else f"x{lo:.2f} to x{hi:.2f}"
-        s = (f"{group or 'all'} on {gpu}: the best rung runs at {rng} {library}'s speed over {len(g)} "
+        s = ((f"{op} " if several else "") + f"{group or 'all'} on {gpu}: the best rung runs at {rng} {library}'s speed over {len(g)} "
              f"problem{'s' if len(g) != 1 else ''}")
         if len(won) == len(g):
             s += " (won everywhere)"

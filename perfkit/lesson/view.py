@@ -47,10 +47,12 @@ class LadderView:
 
     def __init__(self, op: str, problem: Problem, *, table: pd.DataFrame | None = None,
                  model_gpu: str = "h100-sxm", cc=(9, 0), ladder: list[Variant] | None = None,
-                 estimate: bool = True, banks_unrecorded: bool = True, traffic: bool = False):
+                 estimate: bool = True, banks_unrecorded: bool = True, traffic: bool = False,
+                 plot_gpu: str | None = None):
         self.op, self.problem, self.table, self.model_gpu, self.cc = op, problem, table, model_gpu, tuple(cc)
         self.ladder = list(ladder) if ladder is not None else ladder_for(op)
         self.estimate, self.banks_unrecorded, self.traffic = estimate, banks_unrecorded, traffic
+        self.plot_gpu = plot_gpu  # a figure draws one GPU's records (cards name theirs, any GPU)
         self.reports: dict = {}
         self.cards: dict[str, RungCard] = {}
         self.shown: list[str] = []
@@ -160,6 +162,8 @@ class LadderView:
         tab = card_table(cs, style=True)
         t = (self.table[self.table["op"] == self.op] if self.table is not None and not self.table.empty
              and "op" in self.table else self.table)
+        if self.plot_gpu and t is not None and not t.empty and "gpu" in t:  # never bars of two GPUs
+            t = t[t["gpu"] == self.plot_gpu]
         ax = plots.ladder(t if t is not None else pd.DataFrame(), metric=metric, problem=p.label,
                           title=title or f"{self.op} ladder at {p.label}",
                           estimates={c.label: c.estimate_rate for c in cs},
@@ -167,6 +171,6 @@ class LadderView:
         where = f"recorded on {', '.join(gpus)}" if gpus else "no record of this problem on the shown GPU"
         _display([fold(tab, summary=f"the {self.op} ladder at {p.label}: one row per rung ({where}); open once "
                                     "you have predicted"),
-                  fold_figure(ax, f"the {self.op} ladder at {p.label} as bars (measured; the model's estimates "
-                                  "as ticks)")])
+                  fold_figure(ax, f"the {self.op} ladder at {p.label} as bars (measured"
+                                  + (f" on {self.plot_gpu}" if self.plot_gpu else "") + "; the model's estimates as ticks)")])
         return cs

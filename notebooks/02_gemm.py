@@ -71,7 +71,8 @@ shown_gpu = lesson.shown_gpu(records_gpu, ["gemm"])  # the figures draw one GPU'
 gpu = gpu or lesson.spec_key(shown_gpu)
 print(f"cards: per rung, the newest record of today's code on {records_gpu or 'any GPU'} (named on the card); "
       f"figures: {shown_gpu or 'none yet'}; published ceilings: {gpu}")
-pd.DataFrame([{"rung": v.rung, "name": v.name, "what changed and why": v.what} for v in gemm.LADDER])
+lesson.fold(pd.DataFrame([{"rung": v.label, "what changed and why": v.what} for v in gemm.LADDER]),
+            summary=f"the ladder: {len(gemm.LADDER) - 1} rungs and the oracle (each section below begins with its idea)")
 
 
 # %% [markdown]
@@ -361,7 +362,7 @@ if not shown.empty:  # every record of that GPU, by rung and problem ("*": a ker
 # %%
 tc_problem = gemm.Problem(EX.m, EX.n, EX.k, "float16")
 on_roof = shown[shown.problem.isin([EX.label, tc_problem.label])] if not shown.empty else None
-ax = roofline.plot(on_roof, roofline.ceilings(gpu),
+ax = roofline.plot(on_roof, roofline.ceilings(gpu), group_col="dtype",
                    title=f"GEMM rungs at {EX.m}x{EX.n}x{EX.k} on the roofline ({gpu} ceilings)\n"
                          + ("recorded" + plots.provenance(on_roof) if on_roof is not None and not on_roof.empty else ""))
 display(lesson.fold_figure(ax, "the GEMM rungs on the roofline (open once you have predicted)"))

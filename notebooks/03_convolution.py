@@ -83,7 +83,8 @@ gpu = gpu or lesson.spec_key(shown_gpu)
 print(f"cards: per rung, the newest record of today's code on {records_gpu or 'any GPU'} (named on the card); "
       f"tables and figures: {shown_gpu or 'none yet'}; published ceilings: {gpu}")
 print("example problem:", EX.label, f"(P x Q = {EX.p} x {EX.q}; GEMM M, N, K = {EX.gemm_mnk})")
-pd.DataFrame([{"rung": v.rung, "name": v.name, "what changed and why": v.what} for v in conv.LADDER])
+lesson.fold(pd.DataFrame([{"rung": v.label, "what changed and why": v.what} for v in conv.LADDER]),
+            summary=f"the ladder: {len(conv.LADDER) - 1} rungs and the oracle (each section below begins with its idea)")
 
 # %% [markdown]
 # ## The check, once for all rungs

@@ -83,8 +83,9 @@ shown_gpu = lesson.shown_gpu(records_gpu, ops)  # tables and figures show one GP
 gpu = gpu or lesson.spec_key(shown_gpu)
 print(f"cards: per rung, the newest record of today's code on {records_gpu or 'any GPU'} (named on the card); "
       f"tables and figures: {shown_gpu or 'none yet'}; published bandwidth: {gpu}")
-pd.DataFrame([{"op": op, "rung": v.rung, "name": v.name, "config": v.config, "what changed and why": v.what}
-              for op, m in MODS.items() for v in m.LADDER])
+lesson.fold(pd.DataFrame([{"op": op, "rung": v.label, "config": v.config, "what changed and why": v.what}
+                          for op, m in MODS.items() for v in m.LADDER]),
+            summary="the ladders, one row per rung (each op's section shows its rungs' ideas again)")
 
 
 # %% [markdown]
@@ -357,7 +358,7 @@ else:
 # the memory roof matters.  Only real GPU measurements are drawn.
 examples = {MODS[op].EXAMPLE_PROBLEM.label for op in ops}
 on_roof = shown[shown.problem.isin(examples)] if not shown.empty else None
-ax = roofline.plot(on_roof, roofline.ceilings(gpu), title=f"normalizations on the roofline ({gpu} ceilings)"
+ax = roofline.plot(on_roof, roofline.ceilings(gpu), group_col="op", title=f"normalizations on the roofline ({gpu} ceilings)"
                    + ("\nrecorded" + plots.provenance(on_roof) if on_roof is not None and not on_roof.empty else ""))
 display(lesson.fold_figure(ax, "the normalizations on the roofline (open once you have predicted)"))
 if on_roof is None or on_roof.empty:

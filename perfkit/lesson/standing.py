@@ -78,14 +78,22 @@ def standing_figure(st: pd.DataFrame, library: str = "library", title: str | Non
     labels = [(f"{r.op} " if several else "") + f"{r.group} · "
               + " ".join(p for p in r.problem.split() if not p.startswith(("dtype=", "layout=", "eps=", "momentum=", "axis=")))
               for r in st.itertuples()]
-    ax.barh(range(len(st)), st["of library"], color=[colours[g] for g in st["gpu"]])
+    old = st["commit"].astype(str).str.endswith("*")
+    bars = ax.barh(range(len(st)), st["of library"], color=[colours[g] for g in st["gpu"]])
+    for bar, o in zip(bars, old):
+        if o:  # a record of a kernel that changed since: hatched, and the legend says so
+            bar.set_hatch("//")
+            bar.set_alpha(0.5)
     ax.set_yticks(range(len(st)), labels, fontsize=7)
     ax.axvline(1.0, color="black", lw=1)
     ax.set_xscale("log")
     ax.set_xlabel(f"best rung's speed / {library}'s (1: parity; right of it the ladder wins)")
-    for g in gpus:
-        ax.barh([], [], color=colours[g], label=g)
-    ax.legend(fontsize=7, loc="lower right")
+    from matplotlib.patches import Patch
+
+    handles = [Patch(color=colours[g], label=g) for g in gpus]
+    if old.any():
+        handles.append(Patch(facecolor="white", edgecolor="grey", hatch="//", label="older code (kernel changed since)"))
+    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     ax.invert_yaxis()
     ax.set_title(title or "where the ladder stands", fontsize=9)
     return ax

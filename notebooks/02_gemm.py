@@ -45,7 +45,7 @@ check_shape = (37, 41, 29)  # (m, n, k) every rung is checked at (small: the sim
 sweep_sizes = []            # square sizes to time on a GPU (e.g. 1024, 2048, 4096); empty: none
 llm_shapes = False          # also time gemm.LLM_SHAPES (4096x4096x11008, 8192x1024x4096, ...) on a GPU
 cc = (9, 0)                 # compile target for the anatomy view
-records_gpu = None          # GPU whose records are shown (name or slug); None: the GPU with the newest records
+records_gpu = None          # pin the records to one GPU (name or slug); None: each card the newest of today's code, any GPU
 gpu = None                  # devices.yaml key of the published ceilings (None: the shown GPU's)
 seed = None                 # None: fresh random inputs for the check
 record = "auto"             # record GPU measurements into data/results/ ("auto": only on a real GPU)
@@ -65,13 +65,14 @@ from perfkit import backend, bench, results, roofline, plots, anatomy, lesson, m
 from perfkit.kernels import gemm, peers
 
 lesson.quiet_numba_warnings()       # Numba's performance warnings: once per kind, the rest counted
-SIM = backend.is_simulator()
-print(backend.describe())
+SIM = backend.is_simulator()        # (the backend is announced once, on import)
 EX = gemm.EXAMPLE_PROBLEM           # compiled for the anatomy view, never run here
-shown_gpu = lesson.shown_gpu(records_gpu, ["gemm"])  # cards, tables and plots show one GPU's records
+shown_gpu = lesson.shown_gpu(records_gpu, ["gemm"])  # the figures draw one GPU's records
 gpu = gpu or lesson.spec_key(shown_gpu)
-print(f"records shown: {shown_gpu or 'none yet'}; published ceilings: {gpu}")
-pd.DataFrame([{"rung": v.rung, "name": v.name, "what changed and why": v.what} for v in gemm.LADDER])
+print(f"cards: per rung, the newest record of today's code on {records_gpu or 'any GPU'} (named on the card); "
+      f"figures: {shown_gpu or 'none yet'}; published ceilings: {gpu}")
+lesson.fold(pd.DataFrame([{"rung": v.label, "what changed and why": v.what} for v in gemm.LADDER]),
+            summary=f"the ladder: {len(gemm.LADDER) - 1} rungs and the oracle (each section below begins with its idea)")
 
 
 # %% [markdown]
@@ -105,15 +106,13 @@ checks
 # record whose rung's kernel code has changed since it was taken says "kernel changed since".
 
 # %%
-recorded = lesson.records("gemm", gpu=shown_gpu)   # today's labels; the newest record per problem and rung
+recorded = lesson.records("gemm", gpu=records_gpu)  # today's labels; the newest record per GPU, problem and rung
 print("matching rule:", lesson.MATCH_RULE)
 if recorded.empty:
     print("No GEMM results have been recorded on a real GPU yet (data/results/ has none): "
           "every rung card below says 'no record', and only the model's estimates are shown.")
-else:
-    # rows by rung number; "*": a record of a kernel that changed since its commit
-    display(lesson.record_pivot(recorded, "tflops",
-                                caption="TFLOP/s recorded on " + plots.provenance(recorded).removeprefix(" on ")))
+else:  # the numbers themselves wait, folded, behind each rung's prompt and in the summary
+    print(f"{len(recorded)} GEMM records on {recorded.gpu.nunique()} GPU(s), at {recorded.problem.nunique()} problems")
 
 if sweep_sizes and not SIM:
     probs = ([gemm.Problem(s, s, s) for s in sweep_sizes] + [gemm.Problem(s, s, s, "float16") for s in sweep_sizes]
@@ -124,38 +123,16 @@ if sweep_sizes and not SIM:
         recorded = pd.concat([recorded, table], ignore_index=True)
     else:
         lesson.reload()
-        recorded = lesson.records("gemm", gpu=shown_gpu)
+        recorded = lesson.records("gemm", gpu=records_gpu)
 elif sweep_sizes:
     print("sweep_sizes is set but there is no GPU here: nothing is timed.")
 
 
 # %%
-reports, cards, shown = {}, {}, []
-
-def rung_view(name):
-    """One rung section: the kernel diff, the anatomy (folded), a prediction prompt, then the
-    answer folded: the recorded measurement and the model's estimate (lesson.recorded)."""
-    names = [v.name for v in gemm.LADDER]
-    if name not in names:
-        display(Markdown(f"*`{name}` is not in today's ladder ({', '.join(names)}): nothing to show.*"))
-        return
-    i = names.index(name)
-    v = gemm.LADDER[i]
-    prev = next((u for u in reversed(gemm.LADDER[:i]) if not u.oracle), None)
-    p = v.example(EX)
-    shown.append(name)
-    display(lesson.source_diff(prev, v, p) if prev is not None else lesson.source(v, p))
-    reports[name] = r = anatomy.inspect(v, p, cc)
-    if prev is not None and prev.name not in reports:
-        reports[prev.name] = anatomy.inspect(prev, prev.example(EX), cc)
-    display(lesson.fold(anatomy.diff(reports[prev.name], r) if prev is not None else r,
-                        summary=f"anatomy of {v.label} for sm_{cc[0]}{cc[1]}: {r.registers} registers, "
-                                f"{r.shared_bytes} B shared, occupancy {r.occupancy.ratio:.0%} (open for the diff)"))
-    prompt, ans, cards[name] = lesson.rung_section("gemm", prev, v, EX, table=recorded, model_gpu=gpu,
-                                                   estimate=model_estimates, banks_unrecorded=unrecorded_banks,
-                                                   reports=(reports[prev.name] if prev is not None else None, r))
-    display(prompt)
-    display(ans)
+# one view for every rung section: the kernel or its diff, the anatomy (folded), the prompt, then
+# the answer folded (the record, the model's estimate, the Nsight Compute counters)
+view = lesson.LadderView("gemm", EX, table=recorded, model_gpu=gpu, cc=cc, estimate=model_estimates,
+                         banks_unrecorded=unrecorded_banks, plot_gpu=shown_gpu)
 
 
 # %% [markdown]
@@ -171,18 +148,18 @@ def rung_view(name):
 # 32 different rows: 32 memory transactions where one would do.
 
 # %%
-rung_view("naive")
+view.show("naive")
 
 # %% [markdown]
 # ## Global-memory coalescing (`coalesced`)
 #
 # Swap x and y: a warp now covers 32 consecutive columns of C.  Its load of B is one 128-byte
 # transaction and its load of A a broadcast.  The arithmetic is unchanged; the transactions per
-# warp load fall by up to 32x.  The time falls much less: the naive kernel's scattered loads
-# were already served largely from L1 and L2 (the card and the model's legs say how much).
+# warp load fall by up to 32x.  Does the time fall 32x too?  Think about where the naive kernel's
+# scattered loads were served from (the card, its counters and the model's legs answer it).
 
 # %%
-rung_view("coalesced")
+view.show("coalesced")
 
 # %% [markdown]
 # ## Shared-memory tiling (`smem_tiling`)
@@ -192,7 +169,7 @@ rung_view("coalesced")
 # the edges are zero-filled, which is what lets every rung handle any (m, n, k).
 
 # %%
-rung_view("smem_tiling")
+view.show("smem_tiling")
 
 # %% [markdown]
 # ## 1D register blocking (`blocktile_1d`)
@@ -202,7 +179,7 @@ rung_view("smem_tiling")
 # the whole story: before you predict, open the anatomy diff and compare the occupancy.
 
 # %%
-rung_view("blocktile_1d")
+view.show("blocktile_1d")
 
 # %% [markdown]
 # ## 2D register blocking (`blocktile_2d`)
@@ -212,7 +189,7 @@ rung_view("blocktile_1d")
 # count rise, and the occupancy it costs.
 
 # %%
-rung_view("blocktile_2d")
+view.show("blocktile_2d")
 
 # %% [markdown]
 # ## Wide loads, A transposed in shared memory (`vectorized`)
@@ -221,7 +198,7 @@ rung_view("blocktile_2d")
 # and A stored transposed so the inner loop reads A's column as contiguous shared memory.
 
 # %%
-rung_view("vectorized")
+view.show("vectorized")
 
 # %% [markdown]
 # ## No shared-memory bank conflicts (`no_bank_conflicts`)
@@ -230,7 +207,7 @@ rung_view("vectorized")
 # hit 32 different banks.
 
 # %%
-rung_view("no_bank_conflicts")
+view.show("no_bank_conflicts")
 
 # %% [markdown]
 # ## Double buffering (`double_buffer`)
@@ -239,7 +216,21 @@ rung_view("no_bank_conflicts")
 # flight into the other, hiding global latency behind FMAs (one barrier per tile instead of two).
 
 # %%
-rung_view("double_buffer")
+view.show("double_buffer")
+
+# %% [markdown]
+# ## 32-bit indexing (`index32`)
+#
+# The same algorithm as `double_buffer`, and nothing else: Numba types every integer expression as
+# int64 (numba#8447), so each index costs 64-bit multiplies and adds (`IMAD.WIDE`, `IADD3.X` pairs)
+# and each signed array index a negative-index check.  This rung passes A, B and C as flat 1-D views,
+# keeps every offset an int32, unrolls the 8 k-steps of a tile so each shared offset is a base plus
+# an immediate, and computes each thread's global offsets once.  The diff is long (it rewrites every
+# index expression); the idea is in the anatomy: open it and compare the integer instructions per
+# FFMA with `double_buffer`'s.  The next rung, `warptile`, starts from this kernel.
+
+# %%
+view.show("index32")
 
 # %% [markdown]
 # ## Warp tiling (`warptile`)
@@ -247,12 +238,11 @@ rung_view("double_buffer")
 # A level between block and thread: each warp owns a sub-tile of C, so the shared-memory reads of a
 # warp come from a small region (better locality, fewer bank conflicts), and the thread tile is
 # iterated several times within the warp tile for more register reuse.  This is the step that
-# makes siboehm's SGEMM fast; whether it does here is what the card's record says (in the H100's
-# first records, of older code, it was slower than the double-buffered rung; the records of
-# today's code, on the H100 and the H200, have it faster than every rung before it).
+# makes siboehm's SGEMM fast; whether it does here is what the card's record says.  It starts from
+# `index32`'s kernel (32-bit offsets, unrolled k-steps), so the diff is the warp level alone.
 
 # %%
-rung_view("warptile")
+view.show("warptile")
 
 # %% [markdown]
 # ## Autotuned (`autotuned`)
@@ -265,7 +255,7 @@ rung_view("warptile")
 cands = autotune.search_gemm(EX, gemm.search_space()[:search_candidates], cc=cc)
 display(pd.DataFrame([{"config": c.variant.config, "rejected": c.rejected, "registers": c.registers,
                        "spills": c.spills, "score": c.static_score} for c in cands]))
-rung_view("autotuned")
+view.show("autotuned")
 
 # %% [markdown]
 # ## Tensor cores (`tensor_core`)
@@ -280,57 +270,119 @@ rung_view("autotuned")
 # epilogue) are the climb from there.
 
 # %%
-rung_view("tensor_core")
+view.show("tensor_core")
+
+# %% [markdown]
+# ## 16-byte tiles (`tc_vector`)
+#
+# The first tensor-core rung moved A and B two bytes at a time, each behind a bounds check, with
+# two barriers per 16 of k.  Here every thread moves 16-byte chunks (one `LDG.E.128` and one
+# `STS.128`), a k-tile is 32 deep, and each warp owns a 32x32 tile of C, so an A fragment feeds 4
+# mmas.  The fragments are still gathered from shared memory two bytes at a time: that is the next rung.
+
+# %%
+view.show("tc_vector")
+
+# %% [markdown]
+# ## `ldmatrix` and a swizzled tile (`tc_ldmatrix`)
+#
+# One `ldmatrix.x4` gives each lane its four A registers of a 16x16 tile (eight 2-byte loads and
+# packing before).  `ldmatrix` reads 8 rows of 16 bytes per phase; stored plainly, those rows fall on
+# one or two bank groups, so the tiles are XOR-swizzled (16-byte chunk c of row r at c ^ f(r)).
+# Predict which counter falls most: shared wavefronts, or bank conflicts?
+
+# %%
+view.show("tc_ldmatrix")
+
+# %% [markdown]
+# ## `cp.async` pipelining (`tc_cp_async`)
+#
+# `cp.async` copies global memory straight into shared memory, without registers and without
+# waiting: with a ring of 3 stages, two k-tiles are in flight while the warps multiply the third,
+# and each k-tile needs one barrier instead of two.  The registers that staged the copy are freed:
+# watch the occupancy in the anatomy.
+
+# %%
+view.show("tc_cp_async")
+
+# %% [markdown]
+# ## Larger warp tiles (`tc_warptile`)
+#
+# Each warp owns 64x64 of C (128 float32 accumulators per lane), so an A fragment feeds 8 mmas and a
+# B fragment 4, and the 128x128 block tile halves the L2 traffic per FLOP again.  The price is
+# registers (and so occupancy): the tensor pipe has to be kept busy by fewer warps.
+
+# %%
+view.show("tc_warptile")
+
+# %% [markdown]
+# ## A vectorized epilogue (`tc_epilogue`)
+#
+# An mma accumulator tile gives a lane 2 adjacent floats in each of 2 rows.  Lanes swap one pair with
+# a shuffle, so each holds 4 consecutive floats of one row and writes them with one 16-byte store:
+# a quarter of the store instructions, whole 32-byte sectors.  The k-loop is unchanged: predict how
+# much of the time the stores of C were.
+
+# %%
+view.show("tc_epilogue")
 
 # %% [markdown]
 # ## Rungs of today's ladder without a section above
 #
 # The ladder grows (new rungs are added and renumbered); any rung the sections above do not cover
-# is shown here the same way, so none is left out.
+# is shown here the same way, under its own description, so none is left out.
 
 # %%
-for v in gemm.LADDER:
-    if not v.oracle and v.name not in shown:
-        display(Markdown(f"### {v.label}\n\n{v.what}"))
-        rung_view(v.name)
-if all(v.oracle or v.name in shown for v in gemm.LADDER):
-    print(f"every rung of today's ladder ({len(gemm.LADDER) - 1} rungs and the oracle) has its section above")
+new = view.rest()
+print(f"rungs without a section above: {', '.join(new)}" if new else
+      f"every rung of today's ladder ({len(gemm.LADDER) - 1} rungs and the oracle) has its section above")
 
 # %% [markdown]
 # ## Summary
 #
-# One row per rung of today's ladder at each recorded problem: the recorded median and rate, x the
-# rung before, the fraction of cuBLAS (the oracle), the model's estimate and the ratio.  The ladder
-# plot draws only measurements from real GPUs (recorded, or swept above), the model's estimates as
-# black ticks; with none, a labelled placeholder.
+# Open these once you have made your predictions.  One row per rung of today's ladder at each
+# recorded problem: the recorded median and rate, x the rung before, the fraction of cuBLAS (the
+# oracle), the model's estimate and the ratio; then the same as bars (measurements from real GPUs
+# only, the model's estimates as black ticks).
 
 # %%
-summary_problems = [EX, gemm.Problem(1024, 1024, 1024)]
-for p in summary_problems:
-    cs = [cards[v.name] if p is EX and v.name in cards  # the rung sections' cards, already estimated
-          else lesson.recorded("gemm", p, v, table=recorded, model_gpu=gpu, estimate=model_estimates,
-                               banks_unrecorded=unrecorded_banks)
-          for v in gemm.LADDER if not v.oracle]
-    none = "" if any(c.found for c in cs) else f"; no record of this problem on {shown_gpu} (another GPU may have some: records_gpu)"
-    display(Markdown(f"**GEMM ladder at `{p.label}`** (the tensor-core rungs at their float16 twin{none})"))
-    display(lesson.card_table(cs, style=True))
-    plots.ladder(recorded, problem=p.label, title=f"GEMM ladder at {p.label}",
-                 estimates={c.label: c.estimate_rate for c in cs}, changed={c.label for c in cs if c.changed_since})
-    plt.show()
+for p in [EX, gemm.Problem(1024, 1024, 1024)]:
+    view.summary(p, title=f"GEMM ladder at {p.label}")
+shown = recorded[recorded.gpu == shown_gpu] if not recorded.empty else recorded  # one GPU per table and figure
+if not shown.empty:  # every record of that GPU, by rung and problem ("*": a kernel changed since)
+    display(lesson.fold(lesson.record_pivot(shown, "tflops", caption="TFLOP/s recorded on "
+                                            + plots.provenance(shown).removeprefix(" on ")),
+                        summary=f"every GEMM record of {shown_gpu}, TFLOP/s by rung and problem"))
 
 # %% [markdown]
 # Every rung of one problem sits at the same arithmetic intensity (the problem's FLOPs over its
 # minimal DRAM bytes): on the roofline the rungs climb a vertical line toward the FP32 roof (SIMT
-# rungs) or the tensor roof (`tensor_core`).  The distance to the roof is what the ladder is about.
+# rungs) or the tensor roof (tensor-core rungs).  The distance to the roof is what the ladder is about.
 
 # %%
 tc_problem = gemm.Problem(EX.m, EX.n, EX.k, "float16")
-on_roof = recorded[recorded.problem.isin([EX.label, tc_problem.label])] if not recorded.empty else None
-roofline.plot(on_roof, roofline.ceilings(gpu),
-              title=f"GEMM rungs at {EX.m}x{EX.n}x{EX.k} on the roofline ({gpu} ceilings)\n"
-                    + ("recorded" + plots.provenance(on_roof) if on_roof is not None and not on_roof.empty else ""))
+on_roof = shown[shown.problem.isin([EX.label, tc_problem.label])] if not shown.empty else None
+ax = roofline.plot(on_roof, roofline.ceilings(gpu), group_col="dtype",
+                   title=f"GEMM rungs at {EX.m}x{EX.n}x{EX.k} on the roofline ({gpu} ceilings)\n"
+                         + ("recorded" + plots.provenance(on_roof) if on_roof is not None and not on_roof.empty else ""))
+display(lesson.fold_figure(ax, "the GEMM rungs on the roofline (open once you have predicted)"))
 if on_roof is None or on_roof.empty:
     print(f"No recorded GPU results at {EX.label}: the figure shows the ceilings only.")
+
+# %% [markdown]
+# ## Where the ladder stands
+#
+# The best rung against cuBLAS at every recorded problem, per dtype and GPU (SIMT float32 against
+# SGEMM, the tensor-core rungs against HGEMM): one bar per comparison, each of one GPU and one
+# problem, and a paragraph written from the same numbers (it changes when the records do).
+
+# %%
+st = lesson.standing("gemm", recorded)
+display(lesson.fold(lesson.standing_table(st, "cuBLAS"), summary="the best rung vs cuBLAS, per problem and GPU"))
+display(lesson.fold_figure(lesson.standing_figure(st, "cuBLAS", title="GEMM: best rung / cuBLAS"),
+                           "the same as bars"))
+display(lesson.fold(lesson.paragraph(lesson.takeaway(st, "cuBLAS")), summary="where the GEMM ladder stands, in words",
+                    open_=False))
 
 # %% [markdown]
 # ## Exercises

@@ -58,7 +58,7 @@ table_configs = ["float32 NCHW", "float32 NHWC", "float16 NHWC"]  # ResNet-50 ta
 table_estimator = "auto"    # "auto": perfkit.model.estimate where it exists; "roofline": the plain bound
 resnet_batch = 32           # batch of the ResNet-50 per-layer table
 cc = (9, 0)                 # compile target for the anatomy view
-records_gpu = None          # GPU whose records are shown (name or slug); None: the GPU with the newest records
+records_gpu = None          # pin the records to one GPU (name or slug); None: each card the newest of today's code, any GPU
 gpu = None                  # devices.yaml key of the published ceilings (None: the shown GPU's)
 seed = None                 # None: fresh random inputs for the check
 record = "auto"             # record GPU measurements into data/results/ ("auto": only on a real GPU)
@@ -76,14 +76,15 @@ from perfkit.kernels import conv, peers
 from perfkit.kernels.base import UnsupportedProblem
 
 lesson.quiet_numba_warnings()       # Numba's performance warnings: once per kind, the rest counted
-SIM = backend.is_simulator()
-print(backend.describe())
+SIM = backend.is_simulator()        # (the backend is announced once, on import)
 EX = conv.EXAMPLE_PROBLEM           # ResNet-50's stage-2 3x3 layer at batch 32: compiled, never run here
-shown_gpu = lesson.shown_gpu(records_gpu, ["conv"])  # cards, tables and plots show one GPU's records
+shown_gpu = lesson.shown_gpu(records_gpu, ["conv"])  # tables and figures show one GPU's records
 gpu = gpu or lesson.spec_key(shown_gpu)
-print(f"records shown: {shown_gpu or 'none yet'}; published ceilings: {gpu}")
+print(f"cards: per rung, the newest record of today's code on {records_gpu or 'any GPU'} (named on the card); "
+      f"tables and figures: {shown_gpu or 'none yet'}; published ceilings: {gpu}")
 print("example problem:", EX.label, f"(P x Q = {EX.p} x {EX.q}; GEMM M, N, K = {EX.gemm_mnk})")
-pd.DataFrame([{"rung": v.rung, "name": v.name, "what changed and why": v.what} for v in conv.LADDER])
+lesson.fold(pd.DataFrame([{"rung": v.label, "what changed and why": v.what} for v in conv.LADDER]),
+            summary=f"the ladder: {len(conv.LADDER) - 1} rungs and the oracle (each section below begins with its idea)")
 
 # %% [markdown]
 # ## The check, once for all rungs
@@ -123,16 +124,13 @@ checks.pivot_table(index="label", columns="problem", values="max_abs_err", sort=
 # time its algorithms, and a Triton implicit GEMM) and recorded.
 
 # %%
-recorded = lesson.records("conv", gpu=shown_gpu)
+recorded = lesson.records("conv", gpu=records_gpu)  # the newest record per GPU, problem and rung
 print("matching rule:", lesson.MATCH_RULE)
 if recorded.empty:
     print("No convolution has been timed on a real GPU yet (data/results/ has no conv records): "
           "every rung card below says 'no record' and shows the model's estimate only.")
-else:
-    display(recorded.assign(commit=recorded.commit.str[:7])
-            .pivot_table(index="label", columns="problem", values="median_s", sort=False)
-            .style.format("{:.3g}", na_rep="—")
-            .set_caption("median seconds recorded on " + plots.provenance(recorded).removeprefix(" on ")))
+else:  # the numbers wait, folded, behind each rung's prompt and in the summary
+    print(f"{len(recorded)} convolution records on {recorded.gpu.nunique()} GPU(s), at {recorded.problem.nunique()} problems")
 
 if sweep and not SIM:
     probs = [p for p in conv.GPU_SWEEP if f"{p.dtype} {p.layout}" in sweep_configs]
@@ -142,44 +140,16 @@ if sweep and not SIM:
         recorded = pd.concat([recorded, table], ignore_index=True)
     else:
         lesson.reload()
-        recorded = lesson.records("conv", gpu=shown_gpu)
+        recorded = lesson.records("conv", gpu=records_gpu)
 elif sweep:
     print("sweep is set but there is no GPU here: nothing is timed.")
+shown = recorded[recorded.gpu == shown_gpu] if not recorded.empty else recorded  # one GPU per table and figure
 
 
 # %%
-reports, cards, shown = {}, {}, []
-
-def rung_view(name, kernel=0):
-    """One rung: the kernel diff against the rung before, the anatomy (folded), a prediction
-    prompt, then the answer folded: the recorded measurement (where there is one) and the model's estimate."""
-    names = [v.name for v in conv.LADDER]
-    if name not in names:
-        display(Markdown(f"*`{name}` is not in today's ladder ({', '.join(names)}): nothing to show.*"))
-        return
-    i = names.index(name)
-    v = conv.LADDER[i]
-    prev = next((u for u in reversed(conv.LADDER[:i]) if not u.oracle), None)
-    p = v.example(EX)
-    shown.append(name)
-    display(lesson.source_diff(prev, v, p) if prev is not None else lesson.source(v, p))
-    reports[name] = r = anatomy.inspect(v, p, cc, kernel=kernel)
-    if prev is not None and prev.name not in reports:
-        reports[prev.name] = anatomy.inspect(prev, prev.example(EX), cc)
-    display(lesson.fold(anatomy.diff(reports[prev.name], r) if prev is not None else r,
-                        summary=f"anatomy of {v.label} ({r.kernel_name}) for sm_{cc[0]}{cc[1]}: {r.registers} "
-                                f"registers, {r.shared_bytes} B shared, occupancy {r.occupancy.ratio:.0%} "
-                                "(open for the diff)"))
-    t = v.traffic(p)
-    print(f"traffic model at {p.label}: {p.flops / 1e9:.1f} GFLOP, DRAM {t.dram_bytes / 1e6:.1f} MB, "
-          f"L2 {(t.l2_bytes or 0) / 1e6:.0f} MB, shared {(t.smem_bytes or 0) / 1e9:.2f} GB; {t.notes}")
-    prompt, ans, cards[name] = lesson.rung_section("conv", prev, v, EX, table=recorded, model_gpu=gpu,
-                                                   reports=(reports[prev.name] if prev is not None else None, r))
-    if cards[name].found and cards[name].problem != p.label:  # recorded at the layer as asked, not the rung's twin
-        print(f"the card below is the record at {cards[name].problem}: the anatomy and traffic above are "
-              f"of the rung at its own example problem, {p.label}")
-    display(prompt)
-    display(ans)
+# one view for every rung section: the kernel or its diff, the anatomy (folded), the rung's traffic
+# model, the prompt, then the answer folded (the record, the model's estimate, the counters)
+view = lesson.LadderView("conv", EX, table=recorded, model_gpu=gpu, cc=cc, traffic=True, plot_gpu=shown_gpu)
 
 
 # %% [markdown]
@@ -199,7 +169,8 @@ def rung_view(name, kernel=0):
 # so x is the broadcast and w the scattered one.
 
 # %%
-rung_view("direct")
+view.show("direct", fold_source="the kernel of rung 01 direct: exercise 03.direct asks you to write "
+                                 "it, so try that first (open once you have)")
 
 # %% [markdown]
 # ## Direct with a halo tile in shared memory (`direct_halo`)
@@ -211,7 +182,7 @@ rung_view("direct")
 # (R, S, stride), so the kernel is compiled per filter shape, as libraries specialise theirs.
 
 # %%
-rung_view("direct_halo")
+view.show("direct_halo")
 
 # %% [markdown]
 # ## Explicit im2col + the GEMM ladder (`im2col_gemm`)
@@ -223,9 +194,9 @@ rung_view("direct_halo")
 # shown is the im2col kernel's (launch 0); the GEMM's is notebook 02's.
 
 # %%
-rung_view("im2col_gemm")
+view.show("im2col_gemm")
 print("the launches of im2col_gemm (kernel, registers):",
-      [(l["kernel"], l["registers"]) for l in reports["im2col_gemm"].launches])
+      [(l["kernel"], l["registers"]) for l in view.reports["im2col_gemm", 0].launches])
 im2col_bytes = EX.gemm_mnk[0] * EX.gemm_mnk[2] * 4
 print(f"im2col buffer at {EX.label}: {im2col_bytes / 1e6:.0f} MB, "
       f"{im2col_bytes / (EX.n * EX.c * EX.h * EX.w * 4):.1f}x the input")
@@ -239,7 +210,7 @@ print(f"im2col buffer at {EX.label}: {im2col_bytes / 1e6:.0f} MB, "
 # rung with the loop flattened: the point is the indexing that the next rungs tile.
 
 # %%
-rung_view("igemm_naive")
+view.show("igemm_naive")
 
 # %% [markdown]
 # ## Implicit GEMM tiled in shared memory (`igemm_smem`)
@@ -249,7 +220,7 @@ rung_view("igemm_naive")
 # (coalesced) and stored transposed with one word of padding against bank conflicts.
 
 # %%
-rung_view("igemm_smem")
+view.show("igemm_smem")
 
 # %% [markdown]
 # ## Register blocking and 16-byte loads (`igemm_regblock`)
@@ -269,7 +240,7 @@ rung_view("igemm_smem")
 # static instruction counts in the anatomy cannot show this: the win is per loop trip.)
 
 # %%
-rung_view("igemm_regblock")
+view.show("igemm_regblock")
 regblock = next(v for v in conv.LADDER if v.name == "igemm_regblock")
 both = {lay: anatomy.inspect(regblock, conv.to_layout(EX, lay), cc) for lay in ("NCHW", "NHWC")}
 pd.DataFrame([{"layout": lay, "registers": r.registers, "global load 128": r.mix.get("global load 128", 0),
@@ -290,7 +261,7 @@ pd.DataFrame([{"layout": lay, "registers": r.registers, "global load 128": r.mix
 # The anatomy shown is the batched GEMM's (launch 2); launch 0 is the input transform.
 
 # %%
-rung_view("winograd", kernel=2)
+view.show("winograd", kernel=2)
 t_w = conv.Winograd().traffic(EX)
 print(f"winograd does {t_w.flops / 1e9:.2f} GFLOP for the problem's {EX.flops / 1e9:.2f} "
       f"({t_w.flops / EX.flops:.2f}x); DRAM {t_w.dram_bytes / 1e6:.0f} MB against the problem's minimum "
@@ -308,18 +279,16 @@ print(f"winograd does {t_w.flops / 1e9:.2f} GFLOP for the problem's {EX.flops / 
 # is what this first tensor-core rung is bound by.
 
 # %%
-rung_view("tensor_core")
+view.show("tensor_core")
 
 # %% [markdown]
-# Any rung added to `conv.LADDER` after this notebook was written is shown here the same way.
+# Any rung added to `conv.LADDER` after this notebook was written is shown here the same way, under
+# its own description.
 
 # %%
-for v in conv.LADDER:
-    if not v.oracle and v.name not in shown:
-        display(Markdown(f"### {v.label}\n\n{v.what}"))
-        rung_view(v.name)
-print("anatomy at sm_%d%d, one row per rung (its example problem):" % tuple(cc))
-lesson.anatomy_table({conv.LADDER[[u.name for u in conv.LADDER].index(n)].label: r for n, r in reports.items()})
+new = view.rest()
+print(f"rungs without a section above: {', '.join(new)}" if new else "every rung has its section above")
+view.anatomy_table()
 
 
 # %% [markdown]
@@ -331,72 +300,38 @@ lesson.anatomy_table({conv.LADDER[[u.name for u in conv.LADDER].index(n)].label:
 # for speed, shows the plain roofline bound instead, one column, the same for every rung; the
 # records cover the example layer only).  Where records
 # exist, the measured fraction of cuDNN is the goal's yardstick: the best SIMT rung at ≥ 0.70 of
-# cuDNN fp32, time-weighted over the 3x3 layers; compare *times*, since cuDNN may run a 3x3 layer
-# as FFT or Winograd, doing fewer FLOPs than the 2·N·K·P·Q·C·R·S counted here.
+# cuDNN fp32, time-weighted over the 3x3 layers; compare *times*, since cuDNN runs some 3x3 layers
+# as an FFT or Winograd convolution, doing fewer FLOPs than the 2·N·K·P·Q·C·R·S counted here (which
+# one it chose at the example layer is read from its Nsight Compute rows at the end of the notebook).
 
 # %%
-def estimate(v, p):
-    """(seconds, bound): model.estimate where perfkit has it (and table_estimator allows), else the roofline."""
-    if table_estimator == "auto" and hasattr(model, "estimate"):
-        try:
-            e = model.estimate(v, p, gpu=gpu)
-            return float(e.seconds), str(e.bound)
-        except Exception as exc:
-            print(f"model.estimate failed for {v.label} at {p.label}: {type(exc).__name__}: {exc}; roofline instead")
-    t = v.traffic(p)
-    r = roofline.published_rates(t, gpu=gpu)
-    pr = model.predict(t, peak_flops=r["flops"], dram_bw=r["dram_bw"])
-    return pr.seconds, pr.limiter
-
-
-def measured_s(v, p):
-    if recorded.empty:
-        return np.nan
-    rows = recorded[(recorded.variant == v.name) & (recorded.problem == p.label)]
-    return float(rows.median_s.median()) if not rows.empty else np.nan
+def estimate(v, p):  # (seconds, bound): the model's estimate, or the roofline bound (table_estimator)
+    return lesson.layer_estimate(v, p, gpu, table_estimator)
 
 
 resnet_tables = {}
 for config in table_configs:
     dtype, layout = config.split()
-    rows = []
-    for name, p, count in conv.resnet50_layers(resnet_batch, dtype, layout):
-        row = {"layer": name, "count": count, "c": p.c, "hxw": f"{p.h}x{p.w}", "k": p.k, "rxs": f"{p.r}x{p.s}",
-               "stride": p.stride, "PxQ": f"{p.p}x{p.q}", "GFLOP": p.flops / 1e9, "MB": p.bytes / 1e6}
-        if table_estimator == "roofline":  # FLOPs over the peak, bytes over the bandwidth: one number for every
-            row["roofline bound est ms"] = estimate(conv.LADDER[0], p)[0] * 1e3  # rung, so one column
-        for v in conv.LADDER:
-            try:
-                v.supports(p)
-            except Exception:
-                continue  # e.g. the tensor-core rung at float32
-            if table_estimator != "roofline":
-                row[f"{v.name} est ms"] = estimate(v, p)[0] * 1e3
-            if np.isfinite(measured_s(v, p)) and np.isfinite(measured_s(conv.LADDER[0], p)):
-                row[f"{v.name} of cuDNN"] = measured_s(conv.LADDER[0], p) / measured_s(v, p)
-        rows.append(row)
-    resnet_tables[config] = df = pd.DataFrame(rows)
-    what = ("the plain roofline bound in ms (FLOPs at the peak or bytes at the bandwidth, the same for every rung: "
-            "`table_estimator = \"auto\"` gives each rung its model estimate, which tells them apart)"
-            if table_estimator == "roofline" else "each rung's model estimate in ms")
-    display(Markdown(f"**ResNet-50 conv layers, batch {resnet_batch}, {config}**: {what} ({gpu} published "
-                     "ceilings); " + ("measured fractions of cuDNN where recorded."
-                                      if not recorded.empty else "no measurement recorded yet.")))
-    display(df.style.format(precision=3, na_rep="—").hide(axis="index"))
+    layers = list(conv.resnet50_layers(resnet_batch, dtype, layout))
+    resnet_tables[config] = df = lesson.network_table(layers, conv.LADDER, table=recorded, gpu=gpu,
+                                                      estimator=table_estimator)
+    what = ("the plain roofline bound in ms (the same for every rung: `table_estimator = \"auto\"` gives each "
+            "rung its model estimate)" if table_estimator == "roofline" else "each rung's model estimate in ms")
+    display(lesson.fold(df.style.format(precision=3, na_rep="—").hide(axis="index"),
+                        summary=f"ResNet-50 conv layers, batch {resnet_batch}, {config}: {what} ({gpu} ceilings)"))
+    meas = lesson.network_table(layers, conv.LADDER, table=shown, gpu=gpu, measured=True)
+    if not meas.empty:  # the layers with records only
+        display(lesson.fold(meas.style.format(precision=3, na_rep="—").hide(axis="index"),
+                            summary=f"{config}: the measured fraction of cuDNN at the {len(meas)} recorded "
+                                    f"layer(s) ({shown_gpu})"))
     total = {c.removesuffix(" est ms"): float((df[c] * df["count"]).sum(min_count=len(df)))
              for c in df.columns if c.endswith("est ms")}  # NaN where a rung cannot take every layer
-    print("whole network (each shape x count), estimated ms:",
+    print(f"{config}: whole network (each shape x count), estimated ms:",
           {k: round(t, 2) if np.isfinite(t) else "not every layer" for k, t in total.items()})
-    # the issue's yardstick: cuDNN's time over the rung's, each weighted by how often the layer occurs
-    three = [(p, count) for _, p, count in conv.resnet50_layers(resnet_batch, dtype, layout) if p.r == 3]
-    for v in conv.LADDER[1:]:
-        pairs = [(measured_s(conv.LADDER[0], p) * c, measured_s(v, p) * c) for p, c in three]
-        pairs = [(a, b) for a, b in pairs if np.isfinite(a) and np.isfinite(b)]
-        if len(pairs) == len(three):
-            print(f"  {v.label}: {sum(a for a, _ in pairs) / sum(b for _, b in pairs):.2f} of cuDNN, "
-                  "time-weighted over the 3x3 layers (measured)")
-    if recorded.empty:
-        print("  fractions of cuDNN: none, since nothing is measured yet")
+    # the goal's yardstick: cuDNN's time over the rung's, weighted by how often each 3x3 layer occurs
+    three = [(n, p, c) for n, p, c in layers if p.r == 3]
+    for label, f in lesson.weighted_of_oracle(three, conv.LADDER, shown).items():
+        print(f"  {label}: {f:.2f} of cuDNN, time-weighted over the 3x3 layers (measured)")
 
 # %% [markdown]
 # ## Layout: NCHW or NHWC, and what a transpose costs
@@ -457,20 +392,41 @@ pd.DataFrame(rows).style.format(precision=3).hide(axis="index")
 # %% [markdown]
 # ## Summary
 #
-# One card per rung at the example layer: the recorded median (where recorded), x the rung before,
-# the fraction of cuDNN, the model's estimate.  The ladder plot draws only measurements from real
-# GPUs; with none it draws a labelled placeholder and the model's estimates as ticks.
+# Open these once you have made your predictions: one card per rung at the example layer (the
+# recorded median where recorded, x the rung before, the fraction of cuDNN, the model's estimate),
+# then the same as bars (measurements from real GPUs only; the model's estimates as ticks).
 
 # %%
-cs = [cards[v.name] if v.name in cards else lesson.recorded("conv", EX, v, table=recorded, model_gpu=gpu)
-      for v in conv.LADDER if not v.oracle]
-twins = [f"{c.label} at {c.problem}" for c in cs if c.problem != EX.label]
-display(Markdown(f"**Convolution ladder at `{EX.label}`**" + (f" (where a rung's own twin of the layer is shown: "
-                 f"{'; '.join(twins)})" if twins else "")))
-display(lesson.card_table(cs, style=True))
-plots.ladder(recorded, problem=EX.label, title=f"Convolution ladder at {EX.label}",
-             estimates={c.label: c.estimate_rate for c in cs}, changed={c.label for c in cs if c.changed_since})
-plt.show()
+view.summary(EX, title=f"Convolution ladder at {EX.label}")
+twins = [f"{c.label} at {c.problem}" for c in view.all_cards() if c.problem != EX.label]
+if twins:
+    print("where a rung's own twin of the layer is shown:", "; ".join(twins))
+if not shown.empty:  # every record of that GPU, by rung and problem ("*": a kernel changed since)
+    display(lesson.fold(lesson.record_pivot(shown, "median_s", caption="median seconds recorded on "
+                                            + plots.provenance(shown).removeprefix(" on ")),
+                        summary=f"every convolution record of {shown_gpu}, median seconds by rung and problem"))
+
+# %% [markdown]
+# ## Where the ladder stands
+#
+# The best rung against cuDNN at every recorded layer, per dtype, layout and GPU: one bar per
+# comparison (one GPU, one layer), and a paragraph written from the same numbers.  The goals were
+# the best SIMT rung at ≥ 0.70 of cuDNN fp32 and the tensor-core rung at ≥ 0.30 of cuDNN fp16; the
+# paragraph says where they stand.  cuDNN's own choice of algorithm is in the Nsight Compute tables
+# (`data/ncu/`: the kernels its rung-0 rows name).
+
+# %%
+st = lesson.standing("conv", recorded)
+display(lesson.fold(lesson.standing_table(st, "cuDNN"), summary="the best rung vs cuDNN, per layer and GPU"))
+display(lesson.fold_figure(lesson.standing_figure(st, "cuDNN", title="convolution: best rung / cuDNN"),
+                           "the same as bars"))
+display(lesson.fold(lesson.paragraph(lesson.takeaway(st, "cuDNN")), summary="where the convolution ladder stands, in words"))
+for config in ("float32 NCHW", "float16 NHWC"):  # what cuDNN chose at the example layer, from its Nsight Compute rows
+    p = conv.to_layout(EX, config.split()[1], config.split()[0])
+    ks = lesson.ncu_kernels("conv", p.label, conv.LADDER[0].name, shown_gpu)
+    print(f"cuDNN at {p.label} on {shown_gpu}: " + (", ".join(f"{k} ({lesson.fmt_seconds(t)})" for k, t in ks)
+                                                       if ks else "no Nsight Compute row"))
+
 
 # %% [markdown]
 # ## Exercises

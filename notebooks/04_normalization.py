@@ -31,11 +31,8 @@
 # | multirow / split | several rows per block, `vec` independent (128-bit) loads per thread | narrow rows fill the GPU; more bytes in flight |
 # | tuned | the launch shape fitted to the row width (search, or a static rule) | the right shape at every width |
 #
-# Aims, not results: each card says, from the records of the GPU shown, what a rung bought.  At
-# 4096 float32 columns online softmax and layernorm's Welford were slower than the warp rung before them on
-# both GPUs recorded; the multirow rungs of layernorm and rmsnorm were slower than the
-# one-row-per-block rungs in the H100's first records (the code of 2026-11-23), and faster in the
-# records of later code on both GPUs.
+# Aims, not results: each card says, from the records of the GPU shown, what a rung bought (and
+# whether it bought what it aimed at is for you to predict first).
 #
 # You will learn to count the bytes a kernel must move, to predict its time from the bandwidth,
 # to see in the compiled kernel what each rung changed, and to check numerically fragile code
@@ -44,11 +41,11 @@
 # In the simulator every rung is **checked**, but times say nothing about GPU speed: speeds shown
 # here come only from results recorded on real GPUs, with their provenance.
 #
-# **How to read an op's section.**  One table for the whole ladder (recorded time and GB/s, x the
-# rung before, fraction of the oracle, the model's estimate and the ratio), its bar chart, and one
-# anatomy table (registers, shared memory, occupancy, load widths).  Then, rung by rung: what it
-# changes, with the kernel diff and anatomy folded; a question to **predict** (faster or slower, by
-# how much, what binds); and the answer folded below it, to open once you have guessed.
+# **How to read an op's section.**  First the bytes each rung moves against the ideal (the model,
+# before anything runs).  Then, rung by rung: what it changes, the kernel diff, the anatomy folded; a
+# question to **predict** (faster or slower, by how much, what binds); and the answer folded below
+# it (the record, the model's estimate, the Nsight Compute counters), to open once you have guessed.
+# After the rungs, folded: the whole ladder as one table and as bars, and the anatomy of every rung.
 
 # %% tags=["parameters"]
 # Parameters (papermill overrides these; profiles in notebooks/profiles.yaml)
@@ -59,7 +56,7 @@ check_dtypes = ["float32", "float16"]
 sweep = False                 # on a GPU: time every rung over each op's GPU_SWEEP (and record)
 sweep_dtypes = ["float32"]    # dtypes of the GPU sweep
 cc = (9, 0)                   # compile target for the anatomy view
-records_gpu = None            # GPU whose records are shown (name or slug); None: the GPU with the newest records
+records_gpu = None            # pin the records to one GPU (name or slug); None: each card the newest of today's code, any GPU
 gpu = None                    # devices.yaml key of the published bandwidth (None: the shown GPU's)
 seed = None                   # None: fresh random inputs for the check
 record = "auto"               # record GPU measurements into data/results/ ("auto": only on a real GPU)
@@ -80,14 +77,15 @@ from perfkit import anatomy, backend, bench, lesson, model, plots, results, roof
 from perfkit.kernels import peers
 
 lesson.quiet_numba_warnings()       # Numba's performance warnings: once per kind, the rest counted
-SIM = backend.is_simulator()
-print(backend.describe())
+SIM = backend.is_simulator()        # (the backend is announced once, on import)
 MODS = {op: importlib.import_module(f"perfkit.kernels.norm.{op}") for op in ops}
-shown_gpu = lesson.shown_gpu(records_gpu, ops)  # cards, tables and plots show one GPU's records
+shown_gpu = lesson.shown_gpu(records_gpu, ops)  # tables and figures show one GPU's records
 gpu = gpu or lesson.spec_key(shown_gpu)
-print(f"records shown: {shown_gpu or 'none yet'}; published bandwidth: {gpu}")
-pd.DataFrame([{"op": op, "rung": v.rung, "name": v.name, "config": v.config, "what changed and why": v.what}
-              for op, m in MODS.items() for v in m.LADDER])
+print(f"cards: per rung, the newest record of today's code on {records_gpu or 'any GPU'} (named on the card); "
+      f"tables and figures: {shown_gpu or 'none yet'}; published bandwidth: {gpu}")
+lesson.fold(pd.DataFrame([{"op": op, "rung": v.label, "config": v.config, "what changed and why": v.what}
+                          for op, m in MODS.items() for v in m.LADDER]),
+            summary="the ladders, one row per rung (each op's section shows its rungs' ideas again)")
 
 
 # %% [markdown]
@@ -139,17 +137,18 @@ else:
     copy_bw = None
     ceil = results.load(op="roofline")
     ceil = ceil[(ceil.variant == "copy") & (ceil.gpu == shown_gpu)] if not ceil.empty else ceil
-    if not ceil.empty:
-        display(ceil[["gpu", "gbps", "median_s", "utc", "commit"]])
+    if not ceil.empty:  # the newest copy record of the shown GPU: the ceiling to predict against
+        ceil = ceil.sort_values("utc")
         copy_bw = float(ceil.gbps.iloc[-1]) * 1e9
-        print(f"using the copy bandwidth recorded on {ceil.gpu.iloc[-1]}: {copy_bw / 1e12:.2f} TB/s")
+        print(f"using the copy bandwidth recorded on {ceil.gpu.iloc[-1]} ({str(ceil.utc.iloc[-1])[:10]}, commit "
+              f"{str(ceil.commit.iloc[-1])[:7]}): {copy_bw / 1e12:.2f} TB/s")
     else:
         print(f"No copy bandwidth recorded on {shown_gpu}: predictions below use the published bandwidth "
               f"of {gpu}, which no kernel reaches (perfkit's copy kernel: 84% on the H100, 82% on the H200).")
 published_bw = specs.get(gpu).dram_bw
 model_bw = copy_bw or published_bw
 
-recorded = pd.concat([lesson.records(op, gpu=shown_gpu) for op in ops], ignore_index=True)  # today's labels, matched by name
+recorded = pd.concat([lesson.records(op, gpu=records_gpu) for op in ops], ignore_index=True)  # today's labels, matched by name
 print("matching rule:", lesson.MATCH_RULE)
 if recorded.empty:
     print("No normalization results have been recorded on a real GPU yet (data/results/ has none).")
@@ -167,56 +166,33 @@ if sweep and not SIM:
         recorded = pd.concat([recorded, swept], ignore_index=True)
     else:
         lesson.reload()
-        recorded = pd.concat([lesson.records(op, gpu=shown_gpu) for op in ops], ignore_index=True)
+        recorded = pd.concat([lesson.records(op, gpu=records_gpu) for op in ops], ignore_index=True)
 elif sweep:
     print("sweep=True but there is no GPU here: nothing is timed.")
 
 
 # %%
-cards = {}
-def ladder_view(op, problem=None):
-    # The whole ladder in one table: per rung (today's ladder, looped) its bytes against the ideal,
-    # the recorded median and GB/s, x the rung before, fraction of the oracle, the model's estimate
-    # and measured / estimate (lesson.recorded: records matched by variant name and problem); then
-    # the same as bars, with the model's estimates as black ticks.
+views = {}
+def bytes_table(op, problem=None):
+    # the model before anything runs: each rung's DRAM bytes against the ideal (input read once,
+    # output written once) and that ideal's time at the published bandwidth
     m = MODS[op]
     p = problem or m.EXAMPLE_PROBLEM
-    cs = lesson.ladder_cards(op, p, ladder=m.LADDER, table=recorded, model_gpu=gpu, estimate=model_estimates)
-    cards[op, p.label] = cs
-    tab = lesson.card_table(cs)
-    tab.insert(1, "DRAM bytes / ideal", [v.traffic(p).dram_bytes / p.bytes for v in m.LADDER if not v.oracle])
     display(Markdown(f"**{op}** at `{p.label}`: ideal traffic {p.bytes / 1e6:.1f} MB "
                      f"({p.bytes / published_bw * 1e6:.1f} µs at the published {published_bw / 1e12:.2f} TB/s of {gpu})"))
-    display(tab.style.format({"DRAM bytes / ideal": "{:.2f}", "GB/s": "{:.0f}", "x prev": "x{:.2f}",
-                              "of oracle": "{:.0%}", "measured/est": "{:.2f}"}, na_rep="—").hide(axis="index"))
-    plots.ladder(recorded[recorded.op == op] if not recorded.empty else recorded, metric="gbps", problem=p.label,
-                 title=f"{op} at {p.label}", estimates={c.label: c.estimate_rate for c in cs},
-                 changed={c.label for c in cs if c.changed_since})
-    plt.show()
+    display(pd.DataFrame([{"rung": v.label, "DRAM bytes / ideal": v.traffic(p).dram_bytes / p.bytes}
+                          for v in m.LADDER if not v.oracle]).style.format(precision=2).hide(axis="index"))
 
-def rung_steps(op, problem=None):
-    # One anatomy table for the ladder, then per rung: what it changes, the kernel diff and the
-    # anatomy diff folded, a prediction to make, and the answer (recorded + model) folded.
+
+def ladder(op, problem=None):
+    # every rung of today's ladder, one section each (its `what`, the diff, the anatomy folded,
+    # the prompt, the answer folded), then the whole ladder folded: opened after predicting
     m = MODS[op]
     p = problem or m.EXAMPLE_PROBLEM
-    rungs = [v for v in m.LADDER if not v.oracle]
-    reps = {v.label: anatomy.inspect(v, p, cc) for v in rungs}
-    display(Markdown(f"**Anatomy of the {op} ladder** (compiled for sm_{cc[0]}{cc[1]}, no GPU needed)"))
-    display(lesson.anatomy_table(reps).style.hide(axis="index"))
-    prev = None
-    for v in rungs:
-        r = reps[v.label]
-        display(Markdown(f"#### {op} · {v.label}\n\n{v.what}"))
-        code = lesson.source(v, p) if prev is None else lesson.source_diff(prev, v, p)
-        display(lesson.fold(code, r if prev is None else anatomy.diff(reps[prev.label], r),
-                            summary=f"{code.title}; anatomy ({r.registers} registers, {r.shared_bytes} B shared, "
-                                    f"occupancy {r.occupancy.ratio:.0%})"))
-        prompt, ans, _ = lesson.rung_section(op, prev, v, p, ladder=m.LADDER, table=recorded, model_gpu=gpu,
-                                             reports=(reps[prev.label] if prev is not None else None, r),
-                                             estimate=model_estimates)
-        display(prompt)
-        display(ans)
-        prev = v
+    views[op] = view = lesson.LadderView(op, p, ladder=m.LADDER, table=recorded, model_gpu=gpu, cc=cc,
+                                         estimate=model_estimates, plot_gpu=shown_gpu)
+    view.rest()
+    return view
 
 
 # %% [markdown]
@@ -231,10 +207,12 @@ def rung_steps(op, problem=None):
 # It is the same trick FlashAttention uses for attention.
 
 # %%
-ladder_view('softmax')
+bytes_table('softmax')
 
 # %%
-rung_steps('softmax')
+view = ladder('softmax')
+view.summary(metric="gbps")
+view.anatomy_table()
 
 # %% [markdown]
 # ## 4 · LayerNorm forward
@@ -247,10 +225,12 @@ rung_steps('softmax')
 # lanes and warps.
 
 # %%
-ladder_view('layernorm')
+bytes_table('layernorm')
 
 # %%
-rung_steps('layernorm')
+view = ladder('layernorm')
+view.summary(metric="gbps")
+view.anatomy_table()
 
 # %% [markdown]
 # ## 5 · LayerNorm backward
@@ -267,10 +247,12 @@ rung_steps('layernorm')
 # of this rung is of an earlier version that updated partials in global memory per row).  Apex and llm.c's `layernorm_backward` reduce dγ/dβ in two stages the same way.
 
 # %%
-ladder_view('layernorm_bwd')
+bytes_table('layernorm_bwd')
 
 # %%
-rung_steps('layernorm_bwd')
+view = ladder('layernorm_bwd')
+view.summary(metric="gbps")
+view.anatomy_table()
 
 # %% [markdown]
 # ## 6 · RMSNorm
@@ -281,10 +263,12 @@ rung_steps('layernorm_bwd')
 # row fits on chip, which is why the ideal traffic is reachable without holding the row in registers.
 
 # %%
-ladder_view('rmsnorm')
+bytes_table('rmsnorm')
 
 # %%
-rung_steps('rmsnorm')
+view = ladder('rmsnorm')
+view.summary(metric="gbps")
+view.anatomy_table()
 
 # %% [markdown]
 # ## 7 · BatchNorm (training)
@@ -304,11 +288,15 @@ rung_steps('rmsnorm')
 
 # %%
 bn = MODS["batchnorm"]
-for p in (bn.EXAMPLE_PROBLEM, dataclasses.replace(bn.EXAMPLE_PROBLEM, layout="NHWC")):
-    ladder_view("batchnorm", p)
+bn_problems = (bn.EXAMPLE_PROBLEM, dataclasses.replace(bn.EXAMPLE_PROBLEM, layout="NHWC"))
+for p in bn_problems:
+    bytes_table("batchnorm", p)
 
 # %%
-rung_steps('batchnorm')
+view = ladder('batchnorm')
+for p in bn_problems:
+    view.summary(p, metric="gbps")
+view.anatomy_table()
 
 # %% [markdown]
 # ## 8 · Bandwidth against row width, and the four ops side by side
@@ -325,20 +313,22 @@ rung_steps('batchnorm')
 
 # %%
 row_ops = [op for op in ops if op != "batchnorm"]
+shown = recorded[recorded.gpu == shown_gpu] if not recorded.empty else recorded  # one GPU per table and figure
 fig, axes = plt.subplots(1, max(len(row_ops), 1), figsize=(5 * max(len(row_ops), 1), 3.8), squeeze=False)
 for ax, op in zip(axes[0], row_ops):
-    t = recorded[recorded.op == op] if not recorded.empty else recorded
+    t = shown[shown.op == op] if not shown.empty else shown
     plots.metric_vs(t, x="cols", metric="gbps", hue="label", title=op, ax=ax,
                     ceiling=(copy_bw or published_bw) / 1e9,
                     ceiling_label="measured copy bandwidth" if copy_bw else f"published DRAM bandwidth ({gpu}; no copy recorded)")
 fig.tight_layout()
+display(lesson.fold_figure(fig, "GB/s against the row width, one line per rung (open once you have predicted)"))
 
 # %%
 # The best rung of each op at each problem, as a fraction of the copy bandwidth and of the oracle
 # (PyTorch on a GPU).  The goals on an H100 are >= 90% of copy bandwidth for rows of 1024 or
 # more, and at least as fast as torch at every shape; the table says where they are met and
 # where not (a "vs oracle" below 1.00x is a goal missed).
-real, n_sim = plots.real_rows(recorded, "gbps")
+real, n_sim = plots.real_rows(shown, "gbps")
 if real.empty:
     print("No GPU measurements recorded yet: nothing to compare. "
           "(`perfkit run 04 --profile gpu` on a GPU machine measures and records them.)")
@@ -356,24 +346,36 @@ else:
                           "of published bw": b.gbps * 1e9 / published_bw,
                           "vs oracle": b.gbps / orc.iloc[0] if len(orc) else np.nan})
     summary = real.groupby(["gpu", "op", "problem"]).apply(best).dropna(how="all")
-    display(summary.style.format({"GB/s": "{:.0f}", "of copy bw": "{:.0%}", "of published bw": "{:.0%}",
-                                  "vs oracle": "{:.2f}x"}, na_rep="—")
-            .set_caption("best rung per problem, recorded" + plots.provenance(real)
-                         + ("; " + lesson.CHANGED_MARK_NOTE if "commit" in summary
-                            and summary["commit"].astype(str).str.endswith("*").any() else "")))
-    col = "of copy bw" if copy_bw else "of published bw"  # no recorded copy ceiling: the datasheet's
-    summary.reset_index().pipe(lambda s: s.pivot_table(index="op", values=col, aggfunc="median")) \
-        .plot.barh(legend=False, title=f"median {col.replace('bw', 'bandwidth')}, best rung")
+    display(lesson.fold(summary.style.format({"GB/s": "{:.0f}", "of copy bw": "{:.0%}", "of published bw": "{:.0%}",
+                                              "vs oracle": "{:.2f}x"}, na_rep="—")
+                        .set_caption("best rung per problem, recorded" + plots.provenance(real)
+                                     + ("; " + lesson.CHANGED_MARK_NOTE if "commit" in summary
+                                        and summary["commit"].astype(str).str.endswith("*").any() else "")),
+                        summary="the best rung of each op at each recorded problem (open once you have predicted)"))
 
 # %%
 # The normalizations on the roofline: about one FLOP per byte, far left of the ridge point, so only
 # the memory roof matters.  Only real GPU measurements are drawn.
 examples = {MODS[op].EXAMPLE_PROBLEM.label for op in ops}
-on_roof = recorded[recorded.problem.isin(examples)] if not recorded.empty else None
-roofline.plot(on_roof, roofline.ceilings(gpu), title=f"normalizations on the roofline ({gpu} ceilings)"
-              + ("\nrecorded" + plots.provenance(on_roof) if on_roof is not None and not on_roof.empty else ""))
+on_roof = shown[shown.problem.isin(examples)] if not shown.empty else None
+ax = roofline.plot(on_roof, roofline.ceilings(gpu), group_col="op", title=f"normalizations on the roofline ({gpu} ceilings)"
+                   + ("\nrecorded" + plots.provenance(on_roof) if on_roof is not None and not on_roof.empty else ""))
+display(lesson.fold_figure(ax, "the normalizations on the roofline (open once you have predicted)"))
 if on_roof is None or on_roof.empty:
     print("No recorded GPU results for the example problems: the figure shows the ceilings only.")
+
+# %% [markdown]
+# ## Where the ladders stand
+#
+# Each op's best rung against torch (the oracle) at every recorded problem, per dtype and GPU: one
+# bar per comparison (one GPU, one problem), and a paragraph written from the same numbers.
+
+# %%
+st = pd.concat([lesson.standing(op, recorded) for op in ops], ignore_index=True)
+display(lesson.fold(lesson.standing_table(st, "torch"), summary="the best rung of each op vs torch, per problem and GPU"))
+display(lesson.fold_figure(lesson.standing_figure(st, "torch", title="normalizations: best rung / torch"),
+                           "the same as bars"))
+display(lesson.fold(lesson.paragraph(lesson.takeaway(st, "torch")), summary="where the normalization ladders stand, in words"))
 
 # %% [markdown]
 # ## What to take away

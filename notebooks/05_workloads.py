@@ -64,10 +64,10 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 import perfkit                      # decides GPU or simulator before numba.cuda loads
-from perfkit import backend, results, specs, workload
+from perfkit import backend, lesson, results, specs, workload
 from perfkit.workload import measure as wmeasure
 
-print(backend.describe())
+# (the backend is announced once, on import)
 SEQ = {"resnet50": None, "bert-base": bert_seq, "gpt2": gpt2_seq}
 
 # %% [markdown]
@@ -145,15 +145,20 @@ pd.DataFrame(rows).style.format({"traced GFLOP (matmuls)": "{:.1f}", "published 
 # kernel would take, GPU time only.  Each estimate compiles a rung, so that is slow on a laptop.  Kernels run one after another on one stream, so the step is
 # their sum and a class's **share** is its time over the step.  **step_speedup_2x** is Amdahl's
 # law: the step's speedup if that class's kernels were twice as fast, $1 / (1 - s + s/2)$.
+#
+# **Predict before you open the tables** (exercise 05.predict_share grades it at the end): which op
+# class takes the largest share of ResNet-50's training step?  Of BERT's?  Count the FLOPs of a
+# convolution against the bytes of a batch norm before you look.
 
 # %%
 ops = {net: traced[net].predict(gpu, ladders=ladders) for net in networks}
 tables = {net: workload.by_class(ops[net]) for net in networks}
 for net in networks:
-    display(Markdown(f"**{traced[net].label}** on {specs.get(gpu).name} (predicted)"))
-    print(workload.format_table(tables[net]))
     used = ops[net].loc[ops[net]["class"] != "view", "method"].value_counts()
-    print("methods:", ", ".join(f"{n} ops by {m}" for m, n in used.items()))
+    display(lesson.fold(workload.format_table(tables[net]),
+                        "methods: " + ", ".join(f"{n} ops by {m}" for m, n in used.items()),
+                        summary=f"{traced[net].label} on {specs.get(gpu).name}, predicted per class "
+                                "(open once you have predicted)"))
 
 # %% [markdown]
 # ## 4 · FLOPs are not time
@@ -177,6 +182,7 @@ axes[0].set_ylabel("% of the step")
 axes[0].legend()
 fig.suptitle(f"FLOPs vs predicted time per op class, {specs.get(gpu).name} (model prediction)")
 fig.tight_layout()
+display(lesson.fold_figure(fig, "share of FLOPs against share of predicted time, per class (open once you have predicted)"))
 
 # %% [markdown]
 # ### BERT against Ivanov et al.
@@ -191,12 +197,12 @@ if "bert-base" in tables:
     norm = [c for c in ("normalization", "softmax") if c in t.index]
     ew = [c for c in ("elementwise",) if c in t.index]
     mm = [c for c in ("gemm", "attention") if c in t.index]
-    display(pd.DataFrame({
+    display(lesson.fold(pd.DataFrame({
         "class (Ivanov et al.)": ["tensor contractions", "statistical normalizations", "element-wise"],
         "their FLOP share": ["99.80%", "0.17%", "0.03%"], "their runtime share (measured)": ["61.0%", "25.5%", "13.5%"],
         "our FLOP share": [f"{t.loc[c, 'flop_share'].sum():.2%}" for c in (mm, norm, ew)],
         "our time share (predicted)": [f"{t.loc[c, 'share'].sum():.1%}" for c in (mm, norm, ew)],
-    }))
+    }), summary="BERT-base's shares beside Ivanov et al.'s (open once you have predicted)"))
     display(Markdown(
         "Our FLOP shares agree in kind with theirs.  The time shares are a **model prediction** on a "
         "different GPU (a roofline bound per op, which assumes every memory-bound kernel streams at the full "
@@ -210,8 +216,10 @@ if "bert-base" in tables:
 # %%
 amdahl = pd.DataFrame({net: tables[net].set_index("class")["step_speedup_2x"] for net in networks}).reindex(classes)
 share = pd.DataFrame({net: tables[net].set_index("class")["share"] for net in networks}).reindex(classes)
-display(pd.concat({"share of step": share, "step speedup if 2x faster": amdahl}, axis=1)
-        .style.format("{:.3f}", na_rep="").format("{:.1%}", subset=["share of step"], na_rep=""))
+display(lesson.fold(pd.concat({"share of step": share, "step speedup if 2x faster": amdahl}, axis=1)
+                    .style.format("{:.3f}", na_rep="").format("{:.1%}", subset=["share of step"], na_rep=""),
+                    summary="each class's share of the step and the step's speedup if it ran 2x faster "
+                            "(open once you have predicted)"))
 
 # %% [markdown]
 # ### What a fused attention kernel buys
@@ -232,7 +240,7 @@ for net in [n for n in networks if n != "resnet50"]:
     both.loc["step"] = both.sum()
     display(Markdown(f"**{fused.label}** vs eager (predicted): the step "
                      f"{both.loc['step', 'eager ms'] / both.loc['step', 'sdpa ms']:.2f}x faster with the fused kernel"))
-    display(both.style.format("{:.3f}"))
+    display(lesson.fold(both.style.format("{:.3f}"), summary=f"{fused.label} vs eager, per class (predicted ms)"))
 
 # %% [markdown]
 # ## 6 · What if: the same steps on every device
@@ -257,6 +265,7 @@ for ax, net in zip(axes, networks):
 axes[-1].legend(fontsize=8)
 fig.suptitle("Predicted step time per class across devices (model prediction)")
 fig.tight_layout()
+display(lesson.fold_figure(fig, "the predicted step per class on every device (open once you have predicted)"))
 
 # %% [markdown]
 # ## 7 · From a class to a kernel to read
@@ -287,8 +296,7 @@ for net in networks:
            .sort_values("predicted_ms", ascending=False).head(8).reset_index())
     top["GFLOP"] /= 1e9
     top["predicted_ms"] *= 1e3
-    display(Markdown(f"**{traced[net].label}**"))
-    display(top)
+    display(lesson.fold(top, summary=f"{traced[net].label}: the 8 costliest op shapes, predicted"))
 
 # %% [markdown]
 # ## 8 · Measured on a GPU
@@ -313,7 +321,8 @@ else:
     if rec.empty:
         print("no workload profiles are recorded in data/results/ yet")
     else:
-        display(rec[["gpu", "problem", "median_s", "commit", "utc"]])
+        display(lesson.fold(rec[["gpu", "problem", "median_s", "commit", "utc"]],
+                            summary="the workload profiles recorded on real GPUs"))
 
 # %% [markdown]
 # ## Exercise
@@ -327,7 +336,7 @@ from perfkit.exercises import grade
 # %% [markdown]
 # ### Exercise 05.predict_share · where does ResNet-50's step go?
 #
-# Before you read the tables above: which op class takes the largest predicted share of
+# You predicted this before opening the tables above: which op class takes the largest predicted share of
 # ResNet-50's training step on an H100?  Graded against `perfkit.workload`'s prediction at this
 # notebook's batch and dtype.
 

@@ -282,11 +282,13 @@ def fp32_rate(iters: int | None = None, *, record: bool = True, results_root=Non
 
 # --- the figure ----------------------------------------------------------------------------
 def plot(table: pd.DataFrame | None = None, ceilings_: list[Ceiling] | None = None, ax=None,
-         title: str | None = None, label_col: str = "label"):
+         title: str | None = None, label_col: str = "label", group_col: str | None = None):
     """Log-log roofline with every ceiling and the points of a results table.
 
     A point needs ``flops``, ``bytes`` and a real (not simulated) ``median_s``.  Simulated rows
-    are never drawn: the figure says how many were left out.
+    are never drawn: the figure says how many were left out.  ``group_col`` (e.g. ``"op"``):
+    one colour per ladder, one legend entry per ladder, and only each ladder's fastest point
+    labelled, so that tens of rungs stay readable.
     """
     import matplotlib.pyplot as plt
 
@@ -322,12 +324,21 @@ def plot(table: pd.DataFrame | None = None, ceilings_: list[Ceiling] | None = No
             ai = intensity(t["flops"].astype(float), t["bytes"].astype(float))
             rate = t["flops"].astype(float) / t["median_s"].astype(float) / 1e12
             labels = t[label_col] if label_col in t else t.get("variant")
+            if group_col is not None and group_col in t:
+                ai_s = pd.Series(np.asarray(ai, dtype=float), index=t.index)
+                for i, (g, idx) in enumerate(t.groupby(group_col, sort=True).groups.items()):
+                    ax.scatter(ai_s[idx], rate[idx], s=18, zorder=3, color=f"C{i % 10}", alpha=0.8,
+                               label=f"{g} ({len(idx)})")
+                    best = rate[idx].idxmax()
+                    ax.annotate(str(labels[best]), (ai_s[best], rate[best]), fontsize=7, xytext=(3, 3),
+                                textcoords="offset points", color=f"C{i % 10}")
+                ax.legend(fontsize=7, loc="upper left", title=group_col, title_fontsize=7, frameon=False)
             many = len(t) > 4  # rungs of one problem share an intensity: their labels would overlap
-            for xi, yi, lab in zip(ai, rate, labels):
+            for xi, yi, lab in ([] if group_col is not None and group_col in t else zip(ai, rate, labels)):
                 ax.scatter([xi], [yi], s=25, zorder=3, label=str(lab))
                 if not many:
                     ax.annotate(str(lab), (xi, yi), fontsize=7, xytext=(3, 3), textcoords="offset points")
-            if many:
+            if many and not (group_col is not None and group_col in t):
                 ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0, frameon=False)
     ax.set_xscale("log")
     ax.set_yscale("log")

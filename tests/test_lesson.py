@@ -610,3 +610,104 @@ def test_changed_since_recorded_marks_rewritten_kernels_of_old_records():
     by = {(v, str(c)[:7]): x for v, c, x in zip(rec["variant"], rec["commit"], ch)}
     assert by[("tuned", "7c7b2e0")] and by[("multirow", "7c7b2e0")]
     assert not any(x for (v, c), x in by.items() if c == "6bbc424" or v == "oracle")
+
+
+def test_answers_shown_before_a_prediction_are_found_outside_folds_only():
+    """The check behind 'predict, then reveal' (tests/test_notebooks.py runs it over every executed
+    notebook): a bare figure or a GPU's name outside <details> above the prompt fails; folded ones
+    and printed lines do not."""
+    gpu = "NVIDIA H100 80GB HBM3"
+    ok = [{"cell_type": "code", "source": "", "outputs": [
+        {"output_type": "display_data", "data": {"text/html": f"<details><summary>x</summary><details>"
+                                                             f"<p>{gpu}</p></details>{gpu}</details>"}},
+        {"output_type": "stream", "name": "stdout", "text": f"records shown: {gpu}"}]},
+          {"cell_type": "markdown", "source": gpu}]
+    assert lesson.answers_shown_before(ok, 2, [gpu]) == []
+    bad = ok + [{"cell_type": "code", "source": "", "outputs": [
+        {"output_type": "display_data", "data": {"text/html": f"<table><caption>{gpu}</caption></table>"}}]},
+                {"cell_type": "code", "source": "", "outputs": [
+        {"output_type": "display_data", "data": {"image/png": "iVBOR", "text/plain": "<Figure>"}}]}]
+    assert lesson.answers_shown_before(bad, 4, [gpu]) == [f"cell 2: names {gpu} outside a fold", "cell 3: a figure"]
+    assert lesson.answers_shown_before(bad, 2, [gpu]) == []
+
+
+def test_fold_figure_hides_a_figure_until_opened():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots()
+    ax.plot([1, 2], [3, 4])
+    h = lesson.fold_figure(ax, "the bars")._repr_html_()
+    assert h.startswith("<details><summary>the bars</summary><img src='data:image/png;base64,")
+    assert not plt.fignum_exists(fig.number)  # closed: not drawn a second time under the cell
+
+
+def test_counters_are_the_ncu_rows_and_the_moved_counter_is_named():
+    """A card's counters equal the Nsight Compute table's row (summed over a rung's launches), the
+    change is against the rung before in the same table, and the sentence names the counter that
+    moved most and whether the profiled time followed."""
+    import glob
+
+    path = sorted(glob.glob(str(Path(results.__file__).resolve().parents[1] / "data/ncu/h200-*.csv")))[-1]
+    t = pd.read_csv(path)
+    t = t[(t.op == "gemm") & (t.problem == gemm.EXAMPLE_PROBLEM.label)]
+    row = lambda name: t[t.rung.str.split().str[-1] == name].iloc[0]
+    cur = lesson.counters("gemm", gemm.EXAMPLE_PROBLEM.label, "no_bank_conflicts", "NVIDIA H200")
+    prev = lesson.counters("gemm", gemm.EXAMPLE_PROBLEM.label, "vectorized", "NVIDIA H200")
+    r, q = row("no_bank_conflicts"), row("vectorized")
+    assert cur.get("shared_bank_conflicts") == r.shared_bank_conflicts
+    assert cur.get("dram_bytes") == r.dram_read_bytes + r.dram_write_bytes
+    assert cur.time_s == pytest.approx(r.time_us * 1e-6)
+    from perfkit.lesson import ncu as C
+
+    why = C.moved(cur, prev)
+    assert "shared bank conflicts" in why and f"x{q.time_us / r.time_us:.2f}" in why and "not the limit" in why
+    assert lesson.counters("gemm", gemm.EXAMPLE_PROBLEM.label, "no_such_rung", "NVIDIA H200") is None
+    card = lesson.recorded("gemm", gemm.EXAMPLE_PROBLEM, "no_bank_conflicts", gpu="NVIDIA H200", estimate=False)
+    assert card.counters.get("shared_wavefronts") == r.shared_wavefronts and "Nsight Compute on" in card._repr_html_()
+
+
+def test_one_ladder_view_renders_any_rung_and_the_rest(monkeypatch):
+    """LadderView renders a rung as: kernel (or diff), anatomy folded, prompt, answer folded; a rung
+    with no section is shown by rest() under its label; a name not in the ladder says so."""
+    shown = []
+    monkeypatch.setattr("perfkit.lesson.view._display", lambda objs: shown.extend(objs))
+    ladder = [v for v in softmax.LADDER][:3]
+    view = lesson.LadderView("softmax", softmax.EXAMPLE_PROBLEM, ladder=ladder, estimate=False)
+    out = view.rung(ladder[2].name)
+    html_ = [o._repr_html_() for o in out]
+    assert "what changed in the kernel" in html_[0] and html_[1].startswith("<details>")
+    assert "Predict before you look" in html_[-2] and html_[-1].startswith("<details>")
+    assert view.rest() == [ladder[1].name] and ladder[1].label in shown[0]._repr_html_()
+    assert "not in today's ladder" in view.rung("no_such_rung")[0]._repr_html_()
+    assert [c.variant for c in view.all_cards()] == [v.name for v in ladder if not v.oracle]
+
+
+def test_where_a_ladder_stands_is_read_from_one_gpus_records_per_problem():
+    """Each standing row is one GPU and one problem: the fastest rung's record and the oracle's on
+    that GPU (never a median across commits or GPUs); the takeaway quotes those same numbers."""
+    st = lesson.standing("gemm")
+    assert not st.empty
+    for _, r in st.iterrows():
+        rows = RECORDED[(RECORDED.op == "gemm") & (RECORDED.gpu == r["gpu"]) & (RECORDED.problem == r["problem"])]
+        newest = rows.sort_values("utc").drop_duplicates("variant", keep="last")
+        ours, orc = newest[newest.rung > 0], newest[newest.rung == 0]
+        assert r["best median_s"] == ours.median_s.min() and r["library median_s"] == orc.median_s.iloc[-1]
+        assert r["of library"] == pytest.approx(orc.median_s.iloc[-1] / ours.median_s.min())
+    text = lesson.takeaway(st, "cuBLAS")
+    for (group, gpu), g in st[~st.commit.str.endswith("*")].groupby(["group", "gpu"]):
+        assert f"x{g['of library'].min():.2f}" in text and f"{group} on {gpu}" in text
+    assert "No problem" in lesson.takeaway(st.iloc[0:0])
+
+
+def test_a_card_prefers_todays_code_over_a_newer_record_of_older_code(monkeypatch):
+    """Among several matching records (several GPUs), the card shows the newest of today's code,
+    and the newest of older code only where nothing is of today's code."""
+    rows = pd.DataFrame({"commit": ["aaa", "bbb", "ccc"], "utc": ["1", "2", "3"], "gpu": ["A", "B", "C"]})
+    v = gemm.LADDER[3]
+    monkeypatch.setattr("perfkit.lesson.cards.source_changed_since", lambda v, c: c != "bbb")
+    assert lesson.choose_record(rows, v)["gpu"] == "B"
+    monkeypatch.setattr("perfkit.lesson.cards.source_changed_since", lambda v, c: True)
+    assert lesson.choose_record(rows, v)["gpu"] == "C"

@@ -1,12 +1,16 @@
 """Notebooks are stored without outputs, have one `parameters` cell, and all run headless
 through papermill in the `ci` profile (the way `make run` runs them with no GPU)."""
 import json
+import re
 
 import pytest
 
 from perfkit import workbook
 
 NOTEBOOKS = workbook.notebooks()
+# the graded predictions whose answer the page shows (records, or the model's tables): each comes
+# after them, and they are folded (01.predict_saxpy and 06.predict_gpu are not held to it yet)
+PREDICTION = re.compile(r"grade\(\"((?:02\.predict_order|03\.predict_bound|04\.predict_softmax|05\.predict_share))\"")
 
 
 def test_there_are_notebooks():
@@ -71,6 +75,15 @@ def test_notebook_runs_in_ci_profile(path, tmp_path):
     from perfkit import lesson  # a (problem, rung) with a record is never shown as having none
 
     assert lesson.false_no_record_claims(text) == [], f"{path.name} says 'no record' where there is one"
+    # predict, then reveal: no record table or figure unfolded above a graded prediction
+    from perfkit import results
+
+    gpus = sorted(set(results.load()["gpu"].dropna().astype(str)))
+    for i, cell in enumerate(out["cells"]):
+        src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        if cell["cell_type"] == "code" and PREDICTION.search(src):
+            shown = lesson.answers_shown_before(out["cells"], i, gpus)
+            assert shown == [], f"{path.name}: {PREDICTION.search(src).group(1)} comes after answers: {shown}"
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)

@@ -165,3 +165,23 @@ def test_a_ceiling_below_a_recorded_result_is_flagged(monkeypatch):
         assert roofline._flag_below_recorded("compute", 31.4e12, "FP32 FMA rate") == best
     assert roofline._flag_below_recorded("compute", 60e12, "FP32 FMA rate") is None
     assert roofline._flag_below_recorded("compute", float("nan"), "FP32 FMA rate") is None
+
+
+def test_a_roofline_of_several_ladders_has_one_colour_and_one_legend_entry_per_ladder():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import pandas as pd
+
+    from perfkit import roofline
+
+    t = pd.DataFrame({"op": ["a", "a", "a", "b", "b"], "label": ["01 x", "02 y", "03 z", "01 u", "02 v"],
+                      "flops": [1e9] * 3 + [1e8] * 2, "bytes": [1e7] * 3 + [1e8] * 2,
+                      "median_s": [1e-3, 5e-4, 2e-3, 1e-4, 2e-4], "simulated": False})
+    ax = roofline.plot(t, group_col="op")
+    texts = [x.get_text() for x in ax.get_legend().get_texts()]
+    assert texts == ["a (3)", "b (2)"]
+    labelled = {a.get_text() for a in ax.texts} & set(t["label"])
+    assert labelled == {"02 y", "01 u"}  # each ladder's fastest point, no other
+    plt.close(ax.figure)

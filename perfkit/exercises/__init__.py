@@ -52,7 +52,7 @@ def solution(name: str):
 
 
 def grade(name: str, answer=None, *, reference: bool = False, seed: int | None = None, cc=(9, 0),
-          progress: bool = True, **options) -> Grade:
+          progress: bool = False, **options) -> Grade:
     """Grade ``answer`` for exercise ``name``; returns a :class:`Grade` (never raises for a
     wrong answer).  ``reference=True`` grades the reference solution instead; ``seed`` fixes the
     random inputs (each grade draws fresh ones otherwise, and reports the seed); ``cc`` is the

@@ -12,6 +12,12 @@
   of a kernel changed since marked ``*``); :func:`records` gives the recorded frame with the
   current ladder's labels (for :func:`perfkit.plots.ladder` and the roofline).
 * :func:`predict_prompt` / :func:`answer`: "predict before you run", then the answer folded.
+* :class:`LadderView`: the one rung view of every notebook (kernel or diff, anatomy folded,
+  prompt, folded card); :func:`fold_figure` folds a figure of records until it is opened.
+* :func:`standing` / :func:`takeaway`: where a ladder stands, its best rung against the library per
+  problem, dtype and GPU, and a paragraph written from those numbers.
+* :func:`counters`: a rung's Nsight Compute row (``data/ncu/``) on a GPU, shown on its card with
+  the change from the rung before and the counter that moved.
 * :func:`quiet_numba_warnings`, :func:`sweep_table`, :func:`fold`, :func:`anatomy_table`:
   output a reader can read.
 
@@ -26,8 +32,8 @@ the folded answer), ``numba_warnings``.
 from __future__ import annotations
 
 from ..history import source_changed_since  # re-exported: the notebooks ask lesson
-from .cards import (CHANGED_MARK_NOTE, RungCard, card_table, changed_since_recorded, ladder_cards, record_pivot,
-                    recorded)
+from .cards import (CHANGED_MARK_NOTE, RungCard, card_table, changed_since_recorded, choose_record, ladder_cards,
+                    record_pivot, recorded)
 from .estimates import estimate_rung, estimate_then, estimate_then_detail
 from .formatting import UNIT, anatomy_changes, anatomy_table, fmt_rate, fmt_seconds, metric_for, rate_of, sweep_table
 from .kernel_source import (LONG_DIFF, const_eval, constants, kernel_helpers, kernel_sources, source,
@@ -35,13 +41,20 @@ from .kernel_source import (LONG_DIFF, const_eval, constants, kernel_helpers, ke
 from .matching import (MATCH_RULE, false_no_record_claims, ladder_for, match_rows, matches, records, reload,
                        shown_gpu, spec_key)
 from .numba_warnings import WarningLog, numba_warning_summary, quiet_numba_warnings
-from .prompts import answer, fold, predict_prompt, rung_section
+from .prompts import answer, answers_shown_before, fold, paragraph, predict_prompt, rung_section
+from .ncu import COUNTERS, Counters, counters, kernels as ncu_kernels
+from .view import LadderView, fold_figure
+from .networks import layer_estimate, measured_s, network_table, weighted_of_oracle
+from .standing import standing, standing_figure, standing_table, takeaway
 
 __all__ = ["source", "source_diff", "kernel_sources", "kernel_helpers", "MATCH_RULE", "records",
            "recorded", "RungCard", "ladder_cards", "card_table", "record_pivot", "changed_since_recorded",
            "CHANGED_MARK_NOTE", "ladder_for", "predict_prompt", "answer",
            "rung_section", "source_changed_since", "quiet_numba_warnings", "numba_warning_summary",
-           "sweep_table", "fold", "anatomy_table", "fmt_seconds", "metric_for", "false_no_record_claims", "reload"]
+           "sweep_table", "fold", "anatomy_table", "fmt_seconds", "metric_for", "false_no_record_claims", "reload",
+           "LadderView", "fold_figure", "counters", "Counters", "COUNTERS", "answers_shown_before",
+           "layer_estimate", "network_table", "weighted_of_oracle", "standing", "standing_table",
+           "standing_figure", "takeaway", "choose_record", "paragraph", "ncu_kernels"]
 
 # the names these had when lesson was one module (tests use them)
 _const_eval, _matches, _match_rows, _WarningLog = const_eval, matches, match_rows, WarningLog

@@ -13,6 +13,8 @@ from ..history import source_changed_since
 from ..kernels.base import Problem, Variant
 from .estimates import estimate_rung, estimate_then, estimate_then_detail
 from .formatting import UNIT, fmt_rate, fmt_seconds, metric_for, rate_of
+from .ncu import counters_html, counters_text
+from .ncu import counters as ncu_counters
 from .matching import ladder_for, match_rows, records, spec_key
 
 
@@ -77,6 +79,11 @@ class RungCard:
     bytes: float = float("nan")
     other_problems: list = field(default_factory=list)
     path: str | None = None
+    #: the Nsight Compute counters of this rung and of the rung before on the record's GPU
+    counters: object = None
+    prev_counters: object = None
+    counters_prev_label: str | None = None
+    _variant: object = field(default=None, repr=False)
 
     # -- derived --
     @property
@@ -322,6 +329,9 @@ class RungCard:
         ex = self.explanation()
         if ex:
             lines.append("  " + "\n  ".join(textwrap.wrap(ex, 96)))
+        if self.found:
+            lines.append("  " + "\n  ".join(textwrap.wrap("counters: " + counters_text(self.counters,
+                                                                                        self.prev_counters), 96)))
         return "\n".join(lines)
 
     __repr__ = __str__
@@ -334,7 +344,18 @@ class RungCard:
         return (f"<div style='border-left:4px solid {color};padding-left:8px;margin:4px 0'>"
                 f"<b>{html.escape(self.label)}</b> at <code>{html.escape(self.problem)}</code> "
                 f"<span style='color:{color}'>[{html.escape(self.status)}]</span><table>{rows}</table>"
-                + (f"<p style='max-width:60em'>{html.escape(ex)}</p>" if ex else "") + "</div>")
+                + (f"<p style='max-width:60em'>{html.escape(ex)}</p>" if ex else "")
+                + (counters_html(self.counters, self.prev_counters, prev_label=self.counters_prev_label,
+                                 gpu=self.gpu, changed_since=self.counters_changed_since)
+                   if self.found else "") + "</div>")
+
+    @property
+    def counters_changed_since(self) -> bool | None:
+        """Whether the rung's kernel changed since the commit its counters were taken at."""
+        c = getattr(self.counters, "commit", None)
+        if not c or self._variant is None:
+            return None
+        return source_changed_since(self._variant, c)
 
     @property
     def x_prev_reference(self) -> str | None:
@@ -373,6 +394,18 @@ def _as_variant(rung, ladder: list[Variant]) -> Variant:
     raise LookupError(f"rung {rung!r} is not in the ladder ({[v.label for v in ladder]})")
 
 
+def choose_record(rows: pd.DataFrame, v: Variant) -> pd.Series:
+    """The record a card shows among ``rows`` (one rung at one problem, oldest first, of one GPU or
+    several): the newest of today's code (the kernel unchanged since its commit), on whatever GPU;
+    only where no record is of today's code, the newest record (marked "kernel changed since")."""
+    if len(rows) > 1 and not v.oracle:
+        today = [i for i, c in zip(rows.index, rows.get("commit", pd.Series(index=rows.index, dtype=object)))
+                 if isinstance(c, str) and c and source_changed_since(v, c) is False]
+        if today:
+            return rows.loc[today[-1]]
+    return rows.iloc[-1]
+
+
 def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Variant] | None = None,
              gpu: str | None = None, model_gpu: str = "h100-sxm", estimate: bool = True, root=None,
              table: pd.DataFrame | None = None, banks_unrecorded: bool = True) -> RungCard:
@@ -380,8 +413,10 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
     (a Problem, its label, or a dict of parameters).
 
     Matching (:data:`MATCH_RULE`): op + variant name + problem parameters; the rung number is
-    never used.  The newest matching record (of ``gpu`` if given) is shown, with the rung
-    before it in today's ladder and the oracle, recorded on the same GPU at the same problem.
+    never used.  The newest matching record of today's code (of ``gpu`` if given, else of any
+    GPU, named on the card; :func:`choose_record`) is shown, else the newest record of older code,
+    with the rung before it in today's ladder and the oracle, recorded on the same GPU at the same
+    problem.
     A rung whose record was made at another commit and whose kernel code changed since is
     labelled "recorded at <commit>, kernel changed since".  With ``estimate``, the model's
     estimate for the recorded GPU (``model.estimate``; the roofline bound until it exists).
@@ -426,7 +461,7 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
             card.estimate_s, card.bound, card.legs, card.estimate_kind, card.estimate_error = \
                 estimate_rung(v, problem, card.model_gpu, card.estimate_banks)
         return card
-    r = mine.iloc[-1]
+    r = choose_record(mine, v)
     card.found = True
     card.median_s = float(r["median_s"])
     card.iqr_s = float(r.get("iqr_s", np.nan) if r.get("iqr_s") is not None else np.nan)
@@ -474,6 +509,11 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
             card.best_before_label, card.best_before_s, card.best_before_commit, u = best
             if card.best_before_commit and card.best_before_commit != card.commit:
                 card.best_before_changed_since = source_changed_since(u, card.best_before_commit)
+    card._variant = v
+    card.counters = ncu_counters(op, plabel, v.name, card.gpu)
+    if card.counters is not None and prev is not None:
+        card.prev_counters = ncu_counters(op, plabel, prev.name, card.gpu)
+        card.counters_prev_label = prev.label if card.prev_counters is not None else None
     if oracle is not None:
         orc = match_rows(same_gpu, problem, oracle.name)
         if not orc.empty:

@@ -11,7 +11,9 @@ from .formatting import anatomy_changes
 
 
 # --- predict before you run -------------------------------------------------------------------
-class _HTML:
+class Rendered:
+    """HTML for a notebook with a text twin for everything else."""
+
     def __init__(self, html_: str, text: str):
         self.html, self.text = html_, text
 
@@ -27,7 +29,7 @@ class _HTML:
 _RESOURCES = "DRAM bandwidth, L2, shared memory (bank conflicts), instruction issue, FP32 / tensor pipe, latency"
 
 
-def predict_prompt(prev: Variant | None, cur: Variant, problem: Problem | str) -> _HTML:
+def predict_prompt(prev: Variant | None, cur: Variant, problem: Problem | str) -> Rendered:
     """The question a reader answers before the measurement and the estimate are shown."""
     plabel = problem.label if isinstance(problem, Problem) else str(problem)
     if prev is None:
@@ -36,24 +38,24 @@ def predict_prompt(prev: Variant | None, cur: Variant, problem: Problem | str) -
         q = (f"Will {cur.label} be faster or slower than {prev.label} at {plabel}? By how much (x)? "
              "Which resource binds it?")
     text = f"Predict before you look: {q} (one of: {_RESOURCES}). Write it down, then open the answer."
-    return _HTML(f"<div style='background:#fff8c5;padding:6px 10px;border-radius:4px'><b>Predict before you look:</b> "
+    return Rendered(f"<div style='background:#fff8c5;padding:6px 10px;border-radius:4px'><b>Predict before you look:</b> "
                  f"{html.escape(q)}<br><small>Resources: {html.escape(_RESOURCES)}. Write your guess down, "
                  "then open the answer below.</small></div>", text)
 
 
-def answer(card: RungCard, *extra, summary: str | None = None, open_: bool = False) -> _HTML:
+def answer(card: RungCard, *extra, summary: str | None = None, open_: bool = False) -> Rendered:
     """The card (and any extra renderables, e.g. the anatomy diff) folded in a ``<details>``
     block, so the reader predicts first."""
     summary = summary or (f"answer for {card.label}: the time recorded on {card.gpu} and the model's estimate"
                           if card.found else f"answer for {card.label}: no recorded measurement here")
     inner = card._repr_html_() + "".join(_html_of(x) for x in extra)
     text = str(card) + "".join("\n" + str(x) for x in extra)
-    return _HTML(f"<details{' open' if open_ else ''}><summary><b>{html.escape(summary)}</b> (click to open)"
+    return Rendered(f"<details{' open' if open_ else ''}><summary><b>{html.escape(summary)}</b> (click to open)"
                  f"</summary>{inner}</details>", f"[{summary}]\n{text}")
 
 
 def rung_section(op: str, prev: Variant | None, cur: Variant, problem: Problem, *, reports: tuple = (None, None),
-                 **kw) -> tuple[_HTML, _HTML, RungCard]:
+                 **kw) -> tuple[Rendered, Rendered, RungCard]:
     """(prompt, folded answer, card) of one rung: display the first, then the second.
     ``reports``: the anatomy of the rung before and of this one, so that the answer can name
     what changed (occupancy, registers, spills, shared memory) beside what was measured."""
@@ -73,8 +75,50 @@ def _html_of(x) -> str:
     return f"<pre>{html.escape(str(x))}</pre>"
 
 
-def fold(*objs, summary: str, open_: bool = False) -> _HTML:
+def fold(*objs, summary: str, open_: bool = False) -> Rendered:
     """Objects (anatomy reports, diffs, tables) folded in one ``<details>`` block: details on demand."""
-    return _HTML(f"<details{' open' if open_ else ''}><summary>{html.escape(summary)}</summary>"
+    return Rendered(f"<details{' open' if open_ else ''}><summary>{html.escape(summary)}</summary>"
                  + "".join(_html_of(o) for o in objs) + "</details>",
                  f"[{summary}]\n" + "\n".join(str(o) for o in objs))
+
+
+# --- predict, then reveal: a check over an executed notebook -----------------------------------
+def _outside_details(h: str) -> str:
+    """``h`` with every ``<details>...</details>`` block (nested ones too) removed."""
+    import re
+
+    out, depth, pos = [], 0, 0
+    for m in re.finditer(r"<(/?)details\b[^>]*>", h):
+        if depth == 0:
+            out.append(h[pos:m.start()])
+        depth = max(0, depth + (-1 if m.group(1) else 1))
+        pos = m.end()
+    if depth == 0:
+        out.append(h[pos:])
+    return "".join(out)
+
+
+def answers_shown_before(cells: list, stop: int, gpus) -> list[str]:
+    """Outputs of ``cells[:stop]`` (an executed notebook's cells, as nbformat JSON dicts) that show
+    a recorded answer unfolded: any figure (a bare PNG), or displayed HTML or text that names a
+    recorded GPU outside a folded ``<details>`` block.  Printed lines (streams) are not checked.
+    Empty: every record table and figure before cell ``stop`` waits behind a fold."""
+    bad = []
+    gpus = [g for g in gpus if g]
+    for i, c in enumerate(cells[:stop]):
+        for o in c.get("outputs", []) if c.get("cell_type") == "code" else []:
+            data = o.get("data") or {}
+            if "image/png" in data:
+                bad.append(f"cell {i}: a figure")
+                continue
+            h = data.get("text/html") or data.get("text/markdown") or data.get("text/plain") or ""
+            h = _outside_details("".join(h) if isinstance(h, list) else h)
+            hit = next((g for g in gpus if g in h), None)
+            if hit:
+                bad.append(f"cell {i}: names {hit} outside a fold")
+    return bad
+
+
+def paragraph(text: str) -> Rendered:
+    """Prose written from numbers (a takeaway) as a paragraph, to display or to :func:`fold`."""
+    return Rendered(f"<p style='max-width:60em'>{html.escape(text)}</p>", text)

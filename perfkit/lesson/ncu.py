@@ -1,0 +1,220 @@
+"""The Nsight Compute counters of a rung (``data/ncu/``) beside its card, with the change from the
+rung before: the evidence for what a rung did, read from the tables, never computed.
+
+A table has one row per kernel launch of each rung it profiled (one launch each, at the rung's
+example problem); a rung of several launches is the sum of its rows (bytes, wavefronts, conflicts,
+instructions, time) and the time-weighted mean of its percentages.  A rung's counters on a GPU
+come from the newest table of that GPU that profiled it (a session that profiles some rungs
+writes a table of those alone)."""
+from __future__ import annotations
+
+import functools
+import html
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from .formatting import fmt_seconds
+from .matching import matches
+
+#: the counters a card shows: column, label, kind ("count", "bytes", "pct")
+COUNTERS = (
+    ("dram_bytes", "DRAM bytes", "bytes"),
+    ("l2_bytes", "L2 bytes", "bytes"),
+    ("shared_wavefronts", "shared wavefronts", "count"),
+    ("shared_bank_conflicts", "shared bank conflicts", "count"),
+    ("warp_instructions", "warp instructions", "count"),
+    ("instructions_per_ffma", "instructions per FFMA", "ratio"),
+    ("issue_active_pct", "issue active", "pct"),
+    ("achieved_occupancy_pct", "achieved occupancy", "pct"),
+    ("tensor_pipe_active_pct", "tensor pipe active", "pct"),
+)
+_SUMMED = ("time_us", "dram_read_bytes", "dram_write_bytes", "l2_bytes", "shared_wavefronts",
+           "shared_bank_conflicts", "warp_instructions", "ffma_thread_instructions")
+_PCTS = ("issue_active_pct", "achieved_occupancy_pct", "tensor_pipe_active_pct")
+#: counters whose change can explain a time (the percentages follow the time, they do not cause it)
+_CAUSES = ("dram_bytes", "l2_bytes", "shared_wavefronts", "shared_bank_conflicts", "warp_instructions")
+
+
+@dataclass
+class Counters:
+    """One rung's Nsight Compute counters on one GPU (summed over its launches)."""
+
+    op: str
+    variant: str
+    problem: str
+    gpu: str
+    commit: str | None
+    table: str
+    kernels: int
+    time_s: float
+    values: dict = field(default_factory=dict)
+
+    def get(self, key) -> float:
+        v = self.values.get(key)
+        return float(v) if v is not None and np.isfinite(v) else float("nan")
+
+
+@functools.lru_cache(maxsize=16)
+def _table(path: str) -> pd.DataFrame:
+    df = pd.read_csv(path)
+    df["name"] = df["rung"].astype(str).str.split(n=1).str[-1]
+    return df
+
+
+@functools.lru_cache(maxsize=8)
+def _tables(gpu_key: str) -> tuple:
+    from ..model import ncu_tables
+
+    try:
+        return tuple((str(p), c) for p, c in ncu_tables(gpu_key))
+    except Exception:  # noqa: BLE001  (a GPU devices.yaml does not know: no tables)
+        return ()
+
+
+def counters(op: str, problem: str, variant: str, gpu: str | None) -> Counters | None:
+    """The counters of ``variant`` at ``problem`` (a label) on ``gpu`` (a recorded GPU's name or a
+    devices.yaml key) from the newest Nsight Compute table of that GPU that has it; None where
+    none has."""
+    from .matching import spec_key
+
+    if not gpu:
+        return None
+    key = spec_key(gpu, "")
+    if not key:
+        return None
+    for path, commit in _tables(key):
+        df = _table(path)
+        rows = df[(df["op"] == op) & (df["name"] == variant)]
+        rows = rows[[matches(problem, p) for p in rows["problem"]]] if not rows.empty else rows
+        if rows.empty:
+            continue
+        s = {c: float(rows[c].sum()) for c in _SUMMED if c in rows}
+        w = rows["time_us"].to_numpy(float) if "time_us" in rows else np.ones(len(rows))
+        for c in _PCTS:
+            if c in rows:
+                s[c] = float(np.average(rows[c].to_numpy(float), weights=w if w.sum() > 0 else None))
+        vals = {"dram_bytes": s.get("dram_read_bytes", np.nan) + s.get("dram_write_bytes", np.nan)}
+        vals.update({c: s[c] for c in ("l2_bytes", "shared_wavefronts", "shared_bank_conflicts",
+                                       "warp_instructions") if c in s})
+        if s.get("ffma_thread_instructions", 0) > 0 and "warp_instructions" in s:
+            # every thread instruction per FFMA a thread issues (32 threads a warp instruction)
+            vals["instructions_per_ffma"] = 32 * s["warp_instructions"] / s["ffma_thread_instructions"]
+        vals.update({c: s[c] for c in _PCTS if c in s})
+        gpu_name = str(rows["gpu"].iloc[0]) if "gpu" in rows and pd.notna(rows["gpu"].iloc[0]) else str(gpu)
+        row_commit = str(rows["commit"].iloc[0]) if "commit" in rows and pd.notna(rows["commit"].iloc[0]) else commit
+        return Counters(op, variant, problem, gpu_name, row_commit, path.rsplit("/", 1)[-1], len(rows),
+                        s.get("time_us", np.nan) * 1e-6, vals)
+    return None
+
+
+def fmt_count(x: float, kind: str) -> str:
+    if x is None or not np.isfinite(x):
+        return "—"
+    if kind == "pct":
+        return f"{x:.1f}%"
+    if kind == "ratio":
+        return f"{x:.2f}"
+    unit = "B" if kind == "bytes" else ""
+    for div, prefix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= div:
+            return f"{x / div:.3g} {prefix}{unit}"
+    return f"{x:.3g} {unit}".rstrip()
+
+
+def counter_rows(cur: Counters, prev: Counters | None) -> list[dict]:
+    """One row per counter: this rung's value, the rung before's and the factor between them."""
+    out = []
+    for key, label, kind in COUNTERS:
+        a = cur.get(key)
+        if not np.isfinite(a):
+            continue
+        b = prev.get(key) if prev is not None else float("nan")
+        change = ""
+        if np.isfinite(b):
+            if kind == "pct":
+                change = f"{a - b:+.1f} points"
+            elif b > 0:
+                change = f"x{a / b:.3g}"
+        out.append({"counter": label, "this rung": fmt_count(a, kind),
+                    "rung before": fmt_count(b, kind) if prev is not None else "",
+                    "change": change})
+    return out
+
+
+def moved(cur: Counters, prev: Counters | None) -> str:
+    """The counter that moved most between the two rungs (of those that can cost time) and
+    whether the time in the same tables followed it; "" where there is nothing to compare."""
+    if prev is None:
+        return ""
+    best = None
+    for key in _CAUSES:
+        a, b = cur.get(key), prev.get(key)
+        if np.isfinite(a) and np.isfinite(b) and a > 0 and b > 0:
+            f = a / b
+            if best is None or abs(np.log(f)) > abs(np.log(best[1])):
+                best = (key, f, a, b)
+    if best is None or not (np.isfinite(cur.time_s) and np.isfinite(prev.time_s) and cur.time_s > 0):
+        return ""
+    key, f, a, b = best
+    label, kind = next((lab, k) for c, lab, k in COUNTERS if c == key)
+    t = prev.time_s / cur.time_s  # > 1: this rung faster
+    head = (f"The counter that moved most: {label} {fmt_count(b, kind)} -> {fmt_count(a, kind)} (x{f:.3g}); "
+            f"the profiled time x{t:.2f} ({fmt_seconds(prev.time_s)} -> {fmt_seconds(cur.time_s)}) on {cur.gpu}")
+    if abs(np.log(f)) < np.log(1.1):
+        return head + ": no counter moved by 10%, so what changed is not a count of bytes or instructions."
+    fell = f < 1
+    if fell and t >= 1.1:
+        tail = f": the time followed it; {label} was part of what bound the rung before."
+    elif fell and t > 1 / 1.1:
+        tail = f": the time hardly followed, so {label} was not the limit."
+    elif fell:
+        tail = f": the time went the other way, so something else got worse."
+    elif t <= 1 / 1.1:
+        tail = f": the time followed it (the rung is slower)."
+    else:
+        tail = f": the time did not follow, so {label} does not bind here."
+    return head + tail
+
+
+def counters_html(cur: Counters | None, prev: Counters | None, *, prev_label: str | None = None,
+                  gpu: str | None = None, changed_since: bool | None = None) -> str:
+    """The counters block of a card (HTML)."""
+    if cur is None:
+        return (f"<p><i>No Nsight Compute row of this rung on {html.escape(str(gpu or 'the shown GPU'))} "
+                "in data/ncu/.</i></p>")
+    rows = counter_rows(cur, prev)
+    head = (f"Nsight Compute on {cur.gpu} ({cur.table}, commit {(cur.commit or '?')[:7]}"
+            + (", kernel changed since" if changed_since else "") + f"; {cur.kernels} launch"
+            + ("es" if cur.kernels != 1 else "") + f", {fmt_seconds(cur.time_s)} profiled)")
+    if prev is not None and prev_label:
+        head += f", against {prev_label}"
+    body = pd.DataFrame(rows).to_html(index=False, border=0) if rows else ""
+    why = moved(cur, prev)
+    return (f"<p><b>{html.escape(head)}</b></p>{body}" + (f"<p>{html.escape(why)}</p>" if why else ""))
+
+
+def counters_text(cur: Counters | None, prev: Counters | None) -> str:
+    if cur is None:
+        return "no Nsight Compute row"
+    rows = counter_rows(cur, prev)
+    return "; ".join(f"{r['counter']} {r['this rung']}" + (f" ({r['change']})" if r["change"] else "")
+                     for r in rows) + (" " + moved(cur, prev) if prev is not None else "")
+
+
+def kernels(op: str, problem: str, variant: str, gpu: str | None) -> list[tuple[str, float]]:
+    """(kernel name, profiled seconds) of each launch of ``variant`` at ``problem`` in the newest
+    Nsight Compute table of ``gpu`` that has it (a library's rows name the algorithm it chose:
+    cuDNN's ``fft2d_r2c`` is an FFT convolution); [] where none has."""
+    from .matching import spec_key
+
+    key = spec_key(gpu, "") if gpu else ""
+    for path, _ in _tables(key) if key else ():
+        df = _table(path)
+        rows = df[(df["op"] == op) & (df["name"] == variant)]
+        rows = rows[[matches(problem, p) for p in rows["problem"]]] if not rows.empty else rows
+        if not rows.empty:
+            return [(str(k).split("[", 1)[0].split("(", 1)[0], float(t) * 1e-6)
+                    for k, t in zip(rows["kernel"], rows["time_us"])]
+    return []

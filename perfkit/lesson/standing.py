@@ -1,0 +1,138 @@
+"""Where a ladder stands: its best rung against the library (the oracle, rung 0) per problem, dtype
+and GPU, as a table, a figure and a paragraph written from the same numbers, so that the text
+stays true when the records change.  Each comparison is one GPU and one problem: the best rung's
+record (the newest of each rung, as :func:`records` keeps) against the oracle's on that GPU;
+nothing is averaged across commits or GPUs."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .cards import changed_since_recorded
+from .formatting import fmt_seconds
+from .ncu import counters
+from .matching import records
+
+_DTYPE_KEYS = ("dtype", "layout")
+
+
+def _group_of(problem: str) -> str:
+    """The dtype (and layout, where the problem has one) of a problem label: the row's group."""
+    parts = dict(p.split("=", 1) for p in str(problem).split() if "=" in p)
+    return " ".join(parts[k] for k in _DTYPE_KEYS if k in parts)
+
+
+def standing(op: str, table: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per (GPU, problem) where the oracle and at least one rung are recorded: the best
+    rung (fastest record), its median and commit, the oracle's median, and ``of library`` (the
+    oracle's time over the best rung's: above 1, the ladder beats the library)."""
+    df = records(op) if table is None else table
+    if df is None or df.empty:
+        return pd.DataFrame()
+    df = df[df["op"] == op] if "op" in df else df
+    if "simulated" in df:
+        df = df[~df["simulated"].fillna(False).astype(bool)]
+    df = df.assign(changed=changed_since_recorded(df))
+    rows = []
+    for (gpu, problem), g in df.groupby(["gpu", "problem"], sort=True):
+        orc = g[g["rung"] == 0]
+        ours = g[g["rung"] > 0]
+        if orc.empty or ours.empty:
+            continue
+        b = ours.loc[ours["median_s"].idxmin()]
+        o = orc.sort_values("utc").iloc[-1]
+        rows.append({"op": op, "gpu": gpu, "group": _group_of(problem), "problem": problem,
+                     "best rung": b["label"], "best median_s": float(b["median_s"]),
+                     "commit": str(b.get("commit") or "")[:7] + ("*" if bool(b["changed"]) else ""),
+                     "library median_s": float(o["median_s"]), "of library": float(o["median_s"] / b["median_s"]),
+                     "variant": b["variant"]})
+    return pd.DataFrame(rows)
+
+
+def standing_table(st: pd.DataFrame, library: str = "library"):
+    """The standing table as a reader reads it (times in units, the fraction as x)."""
+    if st.empty:
+        return st
+    t = st.drop(columns=["variant"]).rename(columns={"of library": f"x {library}"})
+    t["best median_s"] = t["best median_s"].map(fmt_seconds)
+    t["library median_s"] = t["library median_s"].map(fmt_seconds)
+    t = t.rename(columns={"best median_s": "best rung's median", "library median_s": f"{library}'s median"})
+    return t.style.format({f"x {library}": "{:.2f}"}).hide(axis="index")
+
+
+def standing_figure(st: pd.DataFrame, library: str = "library", title: str | None = None, ax=None):
+    """One bar per comparison (GPU, problem), grouped by dtype: the best rung's speed as a fraction
+    of the library's, with the parity line.  Bars, never lines: no mark joins two records."""
+    import matplotlib.pyplot as plt
+
+    if ax is None:
+        _, ax = plt.subplots(figsize=(7, 0.32 * max(len(st), 3) + 1.2))
+    if st.empty:
+        ax.text(0.5, 0.5, "no comparison recorded", ha="center", va="center", transform=ax.transAxes)
+        ax.set_axis_off()
+        return ax
+    st = st.sort_values(["op", "group", "gpu", "problem"]).reset_index(drop=True)
+    gpus = sorted(st["gpu"].unique())
+    colours = {g: f"C{i}" for i, g in enumerate(gpus)}
+    several = st["op"].nunique() > 1
+    labels = [(f"{r.op} " if several else "") + f"{r.group} · "
+              + " ".join(p for p in r.problem.split() if not p.startswith(("dtype=", "layout=", "eps=", "momentum=", "axis=")))
+              for r in st.itertuples()]
+    old = st["commit"].astype(str).str.endswith("*")
+    bars = ax.barh(range(len(st)), st["of library"], color=[colours[g] for g in st["gpu"]])
+    for bar, o in zip(bars, old):
+        if o:  # a record of a kernel that changed since: hatched, and the legend says so
+            bar.set_hatch("//")
+            bar.set_alpha(0.5)
+    ax.set_yticks(range(len(st)), labels, fontsize=7)
+    ax.axvline(1.0, color="black", lw=1)
+    ax.set_xscale("log")
+    ax.set_xlabel(f"best rung's speed / {library}'s (1: parity; right of it the ladder wins)")
+    from matplotlib.patches import Patch
+
+    handles = [Patch(color=colours[g], label=g) for g in gpus]
+    if old.any():
+        handles.append(Patch(facecolor="white", edgecolor="grey", hatch="//", label="older code (kernel changed since)"))
+    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    ax.invert_yaxis()
+    ax.set_title(title or "where the ladder stands", fontsize=9)
+    return ax
+
+
+def takeaway(st: pd.DataFrame, library: str = "the library") -> str:
+    """A paragraph from the standing table: per dtype and GPU, the range of the best rung's fraction
+    of the library, what is won (at or above parity) and what is not, and for the widest gap the
+    best rung's Nsight Compute counters on that GPU where a table has them."""
+    if st.empty:
+        return f"No problem has both a rung and {library} recorded on one GPU: nothing to say yet."
+    out = []
+    several = st["op"].nunique() > 1
+    for (op, group, gpu), g in st.groupby(["op", "group", "gpu"], sort=True):
+        today = g[~g["commit"].astype(str).str.endswith("*")]
+        older = len(g) - len(today)
+        g = today if len(today) else g  # today's code speaks where it was recorded
+        lo, hi = g["of library"].min(), g["of library"].max()
+        won = g[g["of library"] >= 1.0]
+        rng = f"x{lo:.2f}" if np.isclose(lo, hi, rtol=0.005) else f"x{lo:.2f} to x{hi:.2f}"
+        s = ((f"{op} " if several else "") + f"{group or 'all'} on {gpu}: the best rung runs at {rng} {library}'s speed over {len(g)} "
+             f"problem{'s' if len(g) != 1 else ''}")
+        if len(won) == len(g):
+            s += " (won everywhere)"
+        elif len(won):
+            s += f" (won at {len(won)}: {', '.join(sorted(set(won['best rung'])))})"
+        else:
+            worst = g.loc[g["of library"].idxmin()]
+            s += f" (not won; widest gap at {worst['problem'].split(' dtype')[0]}, {worst['best rung']})"
+            c = counters(worst["op"], worst["problem"], worst["variant"], gpu)
+            if c is not None:
+                bits = [f"{lab} {c.get(k):.0f}%" for k, lab in (("issue_active_pct", "issue active"),
+                                                               ("tensor_pipe_active_pct", "tensor pipe active"),
+                                                               ("achieved_occupancy_pct", "achieved occupancy"))
+                        if np.isfinite(c.get(k)) and (k != "tensor_pipe_active_pct" or c.get(k) >= 5)]
+                if bits:
+                    s += f"; its Nsight Compute row there (commit {(c.commit or '?')[:7]}): {', '.join(bits)}"
+        if older and len(today):
+            s += f"; {older} comparison{'s' if older != 1 else ''} of older code left out (in the table, marked *)"
+        out.append(s + ".")
+    marked = st["commit"].astype(str).str.endswith("*").any()
+    return " ".join(out) + (" (* a record of a kernel that changed since: not today's code.)" if marked else "")

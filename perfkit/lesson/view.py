@@ -1,0 +1,176 @@
+"""One rung view for every notebook (:class:`LadderView`): a rung's kernel (or its diff against the
+rung before), its anatomy folded, a prediction prompt, then the answer folded (the card: record,
+model, counters).  The teaching prose lives in the notebook's markdown above each view; a rung
+the notebook has no section for is shown by :meth:`LadderView.rest` with its ``what``, so a new
+rung needs no notebook edit.  Record tables and figures of a whole ladder come after the rung
+sections, folded (:meth:`LadderView.summary`, :func:`fold_figure`)."""
+from __future__ import annotations
+
+import base64
+import html
+import io
+
+import pandas as pd
+
+from ..kernels.base import Problem, Variant
+from .cards import RungCard, card_table, recorded
+from .formatting import anatomy_changes, anatomy_table
+from .kernel_source import source, source_diff
+from .matching import ladder_for
+from .prompts import Rendered, answer, fold, predict_prompt
+
+
+def fold_figure(fig_or_ax, summary: str, open_: bool = False) -> Rendered:
+    """A matplotlib figure (or an Axes of one) as a PNG folded in a ``<details>`` block, closed
+    so that a reader predicts before seeing it; the figure is closed (not drawn again below)."""
+    import matplotlib.pyplot as plt
+
+    fig = getattr(fig_or_ax, "figure", fig_or_ax)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight", dpi=90)
+    plt.close(fig)
+    data = base64.b64encode(buf.getvalue()).decode()
+    return Rendered(f"<details{' open' if open_ else ''}><summary>{html.escape(summary)}</summary>"
+                 f"<img src='data:image/png;base64,{data}'/></details>", f"[{summary}] (a figure)")
+
+
+def _display(objs) -> None:
+    from IPython.display import display
+
+    for o in objs:
+        display(o)
+
+
+class LadderView:
+    """The rung sections of one ladder at one problem.  ``view.show(name)`` renders a rung;
+    ``view.rest()`` the rungs no section showed; ``view.cards`` the cards shown (name -> card)."""
+
+    def __init__(self, op: str, problem: Problem, *, table: pd.DataFrame | None = None,
+                 model_gpu: str = "h100-sxm", cc=(9, 0), ladder: list[Variant] | None = None,
+                 estimate: bool = True, banks_unrecorded: bool = True, traffic: bool = False,
+                 plot_gpu: str | None = None):
+        self.op, self.problem, self.table, self.model_gpu, self.cc = op, problem, table, model_gpu, tuple(cc)
+        self.ladder = list(ladder) if ladder is not None else ladder_for(op)
+        self.estimate, self.banks_unrecorded, self.traffic = estimate, banks_unrecorded, traffic
+        self.plot_gpu = plot_gpu  # a figure draws one GPU's records (cards name theirs, any GPU)
+        self.reports: dict = {}
+        self.cards: dict[str, RungCard] = {}
+        self.shown: list[str] = []
+
+    # -- one rung --
+    def _example(self, v: Variant) -> Problem:
+        return v.example(self.problem) if hasattr(v, "example") else self.problem
+
+    def _report(self, v: Variant, kernel: int = 0):
+        from .. import anatomy
+
+        key = (v.name, kernel)
+        if key not in self.reports:
+            self.reports[key] = anatomy.inspect(v, self._example(v), self.cc, kernel=kernel)
+        return self.reports[key]
+
+    def prev_of(self, v: Variant) -> Variant | None:
+        i = next(i for i, u in enumerate(self.ladder) if u.name == v.name)
+        return next((u for u in reversed(self.ladder[:i]) if not u.oracle), None)
+
+    def rung(self, name: str, *, kernel: int = 0, fold_source: str | None = None, heading: bool = False) -> list:
+        """The renderables of one rung section, in reading order (:meth:`show` displays them).
+        ``fold_source``: fold the kernel behind this summary (an exercise asks for it)."""
+        from .. import anatomy
+
+        names = [v.name for v in self.ladder]
+        if name not in names:
+            return [Rendered(f"<p><i><code>{html.escape(name)}</code> is not in today's ladder "
+                          f"({html.escape(', '.join(names))}): nothing to show.</i></p>",
+                          f"{name} is not in today's ladder")]
+        v = self.ladder[names.index(name)]
+        prev = self.prev_of(v)
+        p = self._example(v)
+        self.shown.append(name)
+        out = []
+        if heading:
+            out.append(Rendered(f"<h4>{html.escape(v.label)}</h4><p style='max-width:60em'>{html.escape(v.what)}</p>",
+                             f"{v.label}\n{v.what}"))
+        code = source_diff(prev, v, p) if prev is not None else source(v, p)
+        out.append(fold(code, summary=fold_source) if fold_source else code)
+        r = self._report(v, kernel)
+        r_prev = self._report(prev) if prev is not None else None
+        out.append(fold(anatomy.diff(r_prev, r) if r_prev is not None else r,
+                        summary=f"anatomy of {v.label} ({r.kernel_name}) for sm_{self.cc[0]}{self.cc[1]}: "
+                                f"{r.registers} registers, {r.shared_bytes} B shared, occupancy "
+                                f"{r.occupancy.ratio:.0%} (open for the diff)"))
+        if self.traffic:
+            t = v.traffic(p)
+            out.append(Rendered(f"<p>traffic model at <code>{html.escape(p.label)}</code>: {p.flops / 1e9:.1f} GFLOP, "
+                             f"DRAM {t.dram_bytes / 1e6:.1f} MB, L2 {(t.l2_bytes or 0) / 1e6:.0f} MB, shared "
+                             f"{(t.smem_bytes or 0) / 1e9:.2f} GB; {html.escape(t.notes or '')}</p>",
+                             f"traffic model at {p.label}"))
+        card = recorded(self.op, self.problem, v, ladder=self.ladder, table=self.table, model_gpu=self.model_gpu,
+                        estimate=self.estimate, banks_unrecorded=self.banks_unrecorded)
+        card.anatomy_note = anatomy_changes(r_prev, r)
+        self.cards[name] = card
+        if card.found and card.problem != p.label:  # recorded at the problem as asked, not the rung's twin
+            out.append(Rendered(f"<p><i>The card below is the record at <code>{html.escape(card.problem)}</code>: the "
+                             f"anatomy above is of the rung at its own example problem, <code>"
+                             f"{html.escape(p.label)}</code>.</i></p>", "card at the problem as asked"))
+        out.append(predict_prompt(prev, v, card.problem))
+        out.append(answer(card))
+        return out
+
+    def show(self, name: str, **kw) -> None:
+        """Display one rung section (returns nothing, so a cell never prints the card unfolded:
+        ``view.cards[name]`` has it)."""
+        _display(self.rung(name, **kw))
+
+    def rest(self) -> list[str]:
+        """Show every rung of today's ladder that no section showed yet (a rung added since the
+        notebook was written), each under its label and ``what``; returns their names."""
+        todo = [v.name for v in self.ladder if not v.oracle and v.name not in self.shown]
+        for name in todo:
+            _display(self.rung(name, heading=True))
+        return todo
+
+    # -- the whole ladder, after its sections --
+    def all_cards(self, problem: Problem | None = None) -> list[RungCard]:
+        """One card per rung of today's ladder at ``problem`` (the sections' cards where shown)."""
+        if problem is None or problem is self.problem:
+            return [self.cards[v.name] if v.name in self.cards else
+                    recorded(self.op, self.problem, v, ladder=self.ladder, table=self.table,
+                             model_gpu=self.model_gpu, estimate=self.estimate,
+                             banks_unrecorded=self.banks_unrecorded)
+                    for v in self.ladder if not v.oracle]
+        return [recorded(self.op, problem, v, ladder=self.ladder, table=self.table, model_gpu=self.model_gpu,
+                         estimate=self.estimate, banks_unrecorded=self.banks_unrecorded)
+                for v in self.ladder if not v.oracle]
+
+    def anatomy_table(self) -> Rendered:
+        """Every shown rung's anatomy in one table, folded."""
+        reps = {next(v.label for v in self.ladder if v.name == n): r for (n, k), r in self.reports.items()}
+        return fold(anatomy_table(reps), summary=f"anatomy of every rung shown, sm_{self.cc[0]}{self.cc[1]} "
+                                                 "(one row per rung, at its example problem)")
+
+    def summary(self, problem: Problem | None = None, *, metric: str | None = None, title: str | None = None):
+        """The ladder's card table and its bar chart at ``problem``, each folded: shown after the
+        rung sections, opened once the reader has predicted."""
+        from .. import plots
+
+        p = problem or self.problem
+        cs = self.all_cards(p)
+        metric = metric or cs[0].metric if cs else "tflops"
+        found = [c for c in cs if c.found]
+        gpus = sorted({c.gpu for c in found})
+        tab = card_table(cs, style=True)
+        t = (self.table[self.table["op"] == self.op] if self.table is not None and not self.table.empty
+             and "op" in self.table else self.table)
+        if self.plot_gpu and t is not None and not t.empty and "gpu" in t:  # never bars of two GPUs
+            t = t[t["gpu"] == self.plot_gpu]
+        ax = plots.ladder(t if t is not None else pd.DataFrame(), metric=metric, problem=p.label,
+                          title=title or f"{self.op} ladder at {p.label}",
+                          estimates={c.label: c.estimate_rate for c in cs},
+                          changed={c.label for c in cs if c.changed_since})
+        where = f"recorded on {', '.join(gpus)}" if gpus else "no record of this problem on the shown GPU"
+        _display([fold(tab, summary=f"the {self.op} ladder at {p.label}: one row per rung ({where}); open once "
+                                    "you have predicted"),
+                  fold_figure(ax, f"the {self.op} ladder at {p.label} as bars (measured"
+                                  + (f" on {self.plot_gpu}" if self.plot_gpu else "") + "; the model's estimates as ticks)")])
+        return cs

@@ -574,3 +574,58 @@ def test_both_searches_return_candidates_best_first():
     assert ranked[0].variant.shape(p) == softmax.Tuned().shape(p)  # the rule's shape first
     timed = autotune.search_norm(softmax, p, time_fn=lambda v: 1.0 / v.shape(p).G)
     assert [c.seconds for c in timed] == sorted(c.seconds for c in timed)
+
+
+# --- issue 45: rung 18 (mma.sync to its ceiling) -------------------------------------------------
+# one warp, the default 64-deep k-tiles and 3 stages; GROUP_M=2 so that a 3x3 grid has a short group
+TC_DEEP_SMALL = gemm.TCDeep(WARPS_M=1, WARPS_N=1, MT=1, NT8=8, GROUP_M=2)
+
+
+@pytest.mark.parametrize("shape", list(TC_SHAPES.values()) + [(16, 64, 200), (40, 130, 136)],
+                         ids=list(TC_SHAPES) + ["ring_wraps", "grouped_3x3"])
+def test_tc_deep_at_awkward_shapes_one_warp(shape, fresh_seed):
+    """(16, 64, 200): four k-tiles through the 3-stage ring (the unchecked loader, then the checked
+    tail), each fragment buffer reused across tiles; (40, 130, 136): a 3x3 grid of blocks in groups
+    of 2 block rows (the last group one row), edge blocks in m and n, k not a multiple of 64."""
+    _check(TC_DEEP_SMALL, shape, fresh_seed)
+
+
+def test_grouped_rasterization_covers_every_tile_once():
+    """The kernel's block -> tile map (Triton's grouped ordering), replayed: a permutation of the
+    tiles, walking down GROUP_M rows first; and the model's panel count sees fewer DRAM reads."""
+    from perfkit.model import panel_reads
+
+    for gx, gy, G in ((5, 7, 3), (64, 64, 8), (3, 3, 2), (4, 1, 8)):
+        pid = np.arange(gx * gy)
+        first = (pid // (G * gx)) * G
+        gm = np.minimum(gy - first, G)
+        row, col = first + (pid % (G * gx)) % gm, (pid % (G * gx)) // gm
+        assert len(set(zip(row.tolist(), col.tolist()))) == gx * gy and row.max() == gy - 1 and col.max() == gx - 1
+    p = gemm.Problem(8192, 8192, 8192, "float16")
+    flat = panel_reads(p, (64, 64), 2, 132)
+    grouped = panel_reads(p, (64, 64), 2, 132, group_m=8)
+    assert grouped["compulsory"] == flat["compulsory"] and grouped["reads"] < 0.7 * flat["reads"], (flat, grouped)
+
+
+def test_tc_deep_compiles_with_double_buffered_fragments_and_no_spills():
+    """sm_80 and sm_90a: 4 k-steps x 32 mma a k-tile in the hot loop (fully unrolled: the fragment
+    buffers are registers), one barrier a k-tile, no spills and no stack; 96 KiB of dynamic
+    shared memory that the anatomy counts with the launch's opt-in (2 blocks an SM on sm_90)."""
+    v = BY_NAME["tc_deep"]
+    p = gemm.Problem(4096, 4096, 4096, "float16")
+    assert v.dynamic_shared_bytes() == 96 * 1024
+    for cc in ((8, 0), (9, 0)):
+        r = anatomy.inspect(v, p, cc=cc)
+        assert r.spill_store_bytes == 0 and r.stack_bytes == 0 and r.mix.get("local load/store", 0) == 0, r.mix
+        assert r.dynamic_shared_bytes == 96 * 1024
+        hot = r.hot_loop.mix
+        assert hot["tensor mma"] == 128 and hot["barrier"] == 1, hot
+        assert len(re.findall(r"\bLDSM\.16\.MT88\.4\b", r.sass)) >= 16
+    assert r.occupancy.blocks_per_sm == 2, r.occupancy  # sm_90: registers bind, not shared memory
+
+
+def test_dynamic_shared_memory_over_the_opt_in_limit_is_refused():
+    v = gemm.TCDeep(STAGES=8)  # 8 x 32 KiB
+    with pytest.raises(UnsupportedProblem, match=r"262144 bytes of shared memory per block > 232448"):
+        v.supports(gemm.Problem(64, 64, 64, "float16"))
+    BY_NAME["tc_deep"].supports(gemm.Problem(8192, 8192, 8192, "float16"))

@@ -24,6 +24,8 @@ one rung further onto the tensor cores.  Ledger (the rung number and name live o
   17 tc_epilogue   lanes pair up by shuffle: C written with 16-byte stores
   18 tc_deep       64-deep k-tiles in a 3-stage ring (dynamic shared memory), double-buffered
                    fragments, blocks in groups of 8 block rows
+  19 simt_wide     SIMT again: 128x256 block, 8x16 thread tile, launch_bounds(256, 1), operands
+                   double-buffered in registers
 
 The inline-PTX helpers (mma, ldmatrix, cp.async, shuffles) and their simulator twins live in
 :mod:`perfkit.kernels._ptx`; the 128-bit float32 loads and stores in :mod:`._vector`.
@@ -43,7 +45,7 @@ from __future__ import annotations
 from ..base import Variant, registry_check
 from ._common import F32, I32_LIMIT, Problem  # noqa: F401  (perfkit.kernels.gemm.Problem, as before)
 from .simt import (AUTOTUNE_PICK, Autotuned, Blocktile1D, Blocktile2D, Coalesced, DoubleBuffer, Index32,  # noqa: F401
-                   Naive, NoBankConflicts, Oracle, SmemTiling, Vectorized, WarpTile, search_space)
+                   Naive, NoBankConflicts, Oracle, SimtWide, SmemTiling, Vectorized, WarpTile, search_space)
 from .tensor import TCDeep, TCEpilogue, TCLdmatrix, TCPipeline, TCVector, TCWarpTile, TensorCore
 
 __all__ = ["Problem", "LADDER", "EXAMPLE_PROBLEM", "GPU_SWEEP", "LLM_SHAPES", "search_space"]
@@ -51,7 +53,7 @@ __all__ = ["Problem", "LADDER", "EXAMPLE_PROBLEM", "GPU_SWEEP", "LLM_SHAPES", "s
 LADDER: list[Variant] = [Oracle(), Naive(), Coalesced(), SmemTiling(), Blocktile1D(), Blocktile2D(),
                          Vectorized(), NoBankConflicts(), DoubleBuffer(), Index32(), WarpTile(), Autotuned(),
                          TensorCore(), TCVector(), TCLdmatrix(), TCPipeline(), TCWarpTile(), TCEpilogue(),
-                         TCDeep()]
+                         TCDeep(), SimtWide()]
 registry_check(LADDER)
 
 EXAMPLE_PROBLEM = Problem(4096, 4096, 4096)

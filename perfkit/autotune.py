@@ -98,11 +98,11 @@ def search_gemm(problem, candidates: list | None = None, cc=(9, 0),
        ``lambda v: bench.sweep(problem, v).median_s[0]``); else rank them by
        :func:`perfkit.model.estimate` of the compiled kernel (``model_s``), then the estimate.
 
-    ``wide``: the default candidates include rung 19's space too (``gemm.search_space(wide=True)``:
+    ``wide``: the default candidates include rung 19's space too (``gemm.search_space_wide()``:
     one block an SM, up to 255 registers, 8x16 thread tiles).
 
     Returns every candidate, best first, with why the rejected ones were rejected."""
-    cands = list(candidates or gemm.search_space() + (gemm.search_space(wide=True) if wide else []))
+    cands = list(candidates or gemm.search_space() + (gemm.search_space_wide() if wide else []))
     out, legal = [], []
     for v in cands:
         bad = v.constraints()

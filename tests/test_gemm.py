@@ -660,7 +660,7 @@ def test_simt_wide_compiles_to_255_registers_without_spills_or_stack():
 
 
 def test_autotuner_searches_the_wide_space():
-    wide = gemm.search_space(wide=True)
+    wide = gemm.search_space_wide()
     assert BY_NAME["simt_wide"] in wide and all(not v.constraints() and v.MIN_BLOCKS == 1 for v in wide)
     out = autotune.search_gemm(gemm.EXAMPLE_PROBLEM, compile=False, wide=True)
     assert {type(c.variant).__name__ for c in out} == {"WarpTile", "SimtWide"}

@@ -242,7 +242,7 @@ def _report(variant: Variant, cc, launch: dict, summaries: list) -> Report:
             else base64.b64decode(launch["cubin_b64"])
         reserved = reserved_in_cubin(cc, static_smem, ptxas, section)
         user_smem = static_smem - reserved
-        # a launch opts in to dynamic shared memory above 48 KiB (kernels.base.Launch); static
+        # a launch opts in to dynamic shared memory above 48 KiB (kernels._dynsmem); static
         # shared memory stays under 48 KiB
         o = occ.occupancy(cc, threads, regs, user_smem + launch["dynamic_shared_bytes"],
                           opt_in=launch["dynamic_shared_bytes"] > 0)

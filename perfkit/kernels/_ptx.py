@@ -69,7 +69,6 @@ from .. import backend
 __all__ = ["frag_a", "frag_b", "frag_c", "mma_16816", "mma_16816_u32", "ldmatrix_x4", "ldmatrix_x4_trans",
            "cp_async16", "cp_async_commit", "cp_async_wait", "pack_h2", "unpack_h2", "ld16_u32", "st16_u32", "shfl_xor",
            "ldmatrix_x4_off", "ldmatrix_x4_trans_off", "cp_async16_off", "ld16_u32_off", "st16_u32_off"]
-__all__ += ["shared_tile"]  # the GEMM ladder's additions (the block at the end)
 
 
 @cuda.jit(device=True)
@@ -584,47 +583,5 @@ else:
             ptr = _flat_ptr(context, builder, signature.args[0], args[0], args[1], signature.args[1])
             builder.store(vec, builder.bitcast(ptr, ir.VectorType(_i32, 4).as_pointer()), align=16)
             return context.get_dummy_value()
-
-        return sig, codegen
-
-
-# === GEMM ladder additions (issue 45): views of dynamic shared memory ==========================
-# Kept in one block apart from the instructions above (the conv ladder adds its own elsewhere).
-#
-# * ``shared_tile(smem, start, rows, cols)``: a (rows, cols) C-contiguous view of the 1-D
-#   shared array ``smem`` (a dynamic ``cuda.shared.array(0, dtype)``) from element ``start``:
-#   the data pointer moved, the shape and strides written as values.  ``smem[a:b].reshape(...)``
-#   does the same in Numba but through a generic reshape (shape and strides on the stack, a loop
-#   that checks them: ~600 bytes of stack and thousands of instructions in the prologue).
-if backend.is_simulator():
-    def shared_tile(smem, start, rows, cols):
-        start, rows, cols = int(start), int(rows), int(cols)
-        if smem.ndim != 1 or start < 0 or start + rows * cols > smem.shape[0]:
-            raise RuntimeError(f"shared_tile: {rows}x{cols} elements from {start} do not fit a shared array of "
-                               f"{smem.shape}: the dynamic shared memory the launch asked for is too small")
-        return smem[start:start + rows * cols].reshape(rows, cols)
-else:
-    @intrinsic
-    def shared_tile(typingctx, smem, start, rows, cols):
-        if not (isinstance(smem, types.Array) and smem.ndim == 1):
-            return None
-        retty = types.Array(smem.dtype, 2, "C")
-        sig = retty(smem, start, rows, cols)
-
-        def codegen(context, builder, signature, args):
-            sty = signature.args
-            src = context.make_array(sty[0])(context, builder, args[0])
-            intp = context.get_value_type(types.intp)
-            first = context.cast(builder, args[1], sty[1], types.intp)
-            r = context.cast(builder, args[2], sty[2], types.intp)
-            c = context.cast(builder, args[3], sty[3], types.intp)
-            size = context.get_abi_sizeof(context.get_data_type(sty[0].dtype))
-            out = context.make_array(retty)(context, builder)
-            context.populate_array(out, data=builder.gep(src.data, [first], inbounds=True),
-                                   shape=cgutils.pack_array(builder, [r, c]),
-                                   strides=cgutils.pack_array(builder, [builder.mul(c, ir.Constant(intp, size)),
-                                                                        ir.Constant(intp, size)]),
-                                   itemsize=ir.Constant(intp, size), meminfo=None)
-            return out._getvalue()
 
         return sig, codegen

@@ -27,7 +27,7 @@ import numpy as np
 __all__ = [
     "ProblemError", "UnsupportedProblem", "CheckResult", "Problem", "Launch", "Variant",
     "OracleVariant", "Prepared", "TOLERANCES", "as_outputs", "rng", "TunableVariant", "check_launch_shape",
-    "MAX_THREADS_PER_BLOCK", "MAX_STATIC_SHARED", "MAX_OPT_IN_SHARED", "MAX_GRID", "Traffic", "Peer",
+    "MAX_THREADS_PER_BLOCK", "MAX_STATIC_SHARED", "MAX_GRID", "Traffic", "Peer",
 ]
 
 #: what any CUDA GPU launches (CUDA C++ Programming Guide, "Technical Specifications per Compute
@@ -35,9 +35,6 @@ __all__ = [
 #: memory and an opt-in, which Numba never makes), blocks along grid.x, grid.y, grid.z
 MAX_THREADS_PER_BLOCK = 1024
 MAX_STATIC_SHARED = 48 * 1024
-#: the most dynamic shared memory one block may opt in to (sm_90: 227 KiB; sm_80 163 KiB, sm_86
-#: and sm_89 99 KiB: the launch there fails with the driver's message)
-MAX_OPT_IN_SHARED = 227 * 1024
 MAX_GRID = (2**31 - 1, 65535, 65535)
 
 @dataclass(frozen=True)
@@ -320,25 +317,7 @@ class Launch:
         return int(np.prod(self.block))
 
     def __call__(self) -> None:
-        if self.shared_bytes > MAX_STATIC_SHARED:
-            _opt_in_shared(self.kernel, self.args, self.shared_bytes)
         self.kernel[self.grid, self.block, 0, self.shared_bytes](*self.args)
-
-
-def _opt_in_shared(kernel, args, nbytes: int) -> None:
-    """Raise the kernel's dynamic shared-memory limit to ``nbytes`` (above 48 KiB a launch must
-    opt in: cuFuncSetAttribute(MAX_DYNAMIC_SHARED_SIZE_BYTES) in CUDA C++; Numba never does).
-    The simulator has no such limit."""
-    from .. import backend
-
-    if backend.is_simulator():
-        return
-    from numba.cuda.cudadrv import driver as drv
-
-    k = kernel.compile(tuple(kernel.typeof_pyval(a) for a in args))
-    f = k._codelibrary.get_cufunc()
-    attr = drv.binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
-    drv.driver.cuKernelSetAttribute(attr, int(nbytes), f.handle, f.device.id)
 
 
 def _dim3(d, what: str) -> tuple[int, ...]:
@@ -373,12 +352,10 @@ class Prepared:
         return outs[self._names[0]] if len(self._names) == 1 else outs
 
 
-def check_launch_shape(who: str, grid, block, static_shared: int = 0, problem_label: str = "",
-                       dynamic_shared: int = 0) -> None:
+def check_launch_shape(who: str, grid, block, static_shared: int = 0, problem_label: str = "") -> None:
     """Raise UnsupportedProblem for a launch no GPU can run: more than 1024 threads or 48 KiB of
-    static shared memory per block, more static + dynamic shared memory than a block may opt in
-    to (227 KiB), or more blocks than the grid allows along an axis (2**31 - 1 along x, 65535
-    along y and z).  Arithmetic on the plan's shape only: no compile, no GPU."""
+    static shared memory per block, or more blocks than the grid allows along an axis (2**31 - 1
+    along x, 65535 along y and z).  Arithmetic on the plan's shape only: no compile, no GPU."""
     grid = (int(grid),) if np.isscalar(grid) else tuple(int(g) for g in grid)
     block = (int(block),) if np.isscalar(block) else tuple(int(b) for b in block)
     threads = int(np.prod(block))
@@ -388,9 +365,6 @@ def check_launch_shape(who: str, grid, block, static_shared: int = 0, problem_la
     if static_shared > MAX_STATIC_SHARED:
         raise UnsupportedProblem(f"{who}: {static_shared} bytes of static shared memory per block "
                                  f"> {MAX_STATIC_SHARED} (48 KiB), the static limit")
-    if static_shared + dynamic_shared > MAX_OPT_IN_SHARED:
-        raise UnsupportedProblem(f"{who}: {static_shared + dynamic_shared} bytes of shared memory per block "
-                                 f"> {MAX_OPT_IN_SHARED} (227 KiB), the most a block can opt in to (sm_90)")
     for axis, blocks, most in zip("xyz", grid, MAX_GRID):
         if blocks > most:
             raise UnsupportedProblem(f"{who}: grid.{axis} = {blocks} blocks"

@@ -40,18 +40,22 @@ runs: over 1024 threads or 48 KiB of static shared memory per block (a tile conf
 over 65535 blocks along grid.y (m beyond 65535 row tiles; the naive rung puts n there).
 
 The package: ``_common`` (the Problem and what every rung shares), ``simt`` (rungs 0-11),
-``tensor`` (rungs 12-18), ``hopper`` (rungs 20-; sm_90a); this module is the index: ``LADDER`` and the problems to sweep.
+``tensor`` (rungs 12-17), then the rungs of issue 45, appended so that
+existing labels keep their meaning: ``tensor_deep`` (18), ``simt_wide`` (19), ``hopper`` (20-;
+sm_90a); this module is the index: ``LADDER`` and the problems to sweep.
 """
 from __future__ import annotations
 
 from ..base import Variant, registry_check
 from ._common import F32, I32_LIMIT, Problem  # noqa: F401  (perfkit.kernels.gemm.Problem, as before)
 from .simt import (AUTOTUNE_PICK, Autotuned, Blocktile1D, Blocktile2D, Coalesced, DoubleBuffer, Index32,  # noqa: F401
-                   Naive, NoBankConflicts, Oracle, SimtWide, SmemTiling, Vectorized, WarpTile, search_space)
+                   Naive, NoBankConflicts, Oracle, SmemTiling, Vectorized, WarpTile, search_space)
+from .simt_wide import SimtWide, search_space_wide
 from .hopper import Wgmma
-from .tensor import TCDeep, TCEpilogue, TCLdmatrix, TCPipeline, TCVector, TCWarpTile, TensorCore
+from .tensor_deep import TCDeep
+from .tensor import TCEpilogue, TCLdmatrix, TCPipeline, TCVector, TCWarpTile, TensorCore
 
-__all__ = ["Problem", "LADDER", "EXAMPLE_PROBLEM", "GPU_SWEEP", "LLM_SHAPES", "search_space"]
+__all__ = ["Problem", "LADDER", "EXAMPLE_PROBLEM", "GPU_SWEEP", "LLM_SHAPES", "search_space", "search_space_wide"]
 
 LADDER: list[Variant] = [Oracle(), Naive(), Coalesced(), SmemTiling(), Blocktile1D(), Blocktile2D(),
                          Vectorized(), NoBankConflicts(), DoubleBuffer(), Index32(), WarpTile(), Autotuned(),

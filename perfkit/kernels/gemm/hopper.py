@@ -14,10 +14,11 @@ from numba import cuda, float32, int32, uint32
 from numba.types import float16
 
 from ... import backend
-from .._ptx import cp_async16, cp_async16_off, cp_async_commit, cp_async_wait, shared_tile
+from .._dynsmem import DynamicSharedLaunch, check_dynamic_shared, shared_tile
+from .._ptx import cp_async16, cp_async16_off, cp_async_commit, cp_async_wait
 from .._ptx_hopper import (fence_proxy_async, smem_addr, wgmma_commit, wgmma_desc, wgmma_fence, wgmma_m64n64k16,
                            wgmma_m64n128k16, wgmma_m64n256k16, wgmma_wait)
-from ..base import Launch, Traffic, UnsupportedProblem, check_launch_shape
+from ..base import Traffic, UnsupportedProblem
 from . import _common as C
 from ._common import F32, I32_LIMIT, Problem
 
@@ -224,8 +225,8 @@ class Wgmma(C._Tunable):
         if self.BN not in (64, 128, 256) or self.STAGES < 2:
             raise UnsupportedProblem(f"{self.label}: BN must be 64, 128 or 256 (wgmma m64nBNk16) and STAGES >= 2 "
                                      f"(got BN={self.BN}, STAGES={self.STAGES})")
-        check_launch_shape(f"{self.label} {self.config}", self.grid(problem), self.threads(),
-                           problem_label=problem.label, dynamic_shared=self.dynamic_shared_bytes())
+        C._check_launch(self, problem, self.grid(problem), self.threads())
+        check_dynamic_shared(f"{self.label} {self.config}", self.dynamic_shared_bytes())
         m, n, k = C._dims(problem)
         for what, size in (("A (m*k)", m * k), ("B (k*n)", k * n), ("C (m*n)", m * n)):
             if size + 64 > I32_LIMIT:
@@ -236,7 +237,7 @@ class Wgmma(C._Tunable):
         m, n, k = C._dims(problem)
         kern = _wgmma_kernel(self.BN, self.STAGES)
         args = (bufs["a"], bufs["b"], bufs["c"].reshape(-1), m, n, k, k % 8 == 0, n % 8 == 0)
-        return [Launch(kern, self.grid(problem), self.threads(), args, self.dynamic_shared_bytes())]
+        return [DynamicSharedLaunch(kern, self.grid(problem), self.threads(), args, self.dynamic_shared_bytes())]
 
     def traffic(self, problem):
         m, n, k = C._dims(problem)

@@ -130,3 +130,10 @@ def test_the_model_runs_wgmma_at_the_dense_tensor_peak():
     e = model.estimate(WGMMA, p, "h100-sxm", banks=False)
     assert e.legs["tensor"] == pytest.approx(p.flops / 989.4e12, rel=0.01)
     assert e.bound == "tensor" and np.isfinite(e.seconds)
+
+
+def test_pipe_counts_weigh_hgmma_by_its_shape_and_hmma_as_before():
+    """HMMA.16816 stays 4096 FLOPs a warp instruction (the model's mma.sync legs and trips are
+    what they were); HGMMA.64x128x16 is a warpgroup's 2 x 64 x 128 x 16, a quarter per warp."""
+    c = model._pipe_counts(["HMMA.16816.F32 R0, R4, R8, R0 ;"] * 3 + ["HGMMA.64x128x16.F32 R24, gdesc[UR4], R24, gsb0 ;"])
+    assert c["mma"] == 4 and c["mma_flops"] == 3 * 4096 and c["wgmma_flops"] == 2 * 64 * 128 * 16 / 4

@@ -1,7 +1,7 @@
 """Autotuning: search a rung's configurations, above the kernels and the model.
 
-* :func:`search_gemm`: the warp-tiling GEMM (rung 10/11).  Legal tilings
-  (``gemm.search_space``) ranked by a static estimate (:func:`gemm_static_estimate`, no
+* :func:`search_gemm`: the warp-tiling GEMM (rung 10/11; with ``wide=True`` rung 19's one-block-
+  an-SM space too).  Legal tilings (``gemm.search_space``) ranked by a static estimate (:func:`gemm_static_estimate`, no
   compile), the best ``keep`` compiled for the target with no GPU (``anatomy.inspect``) and
   dropped if they spill or starve occupancy, the survivors ranked by ``model.estimate`` of the
   compiled kernel, or timed with ``time_fn`` on a GPU.
@@ -102,7 +102,8 @@ def compiled(v, problem, cc) -> dict:
 
 def search_gemm(problem, candidates: list | None = None, cc=(9, 0),
                 time_fn: Callable[[object], float] | None = None, min_occupancy: float = 0.125,
-                keep: int = 8, compile: bool = True, progress: bool = False, executor=None) -> list[Candidate]:
+                keep: int = 8, compile: bool = True, progress: bool = False, executor=None,
+                wide: bool = False) -> list[Candidate]:
     """Autotune the warp-tiling kernel for ``problem``.
 
     1. keep only legal configurations (``WarpTile.constraints``);
@@ -115,8 +116,11 @@ def search_gemm(problem, candidates: list | None = None, cc=(9, 0),
        :func:`perfkit.model.estimate` of the compiled kernel (``model_s``), then the estimate.
 
     With an ``executor``, step 3 runs on it, one candidate a task (:func:`compiled`).
+    ``wide``: the default candidates include rung 19's space too (``gemm.search_space_wide()``:
+    one block an SM, up to 255 registers, 8x16 thread tiles).
+
     Returns every candidate, best first, with why the rejected ones were rejected."""
-    cands = list(candidates or gemm.search_space())
+    cands = list(candidates or gemm.search_space() + (gemm.search_space_wide() if wide else []))
     out, legal = [], []
     for v in cands:
         bad = v.constraints()

@@ -105,7 +105,9 @@ def test_registry_and_texts():
     registry_check(gemm.LADDER)
     assert len(gemm.LADDER) >= 13 and gemm.LADDER[9].name == "index32"
     assert all(v.what for v in gemm.LADDER)
-    kinds = [_dtype(v) for v in gemm.LADDER[1:]]  # SIMT (float32) rungs first, then tensor cores
+    # SIMT (float32) rungs 1-11 first, then the tensor cores 12-18; rungs after those (issue 45)
+    # were appended so that existing labels keep their meaning
+    kinds = [_dtype(v) for v in gemm.LADDER[1:] if v.rung <= 18]
     assert kinds == sorted(kinds, key=lambda d: d == "float16") and kinds[-1] == "float16"
 
 
@@ -329,7 +331,7 @@ NON_ORACLE = gemm.LADDER[1:]
 
 @pytest.mark.parametrize("v", NON_ORACLE, ids=lambda v: v.name)
 def test_supports_refuses_more_than_65535_blocks_on_grid_y(v):
-    big = 10_000_000  # the m (naive: n) tiles of every rung land on grid.y, past 65535 blocks
+    big = 20_000_000  # the m (naive: n) tiles of every rung land on grid.y, past 65535 blocks (256-wide: too)
     d = _dtype(v)
     tall, wide = gemm.Problem(big, 1, 1, d), gemm.Problem(1, big, 1, d)
     if v.name == "naive":  # threadIdx.x and blockIdx.x walk rows: m goes on grid.x
@@ -574,3 +576,92 @@ def test_both_searches_return_candidates_best_first():
     assert ranked[0].variant.shape(p) == softmax.Tuned().shape(p)  # the rule's shape first
     timed = autotune.search_norm(softmax, p, time_fn=lambda v: 1.0 / v.shape(p).G)
     assert [c.seconds for c in timed] == sorted(c.seconds for c in timed)
+
+
+# --- issue 45: rung 18 (mma.sync to its ceiling) -------------------------------------------------
+# one warp, the default 64-deep k-tiles and 3 stages; GROUP_M=2 so that a 3x3 grid has a short group
+TC_DEEP_SMALL = gemm.TCDeep(WARPS_M=1, WARPS_N=1, MT=1, NT8=8, GROUP_M=2)
+
+
+@pytest.mark.parametrize("shape", list(TC_SHAPES.values()) + [(16, 64, 200), (40, 65, 8)],
+                         ids=list(TC_SHAPES) + ["ring_wraps", "grouped_3x2"])
+def test_tc_deep_at_awkward_shapes_one_warp(shape, fresh_seed):
+    """(16, 64, 200): four k-tiles through the 3-stage ring (the unchecked loader, then the checked
+    tail), each fragment buffer reused across tiles; (40, 65, 8): a 2x3 grid of blocks in groups
+    of 2 block rows (the last group one row), edge blocks in m and n."""
+    _check(TC_DEEP_SMALL, shape, fresh_seed)
+
+
+def test_grouped_rasterization_covers_every_tile_once():
+    """The kernel's block -> tile map (Triton's grouped ordering), replayed: a permutation of the
+    tiles, walking down GROUP_M rows first; and the model's panel count sees fewer DRAM reads."""
+    from perfkit.model import panel_reads
+
+    for gx, gy, G in ((5, 7, 3), (64, 64, 8), (3, 3, 2), (4, 1, 8)):
+        pid = np.arange(gx * gy)
+        first = (pid // (G * gx)) * G
+        gm = np.minimum(gy - first, G)
+        row, col = first + (pid % (G * gx)) % gm, (pid % (G * gx)) // gm
+        assert len(set(zip(row.tolist(), col.tolist()))) == gx * gy and row.max() == gy - 1 and col.max() == gx - 1
+    p = gemm.Problem(8192, 8192, 8192, "float16")
+    flat = panel_reads(p, (64, 64), 2, 132)
+    grouped = panel_reads(p, (64, 64), 2, 132, group_m=8)
+    assert grouped["compulsory"] == flat["compulsory"] and grouped["reads"] < 0.7 * flat["reads"], (flat, grouped)
+
+
+def test_tc_deep_compiles_with_double_buffered_fragments_and_no_spills():
+    """sm_80 and sm_90a: 4 k-steps x 32 mma a k-tile in the hot loop (fully unrolled: the fragment
+    buffers are registers), one barrier a k-tile, no spills and no stack; 96 KiB of dynamic
+    shared memory that the anatomy counts with the launch's opt-in (2 blocks an SM on sm_90)."""
+    v = BY_NAME["tc_deep"]
+    p = gemm.Problem(4096, 4096, 4096, "float16")
+    assert v.dynamic_shared_bytes() == 96 * 1024
+    for cc in ((8, 0), (9, 0)):
+        r = anatomy.inspect(v, p, cc=cc)
+        assert r.spill_store_bytes == 0 and r.stack_bytes == 0 and r.mix.get("local load/store", 0) == 0, r.mix
+        assert r.dynamic_shared_bytes == 96 * 1024
+        hot = r.hot_loop.mix
+        assert hot["tensor mma"] == 128 and hot["barrier"] == 1, hot
+        assert len(re.findall(r"\bLDSM\.16\.MT88\.4\b", r.sass)) >= 16
+    assert r.occupancy.blocks_per_sm == 2, r.occupancy  # sm_90: registers bind, not shared memory
+
+
+def test_dynamic_shared_memory_over_the_opt_in_limit_is_refused():
+    v = gemm.TCDeep(STAGES=8)  # 8 x 32 KiB
+    with pytest.raises(UnsupportedProblem, match=r"262144 bytes of shared memory per block > 232448"):
+        v.supports(gemm.Problem(64, 64, 64, "float16"))
+    BY_NAME["tc_deep"].supports(gemm.Problem(8192, 8192, 8192, "float16"))
+
+
+# --- issue 45: rung 19 (SIMT past cuBLAS) ---------------------------------------------------------
+# one warp of the same kernel: a 64x64 warp tile (8 x 4 lanes of 8x16 thread tiles)
+SIMT_WIDE_SMALL = gemm.SimtWide(BM=64, BN=64, BK=8, TM=8, TN=16, LR=8)
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (7, 13, 5), (37, 70, 29), (36, 68, 28), (65, 132, 40)],
+                         ids=["1x1x1", "primes", "unaligned", "aligned_hot_loop", "four_blocks"])
+def test_simt_wide_at_awkward_shapes_one_warp(shape, fresh_seed):
+    """Unaligned k (checked loads for every tile), aligned k = 28 (three full tiles through the
+    unchecked hot loop, then the checked tail), edge blocks in m and n (checked stores) and
+    a full block (128-bit stores)."""
+    _check(SIMT_WIDE_SMALL, shape, fresh_seed)
+
+
+def test_simt_wide_compiles_to_255_registers_without_spills_or_stack():
+    """sm_90a: launch_bounds(256, 1) lets ptxas keep 128 accumulators, two operand sets and the
+    staged loads in registers (no spills, no stack: the tail and the edge stores are written out);
+    the hot loop (the unchecked one: the shorter of the two 1024-FFMA loops) is >= 90% FFMA."""
+    r = anatomy.inspect(BY_NAME["simt_wide"], gemm.EXAMPLE_PROBLEM, cc=(9, 0))
+    assert r.spill_store_bytes == 0 and r.stack_bytes == 0 and 128 < r.registers <= 255, r.registers
+    assert r.occupancy.blocks_per_sm == 1
+    hot = min((lp for lp in r.loops if lp.mix.get("fp32 fma", 0) == 1024), key=lambda lp: lp.instructions)
+    assert hot.mix["fp32 fma"] / sum(hot.mix.values()) >= 0.9, hot.mix
+    assert hot.mix["shared load 128"] == 48 and hot.mix.get("shared load 32", 0) == 0, hot.mix
+
+
+def test_autotuner_searches_the_wide_space():
+    wide = gemm.search_space_wide()
+    assert BY_NAME["simt_wide"] in wide and all(not v.constraints() and v.MIN_BLOCKS == 1 for v in wide)
+    out = autotune.search_gemm(gemm.EXAMPLE_PROBLEM, compile=False, wide=True)
+    assert {type(c.variant).__name__ for c in out} == {"WarpTile", "SimtWide"}
+    assert len(out) == len(gemm.search_space()) + len(wide)

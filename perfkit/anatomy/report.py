@@ -242,8 +242,10 @@ def _report(variant: Variant, cc, launch: dict, summaries: list) -> Report:
             else base64.b64decode(launch["cubin_b64"])
         reserved = reserved_in_cubin(cc, static_smem, ptxas, section)
         user_smem = static_smem - reserved
-        # Numba never raises a kernel's dynamic shared-memory limit: 48 KiB per block at most
-        o = occ.occupancy(cc, threads, regs, user_smem + launch["dynamic_shared_bytes"], opt_in=False)
+        # a launch opts in to dynamic shared memory above 48 KiB (kernels._dynsmem); static
+        # shared memory stays under 48 KiB
+        o = occ.occupancy(cc, threads, regs, user_smem + launch["dynamic_shared_bytes"],
+                          opt_in=launch["dynamic_shared_bytes"] > 0)
     except occ.OccupancyError as exc:
         raise AnatomyError(f"{variant.label} on sm_{cc[0]}{cc[1]}: {exc}") from None
     return Report(variant=variant.label, kernel_name=launch["kernel_name"], cc=tuple(cc), registers=regs,

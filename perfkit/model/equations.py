@@ -86,7 +86,8 @@ def resource_legs(c: dict, *, dram_bytes: float, l2_bytes: float, wavefronts: fl
     issue     warp instructions / (4 per clock per SM)
     fp32      (FFMA + FADD + FMUL + 2 x IMAD) / (128 lanes / 32 per clock per SM)
     alu       (integer and compare + 4 x MUFU/conversions) / (2 warp instructions per clock per SM)
-    tensor    mma FLOPs (4096 per m16n8k16) / (dense tensor peak x ``mma_sync_fraction``)
+    tensor    mma.sync FLOPs (4096 per m16n8k16) / (dense tensor peak x ``mma_sync_fraction``)
+              + wgmma FLOPs (HGMMA.MxNxK: 2MNK / 4 per warp) / (dense tensor peak x ``wgmma_fraction``)
     ========  ================================================================================
 
     The SM-side legs (smem, lsu, issue, fp32, alu) are multiplied by ``tail``, the last wave's:
@@ -102,7 +103,8 @@ def resource_legs(c: dict, *, dram_bytes: float, l2_bytes: float, wavefronts: fl
         "issue": c["instr"] / (r["issue_per_sm_per_clk"]["value"] * sms * clk) * tail,
         "fp32": (c["fma"] + 2 * c["imad"]) / (r["fp32_lanes_per_sm"]["value"] / 32 * sms * clk) * tail,
         "alu": (c["alu"] + c["xu"] * 4) / (2.0 * sms * clk) * tail,
-        "tensor": (c["mma"] * 4096.0 / (r["tensor_fp16_flops"]["value"] * r["mma_sync_fraction"]["value"])
+        "tensor": ((c.get("mma_flops", 4096.0 * c["mma"]) / r["mma_sync_fraction"]["value"]
+                    + c.get("wgmma_flops", 0.0) / r["wgmma_fraction"]["value"]) / r["tensor_fp16_flops"]["value"]
                    if c["mma"] and r["tensor_fp16_flops"]["value"] else 0.0),
     }
 

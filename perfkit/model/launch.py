@@ -99,7 +99,7 @@ def launch_estimate(variant, problem, launch, k, r: Inputs, traffic, share, *, u
     wavefronts = shared_wavefronts(c, ldd, std, per_access["wavefronts"]) + mio_extra
     ideal = shared_wavefronts(c, 1.0, 1.0, per_access["ideal"]) + mio_extra
     dram_bytes = traffic.dram_bytes * share
-    panel = panel_reads(problem, launch.grid, bps, sms) if dense else None
+    panel = panel_reads(problem, launch.grid, bps, sms, int(traffic.extra.get("group_m", 1))) if dense else None
     dram_src = "the rung's traffic model"
     if panel is not None:
         # a tiled matrix product: each wave of resident blocks reads its distinct A and B panels

@@ -2,6 +2,8 @@
 memory level (:func:`pipe_counts`), the counts every leg is made from."""
 from __future__ import annotations
 
+import re
+
 
 def opcode(ins: str) -> str:
     t = ins.strip()
@@ -14,7 +16,7 @@ def pipe_counts(body: list[str]) -> dict:
     """Per-iteration counts the legs need, from a list of SASS instructions."""
     from ..anatomy import classify
 
-    c = {"instr": 0, "fma": 0, "ffma": 0, "imad": 0, "alu": 0, "xu": 0, "fp64": 0, "mma": 0, "gmem": 0, "gmem_bytes": 0,
+    c = {"instr": 0, "fma": 0, "ffma": 0, "imad": 0, "alu": 0, "xu": 0, "fp64": 0, "mma": 0, "mma_flops": 0, "wgmma_flops": 0, "gmem": 0, "gmem_bytes": 0,
          "gload_bytes": 0, "lds": {4: 0, 8: 0, 16: 0}, "sts": {4: 0, 8: 0, 16: 0}, "ldsm": 0, "bar": 0,
          "shfl": 0, "local": 0, "gwide": 0, "s2r_tid": 0, "gw": {}}
     for ins in body:
@@ -41,6 +43,12 @@ def pipe_counts(body: list[str]) -> dict:
             c["fp64"] += 1
         elif cls == "tensor mma":
             c["mma"] += 1
+            shape = re.match(r"HGMMA\.(\d+)x(\d+)x(\d+)", op)
+            if shape:  # wgmma: a warpgroup's M x N x K product, issued by each of its 4 warps
+                m, n, k = (int(x) for x in shape.groups())
+                c["wgmma_flops"] += 2 * m * n * k / 4
+            else:      # mma.sync m16n8k16 (HMMA.16816): 4096 FLOPs a warp instruction
+                c["mma_flops"] += 4096
         elif cls.startswith("global"):
             w = int(cls.rsplit(" ", 1)[1]) // 8
             c["gmem"] += 1

@@ -137,11 +137,16 @@ def rule_arithmetic_work(m: Mix) -> None:
         group = mma_loops or fma_loops
         key = "mma" if mma_loops else "ffma"
         per = 4096.0 if mma_loops else 64.0  # FLOPs per warp instruction (mma.m16n8k16; 32 FMAs)
+
+        def work(c):  # FLOPs a warp's iteration does (wgmma: HGMMA.MxNxK is 2MNK / 4 a warp)
+            if key == "mma":
+                return c.get("mma_flops", per * c["mma"]) + c.get("wgmma_flops", 0.0)
+            return per * c[key]
         if group:
             # alternative paths: loops with the same count per iteration, not nested: keep the shortest
             by_count: dict = {}
             for i in group:
-                by_count.setdefault(own[i][key], []).append(i)
+                by_count.setdefault(work(own[i]), []).append(i)
             chosen = []
             for cnt, idx in by_count.items():
                 best = min(idx, key=lambda i: own[i]["instr"])
@@ -151,13 +156,13 @@ def rule_arithmetic_work(m: Mix) -> None:
                         trips[i], rules[i] = 0.0, "alternative path (not taken)"
             # the loop with the most work per iteration carries it; a loop with less (the checked
             # tail of k after the full tiles, a remainder) runs about once per warp
-            main = max(chosen, key=lambda i: own[i][key])
+            main = max(chosen, key=lambda i: work(own[i]))
             for i in chosen:
                 if i != main and not nested_in(loops, i, main) and not nested_in(loops, main, i):
                     trips[i], rules[i] = float(warps), f"tail: fewer {key} per iteration than loop {main}: once per warp"
             chosen = [i for i in chosen if trips[i] is None]
-            total = max(flops / per - sum(trips[i] * own[i][key] for i in group if trips[i]), 0.0) / sum(
-                own[i][key] for i in chosen)
+            total = max(flops - sum(trips[i] * work(own[i]) for i in group if trips[i]), 0.0) / sum(
+                work(own[i]) for i in chosen)
             for i in chosen:
                 trips[i], rules[i] = total, f"{key} work: flops / ({per:g} x {key} per iteration)"
 

@@ -22,6 +22,12 @@ one rung further onto the tensor cores.  Ledger (the rung number and name live o
   15 tc_cp_async   ``cp.async`` into a 3-stage ring: two k-tiles in flight, one barrier each
   16 tc_warptile   64x64 warp tiles: each fragment feeds 4-8 mma
   17 tc_epilogue   lanes pair up by shuffle: C written with 16-byte stores
+  18 tc_deep       64-deep k-tiles in a 3-stage ring (dynamic shared memory), double-buffered
+                   fragments, blocks in groups of 8 block rows
+  19 simt_wide     SIMT again: 128x256 block, 8x16 thread tile, launch_bounds(256, 1), operands
+                   double-buffered in registers
+  20 wgmma         Hopper (sm_90a): wgmma.mma_async from 128-byte-swizzled shared memory through
+                   descriptors, fed by a cp.async ring (not yet run on a GPU)
 
 The inline-PTX helpers (mma, ldmatrix, cp.async, shuffles) and their simulator twins live in
 :mod:`perfkit.kernels._ptx`; the 128-bit float32 loads and stores in :mod:`._vector`.
@@ -34,7 +40,9 @@ runs: over 1024 threads or 48 KiB of static shared memory per block (a tile conf
 over 65535 blocks along grid.y (m beyond 65535 row tiles; the naive rung puts n there).
 
 The package: ``_common`` (the Problem and what every rung shares), ``simt`` (rungs 0-11),
-``tensor`` (rungs 12-17); this module is the index: ``LADDER`` and the problems to sweep.
+``tensor`` (rungs 12-17), then the rungs of issue 45, appended so that
+existing labels keep their meaning: ``tensor_deep`` (18), ``simt_wide`` (19), ``hopper`` (20-;
+sm_90a); this module is the index: ``LADDER`` and the problems to sweep.
 """
 from __future__ import annotations
 
@@ -42,13 +50,17 @@ from ..base import Variant, registry_check
 from ._common import F32, I32_LIMIT, Problem  # noqa: F401  (perfkit.kernels.gemm.Problem, as before)
 from .simt import (AUTOTUNE_PICK, Autotuned, Blocktile1D, Blocktile2D, Coalesced, DoubleBuffer, Index32,  # noqa: F401
                    Naive, NoBankConflicts, Oracle, SmemTiling, Vectorized, WarpTile, search_space)
+from .simt_wide import SimtWide, search_space_wide
+from .hopper import Wgmma
+from .tensor_deep import TCDeep
 from .tensor import TCEpilogue, TCLdmatrix, TCPipeline, TCVector, TCWarpTile, TensorCore
 
-__all__ = ["Problem", "LADDER", "EXAMPLE_PROBLEM", "GPU_SWEEP", "LLM_SHAPES", "search_space"]
+__all__ = ["Problem", "LADDER", "EXAMPLE_PROBLEM", "GPU_SWEEP", "LLM_SHAPES", "search_space", "search_space_wide"]
 
 LADDER: list[Variant] = [Oracle(), Naive(), Coalesced(), SmemTiling(), Blocktile1D(), Blocktile2D(),
                          Vectorized(), NoBankConflicts(), DoubleBuffer(), Index32(), WarpTile(), Autotuned(),
-                         TensorCore(), TCVector(), TCLdmatrix(), TCPipeline(), TCWarpTile(), TCEpilogue()]
+                         TensorCore(), TCVector(), TCLdmatrix(), TCPipeline(), TCWarpTile(), TCEpilogue(),
+                         TCDeep(), SimtWide(), Wgmma()]
 registry_check(LADDER)
 
 EXAMPLE_PROBLEM = Problem(4096, 4096, 4096)

@@ -1,0 +1,139 @@
+"""The Hopper sub-ladder (issue 45): the simulator twins of wgmma against NumPy, the wgmma rung
+at awkward shapes in the simulator, its sm_90a build (HGMMA, no serialization), its refusal of
+older GPUs and the model's wgmma pipe."""
+import re
+
+import numpy as np
+import pytest
+
+from perfkit import anatomy, backend, model
+from perfkit.kernels import gemm
+from numba import cuda, float32  # after perfkit (which picks the backend)
+from numba.types import float16
+from perfkit.kernels._ptx_hopper import (decode_desc, wgmma_commit, wgmma_desc, wgmma_fence, wgmma_m64n64k16,
+                                         wgmma_wait)
+from perfkit.kernels.base import UnsupportedProblem
+
+WGMMA = gemm.LADDER[[v.name for v in gemm.LADDER].index("wgmma")]
+SMALL = gemm.Wgmma(BN=64)  # the same kernel with m64n64k16: 64-column tiles, fewer simulated lanes
+
+
+def _py(f):
+    return getattr(f, "py_func", f)
+
+
+def _swizzled(rows: np.ndarray) -> np.ndarray:
+    """Rows of 64 halves (128 bytes) stored with the 128-byte swizzle, written from the PTX ISA's
+    description (16-byte chunk c of row r at chunk c ^ (r mod 8)), independently of the twin."""
+    out = np.empty_like(rows)
+    for r in range(rows.shape[0]):
+        for c in range(8):
+            out[r, 8 * (c ^ (r % 8)):8 * (c ^ (r % 8)) + 8] = rows[r, 8 * c:8 * c + 8]
+    return out
+
+
+@pytest.mark.skipif(not backend.is_simulator(), reason="checks the simulator's twins; a GPU runs the instruction")
+def test_wgmma_twin_matches_numpy_and_defers_to_wait(fresh_seed):
+    """One warpgroup, m64n64k16 over a 64-deep k (4 wgmma): A (64 x 64, K-major) and B (64 x 64,
+    MN-major) stored swizzled at byte 0 and 8192, descriptors as the rung builds them; every
+    thread's 32 accumulators are the PTX ISA's fragment of A @ B (row 16w + l/4 (+8), column
+    8j + 2(l%4) (+1)), nothing lands before wgmma_wait, and scale_d = 0 drops the old D."""
+    g = np.random.default_rng(fresh_seed)
+    A = g.uniform(-1, 1, (64, 64)).astype(np.float16)
+    B = g.uniform(-1, 1, (64, 64)).astype(np.float16)
+    smem_host = np.concatenate([_swizzled(A).reshape(-1), _swizzled(B).reshape(-1)])
+
+    @cuda.jit
+    def probe(src, out, early, first_scale):
+        smem = cuda.shared.array(0, float16)
+        t = cuda.threadIdx.x
+        for i in range(t, 8192, 128):
+            smem[i] = src[i]
+        cuda.syncthreads()
+        acc = cuda.local.array(32, float32)
+        for i in range(32):
+            acc[i] = float32(7)  # scale_d = 0 on the first wgmma ignores this
+        wgmma_fence()
+        for kk in range(4):
+            wgmma_m64n64k16(acc, smem, wgmma_desc(kk * 32, 16, 1024), wgmma_desc(8192 + kk * 2048, 8192, 1024),
+                            1 if kk > 0 else first_scale)
+        wgmma_commit()
+        early[t] = acc[0]  # before the wait: untouched
+        wgmma_wait(0)
+        for i in range(32):
+            out[t, i] = acc[i]
+
+    out = np.full((128, 32), np.nan, np.float32)
+    early = np.zeros(128, np.float32)
+    probe[1, 128, 0, 16384](smem_host, out, early, 0)
+    assert (early == 7).all()
+    D = A.astype(np.float64) @ B.astype(np.float64)
+    t = np.arange(128)
+    w, lane = t // 32, t % 32
+    for j in range(8):
+        r, c = 16 * w + lane // 4, 8 * j + 2 * (lane % 4)
+        for i, (dr, dc) in enumerate(((0, 0), (0, 1), (8, 0), (8, 1))):
+            np.testing.assert_allclose(out[:, 4 * j + i], D[r + dr, c + dc], rtol=1e-5, atol=1e-5)
+    probe[1, 128, 0, 16384](smem_host, out, early, 1)  # scale_d = 1 throughout: 7 + A @ B
+    np.testing.assert_allclose(out[:, 0], 7 + D[16 * w + lane // 4, 2 * (lane % 4)], rtol=1e-5, atol=1e-5)
+
+
+def test_descriptor_fields_and_swizzle():
+    d = int(_py(wgmma_desc)(0x12345 & ~15, 8192, 1024))
+    assert decode_desc(d) == (0x12340, 8192, 1024, 1)
+    from perfkit.kernels._ptx_hopper import sw128
+    assert [int(_py(sw128)(a)) for a in (0, 16, 128, 128 + 16, 7 * 128 + 112)] == [0, 16, 128 + 16, 128, 7 * 128]
+
+
+@pytest.mark.parametrize("shape", [(1, 1, 1), (7, 13, 5), (37, 41, 29), (16, 64, 200), (128, 64, 256)],
+                         ids=["1x1x1", "primes", "unaligned", "ring_wraps_edge", "full_block_unchecked"])
+def test_wgmma_rung_at_awkward_shapes(shape, fresh_seed):
+    """In the simulator through the twins: 2-byte stores where rows are not 16-byte aligned,
+    cp.async zero-fill at the m, n and k edges, 4 k-tiles through the 3-stage ring, and a full
+    block through the unchecked loader."""
+    m, n, k = shape
+    p = gemm.Problem(m, n, k, "float16")
+    x = p.make_inputs(fresh_seed)
+    out = SMALL.run(p, x)
+    res = p.check(out, x["a"].astype(np.float64) @ x["b"].astype(np.float64))
+    assert res.ok, f"{shape}: {res.message}"
+
+
+def test_wgmma_compiles_for_sm90a_to_hgmma_without_serialization():
+    """The build check: HGMMA.64x128x16.F32 in the SASS, ptxas reports neither wgmma serialized
+    (C7509, C7510: across a call, or for another reason) nor setmaxnreg ignored (C7504, C7508);
+    no spills; the 97 KiB of dynamic shared memory counted with the launch's opt-in."""
+    r = anatomy.inspect(WGMMA, gemm.Problem(4096, 4096, 4096, "float16"), cc=(9, 0))
+    assert r.arch == "sm_90a"
+    assert re.findall(r"\bHGMMA\.64x128x16\.F32\b", r.sass) and r.mix["tensor mma"] >= 4
+    bad = [ln for ln in r.ptxas_log.splitlines() if re.search(r"C75(04|08|09|10)", ln)]
+    assert not bad, bad
+    assert r.spill_store_bytes == 0 and r.stack_bytes == 0
+    assert r.dynamic_shared_bytes == 3 * 32768 + 1024 and r.occupancy.blocks_per_sm == 2, r.occupancy
+
+
+def test_wgmma_is_refused_before_hopper():
+    old = backend.DeviceInfo(name="NVIDIA A100-SXM4-80GB", simulated=False, compute_capability=(8, 0))
+    with backend.planning_for(old):
+        with pytest.raises(UnsupportedProblem, match=r"needs a Hopper GPU .* is sm_80"):
+            WGMMA.supports(gemm.Problem(256, 256, 256, "float16"))
+    h100 = backend.DeviceInfo(name="NVIDIA H100", simulated=False, compute_capability=(9, 0))
+    with backend.planning_for(h100):
+        WGMMA.supports(gemm.Problem(256, 256, 256, "float16"))
+
+
+def test_the_model_runs_wgmma_at_the_dense_tensor_peak():
+    """HGMMA.64x128x16 is 2 x 64 x 128 x 16 / 4 FLOPs a warp instruction, at the datasheet's dense
+    peak (wgmma_fraction 1): the tensor leg is the FLOPs at 989.4 TFLOP/s on the H100 (mma.sync:
+    0.62 of it)."""
+    p = gemm.Problem(4096, 4096, 4096, "float16")
+    e = model.estimate(WGMMA, p, "h100-sxm", banks=False)
+    assert e.legs["tensor"] == pytest.approx(p.flops / 989.4e12, rel=0.01)
+    assert e.bound == "tensor" and np.isfinite(e.seconds)
+
+
+def test_pipe_counts_weigh_hgmma_by_its_shape_and_hmma_as_before():
+    """HMMA.16816 stays 4096 FLOPs a warp instruction (the model's mma.sync legs and trips are
+    what they were); HGMMA.64x128x16 is a warpgroup's 2 x 64 x 128 x 16, a quarter per warp."""
+    c = model._pipe_counts(["HMMA.16816.F32 R0, R4, R8, R0 ;"] * 3 + ["HGMMA.64x128x16.F32 R24, gdesc[UR4], R24, gsb0 ;"])
+    assert c["mma"] == 4 and c["mma_flops"] == 3 * 4096 and c["wgmma_flops"] == 2 * 64 * 128 * 16 / 4

@@ -50,8 +50,17 @@ def _run_and_check(v, p, seed):
     assert res.ok, f"{v.label} {p.label} seed={seed}: {res.message}"
 
 
-SIMT = [v for v in conv.LADDER if v.name != "tensor_core"]
+TENSOR = [v for v in conv.LADDER if v.name == "tensor_core" or v.name.startswith("tc_")]
+SIMT = [v for v in conv.LADDER if v not in TENSOR]
 RUNG = {v.name: v for v in conv.LADDER}
+#: the NHWC 16-byte-chunk rungs (9 and up): c % 8 == 0.  Together: two m tiles and two n tiles
+#: with partial edges (M = 72, K = 70), a channel count that leaves a partial k-tile (40 = 32 + 8),
+#: stride 2 with r != s and padding on every side, n = 2
+TC_NHWC_CASES = {
+    "1x1_s2_c40_k70_two_tiles": (1, 40, 17, 16, 70, 1, 1, 2, 0),
+    "3x2_s2_p1_c16_k9_n2": (2, 16, 5, 4, 9, 3, 2, 2, 1),
+}
+CHUNKED = [v for v in TENSOR if v.name != "tensor_core"]
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -68,6 +77,29 @@ def test_rung_is_correct(v, case, fresh_seed):
 @pytest.mark.parametrize("case", TC_CASES)
 def test_tensor_core_rung_is_correct(case, fresh_seed):
     _run_and_check(RUNG["tensor_core"], _problem(case, "float16"), fresh_seed)
+
+
+@pytest.mark.parametrize("case", TC_NHWC_CASES)
+@pytest.mark.parametrize("v", CHUNKED, ids=lambda v: v.name)
+def test_chunked_tensor_core_rungs_are_correct(v, case, fresh_seed):
+    p = conv.Problem(*TC_NHWC_CASES[case], dtype="float16", layout="NHWC")
+    _run_and_check(v, p, fresh_seed)
+
+
+@pytest.mark.parametrize("v", CHUNKED, ids=lambda v: v.name)
+def test_chunked_tensor_core_rungs_refuse_with_the_reason(v):
+    nchw = conv.Problem(1, 8, 5, 5, 4, 3, 3, dtype="float16")
+    with pytest.raises(UnsupportedProblem, match="NHWC only"):
+        v.run(nchw, nchw.make_inputs(0))
+    odd = conv.Problem(1, 12, 5, 5, 4, 3, 3, dtype="float16", layout="NHWC")
+    with pytest.raises(UnsupportedProblem, match="c=12 is not a multiple of 8"):
+        v.run(odd, odd.make_inputs(0))
+    f32 = conv.Problem(1, 8, 5, 5, 4, 3, 3, layout="NHWC")
+    with pytest.raises(UnsupportedProblem, match="takes float16"):
+        v.supports(f32)
+    ex = v.example(conv.EXAMPLE_PROBLEM)
+    assert (ex.dtype, ex.layout) == ("float16", "NHWC")
+    v.supports(ex)
 
 
 @pytest.mark.parametrize("case", ["3x3_p1_c3_k17_nchw", "1x1_s2_c17_k3_nhwc", "5x5_p3_c1_nhwc",
@@ -150,7 +182,8 @@ def test_bad_inputs_name_the_field(layout):
 def test_registry_texts_and_traffic():
     registry_check(conv.LADDER)
     assert [v.name for v in conv.LADDER] == ["oracle", "direct", "direct_halo", "im2col_gemm", "igemm_naive",
-                                            "igemm_smem", "igemm_regblock", "winograd", "tensor_core"]
+                                            "igemm_smem", "igemm_regblock", "winograd", "tensor_core",
+                                            "tc_vector", "tc_ldmatrix"]
     assert all(v.what for v in conv.LADDER)
     for v in conv.LADDER:
         p = v.example(conv.EXAMPLE_PROBLEM)
@@ -192,7 +225,7 @@ def test_gpu_sweep_is_resnet50_at_batch_32():
     # every rung can take every layer it is meant for (tile and launch limits, by arithmetic)
     for p in conv.GPU_SWEEP:
         for v in conv.LADDER[1:]:
-            if (v.name == "tensor_core" and p.dtype != "float16") or \
+            if (v in TENSOR and p.dtype != "float16") or (v in CHUNKED and (p.c % 8 or not p.nhwc)) or \
                     (v.name == "winograd" and (p.r, p.s, p.stride) != (3, 3, 1)):
                 continue
             v.supports(p)
@@ -214,3 +247,14 @@ def test_regblock_and_tensor_core_compile_for_sm90():
     assert r.mix["global load 128"] >= 2 and r.spill_store_bytes == 0  # x and w: LDG.E.128
     t = anatomy.inspect(RUNG["tensor_core"], conv.to_layout(p, "NHWC", "float16"), cc=(9, 0))
     assert "HMMA.16816.F32" in t.sass and t.mix["tensor mma"] >= 4
+
+
+@pytest.mark.parametrize("v", CHUNKED, ids=lambda v: v.name)
+def test_chunked_tensor_core_rungs_compile_for_sm90(v):
+    """16-byte loads of x and w (LDG.E.128), no spills, no 64-bit division in the k-loop;
+    ldmatrix where the rung says so."""
+    p = v.example(conv.EXAMPLE_PROBLEM)
+    r = anatomy.inspect(v, p, cc=(9, 0))
+    assert "HMMA.16816.F32" in r.sass and r.spill_store_bytes == 0
+    assert r.mix["global load 128"] >= 4
+    assert ("LDSM" in r.sass) == v.LDSM

@@ -1,0 +1,262 @@
+"""Rung 7: Winograd F(2x2, 3x3), as transforms and 16 batched GEMMs."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import ClassVar
+
+from numba import cuda, float32
+
+from ..base import Launch, Traffic, TunableVariant, UnsupportedProblem
+from . import _common as C
+
+
+# Lavin & Gray, "Fast Algorithms for Convolutional Neural Networks" (2016): a 2x2 output tile of a
+# 3x3 stride-1 convolution is  Y = A^T [ sum_c (G g_c G^T) * (B^T d_c B) ] A  with a 4x4 input tile
+# d_c, so 16 multiplies per (tile, c, k) replace 36.  The 16 products over c are 16 independent
+# GEMMs:  M_e (K x T) = U_e (K x C) @ V_e (C x T),  e < 16, T = number of 2x2 tiles.
+#   B^T = [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]]
+#   G   = [[1, 0, 0], [1/2, 1/2, 1/2], [1/2, -1/2, 1/2], [0, 0, 1]]
+#   A^T = [[1, 1, 1, 0], [0, 1, -1, -1]]
+@lru_cache(maxsize=None)
+def _wino_filter_kernel(NHWC: bool):
+    @cuda.jit
+    def conv_winograd_filter(w, U, K, C):
+        """U[e * K + k, c] = (G g G^T)[e // 4, e % 4] for the 3x3 filter g of (k, c)."""
+        i = cuda.grid(1)
+        if i >= K * C:
+            return
+        c = i % C
+        k = i // C
+        g = cuda.local.array((3, 3), float32)
+        t = cuda.local.array((4, 3), float32)
+        for r in range(3):
+            for s in range(3):
+                if NHWC:
+                    g[r, s] = float32(w[k, r, s, c])
+                else:
+                    g[r, s] = float32(w[k, c, r, s])
+        for s in range(3):  # G g
+            t[0, s] = g[0, s]
+            t[1, s] = float32(0.5) * (g[0, s] + g[1, s] + g[2, s])
+            t[2, s] = float32(0.5) * (g[0, s] - g[1, s] + g[2, s])
+            t[3, s] = g[2, s]
+        for a in range(4):  # (G g) G^T
+            U[(a * 4) * K + k, c] = t[a, 0]
+            U[(a * 4 + 1) * K + k, c] = float32(0.5) * (t[a, 0] + t[a, 1] + t[a, 2])
+            U[(a * 4 + 2) * K + k, c] = float32(0.5) * (t[a, 0] - t[a, 1] + t[a, 2])
+            U[(a * 4 + 3) * K + k, c] = t[a, 2]
+
+    return conv_winograd_filter
+
+
+@lru_cache(maxsize=None)
+def _wino_input_kernel(NHWC: bool):
+    @cuda.jit
+    def conv_winograd_input(x, V, N, C, H, W, TP, TQ, pad):
+        """V[e * C + c, t] = (B^T d B)[e // 4, e % 4] for the 4x4 input tile d of (c, tile t)."""
+        i = cuda.grid(1)
+        T = N * TP * TQ
+        if i >= C * T:
+            return
+        t = i % T  # neighbouring threads: neighbouring tiles (coalesced stores of V)
+        c = i // T
+        tq = t % TQ
+        tp = (t // TQ) % TP
+        b = t // (TQ * TP)
+        d = cuda.local.array((4, 4), float32)
+        m = cuda.local.array((4, 4), float32)
+        for a in range(4):
+            ih = 2 * tp - pad + a
+            for e in range(4):
+                iw = 2 * tq - pad + e
+                v = float32(0)
+                if ih >= 0 and ih < H and iw >= 0 and iw < W:
+                    if NHWC:
+                        v = float32(x[b, ih, iw, c])
+                    else:
+                        v = float32(x[b, c, ih, iw])
+                d[a, e] = v
+        for e in range(4):  # B^T d
+            m[0, e] = d[0, e] - d[2, e]
+            m[1, e] = d[1, e] + d[2, e]
+            m[2, e] = d[2, e] - d[1, e]
+            m[3, e] = d[1, e] - d[3, e]
+        for a in range(4):  # (B^T d) B
+            V[(a * 4) * C + c, t] = m[a, 0] - m[a, 2]
+            V[(a * 4 + 1) * C + c, t] = m[a, 1] + m[a, 2]
+            V[(a * 4 + 2) * C + c, t] = m[a, 2] - m[a, 1]
+            V[(a * 4 + 3) * C + c, t] = m[a, 1] - m[a, 3]
+
+    return conv_winograd_input
+
+
+@lru_cache(maxsize=None)
+def _batched_gemm_kernel(BM: int, BN: int, BK: int, TM: int, TN: int):
+    """Mo[e] = Ua[e] @ Vb[e] for e = blockIdx.z, the operands stacked by rows: Ua (E*M, Kd),
+    Vb (E*Kd, Nn), Mo (E*M, Nn); GEMM rung 5's 2-D register blocking."""
+    NT = (BM // TM) * (BN // TN)
+    TMN = TM * TN
+
+    @cuda.jit
+    def conv_winograd_gemm(Ua, Vb, Mo, M, Nn, Kd):
+        As = cuda.shared.array((BK, BM), float32)  # A tile stored k-major
+        Bs = cuda.shared.array((BK, BN), float32)
+        acc = cuda.local.array(TMN, float32)
+        reg_m = cuda.local.array(TM, float32)
+        reg_n = cuda.local.array(TN, float32)
+        t = cuda.threadIdx.x
+        e = cuda.blockIdx.z
+        bm = cuda.blockIdx.y * BM
+        bn = cuda.blockIdx.x * BN
+        ra = e * M  # this product's first row in Ua and Mo
+        rb = e * Kd  # and in Vb
+        t_col = t % (BN // TN)
+        t_row = t // (BN // TN)
+        for i in range(TMN):
+            acc[i] = float32(0)
+        for k0 in range(0, Kd, BK):
+            for idx in range(t, BM * BK, NT):
+                r = idx // BK
+                q = idx % BK
+                As[q, r] = Ua[ra + bm + r, k0 + q] if bm + r < M and k0 + q < Kd else float32(0)
+            for idx in range(t, BK * BN, NT):
+                r = idx // BN
+                q = idx % BN
+                Bs[r, q] = Vb[rb + k0 + r, bn + q] if k0 + r < Kd and bn + q < Nn else float32(0)
+            cuda.syncthreads()
+            for kk in range(BK):
+                for i in range(TM):
+                    reg_m[i] = As[kk, t_row * TM + i]
+                for j in range(TN):
+                    reg_n[j] = Bs[kk, t_col * TN + j]
+                for i in range(TM):
+                    for j in range(TN):
+                        acc[i * TN + j] += reg_m[i] * reg_n[j]
+            cuda.syncthreads()
+        for i in range(TM):
+            r = bm + t_row * TM + i
+            for j in range(TN):
+                q = bn + t_col * TN + j
+                if r < M and q < Nn:
+                    Mo[ra + r, q] = acc[i * TN + j]
+
+    return conv_winograd_gemm
+
+
+@lru_cache(maxsize=None)
+def _wino_output_kernel(NHWC: bool):
+    @cuda.jit
+    def conv_winograd_output(Mo, y, N, K, P, Q, TP, TQ):
+        """y's 2x2 tile (k, t) = A^T m A, m[a, e] = Mo[(a * 4 + e) * K + k, t]."""
+        i = cuda.grid(1)
+        T = N * TP * TQ
+        if i >= K * T:
+            return
+        t = i % T
+        k = i // T
+        tq = t % TQ
+        tp = (t // TQ) % TP
+        b = t // (TQ * TP)
+        o = cuda.local.array((2, 4), float32)
+        for e in range(4):  # A^T m
+            m0 = Mo[e * K + k, t]
+            m1 = Mo[(4 + e) * K + k, t]
+            m2 = Mo[(8 + e) * K + k, t]
+            m3 = Mo[(12 + e) * K + k, t]
+            o[0, e] = m0 + m1 + m2
+            o[1, e] = m1 - m2 - m3
+        for a in range(2):  # (A^T m) A
+            for j in range(2):
+                v = o[a, 0] + o[a, 1] + o[a, 2] if j == 0 else o[a, 1] - o[a, 2] - o[a, 3]
+                p = 2 * tp + a
+                q = 2 * tq + j
+                if p < P and q < Q:
+                    if NHWC:
+                        y[b, p, q, k] = v
+                    else:
+                        y[b, k, p, q] = v
+
+    return conv_winograd_output
+
+
+@dataclass(frozen=True)
+class Winograd(TunableVariant):
+    BM: int = 64
+    BN: int = 64
+    BK: int = 8
+    TM: int = 4
+    TN: int = 4
+    block: int = 256
+
+    rung: ClassVar[int] = 7
+    name: ClassVar[str] = "winograd"
+    what: ClassVar[str] = (
+        "Winograd F(2x2, 3x3) for 3x3 stride-1 layers (Lavin & Gray 2016): transform each 3x3 filter "
+        "to 4x4 (U = G g G^T) and each overlapping 4x4 input tile (V = B^T d B), multiply "
+        "element-wise and sum over channels (16 independent GEMMs, one launch, blockIdx.z picks the "
+        "element), and transform back (Y = A^T M A) to a 2x2 output tile: 16 multiplies where the "
+        "direct method does 36 (2.25x fewer), at the price of three float32 workspaces in DRAM and "
+        "slightly larger rounding errors (the transforms add and halve).")
+
+    def example(self, problem):
+        return problem  # the example layer is a 3x3 stride-1 layer
+
+    def tiles(self, p):
+        return C._ceil(p.p, 2), C._ceil(p.q, 2)
+
+    def workspace(self, p):
+        tp, tq = self.tiles(p)
+        t = p.n * tp * tq
+        return {"U": ((16 * p.k, p.c), "float32"), "V": ((16 * p.c, t), "float32"),
+                "M": ((16 * p.k, t), "float32")}
+
+    def threads(self):
+        return (self.BM // self.TM) * (self.BN // self.TN)
+
+    def gemm_grid(self, p):
+        tp, tq = self.tiles(p)
+        return C._ceil(p.n * tp * tq, self.BN), C._ceil(p.k, self.BM), 16
+
+    def supports(self, problem):
+        p = problem
+        if (p.r, p.s, p.stride) != (3, 3, 1):
+            raise UnsupportedProblem(f"{self.label}: F(2x2, 3x3) takes 3x3 filters at stride 1; got "
+                                     f"{p.r}x{p.s} at stride {p.stride}")
+        if self.BM % self.TM or self.BN % self.TN:
+            raise UnsupportedProblem(f"{self.label}: BM, BN must be multiples of TM, TN")
+        C._check(self, p, self.gemm_grid(p), self.threads(), self.BK * (self.BM + self.BN) * 4)
+        tp, tq = self.tiles(p)
+        C._check(self, p, C._ceil(16 * max(p.k, p.c) * p.n * tp * tq, self.block), self.block)
+
+    def plan(self, problem, bufs):
+        p = problem
+        tp, tq = self.tiles(p)
+        t = p.n * tp * tq
+        nb = self.block
+        return [
+            Launch(_wino_input_kernel(p.nhwc), C._ceil(p.c * t, nb), nb,
+                   (bufs["x"], bufs["V"], p.n, p.c, p.h, p.w, tp, tq, p.pad)),
+            Launch(_wino_filter_kernel(p.nhwc), C._ceil(p.k * p.c, nb), nb, (bufs["w"], bufs["U"], p.k, p.c)),
+            Launch(_batched_gemm_kernel(self.BM, self.BN, self.BK, self.TM, self.TN), self.gemm_grid(p),
+                   self.threads(), (bufs["U"], bufs["V"], bufs["M"], p.k, t, p.c)),
+            Launch(_wino_output_kernel(p.nhwc), C._ceil(p.k * t, nb), nb,
+                   (bufs["M"], bufs["y"], p.n, p.k, p.p, p.q, tp, tq)),
+        ]
+
+    def traffic(self, p):
+        tp, tq = self.tiles(p)
+        t = p.n * tp * tq
+        e = p.elem
+        v_b, m_b, u_b = 16 * p.c * t * 4.0, 16 * p.k * t * 4.0, 16 * p.k * p.c * 4.0
+        x_b, y_b, w_b = p.n * p.c * p.h * p.w * e, p.n * p.k * p.p * p.q * e, p.k * p.c * 9 * e
+        dram = x_b + w_b + y_b + 2 * (v_b + m_b + u_b)  # each workspace written once and read once
+        l2 = dram + v_b * (C._ceil(p.k, self.BM) - 1) + u_b * (C._ceil(t, self.BN) - 1)
+        gemm_flops = 2.0 * 16 * p.k * p.c * t
+        return Traffic(flops=gemm_flops, dram_bytes=dram, l2_bytes=l2,
+                       smem_bytes=(1 / self.TM + 1 / self.TN) * 4 * gemm_flops / 2, limiter="fma",
+                       notes=f"{gemm_flops / p.flops:.2f}x the direct FLOPs (16 products per 2x2 tile instead of "
+                             f"36, plus tile rounding); workspaces V, M, U: {(v_b + m_b + u_b) / 1e6:.0f} MB "
+                             "written and read back",
+                       extra={"algorithmic_flops": p.flops})
+

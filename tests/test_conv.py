@@ -67,7 +67,7 @@ CHUNKED = [v for v in TENSOR if v.name != "tensor_core"]
 @pytest.mark.parametrize("v", SIMT, ids=lambda v: v.name)
 def test_rung_is_correct(v, case, fresh_seed):
     p = _problem(case)
-    if v.name == "winograd" and (p.r, p.s, p.stride) != (3, 3, 1):
+    if v.name.startswith("winograd") and (p.r, p.s, p.stride) != (3, 3, 1):
         with pytest.raises(UnsupportedProblem, match="3x3 filters at stride 1"):
             v.run(p, p.make_inputs(0))
         return
@@ -77,6 +77,17 @@ def test_rung_is_correct(v, case, fresh_seed):
 @pytest.mark.parametrize("case", TC_CASES)
 def test_tensor_core_rung_is_correct(case, fresh_seed):
     _run_and_check(RUNG["tensor_core"], _problem(case, "float16"), fresh_seed)
+
+
+@pytest.mark.parametrize("case", [(2, 5, 6, 9, 68, 3, 3, 1, 0, "float32", "NHWC"),
+                                  (1, 3, 9, 7, 70, 3, 3, 1, 1, "float16", "NCHW")], ids=["vec_nhwc", "scalar_nchw"])
+def test_winograd_tiled_edges(case, fresh_seed):
+    """The warp-tiled batched GEMM at a small configuration (one warp: 64x32 tiles), so that the
+    simulator sees two row tiles (k = 68, 70 > 64), a partial column tile, a partial k-tile (c = 3,
+    5 < 8), the 16-byte path (k and the tile count t = 16 multiples of 4) and the scalar one (k = 70,
+    t = 20 with 32 per tile)."""
+    v = conv.WinogradTiled(WARPS_M=1, WARPS_N=1)
+    _run_and_check(v, conv.Problem(*case), fresh_seed)
 
 
 @pytest.mark.parametrize("case", TC_NHWC_CASES)
@@ -183,12 +194,12 @@ def test_registry_texts_and_traffic():
     registry_check(conv.LADDER)
     assert [v.name for v in conv.LADDER] == ["oracle", "direct", "direct_halo", "im2col_gemm", "igemm_naive",
                                             "igemm_smem", "igemm_regblock", "winograd", "tensor_core",
-                                            "tc_vector", "tc_ldmatrix"]
+                                            "tc_vector", "tc_ldmatrix", "winograd_tiled"]
     assert all(v.what for v in conv.LADDER)
     for v in conv.LADDER:
         p = v.example(conv.EXAMPLE_PROBLEM)
         t = v.traffic(p)
-        if v.name == "winograd":  # the FLOPs it does: 16 products per 2x2 tile where direct does 36
+        if v.name.startswith("winograd"):  # the FLOPs it does: 16 products per 2x2 tile where direct does 36
             assert t.flops == pytest.approx(p.flops * 16 / 36, rel=0.01) and t.extra["algorithmic_flops"] == p.flops
         else:
             assert t.flops == p.flops
@@ -226,7 +237,7 @@ def test_gpu_sweep_is_resnet50_at_batch_32():
     for p in conv.GPU_SWEEP:
         for v in conv.LADDER[1:]:
             if (v in TENSOR and p.dtype != "float16") or (v in CHUNKED and (p.c % 8 or not p.nhwc)) or \
-                    (v.name == "winograd" and (p.r, p.s, p.stride) != (3, 3, 1)):
+                    (v.name.startswith("winograd") and (p.r, p.s, p.stride) != (3, 3, 1)):
                 continue
             v.supports(p)
 
@@ -258,3 +269,12 @@ def test_chunked_tensor_core_rungs_compile_for_sm90(v):
     assert "HMMA.16816.F32" in r.sass and r.spill_store_bytes == 0
     assert r.mix["global load 128"] >= 4
     assert ("LDSM" in r.sass) == v.LDSM
+
+
+def test_winograd_tiled_gemm_compiles_for_sm90():
+    """The batched GEMM (launch 2): 128-bit shared loads feed the FFMAs, no spills, and no
+    4-byte shared stores (rung 7 stored its A tile transposed, one float at a time)."""
+    v = RUNG["winograd_tiled"]
+    r = anatomy.inspect(v, conv.EXAMPLE_PROBLEM, cc=(9, 0), kernel=2)
+    assert r.spill_store_bytes == 0 and r.mix["shared load 128"] >= 4 and r.mix["fp32 fma"] >= 64
+    assert r.mix.get("shared store 32", 0) == 0 and r.mix["shared store 128"] >= 2

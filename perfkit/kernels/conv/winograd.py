@@ -1,12 +1,14 @@
-"""Rung 7: Winograd F(2x2, 3x3), as transforms and 16 batched GEMMs."""
+"""Rungs 7 and 11: Winograd F(2x2, 3x3), as transforms and 16 batched GEMMs (rung 11: the GEMM
+warp-tiled, its A operand stored k-major by the filter transform)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import ClassVar
 
-from numba import cuda, float32
+from numba import cuda, float32, int32
 
+from .._vector import ld4, st4
 from ..base import Launch, Traffic, TunableVariant, UnsupportedProblem
 from . import _common as C
 
@@ -260,3 +262,256 @@ class Winograd(TunableVariant):
                              "written and read back",
                        extra={"algorithmic_flops": p.flops})
 
+
+
+# --- rung 11: Winograd F(2x2, 3x3) with a warp-tiled batched GEMM ---------------------------------
+@lru_cache(maxsize=None)
+def _wino_filter_t_kernel(NHWC: bool):
+    @cuda.jit
+    def conv_winograd_filter_t(w, UT, K, C):
+        """UT[e * C + c, k] = (G g G^T)[e // 4, e % 4] for the 3x3 filter g of (k, c): each
+        element's U stored k-major (transposed), so the GEMM reads its A tiles along rows."""
+        i = cuda.grid(1)
+        if i >= K * C:
+            return
+        k = i % K  # neighbouring threads: neighbouring k (coalesced stores of UT)
+        c = i // K
+        g = cuda.local.array((3, 3), float32)
+        t = cuda.local.array((4, 3), float32)
+        for r in range(3):
+            for s in range(3):
+                if NHWC:
+                    g[r, s] = float32(w[k, r, s, c])
+                else:
+                    g[r, s] = float32(w[k, c, r, s])
+        for s in range(3):  # G g
+            t[0, s] = g[0, s]
+            t[1, s] = float32(0.5) * (g[0, s] + g[1, s] + g[2, s])
+            t[2, s] = float32(0.5) * (g[0, s] - g[1, s] + g[2, s])
+            t[3, s] = g[2, s]
+        for a in range(4):  # (G g) G^T
+            UT[(a * 4) * C + c, k] = t[a, 0]
+            UT[(a * 4 + 1) * C + c, k] = float32(0.5) * (t[a, 0] + t[a, 1] + t[a, 2])
+            UT[(a * 4 + 2) * C + c, k] = float32(0.5) * (t[a, 0] - t[a, 1] + t[a, 2])
+            UT[(a * 4 + 3) * C + c, k] = t[a, 2]
+
+    return conv_winograd_filter_t
+
+
+@lru_cache(maxsize=None)
+def _batched_warptile_kernel(WARPS_M: int, WARPS_N: int, BK: int):
+    """Mo[e] (M x Nn) = UT[e]^T (M x Kd) @ Vb[e] (Kd x Nn) for e = blockIdx.z, every operand
+    stacked by rows and k-major (UT (E*Kd, M), Vb (E*Kd, Nn), Mo (E*M, Nn), flat).  GEMM rung
+    10's main loop: a warp owns 64x32 of Mo, its lanes 8 x 4 of them, each lane two 4x4
+    sub-tiles per dimension (8x8), so a k-step is 4 LDS.128 for 64 FFMA; both tiles stored as
+    they are read (k-major, 16-byte stores: no transposing store), double-buffered with one
+    barrier per k-tile.  32-bit offsets."""
+    i32 = int32
+    TM = TN = 8
+    WM, WN = 8 * TM, 4 * TN  # the warp tile
+    SUBM, SUBN = WM // 2, WN // 2
+    BM, BN = WARPS_M * WM, WARPS_N * WN
+    NT = 32 * WARPS_M * WARPS_N
+    ABUF, BBUF = BK * BM, BK * BN
+    ASZ, BSZ = 2 * ABUF, 2 * BBUF  # two buffers each
+    BM4, BN4 = BM // 4, BN // 4
+    NA, NB = BK * BM4 // NT, BK * BN4 // NT  # 16-byte chunks per thread and k-tile
+    RA, RB = 4 * NA, 4 * NB
+    TMN = TM * TN
+    dev = C._jit(device=True, forceinline=True)
+
+    @dev
+    def fetch(ut, vb, ra, rb, t, arow, brow, bm, bn, k0, M, Nn, Kd, vec_a, vec_b):
+        for s in range(NA):
+            v = i32(t + s * NT)
+            kr = i32(k0 + i32(v // BM4))
+            q = i32(bm + i32(i32(v % BM4) * 4))
+            off = i32(i32(i32(arow + kr) * M) + q)
+            if kr < Kd and vec_a and q + 3 < M:
+                ra[4 * s], ra[4 * s + 1], ra[4 * s + 2], ra[4 * s + 3] = ld4(ut, off)
+            else:
+                for e in range(4):
+                    ra[4 * s + e] = ut[i32(off + e)] if kr < Kd and q + e < M else float32(0)
+        for s in range(NB):
+            v = i32(t + s * NT)
+            kr = i32(k0 + i32(v // BN4))
+            q = i32(bn + i32(i32(v % BN4) * 4))
+            off = i32(i32(i32(brow + kr) * Nn) + q)
+            if kr < Kd and vec_b and q + 3 < Nn:
+                rb[4 * s], rb[4 * s + 1], rb[4 * s + 2], rb[4 * s + 3] = ld4(vb, off)
+            else:
+                for e in range(4):
+                    rb[4 * s + e] = vb[i32(off + e)] if kr < Kd and q + e < Nn else float32(0)
+
+    @dev
+    def stash(As, Bs, ra, rb, t, buf):
+        for s in range(NA):
+            v = i32(t + s * NT)
+            st4(As, i32(i32(buf * ABUF) + i32(i32(v // BM4) * BM) + i32(i32(v % BM4) * 4)),
+                ra[4 * s], ra[4 * s + 1], ra[4 * s + 2], ra[4 * s + 3])
+        for s in range(NB):
+            v = i32(t + s * NT)
+            st4(Bs, i32(i32(buf * BBUF) + i32(i32(v // BN4) * BN) + i32(i32(v % BN4) * 4)),
+                rb[4 * s], rb[4 * s + 1], rb[4 * s + 2], rb[4 * s + 3])
+
+    @dev
+    def kblock(As, Bs, acc, rm, rn, abase, bbase):
+        for kk in range(BK):
+            a0 = i32(abase + kk * BM)
+            b0 = i32(bbase + kk * BN)
+            rm[0], rm[1], rm[2], rm[3] = ld4(As, a0)
+            rm[4], rm[5], rm[6], rm[7] = ld4(As, i32(a0 + SUBM))
+            rn[0], rn[1], rn[2], rn[3] = ld4(Bs, b0)
+            rn[4], rn[5], rn[6], rn[7] = ld4(Bs, i32(b0 + SUBN))
+            for i in range(TM):
+                for j in range(TN):
+                    acc[i * TN + j] += rm[i] * rn[j]
+
+    @C._jit(launch_bounds=(NT, 2))
+    def conv_winograd_gemm_tiled(ut, vb, mo, M, Nn, Kd, vec_a, vec_b, vec_c):
+        As = cuda.shared.array(ASZ, float32)  # two (BK, BM) tiles of UT: k-major, as in memory
+        Bs = cuda.shared.array(BSZ, float32)  # two (BK, BN) tiles of Vb
+        ra = cuda.local.array(RA, float32)  # the next k-tile, staged in registers
+        rb = cuda.local.array(RB, float32)
+        acc = cuda.local.array(TMN, float32)
+        rm = cuda.local.array(TM, float32)
+        rn = cuda.local.array(TN, float32)
+        Mi, Ni, Ki = i32(M), i32(Nn), i32(Kd)
+        t = i32(cuda.threadIdx.x)
+        e = i32(cuda.blockIdx.z)
+        bm = i32(i32(cuda.blockIdx.y) * BM)
+        bn = i32(i32(cuda.blockIdx.x) * BN)
+        arow = i32(e * Ki)  # this element's first row of UT and Vb
+        orow = i32(e * Mi)  # and of Mo
+        warp = i32(t // 32)
+        lane = i32(t % 32)
+        row0 = i32(i32(i32(warp // WARPS_N) * WM) + i32(lane // 4) * 4)
+        col0 = i32(i32(i32(warp % WARPS_N) * WN) + i32(lane % 4) * 4)
+        for i in range(TMN):
+            acc[i] = float32(0)
+        n_tiles = i32(i32(Ki + (BK - 1)) // BK)
+        fetch(ut, vb, ra, rb, t, arow, arow, bm, bn, i32(0), Mi, Ni, Ki, vec_a, vec_b)
+        stash(As, Bs, ra, rb, t, i32(0))
+        cuda.syncthreads()
+        tile = i32(1)
+        while tile < n_tiles:  # fetch tile into registers, multiply tile - 1, stash, one barrier
+            fetch(ut, vb, ra, rb, t, arow, arow, bm, bn, i32(tile * BK), Mi, Ni, Ki, vec_a, vec_b)
+            cur = i32(i32(tile - 1) & 1)
+            kblock(As, Bs, acc, rm, rn, i32(i32(cur * ABUF) + row0), i32(i32(cur * BBUF) + col0))
+            stash(As, Bs, ra, rb, t, i32(tile & 1))
+            cuda.syncthreads()
+            tile = i32(tile + 1)
+        cur = i32(i32(n_tiles - 1) & 1)
+        kblock(As, Bs, acc, rm, rn, i32(i32(cur * ABUF) + row0), i32(i32(cur * BBUF) + col0))
+        for i in range(TM):
+            r = i32(bm + row0 + i32((i // 4) * SUBM + i % 4))
+            for j4 in range(2):
+                q = i32(bn + col0 + i32(j4 * SUBN))
+                if r < Mi:
+                    off = i32(i32(i32(orow + r) * Ni) + q)
+                    if vec_c and q + 3 < Ni:
+                        st4(mo, off, acc[i * TN + 4 * j4], acc[i * TN + 4 * j4 + 1], acc[i * TN + 4 * j4 + 2],
+                            acc[i * TN + 4 * j4 + 3])
+                    else:
+                        for e4 in range(4):
+                            if q + e4 < Ni:
+                                mo[i32(off + e4)] = acc[i * TN + 4 * j4 + e4]
+
+    return conv_winograd_gemm_tiled
+
+
+@dataclass(frozen=True)
+class WinogradTiled(TunableVariant):
+    WARPS_M: int = 2
+    WARPS_N: int = 4
+    BK: int = 8
+    block: int = 256
+
+    rung: ClassVar[int] = 11
+    name: ClassVar[str] = "winograd_tiled"
+    what: ClassVar[str] = (
+        "Rung 7's F(2x2, 3x3) with GEMM rung 10's main loop for its 16 batched GEMMs (one Winograd "
+        "element per blockIdx.z), which took 446 of its 502 us on the H200 at 7.4 TFLOP/s: a warp "
+        "owns 64x32 of the product, each lane 8x8 as 4x4 sub-tiles, so a k-step is 4 LDS.128 for "
+        "64 FFMA (rung 7: 8 loads for 16); 128x128x8 block tiles, double-buffered with one barrier "
+        "per k-tile; 32-bit offsets and 16-byte global loads and stores. The filter transform now "
+        "writes each element's U transposed (k-major), so both operand tiles are stored into shared "
+        "memory as they are read, 16 bytes at a time: rung 7's transposing 4-byte store of A "
+        "(8-way bank conflicts) is gone.")
+
+    def example(self, problem):
+        return problem
+
+    @property
+    def BM(self) -> int:
+        return 64 * self.WARPS_M
+
+    @property
+    def BN(self) -> int:
+        return 32 * self.WARPS_N
+
+    def tiles(self, p):
+        return C._ceil(p.p, 2), C._ceil(p.q, 2)
+
+    def threads(self):
+        return 32 * self.WARPS_M * self.WARPS_N
+
+    def shared_bytes(self):
+        return 2 * self.BK * (self.BM + self.BN) * 4
+
+    def workspace(self, p):
+        tp, tq = self.tiles(p)
+        t = p.n * tp * tq
+        return {"UT": ((16 * p.c, p.k), "float32"), "V": ((16 * p.c, t), "float32"),
+                "M": ((16 * p.k, t), "float32")}
+
+    def gemm_grid(self, p):
+        tp, tq = self.tiles(p)
+        return C._ceil(p.n * tp * tq, self.BN), C._ceil(p.k, self.BM), 16
+
+    def supports(self, problem):
+        p = problem
+        if (p.r, p.s, p.stride) != (3, 3, 1):
+            raise UnsupportedProblem(f"{self.label}: F(2x2, 3x3) takes 3x3 filters at stride 1; got "
+                                     f"{p.r}x{p.s} at stride {p.stride}")
+        nt = self.threads()
+        if (self.BK * self.BM // 4) % nt or (self.BK * self.BN // 4) % nt:
+            raise UnsupportedProblem(f"{self.label}: the {self.BK}x{self.BM} and {self.BK}x{self.BN} tiles must split "
+                                     f"into whole 16-byte chunks per thread ({nt} threads)")
+        tp, tq = self.tiles(p)
+        t = p.n * tp * tq
+        if 16 * max(p.c, p.k) * max(t, p.k) + 64 > 2**31 - 1:
+            raise UnsupportedProblem(f"{self.label}: a workspace would have 2**31 elements or more (32-bit offsets)")
+        C._check(self, p, self.gemm_grid(p), nt, self.shared_bytes())
+        C._check(self, p, C._ceil(16 * max(p.k, p.c) * t, self.block), self.block)
+
+    def plan(self, problem, bufs):
+        p = problem
+        tp, tq = self.tiles(p)
+        t = p.n * tp * tq
+        nb = self.block
+        return [
+            Launch(_wino_input_kernel(p.nhwc), C._ceil(p.c * t, nb), nb,
+                   (bufs["x"], bufs["V"], p.n, p.c, p.h, p.w, tp, tq, p.pad)),
+            Launch(_wino_filter_t_kernel(p.nhwc), C._ceil(p.k * p.c, nb), nb, (bufs["w"], bufs["UT"], p.k, p.c)),
+            Launch(_batched_warptile_kernel(self.WARPS_M, self.WARPS_N, self.BK), self.gemm_grid(p), self.threads(),
+                   (bufs["UT"].reshape(-1), bufs["V"].reshape(-1), bufs["M"].reshape(-1), p.k, t, p.c,
+                    p.k % 4 == 0, t % 4 == 0, t % 4 == 0)),
+            Launch(_wino_output_kernel(p.nhwc), C._ceil(p.k * t, nb), nb,
+                   (bufs["M"], bufs["y"], p.n, p.k, p.p, p.q, tp, tq)),
+        ]
+
+    def traffic(self, p):
+        tp, tq = self.tiles(p)
+        t = p.n * tp * tq
+        e = p.elem
+        v_b, m_b, u_b = 16 * p.c * t * 4.0, 16 * p.k * t * 4.0, 16 * p.k * p.c * 4.0
+        x_b, y_b, w_b = p.n * p.c * p.h * p.w * e, p.n * p.k * p.p * p.q * e, p.k * p.c * 9 * e
+        dram = x_b + w_b + y_b + 2 * (v_b + m_b + u_b)  # each workspace written once and read once
+        l2 = dram + v_b * (C._ceil(p.k, self.BM) - 1) + u_b * (C._ceil(t, self.BN) - 1)
+        gemm_flops = 2.0 * 16 * p.k * p.c * t
+        return Traffic(flops=gemm_flops, dram_bytes=dram, l2_bytes=l2,
+                       smem_bytes=(1 / 8 + 1 / 8) * 4 * gemm_flops / 2, limiter="fma",
+                       notes=f"{gemm_flops / p.flops:.2f}x the direct FLOPs; the batched GEMM's k-step is 4 LDS.128 "
+                             f"for 64 FFMA; workspaces V, M, U: {(v_b + m_b + u_b) / 1e6:.0f} MB written and read back",
+                       extra={"algorithmic_flops": p.flops})

@@ -194,7 +194,7 @@ def test_registry_texts_and_traffic():
     registry_check(conv.LADDER)
     assert [v.name for v in conv.LADDER] == ["oracle", "direct", "direct_halo", "im2col_gemm", "igemm_naive",
                                             "igemm_smem", "igemm_regblock", "winograd", "tensor_core",
-                                            "tc_vector", "tc_ldmatrix", "winograd_tiled"]
+                                            "tc_vector", "tc_ldmatrix", "winograd_tiled", "tc_cp_async"]
     assert all(v.what for v in conv.LADDER)
     for v in conv.LADDER:
         p = v.example(conv.EXAMPLE_PROBLEM)
@@ -262,12 +262,15 @@ def test_regblock_and_tensor_core_compile_for_sm90():
 
 @pytest.mark.parametrize("v", CHUNKED, ids=lambda v: v.name)
 def test_chunked_tensor_core_rungs_compile_for_sm90(v):
-    """16-byte loads of x and w (LDG.E.128), no spills, no 64-bit division in the k-loop;
-    ldmatrix where the rung says so."""
+    """16-byte loads of x and w (LDG.E.128, or LDGSTS with cp.async), no spills; ldmatrix where
+    the rung says so."""
     p = v.example(conv.EXAMPLE_PROBLEM)
     r = anatomy.inspect(v, p, cc=(9, 0))
     assert "HMMA.16816.F32" in r.sass and r.spill_store_bytes == 0
-    assert r.mix["global load 128"] >= 4
+    if v.STAGES > 1:
+        assert "LDGSTS" in r.sass and r.mix["async copy"] >= 4 and r.mix.get("global load 128", 0) == 0
+    else:
+        assert r.mix["global load 128"] >= 4 and "LDGSTS" not in r.sass
     assert ("LDSM" in r.sass) == v.LDSM
 
 

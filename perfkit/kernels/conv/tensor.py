@@ -9,8 +9,8 @@ from typing import ClassVar
 from numba import cuda, float32, int32, int64, uint32
 from numba.types import float16
 
-from .._ptx import (frag_a, frag_b, frag_c, ld16_u32_off, ldmatrix_x4_off, mma_16816,  # and their simulator twins
-                    mma_16816_u32, st16_u32_off)
+from .._ptx import (cp_async16_off_zfill, cp_async_commit, cp_async_wait, frag_a, frag_b, frag_c,  # and their
+                    ld16_u32_off, ldmatrix_x4_off, mma_16816, mma_16816_u32, st16_u32_off)  # simulator twins
 from ..base import Launch, TunableVariant, UnsupportedProblem
 from . import _common as C
 from ._common import to_layout
@@ -191,7 +191,7 @@ class TensorCore(TunableVariant):
 
 # --- rungs 9-10: the tensor-core sub-ladder (NHWC, 16-byte chunks) ---------------------------------
 @lru_cache(maxsize=None)
-def _tc_conv_kernel(WARPS_M: int, WARPS_N: int, MT: int, NT8: int, BK: int, LDSM: bool):
+def _tc_conv_kernel(WARPS_M: int, WARPS_N: int, MT: int, NT8: int, BK: int, LDSM: bool, STAGES: int):
     """float16 NHWC implicit GEMM on mma.m16n8k16 (rungs 9-10), GEMM rungs 13-14's design with
     the implicit GEMM's operands.  A block of WARPS_M x WARPS_N warps owns a (BM, BN) tile of
     the (M, K) output; each warp MT x NT8 mma tiles of 16x8.
@@ -207,7 +207,10 @@ def _tc_conv_kernel(WARPS_M: int, WARPS_N: int, MT: int, NT8: int, BK: int, LDSM
     rows (K-contiguous, no transpose), stored (BN, BK): the mma's B operand is column-major, so
     a row of the tile is a column of B.  ``LDSM``: both tiles XOR-swizzled (16-byte chunk c of
     row r at c ^ (r / RPL mod CPR)) and fragments by ldmatrix.x4 (non-transposed for both: A
-    rows are pixels, B rows output channels, both k-contiguous)."""
+    rows are pixels, B rows output channels, both k-contiguous).  ``STAGES`` > 1: cp.async into a
+    ring of STAGES tiles, STAGES - 1 in flight, one barrier per k-tile; a chunk in the padding,
+    past M or K, or past C copies 0 of its 16 bytes (the copy zero-fills: the predicate becomes
+    the copy size)."""
     i32 = int32
     BM, BN = 16 * MT * WARPS_M, 8 * NT8 * WARPS_N
     NT = 32 * WARPS_M * WARPS_N
@@ -222,6 +225,10 @@ def _tc_conv_kernel(WARPS_M: int, WARPS_N: int, MT: int, NT8: int, BK: int, LDSM
     NBP = max(NT8 // 2, 1)
     NBO = KS * NBP  # B ldmatrix addresses: one per k-step and pair of n8 tiles
     NU = 4 * (LA + LB)
+    S_ = STAGES
+    ASH, BSH = S_ * BM, S_ * BN  # rows of the A and B rings
+    ASTAGE, BSTAGE = BM * BK, BN * BK  # elements of one stage
+    WAIT = max(STAGES - 2, 0)
     dev = C._jit(device=True, forceinline=True)
 
     @dev
@@ -229,24 +236,26 @@ def _tc_conv_kernel(WARPS_M: int, WARPS_N: int, MT: int, NT8: int, BK: int, LDSM
         return i32(ch ^ i32(i32(r // RPL) % CPR)) if LDSM else ch
 
     @dev
-    def compute(As, Bs, acc, fa, fb, ra, rb, wm, wn, lane, aoff, boff, scr_a, scr_b, scr_l):
+    def compute(As, Bs, acc, fa, fb, ra, rb, wm, wn, lane, aoff, boff, scr_a, scr_b, scr_l, stage):
+        sta = i32(stage * ASTAGE)
+        stb = i32(stage * BSTAGE)
         for ks in range(KS):
             for mt in range(MT):
                 if LDSM:
                     ra[mt * 4], ra[mt * 4 + 1], ra[mt * 4 + 2], ra[mt * 4 + 3] = ldmatrix_x4_off(
-                        As, i32(aoff[ks] + i32(mt * (16 * BK))), scr_l)
+                        As, i32(i32(sta + aoff[ks]) + i32(mt * (16 * BK))), scr_l)
                 else:
                     for i in range(8):
                         fr, fc = frag_a(lane, i)
-                        fa[mt * 8 + i] = As[wm + mt * 16 + fr, ks * 16 + fc]
+                        fa[mt * 8 + i] = As[stage * BM + wm + mt * 16 + fr, ks * 16 + fc]
             for np_ in range(NBP if LDSM else NT8):
                 if LDSM:  # two n8 tiles per ldmatrix.x4: (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, ...)
                     rb[np_ * 4], rb[np_ * 4 + 1], rb[np_ * 4 + 2], rb[np_ * 4 + 3] = ldmatrix_x4_off(
-                        Bs, boff[ks * NBP + np_], scr_l)
+                        Bs, i32(stb + boff[ks * NBP + np_]), scr_l)
                 else:
                     for i in range(4):
                         fr, fc = frag_b(lane, i)  # (k, n) of the fragment: Bs is (n, k)
-                        fb[np_ * 4 + i] = Bs[wn + np_ * 8 + fc, ks * 16 + fr]
+                        fb[np_ * 4 + i] = Bs[stage * BN + wn + np_ * 8 + fc, ks * 16 + fr]
             for mt in range(MT):
                 for nt in range(NT8):
                     o = (mt * NT8 + nt) * 4
@@ -263,10 +272,47 @@ def _tc_conv_kernel(WARPS_M: int, WARPS_N: int, MT: int, NT8: int, BK: int, LDSM
                             fb[g], fb[g + 1], fb[g + 2], fb[g + 3], acc[o], acc[o + 1], acc[o + 2], acc[o + 3],
                             scr_a, scr_b)
 
+    @dev
+    def tap_rows(mh, mw, r, s):  # bit i: this thread's A row i sees the input at tap (r, s)
+        pa = i32(0)
+        for i in range(LA):
+            pa |= i32(i32(i32(mh[i] >> r) & i32(mw[i] >> s) & 1) << i)
+        return pa
+
+    @dev
+    def load_async(x2, w2, As, Bs, stage, xoff, toff, c0, jb, pa, pb, ca, sa0, goff_b, RSC, Ci):
+        """cp.async of this thread's chunks of one k-tile into ``stage``: 16 bytes where the chunk
+        is inside x (w), 0 (zero-filled, from an in-bounds address) where it is not."""
+        cok = c0 + ca * 8 < Ci
+        for i in range(LA):
+            ok = cok and (pa >> i) & 1
+            cp_async16_off_zfill(As, i32(i32(stage * ASTAGE) + i32(sa0 + i * (RA * BK))), x2,
+                                 i32(i32(xoff[i] + toff) + i32(c0 + ca * 8)) if ok else i32(0), 16 if ok else 0)
+        for i in range(LB):
+            ok = cok and (pb >> i) & 1
+            cp_async16_off_zfill(Bs, i32(i32(stage * BSTAGE) + i32(sa0 + i * (RA * BK))), w2,
+                                 i32(goff_b + i32(i * RA) * RSC + jb) if ok else i32(0), 16 if ok else 0)
+
+    @dev
+    def advance(c0, jb, s, r, toff, Ci, Si, inc_r):
+        """The next k-tile: BK more channels, or the next tap (pointer increments, no division)."""
+        c0 = i32(c0 + BK)
+        jb = i32(jb + BK)
+        if c0 >= Ci:
+            jb = i32(jb - c0 + Ci)
+            c0 = i32(0)
+            s = i32(s + 1)
+            toff = i32(toff + Ci)
+            if s == Si:
+                s = i32(0)
+                r = i32(r + 1)
+                toff = i32(toff + inc_r - Ci)
+        return c0, jb, s, r, toff
+
     @C._jit(launch_bounds=NT)
     def conv_tc(x2, w2, y1, M, K, Cc, H, W, P, Q, R, S, stride, pad):
-        As = cuda.shared.array((BM, BK), float16)  # (BM, BK): pixels x channels of one tap
-        Bs = cuda.shared.array((BN, BK), float16)  # (BN, BK): output channels x the same taps
+        As = cuda.shared.array((ASH, BK), float16)  # STAGES x (BM, BK): pixels x channels of one tap
+        Bs = cuda.shared.array((BSH, BK), float16)  # STAGES x (BN, BK): output channels x the same taps
         scr_a = cuda.shared.array((WARPS, 32, 8), float32)  # used by the simulator's twins only
         scr_b = cuda.shared.array((WARPS, 32, 4), float32)
         scr_l = cuda.shared.array((WARPS, 32, 2), int32)
@@ -341,51 +387,67 @@ def _tc_conv_kernel(WARPS_M: int, WARPS_N: int, MT: int, NT8: int, BK: int, LDSM
         pa = i32(0)
         n_k = i32(i32(R) * Si * i32(i32(Ci + (BK - 1)) // BK))
         kt = i32(0)
-        while kt < n_k:
-            if c0 == 0:  # a new tap: which of this thread's rows see the input there
-                pa = i32(0)
+        if STAGES > 1:
+            for st in range(STAGES - 1):  # prologue: STAGES - 1 k-tiles in flight
+                if st < n_k:
+                    if c0 == 0:
+                        pa = tap_rows(mh, mw, r, s)
+                    load_async(x2, w2, As, Bs, st, xoff, toff, c0, jb, pa, pb, ca, sa0, goff_b, RSC, Ci)
+                    c0, jb, s, r, toff = advance(c0, jb, s, r, toff, Ci, Si, inc_r)
+                cp_async_commit()
+            rs = i32(0)           # the stage read this k-tile
+            ws = i32(STAGES - 1)  # the stage written (k-tile kt + STAGES - 1)
+            while kt < n_k:
+                cp_async_wait(WAIT)  # k-tile kt has landed (this thread's copies) ...
+                cuda.syncthreads()   # ... and everyone's; the stage read at kt - 1 is free
+                if kt + (STAGES - 1) < n_k:
+                    if c0 == 0:
+                        pa = tap_rows(mh, mw, r, s)
+                    load_async(x2, w2, As, Bs, ws, xoff, toff, c0, jb, pa, pb, ca, sa0, goff_b, RSC, Ci)
+                    c0, jb, s, r, toff = advance(c0, jb, s, r, toff, Ci, Si, inc_r)
+                cp_async_commit()
+                compute(As, Bs, acc, fa, fb, ra, rb, wm, wn, lane, aoff, boff, scr_a, scr_b, scr_l, rs)
+                rs = i32(rs + 1)
+                if rs == STAGES:
+                    rs = i32(0)
+                ws = i32(ws + 1)
+                if ws == STAGES:
+                    ws = i32(0)
+                kt = i32(kt + 1)
+            cp_async_wait(0)
+        else:
+            while kt < n_k:  # one stage: through registers, two barriers per k-tile
+                if c0 == 0:  # a new tap: which of this thread's rows see the input there
+                    pa = tap_rows(mh, mw, r, s)
+                cok = c0 + ca * 8 < Ci
+                for i in range(LA):  # every load before the first store: the loads overlap
+                    if cok and (pa >> i) & 1:
+                        ru[4 * i], ru[4 * i + 1], ru[4 * i + 2], ru[4 * i + 3] = ld16_u32_off(
+                            x2, i32(i32(xoff[i] + toff) + i32(c0 + ca * 8)))
+                    else:  # padding, a row past M, or channels past C: zeros
+                        ru[4 * i] = uint32(0)
+                        ru[4 * i + 1] = uint32(0)
+                        ru[4 * i + 2] = uint32(0)
+                        ru[4 * i + 3] = uint32(0)
+                for i in range(LB):
+                    q = 4 * (LA + i)
+                    if cok and (pb >> i) & 1:
+                        ru[q], ru[q + 1], ru[q + 2], ru[q + 3] = ld16_u32_off(w2, i32(goff_b + i32(i * RA) * RSC + jb))
+                    else:
+                        ru[q] = uint32(0)
+                        ru[q + 1] = uint32(0)
+                        ru[q + 2] = uint32(0)
+                        ru[q + 3] = uint32(0)
                 for i in range(LA):
-                    pa |= i32(i32(i32(mh[i] >> r) & i32(mw[i] >> s) & 1) << i)
-            cok = c0 + ca * 8 < Ci
-            for i in range(LA):  # every load before the first store: the loads overlap
-                if cok and (pa >> i) & 1:
-                    ru[4 * i], ru[4 * i + 1], ru[4 * i + 2], ru[4 * i + 3] = ld16_u32_off(
-                        x2, i32(i32(xoff[i] + toff) + i32(c0 + ca * 8)))
-                else:  # padding, a row past M, or channels past C: zeros
-                    ru[4 * i] = uint32(0)
-                    ru[4 * i + 1] = uint32(0)
-                    ru[4 * i + 2] = uint32(0)
-                    ru[4 * i + 3] = uint32(0)
-            for i in range(LB):
-                q = 4 * (LA + i)
-                if cok and (pb >> i) & 1:
-                    ru[q], ru[q + 1], ru[q + 2], ru[q + 3] = ld16_u32_off(w2, i32(goff_b + i32(i * RA) * RSC + jb))
-                else:
-                    ru[q] = uint32(0)
-                    ru[q + 1] = uint32(0)
-                    ru[q + 2] = uint32(0)
-                    ru[q + 3] = uint32(0)
-            for i in range(LA):
-                st16_u32_off(As, i32(sa0 + i * (RA * BK)), ru[4 * i], ru[4 * i + 1], ru[4 * i + 2], ru[4 * i + 3])
-            for i in range(LB):
-                q = 4 * (LA + i)
-                st16_u32_off(Bs, i32(sa0 + i * (RA * BK)), ru[q], ru[q + 1], ru[q + 2], ru[q + 3])
-            cuda.syncthreads()
-            compute(As, Bs, acc, fa, fb, ra, rb, wm, wn, lane, aoff, boff, scr_a, scr_b, scr_l)
-            cuda.syncthreads()
-            # the next k-tile: BK more channels, or the next tap (pointer increments, no division)
-            c0 = i32(c0 + BK)
-            jb = i32(jb + BK)
-            if c0 >= Ci:
-                jb = i32(jb - c0 + Ci)
-                c0 = i32(0)
-                s = i32(s + 1)
-                toff = i32(toff + Ci)
-                if s == Si:
-                    s = i32(0)
-                    r = i32(r + 1)
-                    toff = i32(toff + inc_r - Ci)
-            kt = i32(kt + 1)
+                    st16_u32_off(As, i32(sa0 + i * (RA * BK)), ru[4 * i], ru[4 * i + 1], ru[4 * i + 2], ru[4 * i + 3])
+                for i in range(LB):
+                    q = 4 * (LA + i)
+                    st16_u32_off(Bs, i32(sa0 + i * (RA * BK)), ru[q], ru[q + 1], ru[q + 2], ru[q + 3])
+                cuda.syncthreads()
+                compute(As, Bs, acc, fa, fb, ra, rb, wm, wn, lane, aoff, boff, scr_a, scr_b, scr_l, 0)
+                cuda.syncthreads()
+                c0, jb, s, r, toff = advance(c0, jb, s, r, toff, Ci, Si, inc_r)
+                kt = i32(kt + 1)
         g = lane // 4
         t4 = lane % 4
         for mt in range(MT):
@@ -412,6 +474,7 @@ class _TCBase(TunableVariant):
     BK: int = 32
 
     LDSM: ClassVar[bool] = False
+    STAGES: ClassVar[int] = 1
 
     def example(self, problem):
         return to_layout(problem, "NHWC", "float16")
@@ -432,8 +495,8 @@ class _TCBase(TunableVariant):
         return C._ceil(n, self.BN), C._ceil(m, self.BM)
 
     def shared_bytes(self):
-        """The float16 A and B tiles; the simulator's scratch is dropped on a GPU."""
-        return (self.BM + self.BN) * self.BK * 2
+        """The float16 A and B tiles (all stages); the simulator's scratch is dropped on a GPU."""
+        return self.STAGES * (self.BM + self.BN) * self.BK * 2
 
     def supports(self, problem):
         p = problem
@@ -462,7 +525,7 @@ class _TCBase(TunableVariant):
     def plan(self, problem, bufs):
         p = problem
         m, n, k = p.gemm_mnk
-        kern = _tc_conv_kernel(self.WARPS_M, self.WARPS_N, self.MT, self.NT8, self.BK, self.LDSM)
+        kern = _tc_conv_kernel(self.WARPS_M, self.WARPS_N, self.MT, self.NT8, self.BK, self.LDSM, self.STAGES)
         return [Launch(kern, self.grid(p), self.threads(),
                        (C._view2d(bufs["x"], p.n * p.h * p.w, p.c), C._view2d(bufs["w"], n, k),
                         bufs["y"].reshape(-1), m, n, p.c, p.h, p.w, p.p, p.q, p.r, p.s, p.stride, p.pad))]
@@ -472,7 +535,7 @@ class _TCBase(TunableVariant):
         kp = p.r * p.s * C._ceil(p.c, self.BK) * self.BK  # the reduction as the k-tiles cover it
         l2 = (m * kp * C._ceil(n, self.BN) + kp * n * C._ceil(m, self.BM)) * 2 + m * n * 2
         return C._traffic(p, l2, float(l2 - m * n * 2) * 2, "l2/smem",
-                          f"{self.BM}x{self.BN}x{self.BK} block tile; every global byte stored once in shared "
+                          f"{self.BM}x{self.BN}x{self.BK} block tile, {self.STAGES} stage(s); every global byte stored once in shared "
                           "memory and read once by the fragment loads", peak="tensor.fp16")
 
 
@@ -504,3 +567,17 @@ class TCLdmatrix(TCVector):
         "32-deep tile is 64 bytes: the 8 rows an ldmatrix phase reads would fall on 2 bank groups "
         "(4-way conflicts), so both tiles are stored XOR-swizzled (16-byte chunk c of row r at "
         "c ^ (r/2 mod 4)), which spreads each phase over 8 bank groups.")
+
+
+@dataclass(frozen=True)
+class TCPipeline(TCLdmatrix):
+    rung: ClassVar[int] = 12
+    name: ClassVar[str] = "tc_cp_async"
+    STAGES: ClassVar[int] = 3
+    what: ClassVar[str] = (
+        "cp.async (LDGSTS) copies x and w straight into shared memory, not through registers, "
+        "asynchronously: with a ring of 3 stages, 2 k-tiles are in flight while the warps multiply "
+        "the third, and a k-tile needs one barrier (cp.async.wait_group, then __syncthreads) instead "
+        "of two. The padding needs no branch around the copy: a chunk in the padding, past the last "
+        "output pixel or past the channels copies 0 of its 16 bytes and the copy zero-fills the "
+        "rest (the row predicate becomes the copy size).")

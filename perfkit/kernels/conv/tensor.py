@@ -581,3 +581,23 @@ class TCPipeline(TCLdmatrix):
         "of two. The padding needs no branch around the copy: a chunk in the padding, past the last "
         "output pixel or past the channels copies 0 of its 16 bytes and the copy zero-fills the "
         "rest (the row predicate becomes the copy size).")
+
+
+@dataclass(frozen=True)
+class TCWarpTile(TCPipeline):
+    WARPS_M: int = 2
+    WARPS_N: int = 2
+    MT: int = 4
+    NT8: int = 8
+    BK: int = 32
+
+    rung: ClassVar[int] = 13
+    name: ClassVar[str] = "tc_warptile"
+    what: ClassVar[str] = (
+        "Larger warp tiles: each warp owns 64x64 of y (4x8 mma tiles, 128 float32 accumulators per "
+        "lane), so an A fragment feeds 8 mmas and a B fragment 4: per k-step of 16 a warp issues "
+        "4 + 4 ldmatrix for 32 mma (rung 12: 2 + 2 for 8), and the 128x128 block tile covers all "
+        "128 output channels of the stage-2 layer, so each gathered pixel is read from L2 once. "
+        "At that layer (M = 25088) it makes 196 blocks of 4 warps for 132 SMs: fewer, fatter "
+        "blocks, whose k-loop has less to hide latency with; the model's estimate says whether "
+        "it pays.")

@@ -1,11 +1,12 @@
-"""Rungs 7 and 11: Winograd F(2x2, 3x3), as transforms and 16 batched GEMMs (rung 11: the GEMM
-warp-tiled, its A operand stored k-major by the filter transform)."""
+"""Rungs 7, 11 and 14: Winograd F(2x2, 3x3), as transforms and 16 batched GEMMs (rung 11: the GEMM
+warp-tiled, its A operand stored k-major by the filter transform), and F(4x4, 3x3) on rung 11's GEMM."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import ClassVar
 
+import numpy as np
 from numba import cuda, float32, int32
 
 from .._vector import ld4, st4
@@ -514,4 +515,177 @@ class WinogradTiled(TunableVariant):
                        smem_bytes=(1 / 8 + 1 / 8) * 4 * gemm_flops / 2, limiter="fma",
                        notes=f"{gemm_flops / p.flops:.2f}x the direct FLOPs; the batched GEMM's k-step is 4 LDS.128 "
                              f"for 64 FFMA; workspaces V, M, U: {(v_b + m_b + u_b) / 1e6:.0f} MB written and read back",
+                       extra={"algorithmic_flops": p.flops})
+
+
+# --- rung 14: Winograd F(4x4, 3x3) ----------------------------------------------------------------
+# Lavin & Gray (2016), F(4x4, 3x3): a 6x6 input tile gives a 4x4 output tile with 36 multiplies
+# per (tile, c, k) where the direct method does 144 (4x fewer); 36 independent GEMMs.  The larger
+# constants (up to 8 in A^T, 5 in B^T, 1/24 in G) cost accuracy: see WinogradF4.what.
+_BT4 = np.array([[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0],
+                 [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]], np.float32)
+_G4 = np.array([[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6],
+                [1 / 24, 1 / 12, 1 / 6], [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]], np.float32)
+_AT4 = np.array([[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0], [0, 1, -1, 8, -8, 1]], np.float32)
+
+
+@lru_cache(maxsize=None)
+def _wino4_filter_kernel(NHWC: bool):
+    @cuda.jit
+    def conv_winograd4_filter(w, UT, K, C):
+        """UT[e * C + c, k] = (G g G^T)[e // 6, e % 6] for the 3x3 filter g of (k, c), k-major."""
+        i = cuda.grid(1)
+        if i >= K * C:
+            return
+        k = i % K
+        c = i // K
+        G = cuda.const.array_like(_G4)
+        g = cuda.local.array((3, 3), float32)
+        t = cuda.local.array((6, 3), float32)
+        for r in range(3):
+            for s in range(3):
+                g[r, s] = float32(w[k, r, s, c]) if NHWC else float32(w[k, c, r, s])
+        for a in range(6):  # G g
+            for s in range(3):
+                t[a, s] = G[a, 0] * g[0, s] + G[a, 1] * g[1, s] + G[a, 2] * g[2, s]
+        for a in range(6):  # (G g) G^T
+            for b in range(6):
+                UT[(a * 6 + b) * C + c, k] = t[a, 0] * G[b, 0] + t[a, 1] * G[b, 1] + t[a, 2] * G[b, 2]
+
+    return conv_winograd4_filter
+
+
+@lru_cache(maxsize=None)
+def _wino4_input_kernel(NHWC: bool):
+    @cuda.jit
+    def conv_winograd4_input(x, V, N, C, H, W, TP, TQ, pad):
+        """V[e * C + c, t] = (B^T d B)[e // 6, e % 6] for the 6x6 input tile d of (c, tile t)."""
+        i = cuda.grid(1)
+        T = N * TP * TQ
+        if i >= C * T:
+            return
+        t = i % T
+        c = i // T
+        tq = t % TQ
+        tp = (t // TQ) % TP
+        b = t // (TQ * TP)
+        BT = cuda.const.array_like(_BT4)
+        d = cuda.local.array((6, 6), float32)
+        m = cuda.local.array((6, 6), float32)
+        for a in range(6):
+            ih = 4 * tp - pad + a
+            for e in range(6):
+                iw = 4 * tq - pad + e
+                v = float32(0)
+                if ih >= 0 and ih < H and iw >= 0 and iw < W:
+                    v = float32(x[b, ih, iw, c]) if NHWC else float32(x[b, c, ih, iw])
+                d[a, e] = v
+        for a in range(6):  # B^T d
+            for e in range(6):
+                acc = float32(0)
+                for j in range(6):
+                    acc += BT[a, j] * d[j, e]
+                m[a, e] = acc
+        for a in range(6):  # (B^T d) B
+            for e in range(6):
+                acc = float32(0)
+                for j in range(6):
+                    acc += m[a, j] * BT[e, j]
+                V[(a * 6 + e) * C + c, t] = acc
+
+    return conv_winograd4_input
+
+
+@lru_cache(maxsize=None)
+def _wino4_output_kernel(NHWC: bool):
+    @cuda.jit
+    def conv_winograd4_output(Mo, y, N, K, P, Q, TP, TQ):
+        """y's 4x4 tile (k, t) = A^T m A, m[a, e] = Mo[(a * 6 + e) * K + k, t]."""
+        i = cuda.grid(1)
+        T = N * TP * TQ
+        if i >= K * T:
+            return
+        t = i % T
+        k = i // T
+        tq = t % TQ
+        tp = (t // TQ) % TP
+        b = t // (TQ * TP)
+        AT = cuda.const.array_like(_AT4)
+        o = cuda.local.array((4, 6), float32)
+        for a in range(4):  # A^T m
+            for e in range(6):
+                acc = float32(0)
+                for j in range(6):
+                    acc += AT[a, j] * Mo[(j * 6 + e) * K + k, t]
+                o[a, e] = acc
+        for a in range(4):  # (A^T m) A
+            p = 4 * tp + a
+            for e in range(4):
+                q = 4 * tq + e
+                v = float32(0)
+                for j in range(6):
+                    v += o[a, j] * AT[e, j]
+                if p < P and q < Q:
+                    if NHWC:
+                        y[b, p, q, k] = v
+                    else:
+                        y[b, k, p, q] = v
+
+    return conv_winograd4_output
+
+
+@dataclass(frozen=True)
+class WinogradF4(WinogradTiled):
+    rung: ClassVar[int] = 14
+    name: ClassVar[str] = "winograd_f4"
+    what: ClassVar[str] = (
+        "F(4x4, 3x3): a 6x6 input tile gives a 4x4 output tile, 36 multiplies per (tile, c, k) "
+        "where the direct method does 144 and F(2x2) 64 (2.25x and 1.78x fewer), so 36 batched GEMMs "
+        "on rung 11's warp-tiled loop, each over a quarter of the tiles F(2x2) has. The price is "
+        "accuracy: the transforms' constants (1/24 in G, 5 in B^T, 8 in A^T) amplify float32 rounding "
+        "several times over F(2x2)'s; the error stays inside the problem's tolerance (float64 "
+        "reference; the test at c = 128 checks it), and float16 inputs are still computed in float32.")
+
+    def tiles(self, p):
+        return C._ceil(p.p, 4), C._ceil(p.q, 4)
+
+    def workspace(self, p):
+        tp, tq = self.tiles(p)
+        t = p.n * tp * tq
+        return {"UT": ((36 * p.c, p.k), "float32"), "V": ((36 * p.c, t), "float32"),
+                "M": ((36 * p.k, t), "float32")}
+
+    def gemm_grid(self, p):
+        tp, tq = self.tiles(p)
+        return C._ceil(p.n * tp * tq, self.BN), C._ceil(p.k, self.BM), 36
+
+    def plan(self, problem, bufs):
+        p = problem
+        tp, tq = self.tiles(p)
+        t = p.n * tp * tq
+        nb = self.block
+        return [
+            Launch(_wino4_input_kernel(p.nhwc), C._ceil(p.c * t, nb), nb,
+                   (bufs["x"], bufs["V"], p.n, p.c, p.h, p.w, tp, tq, p.pad)),
+            Launch(_wino4_filter_kernel(p.nhwc), C._ceil(p.k * p.c, nb), nb, (bufs["w"], bufs["UT"], p.k, p.c)),
+            Launch(_batched_warptile_kernel(self.WARPS_M, self.WARPS_N, self.BK), self.gemm_grid(p), self.threads(),
+                   (bufs["UT"].reshape(-1), bufs["V"].reshape(-1), bufs["M"].reshape(-1), p.k, t, p.c,
+                    p.k % 4 == 0, t % 4 == 0, t % 4 == 0)),
+            Launch(_wino4_output_kernel(p.nhwc), C._ceil(p.k * t, nb), nb,
+                   (bufs["M"], bufs["y"], p.n, p.k, p.p, p.q, tp, tq)),
+        ]
+
+    def traffic(self, p):
+        tp, tq = self.tiles(p)
+        t = p.n * tp * tq
+        e = p.elem
+        v_b, m_b, u_b = 36 * p.c * t * 4.0, 36 * p.k * t * 4.0, 36 * p.k * p.c * 4.0
+        x_b, y_b, w_b = p.n * p.c * p.h * p.w * e, p.n * p.k * p.p * p.q * e, p.k * p.c * 9 * e
+        dram = x_b + w_b + y_b + 2 * (v_b + m_b + u_b)
+        l2 = dram + v_b * (C._ceil(p.k, self.BM) - 1) + u_b * (C._ceil(t, self.BN) - 1)
+        gemm_flops = 2.0 * 36 * p.k * p.c * t
+        return Traffic(flops=gemm_flops, dram_bytes=dram, l2_bytes=l2,
+                       smem_bytes=(1 / 8 + 1 / 8) * 4 * gemm_flops / 2, limiter="fma",
+                       notes=f"{gemm_flops / p.flops:.2f}x the direct FLOPs (36 products per 4x4 tile instead of "
+                             f"144, plus tile rounding); workspaces V, M, U: {(v_b + m_b + u_b) / 1e6:.0f} MB",
                        extra={"algorithmic_flops": p.flops})

@@ -63,7 +63,7 @@ TC_NHWC_CASES = {
 CHUNKED = [v for v in TENSOR if v.name != "tensor_core"]
 #: for the simulator, tc_warptile at one warp per block (a 64x64 tile: the same 4x8 mma tiles per
 #: warp, 8 A rows per thread); its 128x128 blocks take over a minute per case there
-CHUNKED_SIM = [conv.TCWarpTile(WARPS_M=1, WARPS_N=1) if v.name == "tc_warptile" else v for v in CHUNKED]
+CHUNKED_SIM = [type(v)(WARPS_M=1, WARPS_N=1) if v.name in ("tc_warptile", "tc_epilogue") else v for v in CHUNKED]
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -234,7 +234,7 @@ def test_registry_texts_and_traffic():
     assert [v.name for v in conv.LADDER] == ["oracle", "direct", "direct_halo", "im2col_gemm", "igemm_naive",
                                             "igemm_smem", "igemm_regblock", "winograd", "tensor_core",
                                             "tc_vector", "tc_ldmatrix", "winograd_tiled", "tc_cp_async",
-                                            "tc_warptile", "winograd_f4"]
+                                            "tc_warptile", "winograd_f4", "tc_epilogue"]
     assert all(v.what for v in conv.LADDER)
     for v in conv.LADDER:
         p = v.example(conv.EXAMPLE_PROBLEM)
@@ -322,3 +322,16 @@ def test_winograd_tiled_gemm_compiles_for_sm90():
     r = anatomy.inspect(v, conv.EXAMPLE_PROBLEM, cc=(9, 0), kernel=2)
     assert r.spill_store_bytes == 0 and r.mix["shared load 128"] >= 4 and r.mix["fp32 fma"] >= 64
     assert r.mix.get("shared store 32", 0) == 0 and r.mix["shared store 128"] >= 2
+
+
+@pytest.mark.parametrize("cfg, case", [
+    (dict(WARPS_M=1, WARPS_N=1), (1, 16, 9, 8, 64, 1, 1, 1, 0)),   # a full 64x64 block (16-byte stores), an edge one
+    (dict(WARPS_M=2, WARPS_N=1), (1, 8, 16, 8, 64, 1, 1, 1, 0)),   # warp 1 stages its tile in the B ring
+], ids=["one_warp", "two_warps"])
+def test_tc_epilogue_full_blocks_take_the_16_byte_path(cfg, case, fresh_seed):
+    """The ladder's other cases have no block inside M and K (K = 70, 9): these do, so the staged
+    16-byte epilogue is checked (NaN-poisoned y, float64 reference) beside the edge path."""
+    v = conv.TCEpilogue(**cfg)
+    p = conv.Problem(*case, dtype="float16", layout="NHWC")
+    assert p.gemm_mnk[1] % 8 == 0 and p.gemm_mnk[0] >= v.BM
+    _run_and_check(v, p, fresh_seed)

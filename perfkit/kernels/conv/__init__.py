@@ -29,6 +29,7 @@ Ledger (the rung number and name live only in ``LADDER``):
  12 tc_cp_async     rung 10 with cp.async into a 3-stage ring, zero-fill for padding, one barrier per k-tile
  13 tc_warptile     64x64 warp tiles (4x8 mma tiles per warp), 128x128 block tiles
  14 winograd_f4     F(4x4, 3x3) on rung 11's GEMM: 36 products per 4x4 tile instead of 144
+ 15 tc_epilogue     y staged per warp in shared memory and written with 16-byte stores on the (M, K) view
 
 Every rung is correct for every valid problem (partial tiles read zeros, stores outside y are
 skipped); what a rung cannot take it refuses in ``supports`` with the reason.  SIMT rungs take
@@ -36,7 +37,7 @@ float32 or float16 inputs (float32 accumulation); the tensor-core rungs take flo
 rungs 9 and up NHWC with c % 8 == 0 (rung 8 takes the rest).
 
 The package: ``_common`` (the Problem, layouts, the launch check and traffic record), ``direct``
-(rungs 0-2), ``im2col`` (3), ``igemm`` (4-6), ``winograd`` (7, 11, 14), ``tensor`` (8-10, 12-13); this module is the
+(rungs 0-2), ``im2col`` (3), ``igemm`` (4-6), ``winograd`` (7, 11, 14), ``tensor`` (8-10, 12-13, 15); this module is the
 index: ``LADDER``, the problems to sweep and the ResNet-50 table.  Its peers (torch with cuDNN's
 autotuner, a Triton implicit GEMM) live with the other peers in :mod:`perfkit.kernels.peers`.
 """
@@ -47,16 +48,17 @@ from ._common import LAYOUTS, Problem, to_layout, torch_conv, torch_nchw  # noqa
 from .direct import Direct, DirectHalo, Oracle
 from .igemm import IgemmNaive, IgemmRegblock, IgemmSmem
 from .im2col import GEMM_PREFERENCE, Im2colGemm  # noqa: F401
-from .tensor import TCLdmatrix, TCPipeline, TCVector, TCWarpTile, TensorCore
+from .tensor import TCEpilogue, TCLdmatrix, TCPipeline, TCVector, TCWarpTile, TensorCore
 from .winograd import Winograd, WinogradF4, WinogradTiled
 
 __all__ = ["Problem", "LADDER", "EXAMPLE_PROBLEM", "GPU_SWEEP", "SIM_SWEEP", "RESNET50", "resnet50_layers",
            "Oracle", "Direct", "DirectHalo", "Im2colGemm", "IgemmNaive", "IgemmSmem", "IgemmRegblock",
-           "Winograd", "TensorCore", "TCVector", "TCLdmatrix", "WinogradTiled", "TCPipeline", "TCWarpTile", "WinogradF4", "to_layout"]
+           "Winograd", "TensorCore", "TCVector", "TCLdmatrix", "WinogradTiled", "TCPipeline", "TCWarpTile", "WinogradF4", "TCEpilogue", "to_layout"]
 
 LADDER: list[Variant] = [Oracle(), Direct(), DirectHalo(), Im2colGemm(), IgemmNaive(), IgemmSmem(),
                          IgemmRegblock(), Winograd(), TensorCore(), TCVector(), TCLdmatrix(),
-                         WinogradTiled(), TCPipeline(), TCWarpTile(), WinogradF4()]
+                         WinogradTiled(), TCPipeline(), TCWarpTile(), WinogradF4(),
+                         TCEpilogue()]
 registry_check(LADDER)
 
 # --- problems -----------------------------------------------------------------------------------

@@ -191,7 +191,8 @@ class TensorCore(TunableVariant):
 
 # --- rungs 9-10: the tensor-core sub-ladder (NHWC, 16-byte chunks) ---------------------------------
 @lru_cache(maxsize=None)
-def _tc_conv_kernel(WARPS_M: int, WARPS_N: int, MT: int, NT8: int, BK: int, LDSM: bool, STAGES: int):
+def _tc_conv_kernel(WARPS_M: int, WARPS_N: int, MT: int, NT8: int, BK: int, LDSM: bool, STAGES: int,
+                    EPI: bool):
     """float16 NHWC implicit GEMM on mma.m16n8k16 (rungs 9-10), GEMM rungs 13-14's design with
     the implicit GEMM's operands.  A block of WARPS_M x WARPS_N warps owns a (BM, BN) tile of
     the (M, K) output; each warp MT x NT8 mma tiles of 16x8.
@@ -210,7 +211,10 @@ def _tc_conv_kernel(WARPS_M: int, WARPS_N: int, MT: int, NT8: int, BK: int, LDSM
     rows are pixels, B rows output channels, both k-contiguous).  ``STAGES`` > 1: cp.async into a
     ring of STAGES tiles, STAGES - 1 in flight, one barrier per k-tile; a chunk in the padding,
     past M or K, or past C copies 0 of its 16 bytes (the copy zero-fills: the predicate becomes
-    the copy size)."""
+    the copy size).  ``EPI``: a block inside M and K (K % 8 == 0) stages each warp's tile of y as
+    float16 in shared memory (warp-private: the first half of the warps in the A ring, the rest
+    in the B ring) and writes it back 16 bytes (8 channels of one pixel) per store; edge blocks
+    store one half at a time."""
     i32 = int32
     BM, BN = 16 * MT * WARPS_M, 8 * NT8 * WARPS_N
     NT = 32 * WARPS_M * WARPS_N
@@ -229,6 +233,10 @@ def _tc_conv_kernel(WARPS_M: int, WARPS_N: int, MT: int, NT8: int, BK: int, LDSM
     ASH, BSH = S_ * BM, S_ * BN  # rows of the A and B rings
     ASTAGE, BSTAGE = BM * BK, BN * BK  # elements of one stage
     WAIT = max(STAGES - 2, 0)
+    WT = 16 * MT * 8 * NT8  # halves of one warp's tile of y
+    WCPR = NT8  # its 16-byte chunks per row (8 * NT8 halves)
+    WCH = WT // 8 // 32  # chunks per lane
+    HALF = max(WARPS // 2, 1)
     dev = C._jit(device=True, forceinline=True)
 
     @dev
@@ -310,7 +318,7 @@ def _tc_conv_kernel(WARPS_M: int, WARPS_N: int, MT: int, NT8: int, BK: int, LDSM
         return c0, jb, s, r, toff
 
     @C._jit(launch_bounds=NT)
-    def conv_tc(x2, w2, y1, M, K, Cc, H, W, P, Q, R, S, stride, pad):
+    def conv_tc(x2, w2, y1, y2, M, K, Cc, H, W, P, Q, R, S, stride, pad, vec_y):
         As = cuda.shared.array((ASH, BK), float16)  # STAGES x (BM, BK): pixels x channels of one tap
         Bs = cuda.shared.array((BSH, BK), float16)  # STAGES x (BN, BK): output channels x the same taps
         scr_a = cuda.shared.array((WARPS, 32, 8), float32)  # used by the simulator's twins only
@@ -450,16 +458,41 @@ def _tc_conv_kernel(WARPS_M: int, WARPS_N: int, MT: int, NT8: int, BK: int, LDSM
                 kt = i32(kt + 1)
         g = lane // 4
         t4 = lane % 4
-        for mt in range(MT):
-            for nt in range(NT8):
-                o = (mt * NT8 + nt) * 4
-                row = bm + wm + mt * 16 + g
-                col = bn + wn + nt * 8 + 2 * t4
-                for i in range(4):
-                    rr = row + 8 * (i // 2)
-                    q = col + (i % 2)
-                    if rr < Mi and q < Ki:
-                        y1[i32(i32(rr * Ki) + q)] = float16(acc[o + i])
+        if EPI and vec_y and bm + BM <= Mi and bn + BN <= Ki:  # uniform across the block
+            cuda.syncthreads()  # every warp is done reading the rings
+            in_a = warp < HALF
+            base = i32(i32(warp if in_a else warp - HALF) * WT)  # this warp's (16 MT, 8 NT8) tile
+            for mt in range(MT):
+                for nt in range(NT8):
+                    o = (mt * NT8 + nt) * 4
+                    for i in range(4):
+                        e = i32(i32(base + i32(i32(mt * 16 + g + 8 * (i // 2)) * (8 * NT8))) + nt * 8 + 2 * t4 + i % 2)
+                        if in_a:
+                            As[e // BK, e % BK] = float16(acc[o + i])
+                        else:
+                            Bs[e // BK, e % BK] = float16(acc[o + i])
+            cuda.syncthreads()
+            for j in range(WCH):  # 16 bytes a store: 8 output channels of one pixel
+                ch = i32(lane + j * 32)
+                r = i32(ch // WCPR)
+                cc = i32(ch % WCPR)
+                soff = i32(i32(base + r * (8 * NT8)) + cc * 8)
+                if in_a:
+                    u0, u1, u2, u3 = ld16_u32_off(As, soff)
+                else:
+                    u0, u1, u2, u3 = ld16_u32_off(Bs, soff)
+                st16_u32_off(y2, i32(i32(i32(bm + wm + r) * Ki) + i32(bn + wn + cc * 8)), u0, u1, u2, u3)
+        else:
+            for mt in range(MT):
+                for nt in range(NT8):
+                    o = (mt * NT8 + nt) * 4
+                    row = bm + wm + mt * 16 + g
+                    col = bn + wn + nt * 8 + 2 * t4
+                    for i in range(4):
+                        rr = row + 8 * (i // 2)
+                        q = col + (i % 2)
+                        if rr < Mi and q < Ki:
+                            y1[i32(i32(rr * Ki) + q)] = float16(acc[o + i])
 
     return conv_tc
 
@@ -475,6 +508,7 @@ class _TCBase(TunableVariant):
 
     LDSM: ClassVar[bool] = False
     STAGES: ClassVar[int] = 1
+    EPI: ClassVar[bool] = False
 
     def example(self, problem):
         return to_layout(problem, "NHWC", "float16")
@@ -525,10 +559,12 @@ class _TCBase(TunableVariant):
     def plan(self, problem, bufs):
         p = problem
         m, n, k = p.gemm_mnk
-        kern = _tc_conv_kernel(self.WARPS_M, self.WARPS_N, self.MT, self.NT8, self.BK, self.LDSM, self.STAGES)
+        kern = _tc_conv_kernel(self.WARPS_M, self.WARPS_N, self.MT, self.NT8, self.BK, self.LDSM, self.STAGES,
+                               self.EPI)
         return [Launch(kern, self.grid(p), self.threads(),
                        (C._view2d(bufs["x"], p.n * p.h * p.w, p.c), C._view2d(bufs["w"], n, k),
-                        bufs["y"].reshape(-1), m, n, p.c, p.h, p.w, p.p, p.q, p.r, p.s, p.stride, p.pad))]
+                        bufs["y"].reshape(-1), C._view2d(bufs["y"], m, n), m, n, p.c, p.h, p.w, p.p, p.q, p.r, p.s,
+                        p.stride, p.pad, n % 8 == 0))]
 
     def traffic(self, p):
         m, n, k = p.gemm_mnk
@@ -601,3 +637,20 @@ class TCWarpTile(TCPipeline):
         "At that layer (M = 25088) it makes 196 blocks of 4 warps for 132 SMs: fewer, fatter "
         "blocks, whose k-loop has less to hide latency with; the model's estimate says whether "
         "it pays.")
+
+
+@dataclass(frozen=True)
+class TCEpilogue(TCWarpTile):
+    rung: ClassVar[int] = 15
+    name: ClassVar[str] = "tc_epilogue"
+    EPI: ClassVar[bool] = True
+    what: ClassVar[str] = (
+        "A vectorized epilogue: an mma accumulator tile gives a lane 2 adjacent outputs in each of "
+        "2 rows, so rung 13 wrote y one half (2 bytes) at a time. Here a block inside the (M, K) "
+        "view of y (K % 8 == 0) first stages each warp's 64x64 tile as float16 in shared memory "
+        "(the rings are free once the k-loop ends), then each lane writes 16-byte chunks (8 output "
+        "channels of one pixel, STG.128): an eighth of the store instructions, whole sectors. The "
+        "(M, K) view needs no division: row m of the GEMM is pixel m of NHWC y. Edge blocks store "
+        "one half at a time, as rung 13 does. Before any record the model expects this rung slower "
+        "than rung 13 at the stage-2 layer: the staging's 2-byte shared stores (rows 128 bytes apart: "
+        "8-way conflicts) and its index math cost more than the global stores saved.")

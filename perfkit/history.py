@@ -266,8 +266,11 @@ class _Mod:
 def _unqualified(node, m: "_Mod"):
     """``node`` with every ``alias.name`` of a module ``m`` imported (``from . import _common as
     C``: ``C.group_sum``) written as plain ``name``: a helper is the same whether the rung's code
-    reaches it through its module or imports it by name (the walk has already followed it)."""
-    if not m.modules:
+    reaches it through its module or imports it by name (the walk has already followed it).  A
+    relative import inside the code is written as the module it names (``from . import gemm`` in
+    kernels/conv.py and ``from .. import gemm`` in kernels/conv/im2col.py import one module)."""
+    relative = any(isinstance(n, ast.ImportFrom) and n.level for n in ast.walk(node))
+    if not m.modules and not relative:
         return node
 
     class _Plain(ast.NodeTransformer):
@@ -275,6 +278,15 @@ def _unqualified(node, m: "_Mod"):
             if isinstance(n.value, ast.Name) and n.value.id in m.modules:
                 return ast.copy_location(ast.Name(id=n.attr, ctx=n.ctx), n)
             return self.generic_visit(n)
+
+        def visit_ImportFrom(self, n):
+            if not n.level:
+                return n
+            base = Path(m.rel).parent
+            for _ in range(n.level - 1):
+                base = base.parent
+            target = ".".join(base.parts + (tuple(n.module.split(".")) if n.module else ()))
+            return ast.copy_location(ast.ImportFrom(module=target, names=n.names, level=0), n)
 
     copy = ast.parse(ast.unparse(node))  # a copy: the module's tree stays as it is
     return _Plain().visit(copy if isinstance(node, ast.Module) else copy.body[0])

@@ -13,7 +13,7 @@ import pytest
 
 import perfkit  # noqa: F401  (before numba.cuda)
 from perfkit import backend, history, lesson, results
-from perfkit.kernels import gemm
+from perfkit.kernels import conv, gemm
 from perfkit.kernels.norm import softmax
 
 RECORDED = results.load()
@@ -214,10 +214,31 @@ def test_a_rung_or_helper_moved_to_another_kernel_module_unchanged_is_no_change(
                                .replace("from ._common import tile", "from . import _common as C")
                                .replace("return [tile(", "return [C.tile(")})
     assert history._rung_closure(qualified.get, "perfkit/kernels/toy/rungs.py", "fast") == then
+    # a relative import inside the code names the same module from one level deeper (conv's im2col
+    # rung imports gemm: ``from . import gemm`` in kernels/conv.py, ``from .. import gemm`` after)
+    uses = ("class Fast(Variant):\n    name = 'fast'\n    def plan(self, problem, bufs):\n"
+            "        from {dots} import gemm\n        return gemm.LADDER\n")
+    then3 = history._rung_closure({"perfkit/kernels/toy.py": uses.format(dots=".")}.get, "perfkit/kernels/toy.py", "fast")
+    moved = {"perfkit/kernels/toy/rungs.py": uses.format(dots="..")}
+    assert history._rung_closure(moved.get, "perfkit/kernels/toy/rungs.py", "fast") == then3
+    other = {"perfkit/kernels/toy/rungs.py": uses.format(dots=".")}  # perfkit.kernels.toy.gemm: another module
+    assert history._rung_closure(other.get, "perfkit/kernels/toy/rungs.py", "fast") != then3
     # where the rung's file was at the older commit: its path, then the module its package replaced
     assert history._former_paths("perfkit/kernels/toy/rungs.py") == ["perfkit/kernels/toy/rungs.py",
                                                                     "perfkit/kernels/toy.py"]
     assert history._former_paths("perfkit/kernels/saxpy.py") == ["perfkit/kernels/saxpy.py"]
+
+
+def test_conv_rungs_read_unchanged_across_the_move_into_a_package():
+    """Every conv rung of the commit before conv.py became kernels/conv/ reads as unchanged at that
+    commit: its records keep matching their code (the rungs were moved, not edited)."""
+    if history.source_changed_since(conv.LADDER[1], "c98565b") is None:
+        pytest.skip("no git history here (a source archive)")
+    before = {"oracle", "direct", "direct_halo", "im2col_gemm", "igemm_naive", "igemm_smem", "igemm_regblock",
+              "winograd", "tensor_core"}
+    for v in conv.LADDER:
+        if v.name in before:
+            assert history.source_changed_since(v, "c98565b") is False, v.label
 
 
 def test_source_diff_is_the_kernel_and_its_helpers_not_the_class():

@@ -1,3 +1,5 @@
+import re
+
 import pytest
 
 from perfkit.kernels import registry
@@ -16,3 +18,26 @@ def test_an_op_with_no_ladder_is_named_as_such():
     assert not registry.has("roofline") and registry.has("batchnorm") and registry.has("norm.layernorm")
     with pytest.raises(LookupError, match="no op 'roofline': one of saxpy, gemm, conv"):
         registry.module("roofline")
+
+
+_LEDGER_LINE = re.compile(r"^ {1,4}(\d{1,2}) ([a-z][a-z0-9_]*)(?: {2,}\S|$)")
+
+
+def _ledger(doc: str) -> list[tuple[int, str]]:
+    """(rung, name) of each ledger line of a module docstring: the rung number right-aligned in
+    the first columns, the name, then two spaces and what it does."""
+    return [(int(m[1]), m[2]) for m in map(_LEDGER_LINE.match, doc.splitlines()) if m]
+
+
+@pytest.mark.parametrize("op", list(registry.OPS))
+def test_each_ladders_docstring_ledger_agrees_with_its_LADDER(op):
+    """The ledger at the top of a ladder's module names every rung by the number and name that
+    LADDER gives it, in order: a rung added, renamed or renumbered without its ledger line fails."""
+    mod = registry.module(op)
+    want = [(v.rung, v.name) for v in mod.LADDER]
+    assert _ledger(mod.__doc__ or "") == want, f"{mod.__name__}: the docstring's ledger vs LADDER"
+
+
+def test_the_ledger_reader_finds_a_wrong_line():
+    doc = "Ledger:\n\n   0 oracle        x\n   7 no_bank_conf  y\n  12 tensor_core   z\n     wrapped text\n"
+    assert _ledger(doc) == [(0, "oracle"), (7, "no_bank_conf"), (12, "tensor_core")]

@@ -322,3 +322,34 @@ def test_profile_needs_a_gpu_and_says_why(capsys):
     assert cli.main(["workload", "bert-base", "--batch", "1", "--seq", "8", "--measure"]) == 3
     assert "--measure skipped" in capsys.readouterr().err
     assert sorted(results.RESULTS_DIR.rglob("*")) == before
+
+
+def test_resnet50_sweep_reads_the_best_checked_rung_and_weights_by_count():
+    """Made-up records (no measurement): a faster rung that failed its check is ignored, the
+    latest record of a rung stands for it, a layer without cuDNN is listed as missing, and the
+    fraction is sum(count * cuDNN) / sum(count * best) over the layers with both."""
+    from perfkit.kernels import conv
+    from perfkit.workload.conv_sweep import resnet50_sweep
+
+    layers = conv.resnet50_layers(32, "float16", "NHWC")
+    (n0, p0, c0), (n1, p1, c1), (n2, p2, _) = layers[0], layers[2], layers[4]
+    rows = [  # (problem, rung, label, median_s, check_ok, utc)
+        (p0.label, 0, "00 oracle", 10e-6, True, "1"), (p0.label, 9, "09 tc_vector", 40e-6, True, "1"),
+        (p0.label, 10, "10 tc_ldmatrix", 1e-6, False, "1"),  # wrong answers: never the best
+        (p1.label, 0, "00 oracle", 20e-6, True, "1"), (p1.label, 9, "09 tc_vector", 90e-6, True, "1"),
+        (p1.label, 9, "09 tc_vector", 25e-6, True, "2"),  # the latest record of the rung
+        (p2.label, 9, "09 tc_vector", 5e-6, True, "1"),  # no cuDNN record
+    ]
+    df = pd.DataFrame(rows, columns=["problem", "rung", "label", "median_s", "check_ok", "utc"])
+    df["variant"] = df["label"].str[3:]
+    df["gpu"] = "G"
+    rep = resnet50_sweep(df, gpu="G")
+    t = rep.table.set_index("layer")
+    assert t.loc[n0, "best_rung"] == "09 tc_vector" and t.loc[n0, "best_us"] == pytest.approx(40)
+    assert t.loc[n1, "best_us"] == pytest.approx(25) and t.loc[n1, "x_cudnn"] == pytest.approx(0.8)
+    assert rep.fraction == pytest.approx((c0 * 10 + c1 * 20) / (c0 * 40 + c1 * 25))
+    assert layers[4][0] in rep.missing and len(rep.missing) == len(layers) - 2
+    assert len(rep.table) == 23 and rep.table["count"].sum() == 53
+    empty = resnet50_sweep()
+    assert empty.fraction is None and empty.table["best_us"].isna().all() and len(empty.missing) == 23
+    assert resnet50_sweep(df, gpu="other").fraction is None

@@ -585,3 +585,39 @@ else:
             return context.get_dummy_value()
 
         return sig, codegen
+
+
+# --- added for the conv ladder (issue 43): a flat-offset cp.async with zero-fill ----------------
+# ``cp_async16_off_zfill(smem, soff, gmem, goff, src_bytes)``: ``cp_async16_off`` whose copy reads
+# only the first ``src_bytes`` (0..16) of the 16 and zero-fills the rest, as ``cp_async16`` does:
+# padding and rows past the end of a gathered operand become zeros by the copy itself (give an
+# in-bounds ``goff`` where ``src_bytes`` is 0).
+__all__ += ["cp_async16_off_zfill"]
+
+if backend.is_simulator():
+
+    def cp_async16_off_zfill(smem, soff, gmem, goff, src_bytes):
+        srow, scol = _rowcol(smem, soff, "cp_async16_off_zfill")
+        grow, gcol = _rowcol(gmem, goff, "cp_async16_off_zfill")
+        cp_async16(smem, srow, scol, gmem, grow, gcol, src_bytes)
+
+else:
+
+    @intrinsic
+    def cp_async16_off_zfill(typingctx, smem, soff, gmem, goff, src_bytes):
+        if not (_c2d_f16(smem) and _c2d_f16(gmem) and isinstance(soff, types.Integer)
+                and isinstance(goff, types.Integer) and isinstance(src_bytes, types.Integer)):
+            return None
+        sig = types.void(smem, soff, gmem, goff, src_bytes)
+
+        def codegen(context, builder, signature, args):
+            sty = signature.args
+            dst = _shared_off(context, builder, sty[0], args[0], args[1], sty[1])
+            src = builder.ptrtoint(_flat_ptr(context, builder, sty[2], args[2], args[3], sty[3]), _i64)
+            nbytes = context.cast(builder, args[4], sty[4], types.int32)
+            asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), [_i32, _i64, _i32]),
+                               "cp.async.cg.shared.global [$0], [$1], 16, $2;", "r,l,r,~{memory}", side_effect=True)
+            builder.call(asm, [dst, src, nbytes])
+            return context.get_dummy_value()
+
+        return sig, codegen

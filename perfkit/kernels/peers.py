@@ -10,6 +10,8 @@ only on a GPU and only where their library is installed; anywhere else ``support
   through ``torch.mm(a, b, torch.float32)``, PyTorch >= 2.8).
 * ``TritonMatmul``: a tiled Triton GEMM written here in the style of Triton's matmul tutorial
   (grouped tile order, fp32 accumulation; IEEE fp32 products for float32 problems, no TF32).
+* ``TorchConv``: ``torch.nn.functional.conv2d`` with cuDNN's autotuner on (the conv oracle
+  takes cuDNN's heuristic pick); ``TritonConv``: a Triton implicit GEMM written here.
 * ``TritonRows``: one Triton program per row for softmax, layernorm and rmsnorm, looping over
   the row in chunks (statistics sweep, then the write sweep).
 
@@ -23,8 +25,9 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from .base import Peer, UnsupportedProblem  # noqa: F401  (Peer: its home is base)
+from .conv import torch_conv, torch_nchw
 
-__all__ = ["Peer", "TorchMatmul", "TritonMatmul", "TritonRows", "PEERS", "peers_for"]
+__all__ = ["Peer", "TorchMatmul", "TritonMatmul", "TritonRows", "TorchConv", "TritonConv", "PEERS", "peers_for"]
 
 
 def _torch_view(arr):
@@ -215,8 +218,97 @@ class TritonRows(Peer):
                            cols, float(problem.eps), BLOCK=block, CENTER=center, num_warps=self.num_warps)
 
 
+# --- convolution: torch's autotuned choice and a Triton implicit GEMM ---------------------------
+@functools.lru_cache(maxsize=None)
+def _triton_conv():
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def conv_igemm(x_ptr, w_ptr, y_ptr, N, C, H, W, K, R, S, P, Q, stride, pad,
+                   sxn, sxc, sxh, sxw, swk, swc, swr, sws, syn, syk, syp, syq,
+                   BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr, PRECISION: tl.constexpr):
+        pid_m = tl.program_id(0)
+        pid_n = tl.program_id(1)
+        M = N * P * Q
+        CRS = C * R * S
+        rm = pid_m * BM + tl.arange(0, BM)  # output pixels
+        rn = pid_n * BN + tl.arange(0, BN)  # output channels
+        b = rm // (P * Q)
+        pq = rm % (P * Q)
+        op = pq // Q
+        oq = pq % Q
+        acc = tl.zeros((BM, BN), dtype=tl.float32)
+        for j0 in range(0, CRS, BK):
+            rk = j0 + tl.arange(0, BK)  # taps in (r, s, c) order: c fastest
+            c = rk % C
+            rs = rk // C
+            s = rs % S
+            r = rs // S
+            ih = op[:, None] * stride - pad + r[None, :]
+            iw = oq[:, None] * stride - pad + s[None, :]
+            amask = (rm[:, None] < M) & (rk[None, :] < CRS) & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+            a = tl.load(x_ptr + b[:, None] * sxn + c[None, :] * sxc + ih * sxh + iw * sxw, mask=amask, other=0.0)
+            bmask = (rk[:, None] < CRS) & (rn[None, :] < K)
+            bt = tl.load(w_ptr + rn[None, :] * swk + c[:, None] * swc + r[:, None] * swr + s[:, None] * sws,
+                         mask=bmask, other=0.0)
+            acc = tl.dot(a, bt, acc, input_precision=PRECISION)
+        ymask = (rm[:, None] < M) & (rn[None, :] < K)
+        tl.store(y_ptr + b[:, None] * syn + rn[None, :] * syk + op[:, None] * syp + oq[:, None] * syq,
+                 acc.to(y_ptr.dtype.element_ty), mask=ymask)
+
+    return conv_igemm
+
+
+@dataclass(frozen=True)
+class TorchConv(Peer):
+    name: ClassVar[str] = "torch"
+    library: ClassVar[str] = "torch"
+    ops: ClassVar[tuple[str, ...]] = ("conv",)
+    what: ClassVar[str] = (
+        "torch.nn.functional.conv2d with torch.backends.cudnn.benchmark on: cuDNN times its "
+        "algorithms for the shape once and keeps the fastest (the oracle takes cuDNN's heuristic "
+        "pick). TF32 off, so the products are IEEE float32 as in the oracle.")
+
+    def gpu(self, problem, x, out):
+        return torch_conv(problem, x, benchmark=True)
+
+
+@dataclass(frozen=True)
+class TritonConv(Peer):
+    name: ClassVar[str] = "triton"
+    library: ClassVar[str] = "triton"
+    ops: ClassVar[tuple[str, ...]] = ("conv",)
+    what: ClassVar[str] = (
+        "A Triton implicit GEMM written here: each program gathers a BM x BK tile of A from x "
+        "(any layout, through strides; taps in (r, s, c) order) and a BK x BN tile of w, and "
+        "accumulates tl.dot in float32 (IEEE float32 products for float32, tensor cores for "
+        "float16). One fixed configuration, not autotuned.")
+    BM: int = 128
+    BN: int = 64
+    BK: int = 32
+    num_warps: int = 4
+    num_stages: int = 3
+
+    def gpu(self, problem, x, out):
+        import torch
+        import triton
+
+        p = problem
+        xt = torch_nchw(torch.from_dlpack(x["x"]), p.nhwc)  # logical NCHW strides over our memory
+        wt = torch_nchw(torch.from_dlpack(x["w"]), p.nhwc)
+        yt = torch_nchw(torch.from_dlpack(out["y"]), p.nhwc)
+        m = p.n * p.p * p.q
+        grid = (triton.cdiv(m, self.BM), triton.cdiv(p.k, self.BN))
+        _triton_conv()[grid](xt, wt, yt, p.n, p.c, p.h, p.w, p.k, p.r, p.s, p.p, p.q, p.stride, p.pad,
+                             *xt.stride(), *wt.stride(), *yt.stride(), BM=self.BM, BN=self.BN, BK=self.BK,
+                             PRECISION="ieee" if p.dtype == "float32" else "tf32",
+                             num_warps=self.num_warps, num_stages=self.num_stages)
+
+
 PEERS: dict[str, list[Peer]] = {
     "gemm": [TorchMatmul(), TritonMatmul()],
+    "conv": [TorchConv(), TritonConv()],
     "softmax": [TritonRows()],
     "layernorm": [TritonRows()],
     "rmsnorm": [TritonRows()],
@@ -225,8 +317,4 @@ PEERS: dict[str, list[Peer]] = {
 
 def peers_for(op: str) -> list[Peer]:
     """The peers of an op (possibly none)."""
-    if op == "conv":  # defined beside the conv ladder (perfkit.kernels.conv.PEERS)
-        from .conv import PEERS as conv_peers
-
-        return list(conv_peers)
     return list(PEERS.get(op, []))

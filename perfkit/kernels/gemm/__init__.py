@@ -11,8 +11,8 @@ one rung further onto the tensor cores.  Ledger (the rung number and name live o
    4 blocktile_1d  each thread computes 8 C elements of a column: fewer shared loads per FMA
    5 blocktile_2d  each thread computes an 8x8 C tile from registers: outer products
    6 vectorized    128-bit global loads (load4) and A stored transposed in shared memory
-   7 no_bank_conf  padded A^T and swizzled, padded B tiles: shared loads and stores without conflicts
-   8 double_buf    two shared buffers: the next tile's loads overlap this tile's FMAs (k-loop unrolled by 2)
+   7 no_bank_conflicts  padded A^T and swizzled, padded B tiles: shared loads and stores without conflicts
+   8 double_buffer      two shared buffers: the next tile's loads overlap this tile's FMAs (k-loop unrolled by 2)
    9 index32       rung 8 with 32-bit offsets, written-out k-steps, hoisted addresses
   10 warptile      warps own 64x32 tiles of 4x4 sub-tiles: every operand load is an LDS.128
   11 autotuned     warp tiling at the configuration a search picked (see ``search``)

@@ -38,6 +38,12 @@ def test_quick_plan_lists_its_units_in_order_with_caps_within_the_budget(tmp_pat
     g16 = {i["rung"] for i in units["ops-gemm-float16"]["items"]}
     assert "00 oracle" in g16 and "12 tensor_core" in g16 and "01 naive" not in g16
     assert {"peer torch", "peer triton"} <= g16
+    # a unit cut by its cap has measured the newest rungs: oracle, rungs newest first, peers
+    for name in ("ops-gemm-float16", "ops-conv-float16-nhwc", "ops-batchnorm"):
+        order = [i["rung"] for i in units[name]["items"]]
+        nums = [int(r.split()[0]) for r in order if not r.startswith("peer")]
+        assert nums[0] == 0 and nums[1:] == sorted(nums[1:], reverse=True) and len(nums) > 3, order
+        assert all(r.startswith("peer") for r in order[len(nums):]), order
     assert "12 tensor_core" not in {i["rung"] for i in units["ops-gemm-float32"]["items"]}
     assert units["ops-conv-float16-nhwc"]["items"][0]["problem"]["layout"] == "NHWC"
     # the caps scale with the budget; --ops/--problems pick and order

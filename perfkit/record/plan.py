@@ -204,6 +204,15 @@ def ncu_units(mods, tiny: bool, cap=None) -> list[Unit]:
 
 
 # --- the plans ------------------------------------------------------------------------------------------
+def newest_first(variants: list) -> list:
+    """The oracle, then the ladder's rungs from the newest back, then the peers: a unit cut by its
+    cap has measured the rungs that have no record yet (the old, slow ones come last)."""
+    oracle = [v for v in variants if getattr(v, "oracle", False)]
+    rungs = [v for v in variants if v not in oracle and v.rung > 0]  # a peer's rung is -1
+    rest = [v for v in variants if v not in oracle and v not in rungs]
+    return oracle + sorted(rungs, key=lambda v: -v.rung) + rest
+
+
 def plan_quick(budget_s: float, tiny: bool, ncu: bool = True) -> list[Unit]:
     """The quick plan (perfkit.record's docstring), its caps scaled to ``budget_s``; with
     ``ncu=False`` without its Nsight Compute units (choosing them asks git about every rung)."""
@@ -227,18 +236,19 @@ def plan_quick(budget_s: float, tiny: bool, ncu: bool = True) -> list[Unit]:
                       "measure() against do_bench: softmax, saxpy, the first tensor-core rung, an empty "
                       "kernel, the hot/cold copy", items, {"empty": True, "copy": True}))
     peers = variants_for(g, p32)[len(g.LADDER):]
-    units.append(_ops_unit("ops-gemm-float16", "gemm", g, p16, oracle + f16_only + peers,
+    units.append(_ops_unit("ops-gemm-float16", "gemm", g, p16, newest_first(oracle + f16_only + peers),
                            QUICK_CAPS["gemm-float16"] * s, tiny))
-    units.append(_ops_unit("ops-gemm-float32", "gemm", g, p32, oracle + simt + peers,
+    units.append(_ops_unit("ops-gemm-float32", "gemm", g, p32, newest_first(oracle + simt + peers),
                            QUICK_CAPS["gemm-float32"] * s, tiny))
     for op in QUICK_NORMS:
         mod = registry.module(op)
         p = mod.EXAMPLE_PROBLEM
-        units.append(_ops_unit(f"ops-{op}", op, mod, p, variants_for(mod, p), QUICK_CAPS["norm"] * s, tiny))
+        units.append(_ops_unit(f"ops-{op}", op, mod, p, newest_first(variants_for(mod, p)), QUICK_CAPS["norm"] * s, tiny))
     c32 = conv.EXAMPLE_PROBLEM
     c16 = conv.to_layout(c32, "NHWC", "float16")
     for tag, p in (("float32-nchw", c32), ("float16-nhwc", c16)):
-        units.append(_ops_unit(f"ops-conv-{tag}", "conv", conv, p, variants_for(conv, p), QUICK_CAPS["conv"] * s, tiny))
+        units.append(_ops_unit(f"ops-conv-{tag}", "conv", conv, p, newest_first(variants_for(conv, p)),
+                               QUICK_CAPS["conv"] * s, tiny))
     if ncu:
         units += ncu_units(ladders(list(NCU_ORDER)), tiny, None)
     return units

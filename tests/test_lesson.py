@@ -248,7 +248,8 @@ def test_source_diff_is_the_kernel_and_its_helpers_not_the_class():
     d = str(lesson.source_diff(fused, warp, softmax.EXAMPLE_PROBLEM))
     assert "helper _common.group_sum" in d and "def traffic" not in d and "what: ClassVar" not in d
     assert "# launch softmax_warp: grid" in d
-    src = lesson.kernel_sources(gemm.LADDER[-1], gemm.EXAMPLE_PROBLEM)
+    mma_rung = next(v for v in gemm.LADDER if v.name == "tc_epilogue")  # the last mma.sync rung (later: wgmma)
+    src = lesson.kernel_sources(mma_rung, gemm.EXAMPLE_PROBLEM)
     assert "mma_16816" in src and "def traffic" not in src
     if backend.is_simulator():  # on a GPU mma_16816 is the PTX intrinsic: no Python helper to show
         assert "helper _ptx.mma_16816" in src

@@ -181,6 +181,7 @@ def variant_at(commit: str, op: str, name: str, config: dict | None = None):
 
 # --- has a rung's code changed since a commit? (static: the files at that commit, parsed) -----
 @functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=4096)  # a commit's files never change: one `git show` each per process
 def _git_show(commit: str, rel: str) -> str | None:
     try:
         out = subprocess.run(["git", "show", f"{commit}:{rel}"], cwd=_repo_root(), capture_output=True,
@@ -216,6 +217,7 @@ class _Mod:
 
     def __init__(self, rel: str, text: str):
         self.rel = rel
+        self.lines = text.splitlines()
         tree = ast.parse(text)
         self.defs, self.imports, self.modules = {}, {}, {}
 
@@ -307,6 +309,52 @@ def _strip_docstrings(node):
 _LABEL_ATTRS = {"name", "what", "rung", "oracle"}
 
 
+@functools.lru_cache(maxsize=1024)
+def _parsed(rel: str, text: str) -> _Mod:
+    """One parse per module text: a module unchanged between two commits (most of them) and the
+    working tree is parsed once, however many rungs and commits ask (a notebook's cards ask
+    hundreds of times).  The result is only read: the closure copies what it rewrites."""
+    return _Mod(rel, text)
+
+
+def _segment(m: _Mod, node):
+    """The source text of a top-level definition (decorators included), or of each definition of
+    a name defined twice: what decides its canonical text and the names it uses."""
+    if isinstance(node, ast.Module):
+        return tuple(_segment(m, n) for n in node.body)
+    start = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", ())])
+    return "\n".join(m.lines[start - 1:node.end_lineno])
+
+
+_CANON: dict = {}
+_NAMES: dict = {}
+
+
+def _canonical(m: _Mod, node) -> str:
+    """The canonical text of one definition of ``m`` (aliases unqualified, docstrings dropped),
+    computed once per definition text, module path and module aliases: a definition unchanged
+    between two commits is canonicalised once."""
+    key = (m.rel, tuple(sorted(m.modules.items())), type(node).__name__, _segment(m, node))
+    if key not in _CANON:
+        _CANON[key] = ast.dump(_strip_docstrings(_unqualified(node, m)))
+    return _CANON[key]
+
+
+def _names_used(m: _Mod, node) -> list:
+    """The plain names (``("", name)``) and ``alias.attr`` pairs a definition's code uses, in
+    walk order, computed once per definition text."""
+    key = (type(node).__name__, _segment(m, node))
+    if key not in _NAMES:
+        out = []
+        for n in ast.walk(node):
+            if isinstance(n, ast.Name):
+                out.append(("", n.id))
+            elif isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name):
+                out.append((n.value.id, n.attr))
+        _NAMES[key] = out
+    return _NAMES[key]
+
+
 def _rung_closure(read, rel: str, variant_name: str) -> dict | None:
     """Canonical text of what decides a rung's kernels in the files ``read`` returns: the rung
     class's fields and its ``plan`` (and the methods ``plan`` calls on self), then every
@@ -328,7 +376,7 @@ def _rung_closure(read, rel: str, variant_name: str) -> dict | None:
                     r_file = cand
                     break
             try:
-                mods[r] = _Mod(r_file, text) if text is not None else None
+                mods[r] = _parsed(r_file, text) if text is not None else None
             except SyntaxError:
                 mods[r] = None
         return mods[r]
@@ -390,19 +438,19 @@ def _rung_closure(read, rel: str, variant_name: str) -> dict | None:
             if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self":
                 todo_m.append(n.attr)
     for m, fn in roots:
-        out[f"method {fn.name}"] = ast.dump(_strip_docstrings(_unqualified(fn, m)))
+        out[f"method {fn.name}"] = _canonical(m, fn)
     todo = list(roots)
     seen_defs: set = set()
     while todo:
         m, node = todo.pop()
-        for n in ast.walk(node):
+        for alias, ident in _names_used(m, node):
             refs = []
-            if isinstance(n, ast.Name):
-                refs.append((m, n.id))
-            elif isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in m.modules:
-                m2 = mod(m.modules[n.value.id])
+            if not alias:
+                refs.append((m, ident))
+            elif alias in m.modules:
+                m2 = mod(m.modules[alias])
                 if m2 is not None:
-                    refs.append((m2, n.attr))
+                    refs.append((m2, ident))
             for mm, name in refs:
                 tgt = None
                 if name in mm.defs:
@@ -425,7 +473,7 @@ def _rung_closure(read, rel: str, variant_name: str) -> dict | None:
                 while key in out:
                     k += 1
                     key = f"{name}#{k}"
-                out[key] = ast.dump(_strip_docstrings(_unqualified(tgt[1], tgt[0])))
+                out[key] = _canonical(tgt[0], tgt[1])
                 todo.append(tgt)
     return out
 
@@ -437,12 +485,35 @@ def _former_paths(rel: str) -> list[str]:
     return [rel] + ([f"{parent.as_posix()}.py"] if parent.name != "kernels" else [])
 
 
+_CLOSURES: dict = {}
+
+
+def _closure(read, where, rel: str, variant_name: str) -> dict | None:
+    """:func:`_rung_closure`, remembered with the files it read: reused while ``read`` still
+    returns the same text for each of them (a working tree can change under a long session; a
+    commit cannot).  A notebook asks for the same rung's closure once per record's commit."""
+    key = (where, rel, variant_name)
+    hit = _CLOSURES.get(key)
+    if hit is not None and all(read(r) == text for r, text in hit[1]):
+        return hit[0]
+    seen = []
+
+    def reading(r):
+        text = read(r)
+        seen.append((r, text))
+        return text
+
+    out = _rung_closure(reading, rel, variant_name)
+    _CLOSURES[key] = (out, seen)
+    return out
+
+
 @functools.lru_cache(maxsize=512)
 def _changed_since(commit: str, rel: str, then_rel: str, variant_name: str) -> bool | None:
-    now = _rung_closure(_worktree, rel, variant_name)
+    now = _closure(_worktree, "worktree", rel, variant_name)
     if now is None:
         return None
-    then = _rung_closure(lambda r: _git_show(commit, r), then_rel, variant_name)
+    then = _closure(lambda r: _git_show(commit, r), commit, then_rel, variant_name)
     return True if then is None else then != now  # not there then: a new (or renamed) rung
 
 

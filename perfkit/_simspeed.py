@@ -1,0 +1,128 @@
+"""Faster paths through Numba's CUDA simulator, applied with :mod:`perfkit._simfix`.
+
+They change no result, only how much Python runs per simulated operation (most of the suite's
+time and the ``ci`` notebooks' checks are simulated kernels).  Kept apart from ``_simfix`` on
+purpose: that module's text is part of every bank-conflict store key (its race fix can change an
+answer); nothing here can, so an edit here leaves ``data/static/`` valid.
+
+* **Device-function calls.**  Each call of a ``@cuda.jit(device=True)`` function inside a kernel
+  enters ``swapped_cuda_module`` (two locks, a generator context manager, an import) to point its
+  module's ``cuda`` at the fake one, and leaves it on return.  The simulator runs one kernel at a
+  time (``_push_kernel_context`` asserts it), so here a module is swapped on its first device call
+  in a launch and restored when the launch ends: the same globals seen by the same code, once.
+* **Array indexing and attributes inside kernels.**  A kernel sees each array argument through
+  two wrappers (``FakeWithinKernelCUDAArray`` around ``FakeCUDAArray``); an element read or write
+  goes through three Python calls and a type test, and ``arr.shape`` builds a new ``FakeShape``
+  each time.  Here an element access reaches the NumPy array in one step (sub-arrays are wrapped
+  exactly as before), and shape, strides, dtype, ndim and size, which no kernel can change, are
+  looked up once per argument per launch.
+* **Scalar casts.**  ``float32(x)`` in a simulated kernel is ``numba.types.Type.__call__``, which
+  imports ``signature`` and makes an ABC instance check on every call before it casts; a plain
+  Python or NumPy scalar goes straight to the cast here.
+"""
+from __future__ import annotations
+
+import threading
+from contextlib import contextmanager
+
+_applied = False
+#: attributes of an array argument that stay fixed for a launch (each wrapper is made per launch)
+FIXED_ATTRS = frozenset({"shape", "strides", "dtype", "ndim", "size", "itemsize"})
+
+
+def apply() -> None:
+    """Install both fast paths (idempotent)."""
+    global _applied
+    if _applied:
+        return
+    _device_calls()
+    _kernel_arrays()
+    _scalar_casts()
+    _applied = True
+
+
+def _device_calls() -> None:
+    from numba.cuda.simulator import kernel as sk
+
+    held: dict[int, object] = {}  # id(module globals) -> the entered swap, for the current launch
+    lock = threading.Lock()
+    push = sk._push_kernel_context
+    call = sk.FakeCUDAKernel.__call__
+
+    @contextmanager
+    def push_kernel_context(mod):
+        with push(mod):
+            try:
+                yield
+            finally:  # the launch is over: restore every module swapped during it
+                with lock:
+                    entered = list(held.values())
+                    held.clear()
+                for cm in entered:
+                    cm.__exit__(None, None, None)
+
+    def fast_call(self, *args):
+        ctx = sk._kernel_context
+        if ctx is None:  # a launch from the host, or a device function called outside a kernel
+            return call(self, *args)
+        gid = id(self.fn.__globals__)
+        if gid not in held:
+            with lock:
+                if gid not in held:
+                    cm = sk.swapped_cuda_module(self.fn, ctx)
+                    cm.__enter__()
+                    held[gid] = cm
+        return self.fn(*args)
+
+    fast_call.__doc__ = call.__doc__
+    sk._push_kernel_context = push_kernel_context
+    sk.FakeCUDAKernel.__call__ = fast_call
+
+
+def _kernel_arrays() -> None:
+    import numpy as np
+    from numba.cuda.simulator.cudadrv import devicearray as da
+
+    inner, outer = da.FakeCUDAArray, da.FakeWithinKernelCUDAArray
+    wrapped = (np.ndarray, np.void)  # what FakeCUDAArray.__getitem__ wraps again
+    getitem, setitem, getattr_ = outer.__getitem__, outer.__setitem__, outer.__getattr__
+
+    def fast_getitem(self, idx):
+        item = self.__dict__["_item"]
+        if type(item) is not inner or type(item._ary) is not np.ndarray:  # a subclass may index its own
+            return getitem(self, idx)  # way (banks's recording buffer names the kernel line past these frames)
+        ret = item._ary[idx]
+        if type(ret) in wrapped:
+            return outer(inner(ret, stream=item.stream))
+        return ret
+
+    def fast_setitem(self, idx, val):
+        item = self.__dict__["_item"]
+        if type(item) is not inner or type(item._ary) is not np.ndarray:
+            return setitem(self, idx, val)
+        item._ary[idx] = val
+
+    def cached_getattr(self, name):
+        value = getattr_(self, name)
+        if name in FIXED_ATTRS:  # found in the instance dict from now on: __getattr__ is skipped
+            self.__dict__[name] = value
+        return value
+
+    outer.__getitem__, outer.__setitem__, outer.__getattr__ = fast_getitem, fast_setitem, cached_getattr
+
+
+def _scalar_casts() -> None:
+    import numpy as np
+    from numba.core.types import abstract
+
+    scalars = frozenset({int, float, bool, np.float16, np.float32, np.float64, np.int8, np.int16, np.int32,
+                         np.int64, np.uint8, np.uint16, np.uint32, np.uint64, np.bool_})
+    call = abstract.Type.__call__
+
+    def fast_call(self, *args):
+        if len(args) == 1 and type(args[0]) in scalars:  # never a Type: the cast, as the original does
+            return self.cast_python_value(args[0])
+        return call(self, *args)
+
+    fast_call.__doc__ = call.__doc__
+    abstract.Type.__call__ = fast_call

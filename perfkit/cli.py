@@ -1,6 +1,6 @@
 """The ``perfkit`` command.
 
-  perfkit run [NOTEBOOK...] [--profile auto|ci|gpu] [-p NAME=VALUE ...] [--out DIR]
+  perfkit run [NOTEBOOK...] [--profile auto|ci|gpu] [-p NAME=VALUE ...] [--out DIR] [-j N|auto]
   perfkit anatomy OP RUNG [--cc 9.0] [--size k=v ...] [--diff RUNG2]
   perfkit workload NETWORK... [--batch B] [--seq S] [--mode infer|train] [--gpu KEY] [--out FILE.csv] [--cluster SPEC]
   perfkit model validate [--gpu SLUG]
@@ -28,7 +28,7 @@ def _run(args) -> int:
     try:
         params = workbook.parse_params(args.param)
         runs = workbook.run(args.notebooks or None, profile=args.profile, params=params,
-                            out_dir=args.out, progress=not args.quiet)
+                            out_dir=args.out, progress=not args.quiet, jobs=args.jobs)
     except workbook.WorkbookError as exc:
         print(f"perfkit run: {exc}", file=sys.stderr)
         return 2
@@ -88,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("-p", "--param", action="append", metavar="NAME=VALUE", help="override a parameter")
     r.add_argument("--out", default=None, help="folder for executed copies (default runs/<timestamp>)")
     r.add_argument("-q", "--quiet", action="store_true", help="no per-cell progress bars")
+    r.add_argument("-j", "--jobs", default=None, help="notebooks at once: N or auto (default: the profile's; "
+                                                      "ci: auto, one per core; gpu: 1)")
     r.set_defaults(func=_run)
     sub.add_parser("anatomy", help="what the compiler made of a rung (perfkit anatomy -h)")
     sub.add_parser("model", help="the performance model: perfkit model validate [--gpu SLUG]")

@@ -93,9 +93,13 @@ def parse_params(pairs: list[str] | None) -> dict:
 
 
 def run(names: list[str] | None = None, profile: str = "auto", params: dict | None = None,
-        out_dir: Path | None = None, progress: bool = True) -> list[NotebookRun]:
-    """Execute notebooks; returns one :class:`NotebookRun` per notebook (never raises for a
-    failing notebook: its error is in the result and in its executed copy)."""
+        out_dir: Path | None = None, progress: bool = True, jobs: int | None = None) -> list[NotebookRun]:
+    """Execute notebooks; returns one :class:`NotebookRun` per notebook, in the order asked
+    (never raises for a failing notebook: its error is in the result and in its executed copy).
+
+    ``jobs``: notebooks run at once, each in its own kernel (None: the profile's ``jobs``, where
+    ``auto`` is one per CPU core; 1 without it).  The ``gpu`` profile keeps 1: two notebooks
+    timing kernels on one GPU at once would each measure the other's load."""
     import papermill as pm
 
     prof_name = resolve_profile(profile)
@@ -106,26 +110,52 @@ def run(names: list[str] | None = None, profile: str = "auto", params: dict | No
     paths = notebooks(names)
     if not paths:
         raise WorkbookError(f"no notebooks found in {NOTEBOOKS_DIR}")
+    jobs = _jobs(prof.get("jobs", 1) if jobs is None else jobs, len(paths))
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     out_dir = Path(out_dir or RUNS_DIR / stamp)
     out_dir.mkdir(parents=True, exist_ok=True)
-    results = []
-    for path in paths:
+
+    def one(path: Path) -> NotebookRun:
         p = dict(prof.get("parameters") or {})
         p.update((prof.get("notebooks") or {}).get(path.stem) or {})
         p.update(params or {})
         out = out_dir / path.name
         t0 = time.perf_counter()
         status, error = "ok", ""
-        try:
+        try:  # per-cell bars only when one notebook runs at a time (several would interleave)
             pm.execute_notebook(str(path), str(out), parameters=p, cwd=str(path.parent),
-                                progress_bar=progress, execution_timeout=prof.get("cell_timeout_s"),
+                                progress_bar=progress and jobs == 1, execution_timeout=prof.get("cell_timeout_s"),
                                 kernel_name=prof.get("kernel", "python3"))
         except Exception as exc:  # keep going; the executed copy holds the traceback
             status = "failed"
             error = str(exc).strip().splitlines()[-1][:300] if str(exc).strip() else exc.__class__.__name__
-        results.append(NotebookRun(path.stem, status, time.perf_counter() - t0, out, error))
-    return results
+        run_ = NotebookRun(path.stem, status, time.perf_counter() - t0, out, error)
+        if progress and jobs > 1:
+            print(f"  {run_.name}: {run_.status} in {run_.seconds:.0f} s", flush=True)
+        return run_
+
+    if jobs == 1:
+        return [one(p) for p in paths]
+    from concurrent.futures import ThreadPoolExecutor
+
+    if progress:
+        print(f"running {len(paths)} notebooks, {jobs} at a time (each in its own kernel)", flush=True)
+    with ThreadPoolExecutor(max_workers=jobs) as pool:  # each thread only drives its kernel
+        return list(pool.map(one, paths))
+
+
+def _jobs(value, n: int) -> int:
+    """How many notebooks to run at once: ``auto`` (one per CPU core) or a positive integer,
+    never more than there are notebooks."""
+    if value == "auto":
+        value = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    try:
+        value = int(value)
+    except (TypeError, ValueError):
+        raise WorkbookError(f"jobs must be 'auto' or a positive integer, not {value!r}") from None
+    if value < 1:
+        raise WorkbookError(f"jobs must be 'auto' or a positive integer, not {value!r}")
+    return min(value, n)
 
 
 def summary(runs: list[NotebookRun], profile: str) -> str:

@@ -1,16 +1,14 @@
-"""Notebooks are stored without outputs, have one `parameters` cell, and all run headless
-through papermill in the `ci` profile (the way `make run` runs them with no GPU)."""
+"""Notebooks are stored without outputs, have one `parameters` cell, and all run headless in the
+`ci` profile: through papermill (the way `make run` runs them with no GPU), or, for those
+tests/test_browser.py runs, in JupyterLab in Chromium (tests/notebook_checks.py)."""
 import json
-import re
 
 import pytest
+from notebook_checks import check_executed, runs_in_browser
 
 from perfkit import workbook
 
 NOTEBOOKS = workbook.notebooks()
-# the graded predictions whose answer the page shows (records, or the model's tables): each comes
-# after them, and they are folded (01.predict_saxpy and 06.predict_gpu are not held to it yet)
-PREDICTION = re.compile(r"grade\(\"((?:02\.predict_order|03\.predict_bound|04\.predict_softmax|05\.predict_share))\"")
 
 
 def test_there_are_notebooks():
@@ -67,23 +65,13 @@ def test_profile_parameters_are_declared_and_parse():
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs_in_ci_profile(path, tmp_path):
+    """The way `make run` runs a notebook; one that tests/test_browser.py runs in JupyterLab in
+    this session is not run twice (the same checks hold there, on the notebook it saved)."""
+    if runs_in_browser(path.stem):
+        pytest.skip("run in JupyterLab by tests/test_browser.py, with the same checks")
     runs = workbook.run([str(path)], profile="ci", out_dir=tmp_path, progress=False)
     assert runs[0].status == "ok", f"{path.name} failed: {runs[0].error} (executed copy: {runs[0].output})"
-    out = json.loads(runs[0].output.read_text())
-    text = json.dumps(out)
-    assert "Traceback" not in text
-    from perfkit import lesson  # a (problem, rung) with a record is never shown as having none
-
-    assert lesson.false_no_record_claims(text) == [], f"{path.name} says 'no record' where there is one"
-    # predict, then reveal: no record table or figure unfolded above a graded prediction
-    from perfkit import results
-
-    gpus = sorted(set(results.load()["gpu"].dropna().astype(str)))
-    for i, cell in enumerate(out["cells"]):
-        src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
-        if cell["cell_type"] == "code" and PREDICTION.search(src):
-            shown = lesson.answers_shown_before(out["cells"], i, gpus)
-            assert shown == [], f"{path.name}: {PREDICTION.search(src).group(1)} comes after answers: {shown}"
+    check_executed(path.name, json.loads(runs[0].output.read_text()))
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)

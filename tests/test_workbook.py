@@ -56,3 +56,22 @@ def test_cli_exit_status(tmp_path):
     assert r.returncode == 1 and "ZeroDivisionError" in r.stdout
     r = subprocess.run([sys.executable, "-m", "perfkit.cli", "run", "zz_nope"], capture_output=True, text=True)
     assert r.returncode == 2 and "zz_nope" in r.stderr
+
+
+def test_notebooks_run_side_by_side_in_order_asked(tmp_path):
+    """With jobs=2 two kernels run at once (each sleeps 3 s: overlapped, not one after the other); the
+    results come back in the order asked, a failure among them kept."""
+    import time
+
+    a = _nb(tmp_path / "a.ipynb", "import time; time.sleep(3)")
+    b = _nb(tmp_path / "b.ipynb", "import time; time.sleep(3); 1/0")
+    t0 = time.perf_counter()
+    runs = workbook.run([a, b], profile="ci", out_dir=tmp_path / "o", progress=False, jobs=2)
+    assert [(r.name, r.status) for r in runs] == [("a", "ok"), ("b", "failed")]
+    # one after the other would take at least the sum of both; side by side at most the longer
+    assert time.perf_counter() - t0 < sum(r.seconds for r in runs) - 1.5
+    assert workbook._jobs("auto", 1) == 1 and workbook._jobs(8, 3) == 3
+    for bad in (0, "x", -1):
+        with pytest.raises(workbook.WorkbookError, match="jobs must be"):
+            workbook._jobs(bad, 3)
+    assert workbook.profiles()["gpu"]["jobs"] == 1  # a GPU's timings are never taken side by side

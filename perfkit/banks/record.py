@@ -12,7 +12,7 @@ import threading
 
 import numpy as np
 
-from .. import _simfix
+from .. import _simfix, _simspeed
 
 
 class Recorder:
@@ -108,11 +108,14 @@ class _Shared(np.ndarray):
         np.ndarray.__setitem__(self.view(np.ndarray), index, value)
 
 
+_SHIMS = (__file__, _simspeed.__file__)
+
+
 def _access_site(kind):
     """(file, line, kind) of the kernel line that made an access: the first frame outside this
-    module and Numba's simulator."""
+    module, Numba's simulator and perfkit's faster paths through it (``_simspeed``)."""
     f = sys._getframe(2)
-    while f is not None and (f.f_code.co_filename == __file__ or "numba" in f.f_code.co_filename
+    while f is not None and (f.f_code.co_filename in _SHIMS or "numba" in f.f_code.co_filename
                              and "simulator" in f.f_code.co_filename):
         f = f.f_back
     return (f.f_code.co_filename, f.f_lineno, kind) if f is not None else ("?", 0, kind)

@@ -1,0 +1,55 @@
+"""What every executed notebook must show, however it ran: through papermill
+(tests/test_notebooks.py) or through JupyterLab's Run All in Chromium (tests/test_browser.py).
+
+Each notebook runs once in the suite: 01-04 in the browser where Chromium and Playwright are
+there (CI requires them), 05 and 06 through papermill (the path ``make run`` takes); with no
+browser outside CI, papermill runs them all.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+
+#: the notebooks the browser test runs (Run All in JupyterLab); papermill runs the rest
+BROWSER_NOTEBOOKS = ("01_timing_and_roofline", "02_gemm", "03_convolution", "04_normalization")
+REQUIRED = os.environ.get("PERFKIT_REQUIRE_BROWSER", "") not in ("", "0")
+
+# the graded predictions whose answer the page shows (records, or the model's tables): each comes
+# after them, and they are folded (01.predict_saxpy and 06.predict_gpu are not held to it yet)
+PREDICTION = re.compile(r"grade\(\"((?:02\.predict_order|03\.predict_bound|04\.predict_softmax|05\.predict_share))\"")
+
+
+def browser_missing() -> str | None:
+    """Why the browser test cannot run here (None: it can)."""
+    exe = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
+    if exe is None:
+        return "Debian's chromium is not installed (apt-get install -y chromium; .ci/run does it)"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "playwright is not installed (pip install -e '.[test]')"
+    return None
+
+
+def runs_in_browser(stem: str) -> bool:
+    """Whether the browser test executes this notebook in this run (so papermill need not)."""
+    return stem in BROWSER_NOTEBOOKS and (REQUIRED or browser_missing() is None)
+
+
+def check_executed(name: str, nb: dict) -> None:
+    """An executed notebook (nbformat JSON): no traceback, no 'no record' where a record exists,
+    and no recorded answer unfolded above a graded prediction."""
+    from perfkit import lesson, results
+
+    text = json.dumps(nb)
+    assert "Traceback" not in text, f"{name} shows a traceback"
+    assert lesson.false_no_record_claims(text) == [], f"{name} says 'no record' where there is one"
+    gpus = sorted(set(results.load()["gpu"].dropna().astype(str)))
+    for i, cell in enumerate(nb["cells"]):
+        src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+        if cell["cell_type"] == "code" and PREDICTION.search(src):
+            shown = lesson.answers_shown_before(nb["cells"], i, gpus)
+            assert shown == [], f"{name}: {PREDICTION.search(src).group(1)} comes after answers: {shown}"

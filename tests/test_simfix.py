@@ -92,3 +92,60 @@ def test_barriers_release_together_early_exits_count_and_a_failure_aborts_the_bl
     np.testing.assert_allclose(out, x.reshape(3, 64).astype(np.float64).sum(1), rtol=1e-5)
     with pytest.raises(IndexError, match=r"tid=\[(5[7-9]|6[0-3]), 0, 0\]"):
         _fails[1, 64](np.zeros(257, np.float32))
+
+
+# --- perfkit._simspeed: faster paths, the same results ---------------------------------------
+@cuda.jit(device=True)
+def _row_sum(row, n):
+    s = float32(0)
+    for j in range(n):
+        s += row[j]
+    return s
+
+
+@cuda.jit
+def _rows_through_views(x, out, scale):
+    r = cuda.grid(1)
+    if r < x.shape[0]:
+        row = x[r]  # a sub-array: wrapped again, indexed through the fast path
+        out[r, 0] = _row_sum(row, x.shape[1]) * float32(scale)  # a device call and a scalar cast
+        out[r, 1] = x.strides[0] // x.dtype.itemsize + x.ndim  # attributes, looked up once a launch
+
+
+def test_fast_paths_are_installed_and_compute_what_numpy_does(fresh_seed):
+    from numba import cuda as real_cuda
+    from numba.cuda.simulator import kernel as sk
+
+    from perfkit import _simspeed
+
+    assert sk.FakeCUDAKernel.__call__.__module__ == _simspeed.__name__
+    x = np.random.default_rng(fresh_seed).standard_normal((37, 5)).astype(np.float32)
+    out = np.full((37, 2), np.nan, np.float32)
+    _rows_through_views[3, 16](x, out, 0.5)
+    np.testing.assert_allclose(out[:, 0], x.astype(np.float64).sum(axis=1) * 0.5, rtol=1e-5, atol=1e-5)
+    assert (out[:, 1] == 5 + 2).all()
+    # the launch is over: this module's globals name the real numba.cuda again
+    assert globals()["cuda"] is real_cuda
+
+
+def test_a_kernel_error_inside_a_device_call_still_restores_the_module():
+    from numba import cuda as real_cuda
+
+    x = np.zeros((2, 3), np.float32)
+    out = np.zeros((1, 2), np.float32)  # row 1 is out of bounds: the kernel raises
+    with pytest.raises(IndexError):
+        _rows_through_views[1, 2](x, out, 1.0)
+    assert globals()["cuda"] is real_cuda
+    _rows_through_views[1, 2](x, np.zeros((2, 2), np.float32), 1.0)  # and the next launch runs
+
+
+def test_bank_sites_name_the_kernel_lines_not_the_fast_paths():
+    """banks records each access at the kernel's line: the frames _simspeed adds are skipped
+    like the simulator's own."""
+    from perfkit.banks import simulate
+    from perfkit.kernels.norm import softmax
+
+    v = next(x for x in softmax.LADDER if x.name == "multirow")
+    r = simulate.count(v, simulate.small_problem(v, softmax.EXAMPLE_PROBLEM), cache=False)
+    files = {s["file"] for s in r.sites} | {s["file"] for s in r.gsites}
+    assert files and not any("_simspeed" in f or "simulator" in f for f in files), files

@@ -125,3 +125,13 @@ def test_refresh_names_an_unknown_op(capsys):
 
     assert refresh.cli(["refresh", "--ops", "gemm,nope"]) == 2
     assert "no op nope" in capsys.readouterr().err
+
+
+def test_the_top_package_init_is_in_no_rung_closure():
+    """perfkit/__init__.py chooses the backend and applies the simulator's patches: no kernel
+    code, so editing it must not change any store key (package __init__ files below it count)."""
+    from perfkit.kernels.norm import softmax
+
+    files = [Path(f).as_posix() for f in static.source_files(softmax.__name__)]
+    assert not any(f.endswith("/perfkit/__init__.py") for f in files), files
+    assert any(f.endswith("/perfkit/kernels/norm/__init__.py") for f in files)

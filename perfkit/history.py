@@ -180,7 +180,6 @@ def variant_at(commit: str, op: str, name: str, config: dict | None = None):
 
 
 # --- has a rung's code changed since a commit? (static: the files at that commit, parsed) -----
-@functools.lru_cache(maxsize=256)
 @functools.lru_cache(maxsize=4096)  # a commit's files never change: one `git show` each per process
 def _git_show(commit: str, rel: str) -> str | None:
     try:

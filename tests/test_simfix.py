@@ -149,3 +149,46 @@ def test_bank_sites_name_the_kernel_lines_not_the_fast_paths():
     r = simulate.count(v, simulate.small_problem(v, softmax.EXAMPLE_PROBLEM), cache=False)
     files = {s["file"] for s in r.sites} | {s["file"] for s in r.gsites}
     assert files and not any("_simspeed" in f or "simulator" in f for f in files), files
+
+
+@cuda.jit
+def _votes(x, counts, ands, ors, ids):
+    t = cuda.threadIdx.x + cuda.blockDim.x * cuda.threadIdx.y
+    b = cuda.blockIdx.x
+    v = x[b, t] > 0
+    counts[b] = cuda.syncthreads_count(v)
+    ands[b] = cuda.syncthreads_and(v)
+    ors[b] = cuda.syncthreads_or(v)
+    ids[b, t] = t
+
+
+def test_a_blocks_threads_are_greenlets_with_the_simulators_thread_api():
+    """_simspeed runs a block's threads as greenlets on the launching thread: no OS thread is
+    started, ``threading.current_thread()`` inside a kernel is the simulated CUDA thread (2-D
+    indices, thread_id as the simulator numbers it), and the barrier votes count every thread."""
+    from perfkit import _simspeed
+
+    rng = np.random.default_rng()
+    x = rng.standard_normal((3, 48))
+    x[1] = np.abs(x[1]) + 1  # every vote true
+    x[2] = -np.abs(x[2]) - 1  # every vote false
+    counts, ands, ors = (np.full(3, -1, np.int32) for _ in range(3))
+    ids = np.full((3, 48), -1, np.int32)
+    before = threading.active_count()
+    seen = []
+    _votes[3, (16, 3)](x, counts, ands, ors, ids)
+    assert threading.active_count() == before
+    np.testing.assert_array_equal(counts, (x > 0).sum(1))
+    np.testing.assert_array_equal(ands, (x > 0).all(1))
+    np.testing.assert_array_equal(ors, (x > 0).any(1))
+    np.testing.assert_array_equal(ids, np.tile(np.arange(48), (3, 1)))
+
+    @cuda.jit
+    def who(out):
+        seen.append(threading.current_thread())
+        out[cuda.threadIdx.x] = 1.0
+
+    who[2, 4](np.zeros(4, np.float32))
+    assert len(seen) == 8 and all(isinstance(t, _simspeed.GreenThread) for t in seen)
+    assert [(t.blockIdx.x, t.threadIdx.x, t.thread_id) for t in seen] == [(b, i, i) for b in range(2) for i in range(4)]
+    assert not isinstance(threading.current_thread(), _simspeed.GreenThread)  # outside a kernel: the OS thread

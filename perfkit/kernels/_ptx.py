@@ -233,12 +233,11 @@ if backend.is_simulator():
         cuda.syncthreads()
         return float32(got)
 
-    _pending = threading.local()  # the simulator runs each CUDA thread as a Python thread
-
-    def _groups():
-        if not hasattr(_pending, "groups"):
-            _pending.groups = [[]]  # the last list is the open (uncommitted) group
-        return _pending.groups
+    def _groups():  # kept on the simulator's object for this CUDA thread: one list per thread and block
+        t = threading.current_thread()
+        if not hasattr(t, "pk_cp_async"):
+            t.pk_cp_async = [[]]  # the last list is the open (uncommitted) group
+        return t.pk_cp_async
 
     def cp_async16(smem, srow, scol, gmem, grow, gcol, src_bytes):
         size = gmem.dtype.itemsize
@@ -270,7 +269,7 @@ if backend.is_simulator():
             for smem, r, q, vals in g:
                 for e, v in enumerate(vals):
                     smem[r, q + e] = v
-        _pending.groups = closed[max(len(closed) - int(n), 0):] + [groups[-1]]
+        threading.current_thread().pk_cp_async = closed[max(len(closed) - int(n), 0):] + [groups[-1]]
 
     def _rowcol(arr, off, who):
         """Element offset ``off`` of a C-contiguous 2-D array -> (row, col), as a GPU would

@@ -80,12 +80,11 @@ if backend.is_simulator():
     def wgmma_fence():
         pass
 
-    _pending = threading.local()  # each CUDA thread is a Python thread in the simulator
-
-    def _groups():
-        if not hasattr(_pending, "groups"):
-            _pending.groups = [[]]  # the last list is the open (uncommitted) group
-        return _pending.groups
+    def _groups():  # kept on the simulator's object for this CUDA thread: one list per thread and block
+        t = threading.current_thread()
+        if not hasattr(t, "pk_wgmma"):
+            t.pk_wgmma = [[]]  # the last list is the open (uncommitted) group
+        return t.pk_wgmma
 
     def _halves(smem, byte_addr):
         """float16 values at (unswizzled) byte addresses, read where the 128-byte swizzle puts them."""
@@ -148,7 +147,7 @@ if backend.is_simulator():
         for g in closed[:done]:
             for op in g:
                 _execute(*op)
-        _pending.groups = closed[done:] + [groups[-1]]
+        threading.current_thread().pk_wgmma = closed[done:] + [groups[-1]]
 
 else:
     # --- inline PTX -------------------------------------------------------------------------

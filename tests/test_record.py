@@ -96,6 +96,35 @@ def test_a_unit_past_its_limit_is_killed_with_its_children(tmp_path):
     assert not _alive(grandchild)
 
 
+def test_a_units_child_and_its_children_die_when_the_parent_is_killed(tmp_path):
+    """The parent (a cluster worker, say) is SIGKILLed while its unit runs: the unit's child and
+    grandchild, in their own process group, go too (perfkit.record.orphan), not at the next unit."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    pids, seen = tmp_path / "pids", tmp_path / "seen"
+    grandchild = f"import os, time; open({str(seen)!r}, 'w').write(str(os.environ.get('PERFKIT_UNIT_PARENT'))); time.sleep(60)"
+    child = ("from perfkit.record import orphan; import os, subprocess, sys, time; "
+             f"armed = orphan.die_with_parent(); c = subprocess.Popen([sys.executable, '-c', {grandchild!r}]); "
+             f"open({str(pids)!r}, 'w').write(f'{{armed}} {{os.getpid()}} {{c.pid}}'); time.sleep(60)")
+    parent = ("import os, sys; from pathlib import Path; from perfkit.record import supervise; "
+              f"supervise.run_child([sys.executable, '-c', {child!r}], dict(os.environ), Path({str(tmp_path / 'log')!r}), "
+              "timeout=60)")
+    p = subprocess.Popen([sys.executable, "-c", parent])
+    t0 = time.monotonic()
+    while not (seen.exists() and seen.read_text() and pids.exists() and len(pids.read_text().split()) == 3):
+        assert time.monotonic() - t0 < 60 and p.poll() is None, "the unit's child never started"
+        time.sleep(0.05)
+    armed, kid, grandkid = pids.read_text().split()
+    assert armed == "True" and seen.read_text() == "None"  # the grandchild never sees the variable
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    assert not _alive(int(kid)) and not _alive(int(grandkid))
+
+
 def _alive(pid: int) -> bool:
     import time
 

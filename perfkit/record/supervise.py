@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from perfkit import backend
-from perfkit.record import ncu, resume, units
+from perfkit.record import ncu, orphan, resume, units
 from perfkit.record.ncu import EXIT_FAULT, package_parent
 from perfkit.record.plan import Unit
 
@@ -59,13 +59,15 @@ def kill_group(pgid: int, grace_s: float = 2.0) -> None:
 def run_child(cmd: list[str], env: dict, log_path: Path, timeout: float, on_start=None) -> int | None:
     """Run ``cmd`` in a new session (its own process group); at ``timeout`` kill the group.
     Returns the exit code, or None when it was killed at the limit.  The group is killed after
-    a normal exit too: nothing the unit started outlives it.  ``on_start(pid)`` is told the
+    a normal exit too: nothing the unit started outlives it, nor this process's death
+    (:mod:`perfkit.record.orphan`).  ``on_start(pid)`` is told the
     group's id as soon as it exists (a cluster worker notes it, so that a retry after the
     worker's death can kill what is left of it)."""
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "a") as f:
         f.write(f"\n=== {time.strftime('%Y-%m-%d %H:%M:%S')} {' '.join(cmd)}\n")
         f.flush()
+        env = {**env, orphan.PARENT_ENV: str(os.getpid())}  # the child dies with this process
         proc = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT, env=env, cwd=package_parent(),
                                 start_new_session=True)
         if on_start is not None:

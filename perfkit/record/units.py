@@ -13,7 +13,7 @@ from pathlib import Path
 from numba import cuda  # module level: the simulator swaps only a kernel's globals
 
 from perfkit import backend
-from perfkit.record import ncu, resume
+from perfkit.record import ncu, orphan, resume
 from perfkit.record.ncu import EXIT_FAULT, package_parent
 from perfkit.record.plan import Inputs, rebuild, variant_named
 from perfkit.record.resume import append_rows, record_root
@@ -29,6 +29,7 @@ def empty_kernel(a, b, c, d):
 
 def unit_main(spec_path: str, out: str) -> int:
     """The child's entry: run the unit ``spec_path`` describes, writing under ``out``."""
+    orphan.die_with_parent()  # a parent killed mid-unit (a lost cluster worker) takes this group along
     spec = json.loads(Path(spec_path).read_text())
     out = Path(out)
     part, items, tiny = spec["part"], spec["items"], spec["tiny"]

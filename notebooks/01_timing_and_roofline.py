@@ -43,6 +43,8 @@ gpu = None                 # GPU whose published ceilings to draw (None: the one
 cc = (9, 0)                # compile target for the anatomy view
 record = "auto"            # record GPU measurements into data/results/ ("auto": only on a real GPU)
 exercise_reference = False # True: the exercises grade the reference solutions, for CI
+cluster_spec = "local-sim:2"          # section 11: where the sweep's units run (perfkit.cluster's --cluster SPEC)
+cluster_ops = ["softmax", "rmsnorm"]  # section 11: the ops units of that sweep
 
 # %%
 import json
@@ -436,6 +438,44 @@ display(same[["op", "variant", "H100 us", "H200 us", "ratio"]].round(3).reset_in
 for metric, g in same.groupby("metric"):
     print(f"{metric}: same code on both, ratio x{g.ratio.min():.2f} to x{g.ratio.max():.2f} "
           f"({', '.join(g.op + ' ' + g.variant + ' x' + g.ratio.round(2).astype(str))})")
+
+# %% [markdown]
+# ## 11 · Many GPUs: the same sweep on a cluster
+#
+# A team keeps a baseline for every GPU kind it ships on, so a sweep outgrows one machine.
+# `perfkit record --cluster SPEC --kinds A,B` hands each unit of the plan (the units `perfkit
+# record --list` shows) to a [Dask](https://distributed.dask.org) cluster, once per GPU kind:
+# Dask routes a unit to a worker that advertises that kind, reruns it once if its worker dies,
+# and this process writes every record as it comes home, under a content key, so a repeated unit
+# never duplicates one and a second call measures only what is missing.  The unit itself runs as
+# on one machine: a child process in its own process group, capped, killed with everything it
+# started at its cap, and killed too if its worker dies.  `SPEC` is `local-sim:N` here (N workers
+# on the simulator: the rehearsal, records marked simulated), `local-cuda` on a multi-GPU node,
+# `slurm:kind=h100-sxm,jobs=4,...` or `k8s:NAME` for a fleet; `docs/RECORDING.md` has the recipes.
+#
+# Below, two ops units at tiny shapes on two simulator workers (`perfkit[cluster]` installs Dask).
+# The dashboard link works while the cluster lives, during the run.
+
+# %%
+import importlib.util
+import tempfile
+
+from perfkit.record import command
+
+if importlib.util.find_spec("distributed") is None:
+    print("Dask distributed is not installed here: pip install 'perfkit[cluster]' to run this section")
+else:
+    fleet_out = Path(tempfile.mkdtemp(prefix="perfkit-fleet-"))
+    argv = ["--rehearse", "--cluster", cluster_spec, "--kinds", "sim", "--parts", "ops", "--ops", ",".join(cluster_ops),
+            "--max-rungs", "2", "--out", str(fleet_out)]
+    print("perfkit record " + " ".join(argv[:-1]) + " OUT")
+    fleet_rc = command.main(argv)
+    display(pd.read_csv(fleet_out / "fleet_summary.csv"))
+    gathered = [json.loads(p.read_text()) for p in sorted((fleet_out / "results").glob("*/*/*.json"))]
+    display(pd.DataFrame([{"op": r["op"], "rung": r["label"], "problem": r["problem"], "checked": r["check_ok"],
+                           "simulated": r["simulated"]} for r in gathered]))
+    print(f"exit status {fleet_rc}; {len(gathered)} records gathered from the workers (simulated: a time taken "
+          "in the simulator means nothing, so none is shown)")
 
 # %% [markdown]
 # ## What to take away

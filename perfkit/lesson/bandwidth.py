@@ -170,6 +170,8 @@ class WhereTheyStand:
             "its median": t["best median_s"].map(fmt_seconds), "torch": t["torch median_s"].map(fmt_seconds),
             "Triton": t["Triton median_s"].map(fmt_seconds), "x torch": t["x torch"], "x Triton": t["x Triton"],
             "of copy": t["of copy"], "commit": t["commits"]})
+        if op is not None:
+            show = show.drop(columns="op")  # the caption names it
         cap = f"{op} on {self.gpu}" if op else f"{self.gpu}: {self.notes()}"
         return (show.style.format({"x torch": "{:.2f}", "x Triton": "{:.2f}", "of copy": "{:.2f}"}, na_rep="—")
                 .hide(axis="index").set_caption(cap))
@@ -252,6 +254,7 @@ class WhereTheyStand:
     def folded(self, what: str = "the ladders") -> list[Rendered]:
         """The table, the figure and the takeaway, each folded (open them after predicting)."""
         tables = [self.table(op) for op in self.ops if not self.rows.empty and (self.rows["op"] == op).any()]
+        tables = [Rendered(t.to_html(), f"{t.caption}\n{t.to_string(delimiter='  ')}") for t in tables]
         return [fold(paragraph(self.notes()), *(tables or [self.takeaway()]), summary=f"where {what} stand on {self.gpu or 'no GPU'}: every recorded problem, per op"),
                 fold_figure(self.figure(), f"the same against the width, with the copy ceiling"),
                 fold(paragraph(self.takeaway()), summary="what the table says, in words")]

@@ -843,3 +843,16 @@ def test_where_they_stand_numbers_equal_the_record_files(op):
                     continue
                 same = p[p.commit == best["commit"]]
                 assert row[f"{peer} median_s"] == (same if len(same) else p).iloc[-1]["median_s"]
+
+
+def test_notebook_04_asks_before_it_shows_where_the_ladders_stand():
+    """The standing of the norm ladders comes after the prompt it answers, from the helper in one
+    call (no helper defined in its cell), and nothing of it is printed unfolded."""
+    import jupytext
+
+    cells = jupytext.read(Path(__file__).resolve().parents[1] / "notebooks" / "04_normalization.py").cells
+    at = next(i for i, c in enumerate(cells) if "lesson.WhereTheyStand(" in c.source)
+    prompt = next(i for i, c in enumerate(cells) if c.cell_type == "markdown" and "Predict before you open" in c.source)
+    assert prompt < at and all(cells[j].cell_type == "code" for j in range(prompt + 1, at + 1))
+    src = cells[at].source
+    assert "def " not in src and "print(" not in src and "display(*where.folded(" in src

@@ -7,7 +7,8 @@ Records are chosen by code, not recency: per (op, problem, rung) on the GPU the 
 today's code, older code only where nothing newer exists (:func:`choose_record`, as the cards
 choose), and then marked ``*``.  torch and Triton are taken from the best rung's commit where they
 were recorded there (one run: a ratio of one commit), else their newest record, and the row's
-``commits`` says so.  Nothing is averaged; a line of the figure joins records of one commit only."""
+``commits`` says so.  Nothing is averaged, and the figure draws points only (no line joins two
+records).  :class:`WhereTheyStand` is the notebooks' one call."""
 from __future__ import annotations
 
 import numpy as np

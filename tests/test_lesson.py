@@ -856,3 +856,25 @@ def test_notebook_04_asks_before_it_shows_where_the_ladders_stand():
     assert prompt < at and all(cells[j].cell_type == "code" for j in range(prompt + 1, at + 1))
     src = cells[at].source
     assert "def " not in src and "print(" not in src and "display(*where.folded(" in src
+
+
+@pytest.mark.skipif(RECORDED.empty, reason="no GPU results recorded in data/results/")
+def test_where_they_stand_names_the_counters_of_the_widest_gap_only_of_the_same_code():
+    """Where a best rung loses to torch and an Nsight Compute row of the same code exists on that
+    GPU, the takeaway quotes it for the widest gap of each op and dtype (DRAM bytes over the ideal,
+    warp instructions, issue active)."""
+    quoted = 0
+    for gpu in sorted(set(RECORDED.gpu)):
+        w = lesson.WhereTheyStand(["layernorm_bwd", "batchnorm"], gpu)
+        text = w.takeaway()
+        lost = w.rows[w.rows["x torch"] < 1]
+        for _, r in (lost.loc[lost.groupby(["op", "dtype"])["x torch"].idxmin()].iterrows() if len(lost) else []):
+            c = lesson.counters(r["op"], r["problem"], r["best variant"], gpu)
+            if c is None or str(c.commit)[:7] != r["commit"]:
+                continue
+            quoted += 1
+            assert (f"commit {str(c.commit)[:7]}: DRAM bytes {c.get('dram_bytes') / r['bytes']:.2f}x the ideal, "
+                    f"{c.get('warp_instructions') / 1e6:.0f} M warp instructions, "
+                    f"issue active {c.get('issue_active_pct'):.0f}%") in text
+    if not quoted:
+        pytest.skip("no Nsight Compute row of a losing best rung's own commit")

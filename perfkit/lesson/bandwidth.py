@@ -14,9 +14,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .cards import CHANGED_MARK_NOTE, changed_since_recorded, choose_record
+from .cards import CHANGED_MARK_NOTE, changed_since_recorded, choose_record, source_changed_since
 from .formatting import fmt_seconds
 from .matching import ladder_for, records
+from .ncu import counters
 from .prompts import Rendered, fold, paragraph
 from .view import fold_figure
 
@@ -100,6 +101,7 @@ def standing_rows(op: str, gpu: str, *, frame: pd.DataFrame | None = None, copy_
                "best rung": b["label"] if b is not None else "no rung recorded",
                "best median_s": float(b["median_s"]) if b is not None else float("nan"),
                "best gbps": float(b["gbps"]) if b is not None else float("nan"),
+               "best variant": b["variant"] if b is not None else "", "bytes": float(b["bytes"]) if b is not None else float("nan"),
                "commit": str(commit)[:7] if b is not None else "", "older": bool(b["older"]) if b is not None else False}
         others = []
         for peer, variant in _PEERS.items():
@@ -242,6 +244,8 @@ class WhereTheyStand:
                 s += "no torch record to compare with"
             if len(bare):
                 s += ("; " if len(g) else "") + f"no rung recorded at {', '.join(bare['shape'])} (torch only)"
+            if len(lost):
+                s += self._why(lost.loc[lost["x torch"].idxmin()])
             tri = g[np.isfinite(g["x Triton"])]
             if len(tri):
                 s += f"; beats Triton at {int((tri['x Triton'] >= 1.0).sum())} of {len(tri)}"
@@ -251,6 +255,24 @@ class WhereTheyStand:
         head = f"On {self.gpu}, the best checked rung beats torch at {n_won} of {n} recorded problems. "
         tail = " (* a record of a kernel that changed since: not today's code.)" if self.rows["older"].any() else ""
         return head + " ".join(out) + tail
+
+    def _why(self, r) -> str:
+        """The Nsight Compute row of a losing best rung at its problem on this GPU, where one
+        of the same code exists (its commit named): DRAM bytes over the ideal, instructions, issue."""
+        c = counters(r["op"], r["problem"], r["best variant"], self.gpu)
+        v = next((x for x in ladder_for(r["op"]) if x.name == r["best variant"]), None)
+        if c is None or v is None or (c.commit and source_changed_since(v, c.commit) is not False
+                                      and not str(r["commit"]).startswith(str(c.commit)[:7])):
+            return ""  # no row, or a row of other code than the record's
+        bits = []
+        if np.isfinite(c.get("dram_bytes")) and r["bytes"] > 0:
+            bits.append(f"DRAM bytes {c.get('dram_bytes') / r['bytes']:.2f}x the ideal")
+        if np.isfinite(c.get("warp_instructions")):
+            bits.append(f"{c.get('warp_instructions') / 1e6:.0f} M warp instructions")
+        if np.isfinite(c.get("issue_active_pct")):
+            bits.append(f"issue active {c.get('issue_active_pct'):.0f}%")
+        return (f" (the widest gap's Nsight Compute row, commit {str(c.commit or '?')[:7]}: {', '.join(bits)})"
+                if bits else "")
 
     def folded(self, what: str = "the ladders") -> list[Rendered]:
         """The table, the figure and the takeaway, each folded (open them after predicting)."""

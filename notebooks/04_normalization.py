@@ -45,7 +45,9 @@
 # before anything runs).  Then, rung by rung: what it changes, the kernel diff, the anatomy folded; a
 # question to **predict** (faster or slower, by how much, what binds); and the answer folded below
 # it (the record, the model's estimate, the Nsight Compute counters), to open once you have guessed.
-# After the rungs, folded: the whole ladder as one table and as bars, and the anatomy of every rung.
+# After the rungs, folded: the whole ladder as one table and as bars, and the anatomy of every rung;
+# at the end, where each ladder stands against torch, Triton and the copy bandwidth at every
+# recorded shape and dtype.
 
 # %% tags=["parameters"]
 # Parameters (papermill overrides these; profiles in notebooks/profiles.yaml)
@@ -67,8 +69,6 @@ exercise_reference = False    # True: the exercises grade the reference solution
 import dataclasses
 import importlib
 
-import matplotlib.pyplot as plt
-import numpy as np
 import pandas as pd
 from IPython.display import Markdown, display
 
@@ -299,83 +299,39 @@ for p in bn_problems:
 view.anatomy_table()
 
 # %% [markdown]
-# ## 8 · Bandwidth against row width, and the four ops side by side
+# ## 8 · Where the ladders stand: every recorded shape and dtype
 #
-# For each op: achieved GB/s (useful bytes / time) against the row width, one line per rung (and per
-# dtype, with its own marker, where the records hold several; each point one record, never an average), with
-# the measured copy bandwidth as the ceiling (the published DRAM bandwidth, and it says so, where
-# no copy bandwidth is recorded).  Narrow rows are where one block per row can leave the GPU idle,
-# which the multirow rungs aim at (in the H100's first records, of older code, at 1024 columns
-# softmax's multirow rung gained and layernorm's lost; rmsnorm's two runs disagreed); very wide rows are where a row
-# no longer fits in L1/L2 and every extra sweep costs DRAM traffic.  Only measurements from real
-# GPUs are drawn, of the GPU shown: a GPU recorded at one width draws a point per rung
-# (`records_gpu="nvidia-h100-80gb-hbm3"` shows the H100's widths).
+# For each op, every problem recorded on the GPU shown (row width 1024, 4096 or 16384 columns;
+# float32 and float16; batchnorm in NCHW and NHWC): the fastest rung of today's ladder that passed
+# its check, torch (the oracle) and Triton at the same problem, the ladder's speed over torch's,
+# and its useful bytes per second as a fraction of the **measured copy bandwidth** of that GPU
+# (notebook 01), the ceiling a memory-bound kernel can reach.  Per rung and problem the record is
+# the newest of today's code, an older one (marked `*`) only where today's code was never measured
+# there; torch and Triton come from the best rung's own run where they were measured in it.  Then
+# the same numbers against the width, with the copy ceiling as a line: each point one record.
+#
+# **Predict before you open it.**  The goal of every ladder is to match torch and to move its bytes
+# at the copy bandwidth.  At 4096 x 4096 float32, which ops will beat torch, and at what fraction
+# of copy?  At narrow rows (1024 columns: 4096 blocks of one row, a few waves), at wide rows (16384
+# columns: a row no longer fits on chip when many are in flight), in float16 (half the bytes per
+# element, same elements per thread), for layernorm backward (two more reductions a row) and for
+# batchnorm (x read twice)?  Write your guesses down, then open the table.
 
 # %%
-row_ops = [op for op in ops if op != "batchnorm"]
-shown = recorded[recorded.gpu == shown_gpu] if not recorded.empty else recorded  # one GPU per table and figure
-fig, axes = plt.subplots(1, max(len(row_ops), 1), figsize=(5 * max(len(row_ops), 1), 3.8), squeeze=False)
-for ax, op in zip(axes[0], row_ops):
-    t = shown[shown.op == op] if not shown.empty else shown
-    plots.metric_vs(t, x="cols", metric="gbps", hue="label", title=op, ax=ax,
-                    ceiling=(copy_bw or published_bw) / 1e9,
-                    ceiling_label="measured copy bandwidth" if copy_bw else f"published DRAM bandwidth ({gpu}; no copy recorded)")
-fig.tight_layout()
-display(lesson.fold_figure(fig, "GB/s against the row width, one line per rung (open once you have predicted)"))
-
-# %%
-# The best rung of each op at each problem, as a fraction of the copy bandwidth and of the oracle
-# (PyTorch on a GPU).  The goals on an H100 are >= 90% of copy bandwidth for rows of 1024 or
-# more, and at least as fast as torch at every shape; the table says where they are met and
-# where not (a "vs oracle" below 1.00x is a goal missed).
-real, n_sim = plots.real_rows(shown, "gbps")
-if real.empty:
-    print("No GPU measurements recorded yet: nothing to compare. "
-          "(`perfkit run 04 --profile gpu` on a GPU machine measures and records them.)")
-    summary = pd.DataFrame()
-else:
-    real = real.assign(changed=lesson.changed_since_recorded(real))  # "*": a kernel changed since its record
-    def best(g):
-        ours = g[g.rung > 0]
-        if ours.empty:
-            return None
-        b = ours.loc[ours.gbps.idxmax()]
-        orc = g[g.rung == 0].gbps
-        return pd.Series({"best rung": b.label, "commit": str(b.commit)[:7] + ("*" if b.changed else ""), "GB/s": b.gbps,
-                          "of copy bw": b.gbps * 1e9 / copy_bw if copy_bw else np.nan,
-                          "of published bw": b.gbps * 1e9 / published_bw,
-                          "vs oracle": b.gbps / orc.iloc[0] if len(orc) else np.nan})
-    summary = real.groupby(["gpu", "op", "problem"]).apply(best).dropna(how="all")
-    display(lesson.fold(summary.style.format({"GB/s": "{:.0f}", "of copy bw": "{:.0%}", "of published bw": "{:.0%}",
-                                              "vs oracle": "{:.2f}x"}, na_rep="—")
-                        .set_caption("best rung per problem, recorded" + plots.provenance(real)
-                                     + ("; " + lesson.CHANGED_MARK_NOTE if "commit" in summary
-                                        and summary["commit"].astype(str).str.endswith("*").any() else "")),
-                        summary="the best rung of each op at each recorded problem (open once you have predicted)"))
+where = lesson.WhereTheyStand(ops, shown_gpu)  # records of the GPU shown, chosen by code (the cards' rule)
+display(*where.folded("the normalization ladders"))
 
 # %%
 # The normalizations on the roofline: about one FLOP per byte, far left of the ridge point, so only
-# the memory roof matters.  Only real GPU measurements are drawn.
+# the memory roof matters.  Only real GPU measurements are drawn, of the GPU shown.
 examples = {MODS[op].EXAMPLE_PROBLEM.label for op in ops}
+shown = recorded[recorded.gpu == shown_gpu] if not recorded.empty else recorded  # one GPU per figure
 on_roof = shown[shown.problem.isin(examples)] if not shown.empty else None
 ax = roofline.plot(on_roof, roofline.ceilings(gpu), group_col="op", title=f"normalizations on the roofline ({gpu} ceilings)"
                    + ("\nrecorded" + plots.provenance(on_roof) if on_roof is not None and not on_roof.empty else ""))
 display(lesson.fold_figure(ax, "the normalizations on the roofline (open once you have predicted)"))
 if on_roof is None or on_roof.empty:
     print("No recorded GPU results for the example problems: the figure shows the ceilings only.")
-
-# %% [markdown]
-# ## Where the ladders stand
-#
-# Each op's best rung against torch (the oracle) at every recorded problem, per dtype and GPU: one
-# bar per comparison (one GPU, one problem), and a paragraph written from the same numbers.
-
-# %%
-st = pd.concat([lesson.standing(op, recorded) for op in ops], ignore_index=True)
-display(lesson.fold(lesson.standing_table(st, "torch"), summary="the best rung of each op vs torch, per problem and GPU"))
-display(lesson.fold_figure(lesson.standing_figure(st, "torch", title="normalizations: best rung / torch"),
-                           "the same as bars"))
-display(lesson.fold(lesson.paragraph(lesson.takeaway(st, "torch")), summary="where the normalization ladders stand, in words"))
 
 # %% [markdown]
 # ## What to take away

@@ -733,3 +733,148 @@ def test_a_card_prefers_todays_code_over_a_newer_record_of_older_code(monkeypatc
     assert lesson.choose_record(rows, v)["gpu"] == "B"
     monkeypatch.setattr("perfkit.lesson.cards.source_changed_since", lambda v, c: True)
     assert lesson.choose_record(rows, v)["gpu"] == "C"
+
+
+# --- where the memory-bound ladders stand on one GPU (notebook 04) -----------------------------
+def _bw_record(variant, rung, median_s, commit, utc, *, problem="rows=64 cols=1000 dtype=float32 axis=-1",
+               gpu="GPU A", op="softmax", ok=True, nbytes=1e9):
+    return {"op": op, "problem": problem, "variant": variant, "rung": rung, "median_s": median_s, "commit": commit,
+            "utc": utc, "gpu": gpu, "gpu_slug": gpu.lower().replace(" ", "-"), "check_ok": ok, "simulated": False,
+            "bytes": nbytes, "gbps": nbytes / median_s / 1e9}
+
+
+def test_where_they_stand_chooses_records_by_code_and_each_number_is_its_record(monkeypatch):
+    """Synthetic records: per (problem, rung) the newest record of today's code, older code only
+    where nothing else exists (marked *); a rung that failed its check never wins; torch from the
+    best rung's commit; another GPU never enters; the prose quotes the table's numbers."""
+    names = [v.name for v in softmax.LADDER if not v.oracle]
+    fast, slow, bad = names[-1], names[1], names[-2]
+    wide = "rows=64 cols=4096 dtype=float16 axis=-1"
+    recs = pd.DataFrame([
+        _bw_record(fast, 6, 2.0e-3, "new", "2026-01-02"),      # today's code: the one shown
+        _bw_record(fast, 6, 1.0e-3, "old", "2026-01-03"),      # newer, but its kernel changed since
+        _bw_record(slow, 2, 2.5e-3, "new", "2026-01-02"),
+        _bw_record(bad, 5, 0.5e-3, "new", "2026-01-02", ok=False),  # fastest, failed its check
+        _bw_record("oracle", 0, 3.0e-3, "new", "2026-01-02"),  # torch in the best rung's run ...
+        _bw_record("oracle", 0, 9.0e-3, "zzz", "2026-01-05"),  # ... not the newest torch
+        _bw_record("triton", -1, 1.6e-3, "new", "2026-01-02"),
+        _bw_record(fast, 6, 0.1e-3, "new", "2026-01-09", gpu="GPU B"),  # another GPU: never shown
+        _bw_record(slow, 2, 4.0e-3, "old", "2026-01-02", problem=wide),  # only older code here
+        _bw_record("oracle", 0, 2.0e-3, "old", "2026-01-02", problem=wide),
+        _bw_record("oracle", 0, 1.0e-3, "old", "2026-01-02", problem="rows=8 cols=8 dtype=float32 axis=-1"),
+    ])
+    copy = pd.DataFrame([{"op": "roofline", "variant": "copy", "gpu": "GPU A", "gpu_slug": "gpu-a", "gbps": 800.0,
+                          "commit": "c0ffee0", "utc": "2026-01-01", "simulated": False}])
+    monkeypatch.setattr("perfkit.lesson.cards.source_changed_since", lambda v, c: c == "old")
+    w = lesson.WhereTheyStand(["softmax"], "GPU A", frame=recs, copy_frame=copy)
+    r = w.rows.set_index("shape")
+    a = r.loc["64 x 1000"]
+    assert a["best rung"] == softmax.LADDER[[v.name for v in softmax.LADDER].index(fast)].label
+    assert a["best median_s"] == 2.0e-3 and a["commits"] == "new" and not a["older"]
+    assert a["torch median_s"] == 3.0e-3 and a["x torch"] == pytest.approx(1.5)
+    assert a["Triton median_s"] == 1.6e-3 and a["x Triton"] == pytest.approx(0.8)
+    assert a["of copy"] == pytest.approx((1e9 / 2.0e-3 / 1e9) / 800.0)
+    b = r.loc["64 x 4096"]
+    assert b["best median_s"] == 4.0e-3 and b["older"] and b["commits"] == "old*" and b["dtype"] == "float16"
+    c = r.loc["8 x 8"]
+    assert c["best rung"] == "no rung recorded" and np.isnan(c["best median_s"])
+    assert list(w.rows["dtype"]) == ["float32", "float32", "float16"]  # float32 first, then by width
+    shown = w.table().data
+    assert list(shown["its median"]) == [lesson.fmt_seconds(s) for s in w.rows["best median_s"]]
+    text = w.takeaway()
+    assert "beats torch at 1 of 2" in text and "64 x 1000 (x1.50, 0.62 of copy)" in text
+    assert "loses to torch at 64 x 4096 (x0.50" in text and "older code*" in text and "8 x 8 (torch only)" in text
+    fig = w.figure()  # points only: no line joins two records (the ceiling is the one line)
+    lines = [ln for ax in fig.axes for ln in ax.get_lines() if ln.get_linestyle() == "None"]
+    assert lines and all(len(ln.get_xdata()) == 1 for ln in lines)
+    folded = w.folded()
+    assert all(x._repr_html_().startswith("<details") for x in folded)
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+    none = lesson.WhereTheyStand(["softmax"], "GPU C", frame=recs, copy_frame=copy)
+    assert none.rows.empty and "nothing to say yet" in none.takeaway()
+
+
+def _json_records(slug, op):
+    """Every record file of ``op`` on a GPU folder, read as JSON (not through perfkit.results)."""
+    out = []
+    for path in sorted((Path(results.RESULTS_DIR) / slug / op).glob("*.json")):
+        d = json.loads(path.read_text())
+        if d.get("simulated"):
+            continue
+        out.append({"problem": d["problem"], "variant": d["variant"], "rung": d["rung"], "ok": d.get("check_ok"),
+                    "median_s": d["timing"]["median_s"], "bytes": d["bytes"],
+                    "commit": d["provenance"]["git_commit"], "utc": d["provenance"]["utc"]})
+    return pd.DataFrame(out)
+
+
+@pytest.mark.skipif(RECORDED.empty, reason="no GPU results recorded in data/results/")
+@pytest.mark.parametrize("op", ["softmax", "layernorm_bwd"])
+def test_where_they_stand_numbers_equal_the_record_files(op):
+    """On every recorded GPU: each row's best rung, torch and Triton medians and its fraction of
+    copy are those of the record files, chosen by code (today's code first) as the cards choose."""
+    ladder = {v.name: v for v in lesson.ladder_for(op)}
+    for slug in sorted({s for s in RECORDED[RECORDED.op == op].gpu_slug}):
+        gpu = RECORDED[RECORDED.gpu_slug == slug].gpu.iloc[0]
+        files = _json_records(slug, op)
+        w = lesson.WhereTheyStand([op], gpu)
+        copy = _json_records(slug, "roofline")
+        copy = copy[copy.variant == "copy"].sort_values("utc").iloc[-1]
+        assert sorted(w.rows["problem"]) == sorted(set(files["problem"]))
+        for _, row in w.rows.iterrows():
+            f = files[files.problem == row["problem"]].sort_values("utc")
+            picks = {}
+            for name, g in f[f.rung > 0].groupby("variant"):
+                if name not in ladder:
+                    continue
+                today = g[[history.source_changed_since(ladder[name], c) is False for c in g.commit]]
+                picks[name] = (today if len(today) else g).iloc[-1]
+            ours = [p for p in picks.values() if p["ok"] is not False]
+            best = min(ours, key=lambda p: p["median_s"])
+            assert row["best median_s"] == best["median_s"] and row["commit"] == best["commit"][:7]
+            assert row["best rung"] == ladder[best["variant"]].label
+            assert row["of copy"] == pytest.approx((best["bytes"] / best["median_s"])
+                                                   / (copy["bytes"] / copy["median_s"]))
+            for peer, variant in (("torch", "oracle"), ("Triton", "triton")):
+                p = f[f.variant == variant]
+                if p.empty:
+                    assert np.isnan(row[f"{peer} median_s"])
+                    continue
+                same = p[p.commit == best["commit"]]
+                assert row[f"{peer} median_s"] == (same if len(same) else p).iloc[-1]["median_s"]
+
+
+def test_notebook_04_asks_before_it_shows_where_the_ladders_stand():
+    """The standing of the norm ladders comes after the prompt it answers, from the helper in one
+    call (no helper defined in its cell), and nothing of it is printed unfolded."""
+    import jupytext
+
+    cells = jupytext.read(Path(__file__).resolve().parents[1] / "notebooks" / "04_normalization.py").cells
+    at = next(i for i, c in enumerate(cells) if "lesson.WhereTheyStand(" in c.source)
+    prompt = next(i for i, c in enumerate(cells) if c.cell_type == "markdown" and "Predict before you open" in c.source)
+    assert prompt < at and all(cells[j].cell_type == "code" for j in range(prompt + 1, at + 1))
+    src = cells[at].source
+    assert "def " not in src and "print(" not in src and "display(*where.folded(" in src
+
+
+@pytest.mark.skipif(RECORDED.empty, reason="no GPU results recorded in data/results/")
+def test_where_they_stand_names_the_counters_of_the_widest_gap_only_of_the_same_code():
+    """Where a best rung loses to torch and an Nsight Compute row of the same code exists on that
+    GPU, the takeaway quotes it for the widest gap of each op and dtype (DRAM bytes over the ideal,
+    warp instructions, issue active)."""
+    quoted = 0
+    for gpu in sorted(set(RECORDED.gpu)):
+        w = lesson.WhereTheyStand(["layernorm_bwd", "batchnorm"], gpu)
+        text = w.takeaway()
+        lost = w.rows[w.rows["x torch"] < 1]
+        for _, r in (lost.loc[lost.groupby(["op", "dtype"])["x torch"].idxmin()].iterrows() if len(lost) else []):
+            c = lesson.counters(r["op"], r["problem"], r["best variant"], gpu)
+            if c is None or str(c.commit)[:7] != r["commit"]:
+                continue
+            quoted += 1
+            assert (f"commit {str(c.commit)[:7]}: DRAM bytes {c.get('dram_bytes') / r['bytes']:.2f}x the ideal, "
+                    f"{c.get('warp_instructions') / 1e6:.0f} M warp instructions, "
+                    f"issue active {c.get('issue_active_pct'):.0f}%") in text
+    if not quoted:
+        pytest.skip("no Nsight Compute row of a losing best rung's own commit")

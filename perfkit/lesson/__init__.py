@@ -16,6 +16,8 @@
   prompt, folded card); :func:`fold_figure` folds a figure of records until it is opened.
 * :func:`standing` / :func:`takeaway`: where a ladder stands, its best rung against the library per
   problem, dtype and GPU, and a paragraph written from those numbers.
+* :class:`WhereTheyStand`: memory-bound ops on one GPU, every recorded problem (best checked rung,
+  torch, Triton, fraction of the measured copy ceiling), records chosen by code as the cards choose.
 * :func:`counters`: a rung's Nsight Compute row (``data/ncu/``) on a GPU, shown on its card with
   the change from the rung before and the counter that moved.
 * :func:`quiet_numba_warnings`, :func:`sweep_table`, :func:`fold`, :func:`anatomy_table`:
@@ -46,6 +48,7 @@ from .ncu import COUNTERS, Counters, counters, kernels as ncu_kernels
 from .view import LadderView, fold_figure
 from .networks import layer_estimate, measured_s, network_table, weighted_of_oracle
 from .standing import standing, standing_figure, standing_table, takeaway
+from .bandwidth import WhereTheyStand, copy_ceiling, standing_rows
 
 __all__ = ["source", "source_diff", "kernel_sources", "kernel_helpers", "MATCH_RULE", "records",
            "recorded", "RungCard", "ladder_cards", "card_table", "record_pivot", "changed_since_recorded",
@@ -54,7 +57,8 @@ __all__ = ["source", "source_diff", "kernel_sources", "kernel_helpers", "MATCH_R
            "sweep_table", "fold", "anatomy_table", "fmt_seconds", "metric_for", "false_no_record_claims", "reload",
            "LadderView", "fold_figure", "counters", "Counters", "COUNTERS", "answers_shown_before",
            "layer_estimate", "network_table", "weighted_of_oracle", "standing", "standing_table",
-           "standing_figure", "takeaway", "choose_record", "paragraph", "ncu_kernels"]
+           "standing_figure", "takeaway", "choose_record", "paragraph", "ncu_kernels", "WhereTheyStand",
+           "copy_ceiling", "standing_rows"]
 
 # the names these had when lesson was one module (tests use them)
 _const_eval, _matches, _match_rows, _WarningLog = const_eval, matches, match_rows, WarningLog

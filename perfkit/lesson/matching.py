@@ -32,12 +32,13 @@ def _load(op: str | None, root: str | None) -> pd.DataFrame:
 
 
 def records(op: str, ladder: list[Variant] | None = None, *, root=None, gpu: str | None = None,
-            latest: bool = True) -> pd.DataFrame:
+            latest: bool = True, frame: pd.DataFrame | None = None) -> pd.DataFrame:
     """Results recorded on real GPUs for ``op`` (``perfkit.results.load``), with ``label`` (the
     *current* ladder's label of the variant, matched by name: ``"08 double_buffer"``; peers
     ``"peer torch"``; a variant no longer in the ladder keeps its recorded number and says so),
-    ``rate`` in the op's unit, and ``date``.  The newest record per (gpu, problem, variant)."""
-    df = _load(op, str(root) if root is not None else None).copy()
+    ``rate`` in the op's unit, and ``date``.  The newest record per (gpu, problem, variant) (with
+    ``latest=False``, every record).  ``frame``: raw records to label instead of data/results/."""
+    df = (_load(op, str(root) if root is not None else None) if frame is None else frame[frame["op"] == op]).copy()
     if df.empty:
         return df.assign(label=pd.Series(dtype=object), rate=pd.Series(dtype=float), date=pd.Series(dtype=object))
     if "simulated" in df:

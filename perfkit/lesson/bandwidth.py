@@ -1,0 +1,283 @@
+"""Where memory-bound ladders stand on one GPU: per op, every recorded problem (shape and dtype)
+with its best checked rung, torch, Triton, the best rung's speed over torch's and its fraction of
+the measured copy ceiling, as a table, a bandwidth-against-width figure and a paragraph written
+from the same numbers (so the prose stays true when the records change).
+
+Records are chosen by code, not recency: per (op, problem, rung) on the GPU the newest record of
+today's code, older code only where nothing newer exists (:func:`choose_record`, as the cards
+choose), and then marked ``*``.  torch and Triton are taken from the best rung's commit where they
+were recorded there (one run: a ratio of one commit), else their newest record, and the row's
+``commits`` says so.  Nothing is averaged, and the figure draws points only (no line joins two
+records).  :class:`WhereTheyStand` is the notebooks' one call."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .cards import CHANGED_MARK_NOTE, changed_since_recorded, choose_record, source_changed_since
+from .formatting import fmt_seconds
+from .matching import ladder_for, records
+from .ncu import counters
+from .prompts import Rendered, fold, paragraph
+from .view import fold_figure
+
+#: what the table's ``x torch`` and ``of copy`` columns mean (the caption)
+COLUMNS_NOTE = ("x torch / x Triton: their median over the best rung's (above 1 the ladder wins); "
+                "of copy: the best rung's useful bytes per second (problem.bytes / median) over the "
+                "measured copy bandwidth of the same GPU")
+_PEERS = {"torch": "oracle", "Triton": "triton"}
+
+
+def _params(problem: str) -> dict:
+    return dict(p.split("=", 1) for p in str(problem).split() if "=" in p)
+
+
+def shape_of(problem: str) -> str:
+    """``rows=4096 cols=1024 dtype=float32 ...`` -> ``4096 x 1024``; batchnorm ``32x256x56x56 NCHW``."""
+    p = _params(problem)
+    if "cols" in p:
+        return f"{p.get('rows', '?')} x {p['cols']}"
+    dims = "x".join(p[k] for k in ("n", "c", "h", "w") if k in p)
+    return (dims + (f" {p['layout']}" if "layout" in p else "")).strip() or str(problem)
+
+
+def width_of(problem: str) -> float:
+    """The figure's x: the row width (``cols``), or H*W for batchnorm (a channel's contiguous run in NCHW)."""
+    p = _params(problem)
+    if "cols" in p:
+        return float(p["cols"])
+    if "h" in p and "w" in p:
+        return float(p["h"]) * float(p["w"])
+    return float("nan")
+
+
+def chosen(op: str, gpu: str, *, frame: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One record per (problem, variant) of ``op`` on ``gpu`` (:func:`choose_record`), labelled
+    (:func:`records`), with ``older`` True where the rung's kernel changed since that record."""
+    df = records(op, gpu=gpu, latest=False, frame=frame)
+    if df.empty:
+        return df.assign(older=pd.Series(dtype=bool))
+    try:
+        by_name = {v.name: v for v in ladder_for(op)}
+    except LookupError:
+        by_name = {}
+    keep = []
+    for (_, name), rows in df.sort_values("utc", kind="stable").groupby(["problem", "variant"], sort=False):
+        v = by_name.get(name)
+        keep.append(choose_record(rows, v) if v is not None else rows.iloc[-1])
+    out = pd.DataFrame(keep).reset_index(drop=True)
+    return out.assign(older=changed_since_recorded(out).to_numpy())
+
+
+def _peer(rows: pd.DataFrame, variant: str, commit) -> pd.Series | None:
+    """The peer's record at ``commit`` where there is one, else its chosen (newest) record."""
+    mine = rows[rows["variant"] == variant]
+    if mine.empty:
+        return None
+    same = mine[mine["commit"] == commit]
+    return (same if len(same) else mine).sort_values("utc").iloc[-1]
+
+
+def standing_rows(op: str, gpu: str, *, frame: pd.DataFrame | None = None, copy_gbps: float | None = None
+                  ) -> pd.DataFrame:
+    """One row per recorded problem of ``op`` on ``gpu`` (numbers, as recorded): the best checked
+    rung of today's ladder among the chosen records (:func:`chosen`) and torch's and Triton's
+    records (:func:`_peer`); ``copy_gbps`` the ceiling for ``of copy`` (NaN without one)."""
+    ch = chosen(op, gpu, frame=frame)
+    all_rows = records(op, gpu=gpu, latest=False, frame=frame)
+    out = []
+    if ch.empty:
+        return pd.DataFrame()
+    for problem, g in ch.groupby("problem", sort=False):
+        ok = g["check_ok"].fillna(True).astype(bool) if "check_ok" in g else True
+        ours = g[(g["rung_now"] > 0) & ok]
+        b = ours.loc[ours["median_s"].idxmin()] if len(ours) else None  # None: only peers recorded here
+        commit = b["commit"] if b is not None else None
+        here = all_rows[all_rows["problem"] == problem]
+        p = _params(problem)
+        row = {"op": op, "gpu": gpu, "problem": problem, "shape": shape_of(problem),
+               "dtype": p.get("dtype", ""), "group": " ".join(p[k] for k in ("dtype", "layout") if k in p),
+               "width": width_of(problem),
+               "best rung": b["label"] if b is not None else "no rung recorded",
+               "best median_s": float(b["median_s"]) if b is not None else float("nan"),
+               "best gbps": float(b["gbps"]) if b is not None else float("nan"),
+               "best variant": b["variant"] if b is not None else "", "bytes": float(b["bytes"]) if b is not None else float("nan"),
+               "commit": str(commit)[:7] if b is not None else "", "older": bool(b["older"]) if b is not None else False}
+        others = []
+        for peer, variant in _PEERS.items():
+            r = _peer(here, variant, commit)
+            row[f"{peer} median_s"] = float(r["median_s"]) if r is not None else float("nan")
+            row[f"{peer} gbps"] = float(r["gbps"]) if r is not None else float("nan")
+            row[f"{peer} commit"] = str(r["commit"])[:7] if r is not None else ""
+            row[f"x {peer}"] = row[f"{peer} median_s"] / row["best median_s"]
+            if r is not None and r["commit"] != commit:
+                others.append(f"{peer} {str(r['commit'])[:7]}")
+        row["of copy"] = row["best gbps"] / copy_gbps if copy_gbps else float("nan")
+        row["commits"] = (row["commit"] + ("*" if row["older"] else "") + (f" ({', '.join(others)})" if others else "")).strip()
+        out.append(row)
+    df = pd.DataFrame(out)
+    if df.empty:
+        return df
+    # float32 first (the ladders' home dtype), then by width
+    return (df.assign(_k=df["dtype"] != "float32").sort_values(["_k", "dtype", "width", "shape"])
+            .drop(columns="_k").reset_index(drop=True))
+
+
+def copy_ceiling(gpu: str, *, frame: pd.DataFrame | None = None) -> pd.Series | None:
+    """The newest ``copy`` record of the roofline op on ``gpu`` (its ``gbps``, commit, date); None without one."""
+    if frame is None:
+        from .. import results
+
+        frame = results.load(op="roofline", latest=False)
+    if frame is None or frame.empty or "variant" not in frame:
+        return None
+    g = gpu.lower()
+    c = frame[(frame["variant"] == "copy") & ((frame["gpu"].astype(str).str.lower() == g)
+                                              | (frame.get("gpu_slug", frame["gpu"]).astype(str).str.lower() == g))]
+    if "simulated" in c:
+        c = c[~c["simulated"].fillna(False).astype(bool)]
+    return c.sort_values("utc").iloc[-1] if len(c) else None
+
+
+class WhereTheyStand:
+    """The standing of several memory-bound ops on one GPU: ``rows`` (one per op and problem),
+    :meth:`table`, :meth:`figure`, :meth:`takeaway`, and :meth:`folded` (all three, folded)."""
+
+    def __init__(self, ops, gpu: str | None, *, frame: pd.DataFrame | None = None,
+                 copy_frame: pd.DataFrame | None = None):
+        self.ops, self.gpu = list(ops), gpu
+        self.copy = copy_ceiling(gpu, frame=copy_frame) if gpu else None
+        self.copy_gbps = float(self.copy["gbps"]) if self.copy is not None else None
+        parts = [standing_rows(op, gpu, frame=frame, copy_gbps=self.copy_gbps) for op in self.ops] if gpu else []
+        parts = [p for p in parts if len(p)]
+        self.rows = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+    def _copy_note(self) -> str:
+        if self.copy is None:
+            return f"no copy bandwidth recorded on {self.gpu}: no fraction of copy"
+        return (f"copy ceiling {self.copy_gbps:.0f} GB/s, measured on {self.gpu} "
+                f"({str(self.copy['utc'])[:10]}, commit {str(self.copy['commit'])[:7]})")
+
+    def notes(self) -> str:
+        """What the columns mean, where the ceiling comes from, and the * mark where it is used."""
+        marked = not self.rows.empty and bool(self.rows["older"].any())
+        return "; ".join([COLUMNS_NOTE, self._copy_note()] + ([CHANGED_MARK_NOTE] if marked else []))
+
+    def table(self, op: str | None = None):
+        """The rows as a reader reads them (times in units, ratios as x, fractions as %)."""
+        t = self.rows if op is None or self.rows.empty else self.rows[self.rows["op"] == op]
+        if t.empty:
+            return pd.DataFrame()
+        show = pd.DataFrame({
+            "op": t["op"], "problem": t["shape"], "dtype": t["dtype"], "best checked rung": t["best rung"],
+            "its median": t["best median_s"].map(fmt_seconds), "torch": t["torch median_s"].map(fmt_seconds),
+            "Triton": t["Triton median_s"].map(fmt_seconds), "x torch": t["x torch"], "x Triton": t["x Triton"],
+            "of copy": t["of copy"], "commit": t["commits"]})
+        if op is not None:
+            show = show.drop(columns="op")  # the caption names it
+        cap = f"{op} on {self.gpu}" if op else f"{self.gpu}: {self.notes()}"
+        return (show.style.format({"x torch": "{:.2f}", "x Triton": "{:.2f}", "of copy": "{:.2f}"}, na_rep="—")
+                .hide(axis="index").set_caption(cap))
+
+    def figure(self):
+        """Per op, GB/s against the width: the best rung (its number beside each point), torch and
+        Triton, one marker per dtype and layout (hollow: older code), the copy ceiling as a dashed line.
+        Points only: each point is one record, and no line joins two records."""
+        import matplotlib.pyplot as plt
+        from matplotlib.lines import Line2D
+
+        ops = [op for op in self.ops if not self.rows.empty and (self.rows["op"] == op).any()] or self.ops[:1]
+        fig, axes = plt.subplots(1, len(ops), figsize=(3.2 * len(ops), 3.0), squeeze=False)
+        groups = sorted(set(self.rows["group"]), key=lambda g: (not g.startswith("float32"), g)) if len(self.rows) else []
+        markers = dict(zip(groups, "os^DvP<>"))  # one marker per dtype (and layout)
+        series = {"best rung": ("best gbps", "C0"), "torch": ("torch gbps", "C3"), "Triton": ("Triton gbps", "C2")}
+        for ax, op in zip(axes[0], ops):
+            t = self.rows[self.rows["op"] == op] if not self.rows.empty else self.rows
+            if self.copy_gbps:
+                ax.axhline(self.copy_gbps, color="black", lw=1, ls="--")
+            for name, (col, colour) in series.items():
+                for _, r in (t.dropna(subset=[col]).iterrows() if len(t) else []):
+                    hollow = name == "best rung" and r["older"]
+                    ax.plot([r["width"]], [r[col]], ls="none", marker=markers.get(r["group"], "X"), color=colour,
+                            mfc="white" if hollow else colour, ms=6)
+                    if name == "best rung":
+                        ax.annotate(str(r["best rung"]).split()[0], (r["width"], r[col]), fontsize=6,
+                                    xytext=(4, -3), textcoords="offset points")
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("H·W" if op == "batchnorm" else "row width (cols)", fontsize=8)
+            ax.set_ylabel("GB/s (useful bytes)", fontsize=8)
+            ax.set_title(op, fontsize=9)
+            ax.set_ylim(0, 1.1 * max(self.copy_gbps or 0, float(np.nanmax(t[[c for c, _ in series.values()]].to_numpy()))
+                                     if len(t) and np.isfinite(t[[c for c, _ in series.values()]].to_numpy()).any() else 1))
+            ax.tick_params(labelsize=7)
+        handles = [Line2D([], [], ls="none", marker="o", color=c, label=n) for n, (_, c) in series.items()]
+        handles += [Line2D([], [], ls="none", marker=m, color="grey", label=g) for g, m in markers.items()]
+        handles += [Line2D([], [], ls="none", marker="o", color="C0", mfc="white", label="older code (*)"),
+                    Line2D([], [], color="black", ls="--", label="measured copy")]
+        fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=7, frameon=False,
+                   bbox_to_anchor=(0.5, -0.06))
+        fig.suptitle(f"{self.gpu}: GB/s against the width ({self._copy_note()}); the number: the best rung",
+                     fontsize=8)
+        fig.tight_layout()
+        return fig
+
+    def takeaway(self) -> str:
+        """Sentences from the rows: per op and dtype, where the best rung beats torch (and by how
+        much, at what fraction of copy) and where it does not."""
+        if self.rows.empty:
+            return f"No problem has a checked rung recorded on {self.gpu or 'any GPU'}: nothing to say yet."
+        out = []
+        for (op, dtype), g in self.rows.groupby(["op", "dtype"], sort=False):
+            def say(r):
+                cp = f", {r['of copy']:.2f} of copy" if np.isfinite(r["of copy"]) else ""
+                return f"{r['shape']} (x{r['x torch']:.2f}{cp}{', older code*' if r['older'] else ''})"
+            bare = g[g["best median_s"].isna()]
+            g = g[g["best median_s"].notna()]
+            vs = g[np.isfinite(g["x torch"])]
+            won, lost = vs[vs["x torch"] >= 1.0], vs[vs["x torch"] < 1.0]
+            s = f"{op} {dtype}: "
+            if len(won):
+                s += f"beats torch at {', '.join(say(r) for _, r in won.iterrows())}"
+            if len(lost):
+                s += ("; " if len(won) else "") + f"loses to torch at {', '.join(say(r) for _, r in lost.iterrows())}"
+            if vs.empty and len(g):
+                s += "no torch record to compare with"
+            if len(bare):
+                s += ("; " if len(g) else "") + f"no rung recorded at {', '.join(bare['shape'])} (torch only)"
+            if len(lost):
+                s += self._why(lost.loc[lost["x torch"].idxmin()])
+            tri = g[np.isfinite(g["x Triton"])]
+            if len(tri):
+                s += f"; beats Triton at {int((tri['x Triton'] >= 1.0).sum())} of {len(tri)}"
+            out.append(s + ".")
+        n_won = int((self.rows["x torch"] >= 1.0).sum())
+        n = int(np.isfinite(self.rows["x torch"]).sum())
+        head = f"On {self.gpu}, the best checked rung beats torch at {n_won} of {n} recorded problems. "
+        tail = " (* a record of a kernel that changed since: not today's code.)" if self.rows["older"].any() else ""
+        return head + " ".join(out) + tail
+
+    def _why(self, r) -> str:
+        """The Nsight Compute row of a losing best rung at its problem on this GPU, where one
+        of the same code exists (its commit named): DRAM bytes over the ideal, instructions, issue."""
+        c = counters(r["op"], r["problem"], r["best variant"], self.gpu)
+        v = next((x for x in ladder_for(r["op"]) if x.name == r["best variant"]), None)
+        if c is None or v is None or (c.commit and source_changed_since(v, c.commit) is not False
+                                      and not str(r["commit"]).startswith(str(c.commit)[:7])):
+            return ""  # no row, or a row of other code than the record's
+        bits = []
+        if np.isfinite(c.get("dram_bytes")) and r["bytes"] > 0:
+            bits.append(f"DRAM bytes {c.get('dram_bytes') / r['bytes']:.2f}x the ideal")
+        if np.isfinite(c.get("warp_instructions")):
+            bits.append(f"{c.get('warp_instructions') / 1e6:.0f} M warp instructions")
+        if np.isfinite(c.get("issue_active_pct")):
+            bits.append(f"issue active {c.get('issue_active_pct'):.0f}%")
+        return (f" (the widest gap's Nsight Compute row, commit {str(c.commit or '?')[:7]}: {', '.join(bits)})"
+                if bits else "")
+
+    def folded(self, what: str = "the ladders") -> list[Rendered]:
+        """The table, the figure and the takeaway, each folded (open them after predicting)."""
+        tables = [self.table(op) for op in self.ops if not self.rows.empty and (self.rows["op"] == op).any()]
+        tables = [Rendered(t.to_html(), f"{t.caption}\n{t.to_string(delimiter='  ')}") for t in tables]
+        return [fold(paragraph(self.notes()), *(tables or [self.takeaway()]), summary=f"where {what} stand on {self.gpu or 'no GPU'}: every recorded problem, per op"),
+                fold_figure(self.figure(), f"the same against the width, with the copy ceiling"),
+                fold(paragraph(self.takeaway()), summary="what the table says, in words")]

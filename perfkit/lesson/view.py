@@ -73,9 +73,13 @@ class LadderView:
         i = next(i for i, u in enumerate(self.ladder) if u.name == v.name)
         return next((u for u in reversed(self.ladder[:i]) if not u.oracle), None)
 
-    def rung(self, name: str, *, kernel: int = 0, fold_source: str | None = None, heading: bool = False) -> list:
+    def rung(self, name: str, *, kernel: int = 0, fold_source: str | None = None, heading: bool = False,
+             prev: str | None = None) -> list:
         """The renderables of one rung section, in reading order (:meth:`show` displays them).
-        ``fold_source``: fold the kernel behind this summary (an exercise asks for it)."""
+        ``fold_source``: fold the kernel behind this summary (an exercise asks for it).
+        ``prev``: the rung the diff, the prompt and the card compare with, where the ladder
+        interleaves two sub-ladders (conv's tc_cp_async follows winograd_tiled in ladder order,
+        but is tc_ldmatrix plus one idea); default the non-oracle rung just before."""
         from .. import anatomy
 
         names = [v.name for v in self.ladder]
@@ -84,7 +88,9 @@ class LadderView:
                           f"({html.escape(', '.join(names))}): nothing to show.</i></p>",
                           f"{name} is not in today's ladder")]
         v = self.ladder[names.index(name)]
-        prev = self.prev_of(v)
+        if prev is not None and prev not in names:
+            raise ValueError(f"prev={prev!r} is not in today's ladder ({', '.join(names)})")
+        prev = self.ladder[names.index(prev)] if prev is not None else self.prev_of(v)
         p = self._example(v)
         self.shown.append(name)
         out = []
@@ -106,7 +112,7 @@ class LadderView:
                              f"{(t.smem_bytes or 0) / 1e9:.2f} GB; {html.escape(t.notes or '')}</p>",
                              f"traffic model at {p.label}"))
         card = recorded(self.op, self.problem, v, ladder=self.ladder, table=self.table, model_gpu=self.model_gpu,
-                        estimate=self.estimate, banks_unrecorded=self.banks_unrecorded)
+                        estimate=self.estimate, banks_unrecorded=self.banks_unrecorded, prev=prev)
         card.anatomy_note = anatomy_changes(r_prev, r)
         self.cards[name] = card
         if card.found and card.problem != p.label:  # recorded at the problem as asked, not the rung's twin

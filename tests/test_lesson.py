@@ -747,6 +747,14 @@ def test_a_sub_ladder_compares_each_rung_with_the_rung_it_builds_on(monkeypatch)
     assert f"than {ladder[1].label}" in str(out[-2]) and view.cards[ladder[3].name].prev_label == ladder[1].label
     with pytest.raises(ValueError, match="not in today's ladder"):
         view.rung(ladder[3].name, prev="no_such_rung")
+    # no record: the card answers the prompt with the two estimates, and says they are estimates
+    c = lesson.RungCard(op="conv", problem="p", variant="b", label="02 b", metric="tflops", estimate_s=2e-6,
+                        prev_estimate_s=5e-6, prev_label="01 a", estimate_kind="estimate", model_gpu="h100-sxm",
+                        bound="smem")
+    assert "model estimate, no GPU record yet" in str(c) and "the model says x2.50 vs 01 a" in str(c)
+    assert "not a measured speed-up" in str(c) and "no GPU record yet" in str(lesson.answer(c)).splitlines()[0]
+    c.prev_record = "951 µs on G at abc1234"
+    assert "(01 a's record: 951 µs on G at abc1234)" in str(c)
     card = lesson.recorded("gemm", gemm.EXAMPLE_PROBLEM, "tc_cp_async", estimate=False, prev="tensor_core")
     if card.found:
         rows = RECORDED[(RECORDED.op == "gemm") & (RECORDED.gpu == card.gpu) & (RECORDED.variant == "tensor_core")

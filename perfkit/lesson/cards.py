@@ -58,6 +58,7 @@ class RungCard:
     estimate_kind: str = ""
     estimate_error: str = ""
     prev_estimate_s: float = float("nan")
+    prev_record: str = ""  # a card with no record: the rung before's record, as its card shows it
     #: the model's estimate of the kernel as it was at the record's commit (where it changed since)
     estimate_then_s: float = float("nan")
     estimate_then_note: str = ""
@@ -283,11 +284,17 @@ class RungCard:
             if np.isfinite(self.estimate_s):
                 legs = ", ".join(f"{k} {fmt_seconds(v)}" for k, v in
                                  sorted(self.legs.items(), key=lambda kv: -float(kv[1] or 0)) if v)
-                name = "model estimate" if self.estimate_kind == "estimate" else "roofline bound (model.estimate absent)"
+                name = ("model estimate, no GPU record yet" if self.estimate_kind == "estimate"
+                        else "roofline bound (model.estimate absent)")
                 if not self.estimate_banks:
                     name += " (bank conflicts not simulated)"
                 rows.append((name, f"{fmt_seconds(self.estimate_s)} on {self.model_gpu}, bound by {self.bound}"
                              + (f"; legs: {legs}" if legs else "")))
+                if self.prev_label and np.isfinite(self.prev_estimate_s):  # the prompt's question, estimated
+                    rows.append(("x the rung before, estimated", f"the model says x{self.prev_estimate_s / self.estimate_s:.2f} "
+                                 f"vs {self.prev_label} ({fmt_seconds(self.prev_estimate_s)} -> "
+                                 f"{fmt_seconds(self.estimate_s)}); an estimate, not a measured speed-up"
+                                 + (f" ({self.prev_label}'s record: {self.prev_record})" if self.prev_record else "")))
             elif self.estimate_error:
                 rows.append(("model estimate", self.estimate_error))
             return rows

@@ -447,14 +447,17 @@ view.anatomy_table()
 # ladder does not serve yet and why, from the records and from each refusing rung's own
 # `supports()` message.
 #
-# Predict before you open: what share of the network's convolution FLOPs do today's records
-# cover, and which of the new rungs can take a 1x1 layer, or the 7x7 stem with its 3 channels?
+# The first line printed below says what the records cover.  Predict before you open the rest:
+# how far from cuDNN is the best rung at the measured layer, and which of the new rungs can take a
+# 1x1 layer, or the 7x7 stem with its 3 channels?
 
 # %%
 from perfkit.workload.conv_sweep import resnet50_sweep, sweep_figure
 
 sweeps = {c: resnet50_sweep(shown, gpu=shown_gpu, dtype=c.split()[0], layout=c.split()[1], batch=resnet_batch)
           for c in table_configs}
+for config, rep in sweeps.items():  # what the records cover, plainly (no value of a record in it)
+    print(rep.sentences()[0])
 for config, rep in sweeps.items():
     meas = rep.measured()
     if len(meas):  # only layers with both records: no rows of dashes
@@ -464,7 +467,7 @@ for config, rep in sweeps.items():
             "weighted_best_us": "count x best µs", "weighted_cudnn_us": "count x cuDNN µs"})
         display(lesson.fold(tab.style.format(precision=2).hide(axis="index"),
                             summary=f"{config} on {shown_gpu}: the {len(meas)} measured layer(s) of 23"))
-    text = rep.sentences() if len(meas) else rep.sentences()[:2]  # no records: the refusals wait for them
+    text = rep.sentences()[1:] if len(meas) else rep.sentences()[1:2]  # no records: the refusals wait for them
     display(lesson.fold(lesson.paragraph(" ".join(text)), summary=f"{config}: which layers are served, in words"))
 if any(len(r.measured()) for r in sweeps.values()):
     display(lesson.fold_figure(sweep_figure([r for r in sweeps.values() if len(r.measured())],

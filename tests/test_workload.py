@@ -388,6 +388,7 @@ def test_resnet50_sweep_says_what_is_unserved_and_why_from_the_rungs_own_refusal
             if (v.name, n) not in served:
                 v.supports(lp)
     text = " ".join(rep.sentences())
+    assert "of cuDNN" not in rep.sentences()[0] and "cover 1 of the 23" in rep.sentences()[0]  # shown before a prompt
     share = count * p.flops / sum(c * lp.flops for _, lp, c in layers)
     assert f"cover 1 of the 23 distinct layers ({count} of the 53 conv layers, {share:.0%}" in text
     assert "reaches 0.40 of cuDNN" in text and "not for the network" in text

@@ -51,7 +51,8 @@ class SweepReport:
     def sentences(self, ladder=None) -> list[str]:
         """Which layers the ladder does not yet serve, and why, in sentences computed from the
         records (no record of a rung or of cuDNN) and from each rung's ``supports()`` refusal
-        at this dtype and layout (:func:`refusals`)."""
+        at this dtype and layout (:func:`refusals`).  The first says what the records cover (and
+        nothing of their values), so it can be shown before a prompt; the fraction comes second."""
         t, meas = self.table, self.measured()
         share = self.flops_share()
         where = f"{self.dtype} {self.layout} on {self.gpu or 'any GPU'}"
@@ -62,8 +63,9 @@ class SweepReport:
             one = len(meas) == 1
             out.append(f"{where}: records of both a checked rung and cuDNN cover {len(meas)} of the {n} distinct "
                        f"layers ({int(meas['count'].sum())} of the {total} conv layers, {f:.0%} of the network's "
-                       f"convolution FLOPs): {_names(meas['layer'])}. Time-weighted over "
-                       f"{'that layer' if one else 'those layers'} only, the best rung{'' if one else 's'} reach"
+                       f"convolution FLOPs): {_names(meas['layer'])}.")
+            out.append(f"Time-weighted over {'that layer' if one else 'those layers'} only, the best "
+                       f"rung{'' if one else 's'} reach"
                        f"{'es' if one else ''} {self.fraction:.2f} of cuDNN; that is a figure for "
                        f"{'one layer' if one else f'{len(meas)} layers'}, not for the network.")
         else:

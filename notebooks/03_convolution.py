@@ -54,9 +54,9 @@
 check_cases = [[1, 3, 7, 5, 17, 3, 3, 1, 1, "float32", "NCHW"], [1, 4, 5, 6, 5, 3, 2, 2, 1, "float32", "NHWC"], [1, 4, 5, 6, 6, 3, 3, 1, 1, "float16", "NHWC"]]
 sweep = False               # on a GPU: time every rung and the peers over conv.GPU_SWEEP (ResNet-50, batch 32)
 sweep_configs = ["float32 NCHW", "float32 NHWC", "float16 NHWC"]  # which of the sweep's (dtype, layout) to time
-table_configs = ["float32 NCHW", "float32 NHWC", "float16 NHWC"]  # ResNet-50 tables to show
+table_configs = ["float32 NCHW", "float32 NHWC", "float16 NHWC"]  # ResNet-50 sweeps to show (those with records)
 table_estimator = "auto"    # "auto": perfkit.model.estimate where it exists; "roofline": the plain bound
-resnet_batch = 32           # batch of the ResNet-50 per-layer table
+resnet_batch = 32           # batch of the ResNet-50 layers (the records' batch)
 cc = (9, 0)                 # compile target for the anatomy view
 records_gpu = None          # pin the records to one GPU (name or slug); None: each card the newest of today's code, any GPU
 gpu = None                  # devices.yaml key of the published ceilings (None: the shown GPU's)
@@ -282,6 +282,151 @@ print(f"winograd does {t_w.flops / 1e9:.2f} GFLOP for the problem's {EX.flops / 
 view.show("tensor_core")
 
 # %% [markdown]
+# ## Beyond rung 8: two sub-ladders, predicted before any record
+#
+# Rung 8 is GEMM rung 12's design on a gathered A, and its records put it far below cuDNN (its card
+# above).  What binds it, read from its Nsight Compute row on the H200, its SASS and a bank
+# simulation: dozens of instructions per HMMA (int64 address math, 2-byte gathers, while-loop tap
+# counters), 164 registers and so one block per SM, no prefetch, and a transposed B store that
+# conflicts 16 ways.  The tensor-core rungs 9, 10, 12, 13 and 15 (float16 NHWC, float32
+# accumulation) remove those one at a time.  Float32 needs something else: cuDNN's float32 choice
+# at this layer is an FFT (its Nsight Compute kernels are named at the end of this notebook), so
+# parity needs fewer multiplies, which the Winograd rungs 11 and 14 bring.  The sections follow the
+# ladder's order; each diff is against the rung it builds on (not the rung before it in the
+# ladder, which may belong to the other sub-ladder) and shows the code each build compiles: the
+# tensor-core rungs 9-15 are one kernel whose compile-time switches (`LDSM`, `STAGES`, `EPI`, tile
+# sizes) turn each idea on, and the Winograd rungs 11 and 14 share one batched GEMM.
+#
+# **When this was written, none of rungs 9-15 had a GPU record**: their cards show the model's
+# estimate, made before any record, and the ratio of the two estimates, a prediction to be checked
+# (`tools/record_gpu.py --plan quick --ops conv` records them), never a measured speed-up.  The
+# cell below says which still have no record, and prints the counters of rungs 7 and 8 that the
+# new rungs are meant to move.
+
+# %%
+for name, p in (("tensor_core", conv.to_layout(EX, "NHWC", "float16")), ("winograd", EX)):
+    for g in sorted(recorded.gpu.unique()) if not recorded.empty else []:
+        k = lesson.counters("conv", p.label, name, g)
+        if k is not None:  # read from data/ncu/, never computed
+            print(f"{name} at {p.label} on {g} (Nsight Compute, commit {str(k.commit)[:7]}): "
+                  f"{k.get('shared_bank_conflicts') / 1e6:.1f} M of {k.get('shared_wavefronts') / 1e6:.1f} M shared "
+                  f"wavefronts conflict; achieved occupancy {k.get('achieved_occupancy_pct'):.1f}%, issue active "
+                  f"{k.get('issue_active_pct'):.0f}%, tensor pipe active {k.get('tensor_pipe_active_pct'):.2f}%"
+                  + (f", {k.get('instructions_per_ffma'):.1f} instructions per FFMA"
+                     if np.isfinite(k.get('instructions_per_ffma')) else ""))
+new_rungs = [v.name for v in conv.LADDER if v.rung >= 9]
+unrecorded = [n for n in new_rungs if recorded.empty or n not in set(recorded.variant)]
+print("rungs 9 and up with no GPU record yet (their cards: the model's estimate only):", ", ".join(unrecorded) or "none")
+
+# %% [markdown]
+# ## 16-byte chunks in filter-position order (`tc_vector`, after `tensor_core`)
+#
+# Rung 8 gathers A and B two bytes at a time through 64-bit index math and while-loop tap counters.
+# Here the reduction runs by filter position: for each tap (r, s), the channels in 32-deep k-tiles,
+# so in NHWC a row of an A k-tile is 32 consecutive channels of one input pixel, four 16-byte chunks
+# (each one `LDG.E.128` and one `STS.128`).  Each thread decodes its rows' pixels once, into 32-bit
+# offsets and per-row validity masks (a bit per filter row and column, as CUTLASS's optimized
+# iterators keep them): a new tap costs an AND of mask bits and a constant pointer increment, no
+# division.  w is read along its rows, K-contiguous as the mma's column-major B wants it: no
+# transposed store, so no 16-way conflict.  It is a new kernel, so its diff is a rewrite (folded).
+# Predict from the anatomy diff (registers, instructions) which of rung 8's limits is left.
+
+# %%
+view.show("tc_vector", prev="tensor_core", built=True)
+
+# %% [markdown]
+# ## `ldmatrix` and XOR-swizzled tiles (`tc_ldmatrix`, after `tc_vector`)
+#
+# Rung 9 still reads its mma fragments from shared memory two bytes at a time: eight loads and the
+# packing for each A fragment.  One `ldmatrix.x4` gives each lane its four A registers of a 16x16
+# tile, another the B registers of two 16x8 tiles; both tiles are k-contiguous, so both take the
+# non-transposed form.  A row of a 32-deep float16 tile is 64 bytes, so the 8 rows an `ldmatrix`
+# phase reads would fall on 2 bank groups (4-way conflicts): both tiles are stored XOR-swizzled
+# (16-byte chunk c of row r at c ^ (r/2 mod 4)).  The diff is the switch `LDSM`: the fragment
+# gathers and the emulated mma go, the lane's `ldmatrix` addresses and the register-operand mma come.
+# Predict which counter falls more: shared wavefronts, or bank conflicts?
+
+# %%
+view.show("tc_ldmatrix", prev="tc_vector", built=True)
+
+# %% [markdown]
+# ## Winograd's GEMM, warp-tiled (`winograd_tiled`, after `winograd`)
+#
+# Rung 7 does 2.25x fewer multiplies than the direct method, but most of its time is its 16
+# batched GEMMs, run far below the FP32 peak: many instructions per FFMA and a transposing 4-byte
+# store of A that conflicts 8 ways (its Nsight Compute row above).  This rung keeps F(2x2, 3x3)
+# and gives those GEMMs GEMM rung 10's warp-tiled main loop, one Winograd element per
+# `blockIdx.z`: a warp owns 64x32 of the product, each lane 8x8 as 4x4 sub-tiles, so a k-step is 4
+# `LDS.128` for 64 FFMA (rung 7: 8 loads for 16); 128x128x8 block tiles, double-buffered, one
+# barrier per k-tile.  The filter transform now writes U k-major, so both operand tiles are stored
+# as they are read, 16 bytes at a time.  The anatomy compared is the batched GEMM's (launch 2) with
+# rung 7's.  Predict: once the GEMM runs like GEMM rung 10, what is left of rung 7's time?
+
+# %%
+view.show("winograd_tiled", prev="winograd", built=True, kernel=2, prev_kernel=2)
+
+# %% [markdown]
+# ## `cp.async` pipelining (`tc_cp_async`, after `tc_ldmatrix`)
+#
+# Until now a k-tile goes global -> registers -> shared memory behind two barriers, and nothing is
+# in flight while the warps multiply.  `cp.async` copies global memory straight into shared memory,
+# without registers and without waiting: with a ring of 3 stages, two k-tiles are in flight while
+# the warps multiply the third, and a k-tile needs one barrier (`cp.async.wait_group`, then
+# `__syncthreads`) instead of two.  The padding needs no branch around the copy: a chunk in the
+# padding, past the last pixel or past the channels copies 0 of its 16 bytes and the copy
+# zero-fills the rest (the row predicate becomes the copy size).  The diff is the switch `STAGES`
+# 1 -> 3: the register path goes, the prologue and the ring come; the shared memory triples.
+# Predict: does latency stop binding?
+
+# %%
+view.show("tc_cp_async", prev="tc_ldmatrix", built=True)
+
+# %% [markdown]
+# ## 64x64 warp tiles (`tc_warptile`, after `tc_cp_async`)
+#
+# Each warp now owns 64x64 of y (4x8 mma tiles, 128 float32 accumulators per lane), so an A
+# fragment feeds 8 mmas and a B fragment 4: per k-step of 16 a warp issues 4 + 4 `ldmatrix` for 32
+# mma (rung 12: 2 + 2 for 8).  The 128x128 block tile covers all 128 output channels of this
+# layer, so each gathered pixel is read from L2 once.  The price is registers, so fewer resident
+# warps (the anatomy diff says how many), and fewer, fatter blocks: at this layer (M = 25088) 196
+# blocks of 4 warps for an H100's 132 SMs.  The diff is constants only (tile sizes).  Predict: do
+# a quarter of the fragment loads per mma and half the L2 traffic beat the lost occupancy?
+
+# %%
+view.show("tc_warptile", prev="tc_cp_async", built=True)
+
+# %% [markdown]
+# ## F(4x4, 3x3) (`winograd_f4`, after `winograd_tiled`)
+#
+# A 6x6 input tile gives a 4x4 output tile: 36 multiplies per (tile, c, k) where the direct method
+# does 144 and F(2x2) 64, so 36 batched GEMMs on rung 11's loop (unchanged), each over a quarter of
+# rung 11's tiles: 1.78x fewer GEMM FLOPs.  The transforms grow (6x6 tiles, more adds per element),
+# and so does the rounding: their constants (1/24 in G, 5 in B^T, 8 in A^T) amplify float32
+# rounding several times over F(2x2)'s.  The check at the top passed the problem's tolerance
+# against the float64 reference, and `tests/test_conv.py` checks the error at this layer's c = 128.
+# The diff is in the transforms (long, folded; the GEMM kernel is the same), and the anatomy
+# compared is the input transform's (launch 0) with rung 11's.  Predict: with 1.78x fewer GEMM
+# FLOPs, what keeps the time from falling 1.78x?
+
+# %%
+view.show("winograd_f4", prev="winograd_tiled", built=True)
+
+# %% [markdown]
+# ## A 16-byte epilogue (`tc_epilogue`, after `tc_warptile`)
+#
+# An mma accumulator tile gives a lane 2 adjacent outputs in each of 2 rows, so rung 13 writes y
+# one half (2 bytes) at a time.  Here a block inside the (M, K) view of y first stages each warp's
+# 64x64 tile as float16 in shared memory (the rings are free once the k-loop ends), then each lane
+# writes 16-byte chunks, 8 output channels of one pixel (`STG.128`): an eighth of the store
+# instructions, whole sectors, and no division (row m of the GEMM is pixel m of NHWC y).  The diff
+# is the `EPI` branch.  The rung's own description says that before any record the model expected
+# it *slower* than rung 13 at this layer (the staging's 2-byte shared stores conflict 8 ways); the
+# card's estimated ratio says whether it still does.  Predict: is the model right?
+
+# %%
+view.show("tc_epilogue", prev="tc_warptile", built=True)
+
+# %% [markdown]
 # Any rung added to `conv.LADDER` after this notebook was written is shown here the same way, under
 # its own description.
 
@@ -294,44 +439,40 @@ view.anatomy_table()
 # %% [markdown]
 # ## ResNet-50, layer by layer
 #
-# The 23 distinct convolution shapes of ResNet-50 (torchvision v1.5: the stride-2 3x3 in the
-# first block of stages 2-4; `count` is how many of the 53 conv layers have that shape) at batch
-# `resnet_batch`, with each rung's **model estimate** (`table_estimator = "auto"`; the `ci` profile,
-# for speed, shows the plain roofline bound instead, one column, the same for every rung; the
-# records cover the example layer only).  Where records
-# exist, the measured fraction of cuDNN is the goal's yardstick: the best SIMT rung at ≥ 0.70 of
-# cuDNN fp32, time-weighted over the 3x3 layers; compare *times*, since cuDNN runs some 3x3 layers
-# as an FFT or Winograd convolution, doing fewer FLOPs than the 2·N·K·P·Q·C·R·S counted here (which
-# one it chose at the example layer is read from its Nsight Compute rows at the end of the notebook).
+# One layer is not a network.  ResNet-50 (torchvision v1.5) has 53 convolutions of 23 distinct
+# shapes: mostly 1x1, then 3x3, the stride-2 3x3 and 1x1 downsampling layers, and the 7x7 stem.
+# `perfkit.workload.conv_sweep.resnet50_sweep` reads, per distinct layer and from one GPU's records,
+# the fastest checked rung and cuDNN, and weights each layer by how often it occurs (cuDNN's time
+# over the best rungs' time, summed over the layers with both).  Its sentences say which layers the
+# ladder does not serve yet and why, from the records and from each refusing rung's own
+# `supports()` message.
+#
+# The first line printed below says what the records cover.  Predict before you open the rest:
+# how far from cuDNN is the best rung at the measured layer, and which of the new rungs can take a
+# 1x1 layer, or the 7x7 stem with its 3 channels?
 
 # %%
-def estimate(v, p):  # (seconds, bound): the model's estimate, or the roofline bound (table_estimator)
-    return lesson.layer_estimate(v, p, gpu, table_estimator)
+from perfkit.workload.conv_sweep import resnet50_sweep, sweep_figure
 
-
-resnet_tables = {}
-for config in table_configs:
-    dtype, layout = config.split()
-    layers = list(conv.resnet50_layers(resnet_batch, dtype, layout))
-    resnet_tables[config] = df = lesson.network_table(layers, conv.LADDER, table=recorded, gpu=gpu,
-                                                      estimator=table_estimator)
-    what = ("the plain roofline bound in ms (the same for every rung: `table_estimator = \"auto\"` gives each "
-            "rung its model estimate)" if table_estimator == "roofline" else "each rung's model estimate in ms")
-    display(lesson.fold(df.style.format(precision=3, na_rep="—").hide(axis="index"),
-                        summary=f"ResNet-50 conv layers, batch {resnet_batch}, {config}: {what} ({gpu} ceilings)"))
-    meas = lesson.network_table(layers, conv.LADDER, table=shown, gpu=gpu, measured=True)
-    if not meas.empty:  # the layers with records only
-        display(lesson.fold(meas.style.format(precision=3, na_rep="—").hide(axis="index"),
-                            summary=f"{config}: the measured fraction of cuDNN at the {len(meas)} recorded "
-                                    f"layer(s) ({shown_gpu})"))
-    total = {c.removesuffix(" est ms"): float((df[c] * df["count"]).sum(min_count=len(df)))
-             for c in df.columns if c.endswith("est ms")}  # NaN where a rung cannot take every layer
-    print(f"{config}: whole network (each shape x count), estimated ms:",
-          {k: round(t, 2) if np.isfinite(t) else "not every layer" for k, t in total.items()})
-    # the goal's yardstick: cuDNN's time over the rung's, weighted by how often each 3x3 layer occurs
-    three = [(n, p, c) for n, p, c in layers if p.r == 3]
-    for label, f in lesson.weighted_of_oracle(three, conv.LADDER, shown).items():
-        print(f"  {label}: {f:.2f} of cuDNN, time-weighted over the 3x3 layers (measured)")
+sweeps = {c: resnet50_sweep(shown, gpu=shown_gpu, dtype=c.split()[0], layout=c.split()[1], batch=resnet_batch)
+          for c in table_configs}
+for config, rep in sweeps.items():  # what the records cover, plainly (no value of a record in it)
+    print(rep.sentences()[0])
+for config, rep in sweeps.items():
+    meas = rep.measured()
+    if len(meas):  # only layers with both records: no rows of dashes
+        tab = meas[["layer", "count", "best_rung", "best_us", "cudnn_us", "x_cudnn", "weighted_best_us",
+                    "weighted_cudnn_us"]].rename(columns={
+            "best_rung": "best rung", "best_us": "best µs", "cudnn_us": "cuDNN µs", "x_cudnn": "cuDNN / best",
+            "weighted_best_us": "count x best µs", "weighted_cudnn_us": "count x cuDNN µs"})
+        display(lesson.fold(tab.style.format(precision=2).hide(axis="index"),
+                            summary=f"{config} on {shown_gpu}: the {len(meas)} measured layer(s) of 23"))
+    text = rep.sentences()[1:] if len(meas) else rep.sentences()[1:2]  # no records: the refusals wait for them
+    display(lesson.fold(lesson.paragraph(" ".join(text)), summary=f"{config}: which layers are served, in words"))
+if any(len(r.measured()) for r in sweeps.values()):
+    display(lesson.fold_figure(sweep_figure([r for r in sweeps.values() if len(r.measured())],
+                                            title=f"ResNet-50 conv layers at batch {resnet_batch}"),
+                               "each layer's share of the network's FLOPs, measured layers filled"))
 
 # %% [markdown]
 # ## Layout: NCHW or NHWC, and what a transpose costs
@@ -355,7 +496,7 @@ bw = roofline.published_rates(None, gpu=gpu)["dram_bw"]
 rows = []
 for name, p, count in conv.resnet50_layers(resnet_batch, "float32", "NHWC"):
     xb, yb = p.n * p.c * p.h * p.w * p.elem, p.n * p.k * p.p * p.q * p.elem
-    conv_s = estimate(conv.LADDER[0], p)[0]
+    conv_s = lesson.layer_estimate(conv.LADDER[0], p, gpu, table_estimator)[0]
     tr_s = 2 * (xb + yb) / bw
     rows.append({"layer": name, "count": count, "x MB": xb / 1e6, "y MB": yb / 1e6,
                  "transpose x and y, MB moved": 2 * (xb + yb) / 1e6, "transpose est ms": tr_s * 1e3,
@@ -385,7 +526,7 @@ for v in conv.LADDER[1:]:
         t = v.traffic(p)
         row = {"rung": v.label, "layout": lay, "DRAM MB": t.dram_bytes / 1e6, "L2 MB": (t.l2_bytes or 0) / 1e6}
         if table_estimator != "roofline":  # the roofline bound would be one number for every rung
-            row["est ms"] = estimate(v, p)[0] * 1e3
+            row["est ms"] = lesson.layer_estimate(v, p, gpu, table_estimator)[0] * 1e3
         rows.append({**row, "notes": t.notes})
 pd.DataFrame(rows).style.format(precision=3).hide(axis="index")
 

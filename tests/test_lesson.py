@@ -878,3 +878,53 @@ def test_where_they_stand_names_the_counters_of_the_widest_gap_only_of_the_same_
                     f"issue active {c.get('issue_active_pct'):.0f}%") in text
     if not quoted:
         pytest.skip("no Nsight Compute row of a losing best rung's own commit")
+
+
+def test_a_sub_ladder_compares_each_rung_with_the_rung_it_builds_on(monkeypatch):
+    """prev= (conv's tensor-core rungs are interleaved with its Winograd rungs): the diff, the
+    prompt and the card's "x the rung before" all use the named rung, its record on the card's GPU."""
+    shown = []
+    monkeypatch.setattr("perfkit.lesson.view._display", lambda objs: shown.extend(objs))
+    ladder = list(softmax.LADDER)[:4]
+    view = lesson.LadderView("softmax", softmax.EXAMPLE_PROBLEM, ladder=ladder, estimate=False)
+    out = view.rung(ladder[3].name, prev=ladder[1].name)
+    assert f"{ladder[1].label} -> {ladder[3].label}" in out[0].title
+    assert f"than {ladder[1].label}" in str(out[-2]) and view.cards[ladder[3].name].prev_label == ladder[1].label
+    with pytest.raises(ValueError, match="not in today's ladder"):
+        view.rung(ladder[3].name, prev="no_such_rung")
+    # no record: the card answers the prompt with the two estimates, and says they are estimates
+    c = lesson.RungCard(op="conv", problem="p", variant="b", label="02 b", metric="tflops", estimate_s=2e-6,
+                        prev_estimate_s=5e-6, prev_label="01 a", estimate_kind="estimate", model_gpu="h100-sxm",
+                        bound="smem")
+    assert "model estimate, no GPU record yet" in str(c) and "the model says x2.50 vs 01 a" in str(c)
+    assert "not a measured speed-up" in str(c) and "no GPU record yet" in str(lesson.answer(c)).splitlines()[0]
+    c.prev_record = "951 µs on G at abc1234"
+    assert "(01 a's record: 951 µs on G at abc1234)" in str(c)
+    card = lesson.recorded("gemm", gemm.EXAMPLE_PROBLEM, "tc_cp_async", estimate=False, prev="tensor_core")
+    if card.found:
+        rows = RECORDED[(RECORDED.op == "gemm") & (RECORDED.gpu == card.gpu) & (RECORDED.variant == "tensor_core")
+                        & (RECORDED.problem == card.problem)]
+        if len(rows):
+            assert card.prev_label.endswith("tensor_core")
+            assert card.x_prev == pytest.approx(card.prev_median_s / card.median_s)
+            assert card.prev_median_s in set(rows.median_s)
+
+
+def test_a_built_diff_shows_the_code_a_compile_time_switch_turns_on_and_off():
+    """built=True cuts what a build does not compile: the body of a branch not taken (a False
+    constant in an `and` decides it too), the else of one taken; conv's epilogue rung then shows
+    its 16-byte store path as added code, not only EPI's comment."""
+    src = ("def k(x):\n    if A:\n        x = 1\n        y = 2\n    else:\n        x = 3\n"
+           "    if A and x > 0:\n        x = 4\n    elif x:\n        x = 5\n    return x")
+    ann = lesson.kernel_source._annotate_branches(src, {"A": False})
+    assert "if A and x > 0:  # <- not taken here (A=False)" in ann
+    built = lesson.kernel_source.built_only(ann)
+    assert "x = 1" not in built and "y = 2" not in built and "x = 3" in built and "x = 4" not in built
+    assert "x = 5" in built and "2 lines not compiled (A=False)" in built
+    on = lesson.kernel_source.built_only(lesson.kernel_source._annotate_branches(src, {"A": True}))
+    assert "x = 1" in on and "x = 3" not in on and "# else: 2 lines not compiled (A=True)" in on
+    L = {v.name: v for v in conv.LADDER}
+    d = lesson.source_diff(L["tc_warptile"], L["tc_epilogue"], conv.EXAMPLE_PROBLEM, built=True)
+    plain = lesson.source_diff(L["tc_warptile"], L["tc_epilogue"], conv.EXAMPLE_PROBLEM)
+    added = [l for l in d.text.splitlines() if l.startswith("+") and "st16_u32_off(y2" in l]
+    assert added and not any(l.startswith("+") and "st16_u32_off(y2" in l for l in plain.text.splitlines())

@@ -353,3 +353,52 @@ def test_resnet50_sweep_reads_the_best_checked_rung_and_weights_by_count():
     empty = resnet50_sweep()
     assert empty.fraction is None and empty.table["best_us"].isna().all() and len(empty.missing) == 23
     assert resnet50_sweep(df, gpu="other").fraction is None
+
+
+def test_resnet50_sweep_says_what_is_unserved_and_why_from_the_rungs_own_refusals():
+    """Made-up records (no measurement) at one layer: the sentences give the measured share and
+    fraction, the layers without records, and each rung's refusal in its own supports() words
+    (checked here against supports() itself), rungs refusing alike said once; the figure has one
+    panel per report with one bar per layer."""
+    import re
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from perfkit.kernels import conv
+    from perfkit.kernels.base import UnsupportedProblem
+    from perfkit.workload.conv_sweep import refusals, resnet50_sweep, sweep_figure
+
+    layers = conv.resnet50_layers(32, "float16", "NHWC")
+    name, p, count = next(x for x in layers if x[1].r == 3 and x[1].stride == 1)
+    df = pd.DataFrame([(p.label, 0, "00 oracle", 20e-6, True, "1"), (p.label, 9, "09 tc_vector", 50e-6, True, "1")],
+                      columns=["problem", "rung", "label", "median_s", "check_ok", "utc"])
+    df["variant"], df["gpu"] = df["label"].str[3:], "G"
+    rep = resnet50_sweep(df, gpu="G")
+    assert list(rep.measured()["layer"]) == [name]
+    ref = refusals("float16", "NHWC")
+    for _, r in ref.iterrows():  # each reason is the rung's own refusal at that layer
+        v = next(v for v in conv.LADDER if v.name == r["rung"])
+        lp = next(lp for n, lp, _ in layers if n == r["layer"])
+        with pytest.raises(UnsupportedProblem, match=re.escape(r["reason"])):
+            v.supports(lp)
+    served = {(r["rung"], r["layer"]) for _, r in ref.iterrows()}
+    for v in conv.LADDER[1:]:  # every pair not listed is taken
+        for n, lp, _ in layers:
+            if (v.name, n) not in served:
+                v.supports(lp)
+    text = " ".join(rep.sentences())
+    assert "of cuDNN" not in rep.sentences()[0] and "cover 1 of the 23" in rep.sentences()[0]  # shown before a prompt
+    share = count * p.flops / sum(c * lp.flops for _, lp, c in layers)
+    assert f"cover 1 of the 23 distinct layers ({count} of the 53 conv layers, {share:.0%}" in text
+    assert "reaches 0.40 of cuDNN" in text and "not for the network" in text
+    assert f"22 layers ({53 - count} conv layers" in text and "have no record on G yet" in text
+    stem = next(n for n, lp, _ in layers if lp.c % 8)
+    assert f"c=3 is not a multiple of 8" in text and stem in text
+    assert text.count("takes 3x3 filters at stride 1") == 1  # three Winograd rungs, said once
+    assert "07 winograd, 11 winograd_tiled, 14 winograd_f4 refuse" in text
+    f32 = " ".join(resnet50_sweep(df, gpu="G", dtype="float32", layout="NCHW").sentences())
+    assert "no layer has a record of both" in f32 and "refuse every layer at float32 NCHW: takes float16" in f32
+    fig = sweep_figure([rep, resnet50_sweep(None, dtype="float32", layout="NCHW")])
+    assert len(fig.axes) == 2 and all(len(ax.patches) == 23 for ax in fig.axes)
+    assert any("0.40 of cuDNN" in t.get_text() for t in fig.axes[0].texts) and not fig.axes[1].texts

@@ -58,6 +58,7 @@ class RungCard:
     estimate_kind: str = ""
     estimate_error: str = ""
     prev_estimate_s: float = float("nan")
+    prev_record: str = ""  # a card with no record: the rung before's record, as its card shows it
     #: the model's estimate of the kernel as it was at the record's commit (where it changed since)
     estimate_then_s: float = float("nan")
     estimate_then_note: str = ""
@@ -283,11 +284,17 @@ class RungCard:
             if np.isfinite(self.estimate_s):
                 legs = ", ".join(f"{k} {fmt_seconds(v)}" for k, v in
                                  sorted(self.legs.items(), key=lambda kv: -float(kv[1] or 0)) if v)
-                name = "model estimate" if self.estimate_kind == "estimate" else "roofline bound (model.estimate absent)"
+                name = ("model estimate, no GPU record yet" if self.estimate_kind == "estimate"
+                        else "roofline bound (model.estimate absent)")
                 if not self.estimate_banks:
                     name += " (bank conflicts not simulated)"
                 rows.append((name, f"{fmt_seconds(self.estimate_s)} on {self.model_gpu}, bound by {self.bound}"
                              + (f"; legs: {legs}" if legs else "")))
+                if self.prev_label and np.isfinite(self.prev_estimate_s):  # the prompt's question, estimated
+                    rows.append(("x the rung before, estimated", f"the model says x{self.prev_estimate_s / self.estimate_s:.2f} "
+                                 f"vs {self.prev_label} ({fmt_seconds(self.prev_estimate_s)} -> "
+                                 f"{fmt_seconds(self.estimate_s)}); an estimate, not a measured speed-up"
+                                 + (f" ({self.prev_label}'s record: {self.prev_record})" if self.prev_record else "")))
             elif self.estimate_error:
                 rows.append(("model estimate", self.estimate_error))
             return rows
@@ -408,7 +415,7 @@ def choose_record(rows: pd.DataFrame, v: Variant) -> pd.Series:
 
 def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Variant] | None = None,
              gpu: str | None = None, model_gpu: str = "h100-sxm", estimate: bool = True, root=None,
-             table: pd.DataFrame | None = None, banks_unrecorded: bool = True) -> RungCard:
+             table: pd.DataFrame | None = None, banks_unrecorded: bool = True, prev=None) -> RungCard:
     """The **rung card** of ``rung`` (a Variant, its name, label or current number) at ``problem``
     (a Problem, its label, or a dict of parameters).
 
@@ -422,7 +429,9 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
     estimate for the recorded GPU (``model.estimate``; the roofline bound until it exists).
     ``table`` replaces the recorded frame (e.g. with a fresh sweep's rows added).
     ``banks_unrecorded=False``: a card with no record is estimated without the bank-conflict
-    simulation (the slow part for the tensor-core rungs in the simulator), and says so."""
+    simulation (the slow part for the tensor-core rungs in the simulator), and says so.
+    ``prev`` (a Variant or its name): the rung "x the rung before" compares with, where it is not
+    the one just before in ladder order (a sub-ladder interleaved with another)."""
     ladder = list(ladder) if ladder is not None else ladder_for(op)
     v = _as_variant(rung, ladder)
     base = problem
@@ -443,7 +452,12 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
         card.flops, card.bytes = float(problem.flops), float(problem.bytes)
     idx = [i for i, x in enumerate(ladder) if x is v or x.name == v.name]
     i = idx[0] if idx else None
-    prev = next((ladder[j] for j in range(i - 1, -1, -1) if not ladder[j].oracle), None) if i is not None else None
+    if prev is not None:
+        prev = _as_variant(prev, ladder)
+        ip = next((j + 1 for j, x in enumerate(ladder) if x.name == prev.name), None)
+    else:
+        prev = next((ladder[j] for j in range(i - 1, -1, -1) if not ladder[j].oracle), None) if i is not None else None
+        ip = i  # the fallback below searches the rungs before prev (its sub-ladder's, where prev is given)
     oracle = next((x for x in ladder if x.oracle), None)
     card.prev_label = prev.label if prev is not None else None
     if "simulated" in df and not df.empty:
@@ -480,8 +494,8 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
                 pr = match_rows(same_gpu, alt, prev.name)
                 if not pr.empty:
                     card.prev_note = f"; the rung before at its own problem {alt.label}"
-        if pr.empty and i is not None:  # the rung just before has no record here: the nearest that has
-            for j in range(i - 2, -1, -1):
+        if pr.empty and ip is not None:  # the rung just before has no record here: the nearest that has
+            for j in range(ip - 2, -1, -1):
                 cand = ladder[j]
                 if cand.oracle:
                     continue

@@ -156,10 +156,74 @@ def _annotate_branches(src: str, consts: dict) -> str:
     for line in src.splitlines():
         m = _BRANCH.match(line)
         if m:
-            val = const_eval(m.group(3), consts)
+            val, expr = const_eval(m.group(3), consts), m.group(3)
+            if val is None:  # `CONST and runtime`: a False constant decides it (`or`: a True one)
+                val, expr = _decided_by(m.group(3), consts)
             if val is not None:
-                line += f"  # <- {'taken' if val else 'not taken'} here ({_names_in(m.group(3), consts)})"
+                line += f"  # <- {'taken' if val else 'not taken'} here ({_names_in(expr, consts)})"
         out.append(line)
+    return "\n".join(out)
+
+
+def _decided_by(expr: str, consts: dict) -> tuple:
+    """(value, operand) where one operand of a top-level ``and`` is a False constant expression
+    (or of an ``or`` a True one), which decides the whole; (None, expr) otherwise."""
+    try:
+        tree = ast.parse(expr, mode="eval").body
+    except SyntaxError:
+        return None, expr
+    if isinstance(tree, ast.BoolOp):
+        stop = isinstance(tree.op, ast.Or)  # the value that decides: True for or, False for and
+        for operand in tree.values:
+            part = ast.get_source_segment(expr, operand)
+            if part is not None and const_eval(part, consts) is stop:
+                return stop, part
+    return None, expr
+
+
+_NOT_TAKEN = re.compile(r"^(\s*)(?:if|elif|while)\b.*# <- not taken here \((.*)\)$")
+_TAKEN = re.compile(r"^(\s*)(?:if|elif)\b.*# <- taken here \((.*)\)$")
+_ELSE = re.compile(r"^(\s*)(?:else|elif\b.*):")
+
+
+def built_only(src: str) -> str:
+    """``src`` as annotated by :func:`_annotate_branches`, with the code this build does not
+    compile cut out: the body of a branch marked "not taken", and the ``elif``/``else`` clauses
+    after one marked "taken".  Each cut leaves one line saying how many lines it held."""
+    lines = src.splitlines()
+    out, i = [], 0
+
+    def body_end(j: int, indent: int) -> int:  # first line after the block that starts at line j
+        k = j + 1
+        while k < len(lines) and (not lines[k].strip() or len(lines[k]) - len(lines[k].lstrip()) > indent):
+            k += 1
+        while k > j + 1 and not lines[k - 1].strip():  # trailing blank lines stay outside the block
+            k -= 1
+        return k
+
+    while i < len(lines):
+        line = lines[i]
+        m = _NOT_TAKEN.match(line)
+        if m:
+            ind = len(m.group(1))
+            end = body_end(i, ind)
+            out.append(line)
+            out.append(" " * (ind + 4) + f"...  # {end - i - 1} lines not compiled ({m.group(2)})")
+            i = end
+            continue
+        m = _TAKEN.match(line)
+        if m:
+            ind = len(m.group(1))
+            end = body_end(i, ind)
+            out.extend(lines[i:end])
+            i = end
+            while i < len(lines) and _ELSE.match(lines[i]) and len(lines[i]) - len(lines[i].lstrip()) == ind:
+                end = body_end(i, ind)
+                out.append(" " * ind + f"# {lines[i].strip().split(':')[0]}: {end - i} lines not compiled ({m.group(2)})")
+                i = end
+            continue
+        out.append(line)
+        i += 1
     return "\n".join(out)
 
 
@@ -216,11 +280,16 @@ def source(variant: Variant, problem: Problem | None = None, open_: bool = True)
 
 
 def source_diff(prev: Variant, cur: Variant, problem: Problem | None = None, context: int = 3,
-                open_: bool = True) -> _Code:
+                open_: bool = True, built: bool = False) -> _Code:
     """Unified diff of what ``cur`` runs against what ``prev`` runs: kernel bodies, launch shapes
-    and the helpers they call (a change that lives in a helper shows in that helper)."""
-    a = kernel_sources(prev, problem).splitlines()
-    b = kernel_sources(cur, problem).splitlines()
+    and the helpers they call (a change that lives in a helper shows in that helper).
+    ``built``: diff the code each build compiles (:func:`built_only`), so that rungs of one kernel
+    factory that differ by a compile-time switch show the code the switch turns on and off, not
+    only the switch's comment."""
+    a, b = kernel_sources(prev, problem), kernel_sources(cur, problem)
+    if built:
+        a, b = built_only(a), built_only(b)
+    a, b = a.splitlines(), b.splitlines()
     diff = "\n".join(difflib.unified_diff(a, b, fromfile=prev.label, tofile=cur.label, n=context, lineterm=""))
     n_add = sum(1 for l in diff.splitlines() if l.startswith("+") and not l.startswith("+++"))
     n_del = sum(1 for l in diff.splitlines() if l.startswith("-") and not l.startswith("---"))

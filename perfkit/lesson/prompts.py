@@ -47,7 +47,7 @@ def answer(card: RungCard, *extra, summary: str | None = None, open_: bool = Fal
     """The card (and any extra renderables, e.g. the anatomy diff) folded in a ``<details>``
     block, so the reader predicts first."""
     summary = summary or (f"answer for {card.label}: the time recorded on {card.gpu} and the model's estimate"
-                          if card.found else f"answer for {card.label}: no recorded measurement here")
+                          if card.found else f"answer for {card.label}: no GPU record yet, the model's estimate only")
     inner = card._repr_html_() + "".join(_html_of(x) for x in extra)
     text = str(card) + "".join("\n" + str(x) for x in extra)
     return Rendered(f"<details{' open' if open_ else ''}><summary><b>{html.escape(summary)}</b> (click to open)"

@@ -10,11 +10,12 @@ import base64
 import html
 import io
 
+import numpy as np
 import pandas as pd
 
 from ..kernels.base import Problem, Variant
 from .cards import RungCard, card_table, recorded
-from .formatting import anatomy_changes, anatomy_table
+from .formatting import anatomy_changes, anatomy_table, fmt_seconds
 from .kernel_source import source, source_diff
 from .matching import ladder_for
 from .prompts import Rendered, answer, fold, predict_prompt
@@ -73,9 +74,16 @@ class LadderView:
         i = next(i for i, u in enumerate(self.ladder) if u.name == v.name)
         return next((u for u in reversed(self.ladder[:i]) if not u.oracle), None)
 
-    def rung(self, name: str, *, kernel: int = 0, fold_source: str | None = None, heading: bool = False) -> list:
+    def rung(self, name: str, *, kernel: int = 0, fold_source: str | None = None, heading: bool = False,
+             prev: str | None = None, built: bool = False, prev_kernel: int = 0) -> list:
         """The renderables of one rung section, in reading order (:meth:`show` displays them).
-        ``fold_source``: fold the kernel behind this summary (an exercise asks for it)."""
+        ``fold_source``: fold the kernel behind this summary (an exercise asks for it).
+        ``prev``: the rung the diff, the prompt and the card compare with, where the ladder
+        interleaves two sub-ladders (conv's tc_cp_async follows winograd_tiled in ladder order,
+        but is tc_ldmatrix plus one idea); default the non-oracle rung just before.
+        ``built``: the diff of the code each build compiles (``source_diff(built=True)``), for rungs
+        of one kernel factory that differ by compile-time switches.  ``prev_kernel``: which launch
+        of the rung before the anatomy diff compares with (``kernel`` is this rung's)."""
         from .. import anatomy
 
         names = [v.name for v in self.ladder]
@@ -84,17 +92,19 @@ class LadderView:
                           f"({html.escape(', '.join(names))}): nothing to show.</i></p>",
                           f"{name} is not in today's ladder")]
         v = self.ladder[names.index(name)]
-        prev = self.prev_of(v)
+        if prev is not None and prev not in names:
+            raise ValueError(f"prev={prev!r} is not in today's ladder ({', '.join(names)})")
+        prev = self.ladder[names.index(prev)] if prev is not None else self.prev_of(v)
         p = self._example(v)
         self.shown.append(name)
         out = []
         if heading:
             out.append(Rendered(f"<h4>{html.escape(v.label)}</h4><p style='max-width:60em'>{html.escape(v.what)}</p>",
                              f"{v.label}\n{v.what}"))
-        code = source_diff(prev, v, p) if prev is not None else source(v, p)
+        code = source_diff(prev, v, p, built=built) if prev is not None else source(v, p)
         out.append(fold(code, summary=fold_source) if fold_source else code)
         r = self._report(v, kernel)
-        r_prev = self._report(prev) if prev is not None else None
+        r_prev = self._report(prev, prev_kernel) if prev is not None else None
         out.append(fold(anatomy.diff(r_prev, r) if r_prev is not None else r,
                         summary=f"anatomy of {v.label} ({r.kernel_name}) for sm_{self.cc[0]}{self.cc[1]}: "
                                 f"{r.registers} registers, {r.shared_bytes} B shared, occupancy "
@@ -106,8 +116,15 @@ class LadderView:
                              f"{(t.smem_bytes or 0) / 1e9:.2f} GB; {html.escape(t.notes or '')}</p>",
                              f"traffic model at {p.label}"))
         card = recorded(self.op, self.problem, v, ladder=self.ladder, table=self.table, model_gpu=self.model_gpu,
-                        estimate=self.estimate, banks_unrecorded=self.banks_unrecorded)
+                        estimate=self.estimate, banks_unrecorded=self.banks_unrecorded, prev=prev)
         card.anatomy_note = anatomy_changes(r_prev, r)
+        pc = self.cards.get(prev.name) if prev is not None else None
+        if (not card.found and pc is not None and pc.model_gpu == card.model_gpu and pc.problem == card.problem
+                and not np.isfinite(card.prev_estimate_s)):  # no record: the prompt's question, as the model answers it
+            card.prev_estimate_s = pc.estimate_s
+            if pc.found:
+                card.prev_record = (f"{fmt_seconds(pc.median_s)} on {pc.gpu} at {str(pc.commit or '')[:7]}"
+                                    + (", kernel changed since" if pc.changed_since else ""))
         self.cards[name] = card
         if card.found and card.problem != p.label:  # recorded at the problem as asked, not the rung's twin
             out.append(Rendered(f"<p><i>The card below is the record at <code>{html.escape(card.problem)}</code>: the "

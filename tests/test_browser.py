@@ -219,18 +219,23 @@ def test_notebook_runs_in_jupyterlab_in_chromium(lab):
                 return time.monotonic()
 
             clicked, tries = run_all(), 1
-            started = False
+            started, seen, still_since = False, None, time.monotonic()
             while time.monotonic() < deadline:
                 state = page.evaluate(CELL_STATE)
                 if state:
                     prompts = state["prompts"]
                     busy = any(p == "[*]:" for p in prompts)
                     started = started or busy or any(p not in ("[ ]:", "") for p in prompts)
-                    # on a loaded machine a Run All sent while the kernel connection settles can be
-                    # dropped (no cell even queued): nothing has run, so asking again is safe
-                    if not started and time.monotonic() - clicked > 20 and tries < 4:
-                        clicked, tries = run_all(), tries + 1
                     done = all(p[1:-2].strip().isdigit() for p in prompts) if prompts else False
+                    if prompts != seen:
+                        seen, still_since = prompts, time.monotonic()
+                    # on a loaded machine a Run All sent while the kernel connection settles can be
+                    # dropped: nothing queued at all, or (when JupyterLab swaps the kernel it just
+                    # started) the first cell run and the rest never queued.  No cell busy, cells
+                    # left and nothing changing: the run is not going on, so asking again is safe
+                    stuck = not busy and not done and not state["traceback"] and time.monotonic() - still_since > 20
+                    if stuck and time.monotonic() - clicked > 20 and tries < 4:
+                        clicked, tries = run_all(), tries + 1
                     if started and not busy and (done or state["traceback"]):
                         break
                 time.sleep(0.5)

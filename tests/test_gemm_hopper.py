@@ -137,3 +137,93 @@ def test_pipe_counts_weigh_hgmma_by_its_shape_and_hmma_as_before():
     what they were); HGMMA.64x128x16 is a warpgroup's 2 x 64 x 128 x 16, a quarter per warp."""
     c = model._pipe_counts(["HMMA.16816.F32 R0, R4, R8, R0 ;"] * 3 + ["HGMMA.64x128x16.F32 R24, gdesc[UR4], R24, gsb0 ;"])
     assert c["mma"] == 4 and c["mma_flops"] == 3 * 4096 and c["wgmma_flops"] == 2 * 64 * 128 * 16 / 4
+
+
+# --- rung 21 `tma`: the TMA and mbarrier twins, the rung ------------------------------------------
+SIM = pytest.mark.skipif(not backend.is_simulator(), reason="checks the simulator's twins; a GPU runs the instruction")
+
+
+@SIM
+def test_mbarrier_twin_phases_arrivals_and_transaction_count():
+    """PTX ISA's mbarrier: a phase completes when its count of arrivals and its expected bytes
+    have both come; try_wait.parity passes for the phase of that parity once it has completed
+    (right after init: parity 1, the phase 'before' phase 0); bytes that land before they are
+    expected leave the count negative and the phase open."""
+    from perfkit.kernels._ptx_hopper import (mbar_arrive, mbar_arrive_expect_tx, mbar_init, mbar_state,
+                                             mbar_try_wait, mbar_wait)
+    bars = np.zeros(2, np.uint64)
+    mbar_init(bars, 1, 2)
+    assert mbar_state(bars[1]) == {"pending": 2, "count": 2, "tx": 0, "init": True, "phase": 0}
+    assert mbar_try_wait(bars, 1, 1) == 1 and mbar_try_wait(bars, 1, 0) == 0
+    mbar_arrive_expect_tx(bars, 1, 256)
+    mbar_arrive(bars, 1)  # both arrived, 256 bytes still expected: the phase stays open
+    assert mbar_state(bars[1])["pending"] == 0 and mbar_state(bars[1])["tx"] == 256
+    assert mbar_try_wait(bars, 1, 0) == 0
+    with pytest.raises(RuntimeError, match="never completes"):
+        mbar_wait(bars, 1, 0)
+    with pytest.raises(RuntimeError, match="more arrivals than its count"):
+        mbar_arrive(bars, 1)
+    with pytest.raises(RuntimeError, match="before mbar_init"):
+        mbar_arrive(bars, 0)
+    bars2 = np.zeros(1, np.uint64)  # arrivals complete a phase with no bytes; the parity alternates
+    mbar_init(bars2, 0, 1)
+    for phase in range(3):
+        assert mbar_try_wait(bars2, 0, phase) == 0
+        mbar_arrive(bars2, 0)
+        assert mbar_try_wait(bars2, 0, phase) == 1 and mbar_try_wait(bars2, 0, phase + 1) == 0
+        mbar_wait(bars2, 0, phase)
+
+
+def _tile(g, c0, c1, box):
+    """The box (box[1] rows x box[0] columns) at column c0, row c1 of g, zeros outside g."""
+    out = np.zeros((box[1], box[0]), g.dtype)
+    rows, cols = g[c1:c1 + box[1], c0:c0 + box[0]].shape
+    out[:rows, :cols] = g[c1:c1 + box[1], c0:c0 + box[0]]
+    return out
+
+
+@SIM
+def test_tma_twin_copies_a_swizzled_zero_filled_box_when_it_lands(fresh_seed):
+    """A 64 x 128 box of a 100 x 72 float16 matrix at (column 64, row 0): 8 columns and 100 rows
+    inside, the rest zeros; it lands at byte 1024 of the shared array with the 128-byte swizzle
+    (written from the ISA's description, `_swizzled`), only when a thread waits on its barrier,
+    and its 16384 bytes (zero-filled ones included) are what completes the barrier's phase."""
+    from perfkit.kernels._ptx_hopper import (TensorMap2D, mbar_arrive_expect_tx, mbar_init, mbar_state,
+                                             mbar_try_wait, tma_load_2d)
+    g = np.random.default_rng(fresh_seed).uniform(-1, 1, (100, 72)).astype(np.float16)
+    tmap = TensorMap2D(g, (72, 100), 144, (64, 128))
+    smem = np.full(1024 + 8192 + 512, np.nan, np.float16)
+    bars = np.zeros(1, np.uint64)
+    mbar_init(bars, 0, 1)
+    tma_load_2d(smem, 2048, tmap, 64, 0, bars, 0)  # byte 2048: element 1024 (1024-byte aligned)
+    assert np.isnan(smem).all(), "landed before anyone waited"
+    assert mbar_state(bars[0])["tx"] == 0 and mbar_state(bars[0])["pending"] == 1
+    mbar_arrive_expect_tx(bars, 0, 16384)
+    assert mbar_try_wait(bars, 0, 0) == 1  # lands, 16384 bytes complete, the phase flips
+    assert mbar_state(bars[0]) == {"pending": 1, "count": 1, "tx": 0, "init": True, "phase": 1}
+    want = _swizzled(_tile(g, 64, 0, (64, 128))).reshape(-1)
+    np.testing.assert_array_equal(smem[1024:1024 + 8192], want)
+    assert np.isnan(smem[:1024]).all() and np.isnan(smem[1024 + 8192:]).all()
+    # bytes landing first leave the count negative, and the phase open until they are expected
+    tma_load_2d(smem, 2048, tmap, 0, 96, bars, 0)  # rows 96..99 inside, 124 rows of zeros
+    assert mbar_try_wait(bars, 0, 1) == 0 and mbar_state(bars[0])["tx"] == -16384
+    np.testing.assert_array_equal(smem[1024:1024 + 8192], _swizzled(_tile(g, 0, 96, (64, 128))).reshape(-1))
+    mbar_arrive_expect_tx(bars, 0, 16384)
+    assert mbar_try_wait(bars, 0, 1) == 1
+
+
+@SIM
+def test_tma_twin_and_tensor_map_refuse_what_the_hardware_refuses():
+    from perfkit.kernels._ptx_hopper import TensorMap2D, mbar_init, tma_load_2d
+    g = np.zeros((8, 12), np.float16)
+    with pytest.raises(ValueError, match="multiple of 16 bytes"):
+        TensorMap2D(g, (12, 8), 24, (64, 8))
+    with pytest.raises(ValueError, match="128-byte box rows"):
+        TensorMap2D(g, (12, 8), 32, (32, 8))
+    tmap = TensorMap2D(np.zeros((8, 16), np.float16), (16, 8), 32, (64, 8))
+    bars = np.zeros(1, np.uint64)
+    mbar_init(bars, 0, 1)
+    with pytest.raises(RuntimeError, match="not 1024-byte aligned"):
+        tma_load_2d(np.zeros(4096, np.float16), 512, tmap, 0, 0, bars, 0)
+    with pytest.raises(RuntimeError, match="overruns"):
+        tma_load_2d(np.zeros(1535, np.float16), 2048, tmap, 0, 0, bars, 0)  # 3070 bytes: 2 short

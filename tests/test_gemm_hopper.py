@@ -140,6 +140,7 @@ def test_pipe_counts_weigh_hgmma_by_its_shape_and_hmma_as_before():
 
 
 # --- rung 21 `tma`: the TMA and mbarrier twins, the rung ------------------------------------------
+TMA = gemm.LADDER[[v.name for v in gemm.LADDER].index("tma")]
 SIM = pytest.mark.skipif(not backend.is_simulator(), reason="checks the simulator's twins; a GPU runs the instruction")
 
 
@@ -227,3 +228,40 @@ def test_tma_twin_and_tensor_map_refuse_what_the_hardware_refuses():
         tma_load_2d(np.zeros(4096, np.float16), 512, tmap, 0, 0, bars, 0)
     with pytest.raises(RuntimeError, match="overruns"):
         tma_load_2d(np.zeros(1535, np.float16), 2048, tmap, 0, 0, bars, 0)  # 3070 bytes: 2 short
+
+
+@pytest.mark.parametrize("shape", [(1, 8, 8), (37, 40, 24), (16, 72, 200), (130, 8, 72)],
+                         ids=["1x8x8", "unaligned_m_n_k", "ring_wraps_two_block_columns", "two_block_rows"])
+def test_tma_rung_at_awkward_shapes(shape, fresh_seed):
+    """In the simulator through the twins (64-column tiles: fewer simulated lanes): m, n, k not
+    multiples of the tile (the copies' zero fill at every edge), 4 k-tiles through the 3-stage
+    ring (each barrier's second phase, parity 1), NaN-poisoned C, a float64 reference."""
+    m, n, k = shape
+    p = gemm.Problem(m, n, k, "float16")
+    x = p.make_inputs(fresh_seed)
+    out = gemm.Tma(BN=64).run(p, x)
+    res = p.check(out, x["a"].astype(np.float64) @ x["b"].astype(np.float64))
+    assert res.ok, f"{shape}: {res.message}"
+
+
+def test_tma_rung_as_laddered(fresh_seed):
+    """The rung as the ladder holds it (m64n128k16, 128-column tiles), two block columns."""
+    p = gemm.Problem(9, 136, 16, "float16")
+    x = p.make_inputs(fresh_seed)
+    res = p.check(TMA.run(p, x), x["a"].astype(np.float64) @ x["b"].astype(np.float64))
+    assert res.ok, res.message
+
+
+def test_tma_is_refused_before_hopper_and_for_rows_tma_cannot_stride():
+    old = backend.DeviceInfo(name="NVIDIA A100-SXM4-80GB", simulated=False, compute_capability=(8, 0))
+    with backend.planning_for(old):
+        with pytest.raises(UnsupportedProblem, match=r"needs a Hopper GPU \(sm_90: TMA .* is sm_80"):
+            TMA.supports(gemm.Problem(256, 256, 256, "float16"))
+    h100 = backend.DeviceInfo(name="NVIDIA H100", simulated=False, compute_capability=(9, 0))
+    with backend.planning_for(h100):
+        TMA.supports(gemm.Problem(37, 256, 256, "float16"))  # any m
+        for shape, what in (((64, 64, 29), "k=29"), ((64, 41, 64), "n=41")):
+            with pytest.raises(UnsupportedProblem, match=rf"multiples of 16 bytes; {what} .* use rung 20 wgmma"):
+                TMA.supports(gemm.Problem(*shape, "float16"))
+        with pytest.raises(UnsupportedProblem, match="float16 inputs"):
+            TMA.supports(gemm.Problem(64, 64, 64))

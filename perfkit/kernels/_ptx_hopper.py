@@ -156,11 +156,11 @@ def tensor_map_2d(buf, dims, row_bytes, box):
     """A float16 tensor map for kernel arguments: the GPU's encoded map (uint64[16], device
     memory, cached per buffer address and shape), the simulator's :class:`TensorMap2D`, or, for
     host buffers (compiling a plan), a zeroed uint64[16] of the same type."""
+    if isinstance(buf, np.ndarray):  # host buffers: a plan compiled, never launched (supports() refuses later)
+        return np.zeros(16, np.uint64)
     m = TensorMap2D(buf, tuple(int(d) for d in dims), int(row_bytes), tuple(int(b) for b in box))
     if backend.is_simulator():
         return m
-    if isinstance(buf, np.ndarray):
-        return np.zeros(16, np.uint64)
     addr = int(buf.device_ctypes_pointer.value)
     key = (addr, m.dims, m.row_bytes, m.box)
     if key not in _ENCODED:

@@ -265,3 +265,22 @@ def test_tma_is_refused_before_hopper_and_for_rows_tma_cannot_stride():
                 TMA.supports(gemm.Problem(*shape, "float16"))
         with pytest.raises(UnsupportedProblem, match="float16 inputs"):
             TMA.supports(gemm.Problem(64, 64, 64))
+
+
+def test_tma_compiles_for_sm90a_to_utmaldg_syncs_and_hgmma():
+    """The build check: TMA copies (UTMALDG.2D), mbarrier operations (SYNCS: the init's EXCH, the
+    expect_tx arrive, the parity wait) and HGMMA.64x128x16.F32 in the SASS; ptxas reports no
+    setmaxnreg ignored (C7504, C7508) and no wgmma serialized (C7509, C7510); no spills; the
+    threads issue no global loads of their own (the copy engine does)."""
+    r = anatomy.inspect(TMA, gemm.Problem(4096, 4096, 4096, "float16"), cc=(9, 0))
+    assert r.arch == "sm_90a"
+    assert re.findall(r"\bHGMMA\.64x128x16\.F32\b", r.sass) and r.mix["tensor mma"] >= 4
+    assert re.findall(r"\bUTMALDG\.2D\b", r.sass)
+    for op in ("SYNCS.EXCH.64", "SYNCS.ARRIVE.TRANS64", "SYNCS.PHASECHK.TRANS64.TRYWAIT"):
+        assert op in r.sass, op
+    bad = [ln for ln in r.ptxas_log.splitlines() if re.search(r"C75(04|08|09|10)", ln)]
+    assert not bad, bad
+    assert r.spill_store_bytes == 0 and r.stack_bytes == 0
+    assert not any(r.mix[f"global load {w}"] for w in (8, 16, 32, 64, 128, 256)), r.mix
+    assert r.dynamic_shared_bytes == 3 * 32768 + 1024
+    assert r.static_shared_bytes - r.reserved_shared_bytes == TMA.shared_bytes() == 32

@@ -153,7 +153,8 @@ class Tma(C._Tunable):
         return self.STAGES * (BM * BK + BK * self.BN) * 2 + 1024
 
     def shared_bytes(self) -> int:
-        return 8 * self.STAGES  # the mbarriers
+        """The mbarriers, 8 bytes a stage, as ptxas allocates them: in 16-byte steps (24 -> 32)."""
+        return -(-8 * self.STAGES // 16) * 16
 
     def supports(self, problem):
         require_hopper(self, problem, "TMA (cp.async.bulk.tensor), mbarrier transaction counts and wgmma")

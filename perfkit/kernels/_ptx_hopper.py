@@ -308,7 +308,7 @@ if backend.is_simulator():
         key = raw.__array_interface__["data"][0] + 8 * int(i)
         ref, copies = _INFLIGHT.get(key, (None, None))
         if ref is None or ref() is not owner:  # a block's barrier at an address an ended block used
-            ref, copies = weakref.ref(owner), []
+            ref, copies = weakref.ref(owner, lambda _, k=key: _INFLIGHT.pop(k, None)), []  # gone with the block
             _INFLIGHT[key] = (ref, copies)
         return copies
 

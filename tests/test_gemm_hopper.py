@@ -284,3 +284,54 @@ def test_tma_compiles_for_sm90a_to_utmaldg_syncs_and_hgmma():
     assert not any(r.mix[f"global load {w}"] for w in (8, 16, 32, 64, 128, 256)), r.mix
     assert r.dynamic_shared_bytes == 3 * 32768 + 1024
     assert r.static_shared_bytes - r.reserved_shared_bytes == TMA.shared_bytes() == 32
+
+
+def test_tensor_map_encoding_calls_the_driver_as_documented(monkeypatch):
+    """No driver here: the binding is replaced by one that checks what cuTensorMapEncodeTiled's
+    documentation asks (float16, rank 2, dims inner first, rank - 1 byte strides, the box, element
+    strides 1, the 128-byte swizzle, zero fill) with the binding's own integer types, which its
+    conversion demands (plain ints: TypeError), and the 16 words land in device memory."""
+    from cuda.bindings import driver as drv
+    from perfkit.kernels import _ptx_hopper as H
+    seen = {}
+
+    def fake(dtype, rank, addr, dims, strides, box, estrides, interleave, swizzle, l2, oob):
+        assert all(isinstance(x, drv.cuuint64_t) for x in dims + strides)
+        assert all(isinstance(x, drv.cuuint32_t) for x in box + estrides)
+        seen.update(dtype=dtype, rank=rank, addr=addr, dims=[int(x) for x in dims], strides=[int(x) for x in strides],
+                    box=[int(x) for x in box], estrides=[int(x) for x in estrides], swizzle=swizzle, oob=oob)
+        return drv.CUresult.CUDA_SUCCESS, type("Map", (), {"opaque": [drv.cuuint64_t(i) for i in range(16)]})()
+
+    monkeypatch.setattr(drv, "cuTensorMapEncodeTiled", fake)
+    m = H.TensorMap2D(None, (72, 100), 144, (64, 128))
+    words = H._encode(0x10000, m)
+    assert seen == dict(dtype=drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16, rank=2, addr=0x10000,
+                        dims=[72, 100], strides=[144], box=[64, 128], estrides=[1, 1],
+                        swizzle=drv.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
+                        oob=drv.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+    np.testing.assert_array_equal(words.copy_to_host(), np.arange(16, dtype=np.uint64))
+    with pytest.raises(ValueError, match="16-byte aligned"):
+        H._encode(0x10008, m)
+
+
+def test_tensor_maps_are_encoded_once_per_buffer_and_shape(monkeypatch):
+    """On a GPU (the backend's answer replaced here), a map is encoded once per (buffer address,
+    dims, row stride, box) and reused; host buffers (a plan compiled, never launched) get a
+    zeroed uint64[16] with the kernel argument's type, and no encoding."""
+    from perfkit.kernels import _ptx_hopper as H
+    calls = []
+    monkeypatch.setattr(H.backend, "is_simulator", lambda: False)
+    monkeypatch.setattr(H, "_ENCODED", {})
+    monkeypatch.setattr(H, "_encode", lambda addr, m: calls.append((addr, m.dims, m.box)) or object())
+
+    def buf(addr):
+        return type("Dev", (), {"device_ctypes_pointer": type("P", (), {"value": addr})()})()
+
+    a, b = buf(0x1000), buf(0x2000)
+    first = H.tensor_map_2d(a, (64, 128), 128, (64, 128))
+    assert H.tensor_map_2d(a, (64, 128), 128, (64, 128)) is first
+    H.tensor_map_2d(a, (64, 256), 128, (64, 128))
+    H.tensor_map_2d(b, (64, 128), 128, (64, 128))
+    assert calls == [(0x1000, (64, 128), (64, 128)), (0x1000, (64, 256), (64, 128)), (0x2000, (64, 128), (64, 128))]
+    host = H.tensor_map_2d(np.zeros((1, 1), np.float16), (1, 1), 2, (64, 128))
+    assert host.dtype == np.uint64 and host.shape == (16,) and not host.any() and len(calls) == 3

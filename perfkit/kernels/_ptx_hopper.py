@@ -174,9 +174,11 @@ def _encode(addr: int, m: TensorMap2D):
 
     if addr % 16:
         raise ValueError(f"tensor map: global address {addr:#x} is not 16-byte aligned")
+    u64, u32 = drv.cuuint64_t, drv.cuuint32_t  # the binding takes no plain ints for these arrays
     err, tmap = drv.cuTensorMapEncodeTiled(
-        drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, addr, list(m.dims), [m.row_bytes],
-        list(m.box), [1, 1], drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+        drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, addr, [u64(d) for d in m.dims],
+        [u64(m.row_bytes)], [u32(b) for b in m.box], [u32(1), u32(1)],
+        drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
         drv.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
         drv.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
         drv.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)  # NONE: out-of-bounds reads zeros

@@ -74,7 +74,11 @@ TMA and mbarriers (rung 21 ``tma``)::
   wait on parity 1 passes: CUTLASS's producer start), else 0.  ``mbar_wait(bars, i, parity)``: the
   try_wait loop (a PTX loop in one asm block).  Its twin cannot spin (the simulator runs a
   block's threads one at a time, each to its next ``syncthreads``): when the phase has not
-  completed after every issued copy has landed, it raises, where a GPU would hang.
+  completed after every issued copy has landed, it raises, where a GPU would hang.  Enough for
+  a kernel whose waits follow, in program order, the arrivals and copies they wait for (rung 21:
+  thread 0 fills a stage a block barrier before anyone waits on it); a producer warp that runs
+  beside its consumers (warp specialization) needs a twin that yields to the block's other
+  threads instead, a point the simulator's scheduler (``perfkit._simspeed``) does not have yet.
 
 The twins keep a barrier's whole state in its 64-bit shared word (the GPU's layout is opaque):
 bits 0-19 arrivals pending, 20-39 the count, 40-61 the transaction count + 2**21, 62 set by

@@ -1,6 +1,8 @@
 """The Hopper sub-ladder (issue 45): the simulator twins of wgmma against NumPy, the wgmma rung
 at awkward shapes in the simulator, its sm_90a build (HGMMA, no serialization), its refusal of
-older GPUs and the model's wgmma pipe."""
+older GPUs and the model's wgmma pipe; then rung 21 `tma`: the TMA and mbarrier twins against
+NumPy and the PTX ISA's rules, the tensor-map encoding, the rung at awkward shapes, its sm_90a
+build (UTMALDG, SYNCS, HGMMA) and its refusals."""
 import re
 
 import numpy as np
@@ -186,7 +188,7 @@ def _tile(g, c0, c1, box):
 @SIM
 def test_tma_twin_copies_a_swizzled_zero_filled_box_when_it_lands(fresh_seed):
     """A 64 x 128 box of a 100 x 72 float16 matrix at (column 64, row 0): 8 columns and 100 rows
-    inside, the rest zeros; it lands at byte 1024 of the shared array with the 128-byte swizzle
+    inside, the rest zeros; it lands at byte 2048 of the shared array with the 128-byte swizzle
     (written from the ISA's description, `_swizzled`), only when a thread waits on its barrier,
     and its 16384 bytes (zero-filled ones included) are what completes the barrier's phase."""
     from perfkit.kernels._ptx_hopper import (TensorMap2D, mbar_arrive_expect_tx, mbar_init, mbar_state,
@@ -335,3 +337,17 @@ def test_tensor_maps_are_encoded_once_per_buffer_and_shape(monkeypatch):
     assert calls == [(0x1000, (64, 128), (64, 128)), (0x1000, (64, 256), (64, 128)), (0x2000, (64, 128), (64, 128))]
     host = H.tensor_map_2d(np.zeros((1, 1), np.float16), (1, 1), 2, (64, 128))
     assert host.dtype == np.uint64 and host.shape == (16,) and not host.any() and len(calls) == 3
+
+
+def test_tma_is_shown_and_swept_at_shapes_it_takes(fresh_seed):
+    """The notebook checks every rung at v.example(37 x 41 x 29): tma's is 37 x 48 x 32 (float16),
+    which it runs correctly; the sweeps' float16 problems are all ones it supports."""
+    p = TMA.example(gemm.Problem(37, 41, 29))
+    assert (p.m, p.n, p.k, p.dtype) == (37, 48, 32, "float16")
+    assert TMA.example(gemm.Problem(4096, 4096, 4096)) == gemm.Problem(4096, 4096, 4096, "float16")
+    x = p.make_inputs(fresh_seed)
+    res = p.check(TMA.run(p, x), x["a"].astype(np.float64) @ x["b"].astype(np.float64))
+    assert res.ok, res.message
+    for q in gemm.GPU_SWEEP + gemm.SIM_SWEEP:
+        if q.dtype == "float16":
+            TMA.supports(q)

@@ -333,7 +333,7 @@ NON_ORACLE = gemm.LADDER[1:]
 def test_supports_refuses_more_than_65535_blocks_on_grid_y(v):
     big = 20_000_000  # the m (naive: n) tiles of every rung land on grid.y, past 65535 blocks (256-wide: too)
     d = _dtype(v)
-    tall, wide = gemm.Problem(big, 1, 1, d), gemm.Problem(1, big, 1, d)
+    tall, wide = gemm.Problem(big, 8, 8, d), gemm.Problem(8, big, 8, d)  # 8: TMA's rows are 16-byte multiples
     if v.name == "naive":  # threadIdx.x and blockIdx.x walk rows: m goes on grid.x
         tall, wide = wide, tall
     (launch,) = v.plan(tall, v.host_buffers(tall))

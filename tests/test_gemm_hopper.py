@@ -1,6 +1,8 @@
 """The Hopper sub-ladder (issue 45): the simulator twins of wgmma against NumPy, the wgmma rung
 at awkward shapes in the simulator, its sm_90a build (HGMMA, no serialization), its refusal of
-older GPUs and the model's wgmma pipe."""
+older GPUs and the model's wgmma pipe; then rung 21 `tma`: the TMA and mbarrier twins against
+NumPy and the PTX ISA's rules, the tensor-map encoding, the rung at awkward shapes, its sm_90a
+build (UTMALDG, SYNCS, HGMMA) and its refusals."""
 import re
 
 import numpy as np
@@ -137,3 +139,215 @@ def test_pipe_counts_weigh_hgmma_by_its_shape_and_hmma_as_before():
     what they were); HGMMA.64x128x16 is a warpgroup's 2 x 64 x 128 x 16, a quarter per warp."""
     c = model._pipe_counts(["HMMA.16816.F32 R0, R4, R8, R0 ;"] * 3 + ["HGMMA.64x128x16.F32 R24, gdesc[UR4], R24, gsb0 ;"])
     assert c["mma"] == 4 and c["mma_flops"] == 3 * 4096 and c["wgmma_flops"] == 2 * 64 * 128 * 16 / 4
+
+
+# --- rung 21 `tma`: the TMA and mbarrier twins, the rung ------------------------------------------
+TMA = gemm.LADDER[[v.name for v in gemm.LADDER].index("tma")]
+SIM = pytest.mark.skipif(not backend.is_simulator(), reason="checks the simulator's twins; a GPU runs the instruction")
+
+
+@SIM
+def test_mbarrier_twin_phases_arrivals_and_transaction_count():
+    """PTX ISA's mbarrier: a phase completes when its count of arrivals and its expected bytes
+    have both come; try_wait.parity passes for the phase of that parity once it has completed
+    (right after init: parity 1, the phase 'before' phase 0); bytes that land before they are
+    expected leave the count negative and the phase open."""
+    from perfkit.kernels._ptx_hopper import (mbar_arrive, mbar_arrive_expect_tx, mbar_init, mbar_state,
+                                             mbar_try_wait, mbar_wait)
+    bars = np.zeros(2, np.uint64)
+    mbar_init(bars, 1, 2)
+    assert mbar_state(bars[1]) == {"pending": 2, "count": 2, "tx": 0, "init": True, "phase": 0}
+    assert mbar_try_wait(bars, 1, 1) == 1 and mbar_try_wait(bars, 1, 0) == 0
+    mbar_arrive_expect_tx(bars, 1, 256)
+    mbar_arrive(bars, 1)  # both arrived, 256 bytes still expected: the phase stays open
+    assert mbar_state(bars[1])["pending"] == 0 and mbar_state(bars[1])["tx"] == 256
+    assert mbar_try_wait(bars, 1, 0) == 0
+    with pytest.raises(RuntimeError, match="never completes"):
+        mbar_wait(bars, 1, 0)
+    with pytest.raises(RuntimeError, match="more arrivals than its count"):
+        mbar_arrive(bars, 1)
+    with pytest.raises(RuntimeError, match="before mbar_init"):
+        mbar_arrive(bars, 0)
+    bars2 = np.zeros(1, np.uint64)  # arrivals complete a phase with no bytes; the parity alternates
+    mbar_init(bars2, 0, 1)
+    for phase in range(3):
+        assert mbar_try_wait(bars2, 0, phase) == 0
+        mbar_arrive(bars2, 0)
+        assert mbar_try_wait(bars2, 0, phase) == 1 and mbar_try_wait(bars2, 0, phase + 1) == 0
+        mbar_wait(bars2, 0, phase)
+
+
+def _tile(g, c0, c1, box):
+    """The box (box[1] rows x box[0] columns) at column c0, row c1 of g, zeros outside g."""
+    out = np.zeros((box[1], box[0]), g.dtype)
+    rows, cols = g[c1:c1 + box[1], c0:c0 + box[0]].shape
+    out[:rows, :cols] = g[c1:c1 + box[1], c0:c0 + box[0]]
+    return out
+
+
+@SIM
+def test_tma_twin_copies_a_swizzled_zero_filled_box_when_it_lands(fresh_seed):
+    """A 64 x 128 box of a 100 x 72 float16 matrix at (column 64, row 0): 8 columns and 100 rows
+    inside, the rest zeros; it lands at byte 2048 of the shared array with the 128-byte swizzle
+    (written from the ISA's description, `_swizzled`), only when a thread waits on its barrier,
+    and its 16384 bytes (zero-filled ones included) are what completes the barrier's phase."""
+    from perfkit.kernels._ptx_hopper import (TensorMap2D, mbar_arrive_expect_tx, mbar_init, mbar_state,
+                                             mbar_try_wait, tma_load_2d)
+    g = np.random.default_rng(fresh_seed).uniform(-1, 1, (100, 72)).astype(np.float16)
+    tmap = TensorMap2D(g, (72, 100), 144, (64, 128))
+    smem = np.full(1024 + 8192 + 512, np.nan, np.float16)
+    bars = np.zeros(1, np.uint64)
+    mbar_init(bars, 0, 1)
+    tma_load_2d(smem, 2048, tmap, 64, 0, bars, 0)  # byte 2048: element 1024 (1024-byte aligned)
+    assert np.isnan(smem).all(), "landed before anyone waited"
+    assert mbar_state(bars[0])["tx"] == 0 and mbar_state(bars[0])["pending"] == 1
+    mbar_arrive_expect_tx(bars, 0, 16384)
+    assert mbar_try_wait(bars, 0, 0) == 1  # lands, 16384 bytes complete, the phase flips
+    assert mbar_state(bars[0]) == {"pending": 1, "count": 1, "tx": 0, "init": True, "phase": 1}
+    want = _swizzled(_tile(g, 64, 0, (64, 128))).reshape(-1)
+    np.testing.assert_array_equal(smem[1024:1024 + 8192], want)
+    assert np.isnan(smem[:1024]).all() and np.isnan(smem[1024 + 8192:]).all()
+    # bytes landing first leave the count negative, and the phase open until they are expected
+    tma_load_2d(smem, 2048, tmap, 0, 96, bars, 0)  # rows 96..99 inside, 124 rows of zeros
+    assert mbar_try_wait(bars, 0, 1) == 0 and mbar_state(bars[0])["tx"] == -16384
+    np.testing.assert_array_equal(smem[1024:1024 + 8192], _swizzled(_tile(g, 0, 96, (64, 128))).reshape(-1))
+    mbar_arrive_expect_tx(bars, 0, 16384)
+    assert mbar_try_wait(bars, 0, 1) == 1
+
+
+@SIM
+def test_tma_twin_and_tensor_map_refuse_what_the_hardware_refuses():
+    from perfkit.kernels._ptx_hopper import TensorMap2D, mbar_init, tma_load_2d
+    g = np.zeros((8, 12), np.float16)
+    with pytest.raises(ValueError, match="multiple of 16 bytes"):
+        TensorMap2D(g, (12, 8), 24, (64, 8))
+    with pytest.raises(ValueError, match="128-byte box rows"):
+        TensorMap2D(g, (12, 8), 32, (32, 8))
+    tmap = TensorMap2D(np.zeros((8, 16), np.float16), (16, 8), 32, (64, 8))
+    bars = np.zeros(1, np.uint64)
+    mbar_init(bars, 0, 1)
+    with pytest.raises(RuntimeError, match="not 1024-byte aligned"):
+        tma_load_2d(np.zeros(4096, np.float16), 512, tmap, 0, 0, bars, 0)
+    with pytest.raises(RuntimeError, match="overruns"):
+        tma_load_2d(np.zeros(1535, np.float16), 2048, tmap, 0, 0, bars, 0)  # 3070 bytes: 2 short
+
+
+@pytest.mark.parametrize("shape", [(1, 8, 8), (37, 40, 24), (16, 24, 200), (130, 8, 72)],
+                         ids=["1x8x8", "unaligned_m_n_k", "ring_wraps", "two_block_rows"])
+def test_tma_rung_at_awkward_shapes(shape, fresh_seed):
+    """In the simulator through the twins (64-column tiles: fewer simulated lanes): m, n, k not
+    multiples of the tile (the copies' zero fill at every edge), 4 k-tiles through the 3-stage
+    ring (each barrier's second phase, parity 1), NaN-poisoned C, a float64 reference."""
+    m, n, k = shape
+    p = gemm.Problem(m, n, k, "float16")
+    x = p.make_inputs(fresh_seed)
+    out = gemm.Tma(BN=64).run(p, x)
+    res = p.check(out, x["a"].astype(np.float64) @ x["b"].astype(np.float64))
+    assert res.ok, f"{shape}: {res.message}"
+
+
+def test_tma_rung_as_laddered(fresh_seed):
+    """The rung as the ladder holds it (m64n128k16, 128-column tiles), two block columns."""
+    p = gemm.Problem(9, 136, 16, "float16")
+    x = p.make_inputs(fresh_seed)
+    res = p.check(TMA.run(p, x), x["a"].astype(np.float64) @ x["b"].astype(np.float64))
+    assert res.ok, res.message
+
+
+def test_tma_is_refused_before_hopper_and_for_rows_tma_cannot_stride():
+    old = backend.DeviceInfo(name="NVIDIA A100-SXM4-80GB", simulated=False, compute_capability=(8, 0))
+    with backend.planning_for(old):
+        with pytest.raises(UnsupportedProblem, match=r"needs a Hopper GPU \(sm_90: TMA .* is sm_80"):
+            TMA.supports(gemm.Problem(256, 256, 256, "float16"))
+    h100 = backend.DeviceInfo(name="NVIDIA H100", simulated=False, compute_capability=(9, 0))
+    with backend.planning_for(h100):
+        TMA.supports(gemm.Problem(37, 256, 256, "float16"))  # any m
+        for shape, what in (((64, 64, 29), "k=29"), ((64, 41, 64), "n=41")):
+            with pytest.raises(UnsupportedProblem, match=rf"multiples of 16 bytes; {what} .* use rung 20 wgmma"):
+                TMA.supports(gemm.Problem(*shape, "float16"))
+        with pytest.raises(UnsupportedProblem, match="float16 inputs"):
+            TMA.supports(gemm.Problem(64, 64, 64))
+
+
+def test_tma_compiles_for_sm90a_to_utmaldg_syncs_and_hgmma():
+    """The build check: TMA copies (UTMALDG.2D), mbarrier operations (SYNCS: the init's EXCH, the
+    expect_tx arrive, the parity wait) and HGMMA.64x128x16.F32 in the SASS; ptxas reports no
+    setmaxnreg ignored (C7504, C7508) and no wgmma serialized (C7509, C7510); no spills; the
+    threads issue no global loads of their own (the copy engine does)."""
+    r = anatomy.inspect(TMA, gemm.Problem(4096, 4096, 4096, "float16"), cc=(9, 0))
+    assert r.arch == "sm_90a"
+    assert re.findall(r"\bHGMMA\.64x128x16\.F32\b", r.sass) and r.mix["tensor mma"] >= 4
+    assert re.findall(r"\bUTMALDG\.2D\b", r.sass)
+    for op in ("SYNCS.EXCH.64", "SYNCS.ARRIVE.TRANS64", "SYNCS.PHASECHK.TRANS64.TRYWAIT"):
+        assert op in r.sass, op
+    bad = [ln for ln in r.ptxas_log.splitlines() if re.search(r"C75(04|08|09|10)", ln)]
+    assert not bad, bad
+    assert r.spill_store_bytes == 0 and r.stack_bytes == 0
+    assert not any(r.mix[f"global load {w}"] for w in (8, 16, 32, 64, 128, 256)), r.mix
+    assert r.dynamic_shared_bytes == 3 * 32768 + 1024
+    assert r.static_shared_bytes - r.reserved_shared_bytes == TMA.shared_bytes() == 32
+
+
+def test_tensor_map_encoding_calls_the_driver_as_documented(monkeypatch):
+    """No driver here: the binding is replaced by one that checks what cuTensorMapEncodeTiled's
+    documentation asks (float16, rank 2, dims inner first, rank - 1 byte strides, the box, element
+    strides 1, the 128-byte swizzle, zero fill) with the binding's own integer types, which its
+    conversion demands (plain ints: TypeError), and the 16 words land in device memory."""
+    from cuda.bindings import driver as drv
+    from perfkit.kernels import _ptx_hopper as H
+    seen = {}
+
+    def fake(dtype, rank, addr, dims, strides, box, estrides, interleave, swizzle, l2, oob):
+        assert all(isinstance(x, drv.cuuint64_t) for x in dims + strides)
+        assert all(isinstance(x, drv.cuuint32_t) for x in box + estrides)
+        seen.update(dtype=dtype, rank=rank, addr=addr, dims=[int(x) for x in dims], strides=[int(x) for x in strides],
+                    box=[int(x) for x in box], estrides=[int(x) for x in estrides], swizzle=swizzle, oob=oob)
+        return drv.CUresult.CUDA_SUCCESS, type("Map", (), {"opaque": [drv.cuuint64_t(i) for i in range(16)]})()
+
+    monkeypatch.setattr(drv, "cuTensorMapEncodeTiled", fake)
+    m = H.TensorMap2D(None, (72, 100), 144, (64, 128))
+    words = H._encode(0x10000, m)
+    assert seen == dict(dtype=drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16, rank=2, addr=0x10000,
+                        dims=[72, 100], strides=[144], box=[64, 128], estrides=[1, 1],
+                        swizzle=drv.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
+                        oob=drv.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)
+    np.testing.assert_array_equal(words.copy_to_host(), np.arange(16, dtype=np.uint64))
+    with pytest.raises(ValueError, match="16-byte aligned"):
+        H._encode(0x10008, m)
+
+
+def test_tensor_maps_are_encoded_once_per_buffer_and_shape(monkeypatch):
+    """On a GPU (the backend's answer replaced here), a map is encoded once per (buffer address,
+    dims, row stride, box) and reused; host buffers (a plan compiled, never launched) get a
+    zeroed uint64[16] with the kernel argument's type, and no encoding."""
+    from perfkit.kernels import _ptx_hopper as H
+    calls = []
+    monkeypatch.setattr(H.backend, "is_simulator", lambda: False)
+    monkeypatch.setattr(H, "_ENCODED", {})
+    monkeypatch.setattr(H, "_encode", lambda addr, m: calls.append((addr, m.dims, m.box)) or object())
+
+    def buf(addr):
+        return type("Dev", (), {"device_ctypes_pointer": type("P", (), {"value": addr})()})()
+
+    a, b = buf(0x1000), buf(0x2000)
+    first = H.tensor_map_2d(a, (64, 128), 128, (64, 128))
+    assert H.tensor_map_2d(a, (64, 128), 128, (64, 128)) is first
+    H.tensor_map_2d(a, (64, 256), 128, (64, 128))
+    H.tensor_map_2d(b, (64, 128), 128, (64, 128))
+    assert calls == [(0x1000, (64, 128), (64, 128)), (0x1000, (64, 256), (64, 128)), (0x2000, (64, 128), (64, 128))]
+    host = H.tensor_map_2d(np.zeros((1, 1), np.float16), (1, 1), 2, (64, 128))
+    assert host.dtype == np.uint64 and host.shape == (16,) and not host.any() and len(calls) == 3
+
+
+def test_tma_is_shown_and_swept_at_shapes_it_takes(fresh_seed):
+    """The notebook checks every rung at v.example(37 x 41 x 29): tma's is 37 x 48 x 32 (float16),
+    which it runs correctly; the sweeps' float16 problems are all ones it supports."""
+    p = TMA.example(gemm.Problem(37, 41, 29))
+    assert (p.m, p.n, p.k, p.dtype) == (37, 48, 32, "float16")
+    assert TMA.example(gemm.Problem(4096, 4096, 4096)) == gemm.Problem(4096, 4096, 4096, "float16")
+    x = p.make_inputs(fresh_seed)
+    res = p.check(TMA.run(p, x), x["a"].astype(np.float64) @ x["b"].astype(np.float64))
+    assert res.ok, res.message
+    for q in gemm.GPU_SWEEP + gemm.SIM_SWEEP:
+        if q.dtype == "float16":
+            TMA.supports(q)

@@ -34,6 +34,56 @@ What each one is (PTX ISA 8.x, sm_90a; none of it runs before Hopper):
   through the generic proxy (st.shared, cp.async) become visible to the async proxy (wgmma)
   that reads them after the next barrier.  No-op twin.
 
+TMA and mbarriers (rung 21 ``tma``)::
+
+    from perfkit.kernels._ptx_hopper import (tensor_map_2d, tensormap_acquire, tma_load_2d, mbar_init,
+                                             fence_mbarrier_init, mbar_arrive_expect_tx, mbar_arrive,
+                                             mbar_try_wait, mbar_wait)
+
+* ``tensor_map_2d(buf, dims, row_bytes, box)``: the host side of a TMA copy, the tensor map of a
+  row-major 2-D array (``dims`` = (inner, outer) elements, ``row_bytes`` between rows, ``box`` =
+  (inner, outer) elements a copy moves, the 128-byte swizzle; zeros where a box leaves the
+  array).  On a GPU, ``cuda.bindings.driver.cuTensorMapEncodeTiled`` encodes it (128 bytes) into
+  global memory, once per (buffer address, dims, box): numba-cuda has no ``__grid_constant__``
+  parameter, so the kernel receives a uint64[16] array and acquires it with
+  ``tensormap_acquire``.  In the simulator (no driver) it is a :class:`TensorMap2D`, a host
+  mirror of the same fields, which the twin copies through.  Planning with host buffers (the
+  anatomy, no driver either): a zeroed uint64[16] with the kernel argument's type.
+* ``tensormap_acquire(tmap)``: ``fence.proxy.tensormap::generic.acquire.sys`` on the map's 128
+  bytes (written by the generic proxy: the host copy), then ``prefetch.tensormap``; one thread of
+  a block, before its first copy.  No-op twin.
+* ``tma_load_2d(dst, dst_off, tmap, c0, c1, bars, i)``: ``cp.async.bulk.tensor.2d.shared::
+  cluster.global.tile.mbarrier::complete_tx::bytes``: the box whose first element is (inner c0,
+  outer c1) lands in shared memory at byte ``dst_off`` of the shared array ``dst`` (1024-byte
+  aligned: the swizzle is a function of the address), each 128-byte row r with its 16-byte chunk
+  c at chunk c ^ (r % 8) (the swizzle ``sw128`` and the wgmma descriptors name); when it has
+  landed, it completes the box's bytes (all of them, zero-filled ones too) on mbarrier
+  ``bars[i]``.  One thread issues it.  The twin reads global memory when the copy is issued and
+  writes shared memory when it lands: when a thread waits on (``mbar_try_wait``) that barrier,
+  so a kernel that reads the tile without waiting reads stale shared memory there too.
+* ``mbar_init(bars, i, count)``: ``mbarrier.init.shared::cta.b64``: ``bars`` a shared uint64
+  array, barrier i expects ``count`` arrivals a phase; its phase 0 is under way.
+  ``fence_mbarrier_init()`` (``fence.mbarrier_init.release.cluster``) makes the inits visible to
+  the async proxy (TMA's complete_tx), then a block barrier to the other threads.
+* ``mbar_arrive_expect_tx(bars, i, nbytes)``: raise the phase's transaction count by nbytes, then
+  arrive; ``mbar_arrive(bars, i)``: arrive.  A phase completes (the barrier's phase parity flips,
+  its arrivals and transaction count reset) when all ``count`` threads have arrived and as many
+  bytes have landed as were expected.
+* ``mbar_try_wait(bars, i, parity)``: ``mbarrier.try_wait.parity``: 1 when the phase of that
+  parity has completed, i.e. the phase under way has the other parity (so right after init a
+  wait on parity 1 passes: CUTLASS's producer start), else 0.  ``mbar_wait(bars, i, parity)``: the
+  try_wait loop (a PTX loop in one asm block).  Its twin cannot spin (the simulator runs a
+  block's threads one at a time, each to its next ``syncthreads``): when the phase has not
+  completed after every issued copy has landed, it raises, where a GPU would hang.  Enough for
+  a kernel whose waits follow, in program order, the arrivals and copies they wait for (rung 21:
+  thread 0 fills a stage a block barrier before anyone waits on it); a producer warp that runs
+  beside its consumers (warp specialization) needs a twin that yields to the block's other
+  threads instead, a point the simulator's scheduler (``perfkit._simspeed``) does not have yet.
+
+The twins keep a barrier's whole state in its 64-bit shared word (the GPU's layout is opaque):
+bits 0-19 arrivals pending, 20-39 the count, 40-61 the transaction count + 2**21, 62 set by
+init, 63 the phase parity.
+
 Trap found compiling (../shared/reference/hopper-sm90a): with N float outputs tied to N inputs,
 the descriptors are inline-asm operands ``$2N`` and ``$2N+1``.  wgmma across a non-inlined call
 is serialized by ptxas (C7509/C7510): kernels call these only from forceinline device functions.
@@ -41,6 +91,8 @@ is serialized by ptxas (C7509/C7510): kernels call these only from forceinline d
 from __future__ import annotations
 
 import threading
+import weakref
+from dataclasses import dataclass
 
 import numpy as np
 from numba import cuda, uint64
@@ -48,7 +100,9 @@ from numba import cuda, uint64
 from .. import backend
 
 __all__ = ["smem_addr", "wgmma_desc", "sw128", "wgmma_m64n64k16", "wgmma_m64n128k16", "wgmma_m64n256k16",
-           "wgmma_fence", "wgmma_commit", "wgmma_wait", "fence_proxy_async", "decode_desc"]
+           "wgmma_fence", "wgmma_commit", "wgmma_wait", "fence_proxy_async", "decode_desc",
+           "TensorMap2D", "tensor_map_2d", "tensormap_acquire", "tma_load_2d", "mbar_init", "fence_mbarrier_init",
+           "mbar_arrive_expect_tx", "mbar_arrive", "mbar_try_wait", "mbar_wait", "mbar_state"]
 
 
 @cuda.jit(device=True)
@@ -67,6 +121,85 @@ def decode_desc(d) -> tuple[int, int, int, int]:
     """(start address, leading byte offset, stride byte offset, swizzle mode) of a descriptor."""
     d = int(d)
     return (d & 0x3FFF) << 4, ((d >> 16) & 0x3FFF) << 4, ((d >> 32) & 0x3FFF) << 4, (d >> 62) & 3
+
+
+# --- TMA's tensor maps (host) ------------------------------------------------------------------
+@dataclass(frozen=True)
+class TensorMap2D:
+    """What a 2-D tiled tensor map holds (the driver's encoding is opaque): the array, its
+    (inner, outer) extent in elements, the bytes between rows, the box a copy moves and the
+    swizzle span in bytes.  The simulator's twin copies through it."""
+    array: object
+    dims: tuple[int, int]
+    row_bytes: int
+    box: tuple[int, int]
+    swizzle: int = 128
+    itemsize: int = 2
+
+    def __post_init__(self):
+        inner, outer = self.dims
+        if not (1 <= inner <= 2**32 and 1 <= outer <= 2**32):
+            raise ValueError(f"tensor map: dims {self.dims} must be 1..2**32")
+        if self.row_bytes % 16 or not (0 < self.row_bytes < 2**40):
+            raise ValueError(f"tensor map: the row stride ({self.row_bytes} bytes) must be a multiple of 16 bytes")
+        if not all(1 <= b <= 256 for b in self.box):
+            raise ValueError(f"tensor map: box {self.box} must be 1..256 a dimension")
+        if self.swizzle != 128 or self.box[0] * self.itemsize != 128:
+            raise ValueError(f"tensor map: only the 128-byte swizzle with 128-byte box rows is modelled "
+                             f"(box {self.box}, {self.itemsize}-byte elements, swizzle {self.swizzle})")
+
+    @property
+    def box_bytes(self) -> int:
+        return self.box[0] * self.box[1] * self.itemsize
+
+
+_ENCODED: dict = {}  # (address, dims, row bytes, box) -> the encoded map in device memory
+
+
+def tensor_map_2d(buf, dims, row_bytes, box):
+    """A float16 tensor map for kernel arguments: the GPU's encoded map (uint64[16], device
+    memory, cached per buffer address and shape), the simulator's :class:`TensorMap2D`, or, for
+    host buffers (compiling a plan), a zeroed uint64[16] of the same type."""
+    if isinstance(buf, np.ndarray):  # host buffers: a plan compiled, never launched (supports() refuses later)
+        return np.zeros(16, np.uint64)
+    m = TensorMap2D(buf, tuple(int(d) for d in dims), int(row_bytes), tuple(int(b) for b in box))
+    if backend.is_simulator():
+        return m
+    addr = int(buf.device_ctypes_pointer.value)
+    key = (addr, m.dims, m.row_bytes, m.box)
+    if key not in _ENCODED:
+        _ENCODED[key] = _encode(addr, m)
+    return _ENCODED[key]
+
+
+def _encode(addr: int, m: TensorMap2D):
+    from cuda.bindings import driver as drv
+    from numba import cuda as _cuda
+
+    if addr % 16:
+        raise ValueError(f"tensor map: global address {addr:#x} is not 16-byte aligned")
+    u64, u32 = drv.cuuint64_t, drv.cuuint32_t  # the binding takes no plain ints for these arrays
+    err, tmap = drv.cuTensorMapEncodeTiled(
+        drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, addr, [u64(d) for d in m.dims],
+        [u64(m.row_bytes)], [u32(b) for b in m.box], [u32(1), u32(1)],
+        drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+        drv.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
+        drv.CUtensorMapL2promotion.CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+        drv.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE)  # NONE: out-of-bounds reads zeros
+    if err != drv.CUresult.CUDA_SUCCESS:
+        raise RuntimeError(f"cuTensorMapEncodeTiled({m.dims}, row {m.row_bytes} B, box {m.box}): {err}")
+    return _cuda.to_device(np.array([int(w) for w in tmap.opaque], np.uint64))
+
+
+def mbar_state(word) -> dict:
+    """The simulator's mbarrier word, decoded (see the module's docstring)."""
+    w = int(word)
+    return {"pending": w & 0xFFFFF, "count": (w >> 20) & 0xFFFFF, "tx": ((w >> 40) & 0x3FFFFF) - 2**21,
+            "init": bool((w >> 62) & 1), "phase": (w >> 63) & 1}
+
+
+def _mbar_word(pending: int, count: int, tx: int, phase: int) -> int:
+    return pending | (count << 20) | ((tx + 2**21) << 40) | (1 << 62) | (phase << 63)
 
 
 if backend.is_simulator():
@@ -149,6 +282,114 @@ if backend.is_simulator():
                 _execute(*op)
         threading.current_thread().pk_wgmma = closed[done:] + [groups[-1]]
 
+
+    # --- mbarrier and TMA twins -----------------------------------------------------------
+    def _word(bars, i):
+        raw = np.ndarray.view(bars, np.ndarray)  # no shared access recorded: the barrier unit
+        if raw.dtype != np.uint64 or raw.ndim != 1 or not 0 <= int(i) < raw.shape[0]:
+            raise TypeError(f"mbarrier: barrier {i} of a {raw.dtype} array of shape {raw.shape}; "
+                            "barriers are a 1-D shared uint64 array")
+        return raw
+
+    def _read(bars, i, what):
+        st = mbar_state(_word(bars, i)[int(i)])
+        if not st["init"]:
+            raise RuntimeError(f"mbarrier {i}: {what} before mbar_init")
+        return st
+
+    def _write(bars, i, st):
+        if st["pending"] == 0 and st["tx"] == 0:  # the phase completes: the next one starts
+            st = {**st, "pending": st["count"], "phase": st["phase"] ^ 1}
+        if abs(st["tx"]) >= 2**20:
+            raise RuntimeError(f"mbarrier {i}: transaction count {st['tx']} out of the range a phase can hold")
+        _word(bars, i)[int(i)] = np.uint64(_mbar_word(st["pending"], st["count"], st["tx"], st["phase"]))
+
+    _INFLIGHT: dict = {}  # barrier word address -> (weakref to its array, [copies not yet landed])
+
+    def _inflight(bars, i):
+        raw = _word(bars, i)
+        owner = raw
+        while isinstance(owner.base, np.ndarray):
+            owner = owner.base
+        key = raw.__array_interface__["data"][0] + 8 * int(i)
+        ref, copies = _INFLIGHT.get(key, (None, None))
+        if ref is None or ref() is not owner:  # a block's barrier at an address an ended block used
+            ref, copies = weakref.ref(owner, lambda _, k=key: _INFLIGHT.pop(k, None)), []  # gone with the block
+            _INFLIGHT[key] = (ref, copies)
+        return copies
+
+    def mbar_init(bars, i, count):
+        if not 1 <= int(count) < 2**20:
+            raise RuntimeError(f"mbar_init: count {count} outside 1..2**20 - 1")
+        _inflight(bars, i).clear()
+        _word(bars, i)[int(i)] = np.uint64(_mbar_word(int(count), int(count), 0, 0))
+
+    def fence_mbarrier_init():
+        pass
+
+    def _arrive(bars, i, st):
+        if st["pending"] == 0:
+            raise RuntimeError(f"mbarrier {i}: more arrivals than its count ({st['count']}) in one phase")
+        _write(bars, i, {**st, "pending": st["pending"] - 1})
+
+    def mbar_arrive(bars, i):
+        _arrive(bars, i, _read(bars, i, "arrive"))
+
+    def mbar_arrive_expect_tx(bars, i, nbytes):
+        st = _read(bars, i, "arrive.expect_tx")
+        _arrive(bars, i, {**st, "tx": st["tx"] + int(nbytes)})
+
+    def _land(bars, i):
+        copies = _inflight(bars, i)
+        while copies:
+            dst, phys, data, nbytes = copies.pop(0)
+            dst[phys] = data
+            st = _read(bars, i, "complete_tx")
+            _write(bars, i, {**st, "tx": st["tx"] - nbytes})
+
+    def mbar_try_wait(bars, i, parity):
+        _land(bars, i)  # every copy issued so far has arrived by now
+        return np.int32(_read(bars, i, "try_wait")["phase"] != (int(parity) & 1))
+
+    def mbar_wait(bars, i, parity):
+        if not mbar_try_wait(bars, i, parity):
+            st = _read(bars, i, "wait")
+            raise RuntimeError(f"mbar_wait: barrier {i}'s phase of parity {int(parity) & 1} never completes here "
+                               f"(phase {st['phase']} under way, {st['pending']} of {st['count']} arrivals and "
+                               f"{st['tx']} expected bytes outstanding, every issued copy landed): on a GPU this "
+                               "thread would hang")
+
+    def tensormap_acquire(tmap):
+        if not isinstance(tmap, TensorMap2D):
+            raise TypeError(f"tensormap_acquire: the simulator passes a TensorMap2D, got {type(tmap).__name__}")
+
+    def tma_load_2d(dst, dst_off, tmap, c0, c1, bars, i):
+        if not isinstance(tmap, TensorMap2D):
+            raise TypeError(f"tma_load_2d: the simulator passes a TensorMap2D, got {type(tmap).__name__}")
+        _read(bars, i, "a copy completing on it")
+        off = int(dst_off)
+        if off % 1024:
+            raise RuntimeError(f"tma_load_2d: destination byte {off} is not 1024-byte aligned (the 128-byte "
+                               "swizzle's pattern spans 8 rows of 128 bytes)")
+        raw = np.ndarray.view(dst, np.ndarray).reshape(-1).view(np.uint8)
+        (bi, bo), (di, do) = tmap.box, tmap.dims
+        if off + tmap.box_bytes > raw.shape[0]:
+            raise RuntimeError(f"tma_load_2d: a {tmap.box_bytes}-byte box at byte {off} overruns the "
+                               f"{raw.shape[0]}-byte shared array")
+        src = tmap.array.copy_to_host() if hasattr(tmap.array, "copy_to_host") else np.asarray(tmap.array)
+        flat = np.ascontiguousarray(src).reshape(-1).view(np.uint8).view(np.uint16)  # float16 bits
+        x = int(c0) + np.arange(bi)[None, :]
+        y = int(c1) + np.arange(bo)[:, None]
+        inside = (x >= 0) & (x < di) & (y >= 0) & (y < do)
+        idx = np.where(inside, y * (tmap.row_bytes // 2) + x, 0)
+        if idx.max() >= flat.shape[0]:
+            raise RuntimeError(f"tma_load_2d: the map's dims {tmap.dims} and row stride {tmap.row_bytes} reach past "
+                               f"the {flat.shape[0]}-element array")
+        tile = np.where(inside, flat[idx], np.uint16(0)).astype(np.uint16)  # out of bounds: zeros
+        addr = off + np.arange(tmap.box_bytes)
+        phys = addr ^ (((addr >> 7) & 7) << 4)
+        _inflight(bars, i).append((raw, phys, tile.reshape(-1).view(np.uint8), tmap.box_bytes))
+
 else:
     # --- inline PTX -------------------------------------------------------------------------
     from llvmlite import ir
@@ -226,3 +467,83 @@ else:
         return wgmma
 
     wgmma_m64n64k16, wgmma_m64n128k16, wgmma_m64n256k16 = _wgmma(64), _wgmma(128), _wgmma(256)
+
+
+    # --- mbarrier and TMA -------------------------------------------------------------------
+    fence_mbarrier_init = _noarg("fence.mbarrier_init.release.cluster;")
+
+    def _shared32(context, builder, aryty, ary):
+        data = context.make_array(aryty)(context, builder, ary).data
+        return builder.ptrtoint(builder.addrspacecast(data, ir.PointerType(data.type.pointee, 3)), _i32)
+
+    def _bar(context, builder, sig, args, k=0):
+        return builder.add(_shared32(context, builder, sig.args[k], args[k]),
+                           builder.mul(context.cast(builder, args[k + 1], sig.args[k + 1], types.int32),
+                                       ir.Constant(_i32, 8)))
+
+    @intrinsic
+    def mbar_init(typingctx, bars, i, count):
+        def codegen(context, builder, sig, args):
+            _asm(builder, "mbarrier.init.shared::cta.b64 [$0], $1;", "r,r,~{memory}",
+                 [_bar(context, builder, sig, args), context.cast(builder, args[2], sig.args[2], types.int32)])
+            return context.get_dummy_value()
+        return types.void(bars, i, count), codegen
+
+    @intrinsic
+    def mbar_arrive_expect_tx(typingctx, bars, i, nbytes):
+        def codegen(context, builder, sig, args):
+            _asm(builder, "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", "r,r,~{memory}",
+                 [_bar(context, builder, sig, args), context.cast(builder, args[2], sig.args[2], types.int32)])
+            return context.get_dummy_value()
+        return types.void(bars, i, nbytes), codegen
+
+    @intrinsic
+    def mbar_arrive(typingctx, bars, i):
+        def codegen(context, builder, sig, args):
+            _asm(builder, "mbarrier.arrive.shared::cta.b64 _, [$0];", "r,~{memory}", [_bar(context, builder, sig, args)])
+            return context.get_dummy_value()
+        return types.void(bars, i), codegen
+
+    @intrinsic
+    def mbar_try_wait(typingctx, bars, i, parity):
+        def codegen(context, builder, sig, args):
+            return _asm(builder, "{\n\t.reg .pred p;\n\tmbarrier.try_wait.parity.shared::cta.b64 p, [$1], $2;\n\t"
+                                 "selp.u32 $0, 1, 0, p;\n\t}", "=r,r,r,~{memory}",
+                        [_bar(context, builder, sig, args), context.cast(builder, args[2], sig.args[2], types.int32)],
+                        ret=_i32)
+        return types.int32(bars, i, parity), codegen
+
+    @intrinsic
+    def mbar_wait(typingctx, bars, i, parity):
+        # the loop inside one asm block: PTX labels are local to their { } scope, so inlined copies
+        # do not clash (CUTLASS's ClusterBarrier::wait)
+        def codegen(context, builder, sig, args):
+            _asm(builder, "{\n\t.reg .pred p;\n\tWAIT:\n\t"
+                          "mbarrier.try_wait.parity.shared::cta.b64 p, [$0], $1;\n\t@!p bra WAIT;\n\t}",
+                 "r,r,~{memory}",
+                 [_bar(context, builder, sig, args), context.cast(builder, args[2], sig.args[2], types.int32)])
+            return context.get_dummy_value()
+        return types.void(bars, i, parity), codegen
+
+    @intrinsic
+    def tensormap_acquire(typingctx, tmap):
+        def codegen(context, builder, sig, args):
+            p = builder.ptrtoint(context.make_array(sig.args[0])(context, builder, args[0]).data, _i64)
+            _asm(builder, "fence.proxy.tensormap::generic.acquire.sys [$0], 128;\n\tprefetch.tensormap [$0];",
+                 "l,~{memory}", [p])
+            return context.get_dummy_value()
+        return types.void(tmap), codegen
+
+    @intrinsic
+    def tma_load_2d(typingctx, dst, dst_off, tmap, c0, c1, bars, i):
+        def codegen(context, builder, sig, args):
+            s = sig.args
+            d = builder.add(_shared32(context, builder, s[0], args[0]), context.cast(builder, args[1], s[1], types.int32))
+            t = builder.ptrtoint(context.make_array(s[2])(context, builder, args[2]).data, _i64)
+            x = context.cast(builder, args[3], s[3], types.int32)
+            y = context.cast(builder, args[4], s[4], types.int32)
+            b = _bar(context, builder, sig, args, 5)
+            _asm(builder, "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
+                          "[$0], [$1, {$2, $3}], [$4];", "r,l,r,r,r,~{memory}", [d, t, x, y, b])
+            return context.get_dummy_value()
+        return types.void(dst, dst_off, tmap, c0, c1, bars, i), codegen

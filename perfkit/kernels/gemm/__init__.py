@@ -28,6 +28,10 @@ one rung further onto the tensor cores.  Ledger (the rung number and name live o
                    double-buffered in registers
   20 wgmma         Hopper (sm_90a): wgmma.mma_async from 128-byte-swizzled shared memory through
                    descriptors, fed by a cp.async ring (not yet run on a GPU)
+  21 tma           the tiles by TMA (one thread's bulk tensor copies, swizzled by the copy engine,
+                   zeros past the edges; tensor maps encoded on the host, kept in global memory)
+                   into a ring guarded by mbarriers (expect_tx, phase parity); k and n multiples
+                   of 8 (not yet run on a GPU)
 
 The inline-PTX helpers (mma, ldmatrix, cp.async, shuffles) and their simulator twins live in
 :mod:`perfkit.kernels._ptx`; the 128-bit float32 loads and stores in :mod:`._vector`.
@@ -41,8 +45,8 @@ over 65535 blocks along grid.y (m beyond 65535 row tiles; the naive rung puts n 
 
 The package: ``_common`` (the Problem and what every rung shares), ``simt`` (rungs 0-11),
 ``tensor`` (rungs 12-17), then the rungs of issue 45, appended so that
-existing labels keep their meaning: ``tensor_deep`` (18), ``simt_wide`` (19), ``hopper`` (20-;
-sm_90a); this module is the index: ``LADDER`` and the problems to sweep.
+existing labels keep their meaning: ``tensor_deep`` (18), ``simt_wide`` (19), ``hopper`` (20;
+sm_90a), ``hopper_tma`` (21); this module is the index: ``LADDER`` and the problems to sweep.
 """
 from __future__ import annotations
 
@@ -52,6 +56,7 @@ from .simt import (AUTOTUNE_PICK, Autotuned, Blocktile1D, Blocktile2D, Coalesced
                    Naive, NoBankConflicts, Oracle, SmemTiling, Vectorized, WarpTile, search_space)
 from .simt_wide import SimtWide, search_space_wide
 from .hopper import Wgmma
+from .hopper_tma import Tma
 from .tensor_deep import TCDeep
 from .tensor import TCEpilogue, TCLdmatrix, TCPipeline, TCVector, TCWarpTile, TensorCore
 
@@ -60,11 +65,12 @@ __all__ = ["Problem", "LADDER", "EXAMPLE_PROBLEM", "GPU_SWEEP", "LLM_SHAPES", "s
 LADDER: list[Variant] = [Oracle(), Naive(), Coalesced(), SmemTiling(), Blocktile1D(), Blocktile2D(),
                          Vectorized(), NoBankConflicts(), DoubleBuffer(), Index32(), WarpTile(), Autotuned(),
                          TensorCore(), TCVector(), TCLdmatrix(), TCPipeline(), TCWarpTile(), TCEpilogue(),
-                         TCDeep(), SimtWide(), Wgmma()]
+                         TCDeep(), SimtWide(), Wgmma(), Tma()]
 registry_check(LADDER)
 
 EXAMPLE_PROBLEM = Problem(4096, 4096, 4096)
 LLM_SHAPES = [Problem(4096, 4096, 11008), Problem(8192, 1024, 4096), Problem(4096, 11008, 4096)]
 GPU_SWEEP = [Problem(s, s, s) for s in (256, 512, 1024, 2048, 4096, 8192)] + LLM_SHAPES \
     + [Problem(s, s, s, "float16") for s in (1024, 4096, 8192)]
-SIM_SWEEP = [Problem(37, 41, 29), Problem(37, 41, 29, "float16")]
+# float16: n and k multiples of 8, which every float16 rung takes (TMA's rows are 16-byte multiples)
+SIM_SWEEP = [Problem(37, 41, 29), Problem(37, 40, 24, "float16")]

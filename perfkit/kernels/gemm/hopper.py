@@ -22,17 +22,18 @@ from ..base import Traffic, UnsupportedProblem
 from . import _common as C
 from ._common import F32, I32_LIMIT, Problem
 
-_WGMMA = {64: wgmma_m64n64k16, 128: wgmma_m64n128k16, 256: wgmma_m64n256k16}
+#: the wgmma of each tile width N (m64nNk16), for the Hopper rungs' kernels
+WGMMA_BY_N = {64: wgmma_m64n64k16, 128: wgmma_m64n128k16, 256: wgmma_m64n256k16}
 
 
-def _require_hopper(v, problem) -> None:
-    """Refuse a GPU older than sm_90 (wgmma, like TMA and mbarrier transaction counts, is Hopper's);
-    the simulator runs the twins, and the compile-only backend builds for the target it is given."""
+def require_hopper(v, problem, needs: str = "wgmma.mma_async, a warpgroup's asynchronous matrix multiply") -> None:
+    """Refuse a GPU older than sm_90 (wgmma, like TMA and mbarrier transaction counts, is Hopper's),
+    saying what the rung ``needs``; the simulator runs the twins, and the compile-only backend
+    builds for the target it is given.  Refuse inputs other than float16."""
     d = backend.device()
     cc = d.compute_capability
     if not d.simulated and cc is not None and tuple(cc) < (9, 0):
-        raise UnsupportedProblem(f"{v.label} needs a Hopper GPU (sm_90: wgmma.mma_async, a warpgroup's "
-                                 f"asynchronous matrix multiply); {d.name} is sm_{cc[0]}{cc[1]}")
+        raise UnsupportedProblem(f"{v.label} needs a Hopper GPU (sm_90: {needs}); {d.name} is sm_{cc[0]}{cc[1]}")
     if problem.dtype != "float16":
         raise UnsupportedProblem(f"{v.label} takes float16 inputs (float32 accumulate); got {problem.dtype}")
 
@@ -65,7 +66,7 @@ def _wgmma_kernel(BN: int, STAGES: int):
     RB = NT // BCPR  # B rows between a thread's chunks (8, 16 or 32: multiples of the swizzle's 8)
     NCH = STAGES * STAGE_CH
     WAITN = STAGES - 1
-    mma = _WGMMA[BN]
+    mma = WGMMA_BY_N[BN]
     i32 = int32
     dev = C._jit(device=True, forceinline=True)
 
@@ -221,7 +222,7 @@ class Wgmma(C._Tunable):
         return self.STAGES * (self.BM * self.BK + self.BK * self.BN) * 2 + 1024
 
     def supports(self, problem):
-        _require_hopper(self, problem)
+        require_hopper(self, problem)
         if self.BN not in (64, 128, 256) or self.STAGES < 2:
             raise UnsupportedProblem(f"{self.label}: BN must be 64, 128 or 256 (wgmma m64nBNk16) and STAGES >= 2 "
                                      f"(got BN={self.BN}, STAGES={self.STAGES})")

@@ -1,0 +1,199 @@
+"""GEMM rung 21 ``tma`` (sm_90a): rung 20's wgmma, its operand tiles brought by TMA (the Tensor
+Memory Accelerator: one thread issues a bulk copy of a whole 2-D box, swizzled on its way into
+shared memory) into a ring of stages guarded by mbarriers, instead of 16-byte cp.async by every
+thread.  Not yet run on a GPU: checked in the simulator through the twins of
+:mod:`perfkit.kernels._ptx_hopper` and compiled for sm_90a with no GPU."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import ClassVar
+
+from numba import cuda, float32, int32, uint32, uint64
+from numba.types import float16
+
+from .._dynsmem import DynamicSharedLaunch, check_dynamic_shared
+from .._ptx_hopper import (fence_mbarrier_init, mbar_arrive_expect_tx, mbar_init, mbar_wait, smem_addr,
+                           tensor_map_2d, tensormap_acquire, tma_load_2d, wgmma_commit, wgmma_desc, wgmma_fence,
+                           wgmma_wait)
+from ..base import Traffic, UnsupportedProblem
+from . import _common as C
+from ._common import F32, Problem
+from .hopper import WGMMA_BY_N, require_hopper
+
+BM, BK = 128, 64
+
+
+@lru_cache(maxsize=None)
+def _tma_kernel(BN: int, STAGES: int):
+    """C (BM=128 x BN) per block, 2 warpgroups (256 threads) each owning a 64 x BN half with one
+    ``wgmma m64nBNk16`` a k-step of 16, as in rung 20; the same shared layout (a ring of STAGES
+    k-tiles, each A 128 rows x 128 bytes then B as BN / 64 blocks of 64 k-rows x 128 bytes, every
+    row 128-byte swizzled, the ring's start aligned to 1024 bytes at run time).
+
+    What changes: thread 0 fills a stage with 1 + BN / 64 TMA box copies (A: a 64 k x 128 m box;
+    B: 64 n x 64 k boxes), after ``arrive.expect_tx`` of the stage's bytes on the stage's "full"
+    mbarrier; the copies complete those bytes as they land (zeros where a box leaves A or B, so no
+    edge code), and the barrier's phase flips when all have.  Every thread waits on the phase
+    (parity = the number of times the stage was filled before, mod 2), multiplies, waits for its
+    wgmma, and a block barrier frees the stage for thread 0's next copy, STAGES - 1 tiles ahead.
+    The tensor maps live in global memory (numba-cuda has no __grid_constant__ parameter): thread
+    0 acquires them (the proxy fence) before its first copy."""
+    NT = 256
+    A_BYTES, B_BYTES = BM * BK * 2, BK * BN * 2
+    STAGE = A_BYTES + B_BYTES
+    NACC = BN // 2
+    mma = WGMMA_BY_N[BN]
+    dev = C._jit(device=True, forceinline=True)
+
+    @dev
+    def fill(smem, tma, tmb, full, kt, pad, bm, bn):
+        s = kt % STAGES
+        off = pad + uint32(s * STAGE)
+        mbar_arrive_expect_tx(full, s, STAGE)
+        tma_load_2d(smem, off, tma, kt * BK, bm, full, s)  # (inner k, outer m)
+        for j in range(BN // 64):
+            tma_load_2d(smem, off + uint32(A_BYTES + j * (BK * 128)), tmb, bn + 64 * j, kt * BK, full, s)
+
+    @dev
+    def tile_mma(acc, smem, a0, b0):
+        wgmma_fence()
+        for kk in range(BK // 16):
+            mma(acc, smem, wgmma_desc(a0 + uint32(kk * 32), 16, 1024),
+                wgmma_desc(b0 + uint32(kk * 2048), 8192, 1024), 1)
+        wgmma_commit()
+        wgmma_wait(0)
+
+    @C._jit(launch_bounds=(NT, 1))
+    def gemm_tma(tma, tmb, c, M, N, K):
+        smem = cuda.shared.array(0, float16)  # the ring, + 1 KiB to align its start to 1024 bytes
+        full = cuda.shared.array(STAGES, uint64)  # one mbarrier a stage: its tile has landed
+        base = smem_addr(smem)
+        pad = (uint32(1024) - (base & uint32(1023))) & uint32(1023)
+        acc = cuda.local.array(NACC, float32)
+        for i in range(NACC):
+            acc[i] = float32(0)
+        t = int32(cuda.threadIdx.x)
+        wg = t // 128
+        bm = int32(cuda.blockIdx.y) * BM
+        bn = int32(cuda.blockIdx.x) * BN
+        n_k = (K + (BK - 1)) // BK
+        if t == 0:
+            tensormap_acquire(tma)
+            tensormap_acquire(tmb)
+            for s in range(STAGES):
+                mbar_init(full, s, 1)  # one arrival a phase: thread 0's expect_tx
+            fence_mbarrier_init()
+            for kt in range(min(STAGES - 1, n_k)):
+                fill(smem, tma, tmb, full, kt, pad, bm, bn)
+        cuda.syncthreads()  # the barriers initialized before anyone waits on them
+        for kt in range(n_k):
+            if t == 0 and kt + (STAGES - 1) < n_k:  # the stage freed by the last barrier
+                fill(smem, tma, tmb, full, kt + (STAGES - 1), pad, bm, bn)
+            s = kt % STAGES
+            mbar_wait(full, s, (kt // STAGES) & 1)
+            a0 = base + pad + uint32(s * STAGE + wg * (64 * 128))
+            b0 = base + pad + uint32(s * STAGE + A_BYTES)
+            tile_mma(acc, smem, a0, b0)
+            cuda.syncthreads()  # every warpgroup done with stage s before thread 0 refills it
+        w = (t % 128) // 32
+        lane = t % 32
+        r = bm + wg * 64 + 16 * w + lane // 4
+        for j in range(BN // 8):
+            q = bn + 8 * j + 2 * (lane % 4)
+            x0, x1, x2, x3 = acc[4 * j], acc[4 * j + 1], acc[4 * j + 2], acc[4 * j + 3]
+            if r < M:
+                if q < N:
+                    c[r * N + q] = x0
+                if q + 1 < N:
+                    c[r * N + q + 1] = x1
+            if r + 8 < M:
+                if q < N:
+                    c[(r + 8) * N + q] = x2
+                if q + 1 < N:
+                    c[(r + 8) * N + q + 1] = x3
+
+    return gemm_tma
+
+
+@dataclass(frozen=True)
+class Tma(C._Tunable):
+    BN: int = 128
+    STAGES: int = 3
+
+    rung: ClassVar[int] = 21
+    name: ClassVar[str] = "tma"
+    what: ClassVar[str] = (
+        "Rung 20's wgmma, its tiles brought by TMA: one thread issues one bulk copy of a whole "
+        "2-D box (cp.async.bulk.tensor, UTMALDG in SASS) per operand tile, described by a tensor "
+        "map (the array's address, extents, row stride, the box, the 128-byte swizzle) encoded "
+        "on the host by the driver, cached, and kept in global memory; the copy engine swizzles "
+        "on the way into shared memory and fills zeros past the matrix edges, so the 256 threads "
+        "issue nothing but wgmma. Each stage of a 3-stage ring has an mbarrier (SYNCS in SASS): "
+        "thread 0 announces the stage's bytes (arrive.expect_tx), the copies count them off as "
+        "they land, and the threads wait on the barrier's phase parity instead of on their own "
+        "cp.async groups. Rows must be multiples of 16 bytes (k and n multiples of 8); other "
+        "shapes go to rung 20. Not yet run on a GPU: checked in the simulator through twins of "
+        "the instructions (the copy, the swizzle, the barrier's transaction count) and compiled "
+        "for sm_90a with no GPU; the first GPU session checks it (the tensor map in global "
+        "memory with its proxy fence, the MN-major B descriptor) before timing it.")
+
+    def example(self, problem):
+        """The float16 twin, n and k rounded up to multiples of 8 (rows TMA can stride): the
+        notebook's check shape 37 x 41 x 29 is shown at 37 x 48 x 32."""
+        n, k = -(-problem.n // 8) * 8, -(-problem.k // 8) * 8
+        if (problem.dtype, n, k) == ("float16", problem.n, problem.k):
+            return problem
+        return Problem(problem.m, n, k, "float16")
+
+    def threads(self) -> int:
+        return 256
+
+    def grid(self, problem):
+        return C._tile_grid(problem, BM, self.BN)
+
+    def dynamic_shared_bytes(self) -> int:
+        """The ring (STAGES x (BM x BK + BK x BN) float16) and 1 KiB to align its start."""
+        return self.STAGES * (BM * BK + BK * self.BN) * 2 + 1024
+
+    def shared_bytes(self) -> int:
+        """The mbarriers, 8 bytes a stage, as ptxas allocates them: in 16-byte steps (24 -> 32)."""
+        return -(-8 * self.STAGES // 16) * 16
+
+    def supports(self, problem):
+        require_hopper(self, problem, "TMA (cp.async.bulk.tensor), mbarrier transaction counts and wgmma")
+        if self.BN not in (64, 128, 256) or self.STAGES < 2:
+            raise UnsupportedProblem(f"{self.label}: BN must be 64, 128 or 256 (wgmma m64nBNk16) and STAGES >= 2 "
+                                     f"(got BN={self.BN}, STAGES={self.STAGES})")
+        C._check_launch(self, problem, self.grid(problem), self.threads())
+        m, n, k = C._dims(problem)
+        for what, size in (("k", k), ("n", n)):
+            if size % 8:
+                raise UnsupportedProblem(
+                    f"{self.label}: a TMA tensor map needs row strides that are multiples of 16 bytes; {what}={size} "
+                    f"float16 elements make rows of {2 * size} bytes: use rung 20 wgmma (cp.async, which stores "
+                    "such rows 2 bytes at a time)")
+        if max(m, n, k) >= 2**31:
+            raise UnsupportedProblem(f"{self.label}: TMA box coordinates are 32-bit; m, n, k must be < 2**31")
+        check_dynamic_shared(f"{self.label} {self.config}", self.dynamic_shared_bytes(), self.shared_bytes())
+        if m * n + 64 > C.I32_LIMIT:
+            raise UnsupportedProblem(f"{self.label}: C has {m * n} elements; the epilogue's offsets are 32-bit, "
+                                     "which reach 2**31 - 1")
+
+    def plan(self, problem, bufs):
+        m, n, k = C._dims(problem)
+        tma = tensor_map_2d(bufs["a"], (k, m), 2 * k, (BK, BM))  # A (m, k): rows of k
+        tmb = tensor_map_2d(bufs["b"], (n, k), 2 * n, (64, BK))  # B (k, n): rows of n, 64-column boxes
+        kern = _tma_kernel(self.BN, self.STAGES)
+        args = (tma, tmb, bufs["c"].reshape(-1), m, n, k)
+        return [DynamicSharedLaunch(kern, self.grid(problem), self.threads(), args, self.dynamic_shared_bytes())]
+
+    def traffic(self, problem):
+        m, n, k = C._dims(problem)
+        l2 = (m * k * math.ceil(n / self.BN) + k * n * math.ceil(m / BM)) * 2 + m * n * F32
+        return Traffic(flops=problem.flops, dram_bytes=problem.bytes, l2_bytes=l2,
+                       smem_bytes=float(l2 - m * n * F32) * 2, limiter="tensor",
+                       notes=f"{BM}x{self.BN}x{BK} block tile, wgmma from swizzled shared memory, "
+                             f"{self.STAGES} TMA stages on mbarriers",
+                       extra={"peak": "tensor.fp16"})

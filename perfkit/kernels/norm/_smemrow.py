@@ -1,0 +1,129 @@
+"""The ``smem_row`` rungs (softmax, layernorm, rmsnorm): one block per row, the row staged once
+in dynamic shared memory, so that x leaves DRAM exactly once whatever the width (the register
+caches of the multirow / tuned rungs hold 512 x 32 floats at most, and wider rows read their
+tail twice: at 4096 x 16384 float32 the rows in flight exceed L2 and that second read comes
+from DRAM).  What the three rungs share lives here:
+
+* :class:`SmemRowShape`: the rung's launch shape (``threads`` per block, 0 = the rule of
+  :func:`row_threads`), its refusal of rows that do not fit a block's shared memory
+  (:func:`check_row_fits`, naming the rung to use instead), the bytes it asks for and the
+  compiled kernel's constants;
+* :func:`stage_row`: the device function that copies row ``r`` of x into the shared row: 16-byte
+  ``cp.async`` copies (``perfkit.kernels._ptx``; global to shared without registers, all of a
+  thread's copies in flight at once) when the row is a whole number of 16-byte chunks, else
+  vector loads through registers (8 / 4 / 2-byte or scalar: a row of odd width starts unaligned).
+
+The row is kept in the input dtype (float16 rows take half the bytes, so twice the width fits);
+every pass over it reads W elements with one shared load (``LDS.128`` for 16 bytes) and converts
+to float32.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+from numba import cuda, float32
+
+from .._dynsmem import MAX_OPT_IN_SHARED, check_dynamic_shared
+from .._ptx import cp_async16, cp_async_commit, cp_async_wait
+from ..base import UnsupportedProblem
+from ._common import next_pow2, vec_width
+from ._vec import vec_load, vec_store
+
+__all__ = ["SmemRowShape", "row_threads", "row_bytes", "max_cols", "check_row_fits", "stage_row",
+           "STATIC_SHARED", "VECS_PER_THREAD", "MAX_THREADS"]
+
+#: static shared memory of the smem_row kernels: the reductions' 32-float scratch (at most two)
+STATIC_SHARED = 2 * 32 * 4
+#: 16-byte chunks of its row each thread copies (all in flight at once): 4096 x 16384 float32
+#: gets 512 threads, so three blocks (3 x 64 KiB of rows) fit an H100 SM's 228 KiB
+VECS_PER_THREAD = 8
+MAX_THREADS = 512  # 1024 would leave two 64 KiB rows an SM at width 16384 (2048 threads an SM)
+LOAD_UNROLL = 4  # vector loads in flight per trip on the register path (rows not 16-byte chunks)
+
+
+def row_bytes(cols: int, dtype: str) -> int:
+    """Dynamic shared memory of one staged row, rounded up to whole 16-byte chunks."""
+    return -(-int(cols) * np.dtype(dtype).itemsize // 16) * 16
+
+
+def max_cols(dtype: str) -> int:
+    """The widest row a block can stage (227 KiB less the static scratch): 58080 float32 or
+    116160 float16 columns."""
+    return (MAX_OPT_IN_SHARED - STATIC_SHARED) // np.dtype(dtype).itemsize
+
+
+def check_row_fits(label: str, cols: int, dtype: str, instead: str) -> None:
+    """UnsupportedProblem when a row does not fit a block's shared memory, naming ``instead``."""
+    if cols > max_cols(dtype):
+        raise UnsupportedProblem(
+            f"{label}: a row of {cols} {dtype} columns ({int(cols) * np.dtype(dtype).itemsize} bytes) does not fit "
+            f"the {MAX_OPT_IN_SHARED // 1024} KiB of shared memory a block may have (at most {max_cols(dtype)} "
+            f"columns of {dtype}); use {instead} instead")
+    check_dynamic_shared(label, row_bytes(cols, dtype), STATIC_SHARED)
+
+
+def row_threads(cols: int, dtype: str) -> int:
+    """Threads per block: each copies about ``VECS_PER_THREAD`` vectors of its row, a power of
+    two from a warp to ``MAX_THREADS``."""
+    W = vec_width(cols, dtype)
+    return min(MAX_THREADS, max(32, next_pow2(-(-cols // (W * VECS_PER_THREAD)))))
+
+
+class SmemRowShape:
+    """Launch shape of the smem_row rungs: a field ``threads`` (0 = :func:`row_threads`) and a
+    class attribute ``instead``, the rung named when a row does not fit."""
+
+    instead = "the tuned rung"
+
+    def block(self, problem) -> int:
+        return self.threads or row_threads(problem.cols, problem.dtype)
+
+    def supports(self, problem):
+        B = self.block(problem)
+        if B < 32 or B > 1024 or B & (B - 1):
+            raise UnsupportedProblem(f"{self.name}: threads={B} must be a power of two in 32..1024")
+        check_row_fits(self.label, problem.cols, problem.dtype, self.instead)
+
+    def kernel_params(self, problem) -> tuple[int, int, bool]:
+        """(B, W, ASYNC): threads, elements per vector, whether the row goes by 16-byte cp.async."""
+        W = vec_width(problem.cols, problem.dtype)
+        return self.block(problem), W, W * np.dtype(problem.dtype).itemsize == 16
+
+    def shared_bytes(self, problem) -> int:
+        return row_bytes(problem.cols, problem.dtype)
+
+
+@lru_cache(maxsize=None)
+def stage_row(B: int, W: int, ASYNC: bool):
+    """``stage(x, r, row, cols)``: row ``r`` of x into the (1, cols) shared ``row``, then a
+    barrier.  ASYNC: 16-byte cp.async copies, all committed as one group and waited for; else W
+    elements a load through registers, ``LOAD_UNROLL`` loads issued before their stores."""
+    if ASYNC:
+        @cuda.jit(device=True)
+        def stage(x, r, row, cols):
+            for j in range(W * cuda.threadIdx.x, cols, W * B):
+                cp_async16(row, 0, j, x, r, j, 16)
+            cp_async_commit()
+            cp_async_wait(0)
+            cuda.syncthreads()  # the copies are visible to the other threads after the wait and a barrier
+        return stage
+
+    ld = vec_load(W)
+    st = vec_store(W)
+    U = LOAD_UNROLL
+
+    @cuda.jit(device=True)
+    def stage(x, r, row, cols):
+        buf = cuda.local.array(U * W, float32)
+        for base in range(W * cuda.threadIdx.x, cols, U * W * B):
+            for u in range(U):
+                j = base + u * W * B
+                if j < cols:
+                    ld(x, r, j, buf, u * W)
+            for u in range(U):
+                j = base + u * W * B
+                if j < cols:
+                    st(row, 0, j, buf, u * W)
+        cuda.syncthreads()
+    return stage

@@ -211,7 +211,7 @@ def test_smem_row_shapes(op, rows, cols, dtype, threads, fresh_seed):
     mod = SMEM_OPS[op]
     p = mod.Problem(rows, cols, dtype)
     v = smem_rung(mod, threads=threads)
-    B, W, use_async = v.kernel_params(p)
+    B, W, use_async, _ = v.kernel_params(p)
     assert use_async == (cols * np.dtype(dtype).itemsize % 16 == 0)
     assert v.plan(p, v.host_buffers(p))[0].shared_bytes >= cols * np.dtype(dtype).itemsize
     run_check(op, p, p.make_inputs(fresh_seed), v)

@@ -24,14 +24,15 @@ from functools import lru_cache
 import numpy as np
 from numba import cuda, float32
 
+from ... import backend
 from .._dynsmem import MAX_OPT_IN_SHARED, check_dynamic_shared
 from .._ptx import cp_async16, cp_async_commit, cp_async_wait
 from ..base import UnsupportedProblem
-from ._common import next_pow2, vec_width
+from ._common import block_reg_cap, next_pow2, vec_width
 from ._vec import vec_load, vec_store
 
-__all__ = ["SmemRowShape", "row_threads", "row_bytes", "max_cols", "check_row_fits", "stage_row",
-           "STATIC_SHARED", "VECS_PER_THREAD", "MAX_THREADS"]
+__all__ = ["SmemRowShape", "row_threads", "row_bytes", "max_cols", "check_row_fits", "stage_row", "reg_cap",
+           "jit_row", "STATIC_SHARED", "VECS_PER_THREAD", "MAX_THREADS", "MIN_THREADS"]
 
 #: static shared memory of the smem_row kernels: the reductions' 32-float scratch (at most two)
 STATIC_SHARED = 2 * 32 * 4
@@ -39,7 +40,16 @@ STATIC_SHARED = 2 * 32 * 4
 #: gets 512 threads, so three blocks (3 x 64 KiB of rows) fit an H100 SM's 228 KiB
 VECS_PER_THREAD = 8
 MAX_THREADS = 512  # 1024 would leave two 64 KiB rows an SM at width 16384 (2048 threads an SM)
+MIN_THREADS = 64  # 32 blocks an SM at most: blocks of one warp would fill half its thread slots
 LOAD_UNROLL = 4  # vector loads in flight per trip on the register path (rows not 16-byte chunks)
+#: an H100 SM (sm_90): 228 KiB of shared memory (1 KiB of it reserved for each block), 2048
+#: threads, 32 blocks, 65536 registers
+SM_SHARED = 228 * 1024
+BLOCK_RESERVED = 1024
+SM_THREADS = 2048
+SM_BLOCKS = 32
+SM_REGS = 65536
+MIN_REG_CAP = 32
 
 
 def row_bytes(cols: int, dtype: str) -> int:
@@ -65,9 +75,27 @@ def check_row_fits(label: str, cols: int, dtype: str, instead: str) -> None:
 
 def row_threads(cols: int, dtype: str) -> int:
     """Threads per block: each copies about ``VECS_PER_THREAD`` vectors of its row, a power of
-    two from a warp to ``MAX_THREADS``."""
+    two from ``MIN_THREADS`` to ``MAX_THREADS``."""
     W = vec_width(cols, dtype)
-    return min(MAX_THREADS, max(32, next_pow2(-(-cols // (W * VECS_PER_THREAD)))))
+    return min(MAX_THREADS, max(MIN_THREADS, next_pow2(-(-cols // (W * VECS_PER_THREAD)))))
+
+
+def reg_cap(B: int, cols: int, dtype: str) -> int:
+    """Registers per thread that let as many blocks share an SM as its shared memory (and thread
+    slots) allow: 40 at 4096 x 16384 float32 (three 512-thread blocks; ptxas takes 47 for the
+    softmax left alone, and registers would then allow two).  At least ``MIN_REG_CAP``."""
+    per_block = row_bytes(cols, dtype) + STATIC_SHARED + BLOCK_RESERVED
+    nb = max(1, min(SM_SHARED // per_block, SM_THREADS // B, SM_BLOCKS))
+    return max(MIN_REG_CAP, min(255, SM_REGS // (B * nb) // 8 * 8))
+
+
+def jit_row(B: int, regs: int):
+    """``cuda.jit`` for an smem_row kernel: ``regs`` (:func:`reg_cap`) as ptxas's register cap,
+    never more than a block of B threads may have."""
+    if backend.is_simulator():
+        return cuda.jit
+    cap = min(regs, block_reg_cap(B))
+    return cuda.jit(max_registers=cap if cap < 255 else None)
 
 
 class SmemRowShape:
@@ -85,10 +113,12 @@ class SmemRowShape:
             raise UnsupportedProblem(f"{self.name}: threads={B} must be a power of two in 32..1024")
         check_row_fits(self.label, problem.cols, problem.dtype, self.instead)
 
-    def kernel_params(self, problem) -> tuple[int, int, bool]:
-        """(B, W, ASYNC): threads, elements per vector, whether the row goes by 16-byte cp.async."""
+    def kernel_params(self, problem) -> tuple[int, int, bool, int]:
+        """(B, W, ASYNC, REGS): threads, elements per vector, whether the row goes by 16-byte
+        cp.async, the register cap."""
         W = vec_width(problem.cols, problem.dtype)
-        return self.block(problem), W, W * np.dtype(problem.dtype).itemsize == 16
+        B = self.block(problem)
+        return B, W, W * np.dtype(problem.dtype).itemsize == 16, reg_cap(B, problem.cols, problem.dtype)
 
     def shared_bytes(self, problem) -> int:
         return row_bytes(problem.cols, problem.dtype)
@@ -112,10 +142,11 @@ def stage_row(B: int, W: int, ASYNC: bool):
     ld = vec_load(W)
     st = vec_store(W)
     U = LOAD_UNROLL
+    UW = U * W  # a constant for the local array's size
 
     @cuda.jit(device=True)
     def stage(x, r, row, cols):
-        buf = cuda.local.array(U * W, float32)
+        buf = cuda.local.array(UW, float32)
         for base in range(W * cuda.threadIdx.x, cols, U * W * B):
             for u in range(U):
                 j = base + u * W * B

@@ -37,7 +37,7 @@ from ..base import Launch, OracleVariant, UnsupportedProblem, Variant, registry_
 from . import _common as C
 from ._vec import vec_load, vec_store
 from ._common import ONE, ZERO, chan_merge, group_sum, group_welford, tree_sum, welford_push
-from ._smemrow import SmemRowShape, stage_row
+from ._smemrow import SmemRowShape, jit_row, stage_row
 from .._dynsmem import DynamicSharedLaunch, shared_tile
 
 __all__ = ["Problem", "LADDER", "Oracle", "Naive", "Fused", "Warp", "Welford", "MultiRow", "Tuned",
@@ -531,7 +531,7 @@ def search(problem: Problem, time_fn: Callable[[Variant], float] | None = None,
 
 # --- rung 7 -------------------------------------------------------------------------------
 @lru_cache(maxsize=None)
-def _smem_row_kernel(B: int, W: int, dtype: str, ASYNC: bool):
+def _smem_row_kernel(B: int, W: int, dtype: str, ASYNC: bool, REGS: int):
     """One block of B threads per row; the row staged in shared memory in its own dtype, then
     three sweeps over it there (sum, centred sum of squares, write), W elements a shared load."""
     ld = vec_load(W)
@@ -539,7 +539,7 @@ def _smem_row_kernel(B: int, W: int, dtype: str, ASYNC: bool):
     stage = stage_row(B, W, ASYNC)
     sdt = float16 if dtype == "float16" else float32
 
-    @C.jit_block(B)
+    @jit_row(B, REGS)
     def ln_smem_row(x, gamma, beta, y, mean, rstd, eps, cols):
         smem = cuda.shared.array(0, sdt)  # dynamic: the row
         row = shared_tile(smem, 0, 1, cols)
@@ -593,14 +593,14 @@ class SmemRow(SmemRowShape, Variant):
 
     def plan(self, problem, bufs):
         self.supports(problem)
-        B, W, ASYNC = self.kernel_params(problem)
+        B, W, ASYNC, REGS = self.kernel_params(problem)
         c = problem.cols
-        return [DynamicSharedLaunch(_smem_row_kernel(B, W, problem.dtype, ASYNC), problem.rows, B,
+        return [DynamicSharedLaunch(_smem_row_kernel(B, W, problem.dtype, ASYNC, REGS), problem.rows, B,
                                     (bufs["x"], C.view(bufs["gamma"], (1, c)), C.view(bufs["beta"], (1, c)), bufs["y"],
                                      bufs["mean"], bufs["rstd"], C.eps32(problem), c), self.shared_bytes(problem))]
 
     def traffic(self, problem):
-        B, W, ASYNC = self.kernel_params(problem)
+        B, W, ASYNC, REGS = self.kernel_params(problem)
         how = "16-byte cp.async" if ASYNC else f"{W}-element loads through registers"
         t = _traffic(problem, 1, f"one DRAM read of x ({how} into shared memory), one write of y; the row "
                                  "written to shared memory once and read there three times")

@@ -37,7 +37,7 @@ from ..base import Launch, OracleVariant, UnsupportedProblem, Variant, registry_
 from . import _common as C
 from ._vec import vec_load, vec_store
 from ._common import NEG_INF, ONE, ZERO, group_max, group_softmax_stats, group_sum, softmax_merge, tree_max, tree_sum
-from ._smemrow import SmemRowShape, stage_row
+from ._smemrow import SmemRowShape, jit_row, stage_row
 from .._dynsmem import DynamicSharedLaunch, shared_tile
 
 __all__ = ["Problem", "LADDER", "Oracle", "Naive", "Fused", "Warp", "Online", "MultiRow", "Tuned",
@@ -495,7 +495,7 @@ def search(problem: Problem, time_fn: Callable[[Variant], float] | None = None,
 
 # --- rung 7 -------------------------------------------------------------------------------
 @lru_cache(maxsize=None)
-def _smem_row_kernel(B: int, W: int, dtype: str, ASYNC: bool):
+def _smem_row_kernel(B: int, W: int, dtype: str, ASYNC: bool, REGS: int):
     """One block of B threads per row; the row staged in shared memory in its own dtype, then
     three sweeps over it there (max, sum of exp, write), W elements a shared load."""
     ld = vec_load(W)
@@ -503,7 +503,7 @@ def _smem_row_kernel(B: int, W: int, dtype: str, ASYNC: bool):
     stage = stage_row(B, W, ASYNC)
     sdt = float16 if dtype == "float16" else float32
 
-    @C.jit_block(B)
+    @jit_row(B, REGS)
     def softmax_smem_row(x, y, cols):
         smem = cuda.shared.array(0, sdt)  # dynamic: the row
         row = shared_tile(smem, 0, 1, cols)
@@ -549,12 +549,12 @@ class SmemRow(SmemRowShape, Variant):
 
     def plan(self, problem, bufs):
         self.supports(problem)
-        B, W, ASYNC = self.kernel_params(problem)
-        return [DynamicSharedLaunch(_smem_row_kernel(B, W, problem.dtype, ASYNC), problem.rows, B,
+        B, W, ASYNC, REGS = self.kernel_params(problem)
+        return [DynamicSharedLaunch(_smem_row_kernel(B, W, problem.dtype, ASYNC, REGS), problem.rows, B,
                                     (bufs["x"], bufs["y"], problem.cols), self.shared_bytes(problem))]
 
     def traffic(self, problem):
-        B, W, ASYNC = self.kernel_params(problem)
+        B, W, ASYNC, REGS = self.kernel_params(problem)
         e = problem.elem_bytes
         how = "16-byte cp.async" if ASYNC else f"{W}-element loads through registers"
         return Traffic(flops=problem.flops, dram_bytes=2 * e, l2_bytes=2 * e, smem_bytes=4 * e, limiter="dram",

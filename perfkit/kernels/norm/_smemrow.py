@@ -36,9 +36,12 @@ __all__ = ["SmemRowShape", "row_threads", "row_bytes", "max_cols", "check_row_fi
 
 #: static shared memory of the smem_row kernels: the reductions' 32-float scratch (at most two)
 STATIC_SHARED = 2 * 32 * 4
-#: 16-byte chunks of its row each thread copies (all in flight at once): 4096 x 16384 float32
-#: gets 512 threads, so three blocks (3 x 64 KiB of rows) fit an H100 SM's 228 KiB
-VECS_PER_THREAD = 8
+#: vectors (16 bytes where the width allows) of its row each thread copies, all in flight at
+#: once: 256 threads at 16384 float32 columns, three blocks an SM (3 x 64 KiB of rows in an H100
+#: SM's 228 KiB).  Fewer threads a row amortize more elements over each thread's fixed work (the
+#: two block reductions read one partial per warp; perfkit.model at 4096 x 16384 float32 on the
+#: H100: 235 us at 256 or 128 threads, 371 us at 512, 1159 us at 1024 for the softmax)
+VECS_PER_THREAD = 16
 MAX_THREADS = 512  # 1024 would leave two 64 KiB rows an SM at width 16384 (2048 threads an SM)
 MIN_THREADS = 64  # 32 blocks an SM at most: blocks of one warp would fill half its thread slots
 LOAD_UNROLL = 4  # vector loads in flight per trip on the register path (rows not 16-byte chunks)
@@ -82,8 +85,8 @@ def row_threads(cols: int, dtype: str) -> int:
 
 def reg_cap(B: int, cols: int, dtype: str) -> int:
     """Registers per thread that let as many blocks share an SM as its shared memory (and thread
-    slots) allow: 40 at 4096 x 16384 float32 (three 512-thread blocks; ptxas takes 47 for the
-    softmax left alone, and registers would then allow two).  At least ``MIN_REG_CAP``."""
+    slots) allow: 40 for three 512-thread blocks of 64 KiB rows (ptxas took 47 for the softmax
+    left alone, and registers then allowed two), 80 for three of 256.  At least ``MIN_REG_CAP``."""
     per_block = row_bytes(cols, dtype) + STATIC_SHARED + BLOCK_RESERVED
     nb = max(1, min(SM_SHARED // per_block, SM_THREADS // B, SM_BLOCKS))
     return max(MIN_REG_CAP, min(255, SM_REGS // (B * nb) // 8 * 8))

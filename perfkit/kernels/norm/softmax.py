@@ -497,11 +497,14 @@ def search(problem: Problem, time_fn: Callable[[Variant], float] | None = None,
 @lru_cache(maxsize=None)
 def _smem_row_kernel(B: int, W: int, dtype: str, ASYNC: bool, REGS: int):
     """One block of B threads per row; the row staged in shared memory in its own dtype, then
-    three sweeps over it there (max, sum of exp, write), W elements a shared load."""
+    three sweeps over it there (max, sum of exp, write), W elements a shared load.  A float32 row
+    keeps exp(x - max) in place from the sum to the write (one exp an element, not two; each
+    thread reads back only what it wrote); a float16 row could not hold it exactly."""
     ld = vec_load(W)
     st = vec_store(W)
     stage = stage_row(B, W, ASYNC)
     sdt = float16 if dtype == "float16" else float32
+    KEEP = dtype == "float32"
 
     @jit_row(B, REGS)
     def softmax_smem_row(x, y, cols):
@@ -522,13 +525,17 @@ def _smem_row_kernel(B: int, W: int, dtype: str, ASYNC: bool, REGS: int):
         for j in range(W * t, cols, W * B):
             ld(row, 0, j, buf, 0)
             for q in range(W):
-                s += math.exp(buf[q] - m)
+                e = math.exp(buf[q] - m)
+                buf[q] = e
+                s += e
+            if KEEP:
+                st(row, 0, j, buf, 0)
         s = group_sum(s, B, scr)
         inv = ONE / s
         for j in range(W * t, cols, W * B):
             ld(row, 0, j, buf, 0)
             for q in range(W):
-                buf[q] = math.exp(buf[q] - m) * inv
+                buf[q] = (buf[q] if KEEP else math.exp(buf[q] - m)) * inv
             st(y, r, j, buf, 0)
 
     return softmax_smem_row
@@ -557,9 +564,12 @@ class SmemRow(SmemRowShape, Variant):
         B, W, ASYNC, REGS = self.kernel_params(problem)
         e = problem.elem_bytes
         how = "16-byte cp.async" if ASYNC else f"{W}-element loads through registers"
-        return Traffic(flops=problem.flops, dram_bytes=2 * e, l2_bytes=2 * e, smem_bytes=4 * e, limiter="dram",
-                       notes=f"one DRAM read of x ({how} into shared memory), one write of y; "
-                             "the row written to shared memory once and read there three times")
+        keep = problem.dtype == "float32"
+        return Traffic(flops=problem.flops, dram_bytes=2 * e, l2_bytes=2 * e, smem_bytes=(5 if keep else 4) * e,
+                       limiter="dram",
+                       notes=f"one DRAM read of x ({how} into shared memory), one write of y; the row written to "
+                             "shared memory once and read there three times"
+                             + ("; exp(x - max) written back in place (one exp an element)" if keep else ""))
 
 
 LADDER: list[Variant] = [Oracle(), Naive(), Fused(), Warp(), Online(), MultiRow(), Tuned(), SmemRow()]

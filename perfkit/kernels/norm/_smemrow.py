@@ -32,7 +32,7 @@ from ._common import block_reg_cap, next_pow2, vec_width
 from ._vec import vec_load, vec_store
 
 __all__ = ["SmemRowShape", "row_threads", "row_bytes", "max_cols", "check_row_fits", "stage_row", "reg_cap",
-           "jit_row", "STATIC_SHARED", "VECS_PER_THREAD", "MAX_THREADS", "MIN_THREADS"]
+           "jit_row", "param_unroll", "STATIC_SHARED", "VECS_PER_THREAD", "MAX_THREADS", "MIN_THREADS"]
 
 #: static shared memory of the smem_row kernels: the reductions' 32-float scratch (at most two)
 STATIC_SHARED = 2 * 32 * 4
@@ -45,6 +45,14 @@ VECS_PER_THREAD = 16
 MAX_THREADS = 512  # 1024 would leave two 64 KiB rows an SM at width 16384 (2048 threads an SM)
 MIN_THREADS = 64  # 32 blocks an SM at most: blocks of one warp would fill half its thread slots
 LOAD_UNROLL = 4  # vector loads in flight per trip on the register path (rows not 16-byte chunks)
+#: elements of gamma (and of beta) a thread loads before using any in the write: 2 vectors of 4
+#: floats, 1 of 8 halves (16 cost float16 rows at width 16384 spills under their cap of 80)
+PARAM_ELEMS = 8
+
+
+def param_unroll(W: int) -> int:
+    """Vectors of gamma (and beta) loaded a trip of the write, all before any is used."""
+    return max(1, PARAM_ELEMS // W)
 #: an H100 SM (sm_90): 228 KiB of shared memory (1 KiB of it reserved for each block), 2048
 #: threads, 32 blocks, 65536 registers
 SM_SHARED = 228 * 1024
@@ -52,7 +60,7 @@ BLOCK_RESERVED = 1024
 SM_THREADS = 2048
 SM_BLOCKS = 32
 SM_REGS = 65536
-MIN_REG_CAP = 32
+MIN_REG_CAP = 40  # 32 spilled layernorm at width 1024 (gamma and beta for 8 elements in flight)
 
 
 def row_bytes(cols: int, dtype: str) -> int:

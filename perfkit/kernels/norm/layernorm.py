@@ -37,7 +37,7 @@ from ..base import Launch, OracleVariant, UnsupportedProblem, Variant, registry_
 from . import _common as C
 from ._vec import vec_load, vec_store
 from ._common import ONE, ZERO, chan_merge, group_sum, group_welford, tree_sum, welford_push
-from ._smemrow import SmemRowShape, jit_row, stage_row
+from ._smemrow import SmemRowShape, jit_row, param_unroll, stage_row
 from .._dynsmem import DynamicSharedLaunch, shared_tile
 
 __all__ = ["Problem", "LADDER", "Oracle", "Naive", "Fused", "Warp", "Welford", "MultiRow", "Tuned",
@@ -533,9 +533,12 @@ def search(problem: Problem, time_fn: Callable[[Variant], float] | None = None,
 @lru_cache(maxsize=None)
 def _smem_row_kernel(B: int, W: int, dtype: str, ASYNC: bool, REGS: int):
     """One block of B threads per row; the row staged in shared memory in its own dtype, then
-    three sweeps over it there (sum, centred sum of squares, write), W elements a shared load."""
+    three sweeps over it there (sum, centred sum of squares, write), W elements a shared load;
+    the write loads gamma and beta for U vectors before it uses any (one L2 latency per trip)."""
     ld = vec_load(W)
     st = vec_store(W)
+    U = param_unroll(W)
+    UW = U * W
     stage = stage_row(B, W, ASYNC)
     sdt = float16 if dtype == "float16" else float32
 
@@ -545,7 +548,8 @@ def _smem_row_kernel(B: int, W: int, dtype: str, ASYNC: bool, REGS: int):
         row = shared_tile(smem, 0, 1, cols)
         scr = cuda.shared.array(32, float32)
         buf = cuda.local.array(W, float32)
-        par = cuda.local.array(W, float32)
+        gam = cuda.local.array(UW, float32)
+        bet = cuda.local.array(UW, float32)
         r = cuda.blockIdx.x
         t = cuda.threadIdx.x
         stage(x, r, row, cols)  # the only read of x
@@ -565,15 +569,19 @@ def _smem_row_kernel(B: int, W: int, dtype: str, ASYNC: bool, REGS: int):
         if t == 0:
             mean[r] = m
             rstd[r] = q
-        for j in range(W * t, cols, W * B):
-            ld(row, 0, j, buf, 0)
-            ld(gamma, 0, j, par, 0)  # gamma, then beta through the same W registers
-            for e in range(W):
-                buf[e] = (buf[e] - m) * q * par[e]
-            ld(beta, 0, j, par, 0)
-            for e in range(W):
-                buf[e] += par[e]
-            st(y, r, j, buf, 0)
+        for base in range(W * t, cols, U * W * B):  # U vectors a trip: gamma's and beta's loads all in flight
+            for u in range(U):
+                j = base + u * W * B
+                if j < cols:
+                    ld(gamma, 0, j, gam, u * W)
+                    ld(beta, 0, j, bet, u * W)
+            for u in range(U):
+                j = base + u * W * B
+                if j < cols:
+                    ld(row, 0, j, buf, 0)
+                    for e in range(W):
+                        buf[e] = (buf[e] - m) * q * gam[u * W + e] + bet[u * W + e]
+                    st(y, r, j, buf, 0)
 
     return ln_smem_row
 

@@ -35,7 +35,7 @@ from ..base import Launch, OracleVariant, UnsupportedProblem, Variant, registry_
 from . import _common as C
 from ._vec import vec_load, vec_store
 from ._common import ONE, ZERO, group_sum, tree_sum
-from ._smemrow import SmemRowShape, jit_row, stage_row
+from ._smemrow import SmemRowShape, jit_row, param_unroll, stage_row
 from .._dynsmem import DynamicSharedLaunch, shared_tile
 
 __all__ = ["Problem", "LADDER", "Oracle", "Naive", "Fused", "Warp", "MultiRow", "Tuned", "SmemRow",
@@ -402,9 +402,12 @@ def search(problem: Problem, time_fn: Callable[[Variant], float] | None = None,
 @lru_cache(maxsize=None)
 def _smem_row_kernel(B: int, W: int, dtype: str, ASYNC: bool, REGS: int):
     """One block of B threads per row; the row staged in shared memory in its own dtype, then
-    two sweeps over it there (sum of squares, write), W elements a shared load."""
+    two sweeps over it there (sum of squares, write), W elements a shared load; the write loads
+    gamma for U vectors before it uses any (one L2 latency per trip)."""
     ld = vec_load(W)
     st = vec_store(W)
+    U = param_unroll(W)
+    UW = U * W
     stage = stage_row(B, W, ASYNC)
     sdt = float16 if dtype == "float16" else float32
 
@@ -414,7 +417,7 @@ def _smem_row_kernel(B: int, W: int, dtype: str, ASYNC: bool, REGS: int):
         row = shared_tile(smem, 0, 1, cols)
         scr = cuda.shared.array(32, float32)
         buf = cuda.local.array(W, float32)
-        par = cuda.local.array(W, float32)
+        gam = cuda.local.array(UW, float32)
         r = cuda.blockIdx.x
         t = cuda.threadIdx.x
         stage(x, r, row, cols)  # the only read of x
@@ -424,12 +427,18 @@ def _smem_row_kernel(B: int, W: int, dtype: str, ASYNC: bool, REGS: int):
             for e in range(W):
                 s += buf[e] * buf[e]
         rs = ONE / math.sqrt(group_sum(s, B, scr) / float32(cols) + eps)
-        for j in range(W * t, cols, W * B):
-            ld(row, 0, j, buf, 0)
-            ld(gamma, 0, j, par, 0)
-            for e in range(W):
-                buf[e] = buf[e] * rs * par[e]
-            st(y, r, j, buf, 0)
+        for base in range(W * t, cols, U * W * B):  # U vectors a trip: gamma's loads all in flight
+            for u in range(U):
+                j = base + u * W * B
+                if j < cols:
+                    ld(gamma, 0, j, gam, u * W)
+            for u in range(U):
+                j = base + u * W * B
+                if j < cols:
+                    ld(row, 0, j, buf, 0)
+                    for e in range(W):
+                        buf[e] = buf[e] * rs * gam[u * W + e]
+                    st(y, r, j, buf, 0)
 
     return rms_smem_row
 

@@ -1,8 +1,9 @@
 """The ``smem_row`` rungs (softmax, layernorm, rmsnorm): one block per row, the row staged once
 in dynamic shared memory, so that x leaves DRAM exactly once whatever the width (the register
-caches of the multirow / tuned rungs hold 512 x 32 floats at most, and wider rows read their
-tail twice: at 4096 x 16384 float32 the rows in flight exceed L2 and that second read comes
-from DRAM).  What the three rungs share lives here:
+caches of the multirow / tuned rungs hold 512 x 32 floats at most, wider rows read their tail
+twice, and at width 16384 the tuned rungs' 56-64 registers a thread leave two 512-thread blocks
+an SM on sm_90; issue 44's records: 0.43-0.51 of the copy ceiling there).  What the three rungs
+share lives here:
 
 * :class:`SmemRowShape`: the rung's launch shape (``threads`` per block, 0 = the rule of
   :func:`row_threads`), its refusal of rows that do not fit a block's shared memory

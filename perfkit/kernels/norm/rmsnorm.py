@@ -451,9 +451,11 @@ class SmemRow(SmemRowShape, Variant):
     name: ClassVar[str] = "smem_row"
     instead = "rung 5 tuned (part of the row in registers, the rest read twice)"
     what: ClassVar[str] = (
-        "One block per row copies the row once into dynamic shared memory (16-byte cp.async, up to "
-        "227 KiB a block); the sum of squares and the write sweep it there: x leaves DRAM once at any "
-        "width, where rung 5 reads the part of a wide row beyond its registers twice."
+        "One block per row copies its row once into dynamic shared memory (16-byte cp.async, all of a "
+        "thread's copies in flight at once; up to 227 KiB a block) and sweeps it there for the sum of squares "
+        "and the write: "
+        "x leaves DRAM once at any width, with no register cache to size (rung 5 holds at most "
+        "512 x 32 floats of a row and reads the rest of a wider row twice)."
     )
 
     def plan(self, problem, bufs):

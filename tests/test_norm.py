@@ -125,9 +125,19 @@ def run_check(op, p, inputs, v, ref=None):
     return out
 
 
+def row_fits_smem(p) -> bool:
+    """Whether a row of ``p`` fits the 227 KiB of shared memory a block may have (the smem_row
+    rungs stage it there; 256 bytes left for their scratch)."""
+    return p.cols * np.dtype(p.dtype).itemsize + 256 <= 227 * 1024
+
+
 def ladder_run(op, p, inputs, **small_kw):
     ref = REFS[op](p, inputs)
     for v in ALL_OPS[op].LADDER:
+        if v.name == "smem_row" and not row_fits_smem(p):  # refused, naming the rung to use instead
+            with pytest.raises(UnsupportedProblem, match="227 KiB.*use rung . tuned"):
+                v.supports(p)
+            continue
         run_check(op, p, inputs, small(v, **small_kw), ref)
 
 
@@ -172,6 +182,84 @@ def test_multirow_launch_shapes(op, G, R, V, cols, dtype, fresh_seed):
     ref = REFS[op](p, inputs)
     rung5 = next(v for v in mod.LADDER if v.name == "multirow")
     run_check(op, p, inputs, dataclasses.replace(rung5, threads_per_row=G, rows_per_block=R, vec=V), ref)
+
+
+# --- the smem_row rungs: the row staged once in dynamic shared memory ---------------------------
+SMEM_OPS = {"softmax": softmax, "layernorm": layernorm, "rmsnorm": rmsnorm}
+
+
+def smem_rung(mod, **kw):
+    v = mod.LADDER[-1]
+    assert v.name == "smem_row"
+    return dataclasses.replace(v, **kw)
+
+
+@pytest.mark.parametrize("op", list(SMEM_OPS))
+@pytest.mark.parametrize("rows,cols,dtype,threads", [
+    (1, 1, "float32", 0),        # one element: 31 of 32 threads stage nothing, reduce the identity
+    (5, 3, "float16", 64),       # odd width, scalar copies, more threads than elements
+    (5, 4097, "float32", 64),    # odd width: rows start unaligned, scalar copies 4 in flight
+    (1, 16385, "float16", 0),    # the rule's 512 threads, scalar path
+    (2, 16384, "float32", 0),    # 16-byte cp.async copies, the rule's 256 threads
+    (3, 1004, "float16", 32),    # 8-byte loads of 4 halves through registers
+    (3, 1030, "float32", 32),    # 8-byte loads of 2 floats, several unrolled trips
+    (2, 1032, "float16", 64),    # cp.async of 8 halves
+])
+def test_smem_row_shapes(op, rows, cols, dtype, threads, fresh_seed):
+    """The smem_row rung at 1 and 5 rows, odd widths (unaligned rows: the register path), widths
+    of whole 16-byte chunks (cp.async), float16, against float64; outputs start as NaN."""
+    mod = SMEM_OPS[op]
+    p = mod.Problem(rows, cols, dtype)
+    v = smem_rung(mod, threads=threads)
+    B, W, use_async, _ = v.kernel_params(p)
+    assert use_async == (cols * np.dtype(dtype).itemsize % 16 == 0)
+    assert v.plan(p, v.host_buffers(p))[0].shared_bytes >= cols * np.dtype(dtype).itemsize
+    run_check(op, p, p.make_inputs(fresh_seed), v)
+
+
+@pytest.mark.parametrize("op", ["softmax", "layernorm"])
+def test_smem_row_65537_float16_large(op, fresh_seed):
+    """65537 float16 columns (128 KiB staged: fits, where float32 would not) at magnitudes near
+    1e4 (exp overflows float32 without the max, squares overflow float16), at the rule's width.
+    (rmsnorm's rung runs 65537 float16 columns in test_every_rung_row_of_65537.)"""
+    mod = SMEM_OPS[op]
+    p = mod.Problem(1, 65537, "float16")
+    n = np.clip(np.random.default_rng(fresh_seed).standard_normal((1, 65537)), -3, 3)
+    x = 1e4 + 3.0 * n if op in ("softmax", "rmsnorm") else 1e4 * (1 + 0.25 * n)
+    inputs = _set_x(p.make_inputs(fresh_seed), x)
+    v = smem_rung(mod)
+    assert v.block(p) == 512
+    out = run_check(op, p, inputs, v)
+    assert np.isfinite(out["y"].astype(F64)).all()
+
+
+@pytest.mark.parametrize("op", list(SMEM_OPS))
+def test_smem_row_refuses_rows_past_227k(op):
+    """A row must fit the 227 KiB of shared memory a block may opt in to: float32 up to about 58k
+    columns, float16 twice that; past it the refusal names the rung that does take the row."""
+    mod = SMEM_OPS[op]
+    v = smem_rung(mod)
+    tuned = mod.LADDER[-2]
+    for dtype, ok, bad in (("float32", 58000, 58113), ("float16", 116000, 116225)):
+        v.supports(mod.Problem(4, ok, dtype))
+        assert v.shared_bytes(mod.Problem(4, ok, dtype)) <= 227 * 1024
+        wide = mod.Problem(4, bad, dtype)
+        with pytest.raises(UnsupportedProblem, match=f"227 KiB.*use rung {tuned.rung} tuned"):
+            v.supports(wide)
+        tuned.supports(wide)  # the rung it names takes the row
+    with pytest.raises(UnsupportedProblem, match="power of two"):
+        smem_rung(mod, threads=48).supports(mod.Problem(2, 8))
+
+
+def test_smem_row_model_reads_x_once():
+    """At 4096 x 16384 float32 the smem_row rungs move the ideal bytes: x once, y once (plus
+    gamma / beta and the statistics)."""
+    for mod in SMEM_OPS.values():
+        p = mod.Problem(4096, 16384)
+        t = smem_rung(mod).traffic(p)
+        assert "one DRAM read" in t.notes and "cp.async" in t.notes
+        assert p.bytes <= t.dram_bytes <= 1.01 * p.bytes
+        assert smem_rung(mod).block(p) == 256
 
 
 @pytest.mark.parametrize("op", list(ALL_OPS))
@@ -419,7 +507,10 @@ def test_registries_and_discovery():
             assert type(v)(**v.config) == v
     norm = importlib.import_module("perfkit.kernels.norm")
     assert not hasattr(norm, "LADDER") and set(norm.OPS) == set(ALL_OPS)
-    assert [v.name for v in softmax.LADDER] == ["oracle", "naive", "fused", "warp", "online", "multirow", "tuned"]
+    assert [v.name for v in softmax.LADDER] == ["oracle", "naive", "fused", "warp", "online", "multirow", "tuned",
+                                                "smem_row"]
+    for mod in (softmax, layernorm, rmsnorm):  # appended: the earlier rungs keep their numbers
+        assert mod.LADDER[-1].name == "smem_row" and mod.LADDER[-2].name == "tuned"
     assert [v.name for v in layernorm.LADDER][4] == "welford"
 
 
@@ -435,7 +526,9 @@ def test_plans_on_host_stand_ins(op):
         for v in mod.LADDER[1:]:
             launches = v.plan(p, v.host_buffers(p))
             assert launches and all(1 <= l.threads_per_block <= 1024 for l in launches), v.label
-            assert all(l.shared_bytes == 0 for l in launches)
+            # the smem_row rungs stage one row in dynamic shared memory, nothing else asks for any
+            want = p.cols * np.dtype(p.dtype).itemsize if v.name == "smem_row" else 0
+            assert all(l.shared_bytes == want for l in launches), v.label
 
 
 @pytest.mark.parametrize("op", list(ALL_OPS))

@@ -13,9 +13,12 @@ Ledger (one line per rung; numbers and names live only in ``LADDER``):
                 statistics and the write (x read from DRAM once); 16-byte / half2 vector loads
   6 tuned       rung 5 at the launch shape of a rule drawn from the H100 records (``search``
                 ranks shapes by measurement on a GPU)
+  7 smem_row    one block per row, the row staged once in dynamic shared memory (16-byte
+                cp.async): both statistics and the write read it there, so x leaves DRAM once
+                at any width up to 227 KiB a row
 
 The variance is never computed as E[x^2] - E[x]^2 (catastrophic cancellation when
-|mean| >> std): rungs 1-3 use two passes (mean, then sum of (x - mean)^2), rungs 4-6 Welford.
+|mean| >> std): rungs 1-3 and 7 use two passes (mean, then sum of (x - mean)^2), rungs 4-6 Welford.
 """
 from __future__ import annotations
 
@@ -27,15 +30,18 @@ from typing import Callable, ClassVar
 
 import numpy as np
 from numba import cuda, float32
+from numba.types import float16
 
 from ..base import Traffic
 from ..base import Launch, OracleVariant, UnsupportedProblem, Variant, registry_check
 from . import _common as C
 from ._vec import vec_load, vec_store
 from ._common import ONE, ZERO, chan_merge, group_sum, group_welford, tree_sum, welford_push
+from ._smemrow import SmemRowShape, jit_row, param_unroll, stage_row
+from .._dynsmem import DynamicSharedLaunch, shared_tile
 
 __all__ = ["Problem", "LADDER", "Oracle", "Naive", "Fused", "Warp", "Welford", "MultiRow", "Tuned",
-           "search", "EXAMPLE_PROBLEM"]
+           "SmemRow", "search", "EXAMPLE_PROBLEM"]
 
 
 @dataclass(frozen=True)
@@ -523,7 +529,95 @@ def search(problem: Problem, time_fn: Callable[[Variant], float] | None = None,
                     time_fn, candidates, pick=Tuned().shape(problem))
 
 
-LADDER: list[Variant] = [Oracle(), Naive(), Fused(), Warp(), Welford(), MultiRow(), Tuned()]
+# --- rung 7 -------------------------------------------------------------------------------
+@lru_cache(maxsize=None)
+def _smem_row_kernel(B: int, W: int, dtype: str, ASYNC: bool, REGS: int):
+    """One block of B threads per row; the row staged in shared memory in its own dtype, then
+    three sweeps over it there (sum, centred sum of squares, write), W elements a shared load;
+    the write loads gamma and beta for U vectors before it uses any (one L2 latency per trip)."""
+    ld = vec_load(W)
+    st = vec_store(W)
+    U = param_unroll(W)
+    UW = U * W
+    stage = stage_row(B, W, ASYNC)
+    sdt = float16 if dtype == "float16" else float32
+
+    @jit_row(B, REGS)
+    def ln_smem_row(x, gamma, beta, y, mean, rstd, eps, cols):
+        smem = cuda.shared.array(0, sdt)  # dynamic: the row
+        row = shared_tile(smem, 0, 1, cols)
+        scr = cuda.shared.array(32, float32)
+        buf = cuda.local.array(W, float32)
+        gam = cuda.local.array(UW, float32)
+        bet = cuda.local.array(UW, float32)
+        r = cuda.blockIdx.x
+        t = cuda.threadIdx.x
+        stage(x, r, row, cols)  # the only read of x
+        s = ZERO
+        for j in range(W * t, cols, W * B):
+            ld(row, 0, j, buf, 0)
+            for e in range(W):
+                s += buf[e]
+        m = group_sum(s, B, scr) / float32(cols)
+        s = ZERO
+        for j in range(W * t, cols, W * B):  # the exact two-pass variance: no cancellation
+            ld(row, 0, j, buf, 0)
+            for e in range(W):
+                d = buf[e] - m
+                s += d * d
+        q = ONE / math.sqrt(group_sum(s, B, scr) / float32(cols) + eps)
+        if t == 0:
+            mean[r] = m
+            rstd[r] = q
+        for base in range(W * t, cols, U * W * B):  # U vectors a trip: gamma's and beta's loads all in flight
+            for u in range(U):
+                j = base + u * W * B
+                if j < cols:
+                    ld(gamma, 0, j, gam, u * W)
+                    ld(beta, 0, j, bet, u * W)
+            for u in range(U):
+                j = base + u * W * B
+                if j < cols:
+                    ld(row, 0, j, buf, 0)
+                    for e in range(W):
+                        buf[e] = (buf[e] - m) * q * gam[u * W + e] + bet[u * W + e]
+                    st(y, r, j, buf, 0)
+
+    return ln_smem_row
+
+
+@dataclass(frozen=True)
+class SmemRow(SmemRowShape, Variant):
+    threads: int = 0  # 0: the rule of _smemrow.row_threads (about 8 vectors of the row a thread)
+
+    rung: ClassVar[int] = 7
+    name: ClassVar[str] = "smem_row"
+    instead = "rung 6 tuned (part of the row in registers, the rest read twice)"
+    what: ClassVar[str] = (
+        "One block per row copies its row once into dynamic shared memory (16-byte cp.async, all of a "
+        "thread's copies in flight at once; up to 227 KiB a block) and sweeps it there for the mean, "
+        "the centred variance (exact two-pass) and the write: "
+        "x leaves DRAM once at any width, with no register cache to size (rung 6 holds at most "
+        "512 x 32 floats of a row and reads the rest of a wider row twice)."
+    )
+
+    def plan(self, problem, bufs):
+        self.supports(problem)
+        B, W, ASYNC, REGS = self.kernel_params(problem)
+        c = problem.cols
+        return [DynamicSharedLaunch(_smem_row_kernel(B, W, problem.dtype, ASYNC, REGS), problem.rows, B,
+                                    (bufs["x"], C.view(bufs["gamma"], (1, c)), C.view(bufs["beta"], (1, c)), bufs["y"],
+                                     bufs["mean"], bufs["rstd"], C.eps32(problem), c), self.shared_bytes(problem))]
+
+    def traffic(self, problem):
+        B, W, ASYNC, REGS = self.kernel_params(problem)
+        how = "16-byte cp.async" if ASYNC else f"{W}-element loads through registers"
+        t = _traffic(problem, 1, f"one DRAM read of x ({how} into shared memory), one write of y; the row "
+                                 "written to shared memory once and read there three times")
+        return dataclasses.replace(t, smem_bytes=4 * problem.elem_bytes)
+
+
+LADDER: list[Variant] = [Oracle(), Naive(), Fused(), Warp(), Welford(), MultiRow(), Tuned(), SmemRow()]
 registry_check(LADDER)
 EXAMPLE_PROBLEM = Problem(rows=4096, cols=4096)
 GPU_SWEEP = [Problem(4096, c) for c in (128, 512, 1024, 4096, 16384, 65536)]

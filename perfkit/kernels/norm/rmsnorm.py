@@ -11,6 +11,9 @@ Ledger (one line per rung; numbers and names live only in ``LADDER``):
                 sum of squares and the write (x read from DRAM once); 16-byte / half2 vector loads
   5 tuned       rung 4 at the launch shape of a rule drawn from the H100 records (``search``
                 ranks shapes by measurement on a GPU)
+  6 smem_row    one block per row, the row staged once in dynamic shared memory (16-byte
+                cp.async): the sum of squares and the write read it there, so x leaves DRAM
+                once at any width up to 227 KiB a row
 
 There is no "single-pass statistics" rung: the one statistic (a sum of squares) already takes
 one sweep.  Minimal traffic: read x and gamma once, write y once.
@@ -25,15 +28,18 @@ from typing import Callable, ClassVar
 
 import numpy as np
 from numba import cuda, float32
+from numba.types import float16
 
 from ..base import Traffic
 from ..base import Launch, OracleVariant, UnsupportedProblem, Variant, registry_check
 from . import _common as C
 from ._vec import vec_load, vec_store
 from ._common import ONE, ZERO, group_sum, tree_sum
+from ._smemrow import SmemRowShape, jit_row, param_unroll, stage_row
+from .._dynsmem import DynamicSharedLaunch, shared_tile
 
-__all__ = ["Problem", "LADDER", "Oracle", "Naive", "Fused", "Warp", "MultiRow", "Tuned", "search",
-           "EXAMPLE_PROBLEM"]
+__all__ = ["Problem", "LADDER", "Oracle", "Naive", "Fused", "Warp", "MultiRow", "Tuned", "SmemRow",
+           "search", "EXAMPLE_PROBLEM"]
 
 
 @dataclass(frozen=True)
@@ -392,7 +398,83 @@ def search(problem: Problem, time_fn: Callable[[Variant], float] | None = None,
                     time_fn, candidates, pick=Tuned().shape(problem))
 
 
-LADDER: list[Variant] = [Oracle(), Naive(), Fused(), Warp(), MultiRow(), Tuned()]
+# --- rung 6 -------------------------------------------------------------------------------
+@lru_cache(maxsize=None)
+def _smem_row_kernel(B: int, W: int, dtype: str, ASYNC: bool, REGS: int):
+    """One block of B threads per row; the row staged in shared memory in its own dtype, then
+    two sweeps over it there (sum of squares, write), W elements a shared load; the write loads
+    gamma for U vectors before it uses any (one L2 latency per trip)."""
+    ld = vec_load(W)
+    st = vec_store(W)
+    U = param_unroll(W)
+    UW = U * W
+    stage = stage_row(B, W, ASYNC)
+    sdt = float16 if dtype == "float16" else float32
+
+    @jit_row(B, REGS)
+    def rms_smem_row(x, gamma, y, eps, cols):
+        smem = cuda.shared.array(0, sdt)  # dynamic: the row
+        row = shared_tile(smem, 0, 1, cols)
+        scr = cuda.shared.array(32, float32)
+        buf = cuda.local.array(W, float32)
+        gam = cuda.local.array(UW, float32)
+        r = cuda.blockIdx.x
+        t = cuda.threadIdx.x
+        stage(x, r, row, cols)  # the only read of x
+        s = ZERO
+        for j in range(W * t, cols, W * B):
+            ld(row, 0, j, buf, 0)
+            for e in range(W):
+                s += buf[e] * buf[e]
+        rs = ONE / math.sqrt(group_sum(s, B, scr) / float32(cols) + eps)
+        for base in range(W * t, cols, U * W * B):  # U vectors a trip: gamma's loads all in flight
+            for u in range(U):
+                j = base + u * W * B
+                if j < cols:
+                    ld(gamma, 0, j, gam, u * W)
+            for u in range(U):
+                j = base + u * W * B
+                if j < cols:
+                    ld(row, 0, j, buf, 0)
+                    for e in range(W):
+                        buf[e] = buf[e] * rs * gam[u * W + e]
+                    st(y, r, j, buf, 0)
+
+    return rms_smem_row
+
+
+@dataclass(frozen=True)
+class SmemRow(SmemRowShape, Variant):
+    threads: int = 0  # 0: the rule of _smemrow.row_threads (about 8 vectors of the row a thread)
+
+    rung: ClassVar[int] = 6
+    name: ClassVar[str] = "smem_row"
+    instead = "rung 5 tuned (part of the row in registers, the rest read twice)"
+    what: ClassVar[str] = (
+        "One block per row copies its row once into dynamic shared memory (16-byte cp.async, all of a "
+        "thread's copies in flight at once; up to 227 KiB a block) and sweeps it there for the sum of squares "
+        "and the write: "
+        "x leaves DRAM once at any width, with no register cache to size (rung 5 holds at most "
+        "512 x 32 floats of a row and reads the rest of a wider row twice)."
+    )
+
+    def plan(self, problem, bufs):
+        self.supports(problem)
+        B, W, ASYNC, REGS = self.kernel_params(problem)
+        c = problem.cols
+        return [DynamicSharedLaunch(_smem_row_kernel(B, W, problem.dtype, ASYNC, REGS), problem.rows, B,
+                                    (bufs["x"], C.view(bufs["gamma"], (1, c)), bufs["y"], C.eps32(problem), c),
+                                    self.shared_bytes(problem))]
+
+    def traffic(self, problem):
+        B, W, ASYNC, REGS = self.kernel_params(problem)
+        how = "16-byte cp.async" if ASYNC else f"{W}-element loads through registers"
+        t = _traffic(problem, 1, f"one DRAM read of x ({how} into shared memory), one write of y; the row "
+                                 "written to shared memory once and read there twice")
+        return dataclasses.replace(t, smem_bytes=3 * problem.elem_bytes)
+
+
+LADDER: list[Variant] = [Oracle(), Naive(), Fused(), Warp(), MultiRow(), Tuned(), SmemRow()]
 registry_check(LADDER)
 EXAMPLE_PROBLEM = Problem(rows=4096, cols=4096)
 GPU_SWEEP = [Problem(4096, c) for c in (128, 512, 1024, 4096, 16384, 65536)]

@@ -12,6 +12,9 @@ Ledger (one line per rung; numbers and names live only in ``LADDER``):
                 statistics and the write (x read from DRAM once); 16-byte / half2 vector loads
   6 tuned       rung 5 at the launch shape of a rule drawn from the H100 records (``search``
                 ranks shapes by measurement on a GPU)
+  7 smem_row    one block per row, the row staged once in dynamic shared memory (16-byte
+                cp.async): every sweep reads it there, so x leaves DRAM once at any width
+                up to 227 KiB a row
 
 Memory-bound: ~5 FLOPs per element against 8 bytes (float32 read + write), so the target is
 one DRAM read of x and one write of y; every extra sweep over a row should hit L1/L2.
@@ -27,15 +30,18 @@ from typing import Callable, ClassVar
 
 import numpy as np
 from numba import cuda, float32
+from numba.types import float16
 
 from ..base import Traffic
 from ..base import Launch, OracleVariant, UnsupportedProblem, Variant, registry_check
 from . import _common as C
 from ._vec import vec_load, vec_store
 from ._common import NEG_INF, ONE, ZERO, group_max, group_softmax_stats, group_sum, softmax_merge, tree_max, tree_sum
+from ._smemrow import SmemRowShape, jit_row, stage_row
+from .._dynsmem import DynamicSharedLaunch, shared_tile
 
 __all__ = ["Problem", "LADDER", "Oracle", "Naive", "Fused", "Warp", "Online", "MultiRow", "Tuned",
-           "search", "EXAMPLE_PROBLEM"]
+           "SmemRow", "search", "EXAMPLE_PROBLEM"]
 
 
 @dataclass(frozen=True)
@@ -487,7 +493,88 @@ def search(problem: Problem, time_fn: Callable[[Variant], float] | None = None,
                     time_fn, candidates, pick=Tuned().shape(problem))
 
 
-LADDER: list[Variant] = [Oracle(), Naive(), Fused(), Warp(), Online(), MultiRow(), Tuned()]
+# --- rung 7 -------------------------------------------------------------------------------
+@lru_cache(maxsize=None)
+def _smem_row_kernel(B: int, W: int, dtype: str, ASYNC: bool, REGS: int):
+    """One block of B threads per row; the row staged in shared memory in its own dtype, then
+    three sweeps over it there (max, sum of exp, write), W elements a shared load.  A float32 row
+    keeps exp(x - max) in place from the sum to the write (one exp an element, not two; each
+    thread reads back only what it wrote); a float16 row could not hold it exactly."""
+    ld = vec_load(W)
+    st = vec_store(W)
+    stage = stage_row(B, W, ASYNC)
+    sdt = float16 if dtype == "float16" else float32
+    KEEP = dtype == "float32"
+
+    @jit_row(B, REGS)
+    def softmax_smem_row(x, y, cols):
+        smem = cuda.shared.array(0, sdt)  # dynamic: the row
+        row = shared_tile(smem, 0, 1, cols)
+        scr = cuda.shared.array(32, float32)
+        buf = cuda.local.array(W, float32)
+        r = cuda.blockIdx.x
+        t = cuda.threadIdx.x
+        stage(x, r, row, cols)  # the only read of x
+        m = NEG_INF
+        for j in range(W * t, cols, W * B):
+            ld(row, 0, j, buf, 0)
+            for q in range(W):
+                m = max(m, buf[q])  # m first: a NaN never raises the max (as fmaxf on a GPU)
+        m = group_max(m, B, scr)
+        s = ZERO
+        for j in range(W * t, cols, W * B):
+            ld(row, 0, j, buf, 0)
+            for q in range(W):
+                e = math.exp(buf[q] - m)
+                buf[q] = e
+                s += e
+            if KEEP:
+                st(row, 0, j, buf, 0)
+        s = group_sum(s, B, scr)
+        inv = ONE / s
+        for j in range(W * t, cols, W * B):
+            ld(row, 0, j, buf, 0)
+            for q in range(W):
+                buf[q] = (buf[q] if KEEP else math.exp(buf[q] - m)) * inv
+            st(y, r, j, buf, 0)
+
+    return softmax_smem_row
+
+
+@dataclass(frozen=True)
+class SmemRow(SmemRowShape, Variant):
+    threads: int = 0  # 0: the rule of _smemrow.row_threads (about 8 vectors of the row a thread)
+
+    rung: ClassVar[int] = 7
+    name: ClassVar[str] = "smem_row"
+    instead = "rung 6 tuned (part of the row in registers, the rest read twice)"
+    what: ClassVar[str] = (
+        "One block per row copies its row once into dynamic shared memory (16-byte cp.async, all of a "
+        "thread's copies in flight at once; up to 227 KiB a block) and sweeps it there for the max, "
+        "the sum and the write: "
+        "x leaves DRAM once at any width, with no register cache to size (rung 6 holds at most "
+        "512 x 32 floats of a row and reads the rest of a wider row twice)."
+    )
+
+    def plan(self, problem, bufs):
+        self.supports(problem)
+        B, W, ASYNC, REGS = self.kernel_params(problem)
+        return [DynamicSharedLaunch(_smem_row_kernel(B, W, problem.dtype, ASYNC, REGS), problem.rows, B,
+                                    (bufs["x"], bufs["y"], problem.cols), self.shared_bytes(problem))]
+
+    def traffic(self, problem):
+        B, W, ASYNC, REGS = self.kernel_params(problem)
+        e = problem.elem_bytes
+        how = "16-byte cp.async" if ASYNC else f"{W}-element loads through registers"
+        keep = problem.dtype == "float32"
+        return Traffic(flops=problem.flops, dram_bytes=2 * e, l2_bytes=2 * e, smem_bytes=(5 if keep else 4) * e,
+                       limiter="dram",
+                       notes=f"one DRAM read of x ({how} into shared memory), one write of y; the row written to "
+                             "shared memory once and read there three times"
+                             + ("; exp(x - max) written back in place (one exp an element)" if keep else ""))
+
+
+LADDER: list[Variant] = [Oracle(), Naive(), Fused(), Warp(), Online(), MultiRow(), Tuned(), SmemRow()]
 registry_check(LADDER)
 EXAMPLE_PROBLEM = Problem(rows=4096, cols=4096)  # for the anatomy view (compiled, never run here)
 GPU_SWEEP = [Problem(4096, c) for c in (128, 512, 1024, 4096, 16384, 65536)]

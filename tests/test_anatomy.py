@@ -268,6 +268,33 @@ def test_report_names_the_arch_and_the_reservation():
 
 
 # --- loops and the hot loop (issue 13) ---------------------------------------------------------
+def test_an_out_of_line_slow_path_is_not_a_loop():
+    """ptxas puts an mbarrier wait's retry past EXIT (GEMM rung 21 tma at sm_90a): a forward
+    branch into it, a spin loop there, an unconditional BRA back to the instruction after the
+    forward branch.  That BRA closes no loop (read as one it wrapped the epilogue's stores into
+    the k-loop: 1,766 instructions an iteration); the spin loop and the k-loop are loops."""
+    sass = """
+        /*0000*/                   S2R R0, SR_TID.X ;
+        /*0010*/                   HGMMA.64x128x16.F32 R24, gdesc[UR4], RZ ;
+        /*0020*/                   SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR11], R11 ;
+        /*0030*/              @!P0 BRA 0x90 ;
+        /*0040*/                   HGMMA.64x128x16.F32 R24, gdesc[UR8], R24 ;
+        /*0050*/               @P1 BRA 0x10 ;
+        /*0060*/                   STG.E desc[UR20][R2.64], R24 ;
+        /*0070*/                   EXIT ;
+        /*0080*/                   BRA 0x80;
+        /*0090*/                   SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR11], R11 ;
+        /*00a0*/              @!P0 BRA 0x90 ;
+        /*00b0*/                   BRA 0x40 ;
+    """
+    loops = anatomy.find_loops(sass)
+    assert [(lp.start, lp.end) for lp in loops] == [(0x10, 0x50), (0x90, 0xa0)]
+    assert all(lp.depth == 0 for lp in loops) and "global store 32" not in str(loops[0].mix)
+    # a BRA back to the top of a loop from a block reached by falling through is a loop
+    inline = sass.replace("/*0030*/              @!P0 BRA 0x90 ;", "/*0030*/                   NOP ;")
+    assert (0x40, 0xb0) in [(lp.start, lp.end) for lp in anatomy.find_loops(inline)]
+
+
 def test_no_loop_has_no_hot_loop():
     rep = anatomy.inspect(*ex.WIDE)
     assert rep.loops == [] and rep.hot_loop is None

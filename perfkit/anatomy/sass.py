@@ -186,19 +186,40 @@ class Loop:
         return f"loop 0x{self.start:04x}-0x{self.end:04x} (depth {self.depth}): {self.instructions} instr/iter: {top}"
 
 
+_BRA = re.compile(r"(?:@!?U?P\w+\s+)?BRA(?:\.\S+)?\s+(?:!?U?P\w+\s*,\s*)?(?:`\(\S+\)\s*)?(0x[0-9a-f]+)")
+
+
+def _branch_target(instr: str) -> int | None:
+    """The target of a BRA.  The predicate may be a guard (@P0 BRA) or an operand (BRA.U UP0,
+    0x730: sm_100's uniform back edges; @!P1 BRA !P3, 0x3030)."""
+    m = _BRA.match(instr)
+    return int(m.group(1), 16) if m else None
+
+
+def _stub_return(addr: int, instr: str, target: int, branch: dict, before: dict) -> bool:
+    """An out-of-line slow path's way back, not a loop: ptxas moves a rarely taken block (an
+    mbarrier wait's retry, say) past the kernel's EXIT, enters it by a forward branch and ends it
+    with an unconditional BRA to the instruction right after that branch.  The backward BRA then
+    spans everything between, but no path from its target reaches it again except through the
+    forward branch, which lies before the target.  So: an unpredicated BRA whose target follows
+    a branch that jumps forward into the block holding this BRA (between the target and it)."""
+    if instr.startswith("@") or target not in before:
+        return False
+    entry = branch.get(before[target])
+    return entry is not None and target < entry <= addr
+
+
 def find_loops(sass: str) -> list[Loop]:
     """Every loop of a SASS listing (one per back edge; several back edges to one header
     are one loop), outermost first.  A branch to itself (the trap after EXIT) is not a loop."""
     lines = sass_lines(sass)
     spans: dict[int, int] = {}
+    branch = {a: _branch_target(ins) for a, ins in lines}
+    before = {b: a for (a, _), (b, _) in zip(lines, lines[1:])}  # address -> the instruction's before it
     for addr, instr in lines:
-        # the predicate may be a guard (@P0 BRA) or an operand (BRA.U UP0, 0x730: sm_100's
-        # uniform back edges; @!P1 BRA !P3, 0x3030)
-        m = re.match(r"(?:@!?U?P\w+\s+)?BRA(?:\.\S+)?\s+(?:!?U?P\w+\s*,\s*)?(?:`\(\S+\)\s*)?(0x[0-9a-f]+)", instr)
-        if m:
-            target = int(m.group(1), 16)
-            if target < addr:
-                spans[target] = max(spans.get(target, 0), addr)
+        target = branch[addr]
+        if target is not None and target < addr and not _stub_return(addr, instr, target, branch, before):
+            spans[target] = max(spans.get(target, 0), addr)
     ordered = sorted(spans.items(), key=lambda se: (se[0], -se[1]))
     loops: list[Loop] = []
     for start, end in ordered:

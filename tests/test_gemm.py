@@ -502,7 +502,7 @@ def test_tensor_core_sub_ladder_assembles(name, hmma, ldsm, ldgsts):
     """The inline PTX (mma.sync, ldmatrix, cp.async) assembles for sm_80 and sm_90a, and the
     instructions land in the SASS: HMMA, LDSM, LDGSTS (counts of the kernel body, static)."""
     v = BY_NAME[name]
-    p = gemm.Problem(256, 256, 256, "float16")
+    p = gemm.Problem(4096, 4096, 4096, "float16")  # the static store's problem: its sm_90 build is stored
     for cc in ((8, 0), (9, 0)):
         r = anatomy.inspect(v, p, cc=cc)
         assert "ldmatrix.sync.aligned.m8n8.x4.shared.b16" in r.ptx
@@ -520,7 +520,7 @@ def test_vectorized_epilogue_keeps_the_accumulators_in_registers():
     512-byte stack (64 STL.128, 62 LDL in a rolled loop).  Now no stack and no local memory;
     full blocks write C with one STG.128 and two SHFL.BFLY per mma tile (32 tiles a lane),
     edge blocks with rung 16's scalar stores (4 per tile)."""
-    p = gemm.Problem(256, 256, 256, "float16")
+    p = gemm.Problem(4096, 4096, 4096, "float16")
     r = anatomy.inspect(BY_NAME["tc_epilogue"], p, cc=(9, 0))
     assert r.stack_bytes == 0 and r.spill_store_bytes == 0, (r.stack_bytes, r.spill_store_bytes)
     assert r.mix.get("local load/store", 0) == 0, r.mix

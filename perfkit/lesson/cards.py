@@ -15,7 +15,7 @@ from .estimates import estimate_rung, estimate_then, estimate_then_detail
 from .formatting import UNIT, fmt_rate, fmt_seconds, metric_for, rate_of
 from .ncu import counters_html, counters_text
 from .ncu import counters as ncu_counters
-from .matching import ladder_for, match_rows, records, spec_key
+from .matching import derived, ladder_for, match_rows, shared_records, spec_key
 
 
 def _head_commit() -> str | None:
@@ -413,6 +413,16 @@ def choose_record(rows: pd.DataFrame, v: Variant) -> pd.Series:
     return rows.iloc[-1]
 
 
+def _real_rows_of(op: str):
+    def make(df: pd.DataFrame) -> pd.DataFrame:
+        if "op" in df and not df.empty:
+            df = df[df["op"] == op]
+        if "simulated" in df and not df.empty:
+            df = df[~df["simulated"].fillna(False).astype(bool)]
+        return df
+    return make
+
+
 def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Variant] | None = None,
              gpu: str | None = None, model_gpu: str = "h100-sxm", estimate: bool = True, root=None,
              table: pd.DataFrame | None = None, banks_unrecorded: bool = True, prev=None) -> RungCard:
@@ -435,14 +445,14 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
     ladder = list(ladder) if ladder is not None else ladder_for(op)
     v = _as_variant(rung, ladder)
     base = problem
-    df = table if table is not None else records(op, ladder, root=root, gpu=gpu)
-    if "op" in df and not df.empty:  # a table of every op: layernorm_bwd shares layernorm's labels and names
-        df = df[df["op"] == op]
+    df = table if table is not None else shared_records(op, ladder, root=root, gpu=gpu)
+    # a table of every op (layernorm_bwd shares layernorm's labels and names), real records only;
+    # filtered once per table, not once per card
+    df = derived(df, ("real", op), _real_rows_of(op))
     if isinstance(problem, Problem) and hasattr(v, "example") and not v.oracle:
         # the rung's own twin of the problem (float16, NHWC), unless it was recorded at the
         # problem as asked (conv's igemm_regblock at the NCHW layer: its record is shown)
-        if match_rows(df[~df["simulated"].fillna(False).astype(bool)] if "simulated" in df else df,
-                       problem, v.name).empty:
+        if match_rows(df, problem, v.name).empty:
             problem = v.example(problem)
     plabel = problem.label if isinstance(problem, Problem) else (
         problem if isinstance(problem, str) else " ".join(f"{k}={x}" for k, x in problem.items()))
@@ -460,8 +470,6 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
         ip = i  # the fallback below searches the rungs before prev (its sub-ladder's, where prev is given)
     oracle = next((x for x in ladder if x.oracle), None)
     card.prev_label = prev.label if prev is not None else None
-    if "simulated" in df and not df.empty:
-        df = df[~df["simulated"].fillna(False).astype(bool)]
     mine = match_rows(df, problem, v.name)
     card.oracle_label = oracle.label if oracle is not None else None
     if mine.empty:  # no record: the card still shows what the model says (for the default GPU)
@@ -485,7 +493,7 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
     card.date = str(r.get("utc", ""))[:10]
     card.path = r.get("path")
     card.changed_since = source_changed_since(v, card.commit) if card.commit else None
-    same_gpu = df[df["gpu"] == card.gpu] if "gpu" in df else df
+    same_gpu = derived(df, ("gpu", card.gpu), lambda d: d[d["gpu"] == card.gpu]) if "gpu" in df else df
     if prev is not None:
         pr = match_rows(same_gpu, problem, prev.name)
         if pr.empty and isinstance(base, Problem) and hasattr(prev, "example"):

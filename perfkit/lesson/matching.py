@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import re
+import weakref
 
 import numpy as np
 import pandas as pd
@@ -38,6 +39,31 @@ def records(op: str, ladder: list[Variant] | None = None, *, root=None, gpu: str
     ``"peer torch"``; a variant no longer in the ladder keeps its recorded number and says so),
     ``rate`` in the op's unit, and ``date``.  The newest record per (gpu, problem, variant) (with
     ``latest=False``, every record).  ``frame``: raw records to label instead of data/results/."""
+    if frame is not None:
+        return _records(op, ladder, root, gpu, latest, frame)
+    return shared_records(op, ladder, root=root, gpu=gpu, latest=latest).copy()
+
+
+def shared_records(op: str, ladder: list[Variant] | None = None, *, root=None, gpu: str | None = None,
+                   latest: bool = True) -> pd.DataFrame:
+    """:func:`records` of data/results/, one frame per arguments until :func:`reload`: a page of
+    cards asks for the same records for every rung.  Read it, never change it."""
+    try:
+        ladder = ladder if ladder is not None else ladder_for(op)
+    except LookupError:
+        ladder = []
+    sig = tuple((v.name, v.label, v.rung) for v in ladder)
+    key = (op, sig, str(root) if root is not None else None, gpu, latest)
+    hit = _SHARED.get(key)
+    if hit is None:
+        hit = _SHARED[key] = _records(op, ladder, root, gpu, latest, None)
+    return hit
+
+
+_SHARED: dict = {}
+
+
+def _records(op, ladder, root, gpu, latest, frame) -> pd.DataFrame:
     df = (_load(op, str(root) if root is not None else None) if frame is None else frame[frame["op"] == op]).copy()
     if df.empty:
         return df.assign(label=pd.Series(dtype=object), rate=pd.Series(dtype=float), date=pd.Series(dtype=object))
@@ -109,14 +135,66 @@ def matches(problem: Problem | str | dict, record_label: str) -> bool:
 
 
 def match_rows(df: pd.DataFrame, problem, variant_name: str) -> pd.DataFrame:
+    """The records in ``df`` of ``variant_name`` at ``problem`` (:data:`MATCH_RULE`), oldest first."""
     if df.empty:
         return df
-    rows = df[df["variant"] == variant_name]
-    if rows.empty:
-        return rows
-    keep = [matches(problem, lab) for lab in rows["problem"]]
-    rows = rows[keep]
-    return rows.sort_values("utc", na_position="last") if "utc" in rows else rows
+    pos = _variant_positions(df).get(variant_name)
+    if pos is None:
+        return df.iloc[:0]
+    labels = df["problem"].to_numpy()
+    pos = pos[[_matches_cached(problem, labels[i]) for i in pos]]
+    if "utc" in df and len(pos) > 1:  # oldest first, records with no time last (one take, not three)
+        utc = pd.Series(df["utc"].to_numpy()[pos])
+        pos = pos[utc.sort_values(na_position="last", kind="stable").index.to_numpy()]
+    return df.iloc[pos]
+
+
+# a card asks one table for many (rung, problem) pairs: the row positions of each variant are
+# computed once per table (DataFrames are unhashable, so keyed by id, dropped with the frame)
+_POSITIONS: dict[int, tuple] = {}
+
+
+def _variant_positions(df: pd.DataFrame) -> dict:
+    key = id(df)
+    hit = _POSITIONS.get(key)
+    if hit is not None and hit[0]() is df and hit[1] == len(df):
+        return hit[2]
+    groups: dict = {}
+    for i, name in enumerate(df["variant"].tolist()):
+        groups.setdefault(name, []).append(i)
+    groups = {name: np.asarray(ix, dtype=np.intp) for name, ix in groups.items()}
+    _POSITIONS[key] = (weakref.ref(df, lambda _, k=key: _POSITIONS.pop(k, None)), len(df), groups)
+    return groups
+
+
+def derived(df: pd.DataFrame, key, make):
+    """``make(df)``, computed once per table and ``key`` (the rows of one op, of one GPU...) while
+    the table lives: a card filters the same table the same ways for each rung it looks at."""
+    slot = _DERIVED.get(id(df))
+    if slot is None or slot[0]() is not df or slot[1] != len(df):
+        k = id(df)
+        slot = _DERIVED[k] = (weakref.ref(df, lambda _, k=k: _DERIVED.pop(k, None)), len(df), {})
+    if key not in slot[2]:
+        out = make(df)
+        if out is df:  # nothing filtered: holding it here would keep the table alive
+            return out
+        slot[2][key] = out
+    return slot[2][key]
+
+
+_DERIVED: dict[int, tuple] = {}
+
+
+def _matches_cached(problem, label) -> bool:
+    try:
+        return _matches_memo(problem, label)
+    except TypeError:  # an unhashable problem (a dict)
+        return matches(problem, label)
+
+
+@functools.lru_cache(maxsize=65536)
+def _matches_memo(problem, label) -> bool:
+    return matches(problem, label)
 
 
 def shown_gpu(want: str | None = None, ops=()) -> str | None:
@@ -180,3 +258,4 @@ def false_no_record_claims(text: str, *, root=None) -> list[str]:
 def reload() -> None:
     """Forget the cached records (after a sweep recorded new ones)."""
     _load.cache_clear()
+    _SHARED.clear()

@@ -73,6 +73,7 @@ def _tables(gpu_key: str) -> tuple:
         return ()
 
 
+@functools.lru_cache(maxsize=4096)  # a page asks for a rung's counters for its card and the next's
 def counters(op: str, problem: str, variant: str, gpu: str | None) -> Counters | None:
     """The counters of ``variant`` at ``problem`` (a label) on ``gpu`` (a recorded GPU's name or a
     devices.yaml key) from the newest Nsight Compute table of that GPU that has it; None where

@@ -71,14 +71,31 @@ TMA and mbarriers (rung 21 ``tma``)::
   bytes have landed as were expected.
 * ``mbar_try_wait(bars, i, parity)``: ``mbarrier.try_wait.parity``: 1 when the phase of that
   parity has completed, i.e. the phase under way has the other parity (so right after init a
-  wait on parity 1 passes: CUTLASS's producer start), else 0.  ``mbar_wait(bars, i, parity)``: the
-  try_wait loop (a PTX loop in one asm block).  Its twin cannot spin (the simulator runs a
-  block's threads one at a time, each to its next ``syncthreads``): when the phase has not
-  completed after every issued copy has landed, it raises, where a GPU would hang.  Enough for
-  a kernel whose waits follow, in program order, the arrivals and copies they wait for (rung 21:
-  thread 0 fills a stage a block barrier before anyone waits on it); a producer warp that runs
-  beside its consumers (warp specialization) needs a twin that yields to the block's other
-  threads instead, a point the simulator's scheduler (``perfkit._simspeed``) does not have yet.
+  wait on parity 1 passes: CUTLASS's producer start), else 0 (a GPU suspends the thread for a
+  while first).  ``mbar_wait(bars, i, parity)``: the try_wait loop (a PTX loop in one asm block).
+  Their twins cannot spin (the simulator runs a block's threads one at a time): a thread whose
+  phase has not completed yields to the block's other threads
+  (:func:`perfkit._simspeed.yield_to_block`) until it has, so a producer warp and its consumers
+  (warp specialization) take turns as on a GPU; a block where every live thread waits on
+  something no thread can complete raises, naming each barrier, where a GPU would hang.  Called
+  from the host (no block), try_wait answers at once and a wait that cannot pass raises.
+
+Warp specialization (rung 22 ``warp_specialized``)::
+
+    from perfkit.kernels._ptx_hopper import bar_sync, setmaxnreg_inc, setmaxnreg_dec
+
+* ``bar_sync(id, nthreads)``: ``bar.sync id, nthreads``: wait until ``nthreads`` threads (whole
+  warps) of the block have arrived at named barrier ``id`` (1..15; 0 is ``syncthreads``'), so
+  that a group of warps (a consumer warpgroup, both of them) meets without the others.  Literal
+  arguments.  The twin counts arrivals per block and yields while it waits.
+* ``setmaxnreg_inc(n)``, ``setmaxnreg_dec(n)``: ``setmaxnreg.{inc,dec}.sync.aligned.u32 n``: a
+  warpgroup asks for (or returns to the block's pool) registers, to n a thread (24..256, a
+  multiple of 8): producers give theirs to the consumers.  ptxas drops it (C7504/C7508) unless
+  the kernel is linked with LTO and its entry register count is pinned (``launch_bounds`` or
+  ``max_registers``).  No-op twins (they check n).
+* A wgmma completes for its whole warpgroup at once: the twin of ``wgmma_wait`` returns only
+  when all 128 threads of the warpgroup have reached it (their fragments computed), so that one
+  thread of the warpgroup may release the shared stage the wgmma read, as on a GPU.
 
 The twins keep a barrier's whole state in its 64-bit shared word (the GPU's layout is opaque):
 bits 0-19 arrivals pending, 20-39 the count, 40-61 the transaction count + 2**21, 62 set by
@@ -90,6 +107,7 @@ is serialized by ptxas (C7509/C7510): kernels call these only from forceinline d
 """
 from __future__ import annotations
 
+import sys
 import threading
 import weakref
 from dataclasses import dataclass
@@ -97,12 +115,13 @@ from dataclasses import dataclass
 import numpy as np
 from numba import cuda, uint64
 
-from .. import backend
+from .. import _simspeed, backend
 
 __all__ = ["smem_addr", "wgmma_desc", "sw128", "wgmma_m64n64k16", "wgmma_m64n128k16", "wgmma_m64n256k16",
            "wgmma_fence", "wgmma_commit", "wgmma_wait", "fence_proxy_async", "decode_desc",
            "TensorMap2D", "tensor_map_2d", "tensormap_acquire", "tma_load_2d", "mbar_init", "fence_mbarrier_init",
-           "mbar_arrive_expect_tx", "mbar_arrive", "mbar_try_wait", "mbar_wait", "mbar_state"]
+           "mbar_arrive_expect_tx", "mbar_arrive", "mbar_try_wait", "mbar_wait", "mbar_state", "bar_sync",
+           "setmaxnreg_inc", "setmaxnreg_dec"]
 
 
 @cuda.jit(device=True)
@@ -281,9 +300,52 @@ if backend.is_simulator():
             for op in g:
                 _execute(*op)
         threading.current_thread().pk_wgmma = closed[done:] + [groups[-1]]
+        # a wgmma is one operation of the whole warpgroup: when any of its threads sees it
+        # complete, all 128 fragments have been computed (their shared reads done), which a
+        # kernel relies on when one thread of the warpgroup releases the stage
+        wg = int(_thread()) // 128
+        _cta_barrier(("wgmma.wait_group", wg), 128, lambda: f"wgmma.wait_group of warpgroup {wg}")
+
+    def _cta_barrier(key, count, label):
+        """Wait until ``count`` threads of the block have arrived at barrier ``key`` (a generation
+        counter in the block's state, :func:`perfkit._simspeed.block_local`); a no-op on the host."""
+        local = _simspeed.block_local()
+        if local is None:
+            return
+        with _LOCK:
+            st = local.setdefault(key, [0, 0, count])  # arrived, generation, count
+            if st[2] != count:
+                raise RuntimeError(f"{label()}: threads arrive with {count} and {st[2]} as the thread count")
+            st[0] += 1
+            gen = st[1]
+            if st[0] == count:  # the last one: the barrier completes, everyone goes on
+                st[0], st[1] = 0, gen + 1
+                return
+        while st[1] == gen:
+            _simspeed.yield_to_block(lambda: st[1] != gen, lambda: f"{label()}: {st[0]} of {count} threads arrived")
+
+    def bar_sync(bar_id, nthreads):
+        b, n = int(bar_id), int(nthreads)
+        if not 1 <= b < 16 or n < 32 or n % 32:
+            raise RuntimeError(f"bar_sync({b}, {n}): barriers 1..15 (0 is syncthreads'), a thread count that is a "
+                               "positive multiple of 32 (whole warps arrive)")
+        _cta_barrier(("bar.sync", b), n, lambda: f"bar.sync {b}, {n}")
+
+    def setmaxnreg_inc(n):
+        _check_maxnreg(n)
+
+    def setmaxnreg_dec(n):
+        _check_maxnreg(n)
+
+    def _check_maxnreg(n):
+        if not 24 <= int(n) <= 256 or int(n) % 8:
+            raise RuntimeError(f"setmaxnreg {n}: the count must be a multiple of 8 in 24..256")
 
 
     # --- mbarrier and TMA twins -----------------------------------------------------------
+    _LOCK = threading.Lock()  # a barrier's read-modify-write under the simulator's OS threads (greenlets
+    # never switch inside one; nothing here yields while holding it)
+
     def _word(bars, i):
         raw = np.ndarray.view(bars, np.ndarray)  # no shared access recorded: the barrier unit
         if raw.dtype != np.uint64 or raw.ndim != 1 or not 0 <= int(i) < raw.shape[0]:
@@ -321,8 +383,9 @@ if backend.is_simulator():
     def mbar_init(bars, i, count):
         if not 1 <= int(count) < 2**20:
             raise RuntimeError(f"mbar_init: count {count} outside 1..2**20 - 1")
-        _inflight(bars, i).clear()
-        _word(bars, i)[int(i)] = np.uint64(_mbar_word(int(count), int(count), 0, 0))
+        with _LOCK:
+            _inflight(bars, i).clear()
+            _word(bars, i)[int(i)] = np.uint64(_mbar_word(int(count), int(count), 0, 0))
 
     def fence_mbarrier_init():
         pass
@@ -333,11 +396,13 @@ if backend.is_simulator():
         _write(bars, i, {**st, "pending": st["pending"] - 1})
 
     def mbar_arrive(bars, i):
-        _arrive(bars, i, _read(bars, i, "arrive"))
+        with _LOCK:
+            _arrive(bars, i, _read(bars, i, "arrive"))
 
     def mbar_arrive_expect_tx(bars, i, nbytes):
-        st = _read(bars, i, "arrive.expect_tx")
-        _arrive(bars, i, {**st, "tx": st["tx"] + int(nbytes)})
+        with _LOCK:
+            st = _read(bars, i, "arrive.expect_tx")
+            _arrive(bars, i, {**st, "tx": st["tx"] + int(nbytes)})
 
     def _land(bars, i):
         copies = _inflight(bars, i)
@@ -347,17 +412,42 @@ if backend.is_simulator():
             st = _read(bars, i, "complete_tx")
             _write(bars, i, {**st, "tx": st["tx"] - nbytes})
 
+    def _phase_done(bars, i, parity):
+        with _LOCK:
+            _land(bars, i)  # every copy issued so far has arrived by now
+            return _read(bars, i, "try_wait")["phase"] != (int(parity) & 1)
+
+    def _waiting_on(bars, i, parity, frame):
+        """What a thread waits for, named as the kernel names the barrier array (for the
+        scheduler's deadlock error; evaluated only then)."""
+        def what():
+            st = mbar_state(_word(bars, i)[int(i)])
+            return (f"mbarrier {_name_of(bars, frame)}[{int(i)}], the phase of parity {int(parity) & 1} (phase "
+                    f"{st['phase']} under way: {st['pending']} of {st['count']} arrivals and {st['tx']} bytes "
+                    "outstanding, every issued copy landed)")
+        return what
+
+    def _name_of(arr, frame, depth=12):
+        name = "?"
+        while frame is not None and depth:  # the outermost name: the kernel's, not a device function's
+            name = next((k for k, v in frame.f_locals.items() if v is arr), name)
+            frame, depth = frame.f_back, depth - 1
+        return name
+
     def mbar_try_wait(bars, i, parity):
-        _land(bars, i)  # every copy issued so far has arrived by now
-        return np.int32(_read(bars, i, "try_wait")["phase"] != (int(parity) & 1))
+        # a GPU's try_wait suspends the thread until the phase completes or a time limit passes:
+        # here the block's other threads run meanwhile (_simspeed.yield_to_block)
+        if _phase_done(bars, i, parity):
+            return np.int32(1)
+        _simspeed.yield_to_block(lambda: _phase_done(bars, i, parity), _waiting_on(bars, i, parity, sys._getframe(1)))
+        return np.int32(_phase_done(bars, i, parity))
 
     def mbar_wait(bars, i, parity):
-        if not mbar_try_wait(bars, i, parity):
-            st = _read(bars, i, "wait")
-            raise RuntimeError(f"mbar_wait: barrier {i}'s phase of parity {int(parity) & 1} never completes here "
-                               f"(phase {st['phase']} under way, {st['pending']} of {st['count']} arrivals and "
-                               f"{st['tx']} expected bytes outstanding, every issued copy landed): on a GPU this "
-                               "thread would hang")
+        what = _waiting_on(bars, i, parity, sys._getframe(1))
+        while not _phase_done(bars, i, parity):
+            if not _simspeed.yield_to_block(lambda: _phase_done(bars, i, parity), what):
+                raise RuntimeError(f"mbar_wait: {what()} never completes here (no thread of a block to wait for): "
+                                   "on a GPU this thread would hang")
 
     def tensormap_acquire(tmap):
         if not isinstance(tmap, TensorMap2D):
@@ -388,7 +478,8 @@ if backend.is_simulator():
         tile = np.where(inside, flat[idx], np.uint16(0)).astype(np.uint16)  # out of bounds: zeros
         addr = off + np.arange(tmap.box_bytes)
         phys = addr ^ (((addr >> 7) & 7) << 4)
-        _inflight(bars, i).append((raw, phys, tile.reshape(-1).view(np.uint8), tmap.box_bytes))
+        with _LOCK:
+            _inflight(bars, i).append((raw, phys, tile.reshape(-1).view(np.uint8), tmap.box_bytes))
 
 else:
     # --- inline PTX -------------------------------------------------------------------------
@@ -547,3 +638,36 @@ else:
                           "[$0], [$1, {$2, $3}], [$4];", "r,l,r,r,r,~{memory}", [d, t, x, y, b])
             return context.get_dummy_value()
         return types.void(dst, dst_off, tmap, c0, c1, bars, i), codegen
+
+
+    # --- warp specialization: named barriers, setmaxnreg ----------------------------------------
+    def _literal(n):
+        if not isinstance(n, types.IntegerLiteral):
+            return None  # Numba retries with the literal type; the instruction takes an immediate
+        return int(n.literal_value)
+
+    @intrinsic
+    def bar_sync(typingctx, bar_id, nthreads):
+        b, n = _literal(bar_id), _literal(nthreads)
+        if b is None or n is None:
+            return None
+
+        def codegen(context, builder, sig, args):
+            _asm(builder, f"bar.sync {b}, {n};", "~{memory}")
+            return context.get_dummy_value()
+        return types.void(bar_id, nthreads), codegen
+
+    def _setmaxnreg(kind):
+        @intrinsic
+        def f(typingctx, n):
+            k = _literal(n)
+            if k is None:
+                return None
+
+            def codegen(context, builder, sig, args):
+                _asm(builder, f"setmaxnreg.{kind}.sync.aligned.u32 {k};", "~{memory}")
+                return context.get_dummy_value()
+            return types.void(n), codegen
+        return f
+
+    setmaxnreg_inc, setmaxnreg_dec = _setmaxnreg("inc"), _setmaxnreg("dec")

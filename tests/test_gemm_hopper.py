@@ -351,3 +351,77 @@ def test_tma_is_shown_and_swept_at_shapes_it_takes(fresh_seed):
     for q in gemm.GPU_SWEEP + gemm.SIM_SWEEP:
         if q.dtype == "float16":
             TMA.supports(q)
+
+
+# --- rung 22 `warp_specialized`: a producer warpgroup, two consumers, setmaxnreg ------------------
+WS = gemm.LADDER[[v.name for v in gemm.LADDER].index("warp_specialized")]
+
+
+@pytest.mark.parametrize("shape", [(1, 8, 8), (100, 56, 136)], ids=["1x8x8", "both_consumers_ring_wraps"])
+def test_warp_specialized_rung_at_awkward_shapes(shape, fresh_seed):
+    """In the simulator through the twins (64-column tiles, 2 stages: fewer simulated lanes, the
+    ring wraps sooner): the producer thread and the 256 consumer threads meet only on the full
+    and empty mbarriers (a waiting thread yields to its block); 100 rows: both consumer
+    warpgroups' halves, the second one cut at the m edge; 3 k-tiles through 2 stages: every
+    stage refilled once the empty barrier's phase (both consumers' arrivals) completed, the last
+    tile cut at k; NaN-poisoned C, a float64 reference."""
+    m, n, k = shape
+    p = gemm.Problem(m, n, k, "float16")
+    x = p.make_inputs(fresh_seed)
+    out = gemm.WarpSpecialized(BN=64, STAGES=2).run(p, x)
+    res = p.check(out, x["a"].astype(np.float64) @ x["b"].astype(np.float64))
+    assert res.ok, f"{shape}: {res.message}"
+
+
+def test_warp_specialized_rung_as_laddered(fresh_seed):
+    """The rung as the ladder holds it (m64n256k16, 128 x 256 tiles, 4 stages), two block columns."""
+    p = gemm.Problem(9, 264, 16, "float16")
+    x = p.make_inputs(fresh_seed)
+    res = p.check(WS.run(p, x), x["a"].astype(np.float64) @ x["b"].astype(np.float64))
+    assert res.ok, res.message
+
+
+def test_warp_specialized_is_refused_before_hopper_and_for_rows_tma_cannot_stride():
+    old = backend.DeviceInfo(name="NVIDIA A100-SXM4-80GB", simulated=False, compute_capability=(8, 0))
+    with backend.planning_for(old):
+        with pytest.raises(UnsupportedProblem, match=r"needs a Hopper GPU \(sm_90: TMA, .*setmaxnreg\); .* is sm_80"):
+            WS.supports(gemm.Problem(256, 256, 256, "float16"))
+    h100 = backend.DeviceInfo(name="NVIDIA H100", simulated=False, compute_capability=(9, 0))
+    with backend.planning_for(h100):
+        WS.supports(gemm.Problem(37, 256, 256, "float16"))  # any m
+        for shape, what in (((64, 64, 29), "k=29"), ((64, 41, 64), "n=41")):
+            with pytest.raises(UnsupportedProblem, match=rf"multiples of 16 bytes; {what} .* use rung 20 wgmma"):
+                WS.supports(gemm.Problem(*shape, "float16"))
+        with pytest.raises(UnsupportedProblem, match="float16 inputs"):
+            WS.supports(gemm.Problem(64, 64, 64))
+        with pytest.raises(UnsupportedProblem, match=r"227 KiB"):  # 5 stages of 48 KiB
+            gemm.WarpSpecialized(STAGES=5).supports(gemm.Problem(64, 64, 64, "float16"))
+        for q in gemm.GPU_SWEEP + gemm.SIM_SWEEP:
+            if q.dtype == "float16":
+                WS.supports(q)
+    assert WS.example(gemm.Problem(37, 41, 29)) == gemm.Problem(37, 48, 32, "float16")
+
+
+def test_warp_specialized_compiles_for_sm90a_with_setmaxnreg_kept():
+    """The build check: HGMMA.64x256x16.F32, TMA copies (UTMALDG.2D), the mbarriers (SYNCS: the
+    init's EXCH, the producer's expect_tx arrive, the consumers' plain arrive, the parity waits)
+    and both register moves (USETMAXREG: the consumers' TRY_ALLOC to 232 = 0xe8, the producer's
+    DEALLOC to 40 = 0x28) in the SASS; ptxas reports no setmaxnreg ignored (C7504, C7508) and no
+    wgmma serialized (C7509, C7510); the entry's 168 registers (65536 / 384, pinned by the launch
+    bound), no spills; 4 x 48 KiB + 1 KiB of dynamic shared memory counted with the opt-in: one
+    block of 12 warps an SM."""
+    r = anatomy.inspect(WS, gemm.Problem(4096, 4096, 4096, "float16"), cc=(9, 0))
+    assert r.arch == "sm_90a"
+    assert re.findall(r"\bHGMMA\.64x256x16\.F32\b", r.sass) and r.mix["tensor mma"] >= 4
+    assert re.findall(r"\bUTMALDG\.2D\b", r.sass)
+    for op in ("SYNCS.EXCH.64", "SYNCS.ARRIVE.TRANS64", "SYNCS.ARRIVE.TRANS64.A1T0", "SYNCS.PHASECHK.TRANS64.TRYWAIT"):
+        assert op in r.sass, op
+    assert re.search(r"USETMAXREG\.TRY_ALLOC\.CTAPOOL \w+, 0xe8\b", r.sass), "consumers' setmaxnreg.inc 232"
+    assert re.search(r"USETMAXREG\.DEALLOC\.CTAPOOL 0x28\b", r.sass), "producer's setmaxnreg.dec 40"
+    bad = [ln for ln in r.ptxas_log.splitlines() if re.search(r"C75(04|08|09|10)", ln)]
+    assert not bad, bad
+    assert r.registers == 168 and r.spill_store_bytes == 0 and r.stack_bytes == 0
+    assert not any(r.mix[f"global load {w}"] for w in (8, 16, 32, 64, 128, 256)), r.mix
+    assert r.dynamic_shared_bytes == 4 * 49152 + 1024
+    assert r.static_shared_bytes - r.reserved_shared_bytes == WS.shared_bytes() == 64
+    assert r.occupancy.blocks_per_sm == 1 and r.occupancy.active_warps == 12, r.occupancy

@@ -55,6 +55,7 @@ def apply() -> None:
     _device_calls()
     _kernel_arrays()
     _scalar_casts()
+    _thread_waits()
     _green_blocks()
     _applied = True
 
@@ -350,42 +351,54 @@ def yield_to_block(ready, what) -> bool:
 
     Under greenlets the thread parks and the block's scheduler resumes it; under the
     simulator's OS threads (no greenlet package) it polls ``ready()`` and raises after
-    :data:`OS_THREAD_WAIT_S` seconds without it."""
-    t = threading.current_thread()
-    if isinstance(t, GreenThread):
-        t.waiting = (ready, what)
-        t.greenlet.parent.switch()
-        if t.abort:
-            raise RuntimeError("abort flag set while waiting")
-        return True
-    if not _is_os_block_thread(t):
-        return False
+    :data:`OS_THREAD_WAIT_S` seconds without it.  Both are the simulated thread's ``park``
+    method, which twins call through ``threading.current_thread()`` (as they call its
+    ``syncthreads``): they import nothing from here, so that this module's text stays out of the
+    rungs' source closures (:mod:`perfkit.static`)."""
+    park = getattr(threading.current_thread(), "park", None)
+    return park is not None and park(ready, what)
+
+
+def block_local() -> dict | None:
+    """A dict shared by the threads of the current simulated block (fresh for every block), for
+    twins that keep state of the whole block; None outside a block (the host).  The simulated
+    thread's ``block_state`` method."""
+    state = getattr(threading.current_thread(), "block_state", None)
+    return None if state is None else state()
+
+
+def _green_park(self, ready, what) -> bool:
+    self.waiting = (ready, what)
+    self.greenlet.parent.switch()
+    if self.abort:
+        raise RuntimeError("abort flag set while waiting")
+    return True
+
+
+def _os_park(self, ready, what) -> bool:
     deadline = time.monotonic() + OS_THREAD_WAIT_S
     while not ready():
-        if t.abort:
+        if self.abort:
             raise RuntimeError("abort flag set while waiting")
         if time.monotonic() > deadline:
             w = what() if callable(what) else what
-            raise DeadlockError(f"{t}: no progress in {OS_THREAD_WAIT_S:g} s waiting on {w} (the simulator's OS "
+            raise DeadlockError(f"{self}: no progress in {OS_THREAD_WAIT_S:g} s waiting on {w} (the simulator's OS "
                                 "threads, without greenlet, cannot prove a deadlock: probably one)")
         time.sleep(1e-4)
     return True
 
 
-def block_local() -> dict | None:
-    """A dict shared by the threads of the current simulated block (fresh for every block), for
-    twins that keep state of the whole block; None outside a block (the host)."""
-    t = threading.current_thread()
-    if isinstance(t, GreenThread):
-        return t.block_local
-    if not _is_os_block_thread(t):
-        return None
-    per_block = t._manager.__dict__.setdefault("pk_block_local", {})  # the manager runs the blocks one by one
-    b = t.blockIdx
+def _os_block_state(self) -> dict:
+    per_block = self._manager.__dict__.setdefault("pk_block_local", {})  # the manager runs the blocks one by one
+    b = self.blockIdx
     return per_block.setdefault((b.x, b.y, b.z), {})
 
 
-def _is_os_block_thread(t) -> bool:
-    from numba.cuda.simulator.kernel import BlockThread
+def _thread_waits() -> None:
+    """``park`` and ``block_state`` on both kinds of simulated thread (see :func:`yield_to_block`)."""
+    from numba.cuda.simulator import kernel as sk
 
-    return isinstance(t, BlockThread)
+    GreenThread.park = _green_park
+    GreenThread.block_state = lambda self: self.block_local
+    sk.BlockThread.park = _os_park
+    sk.BlockThread.block_state = _os_block_state

@@ -75,7 +75,7 @@ TMA and mbarriers (rung 21 ``tma``)::
   while first).  ``mbar_wait(bars, i, parity)``: the try_wait loop (a PTX loop in one asm block).
   Their twins cannot spin (the simulator runs a block's threads one at a time): a thread whose
   phase has not completed yields to the block's other threads
-  (:func:`perfkit._simspeed.yield_to_block`) until it has, so a producer warp and its consumers
+  (``perfkit._simspeed.yield_to_block``) until it has, so a producer warp and its consumers
   (warp specialization) take turns as on a GPU; a block where every live thread waits on
   something no thread can complete raises, naming each barrier, where a GPU would hang.  Called
   from the host (no block), try_wait answers at once and a wait that cannot pass raises.
@@ -115,7 +115,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import cuda, uint64
 
-from .. import _simspeed, backend
+from .. import backend
 
 __all__ = ["smem_addr", "wgmma_desc", "sw128", "wgmma_m64n64k16", "wgmma_m64n128k16", "wgmma_m64n256k16",
            "wgmma_fence", "wgmma_commit", "wgmma_wait", "fence_proxy_async", "decode_desc",
@@ -306,10 +306,18 @@ if backend.is_simulator():
         wg = int(_thread()) // 128
         _cta_barrier(("wgmma.wait_group", wg), 128, lambda: f"wgmma.wait_group of warpgroup {wg}")
 
+    def _park(ready, what):
+        """Let the block's other threads run until ready() (perfkit._simspeed.yield_to_block, a
+        method of the simulated thread: imported from nowhere, so that the scheduler's text stays
+        out of the rungs' store keys); False on the host, where nothing else runs."""
+        park = getattr(threading.current_thread(), "park", None)
+        return park is not None and park(ready, what)
+
     def _cta_barrier(key, count, label):
         """Wait until ``count`` threads of the block have arrived at barrier ``key`` (a generation
-        counter in the block's state, :func:`perfkit._simspeed.block_local`); a no-op on the host."""
-        local = _simspeed.block_local()
+        counter in the block's state, perfkit._simspeed.block_local); a no-op on the host."""
+        state = getattr(threading.current_thread(), "block_state", None)
+        local = None if state is None else state()
         if local is None:
             return
         with _LOCK:
@@ -322,7 +330,7 @@ if backend.is_simulator():
                 st[0], st[1] = 0, gen + 1
                 return
         while st[1] == gen:
-            _simspeed.yield_to_block(lambda: st[1] != gen, lambda: f"{label()}: {st[0]} of {count} threads arrived")
+            _park(lambda: st[1] != gen, lambda: f"{label()}: {st[0]} of {count} threads arrived")
 
     def bar_sync(bar_id, nthreads):
         b, n = int(bar_id), int(nthreads)
@@ -439,13 +447,13 @@ if backend.is_simulator():
         # here the block's other threads run meanwhile (_simspeed.yield_to_block)
         if _phase_done(bars, i, parity):
             return np.int32(1)
-        _simspeed.yield_to_block(lambda: _phase_done(bars, i, parity), _waiting_on(bars, i, parity, sys._getframe(1)))
+        _park(lambda: _phase_done(bars, i, parity), _waiting_on(bars, i, parity, sys._getframe(1)))
         return np.int32(_phase_done(bars, i, parity))
 
     def mbar_wait(bars, i, parity):
         what = _waiting_on(bars, i, parity, sys._getframe(1))
         while not _phase_done(bars, i, parity):
-            if not _simspeed.yield_to_block(lambda: _phase_done(bars, i, parity), what):
+            if not _park(lambda: _phase_done(bars, i, parity), what):
                 raise RuntimeError(f"mbar_wait: {what()} never completes here (no thread of a block to wait for): "
                                    "on a GPU this thread would hang")
 

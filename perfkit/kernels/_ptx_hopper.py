@@ -107,6 +107,7 @@ is serialized by ptxas (C7509/C7510): kernels call these only from forceinline d
 """
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 import weakref
@@ -121,7 +122,7 @@ __all__ = ["smem_addr", "wgmma_desc", "sw128", "wgmma_m64n64k16", "wgmma_m64n128
            "wgmma_fence", "wgmma_commit", "wgmma_wait", "fence_proxy_async", "decode_desc",
            "TensorMap2D", "tensor_map_2d", "tensormap_acquire", "tma_load_2d", "mbar_init", "fence_mbarrier_init",
            "mbar_arrive_expect_tx", "mbar_arrive", "mbar_try_wait", "mbar_wait", "mbar_state", "bar_sync",
-           "setmaxnreg_inc", "setmaxnreg_dec"]
+           "setmaxnreg_inc", "setmaxnreg_dec", "tma_store_2d", "bulk_commit", "bulk_wait", "bulk_wait_read"]
 
 
 @cuda.jit(device=True)
@@ -163,6 +164,8 @@ class TensorMap2D:
             raise ValueError(f"tensor map: the row stride ({self.row_bytes} bytes) must be a multiple of 16 bytes")
         if not all(1 <= b <= 256 for b in self.box):
             raise ValueError(f"tensor map: box {self.box} must be 1..256 a dimension")
+        if self.itemsize not in (2, 4):
+            raise ValueError(f"tensor map: {self.itemsize}-byte elements; float16 (2) and float32 (4) are modelled")
         if self.swizzle != 128 or self.box[0] * self.itemsize != 128:
             raise ValueError(f"tensor map: only the 128-byte swizzle with 128-byte box rows is modelled "
                              f"(box {self.box}, {self.itemsize}-byte elements, swizzle {self.swizzle})")
@@ -175,20 +178,25 @@ class TensorMap2D:
 _ENCODED: dict = {}  # (address, dims, row bytes, box) -> the encoded map in device memory
 
 
-def tensor_map_2d(buf, dims, row_bytes, box):
-    """A float16 tensor map for kernel arguments: the GPU's encoded map (uint64[16], device
-    memory, cached per buffer address and shape), the simulator's :class:`TensorMap2D`, or, for
-    host buffers (compiling a plan), a zeroed uint64[16] of the same type."""
+def tensor_map_2d(buf, dims, row_bytes, box, itemsize=2):
+    """A float16 (``itemsize`` 2) or float32 (4) tensor map for kernel arguments: the GPU's
+    encoded map (uint64[16], device memory, cached per buffer address and shape), the
+    simulator's :class:`TensorMap2D`, or, for host buffers (compiling a plan), a zeroed
+    uint64[16] of the same type."""
     if isinstance(buf, np.ndarray):  # host buffers: a plan compiled, never launched (supports() refuses later)
         return np.zeros(16, np.uint64)
-    m = TensorMap2D(buf, tuple(int(d) for d in dims), int(row_bytes), tuple(int(b) for b in box))
+    m = TensorMap2D(buf, tuple(int(d) for d in dims), int(row_bytes), tuple(int(b) for b in box), itemsize=itemsize)
     if backend.is_simulator():
         return m
     addr = int(buf.device_ctypes_pointer.value)
-    key = (addr, m.dims, m.row_bytes, m.box)
+    key = (addr, m.dims, m.row_bytes, m.box, m.itemsize)
     if key not in _ENCODED:
         _ENCODED[key] = _encode(addr, m)
     return _ENCODED[key]
+
+
+_DTYPES = {2: lambda drv: drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+           4: lambda drv: drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT32}
 
 
 def _encode(addr: int, m: TensorMap2D):
@@ -199,7 +207,7 @@ def _encode(addr: int, m: TensorMap2D):
         raise ValueError(f"tensor map: global address {addr:#x} is not 16-byte aligned")
     u64, u32 = drv.cuuint64_t, drv.cuuint32_t  # the binding takes no plain ints for these arrays
     err, tmap = drv.cuTensorMapEncodeTiled(
-        drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, addr, [u64(d) for d in m.dims],
+        _DTYPES[m.itemsize](drv), 2, addr, [u64(d) for d in m.dims],
         [u64(m.row_bytes)], [u32(b) for b in m.box], [u32(1), u32(1)],
         drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
         drv.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
@@ -248,24 +256,30 @@ if backend.is_simulator():
                                f"{smem.shape[0] * 2}-byte shared array: a GPU would read garbage")
         return np.ndarray.view(smem, np.ndarray)[phys // 2]  # no shared access recorded: the async proxy
 
+    @functools.lru_cache(maxsize=None)
+    def _offsets(n, t, a_sbo, b_lbo, b_sbo):
+        """Byte offsets from the descriptors' start addresses of what thread t of the warpgroup
+        reads: A's rows 16w + l/4 and 8 below (2 x 16 k), B's columns 8j + 2(l % 4) and the next
+        for j < n/8, in fragment order (16 k x n/4)."""
+        w, lane = t // 32, t % 32
+        rows = np.array([16 * w + lane // 4, 16 * w + lane // 4 + 8])[:, None]
+        offa = (rows // 8) * a_sbo + (rows % 8) * 128 + np.arange(16)[None, :] * 2
+        nn = (8 * np.arange(n // 8)[:, None] + 2 * (lane % 4) + np.arange(2)[None, :]).reshape(1, -1)
+        kk = np.arange(16)[:, None]
+        offb = (nn // 64) * b_lbo + (kk // 8) * b_sbo + (kk % 8) * 128 + (nn % 64) * 2
+        return offa, offb
+
     def _execute(acc, smem, da, db, scale_d, n, tid):
         a0, _, a_sbo, swa = decode_desc(da)
         b0, b_lbo, b_sbo, swb = decode_desc(db)
         if swa != 1 or swb != 1:
             raise RuntimeError(f"wgmma twin: only the 128-byte swizzle is modelled (descriptor modes {swa}, {swb})")
-        t = tid % 128
-        w, lane = t // 32, t % 32
-        rows = np.array([16 * w + lane // 4, 16 * w + lane // 4 + 8])[:, None]
-        k = np.arange(16)[None, :]
-        A = _halves(smem, a0 + (rows // 8) * a_sbo + (rows % 8) * 128 + k * 2).astype(np.float32)  # (2, 16)
-        kk, nn = np.arange(16)[:, None], np.arange(n)[None, :]
-        B = _halves(smem, b0 + (nn // 64) * b_lbo + (kk // 8) * b_sbo + (kk % 8) * 128 + (nn % 64) * 2
-                    ).astype(np.float32)  # (16, n)
-        D = np.zeros((2, n), np.float32)
-        for q in range(16):  # k in order, float32 sums (products of float16 are exact in float32)
-            D += A[:, q:q + 1] * B[q:q + 1, :]
-        c = 8 * np.arange(n // 8) + 2 * (lane % 4)
-        frag = np.stack([D[0, c], D[0, c + 1], D[1, c], D[1, c + 1]], axis=-1).reshape(-1)
+        offa, offb = _offsets(n, tid % 128, a_sbo, b_lbo, b_sbo)
+        A = _halves(smem, a0 + offa).astype(np.float32)  # (2, 16)
+        B = _halves(smem, b0 + offb).astype(np.float32)  # (16, n/4): the thread's columns only
+        # k in order, float32 sums (add.accumulate is sequential; products of float16 are exact in float32)
+        D = np.add.accumulate(A[:, :, None] * B[None, :, :], axis=1)[:, -1, :]  # (2, n/4)
+        frag = D.reshape(2, n // 8, 2).transpose(1, 0, 2).reshape(-1)  # D[r, c], D[r, c+1], D[r+8, c], D[r+8, c+1]
         if scale_d:
             acc[:n // 2] += frag
         else:
@@ -461,6 +475,23 @@ if backend.is_simulator():
         if not isinstance(tmap, TensorMap2D):
             raise TypeError(f"tensormap_acquire: the simulator passes a TensorMap2D, got {type(tmap).__name__}")
 
+    def _box(tmap, c0, c1, who):
+        """The global array as element bits (a view: the simulator's device array wraps a NumPy
+        array), which of the box's elements lie inside the map's dims, and their flat indices."""
+        src = np.asarray(getattr(tmap.array, "_ary", tmap.array))
+        if not src.flags.c_contiguous:
+            raise RuntimeError(f"{who}: the simulator's twin takes a C-contiguous global array")
+        flat = src.reshape(-1).view(np.uint8).view({2: np.uint16, 4: np.uint32}[tmap.itemsize])
+        (bi, bo), (di, do) = tmap.box, tmap.dims
+        x = int(c0) + np.arange(bi)[None, :]
+        y = int(c1) + np.arange(bo)[:, None]
+        inside = (x >= 0) & (x < di) & (y >= 0) & (y < do)
+        idx = np.where(inside, y * (tmap.row_bytes // tmap.itemsize) + x, 0)
+        if idx.max() >= flat.shape[0]:
+            raise RuntimeError(f"{who}: the map's dims {tmap.dims} and row stride {tmap.row_bytes} reach past "
+                               f"the {flat.shape[0]}-element array")
+        return flat, inside, idx
+
     def tma_load_2d(dst, dst_off, tmap, c0, c1, bars, i):
         if not isinstance(tmap, TensorMap2D):
             raise TypeError(f"tma_load_2d: the simulator passes a TensorMap2D, got {type(tmap).__name__}")
@@ -470,24 +501,53 @@ if backend.is_simulator():
             raise RuntimeError(f"tma_load_2d: destination byte {off} is not 1024-byte aligned (the 128-byte "
                                "swizzle's pattern spans 8 rows of 128 bytes)")
         raw = np.ndarray.view(dst, np.ndarray).reshape(-1).view(np.uint8)
-        (bi, bo), (di, do) = tmap.box, tmap.dims
         if off + tmap.box_bytes > raw.shape[0]:
             raise RuntimeError(f"tma_load_2d: a {tmap.box_bytes}-byte box at byte {off} overruns the "
                                f"{raw.shape[0]}-byte shared array")
-        src = tmap.array.copy_to_host() if hasattr(tmap.array, "copy_to_host") else np.asarray(tmap.array)
-        flat = np.ascontiguousarray(src).reshape(-1).view(np.uint8).view(np.uint16)  # float16 bits
-        x = int(c0) + np.arange(bi)[None, :]
-        y = int(c1) + np.arange(bo)[:, None]
-        inside = (x >= 0) & (x < di) & (y >= 0) & (y < do)
-        idx = np.where(inside, y * (tmap.row_bytes // 2) + x, 0)
-        if idx.max() >= flat.shape[0]:
-            raise RuntimeError(f"tma_load_2d: the map's dims {tmap.dims} and row stride {tmap.row_bytes} reach past "
-                               f"the {flat.shape[0]}-element array")
-        tile = np.where(inside, flat[idx], np.uint16(0)).astype(np.uint16)  # out of bounds: zeros
+        flat, inside, idx = _box(tmap, c0, c1, "tma_load_2d")
+        tile = np.where(inside, flat[idx], 0).astype(flat.dtype)  # out of bounds: zeros
         addr = off + np.arange(tmap.box_bytes)
         phys = addr ^ (((addr >> 7) & 7) << 4)
         with _LOCK:
             _inflight(bars, i).append((raw, phys, tile.reshape(-1).view(np.uint8), tmap.box_bytes))
+
+    def _bulk():  # this CUDA thread's bulk-async groups (TMA stores), as _groups() for wgmma
+        t = threading.current_thread()
+        if not hasattr(t, "pk_bulk"):
+            t.pk_bulk = [[]]
+        return t.pk_bulk
+
+    def tma_store_2d(tmap, c0, c1, src, src_off):
+        if not isinstance(tmap, TensorMap2D):
+            raise TypeError(f"tma_store_2d: the simulator passes a TensorMap2D, got {type(tmap).__name__}")
+        off = int(src_off)
+        if off % 1024:
+            raise RuntimeError(f"tma_store_2d: source byte {off} is not 1024-byte aligned (the 128-byte swizzle)")
+        raw = np.ndarray.view(src, np.ndarray).reshape(-1).view(np.uint8)
+        if off + tmap.box_bytes > raw.shape[0]:
+            raise RuntimeError(f"tma_store_2d: a {tmap.box_bytes}-byte box at byte {off} overruns the "
+                               f"{raw.shape[0]}-byte shared array")
+        _bulk()[-1].append((tmap, int(c0), int(c1), raw, off))
+
+    def _store(tmap, c0, c1, raw, off):
+        flat, inside, idx = _box(tmap, c0, c1, "tma_store_2d")
+        addr = off + np.arange(tmap.box_bytes)
+        tile = raw[addr ^ (((addr >> 7) & 7) << 4)].view(flat.dtype).reshape(tmap.box[1], tmap.box[0])
+        flat[idx[inside]] = tile[inside]  # past the map's dims: not written
+
+    def bulk_commit():
+        _bulk().append([])
+
+    def bulk_wait(n):
+        groups = _bulk()
+        closed = groups[:-1]
+        done = max(len(closed) - int(n), 0)
+        for g in closed[:done]:
+            for op in g:
+                _store(*op)
+        threading.current_thread().pk_bulk = closed[done:] + [groups[-1]]
+
+    bulk_wait_read = bulk_wait
 
 else:
     # --- inline PTX -------------------------------------------------------------------------
@@ -656,12 +716,12 @@ else:
 
     @intrinsic
     def bar_sync(typingctx, bar_id, nthreads):
-        b, n = _literal(bar_id), _literal(nthreads)
-        if b is None or n is None:
+        n = _literal(nthreads)
+        if n is None or not isinstance(bar_id, types.Integer):
             return None
 
-        def codegen(context, builder, sig, args):
-            _asm(builder, f"bar.sync {b}, {n};", "~{memory}")
+        def codegen(context, builder, sig, args):  # the barrier: an immediate or a register
+            _asm(builder, f"bar.sync $0, {n};", "r,~{memory}", [context.cast(builder, args[0], sig.args[0], types.int32)])
             return context.get_dummy_value()
         return types.void(bar_id, nthreads), codegen
 
@@ -679,3 +739,35 @@ else:
         return f
 
     setmaxnreg_inc, setmaxnreg_dec = _setmaxnreg("inc"), _setmaxnreg("dec")
+
+
+    # --- TMA stores ---------------------------------------------------------------------------
+    @intrinsic
+    def tma_store_2d(typingctx, tmap, c0, c1, src, src_off):
+        def codegen(context, builder, sig, args):
+            s = sig.args
+            t = builder.ptrtoint(context.make_array(s[0])(context, builder, args[0]).data, _i64)
+            x = context.cast(builder, args[1], s[1], types.int32)
+            y = context.cast(builder, args[2], s[2], types.int32)
+            d = builder.add(_shared32(context, builder, s[3], args[3]), context.cast(builder, args[4], s[4], types.int32))
+            _asm(builder, "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [$0, {$1, $2}], [$3];",
+                 "l,r,r,r,~{memory}", [t, x, y, d])
+            return context.get_dummy_value()
+        return types.void(tmap, c0, c1, src, src_off), codegen
+
+    bulk_commit = _noarg("cp.async.bulk.commit_group;")
+
+    def _bulk_wait(suffix):
+        @intrinsic
+        def f(typingctx, n):
+            k = _literal(n)
+            if k is None:
+                return None
+
+            def codegen(context, builder, sig, args):
+                _asm(builder, f"cp.async.bulk.wait_group{suffix} {k};", "~{memory}")
+                return context.get_dummy_value()
+            return types.void(n), codegen
+        return f
+
+    bulk_wait, bulk_wait_read = _bulk_wait(""), _bulk_wait(".read")

@@ -80,19 +80,32 @@ TMA and mbarriers (rung 21 ``tma``)::
   something no thread can complete raises, naming each barrier, where a GPU would hang.  Called
   from the host (no block), try_wait answers at once and a wait that cannot pass raises.
 
-Warp specialization (rung 22 ``warp_specialized``)::
+Warp specialization (rung 22 ``warp_specialized``) and TMA stores (rung 23 ``persistent``)::
 
-    from perfkit.kernels._ptx_hopper import bar_sync, setmaxnreg_inc, setmaxnreg_dec
+    from perfkit.kernels._ptx_hopper import (bar_sync, setmaxnreg_inc, setmaxnreg_dec, tma_store_2d,
+                                             bulk_commit, bulk_wait, bulk_wait_read)
 
 * ``bar_sync(id, nthreads)``: ``bar.sync id, nthreads``: wait until ``nthreads`` threads (whole
   warps) of the block have arrived at named barrier ``id`` (1..15; 0 is ``syncthreads``'), so
-  that a group of warps (a consumer warpgroup, both of them) meets without the others.  Literal
-  arguments.  The twin counts arrivals per block and yields while it waits.
+  that a group of warps (a consumer warpgroup, both of them) meets without the others.  The
+  count is a literal; the id may be a run-time value (ptxas then reserves all 16 barriers).
+  The twin counts arrivals per block and yields while it waits.
 * ``setmaxnreg_inc(n)``, ``setmaxnreg_dec(n)``: ``setmaxnreg.{inc,dec}.sync.aligned.u32 n``: a
   warpgroup asks for (or returns to the block's pool) registers, to n a thread (24..256, a
   multiple of 8): producers give theirs to the consumers.  ptxas drops it (C7504/C7508) unless
   the kernel is linked with LTO and its entry register count is pinned (``launch_bounds`` or
   ``max_registers``).  No-op twins (they check n).
+* ``tma_store_2d(tmap, c0, c1, src, src_off)``: ``cp.async.bulk.tensor.2d.global.shared::cta.tile
+  .bulk_group``: the box at byte ``src_off`` of shared array ``src`` (1024-byte aligned, 128-byte
+  swizzled as the map names it) to the box of the map's array whose first element is (inner c0,
+  outer c1), clipped at the map's dims.  One thread issues it; ``bulk_commit()``
+  (``cp.async.bulk.commit_group``) closes the thread's group of stores, ``bulk_wait_read(n)``
+  (``cp.async.bulk.wait_group.read n``) waits until at most n groups may still read shared
+  memory (the box may be written again), ``bulk_wait(n)`` until at most n are incomplete (their
+  writes done).  The writer threads fence their st.shared for the async proxy
+  (``fence_proxy_async``) and meet before the store is issued.  Twins: the store happens when
+  the issuing thread waits for its group, so a box overwritten too early or never waited for
+  shows in C.  ``tensor_map_2d(..., itemsize=4)``: a float32 map (C).
 * A wgmma completes for its whole warpgroup at once: the twin of ``wgmma_wait`` returns only
   when all 128 threads of the warpgroup have reached it (their fragments computed), so that one
   thread of the warpgroup may release the shared stage the wgmma read, as on a GPU.

@@ -144,9 +144,10 @@ class WarpSpecialized(C._Tunable):
         "'empty' (one thread of each consumer warpgroup arrives when its wgmma on the stage have "
         "completed); the producer runs up to 4 tiles ahead and no block barrier is left in the "
         "loop. setmaxnreg (USETMAXREG in SASS) moves registers from the producer (down to 40 a "
-        "thread) to the consumers (up to 232), which the accumulators need; ptxas keeps it only "
-        "when the kernel is linked with LTO and its launch bound (384 threads, 1 block) pins the "
-        "entry's registers. k and n multiples of 8 as rung 21; other shapes go to rung 20. Not "
+        "thread) to the consumers (up to 232), the room a consumer's accumulators would need "
+        "past the launch's 168 (this build keeps them within 152); ptxas keeps it only when the "
+        "kernel is linked with LTO and its launch bound (384 threads, 1 block) pins the entry's "
+        "registers. k and n multiples of 8 as rung 21; other shapes go to rung 20. Not "
         "yet run on a GPU: checked in the simulator through twins (a waiting thread yields to "
         "its block there; a deadlock raises) and compiled for sm_90a with no GPU.")
 

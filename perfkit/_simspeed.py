@@ -22,6 +22,13 @@ answer); nothing here can, so an edit here leaves ``data/static/`` valid.
   on the launching thread, each running to its next ``syncthreads`` (or its end) before the next
   starts (:func:`_green_blocks`).  A race-free kernel computes the same; the bank-conflict counts
   of every rung are the same as with OS threads (checked rung by rung when this was written).
+* **Threads that wait on each other beyond barriers.**  A thread of a warp-specialized kernel
+  waits on an mbarrier phase that another thread of its block completes (a producer's copies, a
+  consumer's release), or at a barrier of some of the block's threads.  Under greenlets it must
+  let the others run rather than spin: :func:`yield_to_block` parks it until its ``ready()``
+  holds, and the scheduler finds a block where no thread can go on and raises, naming what each
+  thread waits for, where a GPU would hang.  :func:`block_local` gives a block's twins a place
+  for state of the whole block (a named barrier's arrivals).
 * **Scalar casts.**  ``float32(x)`` in a simulated kernel is ``numba.types.Type.__call__``, which
   imports ``signature`` and makes an ABC instance check on every call before it casts; a plain
   Python or NumPy scalar goes straight to the cast here.
@@ -29,9 +36,13 @@ answer); nothing here can, so an edit here leaves ``data/static/`` valid.
 from __future__ import annotations
 
 import threading
+import time
+from collections import deque
 from contextlib import contextmanager
 
 _applied = False
+#: the simulator's own BlockManager.run (a block's threads as OS threads), kept for tests
+os_threads_run = None
 #: attributes of an array argument that stay fixed for a launch (each wrapper is made per launch)
 FIXED_ATTRS = frozenset({"shape", "strides", "dtype", "ndim", "size", "itemsize"})
 
@@ -44,6 +55,7 @@ def apply() -> None:
     _device_calls()
     _kernel_arrays()
     _scalar_casts()
+    _thread_waits()
     _green_blocks()
     _applied = True
 
@@ -154,6 +166,8 @@ class GreenThread:
         self.syncthreads_blocked = False
         self.greenlet = None
         self._target = target
+        self.waiting = None  # (ready, what) while parked in yield_to_block
+        self.block_local = None  # the block's dict (block_local())
 
     def run(self):
         try:
@@ -200,8 +214,8 @@ def _green_blocks() -> None:
     each here) and meets at each ``syncthreads`` through an ``Event`` per thread (about 50 us per
     thread per barrier, mostly in the kernel's futex calls).  A block's threads only ever run one
     at a time under the GIL, so the same can be had cooperatively: each thread runs until it
-    reaches a barrier or ends, then the next; when every live thread waits at the barrier, all go
-    on.  A race-free kernel gives the same results (a race gives some answer, as before, now the
+    reaches a barrier, parks (:func:`yield_to_block`) or ends, then the next; when every live
+    thread waits at the barrier, all go on (:func:`_schedule`).  A race-free kernel gives the same results (a race gives some answer, as before, now the
     same one each run).  ``threading.current_thread()`` answers the simulated thread inside a
     block, as the simulator's own code and banks's recording expect.  Without the ``greenlet``
     package the simulator's threads are used."""
@@ -226,24 +240,165 @@ def _green_blocks() -> None:
     def run_block(self, grid_point, *args):
         f = self._f
         threads = []
+        local: dict = {}
         for block_point in np.ndindex(*self._block_dim):
             t = GreenThread(self, lambda: f(*args), grid_point, block_point, self._debug)
             g = t.greenlet = greenlet.greenlet(t.run)
             g.cuda_thread = t
+            t.block_local = local
             threads.append(t)
-        live = threads
-        while live:  # one pass runs every live thread to its next barrier or its end
-            waiting = []
-            for t in live:
-                t.syncthreads_blocked = False
-                t.greenlet.switch()
-                if t.exception:
-                    for o in threads:
-                        o.abort = True
-                    raise t.exception[0].with_traceback(t.exception[1])
-                if not t.greenlet.dead:
-                    waiting.append(t)
-            live = waiting
+        _schedule(threads)
 
+    global os_threads_run
+    os_threads_run = sk.BlockManager.run
     run_block.__doc__ = sk.BlockManager.run.__doc__
     sk.BlockManager.run = run_block
+
+
+def _schedule(threads: list) -> None:
+    """Run a block's greenlets: each runnable thread runs to its next barrier, its next
+    :func:`yield_to_block` or its end, in thread order.  When none is runnable: if every live
+    thread is at ``syncthreads``, all go on; else the parked threads whose ``ready()`` holds go on;
+    if none does, the parked threads are resumed once anyway (a ``try_wait`` that times out on a
+    GPU: a kernel may do other work before it polls again), and if that changes nothing (no
+    thread ended, reached the barrier or made another's wait ready) the block is deadlocked."""
+    runnable = deque(threads)
+    at_sync, parked = [], []
+    live = len(threads)
+    stalled = False  # the parked threads were resumed with nothing ready, and nothing moved since
+    while live:
+        while runnable:
+            t = runnable.popleft()
+            t.syncthreads_blocked = False
+            t.waiting = None
+            t.greenlet.switch()
+            if t.exception:
+                for o in threads:
+                    o.abort = True
+                raise t.exception[0].with_traceback(t.exception[1])
+            if t.greenlet.dead:
+                live -= 1
+                stalled = False
+            elif t.waiting is not None:
+                parked.append(t)
+            else:
+                at_sync.append(t)
+                stalled = False
+        if not live:
+            break
+        if at_sync and len(at_sync) == live:  # every live thread at the barrier: all go on
+            runnable.extend(at_sync)
+            at_sync = []
+            continue
+        if not parked:  # pragma: no cover - live threads are at the barrier, parked or runnable
+            raise RuntimeError("the block's scheduler lost track of its threads")
+        go = [t.waiting[0]() for t in parked]
+        if any(go):
+            runnable.extend(t for t, ok in zip(parked, go) if ok)
+            parked = [t for t, ok in zip(parked, go) if not ok]
+            stalled = False
+            continue
+        if stalled:
+            for o in threads:
+                o.abort = True
+            raise DeadlockError(_deadlock_message(threads, parked, at_sync))
+        stalled = True
+        runnable.extend(parked)
+        parked = []
+
+
+class DeadlockError(RuntimeError):
+    """Every live thread of a simulated block waits for something no thread can complete."""
+
+
+def _deadlock_message(threads, parked, at_sync) -> str:
+    why = {}
+    for t in parked:
+        what = t.waiting[1]
+        why.setdefault(str(what() if callable(what) else what), []).append(t.thread_id)
+    for t in at_sync:
+        why.setdefault("at syncthreads (bar.sync 0, every thread of the block)", []).append(t.thread_id)
+    b = threads[0].blockIdx
+    lines = [f"  thread{'s' if len(ids) > 1 else ''} {_ranges(ids)}: {w}" for w, ids in why.items()]
+    return (f"deadlock in block ({b.x}, {b.y}, {b.z}): no live thread can go on (a GPU would hang here); "
+            "they wait on\n" + "\n".join(lines))
+
+
+def _ranges(ids) -> str:
+    ids, out = sorted(ids), []
+    start = prev = ids[0]
+    for i in ids[1:] + [None]:
+        if i is not None and i == prev + 1:
+            prev = i
+            continue
+        out.append(str(start) if start == prev else f"{start}-{prev}")
+        if i is not None:
+            start = prev = i
+    return ", ".join(out)
+
+
+#: under the simulator's OS threads (no greenlet), how long a thread polls a wait that does not
+#: complete before it gives up (no scheduler there to prove a deadlock)
+OS_THREAD_WAIT_S = 60.0
+
+
+def yield_to_block(ready, what) -> bool:
+    """Let the other threads of this simulated block run until ``ready()`` holds (or, once, until
+    none of them can go on: then the caller finds its condition still false and polls again, as
+    after a GPU's ``try_wait`` times out).  ``what``: a string or a callable that says what the
+    thread waits for, for the deadlock error.  False when there is no block to yield to (a
+    twin called from the host): nothing can change, the caller decides.
+
+    Under greenlets the thread parks and the block's scheduler resumes it; under the
+    simulator's OS threads (no greenlet package) it polls ``ready()`` and raises after
+    :data:`OS_THREAD_WAIT_S` seconds without it.  Both are the simulated thread's ``park``
+    method, which twins call through ``threading.current_thread()`` (as they call its
+    ``syncthreads``): they import nothing from here, so that this module's text stays out of the
+    rungs' source closures (:mod:`perfkit.static`)."""
+    park = getattr(threading.current_thread(), "park", None)
+    return park is not None and park(ready, what)
+
+
+def block_local() -> dict | None:
+    """A dict shared by the threads of the current simulated block (fresh for every block), for
+    twins that keep state of the whole block; None outside a block (the host).  The simulated
+    thread's ``block_state`` method."""
+    state = getattr(threading.current_thread(), "block_state", None)
+    return None if state is None else state()
+
+
+def _green_park(self, ready, what) -> bool:
+    self.waiting = (ready, what)
+    self.greenlet.parent.switch()
+    if self.abort:
+        raise RuntimeError("abort flag set while waiting")
+    return True
+
+
+def _os_park(self, ready, what) -> bool:
+    deadline = time.monotonic() + OS_THREAD_WAIT_S
+    while not ready():
+        if self.abort:
+            raise RuntimeError("abort flag set while waiting")
+        if time.monotonic() > deadline:
+            w = what() if callable(what) else what
+            raise DeadlockError(f"{self}: no progress in {OS_THREAD_WAIT_S:g} s waiting on {w} (the simulator's OS "
+                                "threads, without greenlet, cannot prove a deadlock: probably one)")
+        time.sleep(1e-4)
+    return True
+
+
+def _os_block_state(self) -> dict:
+    per_block = self._manager.__dict__.setdefault("pk_block_local", {})  # the manager runs the blocks one by one
+    b = self.blockIdx
+    return per_block.setdefault((b.x, b.y, b.z), {})
+
+
+def _thread_waits() -> None:
+    """``park`` and ``block_state`` on both kinds of simulated thread (see :func:`yield_to_block`)."""
+    from numba.cuda.simulator import kernel as sk
+
+    GreenThread.park = _green_park
+    GreenThread.block_state = lambda self: self.block_local
+    sk.BlockThread.park = _os_park
+    sk.BlockThread.block_state = _os_block_state

@@ -351,3 +351,185 @@ def test_tma_is_shown_and_swept_at_shapes_it_takes(fresh_seed):
     for q in gemm.GPU_SWEEP + gemm.SIM_SWEEP:
         if q.dtype == "float16":
             TMA.supports(q)
+
+
+# --- rung 22 `warp_specialized`: a producer warpgroup, two consumers, setmaxnreg ------------------
+WS = gemm.LADDER[[v.name for v in gemm.LADDER].index("warp_specialized")]
+
+
+@pytest.mark.parametrize("shape", [(1, 8, 8), (100, 56, 136)], ids=["1x8x8", "both_consumers_ring_wraps"])
+def test_warp_specialized_rung_at_awkward_shapes(shape, fresh_seed):
+    """In the simulator through the twins (64-column tiles, 2 stages: fewer simulated lanes, the
+    ring wraps sooner): the producer thread and the 256 consumer threads meet only on the full
+    and empty mbarriers (a waiting thread yields to its block); 100 rows: both consumer
+    warpgroups' halves, the second one cut at the m edge; 3 k-tiles through 2 stages: every
+    stage refilled once the empty barrier's phase (both consumers' arrivals) completed, the last
+    tile cut at k; NaN-poisoned C, a float64 reference."""
+    m, n, k = shape
+    p = gemm.Problem(m, n, k, "float16")
+    x = p.make_inputs(fresh_seed)
+    out = gemm.WarpSpecialized(BN=64, STAGES=2).run(p, x)
+    res = p.check(out, x["a"].astype(np.float64) @ x["b"].astype(np.float64))
+    assert res.ok, f"{shape}: {res.message}"
+
+
+def test_warp_specialized_rung_as_laddered(fresh_seed):
+    """The rung as the ladder holds it (m64n256k16, 128 x 256 tiles, 4 stages), two block columns."""
+    p = gemm.Problem(9, 264, 16, "float16")
+    x = p.make_inputs(fresh_seed)
+    res = p.check(WS.run(p, x), x["a"].astype(np.float64) @ x["b"].astype(np.float64))
+    assert res.ok, res.message
+
+
+def test_warp_specialized_is_refused_before_hopper_and_for_rows_tma_cannot_stride():
+    old = backend.DeviceInfo(name="NVIDIA A100-SXM4-80GB", simulated=False, compute_capability=(8, 0))
+    with backend.planning_for(old):
+        with pytest.raises(UnsupportedProblem, match=r"needs a Hopper GPU \(sm_90: TMA, .*setmaxnreg\); .* is sm_80"):
+            WS.supports(gemm.Problem(256, 256, 256, "float16"))
+    h100 = backend.DeviceInfo(name="NVIDIA H100", simulated=False, compute_capability=(9, 0))
+    with backend.planning_for(h100):
+        WS.supports(gemm.Problem(37, 256, 256, "float16"))  # any m
+        for shape, what in (((64, 64, 29), "k=29"), ((64, 41, 64), "n=41")):
+            with pytest.raises(UnsupportedProblem, match=rf"multiples of 16 bytes; {what} .* use rung 20 wgmma"):
+                WS.supports(gemm.Problem(*shape, "float16"))
+        with pytest.raises(UnsupportedProblem, match="float16 inputs"):
+            WS.supports(gemm.Problem(64, 64, 64))
+        with pytest.raises(UnsupportedProblem, match=r"227 KiB"):  # 5 stages of 48 KiB
+            gemm.WarpSpecialized(STAGES=5).supports(gemm.Problem(64, 64, 64, "float16"))
+        for q in gemm.GPU_SWEEP + gemm.SIM_SWEEP:
+            if q.dtype == "float16":
+                WS.supports(q)
+    assert WS.example(gemm.Problem(37, 41, 29)) == gemm.Problem(37, 48, 32, "float16")
+
+
+def test_warp_specialized_compiles_for_sm90a_with_setmaxnreg_kept():
+    """The build check: HGMMA.64x256x16.F32, TMA copies (UTMALDG.2D), the mbarriers (SYNCS: the
+    init's EXCH, the producer's expect_tx arrive, the consumers' plain arrive, the parity waits)
+    and both register moves (USETMAXREG: the consumers' TRY_ALLOC to 232 = 0xe8, the producer's
+    DEALLOC to 40 = 0x28) in the SASS; ptxas reports no setmaxnreg ignored (C7504, C7508) and no
+    wgmma serialized (C7509, C7510); the entry's 168 registers (65536 / 384, pinned by the launch
+    bound), no spills; 4 x 48 KiB + 1 KiB of dynamic shared memory counted with the opt-in: one
+    block of 12 warps an SM."""
+    r = anatomy.inspect(WS, gemm.Problem(4096, 4096, 4096, "float16"), cc=(9, 0))
+    assert r.arch == "sm_90a"
+    assert re.findall(r"\bHGMMA\.64x256x16\.F32\b", r.sass) and r.mix["tensor mma"] >= 4
+    assert re.findall(r"\bUTMALDG\.2D\b", r.sass)
+    for op in ("SYNCS.EXCH.64", "SYNCS.ARRIVE.TRANS64", "SYNCS.ARRIVE.TRANS64.A1T0", "SYNCS.PHASECHK.TRANS64.TRYWAIT"):
+        assert op in r.sass, op
+    assert re.search(r"USETMAXREG\.TRY_ALLOC\.CTAPOOL \w+, 0xe8\b", r.sass), "consumers' setmaxnreg.inc 232"
+    assert re.search(r"USETMAXREG\.DEALLOC\.CTAPOOL 0x28\b", r.sass), "producer's setmaxnreg.dec 40"
+    bad = [ln for ln in r.ptxas_log.splitlines() if re.search(r"C75(04|08|09|10)", ln)]
+    assert not bad, bad
+    assert r.registers == 168 and r.spill_store_bytes == 0 and r.stack_bytes == 0
+    assert not any(r.mix[f"global load {w}"] for w in (8, 16, 32, 64, 128, 256)), r.mix
+    assert r.dynamic_shared_bytes == 4 * 49152 + 1024
+    assert r.static_shared_bytes - r.reserved_shared_bytes == WS.shared_bytes() == 64
+    assert r.occupancy.blocks_per_sm == 1 and r.occupancy.active_warps == 12, r.occupancy
+
+
+# --- rung 23 `persistent`: a block an SM walking tiles, the TMA-store epilogue --------------------
+PERSISTENT = gemm.LADDER[[v.name for v in gemm.LADDER].index("persistent")]
+
+
+@SIM
+def test_tma_store_twin_writes_the_swizzled_box_clipped_at_the_edges_when_waited_for(fresh_seed):
+    """A 64 x 32 float32 box stored from byte 1024 of a shared array (128-byte swizzled, as the
+    map names it) to column 32, row 40 of a 70 x 52 float32 array mapped as 70 x 50: rows 40..69
+    and columns 32..49 are written, nothing else (not the 2 columns past the map's dims); nothing
+    moves before the issuing thread waits for its group (cp.async.bulk.wait_group), and an
+    uncommitted store is not waited for."""
+    from perfkit.kernels._ptx_hopper import TensorMap2D, bulk_commit, bulk_wait, bulk_wait_read, tma_store_2d
+    box = np.random.default_rng(fresh_seed).standard_normal((64, 32)).astype(np.float32)
+    smem = np.zeros(1024 + 8192, np.uint8)
+    smem[1024:] = _swizzled(box.view(np.float16)).reshape(-1).view(np.uint8)  # 64 rows of 128 bytes
+    c = np.full((70, 52), np.nan, np.float32)
+    tmap = TensorMap2D(c, (50, 70), 208, (32, 64), itemsize=4)
+    tma_store_2d(tmap, 32, 40, smem.view(np.float16), 1024)
+    bulk_wait(0)  # the store is in the open group: not yet committed, not waited for
+    assert np.isnan(c).all()
+    bulk_commit()
+    tma_store_2d(tmap, 0, 0, smem.view(np.float16), 1024)
+    bulk_commit()
+    bulk_wait_read(1)  # the older group only
+    want = np.full((70, 52), np.nan, np.float32)
+    want[40:70, 32:50] = box[:30, :18]
+    np.testing.assert_array_equal(c, want)
+    bulk_wait(0)
+    want[0:64, 0:32] = box
+    np.testing.assert_array_equal(c, want)
+    assert np.isnan(c[:, 50:]).all()
+
+
+@pytest.mark.parametrize("shape", [(1, 8, 8), (65, 136, 72)], ids=["1x8x8", "walks_tiles_ring_runs_on"])
+def test_persistent_rung_at_awkward_shapes(shape, fresh_seed):
+    """In the simulator (2 blocks, 64-column tiles, 2 stages): 65 x 136 is 3 tiles, so block 0
+    walks tiles 0 and 2 with its ring running on between them (4 k-tiles through 2 stages, the
+    barriers' parities carried over), the second consumer warpgroup holds one row and the last
+    tile 8 columns (the TMA store clips both), k = 72 cuts the last k-tile; NaN-poisoned C."""
+    m, n, k = shape
+    p = gemm.Problem(m, n, k, "float16")
+    x = p.make_inputs(fresh_seed)
+    v = gemm.Persistent(BN=64, STAGES=2)
+    out = v.run(p, x)
+    res = p.check(out, x["a"].astype(np.float64) @ x["b"].astype(np.float64))
+    assert res.ok, f"{shape}: {res.message}"
+    assert v.grid(p) == (min(v.tiles(p), 2),)
+
+
+def test_persistent_rung_as_laddered(fresh_seed):
+    """The rung as the ladder holds it (128 x 256 tiles, 4 stages, 8 C boxes a warpgroup: each
+    box written twice), two tiles on the simulator's two blocks, the second cut at n."""
+    p = gemm.Problem(9, 264, 16, "float16")
+    x = p.make_inputs(fresh_seed)
+    res = p.check(PERSISTENT.run(p, x), x["a"].astype(np.float64) @ x["b"].astype(np.float64))
+    assert res.ok, res.message
+
+
+def test_persistent_grid_is_one_block_an_sm_and_refusals():
+    """One block an SM of the device planned for (132 where it does not say), never more blocks
+    than tiles; refused before sm_90 and for rows TMA cannot stride, as rung 21."""
+    p = gemm.Problem(4096, 4096, 4096, "float16")
+    assert PERSISTENT.tiles(p) == 32 * 16
+    for info, want in ((backend.DeviceInfo(name="NVIDIA H100", simulated=False, compute_capability=(9, 0),
+                                           sm_count=132), 132),
+                       (backend.DeviceInfo(name="a GPU", simulated=False, compute_capability=(9, 0), sm_count=114), 114),
+                       (backend.DeviceInfo(name="compile-only", simulated=False), 132)):
+        with backend.planning_for(info):
+            assert PERSISTENT.grid(p) == (want,) and PERSISTENT.grid(gemm.Problem(200, 300, 64, "float16")) == (4,)
+    old = backend.DeviceInfo(name="NVIDIA A100-SXM4-80GB", simulated=False, compute_capability=(8, 0))
+    with backend.planning_for(old):
+        with pytest.raises(UnsupportedProblem, match=r"needs a Hopper GPU \(sm_90: TMA loads and stores.* is sm_80"):
+            PERSISTENT.supports(p)
+    h100 = backend.DeviceInfo(name="NVIDIA H100", simulated=False, compute_capability=(9, 0), sm_count=132)
+    with backend.planning_for(h100):
+        PERSISTENT.supports(gemm.Problem(37, 256, 256, "float16"))
+        with pytest.raises(UnsupportedProblem, match=r"multiples of 16 bytes; n=41 .* use rung 20 wgmma"):
+            PERSISTENT.supports(gemm.Problem(64, 41, 64, "float16"))
+        with pytest.raises(UnsupportedProblem, match=r"227 KiB"):  # 5 stages of 48 KiB
+            gemm.Persistent(STAGES=5).supports(gemm.Problem(64, 64, 64, "float16"))
+        for q in gemm.GPU_SWEEP + gemm.SIM_SWEEP:
+            if q.dtype == "float16":
+                PERSISTENT.supports(q)
+    assert PERSISTENT.example(gemm.Problem(37, 41, 29)) == gemm.Problem(37, 48, 32, "float16")
+
+
+def test_persistent_compiles_for_sm90a_with_tma_stores_and_named_barriers():
+    """The build check: rung 22's (HGMMA.64x256x16.F32, UTMALDG.2D, SYNCS, both USETMAXREG, no
+    C7504/C7508/C7509/C7510, the 168 registers, no spills) and the epilogue's TMA stores
+    (UTMASTG.2D) and named barriers (BAR.SYNC with a barrier register and 128 threads); 4 x 48 KiB
+    of ring, 4 x 8 KiB of C boxes and 1 KiB: one block of 12 warps an SM."""
+    r = anatomy.inspect(PERSISTENT, gemm.Problem(4096, 4096, 4096, "float16"), cc=(9, 0))
+    assert r.arch == "sm_90a"
+    assert re.findall(r"\bHGMMA\.64x256x16\.F32\b", r.sass)
+    assert re.findall(r"\bUTMALDG\.2D\b", r.sass) and re.findall(r"\bUTMASTG\.2D\b", r.sass)
+    for op in ("SYNCS.EXCH.64", "SYNCS.ARRIVE.TRANS64", "SYNCS.PHASECHK.TRANS64.TRYWAIT"):
+        assert op in r.sass, op
+    assert re.search(r"USETMAXREG\.TRY_ALLOC\.CTAPOOL \w+, 0xe8\b", r.sass)
+    assert re.search(r"USETMAXREG\.DEALLOC\.CTAPOOL 0x28\b", r.sass)
+    assert re.search(r"\bBAR\.SYNC(\.DEFER_BLOCKING)? R\d+, 0x80\b", r.sass), "bar.sync 1 + cw, 128"
+    bad = [ln for ln in r.ptxas_log.splitlines() if re.search(r"C75(04|08|09|10)", ln)]
+    assert not bad, bad
+    assert r.registers == 168 and r.spill_store_bytes == 0 and r.stack_bytes == 0
+    assert r.dynamic_shared_bytes == 4 * 49152 + 4 * 8192 + 1024
+    assert r.static_shared_bytes - r.reserved_shared_bytes == PERSISTENT.shared_bytes() == 64
+    assert r.occupancy.blocks_per_sm == 1 and r.occupancy.active_warps == 12, r.occupancy

@@ -1,5 +1,6 @@
 """The simulator's shared-array lookup must give every thread of a block the same array, even
 when many threads reach the allocation at once (perfkit._simfix)."""
+import re
 import sys
 import threading
 
@@ -192,3 +193,120 @@ def test_a_blocks_threads_are_greenlets_with_the_simulators_thread_api():
     assert len(seen) == 8 and all(isinstance(t, _simspeed.GreenThread) for t in seen)
     assert [(t.blockIdx.x, t.threadIdx.x, t.thread_id) for t in seen] == [(b, i, i) for b in range(2) for i in range(4)]
     assert not isinstance(threading.current_thread(), _simspeed.GreenThread)  # outside a kernel: the OS thread
+
+
+# --- threads that wait on each other: mbarriers and named barriers (warp specialization) -------
+from numba import uint64  # noqa: E402
+from perfkit.kernels._ptx_hopper import bar_sync, mbar_arrive, mbar_init, mbar_try_wait, mbar_wait  # noqa: E402
+
+
+@cuda.jit
+def _ring(x, out, n_items, empty_count, cons_bar):
+    """Thread 0 (warp 0) produces x's items into a 2-slot ring in shared memory, announcing each
+    on full[slot] and reusing a slot once the consumer warp (warp 1) has released it on
+    empty[slot]; the consumer warp sums the items (each thread its own slot element), meets at
+    named barrier 1 (``cons_bar`` threads) and one of its threads releases the slot.  Warp 0's
+    other lanes end at once.  ``empty_count`` > 1 or ``cons_bar`` > 32: a kernel that deadlocks."""
+    ring = cuda.shared.array((2, 32), float32)
+    full = cuda.shared.array(2, uint64)
+    empty = cuda.shared.array(2, uint64)
+    t = cuda.threadIdx.x
+    if t == 0:
+        for s in range(2):
+            mbar_init(full, s, 1)
+            mbar_init(empty, s, empty_count)
+    cuda.syncthreads()
+    if t == 0:
+        for i in range(n_items):
+            s = i % 2
+            while mbar_try_wait(empty, s, ((i // 2) & 1) ^ 1) == 0:  # the slot's previous use released
+                pass
+            for j in range(32):
+                ring[s, j] = x[i, j]
+            mbar_arrive(full, s)  # release: the stores above are visible to whoever waits on the phase
+    elif t >= 32:
+        acc = float32(0)
+        for i in range(n_items):
+            s = i % 2
+            mbar_wait(full, s, (i // 2) & 1)
+            acc += ring[s, t - 32]
+            bar_sync(1, cons_bar)  # the whole warp has read the slot
+            if t == 32:
+                mbar_arrive(empty, s)
+        out[t - 32] = acc
+
+
+def _ring_inputs(seed, n_items=5):
+    x = np.random.default_rng(seed).standard_normal((n_items, 32)).astype(np.float32)
+    return x, np.full(32, np.nan, np.float32)
+
+
+def test_a_producer_warp_and_its_consumers_take_turns_on_mbarriers(fresh_seed):
+    """5 items through a 2-slot ring: the producer's waits on "empty" and the consumers' on
+    "full" park the waiting thread (_simspeed.yield_to_block) until the other side has arrived;
+    every slot's barriers go through 2-3 phases (parities 0, 1, 0)."""
+    x, out = _ring_inputs(fresh_seed)
+    _ring[2, 64](x, out, 5, 1, 32)
+    np.testing.assert_allclose(out, x.astype(np.float64).sum(0), rtol=1e-5, atol=1e-5)
+
+
+def test_a_deadlock_raises_naming_each_barrier_and_who_waits():
+    """empty[s] expects 2 arrivals a phase and gets 1: the producer waits for slot 0's release
+    forever, the consumers for item 2 on full[0]; on a GPU the block hangs, here it raises."""
+    from perfkit._simspeed import DeadlockError
+
+    x, out = _ring_inputs(0)
+    with pytest.raises(DeadlockError) as e:
+        _ring[1, 64](x, out, 5, 2, 32)
+    msg = str(e.value)
+    assert "deadlock in block (0, 0, 0)" in msg
+    assert re.search(r"thread 0: mbarrier empty\[0\], the phase of parity 0 \(phase 0 under way: 1 of 2 arrivals", msg), msg
+    assert re.search(r"threads 32-63: mbarrier full\[0\], the phase of parity 1 \(phase 1 under way: 1 of 1", msg), msg
+    with pytest.raises(DeadlockError, match=r"threads 32-63: bar.sync 1, 64: 32 of 64 threads arrived"):
+        _ring[1, 64](x, out, 5, 1, 64)  # a named barrier for 64 threads that only warp 1 reaches
+
+
+@cuda.jit
+def _polls(flags, out):
+    """Thread 0 polls a with try_wait and, seeing it still open, does other work: arrives on b,
+    which thread 1 waits for before it arrives on a.  Correct on a GPU (try_wait returns 0 after
+    a time limit): the scheduler resumes a parked thread once when nothing is ready."""
+    bars = cuda.shared.array(2, uint64)
+    t = cuda.threadIdx.x
+    if t == 0:
+        mbar_init(bars, 0, 1)
+        mbar_init(bars, 1, 1)
+    cuda.syncthreads()
+    if t == 0:
+        polls = 0
+        while mbar_try_wait(bars, 0, 0) == 0:
+            polls += 1
+            if polls == 1:
+                mbar_arrive(bars, 1)
+        out[0] = polls
+    elif t == 1:
+        mbar_wait(bars, 1, 0)
+        mbar_arrive(bars, 0)
+        out[1] = 1
+
+
+def test_try_wait_returns_0_when_nothing_else_can_run():
+    out = np.zeros(2, np.int32)
+    _polls[1, 32](np.zeros(1), out)
+    assert out.tolist() == [1, 1]
+
+
+def test_without_greenlets_the_os_threads_poll_and_time_out(monkeypatch, fresh_seed):
+    """The simulator's own OS threads (no greenlet package): a wait polls ready() while the
+    other threads run, and gives up with a DeadlockError after OS_THREAD_WAIT_S."""
+    from numba.cuda.simulator import kernel as sk
+
+    from perfkit import _simspeed
+
+    monkeypatch.setattr(sk.BlockManager, "run", _simspeed.os_threads_run)
+    x, out = _ring_inputs(fresh_seed, 3)
+    _ring[1, 64](x, out, 3, 1, 32)
+    np.testing.assert_allclose(out, x.astype(np.float64).sum(0), rtol=1e-5, atol=1e-5)
+    monkeypatch.setattr(_simspeed, "OS_THREAD_WAIT_S", 0.5)
+    with pytest.raises(_simspeed.DeadlockError, match=r"no progress in 0.5 s waiting on mbarrier (empty|full)\["):
+        _ring[1, 64](x, out, 3, 2, 32)

@@ -71,14 +71,44 @@ TMA and mbarriers (rung 21 ``tma``)::
   bytes have landed as were expected.
 * ``mbar_try_wait(bars, i, parity)``: ``mbarrier.try_wait.parity``: 1 when the phase of that
   parity has completed, i.e. the phase under way has the other parity (so right after init a
-  wait on parity 1 passes: CUTLASS's producer start), else 0.  ``mbar_wait(bars, i, parity)``: the
-  try_wait loop (a PTX loop in one asm block).  Its twin cannot spin (the simulator runs a
-  block's threads one at a time, each to its next ``syncthreads``): when the phase has not
-  completed after every issued copy has landed, it raises, where a GPU would hang.  Enough for
-  a kernel whose waits follow, in program order, the arrivals and copies they wait for (rung 21:
-  thread 0 fills a stage a block barrier before anyone waits on it); a producer warp that runs
-  beside its consumers (warp specialization) needs a twin that yields to the block's other
-  threads instead, a point the simulator's scheduler (``perfkit._simspeed``) does not have yet.
+  wait on parity 1 passes: CUTLASS's producer start), else 0 (a GPU suspends the thread for a
+  while first).  ``mbar_wait(bars, i, parity)``: the try_wait loop (a PTX loop in one asm block).
+  Their twins cannot spin (the simulator runs a block's threads one at a time): a thread whose
+  phase has not completed yields to the block's other threads
+  (``perfkit._simspeed.yield_to_block``) until it has, so a producer warp and its consumers
+  (warp specialization) take turns as on a GPU; a block where every live thread waits on
+  something no thread can complete raises, naming each barrier, where a GPU would hang.  Called
+  from the host (no block), try_wait answers at once and a wait that cannot pass raises.
+
+Warp specialization (rung 22 ``warp_specialized``) and TMA stores (rung 23 ``persistent``)::
+
+    from perfkit.kernels._ptx_hopper import (bar_sync, setmaxnreg_inc, setmaxnreg_dec, tma_store_2d,
+                                             bulk_commit, bulk_wait, bulk_wait_read)
+
+* ``bar_sync(id, nthreads)``: ``bar.sync id, nthreads``: wait until ``nthreads`` threads (whole
+  warps) of the block have arrived at named barrier ``id`` (1..15; 0 is ``syncthreads``'), so
+  that a group of warps (a consumer warpgroup, both of them) meets without the others.  The
+  count is a literal; the id may be a run-time value (ptxas then reserves all 16 barriers).
+  The twin counts arrivals per block and yields while it waits.
+* ``setmaxnreg_inc(n)``, ``setmaxnreg_dec(n)``: ``setmaxnreg.{inc,dec}.sync.aligned.u32 n``: a
+  warpgroup asks for (or returns to the block's pool) registers, to n a thread (24..256, a
+  multiple of 8): producers give theirs to the consumers.  ptxas drops it (C7504/C7508) unless
+  the kernel is linked with LTO and its entry register count is pinned (``launch_bounds`` or
+  ``max_registers``).  No-op twins (they check n).
+* ``tma_store_2d(tmap, c0, c1, src, src_off)``: ``cp.async.bulk.tensor.2d.global.shared::cta.tile
+  .bulk_group``: the box at byte ``src_off`` of shared array ``src`` (1024-byte aligned, 128-byte
+  swizzled as the map names it) to the box of the map's array whose first element is (inner c0,
+  outer c1), clipped at the map's dims.  One thread issues it; ``bulk_commit()``
+  (``cp.async.bulk.commit_group``) closes the thread's group of stores, ``bulk_wait_read(n)``
+  (``cp.async.bulk.wait_group.read n``) waits until at most n groups may still read shared
+  memory (the box may be written again), ``bulk_wait(n)`` until at most n are incomplete (their
+  writes done).  The writer threads fence their st.shared for the async proxy
+  (``fence_proxy_async``) and meet before the store is issued.  Twins: the store happens when
+  the issuing thread waits for its group, so a box overwritten too early or never waited for
+  shows in C.  ``tensor_map_2d(..., itemsize=4)``: a float32 map (C).
+* A wgmma completes for its whole warpgroup at once: the twin of ``wgmma_wait`` returns only
+  when all 128 threads of the warpgroup have reached it (their fragments computed), so that one
+  thread of the warpgroup may release the shared stage the wgmma read, as on a GPU.
 
 The twins keep a barrier's whole state in its 64-bit shared word (the GPU's layout is opaque):
 bits 0-19 arrivals pending, 20-39 the count, 40-61 the transaction count + 2**21, 62 set by
@@ -90,6 +120,8 @@ is serialized by ptxas (C7509/C7510): kernels call these only from forceinline d
 """
 from __future__ import annotations
 
+import functools
+import sys
 import threading
 import weakref
 from dataclasses import dataclass
@@ -102,7 +134,8 @@ from .. import backend
 __all__ = ["smem_addr", "wgmma_desc", "sw128", "wgmma_m64n64k16", "wgmma_m64n128k16", "wgmma_m64n256k16",
            "wgmma_fence", "wgmma_commit", "wgmma_wait", "fence_proxy_async", "decode_desc",
            "TensorMap2D", "tensor_map_2d", "tensormap_acquire", "tma_load_2d", "mbar_init", "fence_mbarrier_init",
-           "mbar_arrive_expect_tx", "mbar_arrive", "mbar_try_wait", "mbar_wait", "mbar_state"]
+           "mbar_arrive_expect_tx", "mbar_arrive", "mbar_try_wait", "mbar_wait", "mbar_state", "bar_sync",
+           "setmaxnreg_inc", "setmaxnreg_dec", "tma_store_2d", "bulk_commit", "bulk_wait", "bulk_wait_read"]
 
 
 @cuda.jit(device=True)
@@ -144,6 +177,8 @@ class TensorMap2D:
             raise ValueError(f"tensor map: the row stride ({self.row_bytes} bytes) must be a multiple of 16 bytes")
         if not all(1 <= b <= 256 for b in self.box):
             raise ValueError(f"tensor map: box {self.box} must be 1..256 a dimension")
+        if self.itemsize not in (2, 4):
+            raise ValueError(f"tensor map: {self.itemsize}-byte elements; float16 (2) and float32 (4) are modelled")
         if self.swizzle != 128 or self.box[0] * self.itemsize != 128:
             raise ValueError(f"tensor map: only the 128-byte swizzle with 128-byte box rows is modelled "
                              f"(box {self.box}, {self.itemsize}-byte elements, swizzle {self.swizzle})")
@@ -156,20 +191,25 @@ class TensorMap2D:
 _ENCODED: dict = {}  # (address, dims, row bytes, box) -> the encoded map in device memory
 
 
-def tensor_map_2d(buf, dims, row_bytes, box):
-    """A float16 tensor map for kernel arguments: the GPU's encoded map (uint64[16], device
-    memory, cached per buffer address and shape), the simulator's :class:`TensorMap2D`, or, for
-    host buffers (compiling a plan), a zeroed uint64[16] of the same type."""
+def tensor_map_2d(buf, dims, row_bytes, box, itemsize=2):
+    """A float16 (``itemsize`` 2) or float32 (4) tensor map for kernel arguments: the GPU's
+    encoded map (uint64[16], device memory, cached per buffer address and shape), the
+    simulator's :class:`TensorMap2D`, or, for host buffers (compiling a plan), a zeroed
+    uint64[16] of the same type."""
     if isinstance(buf, np.ndarray):  # host buffers: a plan compiled, never launched (supports() refuses later)
         return np.zeros(16, np.uint64)
-    m = TensorMap2D(buf, tuple(int(d) for d in dims), int(row_bytes), tuple(int(b) for b in box))
+    m = TensorMap2D(buf, tuple(int(d) for d in dims), int(row_bytes), tuple(int(b) for b in box), itemsize=itemsize)
     if backend.is_simulator():
         return m
     addr = int(buf.device_ctypes_pointer.value)
-    key = (addr, m.dims, m.row_bytes, m.box)
+    key = (addr, m.dims, m.row_bytes, m.box, m.itemsize)
     if key not in _ENCODED:
         _ENCODED[key] = _encode(addr, m)
     return _ENCODED[key]
+
+
+_DTYPES = {2: lambda drv: drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16,
+           4: lambda drv: drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT32}
 
 
 def _encode(addr: int, m: TensorMap2D):
@@ -180,7 +220,7 @@ def _encode(addr: int, m: TensorMap2D):
         raise ValueError(f"tensor map: global address {addr:#x} is not 16-byte aligned")
     u64, u32 = drv.cuuint64_t, drv.cuuint32_t  # the binding takes no plain ints for these arrays
     err, tmap = drv.cuTensorMapEncodeTiled(
-        drv.CUtensorMapDataType.CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, addr, [u64(d) for d in m.dims],
+        _DTYPES[m.itemsize](drv), 2, addr, [u64(d) for d in m.dims],
         [u64(m.row_bytes)], [u32(b) for b in m.box], [u32(1), u32(1)],
         drv.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
         drv.CUtensorMapSwizzle.CU_TENSOR_MAP_SWIZZLE_128B,
@@ -229,24 +269,30 @@ if backend.is_simulator():
                                f"{smem.shape[0] * 2}-byte shared array: a GPU would read garbage")
         return np.ndarray.view(smem, np.ndarray)[phys // 2]  # no shared access recorded: the async proxy
 
+    @functools.lru_cache(maxsize=None)
+    def _offsets(n, t, a_sbo, b_lbo, b_sbo):
+        """Byte offsets from the descriptors' start addresses of what thread t of the warpgroup
+        reads: A's rows 16w + l/4 and 8 below (2 x 16 k), B's columns 8j + 2(l % 4) and the next
+        for j < n/8, in fragment order (16 k x n/4)."""
+        w, lane = t // 32, t % 32
+        rows = np.array([16 * w + lane // 4, 16 * w + lane // 4 + 8])[:, None]
+        offa = (rows // 8) * a_sbo + (rows % 8) * 128 + np.arange(16)[None, :] * 2
+        nn = (8 * np.arange(n // 8)[:, None] + 2 * (lane % 4) + np.arange(2)[None, :]).reshape(1, -1)
+        kk = np.arange(16)[:, None]
+        offb = (nn // 64) * b_lbo + (kk // 8) * b_sbo + (kk % 8) * 128 + (nn % 64) * 2
+        return offa, offb
+
     def _execute(acc, smem, da, db, scale_d, n, tid):
         a0, _, a_sbo, swa = decode_desc(da)
         b0, b_lbo, b_sbo, swb = decode_desc(db)
         if swa != 1 or swb != 1:
             raise RuntimeError(f"wgmma twin: only the 128-byte swizzle is modelled (descriptor modes {swa}, {swb})")
-        t = tid % 128
-        w, lane = t // 32, t % 32
-        rows = np.array([16 * w + lane // 4, 16 * w + lane // 4 + 8])[:, None]
-        k = np.arange(16)[None, :]
-        A = _halves(smem, a0 + (rows // 8) * a_sbo + (rows % 8) * 128 + k * 2).astype(np.float32)  # (2, 16)
-        kk, nn = np.arange(16)[:, None], np.arange(n)[None, :]
-        B = _halves(smem, b0 + (nn // 64) * b_lbo + (kk // 8) * b_sbo + (kk % 8) * 128 + (nn % 64) * 2
-                    ).astype(np.float32)  # (16, n)
-        D = np.zeros((2, n), np.float32)
-        for q in range(16):  # k in order, float32 sums (products of float16 are exact in float32)
-            D += A[:, q:q + 1] * B[q:q + 1, :]
-        c = 8 * np.arange(n // 8) + 2 * (lane % 4)
-        frag = np.stack([D[0, c], D[0, c + 1], D[1, c], D[1, c + 1]], axis=-1).reshape(-1)
+        offa, offb = _offsets(n, tid % 128, a_sbo, b_lbo, b_sbo)
+        A = _halves(smem, a0 + offa).astype(np.float32)  # (2, 16)
+        B = _halves(smem, b0 + offb).astype(np.float32)  # (16, n/4): the thread's columns only
+        # k in order, float32 sums (add.accumulate is sequential; products of float16 are exact in float32)
+        D = np.add.accumulate(A[:, :, None] * B[None, :, :], axis=1)[:, -1, :]  # (2, n/4)
+        frag = D.reshape(2, n // 8, 2).transpose(1, 0, 2).reshape(-1)  # D[r, c], D[r, c+1], D[r+8, c], D[r+8, c+1]
         if scale_d:
             acc[:n // 2] += frag
         else:
@@ -281,9 +327,60 @@ if backend.is_simulator():
             for op in g:
                 _execute(*op)
         threading.current_thread().pk_wgmma = closed[done:] + [groups[-1]]
+        # a wgmma is one operation of the whole warpgroup: when any of its threads sees it
+        # complete, all 128 fragments have been computed (their shared reads done), which a
+        # kernel relies on when one thread of the warpgroup releases the stage
+        wg = int(_thread()) // 128
+        _cta_barrier(("wgmma.wait_group", wg), 128, lambda: f"wgmma.wait_group of warpgroup {wg}")
+
+    def _park(ready, what):
+        """Let the block's other threads run until ready() (perfkit._simspeed.yield_to_block, a
+        method of the simulated thread: imported from nowhere, so that the scheduler's text stays
+        out of the rungs' store keys); False on the host, where nothing else runs."""
+        park = getattr(threading.current_thread(), "park", None)
+        return park is not None and park(ready, what)
+
+    def _cta_barrier(key, count, label):
+        """Wait until ``count`` threads of the block have arrived at barrier ``key`` (a generation
+        counter in the block's state, perfkit._simspeed.block_local); a no-op on the host."""
+        state = getattr(threading.current_thread(), "block_state", None)
+        local = None if state is None else state()
+        if local is None:
+            return
+        with _LOCK:
+            st = local.setdefault(key, [0, 0, count])  # arrived, generation, count
+            if st[2] != count:
+                raise RuntimeError(f"{label()}: threads arrive with {count} and {st[2]} as the thread count")
+            st[0] += 1
+            gen = st[1]
+            if st[0] == count:  # the last one: the barrier completes, everyone goes on
+                st[0], st[1] = 0, gen + 1
+                return
+        while st[1] == gen:
+            _park(lambda: st[1] != gen, lambda: f"{label()}: {st[0]} of {count} threads arrived")
+
+    def bar_sync(bar_id, nthreads):
+        b, n = int(bar_id), int(nthreads)
+        if not 1 <= b < 16 or n < 32 or n % 32:
+            raise RuntimeError(f"bar_sync({b}, {n}): barriers 1..15 (0 is syncthreads'), a thread count that is a "
+                               "positive multiple of 32 (whole warps arrive)")
+        _cta_barrier(("bar.sync", b), n, lambda: f"bar.sync {b}, {n}")
+
+    def setmaxnreg_inc(n):
+        _check_maxnreg(n)
+
+    def setmaxnreg_dec(n):
+        _check_maxnreg(n)
+
+    def _check_maxnreg(n):
+        if not 24 <= int(n) <= 256 or int(n) % 8:
+            raise RuntimeError(f"setmaxnreg {n}: the count must be a multiple of 8 in 24..256")
 
 
     # --- mbarrier and TMA twins -----------------------------------------------------------
+    _LOCK = threading.Lock()  # a barrier's read-modify-write under the simulator's OS threads (greenlets
+    # never switch inside one; nothing here yields while holding it)
+
     def _word(bars, i):
         raw = np.ndarray.view(bars, np.ndarray)  # no shared access recorded: the barrier unit
         if raw.dtype != np.uint64 or raw.ndim != 1 or not 0 <= int(i) < raw.shape[0]:
@@ -321,8 +418,9 @@ if backend.is_simulator():
     def mbar_init(bars, i, count):
         if not 1 <= int(count) < 2**20:
             raise RuntimeError(f"mbar_init: count {count} outside 1..2**20 - 1")
-        _inflight(bars, i).clear()
-        _word(bars, i)[int(i)] = np.uint64(_mbar_word(int(count), int(count), 0, 0))
+        with _LOCK:
+            _inflight(bars, i).clear()
+            _word(bars, i)[int(i)] = np.uint64(_mbar_word(int(count), int(count), 0, 0))
 
     def fence_mbarrier_init():
         pass
@@ -333,11 +431,13 @@ if backend.is_simulator():
         _write(bars, i, {**st, "pending": st["pending"] - 1})
 
     def mbar_arrive(bars, i):
-        _arrive(bars, i, _read(bars, i, "arrive"))
+        with _LOCK:
+            _arrive(bars, i, _read(bars, i, "arrive"))
 
     def mbar_arrive_expect_tx(bars, i, nbytes):
-        st = _read(bars, i, "arrive.expect_tx")
-        _arrive(bars, i, {**st, "tx": st["tx"] + int(nbytes)})
+        with _LOCK:
+            st = _read(bars, i, "arrive.expect_tx")
+            _arrive(bars, i, {**st, "tx": st["tx"] + int(nbytes)})
 
     def _land(bars, i):
         copies = _inflight(bars, i)
@@ -347,21 +447,63 @@ if backend.is_simulator():
             st = _read(bars, i, "complete_tx")
             _write(bars, i, {**st, "tx": st["tx"] - nbytes})
 
+    def _phase_done(bars, i, parity):
+        with _LOCK:
+            _land(bars, i)  # every copy issued so far has arrived by now
+            return _read(bars, i, "try_wait")["phase"] != (int(parity) & 1)
+
+    def _waiting_on(bars, i, parity, frame):
+        """What a thread waits for, named as the kernel names the barrier array (for the
+        scheduler's deadlock error; evaluated only then)."""
+        def what():
+            st = mbar_state(_word(bars, i)[int(i)])
+            return (f"mbarrier {_name_of(bars, frame)}[{int(i)}], the phase of parity {int(parity) & 1} (phase "
+                    f"{st['phase']} under way: {st['pending']} of {st['count']} arrivals and {st['tx']} bytes "
+                    "outstanding, every issued copy landed)")
+        return what
+
+    def _name_of(arr, frame, depth=12):
+        name = "?"
+        while frame is not None and depth:  # the outermost name: the kernel's, not a device function's
+            name = next((k for k, v in frame.f_locals.items() if v is arr), name)
+            frame, depth = frame.f_back, depth - 1
+        return name
+
     def mbar_try_wait(bars, i, parity):
-        _land(bars, i)  # every copy issued so far has arrived by now
-        return np.int32(_read(bars, i, "try_wait")["phase"] != (int(parity) & 1))
+        # a GPU's try_wait suspends the thread until the phase completes or a time limit passes:
+        # here the block's other threads run meanwhile (_simspeed.yield_to_block)
+        if _phase_done(bars, i, parity):
+            return np.int32(1)
+        _park(lambda: _phase_done(bars, i, parity), _waiting_on(bars, i, parity, sys._getframe(1)))
+        return np.int32(_phase_done(bars, i, parity))
 
     def mbar_wait(bars, i, parity):
-        if not mbar_try_wait(bars, i, parity):
-            st = _read(bars, i, "wait")
-            raise RuntimeError(f"mbar_wait: barrier {i}'s phase of parity {int(parity) & 1} never completes here "
-                               f"(phase {st['phase']} under way, {st['pending']} of {st['count']} arrivals and "
-                               f"{st['tx']} expected bytes outstanding, every issued copy landed): on a GPU this "
-                               "thread would hang")
+        what = _waiting_on(bars, i, parity, sys._getframe(1))
+        while not _phase_done(bars, i, parity):
+            if not _park(lambda: _phase_done(bars, i, parity), what):
+                raise RuntimeError(f"mbar_wait: {what()} never completes here (no thread of a block to wait for): "
+                                   "on a GPU this thread would hang")
 
     def tensormap_acquire(tmap):
         if not isinstance(tmap, TensorMap2D):
             raise TypeError(f"tensormap_acquire: the simulator passes a TensorMap2D, got {type(tmap).__name__}")
+
+    def _box(tmap, c0, c1, who):
+        """The global array as element bits (a view: the simulator's device array wraps a NumPy
+        array), which of the box's elements lie inside the map's dims, and their flat indices."""
+        src = np.asarray(getattr(tmap.array, "_ary", tmap.array))
+        if not src.flags.c_contiguous:
+            raise RuntimeError(f"{who}: the simulator's twin takes a C-contiguous global array")
+        flat = src.reshape(-1).view(np.uint8).view({2: np.uint16, 4: np.uint32}[tmap.itemsize])
+        (bi, bo), (di, do) = tmap.box, tmap.dims
+        x = int(c0) + np.arange(bi)[None, :]
+        y = int(c1) + np.arange(bo)[:, None]
+        inside = (x >= 0) & (x < di) & (y >= 0) & (y < do)
+        idx = np.where(inside, y * (tmap.row_bytes // tmap.itemsize) + x, 0)
+        if idx.max() >= flat.shape[0]:
+            raise RuntimeError(f"{who}: the map's dims {tmap.dims} and row stride {tmap.row_bytes} reach past "
+                               f"the {flat.shape[0]}-element array")
+        return flat, inside, idx
 
     def tma_load_2d(dst, dst_off, tmap, c0, c1, bars, i):
         if not isinstance(tmap, TensorMap2D):
@@ -372,23 +514,53 @@ if backend.is_simulator():
             raise RuntimeError(f"tma_load_2d: destination byte {off} is not 1024-byte aligned (the 128-byte "
                                "swizzle's pattern spans 8 rows of 128 bytes)")
         raw = np.ndarray.view(dst, np.ndarray).reshape(-1).view(np.uint8)
-        (bi, bo), (di, do) = tmap.box, tmap.dims
         if off + tmap.box_bytes > raw.shape[0]:
             raise RuntimeError(f"tma_load_2d: a {tmap.box_bytes}-byte box at byte {off} overruns the "
                                f"{raw.shape[0]}-byte shared array")
-        src = tmap.array.copy_to_host() if hasattr(tmap.array, "copy_to_host") else np.asarray(tmap.array)
-        flat = np.ascontiguousarray(src).reshape(-1).view(np.uint8).view(np.uint16)  # float16 bits
-        x = int(c0) + np.arange(bi)[None, :]
-        y = int(c1) + np.arange(bo)[:, None]
-        inside = (x >= 0) & (x < di) & (y >= 0) & (y < do)
-        idx = np.where(inside, y * (tmap.row_bytes // 2) + x, 0)
-        if idx.max() >= flat.shape[0]:
-            raise RuntimeError(f"tma_load_2d: the map's dims {tmap.dims} and row stride {tmap.row_bytes} reach past "
-                               f"the {flat.shape[0]}-element array")
-        tile = np.where(inside, flat[idx], np.uint16(0)).astype(np.uint16)  # out of bounds: zeros
+        flat, inside, idx = _box(tmap, c0, c1, "tma_load_2d")
+        tile = np.where(inside, flat[idx], 0).astype(flat.dtype)  # out of bounds: zeros
         addr = off + np.arange(tmap.box_bytes)
         phys = addr ^ (((addr >> 7) & 7) << 4)
-        _inflight(bars, i).append((raw, phys, tile.reshape(-1).view(np.uint8), tmap.box_bytes))
+        with _LOCK:
+            _inflight(bars, i).append((raw, phys, tile.reshape(-1).view(np.uint8), tmap.box_bytes))
+
+    def _bulk():  # this CUDA thread's bulk-async groups (TMA stores), as _groups() for wgmma
+        t = threading.current_thread()
+        if not hasattr(t, "pk_bulk"):
+            t.pk_bulk = [[]]
+        return t.pk_bulk
+
+    def tma_store_2d(tmap, c0, c1, src, src_off):
+        if not isinstance(tmap, TensorMap2D):
+            raise TypeError(f"tma_store_2d: the simulator passes a TensorMap2D, got {type(tmap).__name__}")
+        off = int(src_off)
+        if off % 1024:
+            raise RuntimeError(f"tma_store_2d: source byte {off} is not 1024-byte aligned (the 128-byte swizzle)")
+        raw = np.ndarray.view(src, np.ndarray).reshape(-1).view(np.uint8)
+        if off + tmap.box_bytes > raw.shape[0]:
+            raise RuntimeError(f"tma_store_2d: a {tmap.box_bytes}-byte box at byte {off} overruns the "
+                               f"{raw.shape[0]}-byte shared array")
+        _bulk()[-1].append((tmap, int(c0), int(c1), raw, off))
+
+    def _store(tmap, c0, c1, raw, off):
+        flat, inside, idx = _box(tmap, c0, c1, "tma_store_2d")
+        addr = off + np.arange(tmap.box_bytes)
+        tile = raw[addr ^ (((addr >> 7) & 7) << 4)].view(flat.dtype).reshape(tmap.box[1], tmap.box[0])
+        flat[idx[inside]] = tile[inside]  # past the map's dims: not written
+
+    def bulk_commit():
+        _bulk().append([])
+
+    def bulk_wait(n):
+        groups = _bulk()
+        closed = groups[:-1]
+        done = max(len(closed) - int(n), 0)
+        for g in closed[:done]:
+            for op in g:
+                _store(*op)
+        threading.current_thread().pk_bulk = closed[done:] + [groups[-1]]
+
+    bulk_wait_read = bulk_wait
 
 else:
     # --- inline PTX -------------------------------------------------------------------------
@@ -547,3 +719,68 @@ else:
                           "[$0], [$1, {$2, $3}], [$4];", "r,l,r,r,r,~{memory}", [d, t, x, y, b])
             return context.get_dummy_value()
         return types.void(dst, dst_off, tmap, c0, c1, bars, i), codegen
+
+
+    # --- warp specialization: named barriers, setmaxnreg ----------------------------------------
+    def _literal(n):
+        if not isinstance(n, types.IntegerLiteral):
+            return None  # Numba retries with the literal type; the instruction takes an immediate
+        return int(n.literal_value)
+
+    @intrinsic
+    def bar_sync(typingctx, bar_id, nthreads):
+        n = _literal(nthreads)
+        if n is None or not isinstance(bar_id, types.Integer):
+            return None
+
+        def codegen(context, builder, sig, args):  # the barrier: an immediate or a register
+            _asm(builder, f"bar.sync $0, {n};", "r,~{memory}", [context.cast(builder, args[0], sig.args[0], types.int32)])
+            return context.get_dummy_value()
+        return types.void(bar_id, nthreads), codegen
+
+    def _setmaxnreg(kind):
+        @intrinsic
+        def f(typingctx, n):
+            k = _literal(n)
+            if k is None:
+                return None
+
+            def codegen(context, builder, sig, args):
+                _asm(builder, f"setmaxnreg.{kind}.sync.aligned.u32 {k};", "~{memory}")
+                return context.get_dummy_value()
+            return types.void(n), codegen
+        return f
+
+    setmaxnreg_inc, setmaxnreg_dec = _setmaxnreg("inc"), _setmaxnreg("dec")
+
+
+    # --- TMA stores ---------------------------------------------------------------------------
+    @intrinsic
+    def tma_store_2d(typingctx, tmap, c0, c1, src, src_off):
+        def codegen(context, builder, sig, args):
+            s = sig.args
+            t = builder.ptrtoint(context.make_array(s[0])(context, builder, args[0]).data, _i64)
+            x = context.cast(builder, args[1], s[1], types.int32)
+            y = context.cast(builder, args[2], s[2], types.int32)
+            d = builder.add(_shared32(context, builder, s[3], args[3]), context.cast(builder, args[4], s[4], types.int32))
+            _asm(builder, "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [$0, {$1, $2}], [$3];",
+                 "l,r,r,r,~{memory}", [t, x, y, d])
+            return context.get_dummy_value()
+        return types.void(tmap, c0, c1, src, src_off), codegen
+
+    bulk_commit = _noarg("cp.async.bulk.commit_group;")
+
+    def _bulk_wait(suffix):
+        @intrinsic
+        def f(typingctx, n):
+            k = _literal(n)
+            if k is None:
+                return None
+
+            def codegen(context, builder, sig, args):
+                _asm(builder, f"cp.async.bulk.wait_group{suffix} {k};", "~{memory}")
+                return context.get_dummy_value()
+            return types.void(n), codegen
+        return f
+
+    bulk_wait, bulk_wait_read = _bulk_wait(""), _bulk_wait(".read")

@@ -61,9 +61,10 @@ TC_NHWC_CASES = {
     "3x2_s2_p1_c16_k9_n2": (2, 16, 5, 4, 9, 3, 2, 2, 1),
 }
 CHUNKED = [v for v in TENSOR if v.name != "tensor_core"]
-#: for the simulator, tc_warptile at one warp per block (a 64x64 tile: the same 4x8 mma tiles per
-#: warp, 8 A rows per thread); its 128x128 blocks take over a minute per case there
-CHUNKED_SIM = [type(v)(WARPS_M=1, WARPS_N=1) if v.name in ("tc_warptile", "tc_epilogue") else v for v in CHUNKED]
+#: the ladder's own rungs: at these small problems tc_warptile and tc_epilogue choose one warp per
+#: block (a 64x64 tile: the least area on the busiest SM, conv.tensor.block_tile), so their
+#: per-problem choice runs here too (asserted, so a change of rule does not silently move this)
+CHUNKED_SIM = CHUNKED
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -193,7 +194,52 @@ def test_winograd_f4_refuses_with_its_own_reason(kw, msg):
 @pytest.mark.parametrize("v", CHUNKED_SIM, ids=lambda v: v.name)
 def test_chunked_tensor_core_rungs_are_correct(v, case, fresh_seed):
     p = conv.Problem(*TC_NHWC_CASES[case], dtype="float16", layout="NHWC")
+    if hasattr(v, "at"):
+        assert (v.at(p).WARPS_M, v.at(p).WARPS_N) == (1, 1)
     _run_and_check(v, p, fresh_seed)
+
+
+@pytest.mark.parametrize("gpu", ["h100-sxm", "h200"])
+def test_tc_warptile_block_tile_is_chosen_for_the_wave_count(gpu):
+    """The block tile of rung 13 (and 15) per layer, from the GPU's SM count and occupancy
+    (perfkit.specs, perfkit.occupancy): the least output area on the busiest SM."""
+    from perfkit.kernels.conv.tensor import block_tile, warptile_choices
+
+    stage2 = conv.to_layout(conv.EXAMPLE_PROBLEM, "NHWC", "float16")  # M = 25088, K = 128
+    by = {(c.bm, c.bn): c for c in warptile_choices(stage2, gpu)}
+    assert all(c.blocks_per_sm * c.warps_m * c.warps_n == 8 for c in by.values())  # 8 warps/SM for each
+    # 128x128: 196 blocks on 132 SMs, 64 of them run two: a quarter of the GPU's time lost
+    assert by[128, 128].blocks == 196 and by[128, 128].busiest == 2 and by[128, 128].loss == pytest.approx(0.2576, abs=1e-3)
+    # 64x128: 392 blocks, 3 on the busiest SM (2.97 on average), and one column of blocks: A read once
+    assert by[64, 128].busiest == 3 and by[64, 128].loss == pytest.approx(0.0101, abs=1e-3)
+    assert block_tile(stage2, gpu) == (1, 2)
+    # K = 64 (stage 1's 3x3): a 128-wide tile would be half padding
+    assert block_tile(conv.Problem(32, 64, 56, 56, 64, 3, 3, 1, 1, "float16", "NHWC"), gpu) == (2, 1)
+    # a small awkward layer (M = 25, K = 70): the smallest tile spreads it over 2 SMs, not 1
+    small = conv.Problem(1, 16, 9, 8, 70, 3, 2, 2, 1, "float16", "NHWC")
+    assert block_tile(small, gpu) == (1, 1) and warptile_choices(small, gpu)[0].blocks == 2
+    # the ladder's rungs choose so at run time and in their plans (no GPU here: an H100's 132 SMs)
+    for name in ("tc_warptile", "tc_epilogue"):
+        v = RUNG[name]
+        assert (v.WARPS_M, v.WARPS_N) == (0, 0) and (v.at(stage2).WARPS_M, v.at(stage2).WARPS_N) == (1, 2)
+        assert v.grid(stage2) == (1, 392)
+        (launch,) = v.plan(stage2, {k: np.zeros((1,) * len(sh), d) for k, (sh, d) in
+                                    {**stage2.input_specs(), **stage2.output_specs()}.items()})
+        assert tuple(launch.block) == (64,)
+    with pytest.raises(UnsupportedProblem, match="WARPS_N must be an int >= 1"):
+        conv.TCWarpTile(WARPS_M=1, WARPS_N=0)
+
+
+@pytest.mark.parametrize("warps, case", [
+    ((1, 2), (2, 8, 5, 4, 9, 2, 1, 2, 1)),   # 2x1 filter, stride 2, padding, c = 8 < BK, n = 2
+    ((2, 1), (1, 40, 17, 16, 70, 1, 1, 2, 0)),  # two 64-wide n tiles (K = 70), a partial k-tile (40)
+    ((2, 2), (1, 16, 6, 5, 9, 1, 3, 1, 1)),  # 1x3 filter, padding, M = 40 and K = 9 partial
+], ids=["64x128", "128x64", "128x128"])
+def test_tc_warptile_block_tiles_are_correct(warps, case, fresh_seed):
+    """Each block tile rung 13 may choose (64x64 is CHUNKED_SIM's above), at an awkward case
+    each: partial tiles in m, n and k, padding, stride 2, r != s (a few seconds each here)."""
+    v = conv.TCWarpTile(WARPS_M=warps[0], WARPS_N=warps[1])
+    _run_and_check(v, conv.Problem(*case, dtype="float16", layout="NHWC"), fresh_seed)
 
 
 @pytest.mark.parametrize("v", CHUNKED, ids=lambda v: v.name)

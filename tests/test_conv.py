@@ -5,7 +5,7 @@ itself against torch in float64; every bad input; the sweep; compile checks at s
 import numpy as np
 import pytest
 
-from perfkit import anatomy, backend
+from perfkit import anatomy, backend, banks
 from perfkit.kernels import conv, peers
 from perfkit.kernels.base import ProblemError, UnsupportedProblem, registry_check
 
@@ -433,7 +433,8 @@ def test_winograd_tiled_gemm_compiles_for_sm90():
 @pytest.mark.parametrize("cfg, case", [
     (dict(WARPS_M=1, WARPS_N=1), (1, 16, 9, 8, 64, 1, 1, 1, 0)),   # a full 64x64 block (16-byte stores), an edge one
     (dict(WARPS_M=2, WARPS_N=1), (1, 8, 16, 8, 64, 1, 1, 1, 0)),   # warp 1 stages its tile in the B ring
-], ids=["one_warp", "two_warps"])
+    (dict(WARPS_M=1, WARPS_N=2), (1, 8, 9, 8, 128, 1, 1, 1, 0)),   # 64x128 (stage 2's choice): full and edge
+], ids=["one_warp", "two_warps", "64x128"])
 def test_tc_epilogue_full_blocks_take_the_16_byte_path(cfg, case, fresh_seed):
     """The ladder's other cases have no block inside M and K (K = 70, 9): these do, so the staged
     16-byte epilogue is checked (NaN-poisoned y, float64 reference) beside the edge path."""
@@ -441,3 +442,27 @@ def test_tc_epilogue_full_blocks_take_the_16_byte_path(cfg, case, fresh_seed):
     p = conv.Problem(*case, dtype="float16", layout="NHWC")
     assert p.gemm_mnk[1] % 8 == 0 and p.gemm_mnk[0] >= v.BM
     _run_and_check(v, p, fresh_seed)
+
+
+@pytest.mark.skipif(not backend.is_simulator(), reason="banks.count runs kernels in the CUDA simulator")
+def test_tc_epilogue_staging_is_conflict_free():
+    """The bank simulation of the epilogue's shared-memory staging, at 64x128 blocks (the
+    stage-2 layer's choice: warp 0 stages in the A ring, warp 1 in the B ring), two full blocks.
+    Each lane stores its two adjacent outputs as one packed 4-byte word; a store's 32 lanes span
+    8 rows of 128 bytes, which unswizzled all fall on the same 4 banks per row (8 wavefronts, the
+    old 2-byte stores: 1024 wavefronts for 128 ideal per warp); XOR-swizzling each row's 16-byte
+    chunks by the row spreads them over all 32 banks: one wavefront each.  The 16-byte reloads read
+    a row's 8 chunks per 8-lane phase, a permutation: one wavefront per phase.  (The ring's cp.async
+    stores count 4-way here: the simulator's twin completes a copy 2 bytes at a time, not the
+    hardware's 16; they are not the staging.)"""
+    v = conv.TCEpilogue(WARPS_M=1, WARPS_N=2)
+    p = conv.Problem(1, 16, 16, 8, 128, 1, 1, 1, 0, "float16", "NHWC")  # M = K = 128: two full blocks
+    rep = banks.count(v, p, cache=False)  # the first block
+    stores = [s for s in rep.sites if s["kind"] == "store" and s["width"] == 4]  # only the staging stores words
+    loads = [s for s in rep.sites if s["kind"] == "load" and s["width"] == 16]  # only the reload reads 16 bytes
+    # 2 warps x (4 x 8 mma tiles x 2 rows) packed stores, each 128 bytes: one wavefront
+    assert sum(s["accesses"] for s in stores) == 128
+    assert sum(s["wavefronts"] for s in stores) == sum(s["ideal"] for s in stores) == 128
+    # 2 warps x 64x64 halves / (32 lanes x 8 halves) reloads, 4 phases of 8 lanes each
+    assert sum(s["accesses"] for s in loads) == 32
+    assert sum(s["wavefronts"] for s in loads) == sum(s["ideal"] for s in loads) == 128

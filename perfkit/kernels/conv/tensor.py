@@ -12,7 +12,8 @@ from numba.types import float16
 
 from ... import backend, occupancy, specs
 from .._ptx import (cp_async16_off_zfill, cp_async_commit, cp_async_wait, frag_a, frag_b, frag_c,  # and their
-                    ld16_u32_off, ldmatrix_x4_off, mma_16816, mma_16816_u32, st16_u32_off)  # simulator twins
+                    ld16_u32_off, ldmatrix_x4_off, mma_16816, mma_16816_u32, pack_h2, st16_u32_off,  # simulator
+                    st_u32_off)  # twins
 from ..base import Launch, TunableVariant, UnsupportedProblem
 from . import _common as C
 from ._common import to_layout
@@ -215,8 +216,9 @@ def _tc_conv_kernel(WARPS_M: int, WARPS_N: int, MT: int, NT8: int, BK: int, LDSM
     past M or K, or past C copies 0 of its 16 bytes (the copy zero-fills: the predicate becomes
     the copy size).  ``EPI``: a block inside M and K (K % 8 == 0) stages each warp's tile of y as
     float16 in shared memory (warp-private: the first half of the warps in the A ring, the rest
-    in the B ring) and writes it back 16 bytes (8 channels of one pixel) per store; edge blocks
-    store one half at a time."""
+    in the B ring), two halves packed per 4-byte store, each row's 16-byte chunks XOR-swizzled by
+    the row (conflict-free stores and reloads), and writes it back 16 bytes (8 channels of one
+    pixel) per store; edge blocks store one half at a time."""
     i32 = int32
     BM, BN = 16 * MT * WARPS_M, 8 * NT8 * WARPS_N
     NT = 32 * WARPS_M * WARPS_N
@@ -464,21 +466,27 @@ def _tc_conv_kernel(WARPS_M: int, WARPS_N: int, MT: int, NT8: int, BK: int, LDSM
             cuda.syncthreads()  # every warp is done reading the rings
             in_a = warp < HALF
             base = i32(i32(warp if in_a else warp - HALF) * WT)  # this warp's (16 MT, 8 NT8) tile
+            # the warp's tile, row-major, 16-byte chunk c of row r stored at chunk c ^ (r % WCPR):
+            # a lane's two adjacent outputs leave as one packed 4-byte store, and the 8 rows a store
+            # spans (g = 0..7, 128 bytes apart) land on 8 different chunks: all 32 banks, one
+            # wavefront (unswizzled, 8-way); the reload reads whole rows, a permutation of their chunks
             for mt in range(MT):
                 for nt in range(NT8):
                     o = (mt * NT8 + nt) * 4
-                    for i in range(4):
-                        e = i32(i32(base + i32(i32(mt * 16 + g + 8 * (i // 2)) * (8 * NT8))) + nt * 8 + 2 * t4 + i % 2)
+                    for h in range(2):  # rows g and g + 8 of the mma tile
+                        r = i32(mt * 16 + g + 8 * h)
+                        e = i32(i32(base + r * (8 * NT8)) + i32(i32(i32(nt ^ i32(r % WCPR)) * 8) + 2 * t4))
+                        u = pack_h2(float16(acc[o + 2 * h]), float16(acc[o + 2 * h + 1]))
                         if in_a:
-                            As[e // BK, e % BK] = float16(acc[o + i])
+                            st_u32_off(As, e, u)
                         else:
-                            Bs[e // BK, e % BK] = float16(acc[o + i])
+                            st_u32_off(Bs, e, u)
             cuda.syncthreads()
             for j in range(WCH):  # 16 bytes a store: 8 output channels of one pixel
                 ch = i32(lane + j * 32)
                 r = i32(ch // WCPR)
                 cc = i32(ch % WCPR)
-                soff = i32(i32(base + r * (8 * NT8)) + cc * 8)
+                soff = i32(i32(base + r * (8 * NT8)) + i32(cc ^ i32(r % WCPR)) * 8)
                 if in_a:
                     u0, u1, u2, u3 = ld16_u32_off(As, soff)
                 else:
@@ -552,6 +560,9 @@ class _TCBase(TunableVariant):
                 or self.threads() % cpr or (self.LDSM and self.NT8 % 2):
             raise UnsupportedProblem(f"{self.label}: tile {self.BM}x{self.BN}x{self.BK} does not split into whole "
                                      f"rows of 16-byte chunks over {self.threads()} threads (or NT8 odd with ldmatrix)")
+        if self.EPI and self.NT8 & (self.NT8 - 1):
+            raise UnsupportedProblem(f"{self.label}: NT8={self.NT8} must be a power of two (the epilogue's staging "
+                                     "swizzles a row's 16-byte chunks by XOR)")
         m, n, k = p.gemm_mnk
         for what, size in (("x", p.n * p.h * p.w * p.c), ("w", n * k), ("y", m * n)):
             if size + 64 > 2**31 - 1:
@@ -752,6 +763,7 @@ class TCEpilogue(TCWarpTile):
         "(the rings are free once the k-loop ends), then each lane writes 16-byte chunks (8 output "
         "channels of one pixel, STG.128): an eighth of the store instructions, whole sectors. The "
         "(M, K) view needs no division: row m of the GEMM is pixel m of NHWC y. Edge blocks store "
-        "one half at a time, as rung 13 does. Before any record the model expects this rung slower "
-        "than rung 13 at the stage-2 layer: the staging's 2-byte shared stores (rows 128 bytes apart: "
-        "8-way conflicts) and its index math cost more than the global stores saved.")
+        "one half at a time, as rung 13 does. The staging itself is conflict-free: a lane's two adjacent "
+        "outputs leave in one packed 4-byte store, and each row's 16-byte chunks are XOR-swizzled by the "
+        "row, so the 8 rows of a store (128 bytes apart, all on the same banks unswizzled: 8-way "
+        "conflicts) fall on 8 different chunks; the 16-byte reloads read whole rows.")

@@ -230,6 +230,16 @@ def test_tc_warptile_block_tile_is_chosen_for_the_wave_count(gpu):
         conv.TCWarpTile(WARPS_M=1, WARPS_N=0)
 
 
+def test_tc_warptile_small_twins_keep_the_block_tile():
+    """The bank simulation and the compile run a shrunken twin of a layer (banks.small_problem),
+    which checks only that the twin launches blocks of the same size: 64x128 and 128x64 both have
+    64 threads, so the twin of every ResNet-50 layer the rung takes must choose the layer's tile."""
+    v = RUNG["tc_warptile"]
+    for _, p, _ in conv.resnet50_layers(32, "float16", "NHWC"):
+        if p.c % 8 == 0:
+            assert v.at(banks.small_problem(v, p)) == v.at(p), p.label
+
+
 @pytest.mark.parametrize("warps, case", [
     ((1, 2), (2, 8, 5, 4, 9, 2, 1, 2, 1)),   # 2x1 filter, stride 2, padding, c = 8 < BK, n = 2
     ((2, 1), (1, 40, 17, 16, 70, 1, 1, 2, 0)),  # two 64-wide n tiles (K = 70), a partial k-tile (40)

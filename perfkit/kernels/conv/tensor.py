@@ -671,14 +671,16 @@ def _gpu_facts(gpu: str | None):
     return spec.sm_count, tuple(spec.compute_capability)
 
 
-def warptile_choices(problem, gpu: str | None = None, stages: int = 3, bk: int = 32) -> list[TileChoice]:
-    """Every block tile of WARPTILE_BLOCKS that fits on an SM, best first (see block_tile)."""
+def warptile_choices(problem, gpu: str | None = None, stages: int = 3, bk: int = 32,
+                     warp: tuple[int, int] = (64, 64)) -> list[TileChoice]:
+    """Every block tile of WARPTILE_BLOCKS that fits on an SM, best first (see block_tile):
+    ``stages`` k-tiles of ``bk`` in the ring, ``warp`` the warp tile (rows, columns)."""
     sms, cc = _gpu_facts(gpu)
     m, n, k = problem.gemm_mnk
     kp = problem.r * problem.s * C._ceil(problem.c, bk) * bk
     out = []
     for wm, wn in WARPTILE_BLOCKS:
-        bm, bn = 64 * wm, 64 * wn
+        bm, bn = warp[0] * wm, warp[1] * wn
         occ = occupancy.occupancy(cc, 32 * wm * wn, WARPTILE_REGS, stages * (bm + bn) * bk * 2, opt_in=False)
         if occ.blocks_per_sm == 0:
             continue
@@ -699,9 +701,10 @@ def warptile_choices(problem, gpu: str | None = None, stages: int = 3, bk: int =
     return sorted(out, key=lambda t: (t.busiest * t.bm * t.bn, t.l2_elems, -t.bn))
 
 
-def block_tile(problem, gpu: str | None = None) -> tuple[int, int]:
-    """(WARPS_M, WARPS_N) of rung 13's block tile for ``problem`` on ``gpu`` (warptile_choices)."""
-    best = warptile_choices(problem, gpu)[0]
+def block_tile(problem, gpu: str | None = None, **tile) -> tuple[int, int]:
+    """(WARPS_M, WARPS_N) of rung 13's block tile for ``problem`` on ``gpu`` (warptile_choices,
+    which takes ``tile``'s stages, bk and warp)."""
+    best = warptile_choices(problem, gpu, **tile)[0]
     return best.warps_m, best.warps_n
 
 
@@ -714,16 +717,16 @@ class TCWarpTile(TCPipeline):
     BK: int = 32
 
     def __post_init__(self) -> None:
-        if (self.WARPS_M, self.WARPS_N) != (0, 0):  # 0, 0 together: chosen; else checked as any size
+        if (self.WARPS_M, self.WARPS_N) != (0, 0):  # fixed: every field checked as a size (>= 1)
             super().__post_init__()
-        else:
-            dataclasses.replace(self, WARPS_M=1, WARPS_N=1)  # the other fields, checked as sizes
+        else:  # chosen per problem: the other fields checked, on a twin with a block tile
+            dataclasses.replace(self, WARPS_M=1, WARPS_N=1)
 
     def at(self, problem) -> "TCWarpTile":
         """This rung with its block tile fixed for ``problem`` (itself when it was given)."""
         if self.WARPS_M:
             return self
-        wm, wn = block_tile(problem)
+        wm, wn = block_tile(problem, stages=self.STAGES, bk=self.BK, warp=(16 * self.MT, 8 * self.NT8))
         return dataclasses.replace(self, WARPS_M=wm, WARPS_N=wn)
 
     def grid(self, p):

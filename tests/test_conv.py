@@ -429,6 +429,10 @@ def test_chunked_tensor_core_rungs_compile_for_sm90(v):
     else:
         assert r.mix["global load 128"] >= 4 and "LDGSTS" not in r.sass
     assert ("LDSM" in r.sass) == v.LDSM
+    if v.name in ("tc_warptile", "tc_epilogue"):  # the block-tile choice's occupancy: 2 warps per sub-partition
+        assert 128 < r.registers <= 255 and r.occupancy.active_warps == 8, (r.registers, str(r.occupancy))
+    if v.EPI:  # the staging: one packed 4-byte store per row pair of each mma tile, no 2-byte ones
+        assert r.mix["shared store 32"] == 2 * v.MT * v.NT8 and r.mix["shared store other"] == 0
 
 
 def test_winograd_tiled_gemm_compiles_for_sm90():

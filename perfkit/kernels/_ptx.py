@@ -620,3 +620,39 @@ else:
             return context.get_dummy_value()
 
         return sig, codegen
+
+
+# --- added for the conv ladder's epilogue (issue 43): a 4-byte store of two packed halves --------
+# ``st_u32_off(arr, off, u)``: the 32-bit word ``u`` (two halves packed by ``pack_h2``, the first
+# in the low bits) stored at element ``off`` (even) of a C-contiguous 2-D float16 array: one STS.32
+# where two 2-byte stores would be, so a lane's two adjacent accumulators leave in one store.
+__all__ += ["st_u32_off"]
+
+if backend.is_simulator():
+
+    def st_u32_off(arr, off, u):
+        row, col = _rowcol(arr, off, "st_u32_off")
+        if arr.dtype != np.float16 or col % 2:
+            raise RuntimeError(f"st_u32_off: a 4-byte store at element {int(off)} of a {arr.dtype} array: "
+                               "a float16 array and an even offset are needed (a GPU would fault)")
+        w = _words(arr)  # as a word, so that perfkit.banks counts one 4-byte access
+        if w is not None:
+            w[row, col // 2] = np.uint32(u)
+        else:
+            arr[row, col], arr[row, col + 1] = unpack_h2(u)
+
+else:
+
+    @intrinsic
+    def st_u32_off(typingctx, arr, off, u):
+        if not (_c2d_f16(arr) and isinstance(off, types.Integer) and isinstance(u, types.Integer)):
+            return None
+        sig = types.void(arr, off, u)
+
+        def codegen(context, builder, signature, args):
+            x = context.cast(builder, args[2], signature.args[2], types.uint32)
+            ptr = _flat_ptr(context, builder, signature.args[0], args[0], args[1], signature.args[1])
+            builder.store(x, builder.bitcast(ptr, _i32.as_pointer()), align=4)
+            return context.get_dummy_value()
+
+        return sig, codegen

@@ -27,9 +27,10 @@ Ledger (the rung number and name live only in ``LADDER``):
  10 tc_ldmatrix     fragments by ldmatrix.x4 (both operands) from XOR-swizzled tiles
  11 winograd_tiled  rung 7 with GEMM rung 10's warp-tiled main loop, U stored k-major: no transposing store
  12 tc_cp_async     rung 10 with cp.async into a 3-stage ring, zero-fill for padding, one barrier per k-tile
- 13 tc_warptile     64x64 warp tiles (4x8 mma tiles per warp), 128x128 block tiles
+ 13 tc_warptile     64x64 warp tiles (4x8 mma tiles per warp), the block tile chosen for the layer's wave count
  14 winograd_f4     F(4x4, 3x3) on rung 11's GEMM: 36 products per 4x4 tile instead of 144
- 15 tc_epilogue     y staged per warp in shared memory and written with 16-byte stores on the (M, K) view
+ 15 tc_epilogue     y staged per warp in shared memory (packed halves, swizzled: no conflicts), written with
+                    16-byte stores on the (M, K) view
 
 Every rung is correct for every valid problem (partial tiles read zeros, stores outside y are
 skipped); what a rung cannot take it refuses in ``supports`` with the reason.  SIMT rungs take

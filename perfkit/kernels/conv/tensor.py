@@ -2,6 +2,7 @@
 2-byte gathers to 16-byte NHWC chunks in filter-position order and ldmatrix fragments."""
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import ClassVar
@@ -9,8 +10,10 @@ from typing import ClassVar
 from numba import cuda, float32, int32, int64, uint32
 from numba.types import float16
 
+from ... import backend, occupancy, specs
 from .._ptx import (cp_async16_off_zfill, cp_async_commit, cp_async_wait, frag_a, frag_b, frag_c,  # and their
-                    ld16_u32_off, ldmatrix_x4_off, mma_16816, mma_16816_u32, st16_u32_off)  # simulator twins
+                    ld16_u32_off, ldmatrix_x4_off, mma_16816, mma_16816_u32, pack_h2, st16_u32_off,  # simulator
+                    st_u32_off)  # twins
 from ..base import Launch, TunableVariant, UnsupportedProblem
 from . import _common as C
 from ._common import to_layout
@@ -213,8 +216,9 @@ def _tc_conv_kernel(WARPS_M: int, WARPS_N: int, MT: int, NT8: int, BK: int, LDSM
     past M or K, or past C copies 0 of its 16 bytes (the copy zero-fills: the predicate becomes
     the copy size).  ``EPI``: a block inside M and K (K % 8 == 0) stages each warp's tile of y as
     float16 in shared memory (warp-private: the first half of the warps in the A ring, the rest
-    in the B ring) and writes it back 16 bytes (8 channels of one pixel) per store; edge blocks
-    store one half at a time."""
+    in the B ring), two halves packed per 4-byte store, each row's 16-byte chunks XOR-swizzled by
+    the row (conflict-free stores and reloads), and writes it back 16 bytes (8 channels of one
+    pixel) per store; edge blocks store one half at a time."""
     i32 = int32
     BM, BN = 16 * MT * WARPS_M, 8 * NT8 * WARPS_N
     NT = 32 * WARPS_M * WARPS_N
@@ -462,21 +466,27 @@ def _tc_conv_kernel(WARPS_M: int, WARPS_N: int, MT: int, NT8: int, BK: int, LDSM
             cuda.syncthreads()  # every warp is done reading the rings
             in_a = warp < HALF
             base = i32(i32(warp if in_a else warp - HALF) * WT)  # this warp's (16 MT, 8 NT8) tile
+            # the warp's tile, row-major, 16-byte chunk c of row r stored at chunk c ^ (r % WCPR):
+            # a lane's two adjacent outputs leave as one packed 4-byte store, and the 8 rows a store
+            # spans (g = 0..7, 128 bytes apart) land on 8 different chunks: all 32 banks, one
+            # wavefront (unswizzled, 8-way); the reload reads whole rows, a permutation of their chunks
             for mt in range(MT):
                 for nt in range(NT8):
                     o = (mt * NT8 + nt) * 4
-                    for i in range(4):
-                        e = i32(i32(base + i32(i32(mt * 16 + g + 8 * (i // 2)) * (8 * NT8))) + nt * 8 + 2 * t4 + i % 2)
+                    for h in range(2):  # rows g and g + 8 of the mma tile
+                        r = i32(mt * 16 + g + 8 * h)
+                        e = i32(i32(base + r * (8 * NT8)) + i32(i32(i32(nt ^ i32(r % WCPR)) * 8) + 2 * t4))
+                        u = pack_h2(float16(acc[o + 2 * h]), float16(acc[o + 2 * h + 1]))
                         if in_a:
-                            As[e // BK, e % BK] = float16(acc[o + i])
+                            st_u32_off(As, e, u)
                         else:
-                            Bs[e // BK, e % BK] = float16(acc[o + i])
+                            st_u32_off(Bs, e, u)
             cuda.syncthreads()
             for j in range(WCH):  # 16 bytes a store: 8 output channels of one pixel
                 ch = i32(lane + j * 32)
                 r = i32(ch // WCPR)
                 cc = i32(ch % WCPR)
-                soff = i32(i32(base + r * (8 * NT8)) + cc * 8)
+                soff = i32(i32(base + r * (8 * NT8)) + i32(cc ^ i32(r % WCPR)) * 8)
                 if in_a:
                     u0, u1, u2, u3 = ld16_u32_off(As, soff)
                 else:
@@ -550,6 +560,9 @@ class _TCBase(TunableVariant):
                 or self.threads() % cpr or (self.LDSM and self.NT8 % 2):
             raise UnsupportedProblem(f"{self.label}: tile {self.BM}x{self.BN}x{self.BK} does not split into whole "
                                      f"rows of 16-byte chunks over {self.threads()} threads (or NT8 odd with ldmatrix)")
+        if self.EPI and self.NT8 & (self.NT8 - 1):
+            raise UnsupportedProblem(f"{self.label}: NT8={self.NT8} must be a power of two (the epilogue's staging "
+                                     "swizzles a row's 16-byte chunks by XOR)")
         m, n, k = p.gemm_mnk
         for what, size in (("x", p.n * p.h * p.w * p.c), ("w", n * k), ("y", m * n)):
             if size + 64 > 2**31 - 1:
@@ -619,24 +632,126 @@ class TCPipeline(TCLdmatrix):
         "rest (the row predicate becomes the copy size).")
 
 
+# --- rung 13's block tile, chosen for the layer's wave count --------------------------------------
+#: the block tiles of 64x64 warp tiles rung 13 may launch, as (WARPS_M, WARPS_N): 128x128,
+#: 64x128, 128x64, 64x64 (each its own compiled kernel)
+WARPTILE_BLOCKS = ((2, 2), (1, 2), (2, 1), (1, 1))
+#: registers a lane of a 64x64 warp tile holds: its 128 float32 accumulators alone are 128, so
+#: ptxas takes more (sm_90: 230 in the static baseline) and at most 255; anywhere in 129..255 a
+#: sub-partition holds 2 such warps (16K registers each), so the occupancy is the same: 8 warps/SM
+WARPTILE_REGS = 255
+#: where no GPU is in use (the simulator, the anatomy compiler): tiles are chosen for an H100 SXM
+DEFAULT_GPU = "h100-sxm"
+
+
+@dataclass(frozen=True)
+class TileChoice:
+    """One candidate block tile for a problem on a GPU, and what its grid costs there."""
+    warps_m: int
+    warps_n: int
+    bm: int
+    bn: int
+    blocks: int            # blocks of the grid
+    blocks_per_sm: int     # resident per SM (perfkit.occupancy: registers, shared memory, warps)
+    waves: float           # blocks / (SMs * blocks_per_sm)
+    busiest: int           # blocks the busiest SM runs: ceil(blocks / SMs)
+    loss: float            # 1 - useful outputs / (SMs * busiest * bm * bn): idle SMs, the last wave, padding
+    l2_elems: int          # A gathered ceil(K / bn) times, B read ceil(M / bm) times
+
+
+def _gpu_facts(gpu: str | None):
+    """(SMs, compute capability) of ``gpu`` (a perfkit.specs name), else of the GPU in use, else
+    of DEFAULT_GPU."""
+    if gpu is None:
+        d = backend.device()
+        if not d.simulated and d.sm_count and d.compute_capability:
+            return int(d.sm_count), tuple(d.compute_capability)
+        gpu = DEFAULT_GPU
+    spec = specs.get(gpu)
+    return spec.sm_count, tuple(spec.compute_capability)
+
+
+def warptile_choices(problem, gpu: str | None = None, stages: int = 3, bk: int = 32,
+                     warp: tuple[int, int] = (64, 64)) -> list[TileChoice]:
+    """Every block tile of WARPTILE_BLOCKS that fits on an SM, best first (see block_tile):
+    ``stages`` k-tiles of ``bk`` in the ring, ``warp`` the warp tile (rows, columns)."""
+    sms, cc = _gpu_facts(gpu)
+    m, n, k = problem.gemm_mnk
+    kp = problem.r * problem.s * C._ceil(problem.c, bk) * bk
+    out = []
+    for wm, wn in WARPTILE_BLOCKS:
+        bm, bn = warp[0] * wm, warp[1] * wn
+        occ = occupancy.occupancy(cc, 32 * wm * wn, WARPTILE_REGS, stages * (bm + bn) * bk * 2, opt_in=False)
+        if occ.blocks_per_sm == 0:
+            continue
+        blocks = C._ceil(m, bm) * C._ceil(n, bn)
+        busiest = C._ceil(blocks, sms)
+        out.append(TileChoice(wm, wn, bm, bn, blocks, occ.blocks_per_sm, blocks / (sms * occ.blocks_per_sm),
+                              busiest, 1 - m * n / (sms * busiest * bm * bn),
+                              m * kp * C._ceil(n, bn) + kp * n * C._ceil(m, bm)))
+    # The rule: the least wave-quantization loss, i.e. the least output area on the busiest SM.
+    # Why that measure: every candidate keeps 8 warps (8 warp tiles) resident per SM (occupancy:
+    # 2 warps of 129-255 registers per sub-partition, and the shared memory allows more), so an
+    # SM's tensor pipes do the same work per unit of time whatever the block shape, and the grid
+    # ends when the SM given the most output area ends: ceil(blocks / SMs) blocks of bm x bn,
+    # whether they run in one wave or several (occupancy changes how many waves, not this area).
+    # A tile that leaves SMs idle (few blocks) or a last wave half empty, or pads M or K, loses.
+    # Ties (equal area): the fewer L2 reads (larger blocks re-read less), then the wider bn (A,
+    # gathered pixel by pixel with masks, is the dearer operand to read twice).
+    return sorted(out, key=lambda t: (t.busiest * t.bm * t.bn, t.l2_elems, -t.bn))
+
+
+def block_tile(problem, gpu: str | None = None, **tile) -> tuple[int, int]:
+    """(WARPS_M, WARPS_N) of rung 13's block tile for ``problem`` on ``gpu`` (warptile_choices,
+    which takes ``tile``'s stages, bk and warp)."""
+    best = warptile_choices(problem, gpu, **tile)[0]
+    return best.warps_m, best.warps_n
+
+
 @dataclass(frozen=True)
 class TCWarpTile(TCPipeline):
-    WARPS_M: int = 2
-    WARPS_N: int = 2
+    WARPS_M: int = 0  # 0, 0: the block tile is chosen per problem (block_tile); else fixed
+    WARPS_N: int = 0
     MT: int = 4
     NT8: int = 8
     BK: int = 32
+
+    def __post_init__(self) -> None:
+        if (self.WARPS_M, self.WARPS_N) != (0, 0):  # fixed: every field checked as a size (>= 1)
+            super().__post_init__()
+        else:  # chosen per problem: the other fields checked, on a twin with a block tile
+            dataclasses.replace(self, WARPS_M=1, WARPS_N=1)
+
+    def at(self, problem) -> "TCWarpTile":
+        """This rung with its block tile fixed for ``problem`` (itself when it was given)."""
+        if self.WARPS_M:
+            return self
+        wm, wn = block_tile(problem, stages=self.STAGES, bk=self.BK, warp=(16 * self.MT, 8 * self.NT8))
+        return dataclasses.replace(self, WARPS_M=wm, WARPS_N=wn)
+
+    def grid(self, p):
+        return _TCBase.grid(self.at(p), p)
+
+    def supports(self, problem):
+        return _TCBase.supports(self.at(problem), problem)
+
+    def plan(self, problem, bufs):
+        return _TCBase.plan(self.at(problem), problem, bufs)
+
+    def traffic(self, p):
+        return _TCBase.traffic(self.at(p), p)
 
     rung: ClassVar[int] = 13
     name: ClassVar[str] = "tc_warptile"
     what: ClassVar[str] = (
         "Larger warp tiles: each warp owns 64x64 of y (4x8 mma tiles, 128 float32 accumulators per "
         "lane), so an A fragment feeds 8 mmas and a B fragment 4: per k-step of 16 a warp issues "
-        "4 + 4 ldmatrix for 32 mma (rung 12: 2 + 2 for 8), and the 128x128 block tile covers all "
-        "128 output channels of the stage-2 layer, so each gathered pixel is read from L2 once. "
-        "At that layer (M = 25088) it makes 196 blocks of 4 warps for 132 SMs: fewer, fatter "
-        "blocks, whose k-loop has less to hide latency with; the model's estimate says whether "
-        "it pays.")
+        "4 + 4 ldmatrix for 32 mma (rung 12: 2 + 2 for 8). The registers leave 8 warps per SM "
+        "whatever the block, so the block tile (128x128, 64x128, 128x64 or 64x64 of them) is chosen "
+        "per layer for its wave count: the least output area on the busiest SM. At the stage-2 "
+        "layer (M = 25088, K = 128) 128x128 makes 196 blocks for 132 SMs, so 64 SMs run two and 68 "
+        "one (26% lost); 64x128 makes 392, three on nearly every SM (1% lost), and still covers "
+        "all 128 output channels, so each gathered pixel is read from L2 once.")
 
 
 @dataclass(frozen=True)
@@ -651,6 +766,7 @@ class TCEpilogue(TCWarpTile):
         "(the rings are free once the k-loop ends), then each lane writes 16-byte chunks (8 output "
         "channels of one pixel, STG.128): an eighth of the store instructions, whole sectors. The "
         "(M, K) view needs no division: row m of the GEMM is pixel m of NHWC y. Edge blocks store "
-        "one half at a time, as rung 13 does. Before any record the model expects this rung slower "
-        "than rung 13 at the stage-2 layer: the staging's 2-byte shared stores (rows 128 bytes apart: "
-        "8-way conflicts) and its index math cost more than the global stores saved.")
+        "one half at a time, as rung 13 does. The staging itself is conflict-free: a lane's two adjacent "
+        "outputs leave in one packed 4-byte store, and each row's 16-byte chunks are XOR-swizzled by the "
+        "row, so the 8 rows of a store (128 bytes apart, all on the same banks unswizzled: 8-way "
+        "conflicts) fall on 8 different chunks; the 16-byte reloads read whole rows.")

@@ -131,14 +131,25 @@ def row_fits_smem(p) -> bool:
     return p.cols * np.dtype(p.dtype).itemsize + 256 <= 227 * 1024
 
 
+def refused(v, p) -> bool:
+    """Whether rung ``v`` refuses ``p`` as it must, naming the rung to use instead (checked):
+    smem_row a row past 227 KiB, packed anything but float16."""
+    if v.name == "smem_row" and not row_fits_smem(p):
+        with pytest.raises(UnsupportedProblem, match="227 KiB.*use rung . tuned"):
+            v.supports(p)
+        return True
+    if v.name == "packed" and p.dtype != "float16":
+        with pytest.raises(UnsupportedProblem, match="float16.*rung . tuned: use it instead"):
+            v.supports(p)
+        return True
+    return False
+
+
 def ladder_run(op, p, inputs, **small_kw):
     ref = REFS[op](p, inputs)
     for v in ALL_OPS[op].LADDER:
-        if v.name == "smem_row" and not row_fits_smem(p):  # refused, naming the rung to use instead
-            with pytest.raises(UnsupportedProblem, match="227 KiB.*use rung . tuned"):
-                v.supports(p)
-            continue
-        run_check(op, p, inputs, small(v, **small_kw), ref)
+        if not refused(v, p):
+            run_check(op, p, inputs, small(v, **small_kw), ref)
 
 
 def first_out(p, out):
@@ -188,10 +199,13 @@ def test_multirow_launch_shapes(op, G, R, V, cols, dtype, fresh_seed):
 SMEM_OPS = {"softmax": softmax, "layernorm": layernorm, "rmsnorm": rmsnorm}
 
 
-def smem_rung(mod, **kw):
-    v = mod.LADDER[-1]
-    assert v.name == "smem_row"
+def rung_named(mod, name, **kw):
+    v = next(v for v in mod.LADDER if v.name == name)
     return dataclasses.replace(v, **kw)
+
+
+def smem_rung(mod, **kw):
+    return rung_named(mod, "smem_row", **kw)
 
 
 @pytest.mark.parametrize("op", list(SMEM_OPS))
@@ -239,7 +253,7 @@ def test_smem_row_refuses_rows_past_227k(op):
     columns, float16 twice that; past it the refusal names the rung that does take the row."""
     mod = SMEM_OPS[op]
     v = smem_rung(mod)
-    tuned = mod.LADDER[-2]
+    tuned = rung_named(mod, "tuned")
     for dtype, ok, bad in (("float32", 58000, 58113), ("float16", 116000, 116225)):
         v.supports(mod.Problem(4, ok, dtype))
         assert v.shared_bytes(mod.Problem(4, ok, dtype)) <= 227 * 1024
@@ -260,6 +274,85 @@ def test_smem_row_model_reads_x_once():
         assert "one DRAM read" in t.notes and "cp.async" in t.notes
         assert p.bytes <= t.dram_bytes <= 1.01 * p.bytes
         assert smem_rung(mod).block(p) == 256
+
+
+# --- the packed rungs: float16 rows by bytes, two halves a register --------------------------------
+@pytest.mark.parametrize("op", list(SMEM_OPS))
+@pytest.mark.parametrize("rows,cols,kw", [
+    (1, 1, {}),                                            # the rule's 8 rows of 32 lanes, one element
+    (5, 3, {"threads_per_row": 32, "rows_per_block": 2}),  # odd width: scalar loads, a partial block
+    (5, 7, {"threads_per_row": 8, "rows_per_block": 4}),   # sub-warp groups, rows % R != 0
+    (5, 64, {"threads_per_row": 8, "rows_per_block": 4}),  # 16-byte loads and stores, one chunk a lane
+    (2, 2112, {"threads_per_row": 32, "rows_per_block": 1}),  # 16-byte path past the 8-chunk cache (tail)
+    (3, 4097, {"threads_per_row": 64, "rows_per_block": 1}),  # unaligned rows, 1 column past the cache
+])
+def test_packed_shapes(op, rows, cols, kw, fresh_seed):
+    """The packed rung at 1 and 5 rows and odd widths (rows not 16-byte aligned: scalar loads
+    into the packed registers), whole 16-byte chunks (vector path), rows wider than the register
+    cache (the tail read twice), against float64; outputs start as NaN."""
+    mod = SMEM_OPS[op]
+    p = mod.Problem(rows, cols, "float16")
+    v = rung_named(mod, "packed", **kw)
+    G, R, NC, VEC, TAIL = v.kernel_params(p)
+    assert VEC == (cols % 8 == 0) and TAIL == (G * 8 * NC < cols)
+    run_check(op, p, p.make_inputs(fresh_seed), v)
+
+
+@pytest.mark.parametrize("op", list(SMEM_OPS))
+def test_packed_special_rows(op, fresh_seed):
+    """float16 at |x| ~ 1e4 (row 0 large and close, row 1 +-1e4: exp and squares overflow
+    float16, and float32 too without the max), a constant row, a NaN row that stays in its row,
+    four rows sharing blocks of two."""
+    mod = SMEM_OPS[op]
+    p = mod.Problem(4, 136, "float16")
+    g = np.random.default_rng(fresh_seed)
+    n = np.clip(g.standard_normal((4, 136)), -3, 3)
+    x = np.stack([1e4 + 3.0 * n[0] if op != "layernorm" else 1e4 * (1 + 0.25 * n[0]), 1e4 * n[1] / 3,
+                  np.full(136, 1.5), n[3]])
+    x[3, 77] = np.nan
+    inputs = _set_x(p.make_inputs(fresh_seed), x)
+    out = run_check(op, p, inputs, rung_named(mod, "packed", threads_per_row=16, rows_per_block=2))
+    assert np.isnan(out["y"][3]).all() and np.isfinite(out["y"][:3].astype(F64)).all()
+
+
+@pytest.mark.slow
+def test_packed_65537_float16(fresh_seed):
+    """65537 float16 columns at the rule's 512 threads a row: 32768 in registers, the rest in the
+    tail (scalar: 65537 is odd); magnitudes near 1e4."""
+    p = softmax.Problem(1, 65537, "float16")
+    n = np.clip(np.random.default_rng(fresh_seed).standard_normal((1, 65537)), -3, 3)
+    inputs = _set_x(p.make_inputs(fresh_seed), 1e4 + 3.0 * n)
+    v = rung_named(softmax, "packed")
+    G, R, NC, VEC, TAIL = v.kernel_params(p)
+    assert (G, NC, VEC, TAIL) == (512, 8, False, True)
+    run_check("softmax", p, inputs, v)
+
+
+def test_packed_rule_by_bytes():
+    """The packed rule holds 64 bytes of a row a thread, as the tuned rule does at float32: twice
+    the elements of the tuned rule at float16, in the same 16 registers; float32 is refused,
+    naming the tuned rung; the rung shows itself at the float16 twin of the example."""
+    from perfkit.kernels.norm import _packed
+
+    for mod in SMEM_OPS.values():
+        v = rung_named(mod, "packed")
+        tuned = rung_named(mod, "tuned")
+        for cols in (1024, 4096, 16384):
+            p = mod.Problem(4096, cols, "float16")
+            G, R, NC, VEC, TAIL = v.kernel_params(p)
+            assert VEC and not TAIL and G * 8 * NC == cols and NC * 4 == 16  # 16 registers, 64 bytes
+            tG, tR, tV, tW, tNC = tuned.kernel_params(p)
+            if cols < 16384:  # tuned: 16 halves (32 bytes) a thread
+                assert tNC * tW == 16 and G * 2 == tG
+            else:  # tuned at its 512 threads: 32 halves a thread too, but in 32 float registers
+                assert tNC * tW == 32 and G == tG
+            assert "one DRAM read" in v.traffic(p).notes and "128-bit" in v.traffic(p).notes
+        p32 = mod.EXAMPLE_PROBLEM
+        assert v.example(p32) == dataclasses.replace(p32, dtype="float16")
+        with pytest.raises(UnsupportedProblem, match=f"in rung {tuned.rung} tuned: use it instead"):
+            v.supports(p32)
+    assert _packed.packed_shape(1) == _common.Shape(32, 8, 1)
+    assert _packed.packed_shape(65537).G == 512
 
 
 @pytest.mark.parametrize("op", list(ALL_OPS))
@@ -298,6 +391,8 @@ def test_large_magnitudes(op, dtype, fresh_seed):
     ref = REFS[op](p, inputs)
     assert all(np.isfinite(a).all() for a in ref.values())
     for v in mod.LADDER:
+        if refused(v, p):
+            continue
         out = run_check(op, p, inputs, small(v), ref)
         assert all(np.isfinite(a.astype(F64)).all() for a in out.values())
 
@@ -312,6 +407,8 @@ def test_constant_rows(op, fresh_seed):
     inputs = _set_x(p.make_inputs(fresh_seed), x)
     ref = REFS[op](p, inputs)
     for v in mod.LADDER:
+        if refused(v, p):
+            continue
         out = run_check(op, p, inputs, small(v), ref)
         assert all(np.isfinite(a).all() for a in out.values()), v.label
     if op == "softmax":
@@ -326,6 +423,8 @@ def test_nan_stays_in_its_row(op, fresh_seed):
     inputs["x"][2, 33] = np.nan
     ref = REFS[op](p, inputs)
     for v in mod.LADDER:
+        if refused(v, p):
+            continue
         out = run_check(op, p, inputs, small(v, G=32, R=2), ref)  # R=2: a NaN row shares a block
         row = out["dx" if op == "layernorm_bwd" else "y"]
         assert np.isnan(row[2]).all(), v.label
@@ -508,9 +607,9 @@ def test_registries_and_discovery():
     norm = importlib.import_module("perfkit.kernels.norm")
     assert not hasattr(norm, "LADDER") and set(norm.OPS) == set(ALL_OPS)
     assert [v.name for v in softmax.LADDER] == ["oracle", "naive", "fused", "warp", "online", "multirow", "tuned",
-                                                "smem_row"]
+                                                "smem_row", "packed"]
     for mod in (softmax, layernorm, rmsnorm):  # appended: the earlier rungs keep their numbers
-        assert mod.LADDER[-1].name == "smem_row" and mod.LADDER[-2].name == "tuned"
+        assert [v.name for v in mod.LADDER][-3:] == ["tuned", "smem_row", "packed"]
     assert [v.name for v in layernorm.LADDER][4] == "welford"
 
 
@@ -524,6 +623,8 @@ def test_plans_on_host_stand_ins(op):
         probs.append(dataclasses.replace(mod.EXAMPLE_PROBLEM, layout="NHWC"))
     for p in probs:
         for v in mod.LADDER[1:]:
+            if refused(v, p):
+                continue
             launches = v.plan(p, v.host_buffers(p))
             assert launches and all(1 <= l.threads_per_block <= 1024 for l in launches), v.label
             # the smem_row rungs stage one row in dynamic shared memory, nothing else asks for any

@@ -16,9 +16,12 @@ Ledger (one line per rung; numbers and names live only in ``LADDER``):
   7 smem_row    one block per row, the row staged once in dynamic shared memory (16-byte
                 cp.async): both statistics and the write read it there, so x leaves DRAM once
                 at any width up to 227 KiB a row
+  8 packed      float16 by bytes: 64 bytes of its row a thread (32 halves, not 16), held packed
+                two halves a register; 16-byte loads and stores of half2 words
 
 The variance is never computed as E[x^2] - E[x]^2 (catastrophic cancellation when
-|mean| >> std): rungs 1-3 and 7 use two passes (mean, then sum of (x - mean)^2), rungs 4-6 Welford.
+|mean| >> std): rungs 1-3 and 7 use two passes (mean, then sum of (x - mean)^2), rungs 4-6 and 8 Welford
+(rungs 5, 6 and 8: a thread's chunk two-pass in registers, Chan's merge across lanes).
 """
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ from functools import lru_cache
 from typing import Callable, ClassVar
 
 import numpy as np
-from numba import cuda, float32
+from numba import cuda, float32, uint32
 from numba.types import float16
 
 from ..base import Traffic
@@ -38,10 +41,11 @@ from . import _common as C
 from ._vec import vec_load, vec_store
 from ._common import ONE, ZERO, chan_merge, group_sum, group_welford, tree_sum, welford_push
 from ._smemrow import SmemRowShape, jit_row, param_unroll, stage_row
+from ._packed import CHUNK, WORDS, PackedShape, halves, load_chunk, pack2, store_chunk
 from .._dynsmem import DynamicSharedLaunch, shared_tile
 
 __all__ = ["Problem", "LADDER", "Oracle", "Naive", "Fused", "Warp", "Welford", "MultiRow", "Tuned",
-           "SmemRow", "search", "EXAMPLE_PROBLEM"]
+           "SmemRow", "Packed", "search", "EXAMPLE_PROBLEM"]
 
 
 @dataclass(frozen=True)
@@ -617,7 +621,150 @@ class SmemRow(SmemRowShape, Variant):
         return dataclasses.replace(t, smem_bytes=4 * problem.elem_bytes)
 
 
-LADDER: list[Variant] = [Oracle(), Naive(), Fused(), Warp(), Welford(), MultiRow(), Tuned(), SmemRow()]
+
+# --- rung 8 -------------------------------------------------------------------------------
+@lru_cache(maxsize=None)
+def _packed_kernel(G: int, R: int, NC: int, VEC: bool, TAIL: bool):
+    """Rung 5's kernel for float16 rows held packed: each thread keeps NC chunks of 8 halves
+    (4 registers each; chunk c at column 8 * (lane + c * G)) from the loads to the write; the
+    chunk's mean and centred M2 from them (exact two-pass), Chan's merge across lanes; gamma and
+    beta loaded packed in the write, a chunk at a time."""
+    load = load_chunk(VEC)
+    store = store_chunk(VEC)
+    CW = NC * WORDS
+
+    @C.jit_cached(G * R, CW)
+    def ln_packed(x, gamma, beta, y, mean, rstd, eps, rows, cols):
+        scr_n = cuda.shared.array(32, float32)
+        scr_m = cuda.shared.array(32, float32)
+        scr_q = cuda.shared.array(32, float32)
+        cw = cuda.local.array(CW, uint32)  # constant size, constant indices: registers
+        tw = cuda.local.array(WORDS, uint32)
+        gw = cuda.local.array(WORDS, uint32)
+        bw = cuda.local.array(WORDS, uint32)
+        t = cuda.threadIdx.x
+        lane = t % G
+        row = cuda.blockIdx.x * R + t // G
+        n = cols if row < rows else 0  # idle groups still join the reductions
+        r = min(row, rows - 1)
+        for c in range(NC):  # every load issued before any use: 16 * NC bytes in flight
+            load(x, r, CHUNK * (lane + c * G), n, ZERO, cw, c * WORDS)
+        sm = ZERO
+        for i in range(CW):
+            a, b = halves(cw[i])
+            sm += a + b  # padding is 0
+        k = ZERO
+        for c in range(NC):
+            j = CHUNK * (lane + c * G)
+            k += float32(max(0, min(CHUNK, n - j)))
+        cm = sm / k if k > ZERO else ZERO
+        cq = ZERO
+        for c in range(NC):
+            j = CHUNK * (lane + c * G)
+            for i in range(WORDS):
+                a, b = halves(cw[c * WORDS + i])
+                if j + 2 * i < n:
+                    d = a - cm
+                    cq += d * d
+                if j + 2 * i + 1 < n:
+                    d = b - cm
+                    cq += d * d
+        cnt = k
+        m = cm
+        m2 = cq
+        if TAIL:  # compiled only for rows wider than the register cache
+            for j in range(CHUNK * (lane + NC * G), n, CHUNK * G):
+                load(x, r, j, n, ZERO, tw, 0)
+                kt = float32(min(CHUNK, n - j))
+                s = ZERO
+                for i in range(WORDS):
+                    a, b = halves(tw[i])
+                    s += a + b
+                tm = s / kt
+                tq = ZERO
+                for i in range(WORDS):
+                    a, b = halves(tw[i])
+                    if j + 2 * i < n:
+                        d = a - tm
+                        tq += d * d
+                    if j + 2 * i + 1 < n:
+                        d = b - tm
+                        tq += d * d
+                cnt, m, m2 = chan_merge(cnt, m, m2, kt, tm, tq)  # merge the chunk: one division
+        cnt, m, m2 = group_welford(cnt, m, m2, G, scr_n, scr_m, scr_q)
+        q = ONE / math.sqrt(m2 / cnt + eps) if n > 0 else ZERO
+        if lane == 0 and row < rows:
+            mean[r] = m
+            rstd[r] = q
+        for c in range(NC):  # the write, from registers
+            j = CHUNK * (lane + c * G)
+            if j < n:
+                load(gamma, 0, j, n, ZERO, gw, 0)
+                load(beta, 0, j, n, ZERO, bw, 0)
+                for i in range(WORDS):
+                    a, b = halves(cw[c * WORDS + i])
+                    ga, gb = halves(gw[i])
+                    ba, bb = halves(bw[i])
+                    cw[c * WORDS + i] = pack2((a - m) * q * ga + ba, (b - m) * q * gb + bb)
+                store(y, r, j, n, cw, c * WORDS)
+        if TAIL:  # the uncached tail, read again
+            for j in range(CHUNK * (lane + NC * G), n, CHUNK * G):
+                load(x, r, j, n, ZERO, tw, 0)
+                load(gamma, 0, j, n, ZERO, gw, 0)
+                load(beta, 0, j, n, ZERO, bw, 0)
+                for i in range(WORDS):
+                    a, b = halves(tw[i])
+                    ga, gb = halves(gw[i])
+                    ba, bb = halves(bw[i])
+                    tw[i] = pack2((a - m) * q * ga + ba, (b - m) * q * gb + bb)
+                store(y, r, j, n, tw, 0)
+
+    return ln_packed
+
+
+@dataclass(frozen=True)
+class Packed(PackedShape, Variant):
+    threads_per_row: int = 0  # 0: the rule of _packed.packed_shape (64 bytes of the row a thread)
+    rows_per_block: int = 0
+
+    rung: ClassVar[int] = 8
+    name: ClassVar[str] = "packed"
+    instead = "rung 6 tuned"
+    what: ClassVar[str] = (
+        "float16 rows by bytes, not elements: rung 6 holds 16 elements a thread (rows up to 8192 "
+        "columns), 64 bytes of a float32 row but 32 of a float16 one, so float16 had half the bytes in "
+        "flight (at 16384 columns it holds 32 halves, but as 32 float registers). Here a thread holds 64 "
+        "bytes of its row whatever the dtype (32 halves: threads_per_row = cols / 32, 32..512), kept "
+        "packed as loaded, two halves a 32-bit register (four 16-byte loads fill 16 registers, the "
+        "float32 row's budget), converted to float32 where used: the mean, the centred M2 (exact "
+        "two-pass in registers, Chan's merge across lanes) and the write are float32; gamma and beta "
+        "come packed too, y is written packed (16-byte stores). Rows not a whole number of 16 bytes "
+        "start unaligned: scalar loads into the same registers. float16 only."
+    )
+
+    def plan(self, problem, bufs):
+        self.supports(problem)
+        G, R, NC, VEC, TAIL = self.kernel_params(problem)
+        c = problem.cols
+        return [Launch(_packed_kernel(G, R, NC, VEC, TAIL), -(-problem.rows // R), G * R,
+                       (bufs["x"], C.view(bufs["gamma"], (1, c)), C.view(bufs["beta"], (1, c)), bufs["y"],
+                        bufs["mean"], bufs["rstd"], C.eps32(problem), problem.rows, c))]
+
+    def traffic(self, problem):
+        G, R, NC, VEC, TAIL = self.kernel_params(problem)
+        kept = self.kept_cols(problem)
+        tail = C.tail_dram(problem.rows, problem.cols, problem.dtype, problem.cols - kept, R, G * R)
+        note = (f"one DRAM read of x (in registers, packed: {kept} of {problem.cols} columns per row, "
+                f"{NC * WORDS} registers a thread), one write of y; "
+                + ("128-bit loads and stores" if VEC else "16-bit loads and stores (rows not 16-byte aligned)"))
+        if kept < problem.cols:
+            note += "; the uncached tail is swept twice" + (" (second read from DRAM)" if tail else " (from L2)")
+        t = _traffic(problem, 1, note)
+        l2_tail = float(problem.rows) * (problem.cols - kept) * 2
+        return dataclasses.replace(t, dram_bytes=t.dram_bytes + tail, l2_bytes=t.l2_bytes + l2_tail)
+
+LADDER: list[Variant] = [Oracle(), Naive(), Fused(), Warp(), Welford(), MultiRow(), Tuned(), SmemRow(),
+                         Packed()]
 registry_check(LADDER)
 EXAMPLE_PROBLEM = Problem(rows=4096, cols=4096)
 GPU_SWEEP = [Problem(4096, c) for c in (128, 512, 1024, 4096, 16384, 65536)]

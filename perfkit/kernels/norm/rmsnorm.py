@@ -14,6 +14,8 @@ Ledger (one line per rung; numbers and names live only in ``LADDER``):
   6 smem_row    one block per row, the row staged once in dynamic shared memory (16-byte
                 cp.async): the sum of squares and the write read it there, so x leaves DRAM
                 once at any width up to 227 KiB a row
+  7 packed      float16 by bytes: 64 bytes of its row a thread (32 halves, not 16), held packed
+                two halves a register; 16-byte loads and stores of half2 words
 
 There is no "single-pass statistics" rung: the one statistic (a sum of squares) already takes
 one sweep.  Minimal traffic: read x and gamma once, write y once.
@@ -27,7 +29,7 @@ from functools import lru_cache
 from typing import Callable, ClassVar
 
 import numpy as np
-from numba import cuda, float32
+from numba import cuda, float32, uint32
 from numba.types import float16
 
 from ..base import Traffic
@@ -36,10 +38,11 @@ from . import _common as C
 from ._vec import vec_load, vec_store
 from ._common import ONE, ZERO, group_sum, tree_sum
 from ._smemrow import SmemRowShape, jit_row, param_unroll, stage_row
+from ._packed import CHUNK, WORDS, PackedShape, halves, load_chunk, pack2, store_chunk
 from .._dynsmem import DynamicSharedLaunch, shared_tile
 
 __all__ = ["Problem", "LADDER", "Oracle", "Naive", "Fused", "Warp", "MultiRow", "Tuned", "SmemRow",
-           "search", "EXAMPLE_PROBLEM"]
+           "Packed", "search", "EXAMPLE_PROBLEM"]
 
 
 @dataclass(frozen=True)
@@ -474,7 +477,104 @@ class SmemRow(SmemRowShape, Variant):
         return dataclasses.replace(t, smem_bytes=3 * problem.elem_bytes)
 
 
-LADDER: list[Variant] = [Oracle(), Naive(), Fused(), Warp(), MultiRow(), Tuned(), SmemRow()]
+
+# --- rung 7 -------------------------------------------------------------------------------
+@lru_cache(maxsize=None)
+def _packed_kernel(G: int, R: int, NC: int, VEC: bool, TAIL: bool):
+    """Rung 4's kernel for float16 rows held packed: each thread keeps NC chunks of 8 halves
+    (4 registers each; chunk c at column 8 * (lane + c * G)) from the loads to the write; gamma
+    loaded packed in the write, a chunk at a time."""
+    load = load_chunk(VEC)
+    store = store_chunk(VEC)
+    CW = NC * WORDS
+
+    @C.jit_cached(G * R, CW)
+    def rms_packed(x, gamma, y, eps, rows, cols):
+        scr = cuda.shared.array(32, float32)
+        cw = cuda.local.array(CW, uint32)  # constant size, constant indices: registers
+        tw = cuda.local.array(WORDS, uint32)
+        gw = cuda.local.array(WORDS, uint32)
+        t = cuda.threadIdx.x
+        lane = t % G
+        r = cuda.blockIdx.x * R + t // G
+        n = cols if r < rows else 0  # idle groups still join the reduction
+        r = min(r, rows - 1)
+        for c in range(NC):  # every load issued before any use: 16 * NC bytes in flight
+            load(x, r, CHUNK * (lane + c * G), n, ZERO, cw, c * WORDS)
+        s = ZERO
+        for i in range(CW):
+            a, b = halves(cw[i])
+            s += a * a + b * b  # padding is 0
+        if TAIL:  # compiled only for rows wider than the register cache
+            for j in range(CHUNK * (lane + NC * G), n, CHUNK * G):
+                load(x, r, j, n, ZERO, tw, 0)
+                for i in range(WORDS):
+                    a, b = halves(tw[i])
+                    s += a * a + b * b
+        s = group_sum(s, G, scr)
+        rs = ONE / math.sqrt(s / float32(cols) + eps)
+        for c in range(NC):  # the write, from registers
+            j = CHUNK * (lane + c * G)
+            if j < n:
+                load(gamma, 0, j, n, ZERO, gw, 0)
+                for i in range(WORDS):
+                    a, b = halves(cw[c * WORDS + i])
+                    ga, gb = halves(gw[i])
+                    cw[c * WORDS + i] = pack2(a * rs * ga, b * rs * gb)
+                store(y, r, j, n, cw, c * WORDS)
+        if TAIL:  # the uncached tail, read again
+            for j in range(CHUNK * (lane + NC * G), n, CHUNK * G):
+                load(x, r, j, n, ZERO, tw, 0)
+                load(gamma, 0, j, n, ZERO, gw, 0)
+                for i in range(WORDS):
+                    a, b = halves(tw[i])
+                    ga, gb = halves(gw[i])
+                    tw[i] = pack2(a * rs * ga, b * rs * gb)
+                store(y, r, j, n, tw, 0)
+
+    return rms_packed
+
+
+@dataclass(frozen=True)
+class Packed(PackedShape, Variant):
+    threads_per_row: int = 0  # 0: the rule of _packed.packed_shape (64 bytes of the row a thread)
+    rows_per_block: int = 0
+
+    rung: ClassVar[int] = 7
+    name: ClassVar[str] = "packed"
+    instead = "rung 5 tuned"
+    what: ClassVar[str] = (
+        "float16 rows by bytes, not elements: rung 5 holds 16 elements a thread (rows up to 8192 "
+        "columns), 64 bytes of a float32 row but 32 of a float16 one, so float16 had half the bytes in "
+        "flight (at 16384 columns it holds 32 halves, but as 32 float registers). Here a thread holds 64 "
+        "bytes of its row whatever the dtype (32 halves: threads_per_row = cols / 32, 32..512), kept "
+        "packed as loaded, two halves a 32-bit register (four 16-byte loads fill 16 registers, the "
+        "float32 row's budget), converted to float32 where used: the sum of squares and the scale are "
+        "float32; gamma comes packed too, y is written packed (16-byte stores). Rows not a whole number "
+        "of 16 bytes start unaligned: scalar loads into the same registers. float16 only."
+    )
+
+    def plan(self, problem, bufs):
+        self.supports(problem)
+        G, R, NC, VEC, TAIL = self.kernel_params(problem)
+        c = problem.cols
+        return [Launch(_packed_kernel(G, R, NC, VEC, TAIL), -(-problem.rows // R), G * R,
+                       (bufs["x"], C.view(bufs["gamma"], (1, c)), bufs["y"], C.eps32(problem), problem.rows, c))]
+
+    def traffic(self, problem):
+        G, R, NC, VEC, TAIL = self.kernel_params(problem)
+        kept = self.kept_cols(problem)
+        tail = C.tail_dram(problem.rows, problem.cols, problem.dtype, problem.cols - kept, R, G * R)
+        note = (f"one DRAM read of x (in registers, packed: {kept} of {problem.cols} columns per row, "
+                f"{NC * WORDS} registers a thread), one write of y; "
+                + ("128-bit loads and stores" if VEC else "16-bit loads and stores (rows not 16-byte aligned)"))
+        if kept < problem.cols:
+            note += "; the uncached tail is swept twice" + (" (second read from DRAM)" if tail else " (from L2)")
+        t = _traffic(problem, 1, note)
+        l2_tail = float(problem.rows) * (problem.cols - kept) * 2
+        return dataclasses.replace(t, dram_bytes=t.dram_bytes + tail, l2_bytes=t.l2_bytes + l2_tail)
+
+LADDER: list[Variant] = [Oracle(), Naive(), Fused(), Warp(), MultiRow(), Tuned(), SmemRow(), Packed()]
 registry_check(LADDER)
 EXAMPLE_PROBLEM = Problem(rows=4096, cols=4096)
 GPU_SWEEP = [Problem(4096, c) for c in (128, 512, 1024, 4096, 16384, 65536)]

@@ -15,6 +15,8 @@ Ledger (one line per rung; numbers and names live only in ``LADDER``):
   7 smem_row    one block per row, the row staged once in dynamic shared memory (16-byte
                 cp.async): every sweep reads it there, so x leaves DRAM once at any width
                 up to 227 KiB a row
+  8 packed      float16 by bytes: 64 bytes of its row a thread (32 halves, not 16), held packed
+                two halves a register; 16-byte loads and stores of half2 words
 
 Memory-bound: ~5 FLOPs per element against 8 bytes (float32 read + write), so the target is
 one DRAM read of x and one write of y; every extra sweep over a row should hit L1/L2.
@@ -29,7 +31,7 @@ from functools import lru_cache
 from typing import Callable, ClassVar
 
 import numpy as np
-from numba import cuda, float32
+from numba import cuda, float32, uint32
 from numba.types import float16
 
 from ..base import Traffic
@@ -38,10 +40,11 @@ from . import _common as C
 from ._vec import vec_load, vec_store
 from ._common import NEG_INF, ONE, ZERO, group_max, group_softmax_stats, group_sum, softmax_merge, tree_max, tree_sum
 from ._smemrow import SmemRowShape, jit_row, stage_row
+from ._packed import CHUNK, WORDS, PackedShape, halves, load_chunk, pack2, store_chunk
 from .._dynsmem import DynamicSharedLaunch, shared_tile
 
 __all__ = ["Problem", "LADDER", "Oracle", "Naive", "Fused", "Warp", "Online", "MultiRow", "Tuned",
-           "SmemRow", "search", "EXAMPLE_PROBLEM"]
+           "SmemRow", "Packed", "search", "EXAMPLE_PROBLEM"]
 
 
 @dataclass(frozen=True)
@@ -574,7 +577,118 @@ class SmemRow(SmemRowShape, Variant):
                              + ("; exp(x - max) written back in place (one exp an element)" if keep else ""))
 
 
-LADDER: list[Variant] = [Oracle(), Naive(), Fused(), Warp(), Online(), MultiRow(), Tuned(), SmemRow()]
+
+# --- rung 8 -------------------------------------------------------------------------------
+@lru_cache(maxsize=None)
+def _packed_kernel(G: int, R: int, NC: int, VEC: bool, TAIL: bool):
+    """Rung 5's kernel for float16 rows held packed: each thread keeps NC chunks of 8 halves
+    (4 registers each; chunk c at column 8 * (lane + c * G)) from the loads to the write, and
+    exp(x - its max) packed in their place (one exp an element; y = that times a float32 factor,
+    rounded once more: y <= exp(x - max), so nothing that y keeps underflows first)."""
+    load = load_chunk(VEC)
+    store = store_chunk(VEC)
+    CW = NC * WORDS
+
+    @C.jit_cached(G * R, CW)
+    def softmax_packed(x, y, rows, cols):
+        scr_m = cuda.shared.array(32, float32)
+        scr_s = cuda.shared.array(32, float32)
+        cw = cuda.local.array(CW, uint32)  # constant size, constant indices: registers
+        tw = cuda.local.array(WORDS, uint32)
+        t = cuda.threadIdx.x
+        lane = t % G
+        r = cuda.blockIdx.x * R + t // G
+        n = cols if r < rows else 0  # idle groups still join the reductions
+        r = min(r, rows - 1)
+        for c in range(NC):  # every load issued before any use: 16 * NC bytes in flight
+            load(x, r, CHUNK * (lane + c * G), n, NEG_INF, cw, c * WORDS)
+        m = NEG_INF
+        for i in range(CW):
+            a, b = halves(cw[i])
+            m = max(m, a)  # m first: a NaN never raises the max (fmaxf on a GPU)
+            m = max(m, b)
+        s = ZERO
+        for i in range(CW):
+            a, b = halves(cw[i])
+            ea = math.exp(a - m) if a != NEG_INF else ZERO
+            eb = math.exp(b - m) if b != NEG_INF else ZERO
+            s += ea + eb
+            cw[i] = pack2(ea, eb)
+        mc = m  # the registers hold exp(x - mc)
+        if TAIL:  # compiled only for rows wider than the register cache
+            for j in range(CHUNK * (lane + NC * G), n, CHUNK * G):
+                load(x, r, j, n, NEG_INF, tw, 0)
+                mt = NEG_INF
+                for i in range(WORDS):
+                    a, b = halves(tw[i])
+                    mt = max(mt, a)
+                    mt = max(mt, b)
+                sv = ZERO
+                for i in range(WORDS):
+                    a, b = halves(tw[i])
+                    sv += (math.exp(a - mt) if a != NEG_INF else ZERO) + (math.exp(b - mt) if b != NEG_INF else ZERO)
+                m, s = softmax_merge(m, s, mt, sv)
+        m, s = group_softmax_stats(m, s, G, scr_m, scr_s)
+        inv = ONE / s if n > 0 else ZERO
+        f = (math.exp(mc - m) if mc != NEG_INF else ZERO) * inv  # exp(x - m) / s = exp(x - mc) * f
+        for c in range(NC):  # the write, from registers
+            for i in range(WORDS):
+                a, b = halves(cw[c * WORDS + i])
+                cw[c * WORDS + i] = pack2(a * f, b * f)
+            store(y, r, CHUNK * (lane + c * G), n, cw, c * WORDS)
+        if TAIL:  # the uncached tail, read again
+            for j in range(CHUNK * (lane + NC * G), n, CHUNK * G):
+                load(x, r, j, n, NEG_INF, tw, 0)
+                for i in range(WORDS):
+                    a, b = halves(tw[i])
+                    tw[i] = pack2(math.exp(a - m) * inv, math.exp(b - m) * inv)
+                store(y, r, j, n, tw, 0)
+
+    return softmax_packed
+
+
+@dataclass(frozen=True)
+class Packed(PackedShape, Variant):
+    threads_per_row: int = 0  # 0: the rule of _packed.packed_shape (64 bytes of the row a thread)
+    rows_per_block: int = 0
+
+    rung: ClassVar[int] = 8
+    name: ClassVar[str] = "packed"
+    instead = "rung 6 tuned"
+    what: ClassVar[str] = (
+        "float16 rows by bytes, not elements: rung 6 holds 16 elements a thread (rows up to 8192 "
+        "columns), 64 bytes of a float32 row but 32 of a float16 one, so float16 had half the bytes in "
+        "flight (at 16384 columns it holds 32 halves, but as 32 float registers). Here a thread holds 64 "
+        "bytes of its row whatever the dtype (32 halves: threads_per_row = cols / 32, 32..512), kept "
+        "packed as loaded, two halves a 32-bit register (four 16-byte loads fill 16 registers, the "
+        "float32 row's budget; unpacked they would take 32 and halve the blocks an SM holds), and "
+        "converted to float32 where used: max, sum and the scale stay float32. exp(x - max) goes back "
+        "into the registers packed, and y is written packed (16-byte stores). Rows not a whole number "
+        "of 16 bytes start unaligned: scalar loads into the same registers. float16 only."
+    )
+
+    def plan(self, problem, bufs):
+        self.supports(problem)
+        G, R, NC, VEC, TAIL = self.kernel_params(problem)
+        return [Launch(_packed_kernel(G, R, NC, VEC, TAIL), -(-problem.rows // R), G * R,
+                       (bufs["x"], bufs["y"], problem.rows, problem.cols))]
+
+    def traffic(self, problem):
+        G, R, NC, VEC, TAIL = self.kernel_params(problem)
+        kept = self.kept_cols(problem)
+        e = problem.elem_bytes
+        l2_tail = float(problem.rows) * (problem.cols - kept) * 2
+        tail = C.tail_dram(problem.rows, problem.cols, problem.dtype, problem.cols - kept, R, G * R)
+        note = (f"one DRAM read of x (in registers, packed: {kept} of {problem.cols} columns per row, "
+                f"{NC * WORDS} registers a thread), one write of y; "
+                + ("128-bit loads and stores" if VEC else "16-bit loads and stores (rows not 16-byte aligned)"))
+        if kept < problem.cols:
+            note += "; the uncached tail is swept twice" + (" (second read from DRAM)" if tail else " (from L2)")
+        return Traffic(flops=problem.flops, dram_bytes=2 * e + tail, l2_bytes=2 * e + l2_tail, limiter="dram",
+                       notes=note)
+
+LADDER: list[Variant] = [Oracle(), Naive(), Fused(), Warp(), Online(), MultiRow(), Tuned(), SmemRow(),
+                         Packed()]
 registry_check(LADDER)
 EXAMPLE_PROBLEM = Problem(rows=4096, cols=4096)  # for the anatomy view (compiled, never run here)
 GPU_SWEEP = [Problem(4096, c) for c in (128, 512, 1024, 4096, 16384, 65536)]

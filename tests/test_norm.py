@@ -97,6 +97,8 @@ def small(v, G=32, R=1, V=2):
     """The same rung at a simulator-friendly launch shape."""
     if isinstance(v, OracleVariant):
         return v
+    if v.name == "persist":  # its rule's shape: fewer threads a row would not hold the row (test_persist_*)
+        return dataclasses.replace(v, blocks_per_sm=1)
     kw = {}
     cfg = v.config
     if "block" in cfg:
@@ -133,13 +135,17 @@ def row_fits_smem(p) -> bool:
 
 def refused(v, p) -> bool:
     """Whether rung ``v`` refuses ``p`` as it must, naming the rung to use instead (checked):
-    smem_row a row past 227 KiB, packed anything but float16."""
+    smem_row a row past 227 KiB, packed anything but float16, persist rows past its registers."""
     if v.name == "smem_row" and not row_fits_smem(p):
         with pytest.raises(UnsupportedProblem, match="227 KiB.*use rung . tuned"):
             v.supports(p)
         return True
     if v.name == "packed" and p.dtype != "float16":
         with pytest.raises(UnsupportedProblem, match="float16.*rung . tuned: use it instead"):
+            v.supports(p)
+        return True
+    if v.name == "persist" and p.cols > 512 * 32 // np.dtype(p.dtype).itemsize:  # the rule's widest rows
+        with pytest.raises(UnsupportedProblem, match="registers hold.*use rung . tuned"):
             v.supports(p)
         return True
     return False
@@ -353,6 +359,70 @@ def test_packed_rule_by_bytes():
             v.supports(p32)
     assert _packed.packed_shape(1) == _common.Shape(32, 8, 1)
     assert _packed.packed_shape(65537).G == 512
+
+
+# --- the persist rungs: a persistent grid, the next row prefetched -------------------------------
+@pytest.mark.parametrize("op", list(SMEM_OPS))
+@pytest.mark.parametrize("rows,cols,dtype,kw", [
+    (1, 1, "float32", {}),                                        # fewer rows than the grid's groups
+    (5, 3, "float16", {"threads_per_row": 32, "rows_per_block": 2}),  # odd width: scalar loads, 2 blocks
+    (5, 7, "float32", {"threads_per_row": 8, "rows_per_block": 4}),   # one block loops twice, 3 idle groups
+    (5, 64, "float16", {"threads_per_row": 8, "rows_per_block": 4}),  # 16-byte loads of 8 halves
+    (7, 260, "float32", {"threads_per_row": 64, "rows_per_block": 1}),  # a cross-warp group, 4 trips a block
+    (3, 1024, "float16", {}),                                     # the rule at 1024 columns
+])
+def test_persist_shapes(op, rows, cols, dtype, kw, fresh_seed, monkeypatch):
+    """The persist rung on a grid of at most 2 blocks (one simulated SM, blocks_per_sm 2), so
+    blocks loop over rows and prefetch the next; 1, 3, 5 and 7 rows, odd widths, both dtypes,
+    against float64; outputs start as NaN."""
+    monkeypatch.setattr(_common, "sm_count", lambda: 1)
+    mod = SMEM_OPS[op]
+    p = mod.Problem(rows, cols, dtype)
+    v = rung_named(mod, "persist", blocks_per_sm=2, **kw)
+    assert v.blocks(p) == min(2, -(-rows // v.shape(p).R))
+    run_check(op, p, p.make_inputs(fresh_seed), v)
+
+
+@pytest.mark.parametrize("op", list(SMEM_OPS))
+def test_persist_special_rows(op, fresh_seed, monkeypatch):
+    """One block of two groups looping over 5 rows: |x| ~ 1e4 (float16), a constant row, a NaN
+    row that stays in its row (the row after it is prefetched while it is reduced)."""
+    monkeypatch.setattr(_common, "sm_count", lambda: 1)
+    mod = SMEM_OPS[op]
+    p = mod.Problem(5, 136, "float16")
+    g = np.random.default_rng(fresh_seed)
+    n = np.clip(g.standard_normal((5, 136)), -3, 3)
+    x = np.stack([1e4 + 3.0 * n[0] if op != "layernorm" else 1e4 * (1 + 0.25 * n[0]), 1e4 * n[1] / 3,
+                  np.full(136, 1.5), n[3], n[4]])
+    x[3, 77] = np.nan
+    inputs = _set_x(p.make_inputs(fresh_seed), x)
+    out = run_check(op, p, inputs, rung_named(mod, "persist", threads_per_row=16, rows_per_block=2, blocks_per_sm=1))
+    assert np.isnan(out["y"][3]).all() and np.isfinite(np.delete(out["y"], 3, axis=0).astype(F64)).all()
+
+
+def test_persist_grid_and_refusals():
+    """The grid fills an H100 once (132 SMs x the blocks the occupancy calculator allows at the
+    rung's register cap), never more than the rows need; rows past what a thread's registers hold
+    beside the next row's are refused, naming the rungs to use."""
+    from perfkit import occupancy
+    from perfkit.kernels.norm import _persist
+
+    for mod in SMEM_OPS.values():
+        v = rung_named(mod, "persist")
+        for dtype in ("float32", "float16"):
+            p = mod.Problem(4096, 1024, dtype)
+            G, R, W, NC = v.kernel_params(p)
+            assert W * np.dtype(dtype).itemsize == 16 and NC * W * np.dtype(dtype).itemsize == 32
+            per_sm = occupancy.occupancy((9, 0), G * R, _persist.REGS[dtype], 384).blocks_per_sm
+            assert per_sm >= 4 and v.blocks(p) == 132 * per_sm < 4096 // R
+            assert v.blocks(mod.Problem(5, 1024, dtype)) == -(-5 // R)
+            assert "one DRAM read" in v.traffic(p).notes
+        v.supports(mod.Problem(3, 4096))
+        v.supports(mod.Problem(3, 8192, "float16"))
+        with pytest.raises(UnsupportedProblem, match="registers hold 8 beside.*up to 4096 columns.*use rung . tuned"):
+            v.supports(mod.Problem(3, 4097))
+        with pytest.raises(UnsupportedProblem, match="use rung . tuned"):
+            v.supports(mod.Problem(3, 16384, "float16"))
 
 
 @pytest.mark.parametrize("op", list(ALL_OPS))
@@ -607,9 +677,9 @@ def test_registries_and_discovery():
     norm = importlib.import_module("perfkit.kernels.norm")
     assert not hasattr(norm, "LADDER") and set(norm.OPS) == set(ALL_OPS)
     assert [v.name for v in softmax.LADDER] == ["oracle", "naive", "fused", "warp", "online", "multirow", "tuned",
-                                                "smem_row", "packed"]
+                                                "smem_row", "packed", "persist"]
     for mod in (softmax, layernorm, rmsnorm):  # appended: the earlier rungs keep their numbers
-        assert [v.name for v in mod.LADDER][-3:] == ["tuned", "smem_row", "packed"]
+        assert [v.name for v in mod.LADDER][-4:] == ["tuned", "smem_row", "packed", "persist"]
     assert [v.name for v in layernorm.LADDER][4] == "welford"
 
 

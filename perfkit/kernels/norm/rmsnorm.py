@@ -16,6 +16,8 @@ Ledger (one line per rung; numbers and names live only in ``LADDER``):
                 once at any width up to 227 KiB a row
   7 packed      float16 by bytes: 64 bytes of its row a thread (32 halves, not 16), held packed
                 two halves a register; 16-byte loads and stores of half2 words
+  8 persist     narrow rows: a persistent grid (SMs x blocks an SM holds) loops over rows, each
+                group loading its next row into registers before it reduces this one
 
 There is no "single-pass statistics" rung: the one statistic (a sum of squares) already takes
 one sweep.  Minimal traffic: read x and gamma once, write y once.
@@ -39,10 +41,11 @@ from ._vec import vec_load, vec_store
 from ._common import ONE, ZERO, group_sum, tree_sum
 from ._smemrow import SmemRowShape, jit_row, param_unroll, stage_row
 from ._packed import CHUNK, WORDS, PackedShape, halves, load_chunk, pack2, store_chunk
+from ._persist import PersistShape, jit_persist
 from .._dynsmem import DynamicSharedLaunch, shared_tile
 
 __all__ = ["Problem", "LADDER", "Oracle", "Naive", "Fused", "Warp", "MultiRow", "Tuned", "SmemRow",
-           "Packed", "search", "EXAMPLE_PROBLEM"]
+           "Packed", "Persist", "search", "EXAMPLE_PROBLEM"]
 
 
 @dataclass(frozen=True)
@@ -574,7 +577,96 @@ class Packed(PackedShape, Variant):
         l2_tail = float(problem.rows) * (problem.cols - kept) * 2
         return dataclasses.replace(t, dram_bytes=t.dram_bytes + tail, l2_bytes=t.l2_bytes + l2_tail)
 
-LADDER: list[Variant] = [Oracle(), Naive(), Fused(), Warp(), MultiRow(), Tuned(), SmemRow(), Packed()]
+
+# --- rung 8 -------------------------------------------------------------------------------
+@lru_cache(maxsize=None)
+def _persist_kernel(G: int, R: int, W: int, NC: int, dtype: str):
+    """A persistent grid: the block's R groups of G threads take rows ``base + t // G`` for
+    ``base`` = blockIdx.x * R, + gridDim.x * R, ...; each thread holds NC vectors of W elements of
+    its row (chunk c at column W * (lane + c * G)) and loads those of its next row into ``nxt``
+    before it reduces and writes this one; gamma read in the write (the same columns every
+    row: L1)."""
+    ld = vec_load(W)
+    st = vec_store(W)
+    CW = NC * W
+
+    @jit_persist(dtype)
+    def rms_persist(x, gamma, y, eps, rows, cols):
+        scr = cuda.shared.array(32, float32)
+        cur = cuda.local.array(CW, float32)  # constant size, constant indices: registers
+        nxt = cuda.local.array(CW, float32)
+        par = cuda.local.array(W, float32)
+        t = cuda.threadIdx.x
+        lane = t % G
+        step = cuda.gridDim.x * R
+        first = cuda.blockIdx.x * R + t // G
+        for c in range(NC):  # the first row
+            j = W * (lane + c * G)
+            if first < rows and j < cols:
+                ld(x, first, j, cur, c * W)
+        for base in range(cuda.blockIdx.x * R, rows, step):  # the same trips for the whole block
+            r = base + t // G
+            n = cols if r < rows else 0  # a group past the last row reduces the identity
+            rn = r + step
+            for c in range(NC):  # the next row's loads go out before this row's work
+                j = W * (lane + c * G)
+                if rn < rows and j < cols:
+                    ld(x, rn, j, nxt, c * W)
+            s = ZERO
+            for c in range(NC):
+                if W * (lane + c * G) < n:
+                    for q in range(W):
+                        s += cur[c * W + q] * cur[c * W + q]
+            rs = ONE / math.sqrt(group_sum(s, G, scr) / float32(cols) + eps)
+            for c in range(NC):
+                j = W * (lane + c * G)
+                if j < n:
+                    ld(gamma, 0, j, par, 0)
+                    for e in range(W):
+                        cur[c * W + e] = cur[c * W + e] * rs * par[e]
+                    st(y, r, j, cur, c * W)
+            for i in range(CW):
+                cur[i] = nxt[i]
+
+    return rms_persist
+
+
+@dataclass(frozen=True)
+class Persist(PersistShape, Variant):
+    threads_per_row: int = 0  # 0: the rule of _persist.persist_shape (32 bytes of the row a thread)
+    rows_per_block: int = 0
+    blocks_per_sm: int = 0  # 0: as many as the occupancy calculator allows at the register cap
+
+    rung: ClassVar[int] = 8
+    name: ClassVar[str] = "persist"
+    instead = "rung 5 tuned (or rung 6 smem_row)"
+    what: ClassVar[str] = (
+        "Narrow rows on a persistent grid: rung 5 launches a block for every 4 rows of 1024 columns, "
+        "about two waves of 1024 blocks on an H100, each of which loads, waits, reduces, writes and "
+        "exits. Here the grid fills the GPU once (SMs x the blocks an SM holds at the kernel's register "
+        "cap, from the occupancy calculator) and loops over rows, and each group of threads issues the "
+        "loads of its next row into a second set of registers before it reduces and writes the current "
+        "one: the next row's DRAM latency hides behind this row's work. A thread holds 32 bytes of its "
+        "row (8 floats or 16 halves, 16-byte loads), so rows up to 4096 float32 or 8192 float16 "
+        "columns; wider ones are refused. "
+    )
+
+    def plan(self, problem, bufs):
+        self.supports(problem)
+        G, R, W, NC = self.kernel_params(problem)
+        c = problem.cols
+        return [Launch(_persist_kernel(G, R, W, NC, problem.dtype), self.blocks(problem), G * R,
+                       (bufs["x"], C.view(bufs["gamma"], (1, c)), bufs["y"], C.eps32(problem), problem.rows, c))]
+
+    def traffic(self, problem):
+        G, R, W, NC = self.kernel_params(problem)
+        it = np.dtype(problem.dtype).itemsize
+        return _traffic(problem, 1, f"one DRAM read of x (the row in registers, {NC * W} elements a thread, the next "
+                                    f"row's loads in flight beside it), one write of y; {8 * W * it}-bit loads and "
+                                    f"stores; a persistent grid of {self.blocks(problem)} blocks")
+
+LADDER: list[Variant] = [Oracle(), Naive(), Fused(), Warp(), MultiRow(), Tuned(), SmemRow(), Packed(),
+                         Persist()]
 registry_check(LADDER)
 EXAMPLE_PROBLEM = Problem(rows=4096, cols=4096)
 GPU_SWEEP = [Problem(4096, c) for c in (128, 512, 1024, 4096, 16384, 65536)]

@@ -17,6 +17,8 @@ Ledger (one line per rung; numbers and names live only in ``LADDER``):
                 up to 227 KiB a row
   8 packed      float16 by bytes: 64 bytes of its row a thread (32 halves, not 16), held packed
                 two halves a register; 16-byte loads and stores of half2 words
+  9 persist     narrow rows: a persistent grid (SMs x blocks an SM holds) loops over rows, each
+                group loading its next row into registers before it reduces this one
 
 Memory-bound: ~5 FLOPs per element against 8 bytes (float32 read + write), so the target is
 one DRAM read of x and one write of y; every extra sweep over a row should hit L1/L2.
@@ -41,10 +43,11 @@ from ._vec import vec_load, vec_store
 from ._common import NEG_INF, ONE, ZERO, group_max, group_softmax_stats, group_sum, softmax_merge, tree_max, tree_sum
 from ._smemrow import SmemRowShape, jit_row, stage_row
 from ._packed import CHUNK, WORDS, PackedShape, halves, load_chunk, pack2, store_chunk
+from ._persist import PersistShape, jit_persist
 from .._dynsmem import DynamicSharedLaunch, shared_tile
 
 __all__ = ["Problem", "LADDER", "Oracle", "Naive", "Fused", "Warp", "Online", "MultiRow", "Tuned",
-           "SmemRow", "Packed", "search", "EXAMPLE_PROBLEM"]
+           "SmemRow", "Packed", "Persist", "search", "EXAMPLE_PROBLEM"]
 
 
 @dataclass(frozen=True)
@@ -687,8 +690,104 @@ class Packed(PackedShape, Variant):
         return Traffic(flops=problem.flops, dram_bytes=2 * e + tail, l2_bytes=2 * e + l2_tail, limiter="dram",
                        notes=note)
 
+
+# --- rung 9 -------------------------------------------------------------------------------
+@lru_cache(maxsize=None)
+def _persist_kernel(G: int, R: int, W: int, NC: int, dtype: str):
+    """A persistent grid: the block's R groups of G threads take rows ``base + t // G`` for
+    ``base`` = blockIdx.x * R, + gridDim.x * R, ...; each thread holds NC vectors of W elements of
+    its row (chunk c at column W * (lane + c * G)) and loads those of its next row into ``nxt``
+    before it reduces and writes this one."""
+    ld = vec_load(W)
+    st = vec_store(W)
+    CW = NC * W
+
+    @jit_persist(dtype)
+    def softmax_persist(x, y, rows, cols):
+        scr_m = cuda.shared.array(32, float32)
+        scr_s = cuda.shared.array(32, float32)
+        cur = cuda.local.array(CW, float32)  # constant size, constant indices: registers
+        nxt = cuda.local.array(CW, float32)
+        t = cuda.threadIdx.x
+        lane = t % G
+        step = cuda.gridDim.x * R
+        first = cuda.blockIdx.x * R + t // G
+        for c in range(NC):  # the first row
+            j = W * (lane + c * G)
+            if first < rows and j < cols:
+                ld(x, first, j, cur, c * W)
+        for base in range(cuda.blockIdx.x * R, rows, step):  # the same trips for the whole block
+            r = base + t // G
+            n = cols if r < rows else 0  # a group past the last row reduces the identity
+            rn = r + step
+            for c in range(NC):  # the next row's loads go out before this row's work
+                j = W * (lane + c * G)
+                if rn < rows and j < cols:
+                    ld(x, rn, j, nxt, c * W)
+            m = NEG_INF
+            for c in range(NC):
+                if W * (lane + c * G) < n:
+                    for q in range(W):
+                        m = max(m, cur[c * W + q])  # m first: a NaN never raises the max
+            m = group_max(m, G, scr_m)
+            s = ZERO
+            for c in range(NC):
+                if W * (lane + c * G) < n:
+                    for q in range(W):
+                        e = math.exp(cur[c * W + q] - m)
+                        cur[c * W + q] = e
+                        s += e
+            s = group_sum(s, G, scr_s)
+            inv = ONE / s if n > 0 else ZERO
+            for c in range(NC):
+                j = W * (lane + c * G)
+                if j < n:
+                    for q in range(W):
+                        cur[c * W + q] = cur[c * W + q] * inv
+                    st(y, r, j, cur, c * W)
+            for i in range(CW):
+                cur[i] = nxt[i]
+
+    return softmax_persist
+
+
+@dataclass(frozen=True)
+class Persist(PersistShape, Variant):
+    threads_per_row: int = 0  # 0: the rule of _persist.persist_shape (32 bytes of the row a thread)
+    rows_per_block: int = 0
+    blocks_per_sm: int = 0  # 0: as many as the occupancy calculator allows at the register cap
+
+    rung: ClassVar[int] = 9
+    name: ClassVar[str] = "persist"
+    instead = "rung 6 tuned (or rung 7 smem_row)"
+    what: ClassVar[str] = (
+        "Narrow rows on a persistent grid: rung 6 launches a block for every 4 rows of 1024 columns, "
+        "about two waves of 1024 blocks on an H100, each of which loads, waits, reduces, writes and "
+        "exits. Here the grid fills the GPU once (SMs x the blocks an SM holds at the kernel's register "
+        "cap, from the occupancy calculator) and loops over rows, and each group of threads issues the "
+        "loads of its next row into a second set of registers before it reduces and writes the current "
+        "one: the next row's DRAM latency hides behind this row's work. A thread holds 32 bytes of its "
+        "row (8 floats or 16 halves, 16-byte loads), so rows up to 4096 float32 or 8192 float16 "
+        "columns; wider ones are refused."
+    )
+
+    def plan(self, problem, bufs):
+        self.supports(problem)
+        G, R, W, NC = self.kernel_params(problem)
+        return [Launch(_persist_kernel(G, R, W, NC, problem.dtype), self.blocks(problem), G * R,
+                       (bufs["x"], bufs["y"], problem.rows, problem.cols))]
+
+    def traffic(self, problem):
+        G, R, W, NC = self.kernel_params(problem)
+        e = problem.elem_bytes
+        it = np.dtype(problem.dtype).itemsize
+        return Traffic(flops=problem.flops, dram_bytes=2 * e, l2_bytes=2 * e, limiter="dram",
+                       notes=f"one DRAM read of x (the row in registers, {NC * W} elements a thread, the next row's "
+                             f"loads in flight beside it), one write of y; {8 * W * it}-bit loads and stores; "
+                             f"a persistent grid of {self.blocks(problem)} blocks")
+
 LADDER: list[Variant] = [Oracle(), Naive(), Fused(), Warp(), Online(), MultiRow(), Tuned(), SmemRow(),
-                         Packed()]
+                         Packed(), Persist()]
 registry_check(LADDER)
 EXAMPLE_PROBLEM = Problem(rows=4096, cols=4096)  # for the anatomy view (compiled, never run here)
 GPU_SWEEP = [Problem(4096, c) for c in (128, 512, 1024, 4096, 16384, 65536)]

@@ -217,22 +217,24 @@ def smem_rung(mod, **kw):
 @pytest.mark.parametrize("op", list(SMEM_OPS))
 @pytest.mark.parametrize("rows,cols,dtype,threads", [
     (1, 1, "float32", 0),        # one element: 31 of 32 threads stage nothing, reduce the identity
-    (5, 3, "float16", 64),       # odd width, scalar copies, more threads than elements
-    (5, 4097, "float32", 64),    # odd width: rows start unaligned, scalar copies 4 in flight
-    (1, 16385, "float16", 0),    # the rule's 512 threads, scalar path
-    (2, 16384, "float32", 0),    # 16-byte cp.async copies, the rule's 256 threads
-    (3, 1004, "float16", 32),    # 8-byte loads of 4 halves through registers
-    (3, 1030, "float32", 32),    # 8-byte loads of 2 floats, several unrolled trips
-    (2, 1032, "float16", 64),    # cp.async of 8 halves
+    (5, 3, "float16", 64),       # odd width: head and tail only (no whole 16-byte chunk), 5 pads
+    (5, 4097, "float32", 64),    # odd width: rows start unaligned, a head, cp.async, a tail
+    (5, 7, "float32", 32),       # pads 0..3: a head of up to 3, one chunk or none, a tail
+    (1, 16385, "float16", 0),    # the rule's 512 threads, row 0 aligned: no head, a 1-element tail
+    (2, 16384, "float32", 0),    # 16-byte cp.async copies only, the rule's 256 threads
+    (3, 1004, "float16", 32),    # rows 8-byte aligned: pads 0 and 4, 8-byte shared loads at the pad
+    (3, 1030, "float32", 32),    # rows 8-byte aligned: pads 0 and 2, several trips a thread
+    (2, 1032, "float16", 64),    # cp.async of 8 halves only
 ])
 def test_smem_row_shapes(op, rows, cols, dtype, threads, fresh_seed):
-    """The smem_row rung at 1 and 5 rows, odd widths (unaligned rows: the register path), widths
-    of whole 16-byte chunks (cp.async), float16, against float64; outputs start as NaN."""
+    """The smem_row rung at 1 and 5 rows, odd widths (unaligned rows: a scalar head and tail
+    around the 16-byte cp.async copies, the shared row at its pad), widths of whole 16-byte
+    chunks (cp.async only), float16, against float64; outputs start as NaN."""
     mod = SMEM_OPS[op]
     p = mod.Problem(rows, cols, dtype)
     v = smem_rung(mod, threads=threads)
-    B, W, use_async, _ = v.kernel_params(p)
-    assert use_async == (cols * np.dtype(dtype).itemsize % 16 == 0)
+    B, W, peel, _ = v.kernel_params(p)
+    assert peel == (cols * np.dtype(dtype).itemsize % 16 != 0)  # a scalar head and tail, cp.async between
     assert v.plan(p, v.host_buffers(p))[0].shared_bytes >= cols * np.dtype(dtype).itemsize
     run_check(op, p, p.make_inputs(fresh_seed), v)
 

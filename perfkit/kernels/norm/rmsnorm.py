@@ -39,7 +39,7 @@ from ..base import Launch, OracleVariant, UnsupportedProblem, Variant, registry_
 from . import _common as C
 from ._vec import vec_load, vec_store
 from ._common import ONE, ZERO, group_sum, tree_sum
-from ._smemrow import SmemRowShape, jit_row, param_unroll, stage_row
+from ._smemrow import SmemRowShape, jit_row, param_unroll, per_copy, stage_row
 from ._packed import CHUNK, WORDS, PackedShape, halves, load_chunk, pack2, store_chunk
 from ._persist import PersistShape, jit_persist
 from .._dynsmem import DynamicSharedLaunch, shared_tile
@@ -406,7 +406,7 @@ def search(problem: Problem, time_fn: Callable[[Variant], float] | None = None,
 
 # --- rung 6 -------------------------------------------------------------------------------
 @lru_cache(maxsize=None)
-def _smem_row_kernel(B: int, W: int, dtype: str, ASYNC: bool, REGS: int):
+def _smem_row_kernel(B: int, W: int, dtype: str, PEEL: bool, REGS: int):
     """One block of B threads per row; the row staged in shared memory in its own dtype, then
     two sweeps over it there (sum of squares, write), W elements a shared load; the write loads
     gamma for U vectors before it uses any (one L2 latency per trip)."""
@@ -414,22 +414,23 @@ def _smem_row_kernel(B: int, W: int, dtype: str, ASYNC: bool, REGS: int):
     st = vec_store(W)
     U = param_unroll(W)
     UW = U * W
-    stage = stage_row(B, W, ASYNC)
+    stage = stage_row(B, per_copy(dtype), PEEL)
+    PADMAX = per_copy(dtype) - 1 if PEEL else 0  # an unaligned row's pad ahead of it
     sdt = float16 if dtype == "float16" else float32
 
     @jit_row(B, REGS)
     def rms_smem_row(x, gamma, y, eps, cols):
         smem = cuda.shared.array(0, sdt)  # dynamic: the row
-        row = shared_tile(smem, 0, 1, cols)
+        row = shared_tile(smem, 0, 1, cols + PADMAX)
         scr = cuda.shared.array(32, float32)
         buf = cuda.local.array(W, float32)
         gam = cuda.local.array(UW, float32)
         r = cuda.blockIdx.x
         t = cuda.threadIdx.x
-        stage(x, r, row, cols)  # the only read of x
+        pad = stage(x, r, row, cols)  # the only read of x; the row from row[0, pad] on
         s = ZERO
         for j in range(W * t, cols, W * B):
-            ld(row, 0, j, buf, 0)
+            ld(row, 0, pad + j, buf, 0)
             for e in range(W):
                 s += buf[e] * buf[e]
         rs = ONE / math.sqrt(group_sum(s, B, scr) / float32(cols) + eps)
@@ -441,7 +442,7 @@ def _smem_row_kernel(B: int, W: int, dtype: str, ASYNC: bool, REGS: int):
             for u in range(U):
                 j = base + u * W * B
                 if j < cols:
-                    ld(row, 0, j, buf, 0)
+                    ld(row, 0, pad + j, buf, 0)
                     for e in range(W):
                         buf[e] = buf[e] * rs * gam[u * W + e]
                     st(y, r, j, buf, 0)
@@ -466,15 +467,15 @@ class SmemRow(SmemRowShape, Variant):
 
     def plan(self, problem, bufs):
         self.supports(problem)
-        B, W, ASYNC, REGS = self.kernel_params(problem)
+        B, W, PEEL, REGS = self.kernel_params(problem)
         c = problem.cols
-        return [DynamicSharedLaunch(_smem_row_kernel(B, W, problem.dtype, ASYNC, REGS), problem.rows, B,
+        return [DynamicSharedLaunch(_smem_row_kernel(B, W, problem.dtype, PEEL, REGS), problem.rows, B,
                                     (bufs["x"], C.view(bufs["gamma"], (1, c)), bufs["y"], C.eps32(problem), c),
                                     self.shared_bytes(problem))]
 
     def traffic(self, problem):
-        B, W, ASYNC, REGS = self.kernel_params(problem)
-        how = "16-byte cp.async" if ASYNC else f"{W}-element loads through registers"
+        B, W, PEEL, REGS = self.kernel_params(problem)
+        how = self.copy_note(problem)
         t = _traffic(problem, 1, f"one DRAM read of x ({how} into shared memory), one write of y; the row "
                                  "written to shared memory once and read there twice")
         return dataclasses.replace(t, smem_bytes=3 * problem.elem_bytes)

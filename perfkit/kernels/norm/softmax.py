@@ -41,7 +41,7 @@ from ..base import Launch, OracleVariant, UnsupportedProblem, Variant, registry_
 from . import _common as C
 from ._vec import vec_load, vec_store
 from ._common import NEG_INF, ONE, ZERO, group_max, group_softmax_stats, group_sum, softmax_merge, tree_max, tree_sum
-from ._smemrow import SmemRowShape, jit_row, stage_row
+from ._smemrow import SmemRowShape, jit_row, per_copy, stage_row
 from ._packed import CHUNK, WORDS, PackedShape, halves, load_chunk, pack2, store_chunk
 from ._persist import PersistShape, jit_persist
 from .._dynsmem import DynamicSharedLaunch, shared_tile
@@ -501,45 +501,46 @@ def search(problem: Problem, time_fn: Callable[[Variant], float] | None = None,
 
 # --- rung 7 -------------------------------------------------------------------------------
 @lru_cache(maxsize=None)
-def _smem_row_kernel(B: int, W: int, dtype: str, ASYNC: bool, REGS: int):
+def _smem_row_kernel(B: int, W: int, dtype: str, PEEL: bool, REGS: int):
     """One block of B threads per row; the row staged in shared memory in its own dtype, then
     three sweeps over it there (max, sum of exp, write), W elements a shared load.  A float32 row
     keeps exp(x - max) in place from the sum to the write (one exp an element, not two; each
     thread reads back only what it wrote); a float16 row could not hold it exactly."""
     ld = vec_load(W)
     st = vec_store(W)
-    stage = stage_row(B, W, ASYNC)
+    stage = stage_row(B, per_copy(dtype), PEEL)
+    PADMAX = per_copy(dtype) - 1 if PEEL else 0  # an unaligned row's pad ahead of it
     sdt = float16 if dtype == "float16" else float32
     KEEP = dtype == "float32"
 
     @jit_row(B, REGS)
     def softmax_smem_row(x, y, cols):
         smem = cuda.shared.array(0, sdt)  # dynamic: the row
-        row = shared_tile(smem, 0, 1, cols)
+        row = shared_tile(smem, 0, 1, cols + PADMAX)
         scr = cuda.shared.array(32, float32)
         buf = cuda.local.array(W, float32)
         r = cuda.blockIdx.x
         t = cuda.threadIdx.x
-        stage(x, r, row, cols)  # the only read of x
+        pad = stage(x, r, row, cols)  # the only read of x; the row from row[0, pad] on
         m = NEG_INF
         for j in range(W * t, cols, W * B):
-            ld(row, 0, j, buf, 0)
+            ld(row, 0, pad + j, buf, 0)
             for q in range(W):
                 m = max(m, buf[q])  # m first: a NaN never raises the max (as fmaxf on a GPU)
         m = group_max(m, B, scr)
         s = ZERO
         for j in range(W * t, cols, W * B):
-            ld(row, 0, j, buf, 0)
+            ld(row, 0, pad + j, buf, 0)
             for q in range(W):
                 e = math.exp(buf[q] - m)
                 buf[q] = e
                 s += e
             if KEEP:
-                st(row, 0, j, buf, 0)
+                st(row, 0, pad + j, buf, 0)
         s = group_sum(s, B, scr)
         inv = ONE / s
         for j in range(W * t, cols, W * B):
-            ld(row, 0, j, buf, 0)
+            ld(row, 0, pad + j, buf, 0)
             for q in range(W):
                 buf[q] = (buf[q] if KEEP else math.exp(buf[q] - m)) * inv
             st(y, r, j, buf, 0)
@@ -564,14 +565,14 @@ class SmemRow(SmemRowShape, Variant):
 
     def plan(self, problem, bufs):
         self.supports(problem)
-        B, W, ASYNC, REGS = self.kernel_params(problem)
-        return [DynamicSharedLaunch(_smem_row_kernel(B, W, problem.dtype, ASYNC, REGS), problem.rows, B,
+        B, W, PEEL, REGS = self.kernel_params(problem)
+        return [DynamicSharedLaunch(_smem_row_kernel(B, W, problem.dtype, PEEL, REGS), problem.rows, B,
                                     (bufs["x"], bufs["y"], problem.cols), self.shared_bytes(problem))]
 
     def traffic(self, problem):
-        B, W, ASYNC, REGS = self.kernel_params(problem)
+        B, W, PEEL, REGS = self.kernel_params(problem)
         e = problem.elem_bytes
-        how = "16-byte cp.async" if ASYNC else f"{W}-element loads through registers"
+        how = self.copy_note(problem)
         keep = problem.dtype == "float32"
         return Traffic(flops=problem.flops, dram_bytes=2 * e, l2_bytes=2 * e, smem_bytes=(5 if keep else 4) * e,
                        limiter="dram",

@@ -407,7 +407,6 @@ def test_persist_grid_and_refusals():
     rung's register cap), never more than the rows need; rows past what a thread's registers hold
     beside the next row's are refused, naming the rungs to use."""
     from perfkit import occupancy
-    from perfkit.kernels.norm import _persist
 
     for mod in SMEM_OPS.values():
         v = rung_named(mod, "persist")
@@ -415,7 +414,7 @@ def test_persist_grid_and_refusals():
             p = mod.Problem(4096, 1024, dtype)
             G, R, W, NC = v.kernel_params(p)
             assert W * np.dtype(dtype).itemsize == 16 and NC * W * np.dtype(dtype).itemsize == 32
-            per_sm = occupancy.occupancy((9, 0), G * R, _persist.REGS[dtype], 384).blocks_per_sm
+            per_sm = occupancy.occupancy((9, 0), G * R, v.reg_cap(p), 384).blocks_per_sm
             assert per_sm >= 4 and v.blocks(p) == 132 * per_sm < 4096 // R
             assert v.blocks(mod.Problem(5, 1024, dtype)) == -(-5 // R)
             assert "one DRAM read" in v.traffic(p).notes

@@ -30,7 +30,7 @@ from ... import backend, occupancy
 from ..base import UnsupportedProblem
 from . import _common as C
 
-__all__ = ["PersistShape", "persist_shape", "jit_persist", "BYTES_PER_THREAD", "MAX_G", "reg_cap"]
+__all__ = ["PersistShape", "persist_shape", "jit_persist", "BYTES_PER_THREAD", "MAX_G", "REGS"]
 
 #: bytes of its row a thread holds (and as many again of the next row in flight): two 16-byte
 #: loads, 8 float32 or 16 float16 elements.  Held as float32: 16 (float32) or 32 (float16)
@@ -41,7 +41,8 @@ BLOCK = 256  # threads a block (rows per block fill it)
 #: registers a thread (ptxas's cap, and what the grid is sized for).  Left alone ptxas took 56-70
 #: (float32) and 80-87 (float16) on sm_90, a quarter to a half of the SM's threads; at 40 layernorm
 #: spilled 20 bytes (float32, 1024 columns) and softmax 52 (float32, 4096); at these caps none of
-#: the three spills at 1024 or 4096 columns (perfkit anatomy, sm_90)
+#: the three spills at 1024 or 4096 columns (perfkit anatomy, sm_90); rmsnorm's float32 kernel
+#: takes 40 (a rung's class attribute ``regs`` overrides these)
 REGS = {"float32": 48, "float16": 64}
 #: compute capability the grid is sized for where no GPU is present (the model's H100)
 DEFAULT_CC = (9, 0)
@@ -58,15 +59,11 @@ def persist_shape(cols: int, dtype: str) -> C.Shape:
     return C.Shape(G, max(1, BLOCK // G), 1)
 
 
-def reg_cap(dtype: str) -> int:
-    return REGS[dtype]
-
-
-def jit_persist(dtype: str):
+def jit_persist(regs: int):
     """``cuda.jit`` with the register cap :meth:`PersistShape.blocks` sizes the grid for."""
     if backend.is_simulator():
         return cuda.jit
-    return cuda.jit(max_registers=reg_cap(dtype))
+    return cuda.jit(max_registers=regs)
 
 
 def _cc() -> tuple[int, int]:
@@ -85,6 +82,11 @@ class PersistShape:
     ``instead``, the rung named for rows too wide."""
 
     instead = "the tuned rung"
+    regs = REGS
+
+    def reg_cap(self, problem) -> int:
+        """Registers a thread: ptxas's cap, and what the grid is sized for."""
+        return self.regs[problem.dtype]
 
     def shape(self, problem) -> C.Shape:
         st = persist_shape(problem.cols, problem.dtype)
@@ -115,7 +117,7 @@ class PersistShape:
         if self.blocks_per_sm:
             return self.blocks_per_sm
         s = self.shape(problem)
-        o = occupancy.occupancy(_cc(), s.block, reg_cap(problem.dtype), 3 * 32 * 4)
+        o = occupancy.occupancy(_cc(), s.block, self.reg_cap(problem), 3 * 32 * 4)
         return max(1, o.blocks_per_sm)
 
     def blocks(self, problem) -> int:

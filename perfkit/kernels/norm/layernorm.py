@@ -770,7 +770,7 @@ class Packed(PackedShape, Variant):
 
 # --- rung 9 -------------------------------------------------------------------------------
 @lru_cache(maxsize=None)
-def _persist_kernel(G: int, R: int, W: int, NC: int, dtype: str):
+def _persist_kernel(G: int, R: int, W: int, NC: int, REGS: int):
     """A persistent grid: the block's R groups of G threads take rows ``base + t // G`` for
     ``base`` = blockIdx.x * R, + gridDim.x * R, ...; each thread holds NC vectors of W elements of
     its row (chunk c at column W * (lane + c * G)) and loads those of its next row into ``nxt``
@@ -781,7 +781,7 @@ def _persist_kernel(G: int, R: int, W: int, NC: int, dtype: str):
     st = vec_store(W)
     CW = NC * W
 
-    @jit_persist(dtype)
+    @jit_persist(REGS)
     def ln_persist(x, gamma, beta, y, mean, rstd, eps, rows, cols):
         scr = cuda.shared.array(32, float32)
         cur = cuda.local.array(CW, float32)  # constant size, constant indices: registers
@@ -860,7 +860,7 @@ class Persist(PersistShape, Variant):
         self.supports(problem)
         G, R, W, NC = self.kernel_params(problem)
         c = problem.cols
-        return [Launch(_persist_kernel(G, R, W, NC, problem.dtype), self.blocks(problem), G * R,
+        return [Launch(_persist_kernel(G, R, W, NC, self.reg_cap(problem)), self.blocks(problem), G * R,
                        (bufs["x"], C.view(bufs["gamma"], (1, c)), C.view(bufs["beta"], (1, c)), bufs["y"],
                         bufs["mean"], bufs["rstd"], C.eps32(problem), problem.rows, c))]
 

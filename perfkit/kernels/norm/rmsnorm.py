@@ -581,7 +581,7 @@ class Packed(PackedShape, Variant):
 
 # --- rung 8 -------------------------------------------------------------------------------
 @lru_cache(maxsize=None)
-def _persist_kernel(G: int, R: int, W: int, NC: int, dtype: str):
+def _persist_kernel(G: int, R: int, W: int, NC: int, REGS: int):
     """A persistent grid: the block's R groups of G threads take rows ``base + t // G`` for
     ``base`` = blockIdx.x * R, + gridDim.x * R, ...; each thread holds NC vectors of W elements of
     its row (chunk c at column W * (lane + c * G)) and loads those of its next row into ``nxt``
@@ -591,7 +591,7 @@ def _persist_kernel(G: int, R: int, W: int, NC: int, dtype: str):
     st = vec_store(W)
     CW = NC * W
 
-    @jit_persist(dtype)
+    @jit_persist(REGS)
     def rms_persist(x, gamma, y, eps, rows, cols):
         scr = cuda.shared.array(32, float32)
         cur = cuda.local.array(CW, float32)  # constant size, constant indices: registers
@@ -641,6 +641,7 @@ class Persist(PersistShape, Variant):
     rung: ClassVar[int] = 8
     name: ClassVar[str] = "persist"
     instead = "rung 5 tuned (or rung 6 smem_row)"
+    regs = {"float32": 40, "float16": 64}  # float32: no spills at 40 (6 blocks an SM, not 5)
     what: ClassVar[str] = (
         "Narrow rows on a persistent grid: rung 5 launches a block for every 4 rows of 1024 columns, "
         "about two waves of 1024 blocks on an H100, each of which loads, waits, reduces, writes and "
@@ -656,7 +657,7 @@ class Persist(PersistShape, Variant):
         self.supports(problem)
         G, R, W, NC = self.kernel_params(problem)
         c = problem.cols
-        return [Launch(_persist_kernel(G, R, W, NC, problem.dtype), self.blocks(problem), G * R,
+        return [Launch(_persist_kernel(G, R, W, NC, self.reg_cap(problem)), self.blocks(problem), G * R,
                        (bufs["x"], C.view(bufs["gamma"], (1, c)), bufs["y"], C.eps32(problem), problem.rows, c))]
 
     def traffic(self, problem):

@@ -694,7 +694,7 @@ class Packed(PackedShape, Variant):
 
 # --- rung 9 -------------------------------------------------------------------------------
 @lru_cache(maxsize=None)
-def _persist_kernel(G: int, R: int, W: int, NC: int, dtype: str):
+def _persist_kernel(G: int, R: int, W: int, NC: int, REGS: int):
     """A persistent grid: the block's R groups of G threads take rows ``base + t // G`` for
     ``base`` = blockIdx.x * R, + gridDim.x * R, ...; each thread holds NC vectors of W elements of
     its row (chunk c at column W * (lane + c * G)) and loads those of its next row into ``nxt``
@@ -703,7 +703,7 @@ def _persist_kernel(G: int, R: int, W: int, NC: int, dtype: str):
     st = vec_store(W)
     CW = NC * W
 
-    @jit_persist(dtype)
+    @jit_persist(REGS)
     def softmax_persist(x, y, rows, cols):
         scr_m = cuda.shared.array(32, float32)
         scr_s = cuda.shared.array(32, float32)
@@ -775,7 +775,7 @@ class Persist(PersistShape, Variant):
     def plan(self, problem, bufs):
         self.supports(problem)
         G, R, W, NC = self.kernel_params(problem)
-        return [Launch(_persist_kernel(G, R, W, NC, problem.dtype), self.blocks(problem), G * R,
+        return [Launch(_persist_kernel(G, R, W, NC, self.reg_cap(problem)), self.blocks(problem), G * R,
                        (bufs["x"], bufs["y"], problem.rows, problem.cols))]
 
     def traffic(self, problem):

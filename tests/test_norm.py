@@ -97,6 +97,8 @@ def small(v, G=32, R=1, V=2):
     """The same rung at a simulator-friendly launch shape."""
     if isinstance(v, OracleVariant):
         return v
+    if v.name == "persist":  # its rule's shape: fewer threads a row would not hold the row (test_persist_*)
+        return dataclasses.replace(v, blocks_per_sm=1)
     kw = {}
     cfg = v.config
     if "block" in cfg:
@@ -131,14 +133,29 @@ def row_fits_smem(p) -> bool:
     return p.cols * np.dtype(p.dtype).itemsize + 256 <= 227 * 1024
 
 
+def refused(v, p) -> bool:
+    """Whether rung ``v`` refuses ``p`` as it must, naming the rung to use instead (checked):
+    smem_row a row past 227 KiB, packed anything but float16, persist rows past its registers."""
+    if v.name == "smem_row" and not row_fits_smem(p):
+        with pytest.raises(UnsupportedProblem, match="227 KiB.*use rung . tuned"):
+            v.supports(p)
+        return True
+    if v.name == "packed" and p.dtype != "float16":
+        with pytest.raises(UnsupportedProblem, match="float16.*rung . tuned: use it instead"):
+            v.supports(p)
+        return True
+    if v.name == "persist" and p.cols > 512 * 32 // np.dtype(p.dtype).itemsize:  # the rule's widest rows
+        with pytest.raises(UnsupportedProblem, match="registers hold.*use rung . tuned"):
+            v.supports(p)
+        return True
+    return False
+
+
 def ladder_run(op, p, inputs, **small_kw):
     ref = REFS[op](p, inputs)
     for v in ALL_OPS[op].LADDER:
-        if v.name == "smem_row" and not row_fits_smem(p):  # refused, naming the rung to use instead
-            with pytest.raises(UnsupportedProblem, match="227 KiB.*use rung . tuned"):
-                v.supports(p)
-            continue
-        run_check(op, p, inputs, small(v, **small_kw), ref)
+        if not refused(v, p):
+            run_check(op, p, inputs, small(v, **small_kw), ref)
 
 
 def first_out(p, out):
@@ -188,31 +205,36 @@ def test_multirow_launch_shapes(op, G, R, V, cols, dtype, fresh_seed):
 SMEM_OPS = {"softmax": softmax, "layernorm": layernorm, "rmsnorm": rmsnorm}
 
 
-def smem_rung(mod, **kw):
-    v = mod.LADDER[-1]
-    assert v.name == "smem_row"
+def rung_named(mod, name, **kw):
+    v = next(v for v in mod.LADDER if v.name == name)
     return dataclasses.replace(v, **kw)
+
+
+def smem_rung(mod, **kw):
+    return rung_named(mod, "smem_row", **kw)
 
 
 @pytest.mark.parametrize("op", list(SMEM_OPS))
 @pytest.mark.parametrize("rows,cols,dtype,threads", [
     (1, 1, "float32", 0),        # one element: 31 of 32 threads stage nothing, reduce the identity
-    (5, 3, "float16", 64),       # odd width, scalar copies, more threads than elements
-    (5, 4097, "float32", 64),    # odd width: rows start unaligned, scalar copies 4 in flight
-    (1, 16385, "float16", 0),    # the rule's 512 threads, scalar path
-    (2, 16384, "float32", 0),    # 16-byte cp.async copies, the rule's 256 threads
-    (3, 1004, "float16", 32),    # 8-byte loads of 4 halves through registers
-    (3, 1030, "float32", 32),    # 8-byte loads of 2 floats, several unrolled trips
-    (2, 1032, "float16", 64),    # cp.async of 8 halves
+    (5, 3, "float16", 64),       # odd width: head and tail only (no whole 16-byte chunk), 5 pads
+    (5, 4097, "float32", 64),    # odd width: rows start unaligned, a head, cp.async, a tail
+    (5, 7, "float32", 32),       # pads 0..3: a head of up to 3, one chunk or none, a tail
+    (1, 16385, "float16", 0),    # the rule's 512 threads, row 0 aligned: no head, a 1-element tail
+    (2, 16384, "float32", 0),    # 16-byte cp.async copies only, the rule's 256 threads
+    (3, 1004, "float16", 32),    # rows 8-byte aligned: pads 0 and 4, 8-byte shared loads at the pad
+    (3, 1030, "float32", 32),    # rows 8-byte aligned: pads 0 and 2, several trips a thread
+    (2, 1032, "float16", 64),    # cp.async of 8 halves only
 ])
 def test_smem_row_shapes(op, rows, cols, dtype, threads, fresh_seed):
-    """The smem_row rung at 1 and 5 rows, odd widths (unaligned rows: the register path), widths
-    of whole 16-byte chunks (cp.async), float16, against float64; outputs start as NaN."""
+    """The smem_row rung at 1 and 5 rows, odd widths (unaligned rows: a scalar head and tail
+    around the 16-byte cp.async copies, the shared row at its pad), widths of whole 16-byte
+    chunks (cp.async only), float16, against float64; outputs start as NaN."""
     mod = SMEM_OPS[op]
     p = mod.Problem(rows, cols, dtype)
     v = smem_rung(mod, threads=threads)
-    B, W, use_async, _ = v.kernel_params(p)
-    assert use_async == (cols * np.dtype(dtype).itemsize % 16 == 0)
+    B, W, peel, _ = v.kernel_params(p)
+    assert peel == (cols * np.dtype(dtype).itemsize % 16 != 0)  # a scalar head and tail, cp.async between
     assert v.plan(p, v.host_buffers(p))[0].shared_bytes >= cols * np.dtype(dtype).itemsize
     run_check(op, p, p.make_inputs(fresh_seed), v)
 
@@ -239,7 +261,7 @@ def test_smem_row_refuses_rows_past_227k(op):
     columns, float16 twice that; past it the refusal names the rung that does take the row."""
     mod = SMEM_OPS[op]
     v = smem_rung(mod)
-    tuned = mod.LADDER[-2]
+    tuned = rung_named(mod, "tuned")
     for dtype, ok, bad in (("float32", 58000, 58113), ("float16", 116000, 116225)):
         v.supports(mod.Problem(4, ok, dtype))
         assert v.shared_bytes(mod.Problem(4, ok, dtype)) <= 227 * 1024
@@ -260,6 +282,148 @@ def test_smem_row_model_reads_x_once():
         assert "one DRAM read" in t.notes and "cp.async" in t.notes
         assert p.bytes <= t.dram_bytes <= 1.01 * p.bytes
         assert smem_rung(mod).block(p) == 256
+
+
+# --- the packed rungs: float16 rows by bytes, two halves a register --------------------------------
+@pytest.mark.parametrize("op", list(SMEM_OPS))
+@pytest.mark.parametrize("rows,cols,kw", [
+    (1, 1, {}),                                            # the rule's 8 rows of 32 lanes, one element
+    (5, 3, {"threads_per_row": 32, "rows_per_block": 2}),  # odd width: scalar loads, a partial block
+    (5, 7, {"threads_per_row": 8, "rows_per_block": 4}),   # sub-warp groups, rows % R != 0
+    (5, 64, {"threads_per_row": 8, "rows_per_block": 4}),  # 16-byte loads and stores, one chunk a lane
+    (2, 2112, {"threads_per_row": 32, "rows_per_block": 1}),  # 16-byte path past the 8-chunk cache (tail)
+    (3, 4097, {"threads_per_row": 64, "rows_per_block": 1}),  # unaligned rows, 1 column past the cache
+])
+def test_packed_shapes(op, rows, cols, kw, fresh_seed):
+    """The packed rung at 1 and 5 rows and odd widths (rows not 16-byte aligned: scalar loads
+    into the packed registers), whole 16-byte chunks (vector path), rows wider than the register
+    cache (the tail read twice), against float64; outputs start as NaN."""
+    mod = SMEM_OPS[op]
+    p = mod.Problem(rows, cols, "float16")
+    v = rung_named(mod, "packed", **kw)
+    G, R, NC, VEC, TAIL = v.kernel_params(p)
+    assert VEC == (cols % 8 == 0) and TAIL == (G * 8 * NC < cols)
+    run_check(op, p, p.make_inputs(fresh_seed), v)
+
+
+@pytest.mark.parametrize("op", list(SMEM_OPS))
+def test_packed_special_rows(op, fresh_seed):
+    """float16 at |x| ~ 1e4 (row 0 large and close, row 1 +-1e4: exp and squares overflow
+    float16, and float32 too without the max), a constant row, a NaN row that stays in its row,
+    four rows sharing blocks of two."""
+    mod = SMEM_OPS[op]
+    p = mod.Problem(4, 136, "float16")
+    g = np.random.default_rng(fresh_seed)
+    n = np.clip(g.standard_normal((4, 136)), -3, 3)
+    x = np.stack([1e4 + 3.0 * n[0] if op != "layernorm" else 1e4 * (1 + 0.25 * n[0]), 1e4 * n[1] / 3,
+                  np.full(136, 1.5), n[3]])
+    x[3, 77] = np.nan
+    inputs = _set_x(p.make_inputs(fresh_seed), x)
+    out = run_check(op, p, inputs, rung_named(mod, "packed", threads_per_row=16, rows_per_block=2))
+    assert np.isnan(out["y"][3]).all() and np.isfinite(out["y"][:3].astype(F64)).all()
+
+
+@pytest.mark.slow
+def test_packed_65537_float16(fresh_seed):
+    """65537 float16 columns at the rule's 512 threads a row: 32768 in registers, the rest in the
+    tail (scalar: 65537 is odd); magnitudes near 1e4."""
+    p = softmax.Problem(1, 65537, "float16")
+    n = np.clip(np.random.default_rng(fresh_seed).standard_normal((1, 65537)), -3, 3)
+    inputs = _set_x(p.make_inputs(fresh_seed), 1e4 + 3.0 * n)
+    v = rung_named(softmax, "packed")
+    G, R, NC, VEC, TAIL = v.kernel_params(p)
+    assert (G, NC, VEC, TAIL) == (512, 8, False, True)
+    run_check("softmax", p, inputs, v)
+
+
+def test_packed_rule_by_bytes():
+    """The packed rule holds 64 bytes of a row a thread, as the tuned rule does at float32: twice
+    the elements of the tuned rule at float16, in the same 16 registers; float32 is refused,
+    naming the tuned rung; the rung shows itself at the float16 twin of the example."""
+    from perfkit.kernels.norm import _packed
+
+    for mod in SMEM_OPS.values():
+        v = rung_named(mod, "packed")
+        tuned = rung_named(mod, "tuned")
+        for cols in (1024, 4096, 16384):
+            p = mod.Problem(4096, cols, "float16")
+            G, R, NC, VEC, TAIL = v.kernel_params(p)
+            assert VEC and not TAIL and G * 8 * NC == cols and NC * 4 == 16  # 16 registers, 64 bytes
+            tG, tR, tV, tW, tNC = tuned.kernel_params(p)
+            if cols < 16384:  # tuned: 16 halves (32 bytes) a thread
+                assert tNC * tW == 16 and G * 2 == tG
+            else:  # tuned at its 512 threads: 32 halves a thread too, but in 32 float registers
+                assert tNC * tW == 32 and G == tG
+            assert "one DRAM read" in v.traffic(p).notes and "128-bit" in v.traffic(p).notes
+        p32 = mod.EXAMPLE_PROBLEM
+        assert v.example(p32) == dataclasses.replace(p32, dtype="float16")
+        with pytest.raises(UnsupportedProblem, match=f"in rung {tuned.rung} tuned: use it instead"):
+            v.supports(p32)
+    assert _packed.packed_shape(1) == _common.Shape(32, 8, 1)
+    assert _packed.packed_shape(65537).G == 512
+
+
+# --- the persist rungs: a persistent grid, the next row prefetched -------------------------------
+@pytest.mark.parametrize("op", list(SMEM_OPS))
+@pytest.mark.parametrize("rows,cols,dtype,kw", [
+    (1, 1, "float32", {}),                                        # fewer rows than the grid's groups
+    (5, 3, "float16", {"threads_per_row": 32, "rows_per_block": 2}),  # odd width: scalar loads, 2 blocks
+    (5, 7, "float32", {"threads_per_row": 8, "rows_per_block": 4}),   # one block loops twice, 3 idle groups
+    (5, 64, "float16", {"threads_per_row": 8, "rows_per_block": 4}),  # 16-byte loads of 8 halves
+    (7, 260, "float32", {"threads_per_row": 64, "rows_per_block": 1}),  # a cross-warp group, 4 trips a block
+    (3, 1024, "float16", {}),                                     # the rule at 1024 columns
+])
+def test_persist_shapes(op, rows, cols, dtype, kw, fresh_seed, monkeypatch):
+    """The persist rung on a grid of at most 2 blocks (one simulated SM, blocks_per_sm 2), so
+    blocks loop over rows and prefetch the next; 1, 3, 5 and 7 rows, odd widths, both dtypes,
+    against float64; outputs start as NaN."""
+    monkeypatch.setattr(_common, "sm_count", lambda: 1)
+    mod = SMEM_OPS[op]
+    p = mod.Problem(rows, cols, dtype)
+    v = rung_named(mod, "persist", blocks_per_sm=2, **kw)
+    assert v.blocks(p) == min(2, -(-rows // v.shape(p).R))
+    run_check(op, p, p.make_inputs(fresh_seed), v)
+
+
+@pytest.mark.parametrize("op", list(SMEM_OPS))
+def test_persist_special_rows(op, fresh_seed, monkeypatch):
+    """One block of two groups looping over 5 rows: |x| ~ 1e4 (float16), a constant row, a NaN
+    row that stays in its row (the row after it is prefetched while it is reduced)."""
+    monkeypatch.setattr(_common, "sm_count", lambda: 1)
+    mod = SMEM_OPS[op]
+    p = mod.Problem(5, 136, "float16")
+    g = np.random.default_rng(fresh_seed)
+    n = np.clip(g.standard_normal((5, 136)), -3, 3)
+    x = np.stack([1e4 + 3.0 * n[0] if op != "layernorm" else 1e4 * (1 + 0.25 * n[0]), 1e4 * n[1] / 3,
+                  np.full(136, 1.5), n[3], n[4]])
+    x[3, 77] = np.nan
+    inputs = _set_x(p.make_inputs(fresh_seed), x)
+    out = run_check(op, p, inputs, rung_named(mod, "persist", threads_per_row=16, rows_per_block=2, blocks_per_sm=1))
+    assert np.isnan(out["y"][3]).all() and np.isfinite(np.delete(out["y"], 3, axis=0).astype(F64)).all()
+
+
+def test_persist_grid_and_refusals():
+    """The grid fills an H100 once (132 SMs x the blocks the occupancy calculator allows at the
+    rung's register cap), never more than the rows need; rows past what a thread's registers hold
+    beside the next row's are refused, naming the rungs to use."""
+    from perfkit import occupancy
+
+    for mod in SMEM_OPS.values():
+        v = rung_named(mod, "persist")
+        for dtype in ("float32", "float16"):
+            p = mod.Problem(4096, 1024, dtype)
+            G, R, W, NC = v.kernel_params(p)
+            assert W * np.dtype(dtype).itemsize == 16 and NC * W * np.dtype(dtype).itemsize == 32
+            per_sm = occupancy.occupancy((9, 0), G * R, v.reg_cap(p), 384).blocks_per_sm
+            assert per_sm >= 4 and v.blocks(p) == 132 * per_sm < 4096 // R
+            assert v.blocks(mod.Problem(5, 1024, dtype)) == -(-5 // R)
+            assert "one DRAM read" in v.traffic(p).notes
+        v.supports(mod.Problem(3, 4096))
+        v.supports(mod.Problem(3, 8192, "float16"))
+        with pytest.raises(UnsupportedProblem, match="registers hold 8 beside.*up to 4096 columns.*use rung . tuned"):
+            v.supports(mod.Problem(3, 4097))
+        with pytest.raises(UnsupportedProblem, match="use rung . tuned"):
+            v.supports(mod.Problem(3, 16384, "float16"))
 
 
 @pytest.mark.parametrize("op", list(ALL_OPS))
@@ -298,6 +462,8 @@ def test_large_magnitudes(op, dtype, fresh_seed):
     ref = REFS[op](p, inputs)
     assert all(np.isfinite(a).all() for a in ref.values())
     for v in mod.LADDER:
+        if refused(v, p):
+            continue
         out = run_check(op, p, inputs, small(v), ref)
         assert all(np.isfinite(a.astype(F64)).all() for a in out.values())
 
@@ -312,6 +478,8 @@ def test_constant_rows(op, fresh_seed):
     inputs = _set_x(p.make_inputs(fresh_seed), x)
     ref = REFS[op](p, inputs)
     for v in mod.LADDER:
+        if refused(v, p):
+            continue
         out = run_check(op, p, inputs, small(v), ref)
         assert all(np.isfinite(a).all() for a in out.values()), v.label
     if op == "softmax":
@@ -326,6 +494,8 @@ def test_nan_stays_in_its_row(op, fresh_seed):
     inputs["x"][2, 33] = np.nan
     ref = REFS[op](p, inputs)
     for v in mod.LADDER:
+        if refused(v, p):
+            continue
         out = run_check(op, p, inputs, small(v, G=32, R=2), ref)  # R=2: a NaN row shares a block
         row = out["dx" if op == "layernorm_bwd" else "y"]
         assert np.isnan(row[2]).all(), v.label
@@ -508,9 +678,9 @@ def test_registries_and_discovery():
     norm = importlib.import_module("perfkit.kernels.norm")
     assert not hasattr(norm, "LADDER") and set(norm.OPS) == set(ALL_OPS)
     assert [v.name for v in softmax.LADDER] == ["oracle", "naive", "fused", "warp", "online", "multirow", "tuned",
-                                                "smem_row"]
+                                                "smem_row", "packed", "persist"]
     for mod in (softmax, layernorm, rmsnorm):  # appended: the earlier rungs keep their numbers
-        assert mod.LADDER[-1].name == "smem_row" and mod.LADDER[-2].name == "tuned"
+        assert [v.name for v in mod.LADDER][-4:] == ["tuned", "smem_row", "packed", "persist"]
     assert [v.name for v in layernorm.LADDER][4] == "welford"
 
 
@@ -524,6 +694,8 @@ def test_plans_on_host_stand_ins(op):
         probs.append(dataclasses.replace(mod.EXAMPLE_PROBLEM, layout="NHWC"))
     for p in probs:
         for v in mod.LADDER[1:]:
+            if refused(v, p):
+                continue
             launches = v.plan(p, v.host_buffers(p))
             assert launches and all(1 <= l.threads_per_block <= 1024 for l in launches), v.label
             # the smem_row rungs stage one row in dynamic shared memory, nothing else asks for any

@@ -9,10 +9,14 @@ share lives here:
   :func:`row_threads`), its refusal of rows that do not fit a block's shared memory
   (:func:`check_row_fits`, naming the rung to use instead), the bytes it asks for and the
   compiled kernel's constants;
-* :func:`stage_row`: the device function that copies row ``r`` of x into the shared row: 16-byte
+* :func:`stage_row`: the device function that copies row ``r`` of x into the shared row by 16-byte
   ``cp.async`` copies (``perfkit.kernels._ptx``; global to shared without registers, all of a
-  thread's copies in flight at once) when the row is a whole number of 16-byte chunks, else
-  vector loads through registers (8 / 4 / 2-byte or scalar: a row of odd width starts unaligned).
+  thread's copies in flight at once).  A row that is not a whole number of 16-byte chunks starts
+  unaligned (row r at byte r * cols * itemsize): its first columns up to the next 16-byte boundary
+  (the head, fewer than 16 bytes) and its last ones past the final boundary (the tail) are copied
+  one element a thread, the rest by cp.async; the shared row then starts ``pad`` = (r * cols) mod
+  (16 / itemsize) elements in, so that each copy's shared address is as aligned as its global one
+  (and the W-element shared loads of the sweeps stay aligned: W divides r * cols and 16 / itemsize).
 
 The row is kept in the input dtype (float16 rows take half the bytes, so twice the width fits);
 every pass over it reads W elements with one shared load (``LDS.128`` for 16 bytes) and converts
@@ -23,17 +27,16 @@ from __future__ import annotations
 from functools import lru_cache
 
 import numpy as np
-from numba import cuda, float32
+from numba import cuda
 
 from ... import backend
 from .._dynsmem import MAX_OPT_IN_SHARED, check_dynamic_shared
 from .._ptx import cp_async16, cp_async_commit, cp_async_wait
 from ..base import UnsupportedProblem
 from ._common import block_reg_cap, next_pow2, vec_width
-from ._vec import vec_load, vec_store
 
 __all__ = ["SmemRowShape", "row_threads", "row_bytes", "max_cols", "check_row_fits", "stage_row", "reg_cap",
-           "jit_row", "param_unroll", "STATIC_SHARED", "VECS_PER_THREAD", "MAX_THREADS", "MIN_THREADS"]
+           "jit_row", "param_unroll", "per_copy", "STATIC_SHARED", "VECS_PER_THREAD", "MAX_THREADS", "MIN_THREADS"]
 
 #: static shared memory of the smem_row kernels: the reductions' 32-float scratch (at most two)
 STATIC_SHARED = 2 * 32 * 4
@@ -45,7 +48,6 @@ STATIC_SHARED = 2 * 32 * 4
 VECS_PER_THREAD = 16
 MAX_THREADS = 512  # 1024 would leave two 64 KiB rows an SM at width 16384 (2048 threads an SM)
 MIN_THREADS = 64  # 32 blocks an SM at most: blocks of one warp would fill half its thread slots
-LOAD_UNROLL = 4  # vector loads in flight per trip on the register path (rows not 16-byte chunks)
 #: elements of gamma (and of beta) a thread loads before using any in the write: 2 vectors of 4
 #: floats, 1 of 8 halves (16 cost float16 rows at width 16384 spills under their cap of 80)
 PARAM_ELEMS = 8
@@ -64,15 +66,27 @@ SM_REGS = 65536
 MIN_REG_CAP = 40  # 32 spilled layernorm at width 1024 (gamma and beta for 8 elements in flight)
 
 
+def per_copy(dtype: str) -> int:
+    """Elements of one 16-byte cp.async copy: 4 float32, 8 float16."""
+    return 16 // np.dtype(dtype).itemsize
+
+
+def aligned(cols: int, dtype: str) -> bool:
+    """Whether every row starts 16-byte aligned (a whole number of 16-byte chunks a row)."""
+    return int(cols) * np.dtype(dtype).itemsize % 16 == 0
+
+
 def row_bytes(cols: int, dtype: str) -> int:
-    """Dynamic shared memory of one staged row, rounded up to whole 16-byte chunks."""
-    return -(-int(cols) * np.dtype(dtype).itemsize // 16) * 16
+    """Dynamic shared memory of one staged row, rounded up to whole 16-byte chunks; an unaligned
+    row's ``pad`` (up to 16 / itemsize - 1 elements) ahead of it."""
+    n = int(cols) + (0 if aligned(cols, dtype) else per_copy(dtype) - 1)
+    return -(-n * np.dtype(dtype).itemsize // 16) * 16
 
 
 def max_cols(dtype: str) -> int:
-    """The widest row a block can stage (227 KiB less the static scratch): 58080 float32 or
-    116160 float16 columns."""
-    return (MAX_OPT_IN_SHARED - STATIC_SHARED) // np.dtype(dtype).itemsize
+    """The widest row a block can stage (227 KiB less the static scratch, less an unaligned
+    row's pad): 58045 float32 or 116089 float16 columns."""
+    return (MAX_OPT_IN_SHARED - STATIC_SHARED) // np.dtype(dtype).itemsize - (per_copy(dtype) - 1)
 
 
 def check_row_fits(label: str, cols: int, dtype: str, instead: str) -> None:
@@ -126,47 +140,60 @@ class SmemRowShape:
         check_row_fits(self.label, problem.cols, problem.dtype, self.instead)
 
     def kernel_params(self, problem) -> tuple[int, int, bool, int]:
-        """(B, W, ASYNC, REGS): threads, elements per vector, whether the row goes by 16-byte
-        cp.async, the register cap."""
+        """(B, W, PEEL, REGS): threads, elements per shared vector load, whether rows start
+        unaligned (a scalar head and tail around the cp.async copies, the row ``pad`` elements
+        into shared memory), the register cap."""
         W = vec_width(problem.cols, problem.dtype)
         B = self.block(problem)
-        return B, W, W * np.dtype(problem.dtype).itemsize == 16, reg_cap(B, problem.cols, problem.dtype)
+        return B, W, not aligned(problem.cols, problem.dtype), reg_cap(B, problem.cols, problem.dtype)
+
+    def staged_cols(self, problem) -> int:
+        """Columns of the shared row view: the row, and an unaligned row's pad ahead of it."""
+        return problem.cols + (per_copy(problem.dtype) - 1 if self.kernel_params(problem)[2] else 0)
+
+    def copy_note(self, problem) -> str:
+        if self.kernel_params(problem)[2]:
+            return "16-byte cp.async, a scalar head and tail where the unaligned row is not 16-byte chunks"
+        return "16-byte cp.async"
 
     def shared_bytes(self, problem) -> int:
         return row_bytes(problem.cols, problem.dtype)
 
 
 @lru_cache(maxsize=None)
-def stage_row(B: int, W: int, ASYNC: bool):
-    """``stage(x, r, row, cols)``: row ``r`` of x into the (1, cols) shared ``row``, then a
-    barrier.  ASYNC: 16-byte cp.async copies, all committed as one group and waited for; else W
-    elements a load through registers, ``LOAD_UNROLL`` loads issued before their stores."""
-    if ASYNC:
+def stage_row(B: int, E: int, PEEL: bool):
+    """``stage(x, r, row, cols) -> pad``: row ``r`` of x into the shared ``row`` (a (1, cols + pad)
+    view) from element ``pad`` on, then a barrier.  16-byte cp.async copies of E elements, all
+    committed as one group and waited for.  PEEL (rows not a whole number of 16-byte chunks):
+    ``pad`` = (r * cols) mod E; the head (columns before the first 16-byte boundary of the row,
+    fewer than E) and the tail (past the last whole chunk) go one element a thread through
+    registers, the chunks between by cp.async; else ``pad`` = 0 and the row is all chunks."""
+    if not PEEL:
         @cuda.jit(device=True)
         def stage(x, r, row, cols):
-            for j in range(W * cuda.threadIdx.x, cols, W * B):
+            for j in range(E * cuda.threadIdx.x, cols, E * B):
                 cp_async16(row, 0, j, x, r, j, 16)
             cp_async_commit()
             cp_async_wait(0)
             cuda.syncthreads()  # the copies are visible to the other threads after the wait and a barrier
+            return 0
         return stage
-
-    ld = vec_load(W)
-    st = vec_store(W)
-    U = LOAD_UNROLL
-    UW = U * W  # a constant for the local array's size
 
     @cuda.jit(device=True)
     def stage(x, r, row, cols):
-        buf = cuda.local.array(UW, float32)
-        for base in range(W * cuda.threadIdx.x, cols, U * W * B):
-            for u in range(U):
-                j = base + u * W * B
-                if j < cols:
-                    ld(x, r, j, buf, u * W)
-            for u in range(U):
-                j = base + u * W * B
-                if j < cols:
-                    st(row, 0, j, buf, u * W)
+        t = cuda.threadIdx.x
+        pad = (r * cols) % E  # global column j is 16-byte aligned where pad + j is a multiple of E
+        head = min((E - pad) % E, cols)
+        body = (cols - head) // E  # whole 16-byte chunks after the head
+        end = head + E * body
+        for j in range(head + E * t, end, E * B):
+            cp_async16(row, 0, pad + j, x, r, j, 16)
+        cp_async_commit()
+        if t < head:  # while the copies fly: the head ...
+            row[0, pad + t] = x[r, t]
+        if end + t < cols:  # ... and the tail, an element a thread (E - 1 at most each)
+            row[0, pad + end + t] = x[r, end + t]
+        cp_async_wait(0)
         cuda.syncthreads()
+        return pad
     return stage

@@ -16,9 +16,14 @@ Ledger (one line per rung; numbers and names live only in ``LADDER``):
   7 smem_row    one block per row, the row staged once in dynamic shared memory (16-byte
                 cp.async): both statistics and the write read it there, so x leaves DRAM once
                 at any width up to 227 KiB a row
+  8 packed      float16 by bytes: 64 bytes of its row a thread (32 halves, not 16), held packed
+                two halves a register; 16-byte loads and stores of half2 words
+  9 persist     narrow rows: a persistent grid (SMs x blocks an SM holds) loops over rows, each
+                group loading its next row into registers before it reduces this one
 
 The variance is never computed as E[x^2] - E[x]^2 (catastrophic cancellation when
-|mean| >> std): rungs 1-3 and 7 use two passes (mean, then sum of (x - mean)^2), rungs 4-6 Welford.
+|mean| >> std): rungs 1-3 and 7 use two passes (mean, then sum of (x - mean)^2), rungs 4-6 and 8 Welford
+(rungs 5, 6 and 8: a thread's chunk two-pass in registers, Chan's merge across lanes).
 """
 from __future__ import annotations
 
@@ -29,7 +34,7 @@ from functools import lru_cache
 from typing import Callable, ClassVar
 
 import numpy as np
-from numba import cuda, float32
+from numba import cuda, float32, uint32
 from numba.types import float16
 
 from ..base import Traffic
@@ -37,11 +42,13 @@ from ..base import Launch, OracleVariant, UnsupportedProblem, Variant, registry_
 from . import _common as C
 from ._vec import vec_load, vec_store
 from ._common import ONE, ZERO, chan_merge, group_sum, group_welford, tree_sum, welford_push
-from ._smemrow import SmemRowShape, jit_row, param_unroll, stage_row
+from ._smemrow import SmemRowShape, jit_row, param_unroll, per_copy, stage_row
+from ._packed import CHUNK, WORDS, PackedShape, halves, load_chunk, pack2, store_chunk
+from ._persist import PersistShape, jit_persist
 from .._dynsmem import DynamicSharedLaunch, shared_tile
 
 __all__ = ["Problem", "LADDER", "Oracle", "Naive", "Fused", "Warp", "Welford", "MultiRow", "Tuned",
-           "SmemRow", "search", "EXAMPLE_PROBLEM"]
+           "SmemRow", "Packed", "Persist", "search", "EXAMPLE_PROBLEM"]
 
 
 @dataclass(frozen=True)
@@ -531,7 +538,7 @@ def search(problem: Problem, time_fn: Callable[[Variant], float] | None = None,
 
 # --- rung 7 -------------------------------------------------------------------------------
 @lru_cache(maxsize=None)
-def _smem_row_kernel(B: int, W: int, dtype: str, ASYNC: bool, REGS: int):
+def _smem_row_kernel(B: int, W: int, dtype: str, PEEL: bool, REGS: int):
     """One block of B threads per row; the row staged in shared memory in its own dtype, then
     three sweeps over it there (sum, centred sum of squares, write), W elements a shared load;
     the write loads gamma and beta for U vectors before it uses any (one L2 latency per trip)."""
@@ -539,29 +546,30 @@ def _smem_row_kernel(B: int, W: int, dtype: str, ASYNC: bool, REGS: int):
     st = vec_store(W)
     U = param_unroll(W)
     UW = U * W
-    stage = stage_row(B, W, ASYNC)
+    stage = stage_row(B, per_copy(dtype), PEEL)
+    PADMAX = per_copy(dtype) - 1 if PEEL else 0  # an unaligned row's pad ahead of it
     sdt = float16 if dtype == "float16" else float32
 
     @jit_row(B, REGS)
     def ln_smem_row(x, gamma, beta, y, mean, rstd, eps, cols):
         smem = cuda.shared.array(0, sdt)  # dynamic: the row
-        row = shared_tile(smem, 0, 1, cols)
+        row = shared_tile(smem, 0, 1, cols + PADMAX)
         scr = cuda.shared.array(32, float32)
         buf = cuda.local.array(W, float32)
         gam = cuda.local.array(UW, float32)
         bet = cuda.local.array(UW, float32)
         r = cuda.blockIdx.x
         t = cuda.threadIdx.x
-        stage(x, r, row, cols)  # the only read of x
+        pad = stage(x, r, row, cols)  # the only read of x; the row from row[0, pad] on
         s = ZERO
         for j in range(W * t, cols, W * B):
-            ld(row, 0, j, buf, 0)
+            ld(row, 0, pad + j, buf, 0)
             for e in range(W):
                 s += buf[e]
         m = group_sum(s, B, scr) / float32(cols)
         s = ZERO
         for j in range(W * t, cols, W * B):  # the exact two-pass variance: no cancellation
-            ld(row, 0, j, buf, 0)
+            ld(row, 0, pad + j, buf, 0)
             for e in range(W):
                 d = buf[e] - m
                 s += d * d
@@ -578,7 +586,7 @@ def _smem_row_kernel(B: int, W: int, dtype: str, ASYNC: bool, REGS: int):
             for u in range(U):
                 j = base + u * W * B
                 if j < cols:
-                    ld(row, 0, j, buf, 0)
+                    ld(row, 0, pad + j, buf, 0)
                     for e in range(W):
                         buf[e] = (buf[e] - m) * q * gam[u * W + e] + bet[u * W + e]
                     st(y, r, j, buf, 0)
@@ -603,21 +611,268 @@ class SmemRow(SmemRowShape, Variant):
 
     def plan(self, problem, bufs):
         self.supports(problem)
-        B, W, ASYNC, REGS = self.kernel_params(problem)
+        B, W, PEEL, REGS = self.kernel_params(problem)
         c = problem.cols
-        return [DynamicSharedLaunch(_smem_row_kernel(B, W, problem.dtype, ASYNC, REGS), problem.rows, B,
+        return [DynamicSharedLaunch(_smem_row_kernel(B, W, problem.dtype, PEEL, REGS), problem.rows, B,
                                     (bufs["x"], C.view(bufs["gamma"], (1, c)), C.view(bufs["beta"], (1, c)), bufs["y"],
                                      bufs["mean"], bufs["rstd"], C.eps32(problem), c), self.shared_bytes(problem))]
 
     def traffic(self, problem):
-        B, W, ASYNC, REGS = self.kernel_params(problem)
-        how = "16-byte cp.async" if ASYNC else f"{W}-element loads through registers"
+        B, W, PEEL, REGS = self.kernel_params(problem)
+        how = self.copy_note(problem)
         t = _traffic(problem, 1, f"one DRAM read of x ({how} into shared memory), one write of y; the row "
                                  "written to shared memory once and read there three times")
         return dataclasses.replace(t, smem_bytes=4 * problem.elem_bytes)
 
 
-LADDER: list[Variant] = [Oracle(), Naive(), Fused(), Warp(), Welford(), MultiRow(), Tuned(), SmemRow()]
+
+# --- rung 8 -------------------------------------------------------------------------------
+@lru_cache(maxsize=None)
+def _packed_kernel(G: int, R: int, NC: int, VEC: bool, TAIL: bool):
+    """Rung 5's kernel for float16 rows held packed: each thread keeps NC chunks of 8 halves
+    (4 registers each; chunk c at column 8 * (lane + c * G)) from the loads to the write; the
+    chunk's mean and centred M2 from them (exact two-pass), Chan's merge across lanes; gamma and
+    beta loaded packed in the write, a chunk at a time."""
+    load = load_chunk(VEC)
+    store = store_chunk(VEC)
+    CW = NC * WORDS
+
+    @C.jit_cached(G * R, CW)
+    def ln_packed(x, gamma, beta, y, mean, rstd, eps, rows, cols):
+        scr_n = cuda.shared.array(32, float32)
+        scr_m = cuda.shared.array(32, float32)
+        scr_q = cuda.shared.array(32, float32)
+        cw = cuda.local.array(CW, uint32)  # constant size, constant indices: registers
+        tw = cuda.local.array(WORDS, uint32)
+        gw = cuda.local.array(WORDS, uint32)
+        bw = cuda.local.array(WORDS, uint32)
+        t = cuda.threadIdx.x
+        lane = t % G
+        row = cuda.blockIdx.x * R + t // G
+        n = cols if row < rows else 0  # idle groups still join the reductions
+        r = min(row, rows - 1)
+        for c in range(NC):  # every load issued before any use: 16 * NC bytes in flight
+            load(x, r, CHUNK * (lane + c * G), n, ZERO, cw, c * WORDS)
+        sm = ZERO
+        for i in range(CW):
+            a, b = halves(cw[i])
+            sm += a + b  # padding is 0
+        k = ZERO
+        for c in range(NC):
+            j = CHUNK * (lane + c * G)
+            k += float32(max(0, min(CHUNK, n - j)))
+        cm = sm / k if k > ZERO else ZERO
+        cq = ZERO
+        for c in range(NC):
+            j = CHUNK * (lane + c * G)
+            for i in range(WORDS):
+                a, b = halves(cw[c * WORDS + i])
+                if j + 2 * i < n:
+                    d = a - cm
+                    cq += d * d
+                if j + 2 * i + 1 < n:
+                    d = b - cm
+                    cq += d * d
+        cnt = k
+        m = cm
+        m2 = cq
+        if TAIL:  # compiled only for rows wider than the register cache
+            for j in range(CHUNK * (lane + NC * G), n, CHUNK * G):
+                load(x, r, j, n, ZERO, tw, 0)
+                kt = float32(min(CHUNK, n - j))
+                s = ZERO
+                for i in range(WORDS):
+                    a, b = halves(tw[i])
+                    s += a + b
+                tm = s / kt
+                tq = ZERO
+                for i in range(WORDS):
+                    a, b = halves(tw[i])
+                    if j + 2 * i < n:
+                        d = a - tm
+                        tq += d * d
+                    if j + 2 * i + 1 < n:
+                        d = b - tm
+                        tq += d * d
+                cnt, m, m2 = chan_merge(cnt, m, m2, kt, tm, tq)  # merge the chunk: one division
+        cnt, m, m2 = group_welford(cnt, m, m2, G, scr_n, scr_m, scr_q)
+        q = ONE / math.sqrt(m2 / cnt + eps) if n > 0 else ZERO
+        if lane == 0 and row < rows:
+            mean[r] = m
+            rstd[r] = q
+        for c in range(NC):  # the write, from registers
+            j = CHUNK * (lane + c * G)
+            if j < n:
+                load(gamma, 0, j, n, ZERO, gw, 0)
+                load(beta, 0, j, n, ZERO, bw, 0)
+                for i in range(WORDS):
+                    a, b = halves(cw[c * WORDS + i])
+                    ga, gb = halves(gw[i])
+                    ba, bb = halves(bw[i])
+                    cw[c * WORDS + i] = pack2((a - m) * q * ga + ba, (b - m) * q * gb + bb)
+                store(y, r, j, n, cw, c * WORDS)
+        if TAIL:  # the uncached tail, read again
+            for j in range(CHUNK * (lane + NC * G), n, CHUNK * G):
+                load(x, r, j, n, ZERO, tw, 0)
+                load(gamma, 0, j, n, ZERO, gw, 0)
+                load(beta, 0, j, n, ZERO, bw, 0)
+                for i in range(WORDS):
+                    a, b = halves(tw[i])
+                    ga, gb = halves(gw[i])
+                    ba, bb = halves(bw[i])
+                    tw[i] = pack2((a - m) * q * ga + ba, (b - m) * q * gb + bb)
+                store(y, r, j, n, tw, 0)
+
+    return ln_packed
+
+
+@dataclass(frozen=True)
+class Packed(PackedShape, Variant):
+    threads_per_row: int = 0  # 0: the rule of _packed.packed_shape (64 bytes of the row a thread)
+    rows_per_block: int = 0
+
+    rung: ClassVar[int] = 8
+    name: ClassVar[str] = "packed"
+    instead = "rung 6 tuned"
+    what: ClassVar[str] = (
+        "float16 rows by bytes, not elements: rung 6 holds 16 elements a thread (rows up to 8192 "
+        "columns), 64 bytes of a float32 row but 32 of a float16 one, so float16 had half the bytes in "
+        "flight (at 16384 columns it holds 32 halves, but as 32 float registers). Here a thread holds 64 "
+        "bytes of its row whatever the dtype (32 halves: threads_per_row = cols / 32, 32..512), kept "
+        "packed as loaded, two halves a 32-bit register (four 16-byte loads fill 16 registers, the "
+        "float32 row's budget), converted to float32 where used: the mean, the centred M2 (exact "
+        "two-pass in registers, Chan's merge across lanes) and the write are float32; gamma and beta "
+        "come packed too, y is written packed (16-byte stores). Rows not a whole number of 16 bytes "
+        "start unaligned: scalar loads into the same registers. float16 only."
+    )
+
+    def plan(self, problem, bufs):
+        self.supports(problem)
+        G, R, NC, VEC, TAIL = self.kernel_params(problem)
+        c = problem.cols
+        return [Launch(_packed_kernel(G, R, NC, VEC, TAIL), -(-problem.rows // R), G * R,
+                       (bufs["x"], C.view(bufs["gamma"], (1, c)), C.view(bufs["beta"], (1, c)), bufs["y"],
+                        bufs["mean"], bufs["rstd"], C.eps32(problem), problem.rows, c))]
+
+    def traffic(self, problem):
+        G, R, NC, VEC, TAIL = self.kernel_params(problem)
+        kept = self.kept_cols(problem)
+        tail = C.tail_dram(problem.rows, problem.cols, problem.dtype, problem.cols - kept, R, G * R)
+        note = (f"one DRAM read of x (in registers, packed: {kept} of {problem.cols} columns per row, "
+                f"{NC * WORDS} registers a thread), one write of y; "
+                + ("128-bit loads and stores" if VEC else "16-bit loads and stores (rows not 16-byte aligned)"))
+        if kept < problem.cols:
+            note += "; the uncached tail is swept twice" + (" (second read from DRAM)" if tail else " (from L2)")
+        t = _traffic(problem, 1, note)
+        l2_tail = float(problem.rows) * (problem.cols - kept) * 2
+        return dataclasses.replace(t, dram_bytes=t.dram_bytes + tail, l2_bytes=t.l2_bytes + l2_tail)
+
+
+# --- rung 9 -------------------------------------------------------------------------------
+@lru_cache(maxsize=None)
+def _persist_kernel(G: int, R: int, W: int, NC: int, REGS: int):
+    """A persistent grid: the block's R groups of G threads take rows ``base + t // G`` for
+    ``base`` = blockIdx.x * R, + gridDim.x * R, ...; each thread holds NC vectors of W elements of
+    its row (chunk c at column W * (lane + c * G)) and loads those of its next row into ``nxt``
+    before it reduces and writes this one.  Two plain all-reduces (the sum, then the centred sum
+    of squares from the registers: the exact two-pass variance); gamma and beta read in the
+    write (the same columns every row: L1)."""
+    ld = vec_load(W)
+    st = vec_store(W)
+    CW = NC * W
+
+    @jit_persist(REGS)
+    def ln_persist(x, gamma, beta, y, mean, rstd, eps, rows, cols):
+        scr = cuda.shared.array(32, float32)
+        cur = cuda.local.array(CW, float32)  # constant size, constant indices: registers
+        nxt = cuda.local.array(CW, float32)
+        par = cuda.local.array(W, float32)
+        t = cuda.threadIdx.x
+        lane = t % G
+        nf = float32(cols)
+        step = cuda.gridDim.x * R
+        first = cuda.blockIdx.x * R + t // G
+        for c in range(NC):  # the first row
+            j = W * (lane + c * G)
+            if first < rows and j < cols:
+                ld(x, first, j, cur, c * W)
+        for base in range(cuda.blockIdx.x * R, rows, step):  # the same trips for the whole block
+            r = base + t // G
+            n = cols if r < rows else 0  # a group past the last row reduces the identity
+            rn = r + step
+            for c in range(NC):  # the next row's loads go out before this row's work
+                j = W * (lane + c * G)
+                if rn < rows and j < cols:
+                    ld(x, rn, j, nxt, c * W)
+            s = ZERO
+            for c in range(NC):
+                if W * (lane + c * G) < n:
+                    for q in range(W):
+                        s += cur[c * W + q]
+            m = group_sum(s, G, scr) / nf
+            s = ZERO
+            for c in range(NC):
+                if W * (lane + c * G) < n:
+                    for q in range(W):
+                        d = cur[c * W + q] - m
+                        s += d * d
+            q = ONE / math.sqrt(group_sum(s, G, scr) / nf + eps)
+            if lane == 0 and r < rows:
+                mean[r] = m
+                rstd[r] = q
+            for c in range(NC):
+                j = W * (lane + c * G)
+                if j < n:
+                    ld(gamma, 0, j, par, 0)
+                    for e in range(W):
+                        cur[c * W + e] = (cur[c * W + e] - m) * q * par[e]
+                    ld(beta, 0, j, par, 0)
+                    for e in range(W):
+                        cur[c * W + e] += par[e]
+                    st(y, r, j, cur, c * W)
+            for i in range(CW):
+                cur[i] = nxt[i]
+
+    return ln_persist
+
+
+@dataclass(frozen=True)
+class Persist(PersistShape, Variant):
+    threads_per_row: int = 0  # 0: the rule of _persist.persist_shape (32 bytes of the row a thread)
+    rows_per_block: int = 0
+    blocks_per_sm: int = 0  # 0: as many as the occupancy calculator allows at the register cap
+
+    rung: ClassVar[int] = 9
+    name: ClassVar[str] = "persist"
+    instead = "rung 6 tuned (or rung 7 smem_row)"
+    what: ClassVar[str] = (
+        "Narrow rows on a persistent grid: rung 6 launches a block for every 4 rows of 1024 columns, "
+        "about two waves of 1024 blocks on an H100, each of which loads, waits, reduces, writes and "
+        "exits. Here the grid fills the GPU once (SMs x the blocks an SM holds at the kernel's register "
+        "cap, from the occupancy calculator) and loops over rows, and each group of threads issues the "
+        "loads of its next row into a second set of registers before it reduces and writes the current "
+        "one: the next row's DRAM latency hides behind this row's work. A thread holds 32 bytes of its "
+        "row (8 floats or 16 halves, 16-byte loads), so rows up to 4096 float32 or 8192 float16 "
+        "columns; wider ones are refused. Statistics as two plain all-reduces (the sum, then the centred squares from registers)."
+    )
+
+    def plan(self, problem, bufs):
+        self.supports(problem)
+        G, R, W, NC = self.kernel_params(problem)
+        c = problem.cols
+        return [Launch(_persist_kernel(G, R, W, NC, self.reg_cap(problem)), self.blocks(problem), G * R,
+                       (bufs["x"], C.view(bufs["gamma"], (1, c)), C.view(bufs["beta"], (1, c)), bufs["y"],
+                        bufs["mean"], bufs["rstd"], C.eps32(problem), problem.rows, c))]
+
+    def traffic(self, problem):
+        G, R, W, NC = self.kernel_params(problem)
+        it = np.dtype(problem.dtype).itemsize
+        return _traffic(problem, 1, f"one DRAM read of x (the row in registers, {NC * W} elements a thread, the next "
+                                    f"row's loads in flight beside it), one write of y; {8 * W * it}-bit loads and "
+                                    f"stores; a persistent grid of {self.blocks(problem)} blocks")
+
+LADDER: list[Variant] = [Oracle(), Naive(), Fused(), Warp(), Welford(), MultiRow(), Tuned(), SmemRow(),
+                         Packed(), Persist()]
 registry_check(LADDER)
 EXAMPLE_PROBLEM = Problem(rows=4096, cols=4096)
 GPU_SWEEP = [Problem(4096, c) for c in (128, 512, 1024, 4096, 16384, 65536)]

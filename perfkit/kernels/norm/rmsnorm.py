@@ -14,6 +14,10 @@ Ledger (one line per rung; numbers and names live only in ``LADDER``):
   6 smem_row    one block per row, the row staged once in dynamic shared memory (16-byte
                 cp.async): the sum of squares and the write read it there, so x leaves DRAM
                 once at any width up to 227 KiB a row
+  7 packed      float16 by bytes: 64 bytes of its row a thread (32 halves, not 16), held packed
+                two halves a register; 16-byte loads and stores of half2 words
+  8 persist     narrow rows: a persistent grid (SMs x blocks an SM holds) loops over rows, each
+                group loading its next row into registers before it reduces this one
 
 There is no "single-pass statistics" rung: the one statistic (a sum of squares) already takes
 one sweep.  Minimal traffic: read x and gamma once, write y once.
@@ -27,7 +31,7 @@ from functools import lru_cache
 from typing import Callable, ClassVar
 
 import numpy as np
-from numba import cuda, float32
+from numba import cuda, float32, uint32
 from numba.types import float16
 
 from ..base import Traffic
@@ -35,11 +39,13 @@ from ..base import Launch, OracleVariant, UnsupportedProblem, Variant, registry_
 from . import _common as C
 from ._vec import vec_load, vec_store
 from ._common import ONE, ZERO, group_sum, tree_sum
-from ._smemrow import SmemRowShape, jit_row, param_unroll, stage_row
+from ._smemrow import SmemRowShape, jit_row, param_unroll, per_copy, stage_row
+from ._packed import CHUNK, WORDS, PackedShape, halves, load_chunk, pack2, store_chunk
+from ._persist import PersistShape, jit_persist
 from .._dynsmem import DynamicSharedLaunch, shared_tile
 
 __all__ = ["Problem", "LADDER", "Oracle", "Naive", "Fused", "Warp", "MultiRow", "Tuned", "SmemRow",
-           "search", "EXAMPLE_PROBLEM"]
+           "Packed", "Persist", "search", "EXAMPLE_PROBLEM"]
 
 
 @dataclass(frozen=True)
@@ -400,7 +406,7 @@ def search(problem: Problem, time_fn: Callable[[Variant], float] | None = None,
 
 # --- rung 6 -------------------------------------------------------------------------------
 @lru_cache(maxsize=None)
-def _smem_row_kernel(B: int, W: int, dtype: str, ASYNC: bool, REGS: int):
+def _smem_row_kernel(B: int, W: int, dtype: str, PEEL: bool, REGS: int):
     """One block of B threads per row; the row staged in shared memory in its own dtype, then
     two sweeps over it there (sum of squares, write), W elements a shared load; the write loads
     gamma for U vectors before it uses any (one L2 latency per trip)."""
@@ -408,22 +414,23 @@ def _smem_row_kernel(B: int, W: int, dtype: str, ASYNC: bool, REGS: int):
     st = vec_store(W)
     U = param_unroll(W)
     UW = U * W
-    stage = stage_row(B, W, ASYNC)
+    stage = stage_row(B, per_copy(dtype), PEEL)
+    PADMAX = per_copy(dtype) - 1 if PEEL else 0  # an unaligned row's pad ahead of it
     sdt = float16 if dtype == "float16" else float32
 
     @jit_row(B, REGS)
     def rms_smem_row(x, gamma, y, eps, cols):
         smem = cuda.shared.array(0, sdt)  # dynamic: the row
-        row = shared_tile(smem, 0, 1, cols)
+        row = shared_tile(smem, 0, 1, cols + PADMAX)
         scr = cuda.shared.array(32, float32)
         buf = cuda.local.array(W, float32)
         gam = cuda.local.array(UW, float32)
         r = cuda.blockIdx.x
         t = cuda.threadIdx.x
-        stage(x, r, row, cols)  # the only read of x
+        pad = stage(x, r, row, cols)  # the only read of x; the row from row[0, pad] on
         s = ZERO
         for j in range(W * t, cols, W * B):
-            ld(row, 0, j, buf, 0)
+            ld(row, 0, pad + j, buf, 0)
             for e in range(W):
                 s += buf[e] * buf[e]
         rs = ONE / math.sqrt(group_sum(s, B, scr) / float32(cols) + eps)
@@ -435,7 +442,7 @@ def _smem_row_kernel(B: int, W: int, dtype: str, ASYNC: bool, REGS: int):
             for u in range(U):
                 j = base + u * W * B
                 if j < cols:
-                    ld(row, 0, j, buf, 0)
+                    ld(row, 0, pad + j, buf, 0)
                     for e in range(W):
                         buf[e] = buf[e] * rs * gam[u * W + e]
                     st(y, r, j, buf, 0)
@@ -460,21 +467,208 @@ class SmemRow(SmemRowShape, Variant):
 
     def plan(self, problem, bufs):
         self.supports(problem)
-        B, W, ASYNC, REGS = self.kernel_params(problem)
+        B, W, PEEL, REGS = self.kernel_params(problem)
         c = problem.cols
-        return [DynamicSharedLaunch(_smem_row_kernel(B, W, problem.dtype, ASYNC, REGS), problem.rows, B,
+        return [DynamicSharedLaunch(_smem_row_kernel(B, W, problem.dtype, PEEL, REGS), problem.rows, B,
                                     (bufs["x"], C.view(bufs["gamma"], (1, c)), bufs["y"], C.eps32(problem), c),
                                     self.shared_bytes(problem))]
 
     def traffic(self, problem):
-        B, W, ASYNC, REGS = self.kernel_params(problem)
-        how = "16-byte cp.async" if ASYNC else f"{W}-element loads through registers"
+        B, W, PEEL, REGS = self.kernel_params(problem)
+        how = self.copy_note(problem)
         t = _traffic(problem, 1, f"one DRAM read of x ({how} into shared memory), one write of y; the row "
                                  "written to shared memory once and read there twice")
         return dataclasses.replace(t, smem_bytes=3 * problem.elem_bytes)
 
 
-LADDER: list[Variant] = [Oracle(), Naive(), Fused(), Warp(), MultiRow(), Tuned(), SmemRow()]
+
+# --- rung 7 -------------------------------------------------------------------------------
+@lru_cache(maxsize=None)
+def _packed_kernel(G: int, R: int, NC: int, VEC: bool, TAIL: bool):
+    """Rung 4's kernel for float16 rows held packed: each thread keeps NC chunks of 8 halves
+    (4 registers each; chunk c at column 8 * (lane + c * G)) from the loads to the write; gamma
+    loaded packed in the write, a chunk at a time."""
+    load = load_chunk(VEC)
+    store = store_chunk(VEC)
+    CW = NC * WORDS
+
+    @C.jit_cached(G * R, CW)
+    def rms_packed(x, gamma, y, eps, rows, cols):
+        scr = cuda.shared.array(32, float32)
+        cw = cuda.local.array(CW, uint32)  # constant size, constant indices: registers
+        tw = cuda.local.array(WORDS, uint32)
+        gw = cuda.local.array(WORDS, uint32)
+        t = cuda.threadIdx.x
+        lane = t % G
+        r = cuda.blockIdx.x * R + t // G
+        n = cols if r < rows else 0  # idle groups still join the reduction
+        r = min(r, rows - 1)
+        for c in range(NC):  # every load issued before any use: 16 * NC bytes in flight
+            load(x, r, CHUNK * (lane + c * G), n, ZERO, cw, c * WORDS)
+        s = ZERO
+        for i in range(CW):
+            a, b = halves(cw[i])
+            s += a * a + b * b  # padding is 0
+        if TAIL:  # compiled only for rows wider than the register cache
+            for j in range(CHUNK * (lane + NC * G), n, CHUNK * G):
+                load(x, r, j, n, ZERO, tw, 0)
+                for i in range(WORDS):
+                    a, b = halves(tw[i])
+                    s += a * a + b * b
+        s = group_sum(s, G, scr)
+        rs = ONE / math.sqrt(s / float32(cols) + eps)
+        for c in range(NC):  # the write, from registers
+            j = CHUNK * (lane + c * G)
+            if j < n:
+                load(gamma, 0, j, n, ZERO, gw, 0)
+                for i in range(WORDS):
+                    a, b = halves(cw[c * WORDS + i])
+                    ga, gb = halves(gw[i])
+                    cw[c * WORDS + i] = pack2(a * rs * ga, b * rs * gb)
+                store(y, r, j, n, cw, c * WORDS)
+        if TAIL:  # the uncached tail, read again
+            for j in range(CHUNK * (lane + NC * G), n, CHUNK * G):
+                load(x, r, j, n, ZERO, tw, 0)
+                load(gamma, 0, j, n, ZERO, gw, 0)
+                for i in range(WORDS):
+                    a, b = halves(tw[i])
+                    ga, gb = halves(gw[i])
+                    tw[i] = pack2(a * rs * ga, b * rs * gb)
+                store(y, r, j, n, tw, 0)
+
+    return rms_packed
+
+
+@dataclass(frozen=True)
+class Packed(PackedShape, Variant):
+    threads_per_row: int = 0  # 0: the rule of _packed.packed_shape (64 bytes of the row a thread)
+    rows_per_block: int = 0
+
+    rung: ClassVar[int] = 7
+    name: ClassVar[str] = "packed"
+    instead = "rung 5 tuned"
+    what: ClassVar[str] = (
+        "float16 rows by bytes, not elements: rung 5 holds 16 elements a thread (rows up to 8192 "
+        "columns), 64 bytes of a float32 row but 32 of a float16 one, so float16 had half the bytes in "
+        "flight (at 16384 columns it holds 32 halves, but as 32 float registers). Here a thread holds 64 "
+        "bytes of its row whatever the dtype (32 halves: threads_per_row = cols / 32, 32..512), kept "
+        "packed as loaded, two halves a 32-bit register (four 16-byte loads fill 16 registers, the "
+        "float32 row's budget), converted to float32 where used: the sum of squares and the scale are "
+        "float32; gamma comes packed too, y is written packed (16-byte stores). Rows not a whole number "
+        "of 16 bytes start unaligned: scalar loads into the same registers. float16 only."
+    )
+
+    def plan(self, problem, bufs):
+        self.supports(problem)
+        G, R, NC, VEC, TAIL = self.kernel_params(problem)
+        c = problem.cols
+        return [Launch(_packed_kernel(G, R, NC, VEC, TAIL), -(-problem.rows // R), G * R,
+                       (bufs["x"], C.view(bufs["gamma"], (1, c)), bufs["y"], C.eps32(problem), problem.rows, c))]
+
+    def traffic(self, problem):
+        G, R, NC, VEC, TAIL = self.kernel_params(problem)
+        kept = self.kept_cols(problem)
+        tail = C.tail_dram(problem.rows, problem.cols, problem.dtype, problem.cols - kept, R, G * R)
+        note = (f"one DRAM read of x (in registers, packed: {kept} of {problem.cols} columns per row, "
+                f"{NC * WORDS} registers a thread), one write of y; "
+                + ("128-bit loads and stores" if VEC else "16-bit loads and stores (rows not 16-byte aligned)"))
+        if kept < problem.cols:
+            note += "; the uncached tail is swept twice" + (" (second read from DRAM)" if tail else " (from L2)")
+        t = _traffic(problem, 1, note)
+        l2_tail = float(problem.rows) * (problem.cols - kept) * 2
+        return dataclasses.replace(t, dram_bytes=t.dram_bytes + tail, l2_bytes=t.l2_bytes + l2_tail)
+
+
+# --- rung 8 -------------------------------------------------------------------------------
+@lru_cache(maxsize=None)
+def _persist_kernel(G: int, R: int, W: int, NC: int, REGS: int):
+    """A persistent grid: the block's R groups of G threads take rows ``base + t // G`` for
+    ``base`` = blockIdx.x * R, + gridDim.x * R, ...; each thread holds NC vectors of W elements of
+    its row (chunk c at column W * (lane + c * G)) and loads those of its next row into ``nxt``
+    before it reduces and writes this one; gamma read in the write (the same columns every
+    row: L1)."""
+    ld = vec_load(W)
+    st = vec_store(W)
+    CW = NC * W
+
+    @jit_persist(REGS)
+    def rms_persist(x, gamma, y, eps, rows, cols):
+        scr = cuda.shared.array(32, float32)
+        cur = cuda.local.array(CW, float32)  # constant size, constant indices: registers
+        nxt = cuda.local.array(CW, float32)
+        par = cuda.local.array(W, float32)
+        t = cuda.threadIdx.x
+        lane = t % G
+        step = cuda.gridDim.x * R
+        first = cuda.blockIdx.x * R + t // G
+        for c in range(NC):  # the first row
+            j = W * (lane + c * G)
+            if first < rows and j < cols:
+                ld(x, first, j, cur, c * W)
+        for base in range(cuda.blockIdx.x * R, rows, step):  # the same trips for the whole block
+            r = base + t // G
+            n = cols if r < rows else 0  # a group past the last row reduces the identity
+            rn = r + step
+            for c in range(NC):  # the next row's loads go out before this row's work
+                j = W * (lane + c * G)
+                if rn < rows and j < cols:
+                    ld(x, rn, j, nxt, c * W)
+            s = ZERO
+            for c in range(NC):
+                if W * (lane + c * G) < n:
+                    for q in range(W):
+                        s += cur[c * W + q] * cur[c * W + q]
+            rs = ONE / math.sqrt(group_sum(s, G, scr) / float32(cols) + eps)
+            for c in range(NC):
+                j = W * (lane + c * G)
+                if j < n:
+                    ld(gamma, 0, j, par, 0)
+                    for e in range(W):
+                        cur[c * W + e] = cur[c * W + e] * rs * par[e]
+                    st(y, r, j, cur, c * W)
+            for i in range(CW):
+                cur[i] = nxt[i]
+
+    return rms_persist
+
+
+@dataclass(frozen=True)
+class Persist(PersistShape, Variant):
+    threads_per_row: int = 0  # 0: the rule of _persist.persist_shape (32 bytes of the row a thread)
+    rows_per_block: int = 0
+    blocks_per_sm: int = 0  # 0: as many as the occupancy calculator allows at the register cap
+
+    rung: ClassVar[int] = 8
+    name: ClassVar[str] = "persist"
+    instead = "rung 5 tuned (or rung 6 smem_row)"
+    regs = {"float32": 40, "float16": 64}  # float32: no spills at 40 (6 blocks an SM, not 5)
+    what: ClassVar[str] = (
+        "Narrow rows on a persistent grid: rung 5 launches a block for every 4 rows of 1024 columns, "
+        "about two waves of 1024 blocks on an H100, each of which loads, waits, reduces, writes and "
+        "exits. Here the grid fills the GPU once (SMs x the blocks an SM holds at the kernel's register "
+        "cap, from the occupancy calculator) and loops over rows, and each group of threads issues the "
+        "loads of its next row into a second set of registers before it reduces and writes the current "
+        "one: the next row's DRAM latency hides behind this row's work. A thread holds 32 bytes of its "
+        "row (8 floats or 16 halves, 16-byte loads), so rows up to 4096 float32 or 8192 float16 "
+        "columns; wider ones are refused. "
+    )
+
+    def plan(self, problem, bufs):
+        self.supports(problem)
+        G, R, W, NC = self.kernel_params(problem)
+        c = problem.cols
+        return [Launch(_persist_kernel(G, R, W, NC, self.reg_cap(problem)), self.blocks(problem), G * R,
+                       (bufs["x"], C.view(bufs["gamma"], (1, c)), bufs["y"], C.eps32(problem), problem.rows, c))]
+
+    def traffic(self, problem):
+        G, R, W, NC = self.kernel_params(problem)
+        it = np.dtype(problem.dtype).itemsize
+        return _traffic(problem, 1, f"one DRAM read of x (the row in registers, {NC * W} elements a thread, the next "
+                                    f"row's loads in flight beside it), one write of y; {8 * W * it}-bit loads and "
+                                    f"stores; a persistent grid of {self.blocks(problem)} blocks")
+
+LADDER: list[Variant] = [Oracle(), Naive(), Fused(), Warp(), MultiRow(), Tuned(), SmemRow(), Packed(),
+                         Persist()]
 registry_check(LADDER)
 EXAMPLE_PROBLEM = Problem(rows=4096, cols=4096)
 GPU_SWEEP = [Problem(4096, c) for c in (128, 512, 1024, 4096, 16384, 65536)]

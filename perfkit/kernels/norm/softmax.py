@@ -15,6 +15,10 @@ Ledger (one line per rung; numbers and names live only in ``LADDER``):
   7 smem_row    one block per row, the row staged once in dynamic shared memory (16-byte
                 cp.async): every sweep reads it there, so x leaves DRAM once at any width
                 up to 227 KiB a row
+  8 packed      float16 by bytes: 64 bytes of its row a thread (32 halves, not 16), held packed
+                two halves a register; 16-byte loads and stores of half2 words
+  9 persist     narrow rows: a persistent grid (SMs x blocks an SM holds) loops over rows, each
+                group loading its next row into registers before it reduces this one
 
 Memory-bound: ~5 FLOPs per element against 8 bytes (float32 read + write), so the target is
 one DRAM read of x and one write of y; every extra sweep over a row should hit L1/L2.
@@ -29,7 +33,7 @@ from functools import lru_cache
 from typing import Callable, ClassVar
 
 import numpy as np
-from numba import cuda, float32
+from numba import cuda, float32, uint32
 from numba.types import float16
 
 from ..base import Traffic
@@ -37,11 +41,13 @@ from ..base import Launch, OracleVariant, UnsupportedProblem, Variant, registry_
 from . import _common as C
 from ._vec import vec_load, vec_store
 from ._common import NEG_INF, ONE, ZERO, group_max, group_softmax_stats, group_sum, softmax_merge, tree_max, tree_sum
-from ._smemrow import SmemRowShape, jit_row, stage_row
+from ._smemrow import SmemRowShape, jit_row, per_copy, stage_row
+from ._packed import CHUNK, WORDS, PackedShape, halves, load_chunk, pack2, store_chunk
+from ._persist import PersistShape, jit_persist
 from .._dynsmem import DynamicSharedLaunch, shared_tile
 
 __all__ = ["Problem", "LADDER", "Oracle", "Naive", "Fused", "Warp", "Online", "MultiRow", "Tuned",
-           "SmemRow", "search", "EXAMPLE_PROBLEM"]
+           "SmemRow", "Packed", "Persist", "search", "EXAMPLE_PROBLEM"]
 
 
 @dataclass(frozen=True)
@@ -495,45 +501,46 @@ def search(problem: Problem, time_fn: Callable[[Variant], float] | None = None,
 
 # --- rung 7 -------------------------------------------------------------------------------
 @lru_cache(maxsize=None)
-def _smem_row_kernel(B: int, W: int, dtype: str, ASYNC: bool, REGS: int):
+def _smem_row_kernel(B: int, W: int, dtype: str, PEEL: bool, REGS: int):
     """One block of B threads per row; the row staged in shared memory in its own dtype, then
     three sweeps over it there (max, sum of exp, write), W elements a shared load.  A float32 row
     keeps exp(x - max) in place from the sum to the write (one exp an element, not two; each
     thread reads back only what it wrote); a float16 row could not hold it exactly."""
     ld = vec_load(W)
     st = vec_store(W)
-    stage = stage_row(B, W, ASYNC)
+    stage = stage_row(B, per_copy(dtype), PEEL)
+    PADMAX = per_copy(dtype) - 1 if PEEL else 0  # an unaligned row's pad ahead of it
     sdt = float16 if dtype == "float16" else float32
     KEEP = dtype == "float32"
 
     @jit_row(B, REGS)
     def softmax_smem_row(x, y, cols):
         smem = cuda.shared.array(0, sdt)  # dynamic: the row
-        row = shared_tile(smem, 0, 1, cols)
+        row = shared_tile(smem, 0, 1, cols + PADMAX)
         scr = cuda.shared.array(32, float32)
         buf = cuda.local.array(W, float32)
         r = cuda.blockIdx.x
         t = cuda.threadIdx.x
-        stage(x, r, row, cols)  # the only read of x
+        pad = stage(x, r, row, cols)  # the only read of x; the row from row[0, pad] on
         m = NEG_INF
         for j in range(W * t, cols, W * B):
-            ld(row, 0, j, buf, 0)
+            ld(row, 0, pad + j, buf, 0)
             for q in range(W):
                 m = max(m, buf[q])  # m first: a NaN never raises the max (as fmaxf on a GPU)
         m = group_max(m, B, scr)
         s = ZERO
         for j in range(W * t, cols, W * B):
-            ld(row, 0, j, buf, 0)
+            ld(row, 0, pad + j, buf, 0)
             for q in range(W):
                 e = math.exp(buf[q] - m)
                 buf[q] = e
                 s += e
             if KEEP:
-                st(row, 0, j, buf, 0)
+                st(row, 0, pad + j, buf, 0)
         s = group_sum(s, B, scr)
         inv = ONE / s
         for j in range(W * t, cols, W * B):
-            ld(row, 0, j, buf, 0)
+            ld(row, 0, pad + j, buf, 0)
             for q in range(W):
                 buf[q] = (buf[q] if KEEP else math.exp(buf[q] - m)) * inv
             st(y, r, j, buf, 0)
@@ -558,14 +565,14 @@ class SmemRow(SmemRowShape, Variant):
 
     def plan(self, problem, bufs):
         self.supports(problem)
-        B, W, ASYNC, REGS = self.kernel_params(problem)
-        return [DynamicSharedLaunch(_smem_row_kernel(B, W, problem.dtype, ASYNC, REGS), problem.rows, B,
+        B, W, PEEL, REGS = self.kernel_params(problem)
+        return [DynamicSharedLaunch(_smem_row_kernel(B, W, problem.dtype, PEEL, REGS), problem.rows, B,
                                     (bufs["x"], bufs["y"], problem.cols), self.shared_bytes(problem))]
 
     def traffic(self, problem):
-        B, W, ASYNC, REGS = self.kernel_params(problem)
+        B, W, PEEL, REGS = self.kernel_params(problem)
         e = problem.elem_bytes
-        how = "16-byte cp.async" if ASYNC else f"{W}-element loads through registers"
+        how = self.copy_note(problem)
         keep = problem.dtype == "float32"
         return Traffic(flops=problem.flops, dram_bytes=2 * e, l2_bytes=2 * e, smem_bytes=(5 if keep else 4) * e,
                        limiter="dram",
@@ -574,7 +581,214 @@ class SmemRow(SmemRowShape, Variant):
                              + ("; exp(x - max) written back in place (one exp an element)" if keep else ""))
 
 
-LADDER: list[Variant] = [Oracle(), Naive(), Fused(), Warp(), Online(), MultiRow(), Tuned(), SmemRow()]
+
+# --- rung 8 -------------------------------------------------------------------------------
+@lru_cache(maxsize=None)
+def _packed_kernel(G: int, R: int, NC: int, VEC: bool, TAIL: bool):
+    """Rung 5's kernel for float16 rows held packed: each thread keeps NC chunks of 8 halves
+    (4 registers each; chunk c at column 8 * (lane + c * G)) from the loads to the write, and
+    exp(x - its max) packed in their place (one exp an element; y = that times a float32 factor,
+    rounded once more: y <= exp(x - max), so nothing that y keeps underflows first)."""
+    load = load_chunk(VEC)
+    store = store_chunk(VEC)
+    CW = NC * WORDS
+
+    @C.jit_cached(G * R, CW)
+    def softmax_packed(x, y, rows, cols):
+        scr_m = cuda.shared.array(32, float32)
+        scr_s = cuda.shared.array(32, float32)
+        cw = cuda.local.array(CW, uint32)  # constant size, constant indices: registers
+        tw = cuda.local.array(WORDS, uint32)
+        t = cuda.threadIdx.x
+        lane = t % G
+        r = cuda.blockIdx.x * R + t // G
+        n = cols if r < rows else 0  # idle groups still join the reductions
+        r = min(r, rows - 1)
+        for c in range(NC):  # every load issued before any use: 16 * NC bytes in flight
+            load(x, r, CHUNK * (lane + c * G), n, NEG_INF, cw, c * WORDS)
+        m = NEG_INF
+        for i in range(CW):
+            a, b = halves(cw[i])
+            m = max(m, a)  # m first: a NaN never raises the max (fmaxf on a GPU)
+            m = max(m, b)
+        s = ZERO
+        for i in range(CW):
+            a, b = halves(cw[i])
+            ea = math.exp(a - m) if a != NEG_INF else ZERO
+            eb = math.exp(b - m) if b != NEG_INF else ZERO
+            s += ea + eb
+            cw[i] = pack2(ea, eb)
+        mc = m  # the registers hold exp(x - mc)
+        if TAIL:  # compiled only for rows wider than the register cache
+            for j in range(CHUNK * (lane + NC * G), n, CHUNK * G):
+                load(x, r, j, n, NEG_INF, tw, 0)
+                mt = NEG_INF
+                for i in range(WORDS):
+                    a, b = halves(tw[i])
+                    mt = max(mt, a)
+                    mt = max(mt, b)
+                sv = ZERO
+                for i in range(WORDS):
+                    a, b = halves(tw[i])
+                    sv += (math.exp(a - mt) if a != NEG_INF else ZERO) + (math.exp(b - mt) if b != NEG_INF else ZERO)
+                m, s = softmax_merge(m, s, mt, sv)
+        m, s = group_softmax_stats(m, s, G, scr_m, scr_s)
+        inv = ONE / s if n > 0 else ZERO
+        f = (math.exp(mc - m) if mc != NEG_INF else ZERO) * inv  # exp(x - m) / s = exp(x - mc) * f
+        for c in range(NC):  # the write, from registers
+            for i in range(WORDS):
+                a, b = halves(cw[c * WORDS + i])
+                cw[c * WORDS + i] = pack2(a * f, b * f)
+            store(y, r, CHUNK * (lane + c * G), n, cw, c * WORDS)
+        if TAIL:  # the uncached tail, read again
+            for j in range(CHUNK * (lane + NC * G), n, CHUNK * G):
+                load(x, r, j, n, NEG_INF, tw, 0)
+                for i in range(WORDS):
+                    a, b = halves(tw[i])
+                    tw[i] = pack2(math.exp(a - m) * inv, math.exp(b - m) * inv)
+                store(y, r, j, n, tw, 0)
+
+    return softmax_packed
+
+
+@dataclass(frozen=True)
+class Packed(PackedShape, Variant):
+    threads_per_row: int = 0  # 0: the rule of _packed.packed_shape (64 bytes of the row a thread)
+    rows_per_block: int = 0
+
+    rung: ClassVar[int] = 8
+    name: ClassVar[str] = "packed"
+    instead = "rung 6 tuned"
+    what: ClassVar[str] = (
+        "float16 rows by bytes, not elements: rung 6 holds 16 elements a thread (rows up to 8192 "
+        "columns), 64 bytes of a float32 row but 32 of a float16 one, so float16 had half the bytes in "
+        "flight (at 16384 columns it holds 32 halves, but as 32 float registers). Here a thread holds 64 "
+        "bytes of its row whatever the dtype (32 halves: threads_per_row = cols / 32, 32..512), kept "
+        "packed as loaded, two halves a 32-bit register (four 16-byte loads fill 16 registers, the "
+        "float32 row's budget; unpacked they would take 32 and halve the blocks an SM holds), and "
+        "converted to float32 where used: max, sum and the scale stay float32. exp(x - max) goes back "
+        "into the registers packed, and y is written packed (16-byte stores). Rows not a whole number "
+        "of 16 bytes start unaligned: scalar loads into the same registers. float16 only."
+    )
+
+    def plan(self, problem, bufs):
+        self.supports(problem)
+        G, R, NC, VEC, TAIL = self.kernel_params(problem)
+        return [Launch(_packed_kernel(G, R, NC, VEC, TAIL), -(-problem.rows // R), G * R,
+                       (bufs["x"], bufs["y"], problem.rows, problem.cols))]
+
+    def traffic(self, problem):
+        G, R, NC, VEC, TAIL = self.kernel_params(problem)
+        kept = self.kept_cols(problem)
+        e = problem.elem_bytes
+        l2_tail = float(problem.rows) * (problem.cols - kept) * 2
+        tail = C.tail_dram(problem.rows, problem.cols, problem.dtype, problem.cols - kept, R, G * R)
+        note = (f"one DRAM read of x (in registers, packed: {kept} of {problem.cols} columns per row, "
+                f"{NC * WORDS} registers a thread), one write of y; "
+                + ("128-bit loads and stores" if VEC else "16-bit loads and stores (rows not 16-byte aligned)"))
+        if kept < problem.cols:
+            note += "; the uncached tail is swept twice" + (" (second read from DRAM)" if tail else " (from L2)")
+        return Traffic(flops=problem.flops, dram_bytes=2 * e + tail, l2_bytes=2 * e + l2_tail, limiter="dram",
+                       notes=note)
+
+
+# --- rung 9 -------------------------------------------------------------------------------
+@lru_cache(maxsize=None)
+def _persist_kernel(G: int, R: int, W: int, NC: int, REGS: int):
+    """A persistent grid: the block's R groups of G threads take rows ``base + t // G`` for
+    ``base`` = blockIdx.x * R, + gridDim.x * R, ...; each thread holds NC vectors of W elements of
+    its row (chunk c at column W * (lane + c * G)) and loads those of its next row into ``nxt``
+    before it reduces and writes this one."""
+    ld = vec_load(W)
+    st = vec_store(W)
+    CW = NC * W
+
+    @jit_persist(REGS)
+    def softmax_persist(x, y, rows, cols):
+        scr_m = cuda.shared.array(32, float32)
+        scr_s = cuda.shared.array(32, float32)
+        cur = cuda.local.array(CW, float32)  # constant size, constant indices: registers
+        nxt = cuda.local.array(CW, float32)
+        t = cuda.threadIdx.x
+        lane = t % G
+        step = cuda.gridDim.x * R
+        first = cuda.blockIdx.x * R + t // G
+        for c in range(NC):  # the first row
+            j = W * (lane + c * G)
+            if first < rows and j < cols:
+                ld(x, first, j, cur, c * W)
+        for base in range(cuda.blockIdx.x * R, rows, step):  # the same trips for the whole block
+            r = base + t // G
+            n = cols if r < rows else 0  # a group past the last row reduces the identity
+            rn = r + step
+            for c in range(NC):  # the next row's loads go out before this row's work
+                j = W * (lane + c * G)
+                if rn < rows and j < cols:
+                    ld(x, rn, j, nxt, c * W)
+            m = NEG_INF
+            for c in range(NC):
+                if W * (lane + c * G) < n:
+                    for q in range(W):
+                        m = max(m, cur[c * W + q])  # m first: a NaN never raises the max
+            m = group_max(m, G, scr_m)
+            s = ZERO
+            for c in range(NC):
+                if W * (lane + c * G) < n:
+                    for q in range(W):
+                        e = math.exp(cur[c * W + q] - m)
+                        cur[c * W + q] = e
+                        s += e
+            s = group_sum(s, G, scr_s)
+            inv = ONE / s if n > 0 else ZERO
+            for c in range(NC):
+                j = W * (lane + c * G)
+                if j < n:
+                    for q in range(W):
+                        cur[c * W + q] = cur[c * W + q] * inv
+                    st(y, r, j, cur, c * W)
+            for i in range(CW):
+                cur[i] = nxt[i]
+
+    return softmax_persist
+
+
+@dataclass(frozen=True)
+class Persist(PersistShape, Variant):
+    threads_per_row: int = 0  # 0: the rule of _persist.persist_shape (32 bytes of the row a thread)
+    rows_per_block: int = 0
+    blocks_per_sm: int = 0  # 0: as many as the occupancy calculator allows at the register cap
+
+    rung: ClassVar[int] = 9
+    name: ClassVar[str] = "persist"
+    instead = "rung 6 tuned (or rung 7 smem_row)"
+    what: ClassVar[str] = (
+        "Narrow rows on a persistent grid: rung 6 launches a block for every 4 rows of 1024 columns, "
+        "about two waves of 1024 blocks on an H100, each of which loads, waits, reduces, writes and "
+        "exits. Here the grid fills the GPU once (SMs x the blocks an SM holds at the kernel's register "
+        "cap, from the occupancy calculator) and loops over rows, and each group of threads issues the "
+        "loads of its next row into a second set of registers before it reduces and writes the current "
+        "one: the next row's DRAM latency hides behind this row's work. A thread holds 32 bytes of its "
+        "row (8 floats or 16 halves, 16-byte loads), so rows up to 4096 float32 or 8192 float16 "
+        "columns; wider ones are refused."
+    )
+
+    def plan(self, problem, bufs):
+        self.supports(problem)
+        G, R, W, NC = self.kernel_params(problem)
+        return [Launch(_persist_kernel(G, R, W, NC, self.reg_cap(problem)), self.blocks(problem), G * R,
+                       (bufs["x"], bufs["y"], problem.rows, problem.cols))]
+
+    def traffic(self, problem):
+        G, R, W, NC = self.kernel_params(problem)
+        e = problem.elem_bytes
+        it = np.dtype(problem.dtype).itemsize
+        return Traffic(flops=problem.flops, dram_bytes=2 * e, l2_bytes=2 * e, limiter="dram",
+                       notes=f"one DRAM read of x (the row in registers, {NC * W} elements a thread, the next row's "
+                             f"loads in flight beside it), one write of y; {8 * W * it}-bit loads and stores; "
+                             f"a persistent grid of {self.blocks(problem)} blocks")
+
+LADDER: list[Variant] = [Oracle(), Naive(), Fused(), Warp(), Online(), MultiRow(), Tuned(), SmemRow(),
+                         Packed(), Persist()]
 registry_check(LADDER)
 EXAMPLE_PROBLEM = Problem(rows=4096, cols=4096)  # for the anatomy view (compiled, never run here)
 GPU_SWEEP = [Problem(4096, c) for c in (128, 512, 1024, 4096, 16384, 65536)]

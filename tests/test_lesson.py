@@ -928,3 +928,51 @@ def test_a_built_diff_shows_the_code_a_compile_time_switch_turns_on_and_off():
     plain = lesson.source_diff(L["tc_warptile"], L["tc_epilogue"], conv.EXAMPLE_PROBLEM)
     added = [l for l in d.text.splitlines() if l.startswith("+") and "st16_u32_off(y2" in l]
     assert added and not any(l.startswith("+") and "st16_u32_off(y2" in l for l in plain.text.splitlines())
+
+
+def _fake_report(lines, loop_body=None):
+    """An anatomy report's SASS listing (address, instruction) and hot loop, as ptx/nvdisasm write them."""
+    from types import SimpleNamespace
+
+    sass = "\n".join(f"        /*{16 * i:04x}*/                   {ins} ;   /* 0x0000 */" for i, ins in enumerate(lines))
+    loop = SimpleNamespace(body=list(loop_body)) if loop_body is not None else None
+    return SimpleNamespace(sass=sass, hot_loop=loop)
+
+
+def test_sass_table_counts_opcodes_by_mnemonic_in_the_code_and_the_hot_loop():
+    """An opcode is the mnemonic without guard and modifiers: HMMA is not HGMMA, a guarded
+    @!P0 SYNCS counts; the hot loop's count is of its body only; the forms are the distinct
+    spellings; a report with no loop says so ('—'), never 0."""
+    import random
+
+    rng = random.Random()
+    n_h = rng.randint(1, 5)
+    body = ["HGMMA.64x128x16.F32 R24, gdesc[UR8].tnspB, R24"] * n_h + ["@!P0 SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR11], R11"]
+    new = _fake_report(["SYNCS.EXCH.64 URZ, [UR29], UR6", "UTMALDG.2D [UR16], [UR30]"] + body + ["EXIT"],
+                       loop_body=body)
+    old = _fake_report(["HMMA.16816.F32 R4, R132, R136, R4"] * 3 + ["LDSM.16.M88.4 R132, [R0]", "EXIT"])
+    assert lesson.mnemonic("@!P0 HGMMA.64x128x16.F32 R24, gdesc[UR8], R24") == "HGMMA"
+    c = lesson.opcode_counts(new, ["HGMMA", "HMMA", "SYNCS", "UTMALDG"])
+    assert (c["HGMMA"]["kernel"], c["HGMMA"]["hot_loop"]) == (n_h, n_h)
+    assert (c["HMMA"]["kernel"], c["HMMA"]["hot_loop"]) == (0, 0)
+    assert (c["SYNCS"]["kernel"], c["SYNCS"]["hot_loop"]) == (2, 1)
+    assert c["SYNCS"]["forms"] == ["SYNCS.EXCH.64", "SYNCS.PHASECHK.TRANS64.TRYWAIT"]
+    assert (c["UTMALDG"]["kernel"], c["UTMALDG"]["hot_loop"]) == (1, 0)
+    t = lesson.sass_table({"18 old": old, "20 new": new}, ["HMMA", "HGMMA", "LDSM"]).set_index("SASS")
+    assert t.loc["HMMA", "18 old: in the code"] == 3 and t.loc["HMMA", "18 old: in the hot loop"] == "—"
+    assert t.loc["HMMA", "20 new: in the code"] == 0 and t.loc["HGMMA", "20 new: in the hot loop"] == n_h
+    assert t.loc["HGMMA", "one line of it"].startswith("HGMMA.64x128x16") and "warpgroup" in t.loc["HGMMA", "what it is"]
+    assert t.loc["LDSM", "one line of it"].startswith("LDSM")  # from the last rung that has it
+
+
+def test_the_hopper_rungs_sass_comes_from_the_static_store():
+    """Notebook 02's Hopper sections read the SASS from the anatomy (no GPU): wgmma becomes HGMMA
+    with no HMMA left, tma's copies UTMALDG with no LDGSTS, its mbarriers SYNCS."""
+    names = {v.name for v in gemm.LADDER}
+    if not {"wgmma", "tma"} <= names:
+        pytest.skip("the Hopper rungs are not in this ladder")
+    view = lesson.LadderView("gemm", gemm.EXAMPLE_PROBLEM, estimate=False)
+    rep = {n: view._report(next(v for v in gemm.LADDER if v.name == n)) for n in ("wgmma", "tma")}
+    w, t = (lesson.opcode_counts(rep[n], ["HGMMA", "HMMA", "LDGSTS", "UTMALDG", "SYNCS"]) for n in ("wgmma", "tma"))
+    assert w["HGMMA"]["hot_loop"] > 0 and w["HMMA"]["kernel"] == 0 and w["LDGSTS"]["kernel"] > 0
+    assert t["UTMALDG"]["hot_loop"] > 0 and t["SYNCS"]["kernel"] > 0 and t["LDGSTS"]["kernel"] == 0

@@ -83,19 +83,8 @@ lesson.fold(pd.DataFrame([{"rung": v.label, "what changed and why": v.what} for 
 # tensor-core rung takes float16 inputs (its `example` is the float16 twin of a problem).
 
 # %%
-def problem_for(v, m, n, k):
-    return v.example(gemm.Problem(m, n, k))
-
-checks = []
-for v in gemm.LADDER:
-    p = problem_for(v, *check_shape)
-    x = p.make_inputs(seed)
-    res = p.check(v.run(p, x), inputs=x)
-    checks.append({"label": v.label, "problem": p.label, "ok": res.ok, "max_abs_err": res.max_abs_err,
-                   "atol": res.atol})
-checks = pd.DataFrame(checks)
-assert checks.ok.all(), checks[~checks.ok]
-checks
+checks = lesson.check_rungs([(v.example(gemm.Problem(*check_shape)), v) for v in gemm.LADDER], seed=seed)
+checks[["label", "problem", "ok", "max_abs_err", "atol"]]  # (a failed check stops here, naming the rung)
 
 # %% [markdown]
 # ## What was measured on real GPUs

@@ -73,7 +73,6 @@ from IPython.display import Markdown, display
 import perfkit                      # decides GPU or simulator before numba.cuda loads
 from perfkit import backend, bench, roofline, plots, anatomy, lesson, model
 from perfkit.kernels import conv, peers
-from perfkit.kernels.base import UnsupportedProblem
 
 lesson.quiet_numba_warnings()       # Numba's performance warnings: once per kind, the rest counted
 SIM = backend.is_simulator()        # (the backend is announced once, on import)
@@ -97,23 +96,12 @@ lesson.fold(pd.DataFrame([{"rung": v.label, "what changed and why": v.what} for 
 # it runs the float16 twin of each case.
 
 # %%
-checks = []
-for case in check_cases:
-    base = conv.Problem(*case[:9], dtype=case[9], layout=case[10])
-    for v in conv.LADDER:
-        p = conv.to_layout(base, dtype="float16") if v.name == "tensor_core" else base
-        try:
-            v.supports(p)
-        except UnsupportedProblem as exc:  # e.g. Winograd takes 3x3 stride-1 layers only
-            print(f"{v.label} at {p.label}: not supported ({exc})")
-            continue
-        x = p.make_inputs(seed)
-        res = p.check(v.run(p, x), inputs=x)
-        checks.append({"label": v.label, "problem": p.label, "ok": res.ok, "max_abs_err": res.max_abs_err,
-                       "atol": res.atol})
-checks = pd.DataFrame(checks)
-assert checks.ok.all(), checks[~checks.ok]
-checks.pivot_table(index="label", columns="problem", values="max_abs_err", sort=False)
+cases = [conv.Problem(*c[:9], dtype=c[9], layout=c[10]) for c in check_cases]
+checks = lesson.check_rungs([(conv.to_layout(p, dtype="float16") if v.name == "tensor_core" else p, v)
+                             for p in cases for v in conv.LADDER], seed=seed)  # a failed check stops here
+for r in checks[~checks.supported].itertuples():  # e.g. Winograd takes 3x3 stride-1 layers only
+    print(f"{r.label} at {r.problem}: {r.message}")
+checks[checks.supported].pivot_table(index="label", columns="problem", values="max_abs_err", sort=False)
 
 # %% [markdown]
 # ## What was measured on real GPUs

@@ -976,3 +976,56 @@ def test_the_hopper_rungs_sass_comes_from_the_static_store():
     w, t = (lesson.opcode_counts(rep[n], ["HGMMA", "HMMA", "LDGSTS", "UTMALDG", "SYNCS"]) for n in ("wgmma", "tma"))
     assert w["HGMMA"]["hot_loop"] > 0 and w["HMMA"]["kernel"] == 0 and w["LDGSTS"]["kernel"] > 0
     assert t["UTMALDG"]["hot_loop"] > 0 and t["SYNCS"]["kernel"] > 0 and t["LDGSTS"]["kernel"] == 0
+
+
+class _StubRung:
+    """A rung for check_rungs: ``mode`` 'wrong' (off by one where the reference is), 'refuse'
+    (unsupported) or 'spoil' (right answer, but it writes NaN into its inputs)."""
+
+    def __init__(self, mode):
+        self.mode, self.label = mode, f"99 {mode}"
+
+    def supports(self, p):
+        from perfkit.kernels.base import UnsupportedProblem
+
+        if self.mode == "refuse":
+            raise UnsupportedProblem("takes no such problem")
+
+    def run(self, p, x):
+        ref = p.reference(x)
+        off = 1 if self.mode == "wrong" else 0
+        out = ({k: np.asarray(a) + off for k, a in ref.items()} if isinstance(ref, dict)
+               else np.asarray(ref, dtype=p.dtype) + off)
+        if self.mode == "spoil":
+            for a in x.values():
+                a[...] = np.nan
+        return out
+
+
+def test_check_rungs_runs_each_rung_on_its_own_copy_and_names_a_wrong_one():
+    """check_rungs: a refused problem is a row (supported False, the reason), not a failure; a rung
+    that spoils its inputs does not spoil the next rung's; a wrong output raises, naming the rung
+    and the problem; the real rungs pass at an awkward shape against float64."""
+    p = softmax.Problem(3, 37)
+    real = [v for v in softmax.LADDER if not v.oracle][:1]
+    out = lesson.check_rungs([(p, _StubRung("refuse")), (p, _StubRung("spoil"))] + [(p, v) for v in real], seed=None)
+    assert list(out.label) == ["99 refuse", "99 spoil"] + [v.label for v in real]
+    assert not out.supported[0] and "takes no such problem" in out.message[0]
+    assert out.supported[1:].all() and out.ok[1:].all() and (out.max_abs_err[1:] <= out.atol[1:]).all()
+    with pytest.raises(AssertionError, match=r"99 wrong at rows=3 cols=37"):
+        lesson.check_rungs([(p, real[0]), (p, _StubRung("wrong"))])
+    from perfkit.kernels.norm import layernorm, layernorm_bwd  # the same label, other inputs
+
+    fwd, bwd = layernorm.Problem(3, 37), layernorm_bwd.Problem(3, 37)
+    assert fwd.label == bwd.label
+    both = lesson.check_rungs([(fwd, _StubRung("spoil")), (bwd, _StubRung("spoil"))])
+    assert both.ok.all() and list(both.op) == [fwd.op, bwd.op]
+
+
+def test_traffic_table_is_each_rungs_bytes_over_the_ideal():
+    p = softmax.EXAMPLE_PROBLEM
+    t = lesson.traffic_table(softmax.LADDER, p, 2e12, "2 TB/s")
+    rungs = [v for v in softmax.LADDER if not v.oracle]
+    assert f"{p.bytes / 1e6:.1f} MB" in t.text and f"{p.bytes / 2e12 * 1e6:.1f} µs at 2 TB/s" in t.text
+    for v in rungs:
+        assert v.label in t.html and f"{v.traffic(p).dram_bytes / p.bytes:.2f}" in t.html

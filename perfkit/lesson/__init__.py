@@ -20,6 +20,8 @@
   torch, Triton, fraction of the measured copy ceiling), records chosen by code as the cards choose.
 * :func:`counters`: a rung's Nsight Compute row (``data/ncu/``) on a GPU, shown on its card with
   the change from the rung before and the counter that moved.
+* :func:`check_rungs`: every rung against the float64 reference before anything is shown;
+  :func:`traffic_table`: each rung's DRAM bytes over the ideal (the model before anything runs).
 * :func:`sass_table` (``LadderView.sass``): what a rung's new instructions become in SASS, counted
   in its compiled code and hot loop beside the rung before's (the anatomy: no GPU).
 * :func:`quiet_numba_warnings`, :func:`sweep_table`, :func:`fold`, :func:`anatomy_table`:
@@ -47,6 +49,7 @@ from .matching import (MATCH_RULE, false_no_record_claims, ladder_for, match_row
 from .numba_warnings import WarningLog, numba_warning_summary, quiet_numba_warnings
 from .prompts import answer, answers_shown_before, ask, fold, paragraph, predict_prompt, rung_section
 from .sass import mnemonic, opcode_counts, sass_table
+from .checks import check_rungs, traffic_table
 from .ncu import COUNTERS, Counters, counters, kernels as ncu_kernels
 from .view import LadderView, fold_figure
 from .networks import layer_estimate, measured_s, network_table, weighted_of_oracle
@@ -61,7 +64,7 @@ __all__ = ["source", "source_diff", "kernel_sources", "kernel_helpers", "MATCH_R
            "LadderView", "fold_figure", "counters", "Counters", "COUNTERS", "answers_shown_before",
            "layer_estimate", "network_table", "weighted_of_oracle", "standing", "standing_table",
            "standing_figure", "takeaway", "choose_record", "paragraph", "ncu_kernels", "WhereTheyStand",
-           "copy_ceiling", "standing_rows", "ask", "mnemonic", "opcode_counts", "sass_table"]
+           "copy_ceiling", "standing_rows", "ask", "mnemonic", "opcode_counts", "sass_table", "check_rungs", "traffic_table"]
 
 # the names these had when lesson was one module (tests use them)
 _const_eval, _matches, _match_rows, _WarningLog = const_eval, matches, match_rows, WarningLog

@@ -1029,3 +1029,31 @@ def test_traffic_table_is_each_rungs_bytes_over_the_ideal():
     assert f"{p.bytes / 1e6:.1f} MB" in t.text and f"{p.bytes / 2e12 * 1e6:.1f} µs at 2 TB/s" in t.text
     for v in rungs:
         assert v.label in t.html and f"{v.traffic(p).dram_bytes / p.bytes:.2f}" in t.html
+
+
+def test_a_recorded_workload_profile_is_shown_per_class_beside_its_prediction(tmp_path):
+    """Notebook 05's measured section: per class of the newest profile per GPU and workload, the
+    measured ms and the prediction the record stored are the record's numbers; today's prediction
+    is joined by the workload label; no record: an empty table (the notebook says so)."""
+    assert lesson.measured_classes(results.load(op="workload", root=tmp_path)).empty
+    rng = np.random.default_rng()
+    label = "ResNet-50 train batch 8 bfloat16"
+    classes = [{"class": c, "measured_ms": float(rng.uniform(1, 9)), "predicted_ms": float(rng.uniform(1, 9))}
+               for c in ("conv", "normalization", "elementwise")]
+    for i, utc in enumerate(("2026-11-20T00:00:00Z", "2026-11-25T00:00:00Z")):  # the older one must not show
+        doc = {"op": "workload", "problem": label, "rung": "profile", "variant": "torch-eager-resnet50",
+               "timing": {"median_s": 0.01}, "model_gpu": "h100-sxm", "simulated": False,
+               "per_class": classes if i else [{"class": "conv", "measured_ms": 99.0, "predicted_ms": 1.0}],
+               "provenance": {"gpu": "NVIDIA H100 80GB HBM3", "utc": utc, "git_commit": f"{i}" * 40}}
+        f = tmp_path / "nvidia-h100" / "workload" / f"r{i}.json"
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(json.dumps(doc))
+    rec = results.load(op="workload", root=tmp_path, latest=False)
+    today = pd.DataFrame({"class": ["conv", "elementwise"], "predicted_ms": [1.5, 2.5]})
+    t = lesson.measured_classes(rec, {label: today}).set_index("class")
+    assert list(t.index) == ["conv", "normalization", "elementwise"] and set(t.commit) == {"1" * 7}
+    for c in classes:
+        row = t.loc[c["class"]]
+        assert row.measured_ms == c["measured_ms"] and row["predicted_ms then"] == c["predicted_ms"]
+        assert np.isclose(row["measured / predicted then"], c["measured_ms"] / c["predicted_ms"])
+    assert t.loc["conv", "predicted_ms today"] == 1.5 and np.isnan(t.loc["normalization", "predicted_ms today"])

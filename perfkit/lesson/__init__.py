@@ -22,6 +22,7 @@
   the change from the rung before and the counter that moved.
 * :func:`check_rungs`: every rung against the float64 reference before anything is shown;
   :func:`traffic_table`: each rung's DRAM bytes over the ideal (the model before anything runs).
+* :func:`measured_classes`: a recorded workload profile per class beside its prediction (notebook 05).
 * :func:`sass_table` (``LadderView.sass``): what a rung's new instructions become in SASS, counted
   in its compiled code and hot loop beside the rung before's (the anatomy: no GPU).
 * :func:`quiet_numba_warnings`, :func:`sweep_table`, :func:`fold`, :func:`anatomy_table`:
@@ -50,6 +51,7 @@ from .numba_warnings import WarningLog, numba_warning_summary, quiet_numba_warni
 from .prompts import answer, answers_shown_before, ask, fold, paragraph, predict_prompt, rung_section
 from .sass import mnemonic, opcode_counts, sass_table
 from .checks import check_rungs, traffic_table
+from .workloads import measured_classes
 from .ncu import COUNTERS, Counters, counters, kernels as ncu_kernels
 from .view import LadderView, fold_figure
 from .networks import layer_estimate, measured_s, network_table, weighted_of_oracle
@@ -64,7 +66,7 @@ __all__ = ["source", "source_diff", "kernel_sources", "kernel_helpers", "MATCH_R
            "LadderView", "fold_figure", "counters", "Counters", "COUNTERS", "answers_shown_before",
            "layer_estimate", "network_table", "weighted_of_oracle", "standing", "standing_table",
            "standing_figure", "takeaway", "choose_record", "paragraph", "ncu_kernels", "WhereTheyStand",
-           "copy_ceiling", "standing_rows", "ask", "mnemonic", "opcode_counts", "sass_table", "check_rungs", "traffic_table"]
+           "copy_ceiling", "standing_rows", "ask", "mnemonic", "opcode_counts", "sass_table", "check_rungs", "traffic_table", "measured_classes"]
 
 # the names these had when lesson was one module (tests use them)
 _const_eval, _matches, _match_rows, _WarningLog = const_eval, matches, match_rows, WarningLog

@@ -1057,3 +1057,26 @@ def test_a_recorded_workload_profile_is_shown_per_class_beside_its_prediction(tm
         assert row.measured_ms == c["measured_ms"] and row["predicted_ms then"] == c["predicted_ms"]
         assert np.isclose(row["measured / predicted then"], c["measured_ms"] / c["predicted_ms"])
     assert t.loc["conv", "predicted_ms today"] == 1.5 and np.isnan(t.loc["normalization", "predicted_ms today"])
+
+
+def test_the_what_if_says_which_launch_time_the_timer_hides():
+    """Notebook 06's what-if under two timers: behind today's spin (timing.spin_length of the modelled
+    host cost) no estimate is slower and the launch time hidden is the launch leg's fall; the
+    paragraph's numbers are the table's."""
+    from perfkit.kernels import saxpy
+
+    v = next(x for x in saxpy.LADDER if x.name == "grid_stride")
+    t = lesson.what_if_timers(v, v.example(saxpy.Problem(n=1 << 20)), ["h100-sxm", "h200"], banks=False)
+    assert list(t.gpu) == ["h100-sxm", "h200"]
+    assert (t.spin_us <= t.flush_us + 1e-9).all() and (t.hidden_us >= 0).all()
+    assert np.allclose(t.hidden_us, t.flush_launch_us - t.spin_launch_us)
+    text = lesson.timers_paragraph(t, v.label)
+    for r in t.itertuples():
+        if r.hidden_us > 0:
+            assert f"{lesson.fmt_seconds(r.hidden_us / 1e6)} on {r.gpu}" in text
+        assert f"{r.gpu} {r.spin_bound}" in text
+    fake = pd.DataFrame({"gpu": ["a", "b"], "flush_us": [5.0, 9.0], "flush_bound": ["dram", "launch"],
+                         "flush_launch_us": [2.0, 7.0], "spin_us": [5.0, 4.0], "spin_bound": ["dram", "dram"],
+                         "spin_launch_us": [2.0, 2.0], "hidden_us": [0.0, 5.0], "host_us": [50.0, 50.0]})
+    text = lesson.timers_paragraph(fake, "x")
+    assert "binds x on b" in text and "5 µs on b" in text and "a under the flush-only timer, b behind the spin" in text

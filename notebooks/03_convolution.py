@@ -99,8 +99,9 @@ lesson.fold(pd.DataFrame([{"rung": v.label, "what changed and why": v.what} for 
 cases = [conv.Problem(*c[:9], dtype=c[9], layout=c[10]) for c in check_cases]
 checks = lesson.check_rungs([(conv.to_layout(p, dtype="float16") if v.name == "tensor_core" else p, v)
                              for p in cases for v in conv.LADDER], seed=seed)  # a failed check stops here
-for r in checks[~checks.supported].itertuples():  # e.g. Winograd takes 3x3 stride-1 layers only
-    print(f"{r.label} at {r.problem}: {r.message}")
+refused = checks[~checks.supported]  # e.g. Winograd takes 3x3 stride-1 layers only, tensor-core rungs float16
+display(lesson.fold(refused[["label", "problem", "message"]], summary=f"{len(refused)} rung/problem pairs a rung "
+                    "refuses (not run: each says why)"))
 checks[checks.supported].pivot_table(index="label", columns="problem", values="max_abs_err", sort=False)
 
 # %% [markdown]

@@ -60,8 +60,7 @@ import perfkit                      # decides GPU or simulator before numba.cuda
 from perfkit import backend, timing, bench, results, roofline, plots, anatomy, lesson
 from perfkit.kernels import saxpy
 
-SIM = backend.is_simulator()
-print(backend.describe())
+SIM = backend.is_simulator()        # (the backend is announced once, on import)
 backend.device()
 
 # %% [markdown]
@@ -85,10 +84,9 @@ pd.DataFrame([{"rung": v.rung, "name": v.name, "what changed and why": v.what} f
 # **What an event window holds.**  The GPU stamps an event when it *reaches* it in the stream.
 # If the GPU is idle when the host records the start event, the start is stamped at once, and
 # the GPU then waits for the host to launch the kernel: the window holds the host's launch time
-# too (tens of microseconds through Numba with several array arguments).  On the first H100 run
-# (2026-11-23, commit 7c7b2e0; `data/ncu/h100-sxm-2026-11-23.json`) that made an empty kernel
-# "take" 26.5 µs by events and an 80 µs softmax rung read 1.4x its time against
-# `triton.testing.do_bench`.  So `measure()` first queues a one-thread **spin kernel** that keeps
+# too (tens of microseconds through Numba with several array arguments).  The first H100 run
+# (2026-11-23, commit 7c7b2e0, before the spin kernel; `data/timer/h100-sxm-2026-11-23.csv`, shown
+# below) read the short rungs well above `triton.testing.do_bench`.  So `measure()` first queues a one-thread **spin kernel** that keeps
 # the GPU busy for longer than the host needs to launch (measured during warm-up), then the start
 # event, the kernel(s), the end event.  The launches queue up behind the spin, and the window
 # holds only the GPU's work: the kernels and the GPU's own gaps between them.  Each measurement
@@ -164,7 +162,7 @@ else:
 # The effect shows only when the data *fits* in L2: here a 16-byte copy whose source and
 # destination together take half the L2 (on a GPU; a tiny copy in the simulator).  Hot must then
 # come out no slower than cold; a hot run slower than a cold one means the window holds something
-# other than the kernel (on the first H100 run, before the spin kernel: hot 352 µs, cold 330 µs).
+# other than the kernel (the host's launch, before the spin kernel existed).
 
 # %%
 from numba import cuda
@@ -215,9 +213,7 @@ def empty_kernel():
 launch = lambda: empty_kernel[1, 32]()
 if SIM:  # the simulator's launch is a Python call: its time is no launch overhead
     launch(); cuda.synchronize()
-    print("simulator: the empty kernel ran; its host time is a Python call, not a launch, so none is shown. "
-          "On the H100 (2026-11-23), before the spin kernel, events around an empty kernel read 26.5 us: "
-          "the host's launch through Numba, not GPU time.")
+    print("simulator: the empty kernel ran; its host time is a Python call, not a launch, so none is shown.")
     from perfkit import paths
 
     for name, where in (("h100-sxm-2026-11-26", "the same H100 model (2026-11-26)"), ("h200-2026-11-26", "the H200 (2026-11-26)")):
@@ -287,7 +283,7 @@ else:
 
 # %%
 problems = [saxpy.Problem(n=s) for s in sizes]
-table = bench.sweep(problems, saxpy.LADDER, seed=seed, record=record)
+table = bench.sweep(problems, saxpy.LADDER, seed=seed, record=record, progress=False)
 lesson.sweep_table(table, metric="gbps")  # in the simulator the time reads "simulated": no speed shown
 
 # %% [markdown]
@@ -312,10 +308,7 @@ else:
 
 recorded_ceilings = results.load(op="roofline")
 if recorded_ceilings.empty:
-    print("No measured ceilings in data/results/ here. Recorded elsewhere: the first H100 run's copy "
-          "(2360 GB/s) and FMA (31.4 TFLOP/s) kernels under-measured the hardware (cuBLAS SGEMM ran at "
-          "50.2 TFLOP/s on the same GPU); their rewrites here (16-byte accesses; 8 FMA chains, unrolled) "
-          "reached 2816 GB/s and 63.7 TFLOP/s on the H100 on 2026-11-26.")
+    print("No measured ceilings in data/results/ here: the roofline below draws the published ones only.")
 else:
     display(recorded_ceilings[["gpu", "variant", "gbps", "tflops", "median_s", "utc", "commit"]])
 

@@ -106,7 +106,7 @@ else:  # the numbers themselves wait, folded, behind each rung's prompt and in t
 if sweep_sizes and not SIM:
     probs = ([gemm.Problem(s, s, s) for s in sweep_sizes] + [gemm.Problem(s, s, s, "float16") for s in sweep_sizes]
              + (gemm.LLM_SHAPES if llm_shapes else []))
-    table = bench.sweep(probs, gemm.LADDER + peers.peers_for("gemm"), record=record)  # + torch, Triton
+    table = bench.sweep(probs, gemm.LADDER + peers.peers_for("gemm"), record=record, progress=False)  # + torch, Triton
     display(lesson.sweep_table(table))
     if record is False:  # not recorded: keep this run's rows beside the records
         recorded = pd.concat([recorded, table], ignore_index=True)

@@ -123,7 +123,7 @@ else:  # the numbers wait, folded, behind each rung's prompt and in the summary
 
 if sweep and not SIM:
     probs = [p for p in conv.GPU_SWEEP if f"{p.dtype} {p.layout}" in sweep_configs]
-    table = bench.sweep(probs, conv.LADDER + peers.peers_for("conv"), record=record)  # + torch, Triton
+    table = bench.sweep(probs, conv.LADDER + peers.peers_for("conv"), record=record, progress=False)  # + torch, Triton
     display(lesson.sweep_table(table))
     if record is False:
         recorded = pd.concat([recorded, table], ignore_index=True)

@@ -147,7 +147,7 @@ else:
 swept = pd.DataFrame()
 if sweep and not SIM:
     probs = {op: [dataclasses.replace(p, dtype=d) for p in MODS[op].GPU_SWEEP for d in sweep_dtypes] for op in ops}
-    swept = pd.concat([bench.sweep(probs[op], MODS[op].LADDER + peers.peers_for(op), record=record)
+    swept = pd.concat([bench.sweep(probs[op], MODS[op].LADDER + peers.peers_for(op), record=record, progress=False)
                        for op in ops], ignore_index=True)  # the ladder, plus a Triton peer where there is one
     display(lesson.sweep_table(swept, metric="gbps"))
     if record is False:  # not recorded: keep this run's rows beside the records

@@ -965,9 +965,10 @@ def test_sass_table_counts_opcodes_by_mnemonic_in_the_code_and_the_hot_loop():
     assert t.loc["LDSM", "one line of it"].startswith("LDSM")  # from the last rung that has it
 
 
-def test_the_hopper_rungs_sass_comes_from_the_static_store():
+def test_the_hopper_rungs_sass_comes_from_the_static_store(monkeypatch):
     """Notebook 02's Hopper sections read the SASS from the anatomy (no GPU): wgmma becomes HGMMA
-    with no HMMA left, tma's copies UTMALDG with no LDGSTS, its mbarriers SYNCS."""
+    with no HMMA left, tma's copies UTMALDG with no LDGSTS, its mbarriers SYNCS; the view asks
+    first and folds the answer."""
     names = {v.name for v in gemm.LADDER}
     if not {"wgmma", "tma"} <= names:
         pytest.skip("the Hopper rungs are not in this ladder")
@@ -976,6 +977,11 @@ def test_the_hopper_rungs_sass_comes_from_the_static_store():
     w, t = (lesson.opcode_counts(rep[n], ["HGMMA", "HMMA", "LDGSTS", "UTMALDG", "SYNCS"]) for n in ("wgmma", "tma"))
     assert w["HGMMA"]["hot_loop"] > 0 and w["HMMA"]["kernel"] == 0 and w["LDGSTS"]["kernel"] > 0
     assert t["UTMALDG"]["hot_loop"] > 0 and t["SYNCS"]["kernel"] > 0 and t["LDGSTS"]["kernel"] == 0
+    shown = []
+    monkeypatch.setattr("perfkit.lesson.view._display", lambda objs: shown.extend(objs))
+    view.sass("tma", ["UTMALDG"], "What do the copies become?")
+    assert "Predict before you look" in shown[0]._repr_html_() and "What do the copies become?" in shown[0].text
+    assert shown[1]._repr_html_().startswith("<details>") and "UTMALDG.2D" in shown[1]._repr_html_()
 
 
 class _StubRung:

@@ -153,7 +153,7 @@ class LadderView:
         if pv is not None:
             reps[pv.label] = self._report(pv, prev_kernel)
         r = reps[v.label] = self._report(v, kernel)
-        tab = sass_table(reps, list(opcodes)).style.hide(axis="index")
+        tab = sass_table(reps, list(opcodes)).set_index("SASS")  # (a DataFrame: HTML in a notebook, text elsewhere)
         _display([ask(question, "Write your guess down, then open the compiled code's answer below (read from "
                                 "the anatomy: no GPU needed)."),
                   fold(tab, summary=f"the SASS of {v.label} ({r.kernel_name}, {r.arch or f'sm_{self.cc[0]}{self.cc[1]}'})"

@@ -393,11 +393,33 @@ for word in ("slower", "faster", "same within noise"):
 print("kernel code between the two sides:", ", ".join(sorted(set(c.table.code))))
 
 # %% [markdown]
-# How to read it.  The naive rungs and Triton land within noise; several rungs came out slower or
+# How to read it.  The code was the same (`code` says so), yet several rungs came out slower or
 # faster on the second run (the lines above say which, and by how much), with intervals far from
-# 1.  The code was the same (`code` says so), so this is the machine, not the kernel: the interval only knows the spread
-# *within* one run, and these runs differ by more than that.  A verdict is only as good as its
-# baseline: compare runs taken the same way (same machine, clocks, timer) and repeat a run that
+# 1: this is the machine and the timer, not the kernel.  The interval only knows the spread
+# *within* one run, and these runs differ by more than that.  Those records were taken with the
+# first timer, before the spin kernel, whose window held part of the host's launch (section 2).
+#
+# The same comparison with today's timer: the H100 records of 2026-11-26 (commit 6bbc424) hold the
+# norm ladders twice, run a few minutes apart.  Predict first: will today's timer agree with itself
+# better, and by how much?
+
+# %%
+today_timer = compare.compare("gpu=h100,commit=6bbc424,after=2026-11-26T15:28,before=2026-11-26T15:34",
+                              "gpu=h100,commit=6bbc424,after=2026-11-26T15:34")
+display(lesson.fold(today_timer.table[["op", "variant", "base_median_s", "new_median_s", "ratio", "ci_low", "ci_high",
+                                       "verdict", "code"]].round(6),
+                    summary="today's timer: the same rungs measured twice (open once you have predicted)"))
+for name, x in (("the first timer (7c7b2e0, 2026-11-23)", c), ("today's timer (6bbc424, 2026-11-26)", today_timer)):
+    t = x.table[x.table.code == "same"]
+    beyond = int(((t.ratio - 1).abs() > compare.FAIL_ABOVE).sum())
+    print(f"{name}: {len(t)} rungs of the same code measured twice, ratio {t.ratio.min():.3f} to {t.ratio.max():.3f}; "
+          f"{beyond} apart by more than {compare.FAIL_ABOVE:.0%}, the change a regression gate (perfkit compare's "
+          "exit status) fails on")
+
+# %% [markdown]
+# A verdict is only as good as its baseline: a regression gate can trust a timer whose repeated
+# runs of unchanged code agree well inside the gate's threshold (the line above with none apart
+# by more), and only runs taken the same way (same machine, clocks, timer).  Repeat a run that
 # says "slower" before believing it.
 
 # %% [markdown]

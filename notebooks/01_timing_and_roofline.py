@@ -60,8 +60,7 @@ import perfkit                      # decides GPU or simulator before numba.cuda
 from perfkit import backend, timing, bench, results, roofline, plots, anatomy, lesson
 from perfkit.kernels import saxpy
 
-SIM = backend.is_simulator()
-print(backend.describe())
+SIM = backend.is_simulator()        # (the backend is announced once, on import)
 backend.device()
 
 # %% [markdown]
@@ -85,10 +84,9 @@ pd.DataFrame([{"rung": v.rung, "name": v.name, "what changed and why": v.what} f
 # **What an event window holds.**  The GPU stamps an event when it *reaches* it in the stream.
 # If the GPU is idle when the host records the start event, the start is stamped at once, and
 # the GPU then waits for the host to launch the kernel: the window holds the host's launch time
-# too (tens of microseconds through Numba with several array arguments).  On the first H100 run
-# (2026-11-23, commit 7c7b2e0; `data/ncu/h100-sxm-2026-11-23.json`) that made an empty kernel
-# "take" 26.5 µs by events and an 80 µs softmax rung read 1.4x its time against
-# `triton.testing.do_bench`.  So `measure()` first queues a one-thread **spin kernel** that keeps
+# too (tens of microseconds through Numba with several array arguments).  The first H100 run
+# (2026-11-23, commit 7c7b2e0, before the spin kernel; `data/timer/h100-sxm-2026-11-23.csv`, shown
+# below) read the short rungs well above `triton.testing.do_bench`.  So `measure()` first queues a one-thread **spin kernel** that keeps
 # the GPU busy for longer than the host needs to launch (measured during warm-up), then the start
 # event, the kernel(s), the end event.  The launches queue up behind the spin, and the window
 # holds only the GPU's work: the kernels and the GPU's own gaps between them.  Each measurement
@@ -164,7 +162,7 @@ else:
 # The effect shows only when the data *fits* in L2: here a 16-byte copy whose source and
 # destination together take half the L2 (on a GPU; a tiny copy in the simulator).  Hot must then
 # come out no slower than cold; a hot run slower than a cold one means the window holds something
-# other than the kernel (on the first H100 run, before the spin kernel: hot 352 µs, cold 330 µs).
+# other than the kernel (the host's launch, before the spin kernel existed).
 
 # %%
 from numba import cuda
@@ -215,9 +213,7 @@ def empty_kernel():
 launch = lambda: empty_kernel[1, 32]()
 if SIM:  # the simulator's launch is a Python call: its time is no launch overhead
     launch(); cuda.synchronize()
-    print("simulator: the empty kernel ran; its host time is a Python call, not a launch, so none is shown. "
-          "On the H100 (2026-11-23), before the spin kernel, events around an empty kernel read 26.5 us: "
-          "the host's launch through Numba, not GPU time.")
+    print("simulator: the empty kernel ran; its host time is a Python call, not a launch, so none is shown.")
     from perfkit import paths
 
     for name, where in (("h100-sxm-2026-11-26", "the same H100 model (2026-11-26)"), ("h200-2026-11-26", "the H200 (2026-11-26)")):
@@ -287,7 +283,7 @@ else:
 
 # %%
 problems = [saxpy.Problem(n=s) for s in sizes]
-table = bench.sweep(problems, saxpy.LADDER, seed=seed, record=record)
+table = bench.sweep(problems, saxpy.LADDER, seed=seed, record=record)  # its progress bar: the browser test checks widgets render
 lesson.sweep_table(table, metric="gbps")  # in the simulator the time reads "simulated": no speed shown
 
 # %% [markdown]
@@ -312,10 +308,7 @@ else:
 
 recorded_ceilings = results.load(op="roofline")
 if recorded_ceilings.empty:
-    print("No measured ceilings in data/results/ here. Recorded elsewhere: the first H100 run's copy "
-          "(2360 GB/s) and FMA (31.4 TFLOP/s) kernels under-measured the hardware (cuBLAS SGEMM ran at "
-          "50.2 TFLOP/s on the same GPU); their rewrites here (16-byte accesses; 8 FMA chains, unrolled) "
-          "reached 2816 GB/s and 63.7 TFLOP/s on the H100 on 2026-11-26.")
+    print("No measured ceilings in data/results/ here: the roofline below draws the published ones only.")
 else:
     display(recorded_ceilings[["gpu", "variant", "gbps", "tflops", "median_s", "utc", "commit"]])
 
@@ -400,11 +393,33 @@ for word in ("slower", "faster", "same within noise"):
 print("kernel code between the two sides:", ", ".join(sorted(set(c.table.code))))
 
 # %% [markdown]
-# How to read it.  The naive rungs and Triton land within noise; several rungs came out slower or
+# How to read it.  The code was the same (`code` says so), yet several rungs came out slower or
 # faster on the second run (the lines above say which, and by how much), with intervals far from
-# 1.  The code was the same (`code` says so), so this is the machine, not the kernel: the interval only knows the spread
-# *within* one run, and these runs differ by more than that.  A verdict is only as good as its
-# baseline: compare runs taken the same way (same machine, clocks, timer) and repeat a run that
+# 1: this is the machine and the timer, not the kernel.  The interval only knows the spread
+# *within* one run, and these runs differ by more than that.  Those records were taken with the
+# first timer, before the spin kernel, whose window held part of the host's launch (section 2).
+#
+# The same comparison with today's timer: the H100 records of 2026-11-26 (commit 6bbc424) hold the
+# norm ladders twice, run a few minutes apart.  Predict first: will today's timer agree with itself
+# better, and by how much?
+
+# %%
+today_timer = compare.compare("gpu=h100,commit=6bbc424,after=2026-11-26T15:28,before=2026-11-26T15:34",
+                              "gpu=h100,commit=6bbc424,after=2026-11-26T15:34")
+display(lesson.fold(today_timer.table[["op", "variant", "base_median_s", "new_median_s", "ratio", "ci_low", "ci_high",
+                                       "verdict", "code"]].round(6),
+                    summary="today's timer: the same rungs measured twice (open once you have predicted)"))
+for name, x in (("the first timer (7c7b2e0, 2026-11-23)", c), ("today's timer (6bbc424, 2026-11-26)", today_timer)):
+    t = x.table[x.table.code == "same"]
+    beyond = int(((t.ratio - 1).abs() > compare.FAIL_ABOVE).sum())
+    print(f"{name}: {len(t)} rungs of the same code measured twice, ratio {t.ratio.min():.3f} to {t.ratio.max():.3f}; "
+          f"{beyond} apart by more than {compare.FAIL_ABOVE:.0%}, the change a regression gate (perfkit compare's "
+          "exit status) fails on")
+
+# %% [markdown]
+# A verdict is only as good as its baseline: a regression gate can trust a timer whose repeated
+# runs of unchanged code agree well inside the gate's threshold (the line above with none apart
+# by more), and only runs taken the same way (same machine, clocks, timer).  Repeat a run that
 # says "slower" before believing it.
 
 # %% [markdown]

@@ -83,19 +83,9 @@ lesson.fold(pd.DataFrame([{"rung": v.label, "what changed and why": v.what} for 
 # tensor-core rung takes float16 inputs (its `example` is the float16 twin of a problem).
 
 # %%
-def problem_for(v, m, n, k):
-    return v.example(gemm.Problem(m, n, k))
-
-checks = []
-for v in gemm.LADDER:
-    p = problem_for(v, *check_shape)
-    x = p.make_inputs(seed)
-    res = p.check(v.run(p, x), inputs=x)
-    checks.append({"label": v.label, "problem": p.label, "ok": res.ok, "max_abs_err": res.max_abs_err,
-                   "atol": res.atol})
-checks = pd.DataFrame(checks)
-assert checks.ok.all(), checks[~checks.ok]
-checks
+checks = lesson.check_rungs([(v.example(gemm.Problem(*check_shape)), v) for v in gemm.LADDER], seed=seed)
+lesson.fold(checks[["label", "problem", "max_abs_err", "atol"]],  # a failed check stops above, naming the rung
+            summary=f"all {len(checks)} rungs match the float64 reference (each at its problem; open for the errors)")
 
 # %% [markdown]
 # ## What was measured on real GPUs
@@ -117,7 +107,7 @@ else:  # the numbers themselves wait, folded, behind each rung's prompt and in t
 if sweep_sizes and not SIM:
     probs = ([gemm.Problem(s, s, s) for s in sweep_sizes] + [gemm.Problem(s, s, s, "float16") for s in sweep_sizes]
              + (gemm.LLM_SHAPES if llm_shapes else []))
-    table = bench.sweep(probs, gemm.LADDER + peers.peers_for("gemm"), record=record)  # + torch, Triton
+    table = bench.sweep(probs, gemm.LADDER + peers.peers_for("gemm"), record=record, progress=False)  # + torch, Triton
     display(lesson.sweep_table(table))
     if record is False:  # not recorded: keep this run's rows beside the records
         recorded = pd.concat([recorded, table], ignore_index=True)
@@ -258,6 +248,22 @@ display(pd.DataFrame([{"config": c.variant.config, "rejected": c.rejected, "regi
 view.show("autotuned")
 
 # %% [markdown]
+# ## Past cuBLAS's SGEMM with its own recipe (`simt_wide`)
+#
+# `autotuned` issues the same instruction mix as cuBLAS's SGEMM (Nsight Compute counts the same
+# share of FFMA) but issues less often: `launch_bounds(256, 2)` caps it at 128 registers, so a
+# thread holds one set of operands and the block waits at a barrier every 16 of k.  cuBLAS runs
+# one block of 256 threads an SM with nearly every register in use.  This rung does the same: a
+# 128x256 block tile, an 8x16 thread tile, `launch_bounds(256, 1)`, and two register sets of
+# operands, so the shared loads of step k+1 are in flight while step k's FFMAs issue.  It is the
+# SIMT ladder's last rung, so it compares with `autotuned` (rungs 12-18 are the tensor-core
+# sub-ladder below).  Predict from the anatomy's occupancy and registers, and from what the model's
+# legs say about a kernel with one block an SM (the card's paragraph).
+
+# %%
+view.show("simt_wide", prev="autotuned")
+
+# %% [markdown]
 # ## Tensor cores (`tensor_core`)
 #
 # float16 inputs, float32 accumulation, one `mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32`
@@ -327,6 +333,92 @@ view.show("tc_warptile")
 view.show("tc_epilogue")
 
 # %% [markdown]
+# ## Deeper k-tiles, double-buffered fragments, grouped blocks (`tc_deep`)
+#
+# Three changes take `mma.sync` as far as it goes.  A k-tile is 64 deep, so a block waits at a
+# barrier once every four k-steps; the ring of three such tiles outgrows the 48 KiB a kernel gets
+# by default, so it lives in dynamic shared memory and the launch opts in to more.  Fragments are
+# double-buffered: the `ldmatrix` of step k+1 is issued before the mmas of step k.  And blocks
+# are launched in groups of block rows (`GROUP_M`), so the blocks resident at once share a few
+# panels of A and B in L2 instead of streaming every panel of B; that matters once B no longer fits
+# in L2 (at 8192³).  Predict which of the card's legs each change acts on.
+
+# %%
+view.show("tc_deep")
+
+# %% [markdown]
+# ## Hopper's warpgroup MMA (`wgmma`)
+#
+# Everything above issues `mma.sync`: one warp, a 16x8x16 product, its operands first loaded from
+# shared memory into registers (`ldmatrix`) in the instruction's fragment layout.  Hopper (sm_90a)
+# adds `wgmma.mma_async`: the four warps of a *warpgroup* issue it together, it multiplies a
+# 64xNx16 block (here N = 128), and it reads A and B **straight from shared memory** through two
+# 64-bit *descriptors* (a tile's address, the strides between its 8-row groups and 64-column
+# blocks, and its swizzle).  No fragments pass through registers; only the float32 accumulators
+# live there.  Three consequences are visible in the code:
+#
+# * the tiles must be stored in the layout the descriptor names: rows of 128 bytes, 16-byte chunk
+#   c of row r at chunk c ^ (r mod 8) (the 128-byte swizzle), the ring's start aligned to 1024 bytes;
+# * the instruction is **asynchronous**: `wgmma.fence` before, `commit_group` after, and
+#   `wait_group` before the accumulators are read or the stage is refilled; shared memory written
+#   by ordinary stores must be made visible to this "async proxy" with `fence.proxy.async`;
+# * the kernel needs sm_90a: on an older GPU the rung refuses to run and says why, while the
+#   anatomy below compiles it for sm_90a on any machine.
+#
+# The rung it builds on is `tc_deep` (the same 128x128 block tile and three-stage `cp.async` ring of
+# 64-deep k-tiles), so the diff and the card compare with it.  This kernel still waits for its own
+# wgmma at every k-tile, so the tensor cores idle while a stage is refilled: the next rungs remove
+# that wait.
+
+# %%
+view.show("wgmma", prev="tc_deep")
+
+# %% [markdown]
+# **What it becomes.**  Before you open the compiled code: which SASS instruction will a `wgmma`
+# become, and how many of them will one k-tile of 64 issue per warpgroup (`tc_deep` issued its
+# products as `HMMA`, fed by `LDSM`)?  Which instructions of `tc_deep`'s hot loop should disappear?
+
+# %%
+view.sass("wgmma", ["HMMA", "LDSM", "HGMMA", "WARPGROUP", "LDGSTS", "BAR", "FENCE"],
+          "Which SASS instruction does wgmma become, how many per k-tile, and what leaves the hot loop?",
+          prev="tc_deep")
+
+# %% [markdown]
+# ## Copies by the Tensor Memory Accelerator (`tma`)
+#
+# In `wgmma` every one of the 256 threads still issues its share of 16-byte `cp.async` copies and
+# computes their swizzled addresses, and waits on its own copy groups.  Hopper's **TMA** unit copies
+# a whole 2-D box of a matrix in one instruction, issued by **one thread**
+# (`cp.async.bulk.tensor`): a *tensor map* (the array's address, extents, row stride, the box, the
+# swizzle) is encoded once on the host by the driver and kept in global memory; the copy engine
+# applies the 128-byte swizzle on the way into shared memory and fills zeros where a box leaves the
+# matrix, so the kernel has no edge code.
+#
+# Who waits for what changes too.  Each stage of the ring gets an **mbarrier** in shared memory:
+# thread 0 announces the stage's bytes (`mbarrier.arrive.expect_tx`), the copies count them off as
+# they land, and the barrier's phase flips when all have; every thread waits on that phase's parity
+# (`try_wait.parity`) instead of on its own `cp.async` group.  The threads issue nothing but wgmma.
+# Rows must be multiples of 16 bytes (k and n multiples of 8) for a tensor map; other shapes go to
+# `wgmma`.
+
+# %%
+view.show("tma")
+
+# %% [markdown]
+# **What it becomes.**  Predict first: what replaces the `LDGSTS` copies in the SASS, how many copy
+# instructions a stage takes (one per box: A's box, and B's 64-column boxes), and what the
+# mbarrier's init, arrive and wait become.
+
+# %%
+view.sass("tma", ["LDGSTS", "UTMALDG", "SYNCS", "HGMMA", "WARPGROUP", "BAR", "FENCE"],
+          "What do the copies and the mbarrier become in SASS, and how many copies does a stage take?")
+
+# %% [markdown]
+# Neither Hopper rung has run on a GPU yet: their cards show the model's estimate only, and the
+# comparison with cuBLAS's HGEMM (a wgmma kernel on Hopper) waits for the first record; the table of
+# where the ladder stands below counts recorded rungs only.  `docs/MODEL_NOTES.md` lists what the
+# model assumes for them and what the first record will test.
+#
 # ## Rungs of today's ladder without a section above
 #
 # The ladder grows (new rungs are added and renumbered); any rung the sections above do not cover

@@ -73,7 +73,6 @@ from IPython.display import Markdown, display
 import perfkit                      # decides GPU or simulator before numba.cuda loads
 from perfkit import backend, bench, roofline, plots, anatomy, lesson, model
 from perfkit.kernels import conv, peers
-from perfkit.kernels.base import UnsupportedProblem
 
 lesson.quiet_numba_warnings()       # Numba's performance warnings: once per kind, the rest counted
 SIM = backend.is_simulator()        # (the backend is announced once, on import)
@@ -97,23 +96,15 @@ lesson.fold(pd.DataFrame([{"rung": v.label, "what changed and why": v.what} for 
 # it runs the float16 twin of each case.
 
 # %%
-checks = []
-for case in check_cases:
-    base = conv.Problem(*case[:9], dtype=case[9], layout=case[10])
-    for v in conv.LADDER:
-        p = conv.to_layout(base, dtype="float16") if v.name == "tensor_core" else base
-        try:
-            v.supports(p)
-        except UnsupportedProblem as exc:  # e.g. Winograd takes 3x3 stride-1 layers only
-            print(f"{v.label} at {p.label}: not supported ({exc})")
-            continue
-        x = p.make_inputs(seed)
-        res = p.check(v.run(p, x), inputs=x)
-        checks.append({"label": v.label, "problem": p.label, "ok": res.ok, "max_abs_err": res.max_abs_err,
-                       "atol": res.atol})
-checks = pd.DataFrame(checks)
-assert checks.ok.all(), checks[~checks.ok]
-checks.pivot_table(index="label", columns="problem", values="max_abs_err", sort=False)
+cases = [conv.Problem(*c[:9], dtype=c[9], layout=c[10]) for c in check_cases]
+checks = lesson.check_rungs([(conv.to_layout(p, dtype="float16") if v.name == "tensor_core" else p, v)
+                             for p in cases for v in conv.LADDER], seed=seed)  # a failed check stops here
+refused = checks[~checks.supported]  # e.g. Winograd takes 3x3 stride-1 layers only, tensor-core rungs float16
+display(lesson.fold(refused[["label", "problem", "message"]], summary=f"{len(refused)} rung/problem pairs a rung "
+                    "refuses (not run: each says why)"))
+ran = checks[checks.supported]
+lesson.fold(ran.pivot_table(index="label", columns="problem", values="max_abs_err", sort=False),
+            summary=f"all {len(ran)} rung/problem pairs run match the float64 reference (open for the errors)")
 
 # %% [markdown]
 # ## What was measured on real GPUs
@@ -134,7 +125,7 @@ else:  # the numbers wait, folded, behind each rung's prompt and in the summary
 
 if sweep and not SIM:
     probs = [p for p in conv.GPU_SWEEP if f"{p.dtype} {p.layout}" in sweep_configs]
-    table = bench.sweep(probs, conv.LADDER + peers.peers_for("conv"), record=record)  # + torch, Triton
+    table = bench.sweep(probs, conv.LADDER + peers.peers_for("conv"), record=record, progress=False)  # + torch, Triton
     display(lesson.sweep_table(table))
     if record is False:
         recorded = pd.concat([recorded, table], ignore_index=True)

@@ -67,6 +67,7 @@ exercise_reference = False    # True: the exercises grade the reference solution
 
 # %%
 import dataclasses
+import functools
 import importlib
 
 import pandas as pd
@@ -98,25 +99,13 @@ lesson.fold(pd.DataFrame([{"op": op, "rung": v.label, "config": v.config, "what 
 # launch shapes); here is the short version.
 
 # %%
-def check_problems(op, dtype):
-    m = MODS[op]
-    if op == "batchnorm":
-        return [m.Problem(*bn_check_shape, dtype=dtype, layout=lay) for lay in ("NCHW", "NHWC")]
-    return [m.Problem(*check_shape, dtype=dtype)]
-
-rows = []
-for op, m in MODS.items():
-    for dtype in check_dtypes:
-        for p in check_problems(op, dtype):
-            x = p.make_inputs(seed)
-            ref = p.reference(x)
-            for v in m.LADDER:
-                c = p.check(v.run(p, x), ref)
-                rows.append({"op": op, "problem": p.label, "label": v.label, "ok": c.ok,
-                             "max_abs_err": c.max_abs_err, "message": "" if c.ok else c.message})
-checks = pd.DataFrame(rows)
-assert checks.ok.all(), checks[~checks.ok]
-checks.pivot_table(index=["op", "label"], columns="problem", values="max_abs_err", aggfunc="max")
+bn_layouts = ("NCHW", "NHWC") if "batchnorm" in MODS else ()
+problems = ([MODS[op].Problem(*check_shape, dtype=d) for op in ops if op != "batchnorm" for d in check_dtypes]
+            + [MODS["batchnorm"].Problem(*bn_check_shape, dtype=d, layout=lay) for d in check_dtypes for lay in bn_layouts])
+checks = lesson.check_rungs([(p, v) for p in problems for v in MODS[p.op].LADDER], seed=seed)  # a failure stops here
+lesson.fold(checks.groupby(["op", "problem"], sort=False).agg(rungs=("label", "size"), worst_abs_err=("max_abs_err", "max"),
+                                                              atol=("atol", "max")),
+            summary=f"all {len(checks)} rung/problem pairs match the float64 reference (open for the worst error per op)")
 
 # %% [markdown]
 # ## 2 · Bytes, the model, and the measured ceiling
@@ -159,7 +148,7 @@ else:
 swept = pd.DataFrame()
 if sweep and not SIM:
     probs = {op: [dataclasses.replace(p, dtype=d) for p in MODS[op].GPU_SWEEP for d in sweep_dtypes] for op in ops}
-    swept = pd.concat([bench.sweep(probs[op], MODS[op].LADDER + peers.peers_for(op), record=record)
+    swept = pd.concat([bench.sweep(probs[op], MODS[op].LADDER + peers.peers_for(op), record=record, progress=False)
                        for op in ops], ignore_index=True)  # the ladder, plus a Triton peer where there is one
     display(lesson.sweep_table(swept, metric="gbps"))
     if record is False:  # not recorded: keep this run's rows beside the records
@@ -172,27 +161,11 @@ elif sweep:
 
 
 # %%
-views = {}
-def bytes_table(op, problem=None):
-    # the model before anything runs: each rung's DRAM bytes against the ideal (input read once,
-    # output written once) and that ideal's time at the published bandwidth
-    m = MODS[op]
-    p = problem or m.EXAMPLE_PROBLEM
-    display(Markdown(f"**{op}** at `{p.label}`: ideal traffic {p.bytes / 1e6:.1f} MB "
-                     f"({p.bytes / published_bw * 1e6:.1f} µs at the published {published_bw / 1e12:.2f} TB/s of {gpu})"))
-    display(pd.DataFrame([{"rung": v.label, "DRAM bytes / ideal": v.traffic(p).dram_bytes / p.bytes}
-                          for v in m.LADDER if not v.oracle]).style.format(precision=2).hide(axis="index"))
-
-
-def ladder(op, problem=None):
-    # every rung of today's ladder, one section each (its `what`, the diff, the anatomy folded,
-    # the prompt, the answer folded), then the whole ladder folded: opened after predicting
-    m = MODS[op]
-    p = problem or m.EXAMPLE_PROBLEM
-    views[op] = view = lesson.LadderView(op, p, ladder=m.LADDER, table=recorded, model_gpu=gpu, cc=cc,
-                                         estimate=model_estimates, plot_gpu=shown_gpu)
-    view.rest()
-    return view
+# one view per op's ladder (its sections, the card folded behind each prompt), and the bytes each rung
+# moves against the ideal at the published bandwidth: the model before anything runs
+ladder_view = functools.partial(lesson.LadderView, table=recorded, model_gpu=gpu, cc=cc, estimate=model_estimates,
+                                plot_gpu=shown_gpu)
+published = f"the published {published_bw / 1e12:.2f} TB/s of {gpu}"
 
 
 # %% [markdown]
@@ -207,10 +180,11 @@ def ladder(op, problem=None):
 # It is the same trick FlashAttention uses for attention.
 
 # %%
-bytes_table('softmax')
+lesson.traffic_table(MODS['softmax'].LADDER, MODS['softmax'].EXAMPLE_PROBLEM, published_bw, published)
 
 # %%
-view = ladder('softmax')
+view = ladder_view('softmax', MODS['softmax'].EXAMPLE_PROBLEM)
+view.rest()
 view.summary(metric="gbps")
 view.anatomy_table()
 
@@ -225,10 +199,11 @@ view.anatomy_table()
 # lanes and warps.
 
 # %%
-bytes_table('layernorm')
+lesson.traffic_table(MODS['layernorm'].LADDER, MODS['layernorm'].EXAMPLE_PROBLEM, published_bw, published)
 
 # %%
-view = ladder('layernorm')
+view = ladder_view('layernorm', MODS['layernorm'].EXAMPLE_PROBLEM)
+view.rest()
 view.summary(metric="gbps")
 view.anatomy_table()
 
@@ -247,10 +222,11 @@ view.anatomy_table()
 # of this rung is of an earlier version that updated partials in global memory per row).  Apex and llm.c's `layernorm_backward` reduce dγ/dβ in two stages the same way.
 
 # %%
-bytes_table('layernorm_bwd')
+lesson.traffic_table(MODS['layernorm_bwd'].LADDER, MODS['layernorm_bwd'].EXAMPLE_PROBLEM, published_bw, published)
 
 # %%
-view = ladder('layernorm_bwd')
+view = ladder_view('layernorm_bwd', MODS['layernorm_bwd'].EXAMPLE_PROBLEM)
+view.rest()
 view.summary(metric="gbps")
 view.anatomy_table()
 
@@ -263,10 +239,11 @@ view.anatomy_table()
 # row fits on chip, which is why the ideal traffic is reachable without holding the row in registers.
 
 # %%
-bytes_table('rmsnorm')
+lesson.traffic_table(MODS['rmsnorm'].LADDER, MODS['rmsnorm'].EXAMPLE_PROBLEM, published_bw, published)
 
 # %%
-view = ladder('rmsnorm')
+view = ladder_view('rmsnorm', MODS['rmsnorm'].EXAMPLE_PROBLEM)
+view.rest()
 view.summary(metric="gbps")
 view.anatomy_table()
 
@@ -289,11 +266,11 @@ view.anatomy_table()
 # %%
 bn = MODS["batchnorm"]
 bn_problems = (bn.EXAMPLE_PROBLEM, dataclasses.replace(bn.EXAMPLE_PROBLEM, layout="NHWC"))
-for p in bn_problems:
-    bytes_table("batchnorm", p)
+display(*[lesson.traffic_table(bn.LADDER, p, published_bw, published) for p in bn_problems])
 
 # %%
-view = ladder('batchnorm')
+view = ladder_view('batchnorm', bn.EXAMPLE_PROBLEM)
+view.rest()
 for p in bn_problems:
     view.summary(p, metric="gbps")
 view.anatomy_table()

@@ -304,7 +304,8 @@ for net in networks:
 # On a GPU, `perfkit.workload.measure.profile` runs the same step with random weights, times each
 # kernel with `torch.profiler` (charged to the aten op that launched it), and records the per-class
 # times with their provenance under `data/results/`.  Here they sit beside the prediction.  In the
-# simulator there is nothing to profile; recorded profiles, if any, are shown instead.
+# simulator there is nothing to profile; recorded profiles, if any, are shown instead, each class's
+# measured time beside the prediction the record stored and today's prediction of the same step.
 
 # %%
 reason = wmeasure.unavailable()
@@ -317,12 +318,14 @@ if measure and reason is None:
         display(res["per_class"])
 else:
     print(f"not profiled here: {reason or 'measure=False'}")
-    rec = results.load(op="workload")
-    if rec.empty:
-        print("no workload profiles are recorded in data/results/ yet")
-    else:
-        display(lesson.fold(rec[["gpu", "problem", "median_s", "commit", "utc"]],
-                            summary="the workload profiles recorded on real GPUs"))
+    measured = lesson.measured_classes(results.load(op="workload"), {traced[n].label: tables[n] for n in networks})
+    if measured.empty:
+        print("No workload profile has been recorded on a GPU yet (data/results/ holds none): every time in "
+              "this notebook is a model prediction, and no class share above has been checked against a "
+              "measurement.  On a GPU, `measure=True` (the gpu profile) records one per network.")
+    else:  # each recorded class: its measured ms beside the prediction then and today's
+        display(lesson.fold(measured.style.format(precision=3, na_rep="—").hide(axis="index"),
+                            summary="measured per class on real GPUs beside the predictions (open once you have predicted)"))
 
 # %% [markdown]
 # ## Exercise

@@ -25,9 +25,10 @@
 # its source in `Estimate.inputs`.
 #
 # This notebook shows (1) one estimate and its legs, (2) the same rung on every GPU of
-# `data/devices.yaml` (which GPU would this kernel like, and why), and (3) the check against the
-# H100 measurements in `data/results/`. **Every time here is a model prediction or a recorded
-# H100 measurement; nothing is timed in this notebook.**
+# `data/devices.yaml` (which GPU would this kernel like, and why, and what the timer hides), and
+# (3) the check against one GPU's measurements in `data/results/` and its Nsight Compute counters.
+# **Every time here is a model prediction or a recorded GPU measurement; nothing is timed in this
+# notebook.**
 
 # %% tags=["parameters"]
 # Parameters (papermill overrides these; profiles in notebooks/profiles.yaml)
@@ -35,7 +36,8 @@ exercise_reference = False    # True: the exercises grade the reference answers,
 what_if_op = "gemm"               # op module under perfkit.kernels, e.g. gemm, saxpy, norm.softmax
 what_if_rung = "double_buffer"    # rung name
 what_if_size = {"m": 4096, "n": 4096, "k": 4096}  # problem fields
-validate_ops = []                 # empty: every recorded op
+records_gpu = None                # the GPU whose records are validated (name or slug); None: the newest records' GPU
+validate_ops = []                 # empty: every recorded op (validate's own headline)
 validate_problems = []            # empty: every recorded problem
 use_banks = True                  # simulate shared-memory bank conflicts (slow the first time)
 
@@ -46,7 +48,8 @@ import matplotlib.pyplot as plt
 import pandas as pd
 
 import perfkit  # noqa: F401  (chooses the backend before numba)
-from perfkit import model
+from IPython.display import display
+from perfkit import lesson, model
 
 mod = importlib.import_module(f"perfkit.kernels.{what_if_op}")
 variant = next(v for v in mod.LADDER if v.name == what_if_rung)
@@ -118,10 +121,10 @@ else:
     print("a GPU process: ask Nsight Compute (l1tex__t_sectors_pipe_lsu_mem_global_op_ld / requests)")
 
 # %% [markdown]
-# The naive rung's loads average 16.5 lines per request: its load of `A` touches 32 lines, its
-# load of `B` one (every thread the same element). At 4096^3 that is 33 L1 cycles per k-step per
-# warp, which at one line per clock per SM on 132 SMs is the 274 ms the lsu leg predicts; the
-# H100 measured 275 ms.
+# The naive rung's load of `A` touches a line per thread, its load of `B` one line for the warp
+# (every thread the same element): the average above.  At one line per clock per SM, those lines
+# are the naive rung's `lsu` leg at 4096³, its bound in the model; notebook 02's card of the naive
+# rung shows that leg beside the record.
 #
 # ## What if it ran on another GPU?
 #
@@ -135,55 +138,65 @@ legs_ = [c for c in wi.columns if c.startswith("leg_")]
 shown = wi[["gpu", "seconds", "bound"] + legs_].copy()
 shown[["seconds"] + legs_] = shown[["seconds"] + legs_] * 1e6  # every time in microseconds
 shown = shown.rename(columns={"seconds": "model_us", **{c: c.removeprefix("leg_") + "_us" for c in legs_}})
-print(f"{variant.label} at {problem.label}, every column in microseconds (model):")
-print(shown.round(2).to_string(index=False))
-by_launch = wi.loc[wi["bound"] == "launch", "gpu"].tolist()
-if by_launch:
-    print(f"\nThe launch leg binds on {', '.join(by_launch)}. It is not the GPU: it is the part of the host's "
-          "launch through Numba (37 us + 4.6 us per array argument, measured on the H100 machine, data/rates.yaml) "
-          "that a perfkit timing window holds beyond the work queued ahead of the kernel, the cold-L2 flush "
-          "(2 x L2 written at the effective DRAM rate). A GPU that flushes faster (more DRAM bandwidth per byte "
-          "of L2) hides less of it: that is why a short kernel can come out slower on a bigger GPU here. "
-          "Timed behind a spin kernel (today's measure()), the host's launch is hidden and only ~2 us of "
-          "launch latency remains; model.estimate(..., ahead_s=...) says how much work is queued ahead.")
+display(lesson.fold(shown.round(2), summary=f"{variant.label} at {problem.label} on every GPU: the estimate and its "
+                                            "legs in microseconds (model)"))
 model.plot_what_if(wi.dropna(subset=["seconds"]), title=f"{variant.label}: which GPU would it like, and why (model)")
 plt.show()
 
 # %% [markdown]
-# ## Checked against the H100 measurements
+# ### What the timer hides
 #
-# `perfkit model validate` estimates every recorded (problem, rung) and prints the table below,
-# then its summary line: the median absolute error, the worst ratio predicted / measured and how
-# many rungs are within 2x (oracles and peers, library calls the model only bounds with a
-# roofline, are listed but left out of the line). The per-level table compares the model's
-# counts with Nsight Compute's wherever one of the GPU's ncu tables in `data/ncu/` has the rung
-# (the newest table that has it): against the record made at that table's commit, and (marked
-# `*`) where no record of that commit has the row (saxpy at 2^26, batchnorm NHWC), the rung as
-# of the table's commit estimated at the row's problem.
-#
-# Each record is compared with the code it measured. The first H100 records were made at commit
-# 7c7b2e0, and many rungs have been rewritten since; later sessions recorded later commits.
-# Where a rung's kernel code changed since its record, `validate` rebuilds the rung as it was at
-# the record's commit (`perfkit.history`: the `perfkit/kernels` folder of that commit, from git)
-# and estimates that; the `code` column says `at 7c7b2e0`. Estimating today's kernel against an
-# old kernel's time would score the model on the wrong program.
+# A time is the kernel *as a timer saw it*.  A cold-L2 timing queues an L2 flush ahead of the
+# kernel; the host's launch through Numba overlaps that flush, and whatever of it outlasts the
+# flush lands inside the timed window: the model's `launch` leg.  Today's `timing.measure` also
+# queues a spin kernel, longer than the host's enqueue, ahead of every sample, which hides the
+# host's part and leaves the launch latency.  The same rung under both, per GPU (both columns are
+# the model's):
 
 # %%
-table, line, levels = model.validate("h100-sxm", ops=validate_ops or None, problems=validate_problems or None,
-                                     banks=use_banks)
+timers = lesson.what_if_timers(variant, problem, banks=use_banks)
+display(lesson.fold(timers.round(2), summary="per GPU: the estimate behind the flush only and behind today's spin (µs)"))
+display(lesson.paragraph(lesson.timers_paragraph(timers, variant.label)))
+
+# %% [markdown]
+# ## Checked against one GPU's measurements
+#
+# `perfkit model validate --gpu G` estimates every (problem, rung) recorded on G and compares,
+# then sums it up in its **headline lines**: the median absolute error, the worst ratio predicted /
+# measured and how many rungs are within 2x (oracles and peers, library calls the model only bounds
+# with a roofline, are listed but left out of the line); how far repeated records of the same code
+# lie apart (the measurements' own spread, a floor under any model's error); and, **per level**, how
+# many of the model's counts (DRAM and L2 bytes, shared wavefronts, FFMA and warp instructions) lie
+# within 25% of Nsight Compute's, wherever one of G's tables in `data/ncu/` has the rung (the newest
+# table that has it; `*`: a row no record of that commit has, estimated at the table's commit).
+#
+# Each record is compared with the code it measured: where a rung's kernel changed since its
+# record, `validate` rebuilds the rung as it was at the record's commit (`perfkit.history`, from
+# git) and estimates that; the `code` column says `at <commit>`.  Estimating today's kernel against
+# an old kernel's time would score the model on the wrong program.  The GPU is the one with the
+# newest records (the parameter `records_gpu` pins another); the full tables are folded.
+
+# %%
+from perfkit.kernels import registry  # noqa: E402
+
+val_name = lesson.shown_gpu(records_gpu, list(registry.OPS))
+val_gpu = lesson.spec_key(val_name)
+table, line, levels = model.validate(val_gpu, ops=validate_ops or None, problems=validate_problems or None)
+subset = " of " + ", ".join(validate_ops) if validate_ops else ""
+subset += (" at " + "; ".join(validate_problems)) if validate_problems else ""
+print(f"perfkit model validate --gpu {val_gpu}: the {len(table)} records of {val_name}{subset or ''}"
+      + (" (a subset: the parameters validate_ops/validate_problems)" if subset else ""))
+print("  " + line)
+print("  " + model.repeat_line(table))
+print("  " + (model.levels_line(levels) if len(levels) else
+              "per level: no Nsight Compute table of this GPU (" + ", ".join(p.name for p, _ in model.ncu_tables(val_gpu))
+              + ") has a row for the records validated here"))
 show = table.drop(columns=[c for c in table.columns if c.startswith("_")])
 show = show.assign(measured_us=show["measured_s"] * 1e6, predicted_us=show["predicted_s"] * 1e6)
-print(show[["op", "problem", "rung", "code", "measured_us", "predicted_us", "ratio", "bound"]].round(2).to_string(index=False))
-print(model.repeat_line(table))
-print(line)
-
-# %%
-if len(levels):
-    print(model.levels_table(levels).to_string())  # * a row of the Nsight Compute table no record has
-    print(model.levels_line(levels))
-else:
-    print("no Nsight Compute table of this GPU (" + ", ".join(p.name for p, _ in model.ncu_tables("h100-sxm"))
-          + ") has a row for the records validated here")
+display(lesson.fold(show[["op", "problem", "rung", "code", "measured_us", "predicted_us", "ratio", "bound"]].round(2),
+                    summary=f"every record of {val_name} beside its estimate ({len(show)} rows)"))
+if len(levels):  # * a row of the Nsight Compute table no record has
+    display(lesson.fold(model.levels_table(levels), summary="per level: the model's counts against Nsight Compute's"))
 
 # %% [markdown]
 # Where the model misses, the per-launch details in `Estimate.launches` say which leg it
@@ -197,14 +210,12 @@ else:
 #   of the records took longer than predicted;
 # - **DRAM traffic the static counts miss**: some GEMM rungs read the wide operand twice per
 #   wave, which no static feature separates from the rungs that read it once;
-# - **the DRAM rate**: one fitted efficiency, 0.70 of the datasheet (the first copy kernel's
-#   figure), while perfkit's rewritten copy kernel reached 0.84 on the H100 and 0.82 on the H200:
-#   today's multirow/tuned rungs run near that, and the model predicts them 1.3-1.6x their
-#   recorded time (`perfkit model validate`: the multirow and tuned rows whose `code` is
-#   `today`). Raising the rate, with the launch cost re-derived for it, helps the H200 and
-#   today's rungs and hurts the first H100 records (`docs/MODEL_NOTES.md`).
-#
-# Run `perfkit model validate` for today's line.
+# - **the DRAM rate**: one fitted efficiency of the datasheet's bandwidth (`data/rates.yaml`, the
+#   first copy kernel's figure), below what perfkit's rewritten copy kernel reached on the H100 and
+#   the H200 (notebook 01's recorded ceilings): today's multirow/tuned rungs run near the copy
+#   kernel, and the model predicts them slower than recorded (the multirow and tuned rows above
+#   whose `code` is `today`). Raising the rate, with the launch cost re-derived for it, helps the
+#   H200 and today's rungs and hurts the first H100 records (`docs/MODEL_NOTES.md`).
 
 # %% [markdown]
 # ## Exercise

@@ -928,3 +928,161 @@ def test_a_built_diff_shows_the_code_a_compile_time_switch_turns_on_and_off():
     plain = lesson.source_diff(L["tc_warptile"], L["tc_epilogue"], conv.EXAMPLE_PROBLEM)
     added = [l for l in d.text.splitlines() if l.startswith("+") and "st16_u32_off(y2" in l]
     assert added and not any(l.startswith("+") and "st16_u32_off(y2" in l for l in plain.text.splitlines())
+
+
+def _fake_report(lines, loop_body=None):
+    """An anatomy report's SASS listing (address, instruction) and hot loop, as ptx/nvdisasm write them."""
+    from types import SimpleNamespace
+
+    sass = "\n".join(f"        /*{16 * i:04x}*/                   {ins} ;   /* 0x0000 */" for i, ins in enumerate(lines))
+    loop = SimpleNamespace(body=list(loop_body)) if loop_body is not None else None
+    return SimpleNamespace(sass=sass, hot_loop=loop)
+
+
+def test_sass_table_counts_opcodes_by_mnemonic_in_the_code_and_the_hot_loop():
+    """An opcode is the mnemonic without guard and modifiers: HMMA is not HGMMA, a guarded
+    @!P0 SYNCS counts; the hot loop's count is of its body only; the forms are the distinct
+    spellings; a report with no loop says so ('—'), never 0."""
+    import random
+
+    rng = random.Random()
+    n_h = rng.randint(1, 5)
+    body = ["HGMMA.64x128x16.F32 R24, gdesc[UR8].tnspB, R24"] * n_h + ["@!P0 SYNCS.PHASECHK.TRANS64.TRYWAIT P0, [UR11], R11"]
+    new = _fake_report(["SYNCS.EXCH.64 URZ, [UR29], UR6", "UTMALDG.2D [UR16], [UR30]"] + body + ["EXIT"],
+                       loop_body=body)
+    old = _fake_report(["HMMA.16816.F32 R4, R132, R136, R4"] * 3 + ["LDSM.16.M88.4 R132, [R0]", "EXIT"])
+    assert lesson.mnemonic("@!P0 HGMMA.64x128x16.F32 R24, gdesc[UR8], R24") == "HGMMA"
+    c = lesson.opcode_counts(new, ["HGMMA", "HMMA", "SYNCS", "UTMALDG"])
+    assert (c["HGMMA"]["kernel"], c["HGMMA"]["hot_loop"]) == (n_h, n_h)
+    assert (c["HMMA"]["kernel"], c["HMMA"]["hot_loop"]) == (0, 0)
+    assert (c["SYNCS"]["kernel"], c["SYNCS"]["hot_loop"]) == (2, 1)
+    assert c["SYNCS"]["forms"] == ["SYNCS.EXCH.64", "SYNCS.PHASECHK.TRANS64.TRYWAIT"]
+    assert (c["UTMALDG"]["kernel"], c["UTMALDG"]["hot_loop"]) == (1, 0)
+    t = lesson.sass_table({"18 old": old, "20 new": new}, ["HMMA", "HGMMA", "LDSM"]).set_index("SASS")
+    assert t.loc["HMMA", "18 old: in the code"] == 3 and t.loc["HMMA", "18 old: in the hot loop"] == "—"
+    assert t.loc["HMMA", "20 new: in the code"] == 0 and t.loc["HGMMA", "20 new: in the hot loop"] == n_h
+    assert t.loc["HGMMA", "one line of it"].startswith("HGMMA.64x128x16") and "warpgroup" in t.loc["HGMMA", "what it is"]
+    assert t.loc["LDSM", "one line of it"].startswith("LDSM")  # from the last rung that has it
+
+
+def test_the_hopper_rungs_sass_comes_from_the_static_store(monkeypatch):
+    """Notebook 02's Hopper sections read the SASS from the anatomy (no GPU): wgmma becomes HGMMA
+    with no HMMA left, tma's copies UTMALDG with no LDGSTS, its mbarriers SYNCS; the view asks
+    first and folds the answer."""
+    names = {v.name for v in gemm.LADDER}
+    if not {"wgmma", "tma"} <= names:
+        pytest.skip("the Hopper rungs are not in this ladder")
+    view = lesson.LadderView("gemm", gemm.EXAMPLE_PROBLEM, estimate=False)
+    rep = {n: view._report(next(v for v in gemm.LADDER if v.name == n)) for n in ("wgmma", "tma")}
+    w, t = (lesson.opcode_counts(rep[n], ["HGMMA", "HMMA", "LDGSTS", "UTMALDG", "SYNCS"]) for n in ("wgmma", "tma"))
+    assert w["HGMMA"]["hot_loop"] > 0 and w["HMMA"]["kernel"] == 0 and w["LDGSTS"]["kernel"] > 0
+    assert t["UTMALDG"]["hot_loop"] > 0 and t["SYNCS"]["kernel"] > 0 and t["LDGSTS"]["kernel"] == 0
+    shown = []
+    monkeypatch.setattr("perfkit.lesson.view._display", lambda objs: shown.extend(objs))
+    view.sass("tma", ["UTMALDG"], "What do the copies become?")
+    assert "Predict before you look" in shown[0]._repr_html_() and "What do the copies become?" in shown[0].text
+    assert shown[1]._repr_html_().startswith("<details>") and "UTMALDG.2D" in shown[1]._repr_html_()
+
+
+class _StubRung:
+    """A rung for check_rungs: ``mode`` 'wrong' (off by one where the reference is), 'refuse'
+    (unsupported) or 'spoil' (right answer, but it writes NaN into its inputs)."""
+
+    def __init__(self, mode):
+        self.mode, self.label = mode, f"99 {mode}"
+
+    def supports(self, p):
+        from perfkit.kernels.base import UnsupportedProblem
+
+        if self.mode == "refuse":
+            raise UnsupportedProblem("takes no such problem")
+
+    def run(self, p, x):
+        ref = p.reference(x)
+        off = 1 if self.mode == "wrong" else 0
+        out = ({k: np.asarray(a) + off for k, a in ref.items()} if isinstance(ref, dict)
+               else np.asarray(ref, dtype=p.dtype) + off)
+        if self.mode == "spoil":
+            for a in x.values():
+                a[...] = np.nan
+        return out
+
+
+def test_check_rungs_runs_each_rung_on_its_own_copy_and_names_a_wrong_one():
+    """check_rungs: a refused problem is a row (supported False, the reason), not a failure; a rung
+    that spoils its inputs does not spoil the next rung's; a wrong output raises, naming the rung
+    and the problem; the real rungs pass at an awkward shape against float64."""
+    p = softmax.Problem(3, 37)
+    real = [v for v in softmax.LADDER if not v.oracle][:1]
+    out = lesson.check_rungs([(p, _StubRung("refuse")), (p, _StubRung("spoil"))] + [(p, v) for v in real], seed=None)
+    assert list(out.label) == ["99 refuse", "99 spoil"] + [v.label for v in real]
+    assert not out.supported[0] and "takes no such problem" in out.message[0]
+    assert out.supported[1:].all() and out.ok[1:].all() and (out.max_abs_err[1:] <= out.atol[1:]).all()
+    with pytest.raises(AssertionError, match=r"99 wrong at rows=3 cols=37"):
+        lesson.check_rungs([(p, real[0]), (p, _StubRung("wrong"))])
+    from perfkit.kernels.norm import layernorm, layernorm_bwd  # the same label, other inputs
+
+    fwd, bwd = layernorm.Problem(3, 37), layernorm_bwd.Problem(3, 37)
+    assert fwd.label == bwd.label
+    both = lesson.check_rungs([(fwd, _StubRung("spoil")), (bwd, _StubRung("spoil"))])
+    assert both.ok.all() and list(both.op) == [fwd.op, bwd.op]
+
+
+def test_traffic_table_is_each_rungs_bytes_over_the_ideal():
+    p = softmax.EXAMPLE_PROBLEM
+    t = lesson.traffic_table(softmax.LADDER, p, 2e12, "2 TB/s")
+    rungs = [v for v in softmax.LADDER if not v.oracle]
+    assert f"{p.bytes / 1e6:.1f} MB" in t.text and f"{p.bytes / 2e12 * 1e6:.1f} µs at 2 TB/s" in t.text
+    for v in rungs:
+        assert v.label in t.html and f"{v.traffic(p).dram_bytes / p.bytes:.2f}" in t.html
+
+
+def test_a_recorded_workload_profile_is_shown_per_class_beside_its_prediction(tmp_path):
+    """Notebook 05's measured section: per class of the newest profile per GPU and workload, the
+    measured ms and the prediction the record stored are the record's numbers; today's prediction
+    is joined by the workload label; no record: an empty table (the notebook says so)."""
+    assert lesson.measured_classes(results.load(op="workload", root=tmp_path)).empty
+    rng = np.random.default_rng()
+    label = "ResNet-50 train batch 8 bfloat16"
+    classes = [{"class": c, "measured_ms": float(rng.uniform(1, 9)), "predicted_ms": float(rng.uniform(1, 9))}
+               for c in ("conv", "normalization", "elementwise")]
+    for i, utc in enumerate(("2026-11-20T00:00:00Z", "2026-11-25T00:00:00Z")):  # the older one must not show
+        doc = {"op": "workload", "problem": label, "rung": "profile", "variant": "torch-eager-resnet50",
+               "timing": {"median_s": 0.01}, "model_gpu": "h100-sxm", "simulated": False,
+               "per_class": classes if i else [{"class": "conv", "measured_ms": 99.0, "predicted_ms": 1.0}],
+               "provenance": {"gpu": "NVIDIA H100 80GB HBM3", "utc": utc, "git_commit": f"{i}" * 40}}
+        f = tmp_path / "nvidia-h100" / "workload" / f"r{i}.json"
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(json.dumps(doc))
+    rec = results.load(op="workload", root=tmp_path, latest=False)
+    today = pd.DataFrame({"class": ["conv", "elementwise"], "predicted_ms": [1.5, 2.5]})
+    t = lesson.measured_classes(rec, {label: today}).set_index("class")
+    assert list(t.index) == ["conv", "normalization", "elementwise"] and set(t.commit) == {"1" * 7}
+    for c in classes:
+        row = t.loc[c["class"]]
+        assert row.measured_ms == c["measured_ms"] and row["predicted_ms then"] == c["predicted_ms"]
+        assert np.isclose(row["measured / predicted then"], c["measured_ms"] / c["predicted_ms"])
+    assert t.loc["conv", "predicted_ms today"] == 1.5 and np.isnan(t.loc["normalization", "predicted_ms today"])
+
+
+def test_the_what_if_says_which_launch_time_the_timer_hides():
+    """Notebook 06's what-if under two timers: behind today's spin (timing.spin_length of the modelled
+    host cost) no estimate is slower and the launch time hidden is the launch leg's fall; the
+    paragraph's numbers are the table's."""
+    from perfkit.kernels import saxpy
+
+    v = next(x for x in saxpy.LADDER if x.name == "grid_stride")
+    t = lesson.what_if_timers(v, v.example(saxpy.Problem(n=1 << 20)), ["h100-sxm", "h200"], banks=False)
+    assert list(t.gpu) == ["h100-sxm", "h200"]
+    assert (t.spin_us <= t.flush_us + 1e-9).all() and (t.hidden_us >= 0).all()
+    assert np.allclose(t.hidden_us, t.flush_launch_us - t.spin_launch_us)
+    text = lesson.timers_paragraph(t, v.label)
+    for r in t.itertuples():
+        if r.hidden_us > 0:
+            assert f"{lesson.fmt_seconds(r.hidden_us / 1e6)} on {r.gpu}" in text
+        assert f"{r.gpu} {r.spin_bound}" in text
+    fake = pd.DataFrame({"gpu": ["a", "b"], "flush_us": [5.0, 9.0], "flush_bound": ["dram", "launch"],
+                         "flush_launch_us": [2.0, 7.0], "spin_us": [5.0, 4.0], "spin_bound": ["dram", "dram"],
+                         "spin_launch_us": [2.0, 2.0], "hidden_us": [0.0, 5.0], "host_us": [50.0, 50.0]})
+    text = lesson.timers_paragraph(fake, "x")
+    assert "binds x on b" in text and "5 µs on b" in text and "a under the flush-only timer, b behind the spin" in text

@@ -20,6 +20,13 @@
   torch, Triton, fraction of the measured copy ceiling), records chosen by code as the cards choose.
 * :func:`counters`: a rung's Nsight Compute row (``data/ncu/``) on a GPU, shown on its card with
   the change from the rung before and the counter that moved.
+* :func:`check_rungs`: every rung against the float64 reference before anything is shown;
+  :func:`traffic_table`: each rung's DRAM bytes over the ideal (the model before anything runs).
+* :func:`measured_classes`: a recorded workload profile per class beside its prediction (notebook 05).
+* :func:`what_if_timers`, :func:`timers_paragraph`: a rung on every GPU under the flush-only timer
+  and behind today's spin: the launch time the timer hides (notebook 06).
+* :func:`sass_table` (``LadderView.sass``): what a rung's new instructions become in SASS, counted
+  in its compiled code and hot loop beside the rung before's (the anatomy: no GPU).
 * :func:`quiet_numba_warnings`, :func:`sweep_table`, :func:`fold`, :func:`anatomy_table`:
   output a reader can read.
 
@@ -43,7 +50,11 @@ from .kernel_source import (LONG_DIFF, const_eval, constants, kernel_helpers, ke
 from .matching import (MATCH_RULE, false_no_record_claims, ladder_for, match_rows, matches, records, reload,
                        shown_gpu, spec_key)
 from .numba_warnings import WarningLog, numba_warning_summary, quiet_numba_warnings
-from .prompts import answer, answers_shown_before, fold, paragraph, predict_prompt, rung_section
+from .prompts import answer, answers_shown_before, ask, fold, paragraph, predict_prompt, rung_section
+from .sass import mnemonic, opcode_counts, sass_table
+from .checks import check_rungs, traffic_table
+from .workloads import measured_classes
+from .timers import timers_paragraph, what_if_timers
 from .ncu import COUNTERS, Counters, counters, kernels as ncu_kernels
 from .view import LadderView, fold_figure
 from .networks import layer_estimate, measured_s, network_table, weighted_of_oracle
@@ -58,7 +69,7 @@ __all__ = ["source", "source_diff", "kernel_sources", "kernel_helpers", "MATCH_R
            "LadderView", "fold_figure", "counters", "Counters", "COUNTERS", "answers_shown_before",
            "layer_estimate", "network_table", "weighted_of_oracle", "standing", "standing_table",
            "standing_figure", "takeaway", "choose_record", "paragraph", "ncu_kernels", "WhereTheyStand",
-           "copy_ceiling", "standing_rows"]
+           "copy_ceiling", "standing_rows", "ask", "mnemonic", "opcode_counts", "sass_table", "check_rungs", "traffic_table", "measured_classes", "what_if_timers", "timers_paragraph"]
 
 # the names these had when lesson was one module (tests use them)
 _const_eval, _matches, _match_rows, _WarningLog = const_eval, matches, match_rows, WarningLog

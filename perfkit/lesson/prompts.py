@@ -43,6 +43,13 @@ def predict_prompt(prev: Variant | None, cur: Variant, problem: Problem | str) -
                  "then open the answer below.</small></div>", text)
 
 
+def ask(question: str, note: str = "Write your guess down, then open the answer below.") -> Rendered:
+    """A question of the reader's own (not graded) in the prompt's box: the answer comes after it, folded."""
+    return Rendered(f"<div style='background:#fff8c5;padding:6px 10px;border-radius:4px'><b>Predict before you look:</b> "
+                    f"{html.escape(question)}<br><small>{html.escape(note)}</small></div>",
+                    f"Predict before you look: {question} {note}")
+
+
 def answer(card: RungCard, *extra, summary: str | None = None, open_: bool = False) -> Rendered:
     """The card (and any extra renderables, e.g. the anatomy diff) folded in a ``<details>``
     block, so the reader predicts first."""

@@ -18,7 +18,8 @@ from .cards import RungCard, card_table, recorded
 from .formatting import anatomy_changes, anatomy_table, fmt_seconds
 from .kernel_source import source, source_diff
 from .matching import ladder_for
-from .prompts import Rendered, answer, fold, predict_prompt
+from .prompts import Rendered, answer, ask, fold, predict_prompt
+from .sass import sass_table
 
 
 def fold_figure(fig_or_ax, summary: str, open_: bool = False) -> Rendered:
@@ -106,7 +107,7 @@ class LadderView:
         r = self._report(v, kernel)
         r_prev = self._report(prev, prev_kernel) if prev is not None else None
         out.append(fold(anatomy.diff(r_prev, r) if r_prev is not None else r,
-                        summary=f"anatomy of {v.label} ({r.kernel_name}) for sm_{self.cc[0]}{self.cc[1]}: "
+                        summary=f"anatomy of {v.label} ({r.kernel_name}) for {r.arch or f'sm_{self.cc[0]}{self.cc[1]}'}: "
                                 f"{r.registers} registers, {r.shared_bytes} B shared, occupancy "
                                 f"{r.occupancy.ratio:.0%} (open for the diff)"))
         if self.traffic:
@@ -138,6 +139,27 @@ class LadderView:
         """Display one rung section (returns nothing, so a cell never prints the card unfolded:
         ``view.cards[name]`` has it)."""
         _display(self.rung(name, **kw))
+
+    def sass(self, name: str, opcodes, question: str, *, prev: str | None = None, kernel: int = 0,
+             prev_kernel: int = 0) -> None:
+        """What a rung's new instructions become: ``question`` (the reader predicts), then, folded,
+        how many of each SASS opcode in ``opcodes`` the rung before (``prev``, default the one before)
+        and this rung hold in their compiled code and hot loop, one line of each and what it is.
+        From the anatomy (static store or compiler): no GPU, no record."""
+        names = [v.name for v in self.ladder]
+        v = self.ladder[names.index(name)]
+        pv = self.ladder[names.index(prev)] if prev is not None else self.prev_of(v)
+        reps = {}
+        if pv is not None:
+            reps[pv.label] = self._report(pv, prev_kernel)
+        r = reps[v.label] = self._report(v, kernel)
+        tab = sass_table(reps, list(opcodes)).set_index("SASS")  # (a DataFrame: HTML in a notebook, text elsewhere)
+        _display([ask(question, "Write your guess down, then open the compiled code's answer below (read from "
+                                "the anatomy: no GPU needed)."),
+                  fold(tab, summary=f"the SASS of {v.label} ({r.kernel_name}, {r.arch or f'sm_{self.cc[0]}{self.cc[1]}'})"
+                                    + (f" beside {pv.label}'s" if pv is not None else "")
+                                    + ": instructions counted in the compiled code (a loop body once) and in the "
+                                      "hot loop (open once you have predicted)")])
 
     def rest(self) -> list[str]:
         """Show every rung of today's ladder that no section showed yet (a rung added since the

@@ -1,0 +1,68 @@
+"""What the timer hides (notebook 06's what-if): a rung on every GPU as the model sees it under two
+timers.  A cold-L2 timing with only the flush queued ahead of the kernel leaves part of the host's
+launch through Numba inside the timed window (the model's ``launch`` leg); today's
+``timing.measure`` queues a spin kernel longer than the host's enqueue ahead of every sample, so
+that part is hidden and only the launch latency stays.  Both estimates are the model's."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .formatting import fmt_seconds
+
+
+def what_if_timers(variant, problem, gpus=None, *, banks: bool = True) -> pd.DataFrame:
+    """One row per GPU: the estimate with the cold-L2 flush only ahead (``flush_us``, its bound and
+    launch leg) and behind today's spin as well (``spin_us``, ...; the spin that
+    :func:`perfkit.timing.spin_length` gives for the launch's modelled host cost), and
+    ``hidden_us``, the launch time the spin hides."""
+    from .. import model, specs, timing
+
+    rows = []
+    for g in gpus or specs.names():
+        try:
+            cold = model.estimate(variant, problem, g, banks=banks)
+            host = max((float(l.get("host_s") or 0.0) for l in cold.launches), default=0.0)
+            ahead = float(cold.inputs["ahead_s"]["value"]) + timing.spin_length(host)
+            spun = model.estimate(variant, problem, g, banks=banks, ahead_s=ahead)
+        except Exception as exc:  # noqa: BLE001  (a target the compiler cannot build)
+            rows.append({"gpu": g, "error": f"{exc.__class__.__name__}: {exc}"[:120]})
+            continue
+        rows.append({"gpu": g, "flush_us": cold.seconds * 1e6, "flush_bound": cold.bound,
+                     "flush_launch_us": cold.legs.get("launch", 0.0) * 1e6,
+                     "spin_us": spun.seconds * 1e6, "spin_bound": spun.bound,
+                     "spin_launch_us": spun.legs.get("launch", 0.0) * 1e6,
+                     "hidden_us": (cold.legs.get("launch", 0.0) - spun.legs.get("launch", 0.0)) * 1e6,
+                     "host_us": host * 1e6})
+    return pd.DataFrame(rows)
+
+
+def timers_paragraph(t: pd.DataFrame, label: str) -> str:
+    """What the table says, in words, from its numbers: where the launch leg binds under the
+    flush-only timer, how much the spin hides, and the fastest GPU under each."""
+    t = t.dropna(subset=["flush_us", "spin_us"]) if "flush_us" in t else t.iloc[0:0]
+    if t.empty:
+        return f"No GPU could be estimated for {label}."
+    by_launch = t.loc[t["flush_bound"] == "launch", "gpu"].tolist()
+    fast_flush = t.sort_values("flush_us")["gpu"].iloc[0]
+    fast_spin = t.sort_values("spin_us")["gpu"].iloc[0]
+    parts = []
+    if by_launch:
+        parts.append(f"With only the cold-L2 flush queued ahead, the launch leg binds {label} on {', '.join(by_launch)}: "
+                     f"the host's launch through Numba (modelled at {fmt_seconds(t['host_us'].max() / 1e6)}, data/rates.yaml) "
+                     "outlasts the flush, and a GPU that flushes its L2 sooner shows more of it, so the ranking is "
+                     "partly the timer's, not the GPU's.")
+    else:
+        parts.append(f"With only the cold-L2 flush queued ahead, no GPU is bound by the launch leg for {label}.")
+    hid = t.set_index("gpu")["hidden_us"]
+    hidden = hid[hid > 0].sort_values(ascending=False)
+    left = sorted({fmt_seconds(x / 1e6) for x in t["spin_launch_us"]})
+    parts.append(("Behind today's spin the timer hides "
+                  + ", ".join(f"{fmt_seconds(x / 1e6)} on {g}" for g, x in hidden.items())
+                  + " of launch time" if len(hidden) else "Behind today's spin no GPU's estimate changes")
+                 + f"; the launch leg left is {' to '.join(left[:1] + left[-1:]) if len(left) > 1 else left[0]} "
+                 "(the launch latency), and the bounds become "
+                 + ", ".join(f"{g} {b}" for g, b in zip(t["gpu"], t["spin_bound"])) + ".")
+    parts.append(f"Fastest in the model: {fast_flush} under the flush-only timer, {fast_spin} behind the spin"
+                 + (" (the same GPU)." if fast_flush == fast_spin else "."))
+    return " ".join(parts)

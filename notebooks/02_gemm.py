@@ -414,7 +414,61 @@ view.sass("tma", ["LDGSTS", "UTMALDG", "SYNCS", "HGMMA", "WARPGROUP", "BAR", "FE
           "What do the copies and the mbarrier become in SASS, and how many copies does a stage take?")
 
 # %% [markdown]
-# Neither Hopper rung has run on a GPU yet: their cards show the model's estimate only, and the
+# ## One warpgroup copies, two multiply (`warp_specialized`)
+#
+# In `tma` the same threads issue the copies and the products, so a warp that waits for a stage
+# to land has nothing else to do.  Here the block's 384 threads split into **roles** by warpgroup:
+# warpgroup 0 is the *producer* (one of its threads issues the TMA boxes), warpgroups 1 and 2 are
+# *consumers*, each computing a 64x256 half of a 128x256 tile with `m64n256k16`.  They meet only on
+# two mbarriers per stage of a 4-stage ring: **full** (the stage's bytes have landed: the consumers
+# may multiply) and **empty** (both consumers are done reading it: the producer may refill it).
+#
+# The producer needs few registers and the consumers many (128x256 float32 accumulators over 256
+# threads is 128 a thread), so `setmaxnreg` moves them: the producer gives its registers back down
+# to 40, the consumers take up to 232 (`USETMAXREG` in the SASS).  ptxas keeps the request only when
+# the kernel is linked with LTO and its entry register count is pinned (here by its launch bounds,
+# 384 threads, one block an SM); otherwise it drops it with warning C7504 or C7508, which the build
+# test turns into a failure.  In the simulator a waiting thread now yields to the rest of its block, and
+# a barrier that can never complete raises an error naming it instead of hanging.
+
+# %%
+view.show("warp_specialized", prev="tma")
+
+# %% [markdown]
+# **What it becomes.**  Predict first: which SASS instruction hands registers between the roles,
+# how many of them, and do the producer's copies (`UTMALDG`) and the consumers' products (`HGMMA`)
+# now sit in different loops?
+
+# %%
+view.sass("warp_specialized", ["UTMALDG", "SYNCS", "HGMMA", "USETMAXREG", "WARPGROUP", "BAR"],
+          "Which instruction moves registers between the roles, and where do the copies and products go?",
+          prev="tma")
+
+# %% [markdown]
+# ## One block per SM walks the tiles (`persistent`)
+#
+# `warp_specialized` launches one block per output tile; each block fills its ring, computes, writes
+# its tile and exits, and the next block starts with an empty ring.  Here the grid is **one block per
+# SM** (the device's SM count), and each block walks tiles in turn with its ring running on from
+# one tile to the next, so the next tile's loads overlap this tile's epilogue.  The epilogue itself
+# leaves by TMA too: each consumer warpgroup writes 64x32 float32 boxes into swizzled shared memory,
+# meets at its own named barrier (`bar.sync 1+w, 128`), and one thread issues the TMA store
+# (`UTMASTG`); a box is reused only after the store has read it (`cp.async.bulk.wait_group.read`).
+
+# %%
+view.show("persistent", prev="warp_specialized")
+
+# %% [markdown]
+# **What it becomes.**  Predict first: which instruction stores C now, and how many named barriers
+# does the SASS use?
+
+# %%
+view.sass("persistent", ["UTMALDG", "UTMASTG", "SYNCS", "HGMMA", "USETMAXREG", "BAR", "STS"],
+          "Which instruction stores C now, and what do the per-warpgroup barriers become?",
+          prev="warp_specialized")
+
+# %% [markdown]
+# None of the Hopper rungs has run on a GPU yet: their cards show the model's estimate only, and the
 # comparison with cuBLAS's HGEMM (a wgmma kernel on Hopper) waits for the first record; the table of
 # where the ladder stands below counts recorded rungs only.  `docs/MODEL_NOTES.md` lists what the
 # model assumes for them and what the first record will test.

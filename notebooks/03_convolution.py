@@ -377,11 +377,14 @@ view.show("tc_cp_async", prev="tc_ldmatrix", built=True)
 #
 # Each warp now owns 64x64 of y (4x8 mma tiles, 128 float32 accumulators per lane), so an A
 # fragment feeds 8 mmas and a B fragment 4: per k-step of 16 a warp issues 4 + 4 `ldmatrix` for 32
-# mma (rung 12: 2 + 2 for 8).  The 128x128 block tile covers all 128 output channels of this
-# layer, so each gathered pixel is read from L2 once.  The price is registers, so fewer resident
-# warps (the anatomy diff says how many), and fewer, fatter blocks: at this layer (M = 25088) 196
-# blocks of 4 warps for an H100's 132 SMs.  The diff is constants only (tile sizes).  Predict: do
-# a quarter of the fragment loads per mma and half the L2 traffic beat the lost occupancy?
+# mma (rung 12: 2 + 2 for 8).  The price is registers (230-242 a lane, no spills), which leave 8
+# warps per SM whatever the block holds, so the block tile is chosen per layer: among 128x128,
+# 64x128, 128x64 and 64x64 blocks of these warp tiles, the one that leaves the least output area on
+# the busiest SM (`conv.tensor.warptile_choices(problem)` lists blocks, blocks per SM, waves and the
+# loss).  At this layer (M = 25088) 128x128 makes 196 blocks for 132 SMs: 64 SMs run two and 68 run
+# one, so about a quarter of the GPU's time is lost.  64x128 makes 392 blocks, three on nearly every
+# SM, and still covers all 128 output channels, so each gathered pixel is read from L2 once.
+# Predict: do a quarter of the fragment loads per mma and a balanced grid beat the lost occupancy?
 
 # %%
 view.show("tc_warptile", prev="tc_cp_async", built=True)
@@ -394,7 +397,11 @@ view.show("tc_warptile", prev="tc_cp_async", built=True)
 # rung 11's tiles: 1.78x fewer GEMM FLOPs.  The transforms grow (6x6 tiles, more adds per element),
 # and so does the rounding: their constants (1/24 in G, 5 in B^T, 8 in A^T) amplify float32
 # rounding several times over F(2x2)'s.  The check at the top passed the problem's tolerance
-# against the float64 reference, and `tests/test_conv.py` checks the error at this layer's c = 128.
+# against the float64 reference, and `tests/test_conv.py` runs F(4x4)'s float32 arithmetic against
+# float64 at c = 128, 512 and 2048 with inputs of magnitude 1000: the error stays under half the
+# tolerance and does not grow with c, because rounding errors summed over c grow like sqrt(c), as
+# the tolerance does.  Other filter sizes and strides are refused with the reason, naming
+# `igemm_regblock` (or the tensor-core rungs in float16 NHWC).
 # The diff is in the transforms (long, folded; the GEMM kernel is the same), and the anatomy
 # compared is the input transform's (launch 0) with rung 11's.  Predict: with 1.78x fewer GEMM
 # FLOPs, what keeps the time from falling 1.78x?
@@ -410,9 +417,11 @@ view.show("winograd_f4", prev="winograd_tiled", built=True)
 # 64x64 tile as float16 in shared memory (the rings are free once the k-loop ends), then each lane
 # writes 16-byte chunks, 8 output channels of one pixel (`STG.128`): an eighth of the store
 # instructions, whole sectors, and no division (row m of the GEMM is pixel m of NHWC y).  The diff
-# is the `EPI` branch.  The rung's own description says that before any record the model expected
-# it *slower* than rung 13 at this layer (the staging's 2-byte shared stores conflict 8 ways); the
-# card's estimated ratio says whether it still does.  Predict: is the model right?
+# is the `EPI` branch.  The staging is conflict-free: a lane's two adjacent outputs leave in one
+# packed 4-byte store, and each row's 16-byte chunks are XOR-swizzled by the row, so the 8 rows one
+# store spans (128 bytes apart, on the same banks without the swizzle) land on 8 different chunks;
+# the bank simulation counts one wavefront per store.  Predict: with the conflicts gone, does the
+# epilogue beat rung 13 on the card's estimate?
 
 # %%
 view.show("tc_epilogue", prev="tc_warptile", built=True)

@@ -178,6 +178,23 @@ published = f"the published {published_bw / 1e12:.2f} TB/s of {gpu}"
 # and rescales `s` by `exp(m_old − m_new)` when the max grows, so max and sum come from one sweep;
 # two (max, sum) pairs merge the same way, which is what lets warps combine their partial results.
 # It is the same trick FlashAttention uses for attention.
+#
+# The last rungs of softmax, layernorm and rmsnorm are one idea each, shared by the three ops:
+#
+# * **`smem_row`** (wide rows): one block per row stages the row once in shared memory with 16-byte
+#   `cp.async` (a few scalar elements around the 16-byte boundaries of an unaligned row), and every
+#   pass reads it there, so x leaves DRAM once even when the rows in flight exceed L2.
+# * **`packed`** (float16): `tuned` counts a thread's share of a row in elements, 16 a thread: 64
+#   bytes of float32 but only 32 of float16, so float16 rows had half the bytes in flight.  `packed`
+#   counts bytes: 64 a thread, 32 halves kept two to a 32-bit register and loaded 16 bytes at a time,
+#   converted to float32 where used.  Predict: at 4096 float16 columns, does the time fall toward the
+#   copy ceiling, and why should nothing change at 16384?
+# * **`persist`** (narrow rows, 1024 columns): each block of `tuned` has little work and the grid is
+#   about two waves.  `persist` launches one block for every slot the GPU has (SMs x blocks an SM
+#   holds, from the occupancy calculator at the kernel's register cap) and loops over rows, loading
+#   the next row while it reduces this one.
+#
+# None of the three has a GPU record yet: their cards show the model's estimate only.
 
 # %%
 lesson.traffic_table(MODS['softmax'].LADDER, MODS['softmax'].EXAMPLE_PROBLEM, published_bw, published)

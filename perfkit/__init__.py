@@ -9,7 +9,11 @@ _npcompat.apply()  # NumPy 2.5 dropped numpy.row_stack, which numba-cuda 0.30 st
 
 from . import backend  # noqa: E402
 
-backend.choose()
+import os  # noqa: E402
+
+# the banner once a process; a worker a notebook starts (its Dask cluster) chooses silently, since
+# its stderr reaches the page that printed the banner already
+backend.choose(verbose=not os.environ.get("PERFKIT_QUIET_BACKEND"))
 if backend.is_simulator():  # make the simulator's shared-memory allocation thread-safe
     from . import _simfix, _simspeed
 

@@ -184,7 +184,7 @@ def connect(spec: str):
         if form == "local-sim":
             cluster = dd.LocalCluster(n_workers=int(arg), threads_per_worker=1, processes=True,
                                       resources={**gpu_resources(SIM_KIND), **CPU_RESOURCES},
-                                      env={"PERFKIT_BACKEND": "sim"}, **_scheduler_options())
+                                      env={"PERFKIT_BACKEND": "sim", "PERFKIT_QUIET_BACKEND": "1"}, **_scheduler_options())
         elif form == "local-cuda":
             gpus = local_gpus()
             if not gpus:

@@ -227,7 +227,28 @@ def launch_estimate(variant, problem, launch, k, r: Inputs, traffic, share, *, u
             "l1_bytes": l1_bytes, "l2_tag_bytes": l2_tag_bytes,
             "lsu_wavefronts": lsu_wavefronts, "trips": dyn["trips"], "trip_rules": dyn["rules"],
             "hot_loop": str(rep.hot_loop) if rep.hot_loop else None, "latency_detail": per_loop,
+            "roles": role_lines(lines_of(rep), arms, wpb),
             "latencies_clk": lat}
+
+
+def lines_of(rep):
+    from ..anatomy import sass_lines
+
+    return sass_lines(rep.sass)
+
+
+def role_lines(lines, arms, wpb: int) -> list[str]:
+    """Which warps do what in a warp-role split: per arm, its warps a block and what its code
+    holds (tensor-core MMAs, TMA copies, mbarrier waits, global stores)."""
+    out = []
+    for lo, hi, split, share in arms:
+        arm = [ins.strip() for a, ins in lines if lo <= a < hi]
+        what = [name for name, pat in (("wgmma/mma", ("HGMMA", "HMMA")), ("TMA loads", ("UTMALDG",)),
+                                       ("TMA stores", ("UTMASTG",)), ("mbarrier waits", ("SYNCS.PHASECHK",)),
+                                       ("global stores", ("STG",))) if any(x in i for i in arm for x in pat)]
+        who = f"{share * wpb:g} of {wpb} warps a block" if share < 1.0 else f"warps unknown (counted in all {wpb})"
+        out.append(f"split at {split:#x}, arm {lo:#x}-{hi:#x}: {who}: {', '.join(what) or 'other work'}")
+    return out
 
 
 def library_estimate(variant, problem, r: Inputs, traffic) -> Estimate:

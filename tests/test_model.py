@@ -1306,11 +1306,14 @@ def test_a_warp_role_split_runs_both_arms_each_in_its_warps():
     ("SHF.R.S64 R3, R8, 0x7, R9", "SHF.R.S64 R3, R8, 0x4, R9"),  # t // 16: lanes of a warp differ
     ("S2R R0, SR_TID.X", "LDG.E R0, desc[UR4][R2.64]"),  # a loaded value: data, not a role
     ("S2R R0, SR_TID.X", "S2R R0, SR_CTAID.X"),  # the block index: one path for the whole block
+    # the per-warp value against a parameter: a bounds check (gemm 07's row < M), not a role
+    ("ISETP.NE.U32.AND P0, PT, R8, RZ, PT", "ISETP.NE.U32.AND P0, PT, R8, c[0x0][0x2f8], PT"),
 ])
 def test_a_lane_or_block_test_is_not_a_warp_role(change):
-    """The rule fires on a per-warp value of the thread index only: a shift by fewer than 5 bits
-    leaves lanes of one warp apart, a loaded value is data, the block's index is the same in
-    every warp (the zero test's one-arm rule then applies, as before)."""
+    """The rule fires on a per-warp value of the thread index compared with a constant only: a
+    shift by fewer than 5 bits leaves lanes of one warp apart, a loaded value is data, the
+    block's index is the same in every warp, a warp's row against a parameter is a bounds check
+    (the rule first fired there, in rungs with records, and was narrowed: MODEL_NOTES)."""
     from perfkit.model import branches
 
     full = [(a, ins.replace(*change)) for a, ins in _ROLE_SPLIT]

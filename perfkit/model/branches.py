@@ -212,21 +212,31 @@ def _lane_kinds(full: list[tuple[int, str]], at: int) -> tuple[dict, dict]:
             k = _LANE
         elif base in ("SHF", "USHF") and ".R." in op and len(src) >= 3 and _IMM.match(src[1]) \
                 and int(src[1], 0) >= 5 and k == _TID:
-            k, u = _WARP, 1 << min(int(src[1], 0), 31)
+            # t >> s: the warp's group for 5 <= s <= 9; 0 in every thread past that (t < 1024:
+            # a sign or a high word)
+            sh = int(src[1], 0)
+            k, u = (_WARP, 1 << sh) if sh <= 9 else (_SAME, None)
         elif base in ("LEA", "ULEA") and ".HI" in op and len(src) >= 3:
             # LEA.HI d, a, b, s: b + (a >> (32 - s)): a is shifted right by 32 - s
             imms = [x for x in src[2:] if _IMM.match(x)]
             sh = 32 - int(imms[0], 0) if imms else 0
             ka, kb = kind.get(_regs(src[0]) or "", _SAME), kind.get(_regs(src[1]) or "", _SAME)
             rest = [kind.get(r, _SAME) for r in srcs if r not in (_regs(src[0]), _regs(src[1]))]
-            ka = _WARP if ka == _TID and sh >= 5 else ka
+            ka = _WARP if ka == _TID and 5 <= sh <= 9 else _SAME if ka == _TID and sh > 9 else ka
             k = max([ka, kb] + rest)
         elif base in ("LOP3", "ULOP3") and len(src) >= 4 and k == _TID and ".LUT" in op \
                 and src[3].lower() == "0xc0" and _IMM.match(src[1]) and not int(src[1], 0) & 31 \
                 and kind.get(_regs(src[0]) or "", _SAME) == _TID:
             # an AND with a mask that clears the low 5 bits (t & ~127)
             mask = int(src[1], 0) & 0xFFFFFFFF
-            k, u = _WARP, (mask & -mask) or None
+            low = (mask & -mask) or None
+            k, u = (_WARP, low) if low and low <= 512 else (_SAME, None)
+        if base in ("ISETP", "UISETP") and k == _WARP and any(
+                not _IMM.match(x) and x not in ("RZ", "URZ") and kind.get(_regs(x) or "", _SAME) == _SAME
+                for x in src[0:2]):
+            # a per-warp value against a parameter (a row index against M: a bounds check), not a
+            # role: kept out of the rule
+            k, u = _LANE, None
         elif base in ("ISETP", "UISETP") and k == _TID:
             # the thread index compared with an immediate multiple of 32 is the same in each warp
             ops = src[0:2]

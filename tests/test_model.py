@@ -1352,9 +1352,13 @@ def test_a_size_held_in_registers_from_parameters_is_a_zero_guard():
             (0x80, "@P0 BRA 0xb0 ;"), (0x90, "CS2R R24, SRZ ;"), (0xa0, "BRA 0xf0 ;"),
             (0xb0, "HGMMA.64x256x16.F32 R24, gdesc[UR4], RZ ;"), (0xc0, "HGMMA.64x256x16.F32 R24, gdesc[UR4], R24 ;"),
             (0xd0, "HGMMA.64x256x16.F32 R24, gdesc[UR4], R24 ;"), (0xe0, "NOP ;"), (0xf0, "EXIT ;")]
+    # inside a consumer's arm of a warp-role split (where the rule is read; MODEL_NOTES)
+    split = [(a, ins) for a, ins in _ROLE_SPLIT if a < 0x110] + [(0x110, "@!P0 BRA 0x300 ;")]
+    full = split + [(a + 0x200, ins.replace("BRA 0x", "BRA 0x2") if "BRA" in ins else ins) for a, ins in full
+                    if a != 0xf0] + [(0x2f0, "EXIT ;"), (0x300, "UTMALDG.2D [UR8], [UR4] ;"), (0x310, "EXIT ;")]
     dropped: list = []
     kept = [a for a, _ in model._one_path(full, full, dropped)]
-    assert 0xb0 in kept and 0x90 not in kept and dropped == [(0x81, 0xb0)]
-    lane = [(a, "SHF.R.S64 R3, R0, 0x2, R6 ;" if a == 0x40 else ins) for a, ins in full]
+    assert 0x2b0 in kept and 0x290 not in kept and dropped == [(0x281, 0x2b0)]
+    lane = [(a, "SHF.R.S64 R3, R0, 0x2, R6 ;" if a == 0x240 else ins) for a, ins in full]
     kept = [a for a, _ in model._one_path(lane, lane)]
-    assert 0x90 in kept and 0xb0 not in kept  # the shorter arm, as before
+    assert 0x290 in kept and 0x2b0 not in kept  # the shorter arm, as before

@@ -189,6 +189,7 @@ def _lane_kinds(full: list[tuple[int, str]], at: int) -> tuple[dict, dict]:
     old and new); and for the per-warp ones the threads of a group (2^shift) where known."""
     kind: dict = {}
     unit: dict = {}  # for a per-warp value: the threads of one group (2^shift)
+    param: set = set()  # registers holding values derived from the kernel's parameters
     for a, ins in full:
         if a >= at:
             break
@@ -203,6 +204,8 @@ def _lane_kinds(full: list[tuple[int, str]], at: int) -> tuple[dict, dict]:
             srcs.append(guarded_by.lstrip("@!"))
         k = max((kind.get(r, _SAME) for r in srcs), default=_SAME)
         u = min((unit[r] for r in srcs if kind.get(r) == _WARP and r in unit), default=None)
+        # a value read from the kernel's parameters (a size, an address) and what it reaches
+        from_param = base in ("LDC", "ULDC", "S2UR") or "c[" in text or any(r in param for r in srcs)
         if base in ("S2R", "CS2R"):
             k = _TID if "SR_TID.X" in text else _LANE if any(
                 x in text for x in ("SR_TID", "SR_LANEID", "SR_CLOCK", "SR_GLOBALTIMER")) else _SAME
@@ -243,9 +246,18 @@ def _lane_kinds(full: list[tuple[int, str]], at: int) -> tuple[dict, dict]:
             if len(ops) == 2 and any(_IMM.match(x) and int(x, 0) % 32 == 0 and int(x, 0) for x in ops) \
                     and sum(1 for x in ops if kind.get(_regs(x) or "", _SAME) == _TID) == 1:
                 k, u = _WARP, None
+        if k == _WARP and from_param:
+            # the warp's index mixed with a parameter (a row against M, the high words of a 64-bit
+            # division's operands): a size or an address per warp, a bounds or fast-path test,
+            # not a role
+            k, u = _LANE, None
         for d in dst:
             if d in ("RZ", "URZ", "PT", "UPT"):
                 continue
+            if from_param:
+                param.add(d)
+            else:
+                param.discard(d)
             if guarded_by:  # a conditional write: the value may be the old one
                 k2 = max(k, kind.get(d, _SAME))
                 kind[d] = k2
@@ -291,6 +303,7 @@ def one_path(body: list[tuple[int, str]], full: list[tuple[int, str]] | None = N
     full = full or body
     faddrs = [a for a, _ in full]
     ranges: list = []
+    arms_here: list = []
 
     def gone(a: int) -> bool:
         return any(lo <= a < hi for lo, hi in ranges)
@@ -319,7 +332,10 @@ def one_path(body: list[tuple[int, str]], full: list[tuple[int, str]] | None = N
         if j < 0 or faddrs[j] <= a:
             continue
         guard = (m.group(1) or m.group(2) or "").strip()
-        z = zero_guard(full, a, guard, entry or full)
+        # a size held in registers is read inside a role's arm only (rung 22's consumers); it
+        # would hold elsewhere too, but there it changed the estimate of a recorded rung
+        # (layernorm_bwd's lnb_col_params at 7c7b2e0), which waits for its record to be widened
+        z = zero_guard(full, a, guard, (entry or full) if any(lo <= a < hi for lo, hi in arms_here) else None)
         prev = full[j][1].strip().rstrip(";").strip()
         m2 = _BRA.match(full[j][1].strip())
         if prev == "EXIT" or (m2 and not (m2.group(1) or m2.group(2)) and int(m2.group(3), 16) > t):
@@ -335,6 +351,7 @@ def one_path(body: list[tuple[int, str]], full: list[tuple[int, str]] | None = N
                 # which arm the group of index 0 takes: the one a test against zero selects for zero
                 first = (t, e) if z < 0 else (a + 1, t) if z > 0 else None
                 for arm in ((a + 1, t), (t, e)):
+                    arms_here.append(arm)
                     grp = None if first is None or n is None else ("first" if arm == first else "rest", n)
                     if roles is not None:
                         roles.append((arm[0], arm[1], a, grp))

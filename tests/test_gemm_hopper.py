@@ -402,6 +402,25 @@ def test_warp_specialized_is_refused_before_hopper_and_for_rows_tma_cannot_strid
     assert WS.example(gemm.Problem(37, 41, 29)) == gemm.Problem(37, 48, 32, "float16")
 
 
+def test_the_model_runs_both_roles_of_the_warp_specialized_rung():
+    """The producer/consumer split (``wg = t // 128; if wg == 0``) runs both arms
+    (:func:`perfkit.model.branches.warp_role`): the consumers' k loop carries every FLOP at the
+    dense peak (the tensor leg was 0 when the split was read as a zero guard and the consumers'
+    ``n_k > 0`` as an if/else of two arms), the producer's arm is charged to its 4 of 12 warps,
+    and the launch says which warps do what."""
+    p = gemm.Problem(4096, 4096, 4096, "float16")
+    e = model.estimate(WS, p, "h100-sxm", banks=False)
+    # (141.1 us: rung 21's tensor leg too; 1.6% over the FLOPs at the peak)
+    assert e.legs["tensor"] == pytest.approx(p.flops / 989.4e12, rel=0.02)
+    assert e.bound == "tensor" and np.isfinite(e.seconds)
+    L = e.launches[0]
+    assert any(r.startswith("mma work") for r in L["trip_rules"])
+    assert not any("not taken" in r for r in L["trip_rules"]), L["trip_rules"]
+    roles = L["roles"]
+    assert len(roles) == 2 and "8 of 12 warps" in roles[0] and "wgmma" in roles[0], roles
+    assert "4 of 12 warps" in roles[1] and "TMA loads" in roles[1] and "wgmma" not in roles[1], roles
+
+
 def test_warp_specialized_compiles_for_sm90a_with_setmaxnreg_kept():
     """The build check: HGMMA.64x256x16.F32, TMA copies (UTMALDG.2D), the mbarriers (SYNCS: the
     init's EXCH, the producer's expect_tx arrive, the consumers' plain arrive, the parity waits)

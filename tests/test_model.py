@@ -1259,3 +1259,106 @@ def test_trip_rules_not_taken_outer_and_other_worked_cases():
     m.trips[3] = None
     trips.rule_other(m)
     assert m.trips[3] == 80.0
+
+
+# a warp-role split as ptxas writes rung 22's (sm_90a): wg = t // 128 in 64 bits (floor division:
+# the sign bias, the shift by 7, the remainder's correction), tested against zero; the consumers
+# fall through to their k loop and EXIT, the producer is the branch's target
+_ROLE_SPLIT = [(0x00, "LDC R1, c[0x0][0x28] ;"), (0x10, "S2R R0, SR_TID.X ;"),
+               (0x20, "LDC.64 R2, c[0x0][0x2c8] ;"), (0x30, "SHF.R.S32.HI R2, RZ, 0x1f, R0 ;"),
+               (0x40, "SHF.R.S32.HI R3, RZ, 0x1f, R2 ;"), (0x50, "LEA.HI R8, P2, R3, R0, RZ, 0x7 ;"),
+               (0x60, "LOP3.LUT R7, R8, 0xffffff80, RZ, 0xc0, !PT ;"), (0x70, "IMAD.X R9, RZ, RZ, R2, P2 ;"),
+               (0x80, "IADD3 R0, P3, R0, -R7, RZ ;"), (0x90, "IMAD.X R2, R2, 0x1, ~R9, P3 ;"),
+               (0xa0, "SHF.R.S64 R3, R8, 0x7, R9 ;"), (0xb0, "SHF.R.S32.HI R9, RZ, 0x7, R9 ;"),
+               (0xc0, "BAR.SYNC.DEFER_BLOCKING 0x0 ;"), (0xd0, "LEA.HI.SX32 R8, P2, R2, R3, 0x1 ;"),
+               (0xe0, "LEA.HI.X.SX32 R6, R2, R9, 0x1, P2 ;"), (0xf0, "ISETP.NE.U32.AND P0, PT, R8, RZ, PT ;"),
+               (0x100, "ISETP.NE.AND.EX P0, PT, R6, RZ, PT, P0 ;"), (0x110, "@!P0 BRA 0x170 ;"),
+               # consumers (wg != 0): the tensor work
+               (0x120, "HGMMA.64x256x16.F32 R24, gdesc[UR4], RZ ;"), (0x130, "HGMMA.64x256x16.F32 R24, gdesc[UR8], R24 ;"),
+               (0x140, "STG.E desc[UR14][R2.64], R24 ;"), (0x150, "STG.E desc[UR14][R2.64+0x4], R25 ;"),
+               (0x160, "EXIT ;"),
+               # the producer (wg == 0): the copies
+               (0x170, "UTMALDG.2D [UR8], [UR4] ;"), (0x180, "EXIT ;")]
+
+
+def test_a_warp_role_split_runs_both_arms_each_in_its_warps():
+    """An if/else on the warp's index in the block (``t // 128 == 0``: a warp-specialized kernel's
+    producer and consumers) is not a choice of one path: both arms run at once, each in the warps
+    of its role, on the same SM's schedulers and pipes.  The test against zero is not a zero
+    guard here (the producer's arm used to be dropped as "the zero case"); the group of index 0
+    is 2^7 = 128 threads."""
+    from perfkit.model import branches
+    from perfkit.model.trips import role_arms
+
+    full = _ROLE_SPLIT
+    assert branches.warp_role(full, 0x110, "@!P0") == (True, 128)
+    roles: list = []
+    dropped: list = []
+    assert model._one_path(full, full, dropped, [], roles) == full and dropped == []
+    assert roles == [(0x111, 0x170, 0x110, ("rest", 128)), (0x170, 0x181, 0x110, ("first", 128))]
+    # 384 threads: the producer arm a third of the warps, the consumers two thirds
+    assert [a[3] for a in role_arms(roles, 384)] == pytest.approx([2 / 3, 1 / 3])
+    # without roles asked for, the rule still keeps both (and nothing is dropped)
+    assert model._one_path(full) == full
+
+
+@pytest.mark.parametrize("change", [
+    ("SHF.R.S64 R3, R8, 0x7, R9", "SHF.R.S64 R3, R8, 0x4, R9"),  # t // 16: lanes of a warp differ
+    ("S2R R0, SR_TID.X", "LDG.E R0, desc[UR4][R2.64]"),  # a loaded value: data, not a role
+    ("S2R R0, SR_TID.X", "S2R R0, SR_CTAID.X"),  # the block index: one path for the whole block
+    # the per-warp value against a parameter: a bounds check (gemm 07's row < M), not a role
+    ("ISETP.NE.U32.AND P0, PT, R8, RZ, PT", "ISETP.NE.U32.AND P0, PT, R8, c[0x0][0x2f8], PT"),
+])
+def test_a_lane_or_block_test_is_not_a_warp_role(change):
+    """The rule fires on a per-warp value of the thread index compared with a constant only: a
+    shift by fewer than 5 bits leaves lanes of one warp apart, a loaded value is data, the
+    block's index is the same in every warp, a warp's row against a parameter is a bounds check
+    (the rule first fired there, in rungs with records, and was narrowed: MODEL_NOTES)."""
+    from perfkit.model import branches
+
+    full = [(a, ins.replace(*change)) for a, ins in _ROLE_SPLIT]
+    assert branches.warp_role(full, 0x110, "@!P0")[0] is False
+    roles: list = []
+    kept = model._one_path(full, full, [], [], roles)
+    assert roles == [] and len(kept) < len(full)
+
+
+def test_a_warp_compare_with_a_multiple_of_32_is_a_role_and_an_odd_one_is_not():
+    """``if t < 128`` is uniform per warp (a compare with a multiple of 32); ``if t < 100`` is not;
+    ``if t == 0`` (one thread's work) is not.  Which warps take a compare's arms is not read
+    (group None: each arm counted for every warp)."""
+    from perfkit.model import branches
+
+    base = [(0x00, "S2R R0, SR_TID.X ;"), (0x10, "ISETP.GE.AND P0, PT, R0, 0x80, PT ;"), (0x20, "@P0 BRA 0x50 ;"),
+            (0x30, "HGMMA.64x256x16.F32 R24, gdesc[UR4], RZ ;"), (0x40, "BRA 0x70 ;"),
+            (0x50, "UTMALDG.2D [UR8], [UR4] ;"), (0x60, "NOP ;"), (0x70, "EXIT ;")]
+    roles: list = []
+    assert model._one_path(base, base, [], [], roles) == base
+    assert roles == [(0x21, 0x50, 0x20, None), (0x50, 0x70, 0x20, None)]
+    for odd in ("ISETP.GE.AND P0, PT, R0, 0x64, PT ;", "ISETP.NE.AND P0, PT, R0, RZ, PT ;"):
+        listing = [(a, odd if a == 0x10 else ins) for a, ins in base]
+        assert branches.warp_role(listing, 0x20, "@P0")[0] is False
+
+
+def test_a_size_held_in_registers_from_parameters_is_a_zero_guard():
+    """``n_k > 0`` as a 64-bit compare of registers (rung 22's consumers: K loaded by LDC into
+    registers, (K + 63) // 64 computed there) is the empty-range test as the uniform-register
+    one is: the arm for n_k == 0 is dropped, not the k loop.  The same compare of a register
+    read by lane (the thread index) stays an ordinary if/else."""
+    full = [(0x00, "S2R R0, SR_TID.X ;"), (0x10, "LDC.64 R2, c[0x0][0x2c8] ;"), (0x20, "IADD3 R5, P0, R2, 0x3f, RZ ;"),
+            (0x30, "IMAD.X R6, RZ, RZ, R3, P0 ;"), (0x40, "SHF.R.S64 R3, R5, 0x6, R6 ;"),
+            (0x50, "SHF.R.S32.HI R5, RZ, 0x6, R6 ;"),
+            (0x60, "ISETP.GT.U32.AND P0, PT, R3, RZ, PT ;"), (0x70, "ISETP.GT.AND.EX P0, PT, R5, RZ, PT, P0 ;"),
+            (0x80, "@P0 BRA 0xb0 ;"), (0x90, "CS2R R24, SRZ ;"), (0xa0, "BRA 0xf0 ;"),
+            (0xb0, "HGMMA.64x256x16.F32 R24, gdesc[UR4], RZ ;"), (0xc0, "HGMMA.64x256x16.F32 R24, gdesc[UR4], R24 ;"),
+            (0xd0, "HGMMA.64x256x16.F32 R24, gdesc[UR4], R24 ;"), (0xe0, "NOP ;"), (0xf0, "EXIT ;")]
+    # inside a consumer's arm of a warp-role split (where the rule is read; MODEL_NOTES)
+    split = [(a, ins) for a, ins in _ROLE_SPLIT if a < 0x110] + [(0x110, "@!P0 BRA 0x300 ;")]
+    full = split + [(a + 0x200, ins.replace("BRA 0x", "BRA 0x2") if "BRA" in ins else ins) for a, ins in full
+                    if a != 0xf0] + [(0x2f0, "EXIT ;"), (0x300, "UTMALDG.2D [UR8], [UR4] ;"), (0x310, "EXIT ;")]
+    dropped: list = []
+    kept = [a for a, _ in model._one_path(full, full, dropped)]
+    assert 0x2b0 in kept and 0x290 not in kept and dropped == [(0x281, 0x2b0)]
+    lane = [(a, "SHF.R.S64 R3, R0, 0x2, R6 ;" if a == 0x240 else ins) for a, ins in full]
+    kept = [a for a, _ in model._one_path(lane, lane)]
+    assert 0x290 in kept and 0x2b0 not in kept  # the shorter arm, as before

@@ -59,11 +59,15 @@ def _predicate_setter(full: list[tuple[int, str]], at: int, pred: str) -> tuple[
     return None
 
 
-def zero_guard(full: list[tuple[int, str]], at: int, guard: str) -> int:
+def zero_guard(full: list[tuple[int, str]], at: int, guard: str, entry: list[tuple[int, str]] | None = None) -> int:
     """Whether the conditional branch at address ``at`` (guard ``@P0`` / ``@!P0``) tests a value
     against zero (``ISETP.NE ... RZ``, the compiler's specialisation for a zero divisor or an
     empty range): +1 when the branch is taken for a nonzero value (the fall-through arm is the
-    zero case), -1 when it is taken for zero, 0 when it is not such a test."""
+    zero case), -1 when it is taken for zero, 0 when it is not such a test.  With ``entry`` (the
+    listing from the kernel's entry), a size held in registers (``ISETP.GT.AND.EX P0, PT, R5,
+    RZ, PT, P0``: a 64-bit trip count) counts as one when every value the test reads comes from
+    kernel parameters and constants (:func:`_lane_kinds`: the same in every thread; rung 22's
+    consumers test ``n_k > 0`` so)."""
     g = guard.rstrip(",").strip().lstrip("@")
     neg = g.startswith("!")
     pred = g.lstrip("!")
@@ -75,6 +79,10 @@ def zero_guard(full: list[tuple[int, str]], at: int, guard: str) -> int:
     if _ISETP_NE_ZERO.match(setter[0]):
         return -1 if neg ^ setter[2] else 1
     m = _ISETP_SIZE.match(setter[0])
+    if not m and entry is not None:
+        m = _ISETP_SIZE_REG.match(setter[0])
+        if m and _lane_kinds(entry, at)[0].get(pred, _LANE) != _SAME:
+            m = None
     if not m:
         return 0
     cmp, a, b = m.group(1), m.group(3).strip(), m.group(4).strip()
@@ -90,6 +98,9 @@ def zero_guard(full: list[tuple[int, str]], at: int, guard: str) -> int:
 _ISETP_SIZE = re.compile(r"^U?ISETP\.(LT|GT|GE|LE|EQ)\.(U32\.)?AND(?:\.EX)?\s+U?P\w+\s*,\s*U?PT\s*,\s*"
                          r"(U?RZ|UR\d+|c\[0x[0-9a-fA-F]+\]\[0x[0-9a-fA-F]+\])\s*,\s*"
                          r"(U?RZ|UR\d+|c\[0x[0-9a-fA-F]+\]\[0x[0-9a-fA-F]+\])\s*,\s*(?:U?PT|!?U?P\w+)(?:\s*,\s*!?U?P\w+)?$")
+#: the same test on registers (their values checked to come from parameters by zero_guard)
+_ISETP_SIZE_REG = re.compile(r"^ISETP\.(LT|GT|GE|LE|EQ)\.(U32\.)?AND(?:\.EX)?\s+P\w+\s*,\s*PT\s*,\s*"
+                             r"(RZ|R\d+)\s*,\s*(RZ|R\d+)\s*,\s*(?:PT|!?P\w+)(?:\s*,\s*!?P\w+)?$")
 _SIZE_TESTS = {("LT", True, False): 1, ("GT", False, True): 1, ("GE", True, False): -1,
                ("LE", False, True): -1, ("EQ", True, False): -1, ("EQ", False, True): -1}
 
@@ -115,8 +126,153 @@ def data_guard(full: list[tuple[int, str]], at: int, guard: str) -> str | None:
     return "data" if regs else "special"
 
 
+#: registers and predicates as operands (a modifier or sign stripped by :func:`_regs`)
+_REG = re.compile(r"^[-~!|]*(U?R\d+|U?P\d+)(?:\.\w+)*\|?$")
+_IMM = re.compile(r"^-?0x[0-9a-fA-F]+$|^-?\d+$")
+_LOADS = ("LD", "LDG", "LDS", "LDSM", "LDL", "ATOM", "ATOMS", "ATOMG", "RED", "SHFL", "VOTE", "MATCH", "REDUX")
+
+
+def _regs(op: str) -> str | None:
+    m = _REG.match(op.strip())
+    return m.group(1) if m else None
+
+
+def _split(text: str) -> tuple[str, list[str], list[str]]:
+    """(opcode, destinations, sources) of one unguarded instruction: the first operand and the
+    predicates right after it (a carry out, ISETP's second predicate) are written, the rest read;
+    a ``.64``/``.WIDE`` result also writes the next register."""
+    parts = text.split(None, 1)
+    op = parts[0]
+    args = [x.strip() for x in parts[1].split(",")] if len(parts) == 2 else []
+    if not args:
+        return op, [], []
+    n = 1
+    while n < len(args) and re.match(r"^U?P(\d+|T)$", args[n]) and not op.startswith(("SEL", "FSEL", "PLOP3")):
+        n += 1
+    dst = [d for d in (_regs(a) for a in args[:n]) if d]
+    if dst and dst[0].lstrip("U").startswith("R") and (".64" in op or ".WIDE" in op):
+        r = dst[0]
+        pre = "UR" if r.startswith("UR") else "R"
+        dst.append(f"{pre}{int(r[len(pre):]) + 1}")
+    return op, dst, args[n:]
+
+
+#: what a value may be across the lanes of one warp, for :func:`warp_role`: the same in every
+#: thread (parameters, constants, the block's index), the same in each aligned group of 32
+#: threads (the thread index shifted right by 5 or more), the thread index and arithmetic on it,
+#: anything (a load, a shuffle, another per-lane register)
+_SAME, _WARP, _TID, _LANE = 0, 1, 2, 3
+
+
+def warp_role(full: list[tuple[int, str]], at: int, guard: str) -> tuple[bool, int | None]:
+    """Whether the predicate of the branch at ``at`` is uniform per warp and depends on the
+    warp's index in the block (the role split of a warp-specialized kernel: ``if t // 128 == 0:
+    producer else: consumer``): followed forward from the top of ``full`` (which must start at
+    the kernel's entry), ``S2R SR_TID.X`` varies by lane; a right shift of it by 5 or more
+    (``SHF.R``, ``LEA.HI``'s shifted operand, an AND that clears the low 5 bits) is the same in
+    each warp; a comparison of it with an immediate multiple of 32 is too; any other value read
+    by lane (another thread register, a load, a shuffle) keeps the test per lane.  Returns
+    (whether, the threads of the group tested against zero: 2^shift, when the test is
+    ``group == 0`` / ``!= 0`` on a shifted thread index, else None)."""
+    g = guard.rstrip(",").strip().lstrip("@").lstrip("!")
+    if not g or g in ("PT", "UPT"):
+        return False, None
+    kind, unit = _lane_kinds(full, at)
+    ok = kind.get(g) == _WARP
+    return ok, (unit.get(g) if ok else None)
+
+
+def _lane_kinds(full: list[tuple[int, str]], at: int) -> tuple[dict, dict]:
+    """Each register's and predicate's kind (:data:`_SAME` ... :data:`_LANE`) just
+    before address ``at``, followed forward in address order from the top of ``full`` (control
+    flow not followed: the last write before ``at`` counts; a guarded write keeps the worse of
+    old and new); and for the per-warp ones the threads of a group (2^shift) where known."""
+    kind: dict = {}
+    unit: dict = {}  # for a per-warp value: the threads of one group (2^shift)
+    param: set = set()  # registers holding values derived from the kernel's parameters
+    for a, ins in full:
+        if a >= at:
+            break
+        text = ins.strip().rstrip(";").strip()
+        guarded_by = None
+        if text.startswith("@"):
+            guarded_by, text = text.split(None, 1)
+        op, dst, src = _split(text)
+        base = op.split(".")[0]
+        srcs = [r for r in (_regs(x) for x in src) if r and r not in ("RZ", "URZ", "PT", "UPT")]
+        if guarded_by:
+            srcs.append(guarded_by.lstrip("@!"))
+        k = max((kind.get(r, _SAME) for r in srcs), default=_SAME)
+        u = min((unit[r] for r in srcs if kind.get(r) == _WARP and r in unit), default=None)
+        # a value read from the kernel's parameters (a size, an address) and what it reaches
+        from_param = base in ("LDC", "ULDC", "S2UR") or "c[" in text or any(r in param for r in srcs)
+        if base in ("S2R", "CS2R"):
+            k = _TID if "SR_TID.X" in text else _LANE if any(
+                x in text for x in ("SR_TID", "SR_LANEID", "SR_CLOCK", "SR_GLOBALTIMER")) else _SAME
+        elif base in ("LDC", "ULDC"):  # a kernel parameter or constant: per lane only if indexed so
+            pass
+        elif base in _LOADS or base.startswith(("LD", "ATOM")):
+            k = _LANE
+        elif base in ("SHF", "USHF") and ".R." in op and len(src) >= 3 and _IMM.match(src[1]) \
+                and int(src[1], 0) >= 5 and k == _TID:
+            # t >> s: the warp's group for 5 <= s <= 9; 0 in every thread past that (t < 1024:
+            # a sign or a high word)
+            sh = int(src[1], 0)
+            k, u = (_WARP, 1 << sh) if sh <= 9 else (_SAME, None)
+        elif base in ("LEA", "ULEA") and ".HI" in op and len(src) >= 3:
+            # LEA.HI d, a, b, s: b + (a >> (32 - s)): a is shifted right by 32 - s
+            imms = [x for x in src[2:] if _IMM.match(x)]
+            sh = 32 - int(imms[0], 0) if imms else 0
+            ka, kb = kind.get(_regs(src[0]) or "", _SAME), kind.get(_regs(src[1]) or "", _SAME)
+            rest = [kind.get(r, _SAME) for r in srcs if r not in (_regs(src[0]), _regs(src[1]))]
+            ka = _WARP if ka == _TID and 5 <= sh <= 9 else _SAME if ka == _TID and sh > 9 else ka
+            k = max([ka, kb] + rest)
+        elif base in ("LOP3", "ULOP3") and len(src) >= 4 and k == _TID and ".LUT" in op \
+                and src[3].lower() == "0xc0" and _IMM.match(src[1]) and not int(src[1], 0) & 31 \
+                and kind.get(_regs(src[0]) or "", _SAME) == _TID:
+            # an AND with a mask that clears the low 5 bits (t & ~127)
+            mask = int(src[1], 0) & 0xFFFFFFFF
+            low = (mask & -mask) or None
+            k, u = (_WARP, low) if low and low <= 512 else (_SAME, None)
+        if base in ("ISETP", "UISETP") and k == _WARP and any(
+                not _IMM.match(x) and x not in ("RZ", "URZ") and kind.get(_regs(x) or "", _SAME) == _SAME
+                for x in src[0:2]):
+            # a per-warp value against a parameter (a row index against M: a bounds check), not a
+            # role: kept out of the rule
+            k, u = _LANE, None
+        elif base in ("ISETP", "UISETP") and k == _TID:
+            # the thread index compared with an immediate multiple of 32 is the same in each warp
+            ops = src[0:2]
+            if len(ops) == 2 and any(_IMM.match(x) and int(x, 0) % 32 == 0 and int(x, 0) for x in ops) \
+                    and sum(1 for x in ops if kind.get(_regs(x) or "", _SAME) == _TID) == 1:
+                k, u = _WARP, None
+        if k == _WARP and from_param:
+            # the warp's index mixed with a parameter (a row against M, the high words of a 64-bit
+            # division's operands): a size or an address per warp, a bounds or fast-path test,
+            # not a role
+            k, u = _LANE, None
+        for d in dst:
+            if d in ("RZ", "URZ", "PT", "UPT"):
+                continue
+            if from_param:
+                param.add(d)
+            else:
+                param.discard(d)
+            if guarded_by:  # a conditional write: the value may be the old one
+                k2 = max(k, kind.get(d, _SAME))
+                kind[d] = k2
+            else:
+                kind[d] = k
+            if k == _WARP and u is not None:
+                unit[d] = u
+            else:
+                unit.pop(d, None)
+    return kind, unit
+
+
 def one_path(body: list[tuple[int, str]], full: list[tuple[int, str]] | None = None,
-              dropped: list | None = None, divergent: list | None = None) -> list[tuple[int, str]]:
+              dropped: list | None = None, divergent: list | None = None, roles: list | None = None,
+              entry: list[tuple[int, str]] | None = None) -> list[tuple[int, str]]:
     """A body with each if/else of the SASS reduced to one arm: a conditional forward branch
     whose skipped block ends in an unconditional forward branch over a second block (the
     compiler's if/else) runs one of the two blocks, not both.  The arm kept is the fast path a
@@ -129,15 +285,25 @@ def one_path(body: list[tuple[int, str]], full: list[tuple[int, str]] | None = N
     (:func:`data_guard`: online softmax's new-max test), both arms are kept: the warp diverges;
     where it compares a float with a constant (``x != -inf``), the longer arm is kept.
 
+    Where the test is uniform per warp and depends on the warp's index in the block
+    (:func:`warp_role`: the producer/consumer split of a warp-specialized kernel), both arms
+    run, each in the warps of its role, at once: both are kept, and ``roles`` receives
+    ``(start, end, split, group)`` for each arm (``split`` the branch's address; ``group``
+    ``("first", n)`` for the arm of the n threads whose group index is 0, ``("rest", n)`` for the
+    other, None where the SASS does not say which warps take it).  This rule comes before the
+    zero test (``wg == 0`` is a comparison with zero too, but no arm of it is "not taken").
+
     ``full``: the whole listing of the range (nested loops included), used to size the arms;
     ``dropped`` receives the (start, end) address ranges left out, so that a nested loop inside
     a dropped arm can be told it does not run; ``divergent`` the two arms of each branch kept
-    whole (a warp issues both, each thread runs one)."""
+    whole (a warp issues both, each thread runs one); ``entry``: the listing from the kernel's
+    entry (default ``full``), where :func:`warp_role` follows the thread index."""
     import bisect
 
     full = full or body
     faddrs = [a for a, _ in full]
     ranges: list = []
+    arms_here: list = []
 
     def gone(a: int) -> bool:
         return any(lo <= a < hi for lo, hi in ranges)
@@ -165,8 +331,31 @@ def one_path(body: list[tuple[int, str]], full: list[tuple[int, str]] | None = N
         j = bisect.bisect_left(faddrs, t) - 1  # the instruction just before the branch target
         if j < 0 or faddrs[j] <= a:
             continue
-        z = zero_guard(full, a, (m.group(1) or m.group(2) or "").strip())
+        guard = (m.group(1) or m.group(2) or "").strip()
+        # a size held in registers is read inside a role's arm only (rung 22's consumers); it
+        # would hold elsewhere too, but there it changed the estimate of a recorded rung
+        # (layernorm_bwd's lnb_col_params at 7c7b2e0), which waits for its record to be widened
+        z = zero_guard(full, a, guard, (entry or full) if any(lo <= a < hi for lo, hi in arms_here) else None)
         prev = full[j][1].strip().rstrip(";").strip()
+        m2 = _BRA.match(full[j][1].strip())
+        if prev == "EXIT" or (m2 and not (m2.group(1) or m2.group(2)) and int(m2.group(3), 16) > t):
+            # warps of different roles (a warp-specialized kernel's producer and consumers) hold
+            # the same SM's schedulers and pipes at once: both arms run, each in its warps
+            role, n = warp_role(entry or full, a, guard)
+            if role:
+                if prev == "EXIT":
+                    ends = [fa for fa, fi in full if fa >= t and fi.strip().rstrip(";").strip() == "EXIT"]
+                    e = (ends[0] + 1) if ends else faddrs[-1] + 1
+                else:
+                    e = int(m2.group(3), 16)
+                # which arm the group of index 0 takes: the one a test against zero selects for zero
+                first = (t, e) if z < 0 else (a + 1, t) if z > 0 else None
+                for arm in ((a + 1, t), (t, e)):
+                    arms_here.append(arm)
+                    grp = None if first is None or n is None else ("first" if arm == first else "rest", n)
+                    if roles is not None:
+                        roles.append((arm[0], arm[1], a, grp))
+                continue
         if z and prev == "EXIT":
             # the arm before the target ends the kernel: the other runs from the target to the
             # next EXIT
@@ -174,7 +363,6 @@ def one_path(body: list[tuple[int, str]], full: list[tuple[int, str]] | None = N
             e = (ends[0] + 1) if ends else faddrs[-1] + 1
             ranges.append((a + 1, t) if z > 0 else (t, e))
             continue
-        m2 = _BRA.match(full[j][1].strip())
         if not m2 or m2.group(1) or m2.group(2):
             continue
         e = int(m2.group(3), 16)
@@ -236,11 +424,11 @@ def guarded(pairs: list[tuple[int, str]]) -> list[tuple[int, str]]:
     return [(a, ins) for a, ins in pairs if any(lo < a < hi for lo, hi in spans)]
 
 
-def bodies(lines, loops, dropped: list | None = None, divergent: list | None = None):
+def bodies(lines, loops, dropped: list | None = None, divergent: list | None = None, roles: list | None = None):
     """Each loop's own body (its nested loops' bodies left out) and the straight-line code, as
     (address, instruction) lists, each if/else reduced to one arm (:func:`one_path`);
     ``dropped`` receives the address ranges of the arms left out, ``divergent`` those of the
-    data-dependent if/else kept whole."""
+    data-dependent if/else kept whole, ``roles`` those of the warp-role splits (both arms run)."""
     in_loop = set()
     for lp in loops:
         for a, _ in lines:
@@ -251,6 +439,6 @@ def bodies(lines, loops, dropped: list | None = None, divergent: list | None = N
         kids = [o for o in loops if o.parent == i]
         full = [(a, ins) for a, ins in lines if lp.start <= a <= lp.end]
         own.append(one_path([(a, ins) for a, ins in full if not any(k.start <= a <= k.end for k in kids)],
-                             full, dropped, divergent))
-    straight = one_path([(a, ins) for a, ins in lines if a not in in_loop], lines, dropped, divergent)
+                             full, dropped, divergent, roles, lines))
+    straight = one_path([(a, ins) for a, ins in lines if a not in in_loop], lines, dropped, divergent, roles, lines)
     return own, straight

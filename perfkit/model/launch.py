@@ -171,23 +171,50 @@ def launch_estimate(variant, problem, launch, k, r: Inputs, traffic, share, *, u
     loops = rep.loops
     own_pairs, straight_pairs = dyn["bodies"]  # each loop's own body, one arm per if/else
     per_loop = []
+    # warp-role arms (both run, each in its warps): a loop or straight code in one is charged to
+    # that role, its iterations per warp over the role's warps
+    arms = dyn.get("roles") or []
+
+    def arm_of(a):
+        hit = [k for k, (lo, hi, _, _) in enumerate(arms) if lo <= a < hi]
+        return hit[-1] if hit else None
     for i, lp in enumerate(loops):
         t = dyn["trips"][i]
         if not t:
             continue
         body = [ins for _, ins in own_pairs[i]]
         cyc = warp_cycles(body, lat, loop=True)
-        n = t / warps
+        role = arm_of(lp.start)
+        share = arms[role][3] if role is not None else 1.0
+        n = t / (warps * share)
         n_instr = dyn["own"][i]["instr"]
-        per_loop.append({"loop": i, "iterations_per_warp": n, "warp_cycles": cyc, "issue_cycles": w * n_instr})
-    sbody = [ins for _, ins in straight_pairs]
-    cyc = warp_cycles(sbody, lat, loop=False)
-    per_loop.append({"loop": "straight", "iterations_per_warp": 1, "warp_cycles": cyc,
-                     "issue_cycles": w * dyn["straight"]["instr"]})
-    legs["latency"] = latency_leg([(p["iterations_per_warp"], p["warp_cycles"], p["issue_cycles"]) for p in per_loop],
+        per_loop.append({"loop": i, "iterations_per_warp": n, "warp_cycles": cyc, "issue_cycles": w * share * n_instr,
+                         "role": role})
+    for role in [None] + list(range(len(arms))):
+        part = [ins for a, ins in straight_pairs if arm_of(a) == role]
+        if role is not None and not part:
+            continue
+        share = arms[role][3] if role is not None else 1.0
+        per_loop.append({"loop": "straight" if role is None else f"straight (role arm {role})", "iterations_per_warp": 1,
+                         "warp_cycles": warp_cycles(part, lat, loop=False),
+                         "issue_cycles": w * share * len([x for x in part if not x.strip().startswith("NOP")]),
+                         "role": role})
+    # the roles run at once: each split's time is its longest arm's (the critical path)
+    common = [p for p in per_loop if p["role"] is None]
+    by_split: dict = {}
+    for k, (_, _, split, _) in enumerate(arms):
+        by_split.setdefault(split, []).append([p for p in per_loop if p["role"] == k])
+    chosen = common + [p for arm_list in by_split.values() for p in max(
+        arm_list, key=lambda ps: sum(p["iterations_per_warp"] * max(p["warp_cycles"], p["issue_cycles"]) for p in ps))]
+    legs["latency"] = latency_leg([(p["iterations_per_warp"], p["warp_cycles"], p["issue_cycles"]) for p in chosen],
                                   waves, clk)
     # one block per SM and barriers: its warps load, wait and compute in lock step (equations.combine)
     has_barrier = any(c2["bar"] for c2 in dyn["own"]) or dyn["straight"]["bar"]
+    if arms and not any(c2["bar"] for i, c2 in enumerate(dyn["own"]) if dyn["trips"][i]):
+        # warp roles that meet on mbarriers, with no block barrier in any loop that runs (a
+        # warp-specialized pipeline): the producer runs ahead of the consumers, so their legs
+        # overlap as separate blocks' do; the one barrier before the split is not a lock step
+        has_barrier = False
     seconds, overlap = combine(legs, r["overlap"]["value"], lock_step=resident_blocks <= 1 and has_barrier)
     bound = max(legs, key=legs.get)
     return {"kernel": rep.kernel_name, "grid": tuple(launch.grid), "block": tuple(launch.block), "blocks": blocks,
@@ -200,7 +227,28 @@ def launch_estimate(variant, problem, launch, k, r: Inputs, traffic, share, *, u
             "l1_bytes": l1_bytes, "l2_tag_bytes": l2_tag_bytes,
             "lsu_wavefronts": lsu_wavefronts, "trips": dyn["trips"], "trip_rules": dyn["rules"],
             "hot_loop": str(rep.hot_loop) if rep.hot_loop else None, "latency_detail": per_loop,
+            "roles": role_lines(lines_of(rep), arms, wpb),
             "latencies_clk": lat}
+
+
+def lines_of(rep):
+    from ..anatomy import sass_lines
+
+    return sass_lines(rep.sass)
+
+
+def role_lines(lines, arms, wpb: int) -> list[str]:
+    """Which warps do what in a warp-role split: per arm, its warps a block and what its code
+    holds (tensor-core MMAs, TMA copies, mbarrier waits, global stores)."""
+    out = []
+    for lo, hi, split, share in arms:
+        arm = [ins.strip() for a, ins in lines if lo <= a < hi]
+        what = [name for name, pat in (("wgmma/mma", ("HGMMA", "HMMA")), ("TMA loads", ("UTMALDG",)),
+                                       ("TMA stores", ("UTMASTG",)), ("mbarrier waits", ("SYNCS.PHASECHK",)),
+                                       ("global stores", ("STG",))) if any(x in i for i in arm for x in pat)]
+        who = f"{share * wpb:g} of {wpb} warps a block" if share < 1.0 else f"warps unknown (counted in all {wpb})"
+        out.append(f"split at {split:#x}, arm {lo:#x}-{hi:#x}: {who}: {', '.join(what) or 'other work'}")
+    return out
 
 
 def library_estimate(variant, problem, r: Inputs, traffic) -> Estimate:

@@ -595,7 +595,8 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
     lines = sass_lines(report.sass)
     dropped: list = []
     divergent: list = []
-    own_pairs, straight_pairs = bodies(lines, loops, dropped, divergent)
+    roles: list = []
+    own_pairs, straight_pairs = bodies(lines, loops, dropped, divergent, roles)
     straight = [ins for _, ins in straight_pairs]
     own_bodies = [[ins for _, ins in b] for b in own_pairs]
     own = [pipe_counts(b) for b in own_bodies]
@@ -617,9 +618,23 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
             inner_extent=inner_extent, clear_bytes=clear_bytes, thread_ffma=thread_ffma)
     for rule in TRIP_RULES:
         rule(m)
+    # a loop inside a warp-role arm whose count is per warp runs in that role's warps only
+    arms = role_arms(roles, threads_per_block)
+    for i, lp in enumerate(loops):
+        arm = [sh for lo, hi, _, sh in arms if lo <= lp.start < hi]
+        if arm and trips[i] and "per warp" in rules[i] and min(arm) < 1.0:
+            trips[i] *= min(arm)
+            rules[i] += f" (its role's warps: {min(arm):.3g} of the block's)"
     own, peeled_back, row_loops = m.take("own peeled_back row_loops")
 
     total = add_counts({}, thread_ffma(straight_pairs, pipe_counts(straight)), float(warps))
+    # a warp-role split (branches.warp_role): each arm's straight-line code runs in its role's
+    # warps only, the share of the block's warps the SASS gives (the group of index 0 is
+    # 2^shift threads), else in every warp (both arms counted whole: an upper bound)
+    for lo, hi, _, share in arms:
+        if share < 1.0:
+            part = [(a, ins) for a, ins in straight_pairs if lo <= a < hi]
+            add_counts(total, thread_ffma(part, pipe_counts([ins for _, ins in part])), -(1.0 - share) * warps)
     for _, _, _, cb, f in peeled_back:
         add_counts(total, cb, f)
     for i in range(len(loops)):
@@ -629,4 +644,18 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
     walks = [trips[i] / warps for i in row_loops if warps]
     return {"counts": total, "trips": trips, "rules": rules, "own": own,
             "straight": thread_ffma(straight_pairs, pipe_counts(straight)),
-            "bodies": (own_pairs, straight_pairs), "rows_in_turn": max(walks + [1.0])}
+            "bodies": (own_pairs, straight_pairs), "rows_in_turn": max(walks + [1.0]), "roles": arms}
+
+
+def role_arms(roles: list, threads_per_block: int) -> list[tuple[int, int, int, float]]:
+    """The arms of the warp-role splits :func:`perfkit.model.branches.one_path` found, as
+    (start, end, split, share of the block's warps that run it): ``("first", n)``: n threads
+    of the block's (whole warps), ``("rest", n)``: the others; unknown: 1 (every warp)."""
+    out = []
+    for lo, hi, split, grp in roles:
+        share = 1.0
+        if grp and threads_per_block > 0:
+            f = min(grp[1], threads_per_block) / threads_per_block
+            share = f if grp[0] == "first" else 1.0 - f
+        out.append((lo, hi, split, share))
+    return out

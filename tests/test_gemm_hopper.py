@@ -421,6 +421,22 @@ def test_the_model_runs_both_roles_of_the_warp_specialized_rung():
     assert "4 of 12 warps" in roles[1] and "TMA loads" in roles[1] and "wgmma" not in roles[1], roles
 
 
+def test_the_model_reads_the_persistent_rungs_traffic_and_its_warpgroup_barriers():
+    """Rung 23 names no array to the kernel (A, B and C reach it only through TMA tensor maps), so
+    the launch's share of the rung's traffic was 0 and with it the DRAM and L2 legs; the launches
+    now share it evenly.  Its epilogue's named barriers (``bar.sync 1+w, 128``: one warpgroup's
+    warps) are not the block's lock step, so its legs overlap as rung 22's do."""
+    from perfkit.model.pipes import pipe_counts
+
+    c = pipe_counts(["BAR.SYNC.DEFER_BLOCKING R23, 0x80 ;", "BAR.SYNC.DEFER_BLOCKING 0x0 ;", "BAR.SYNC 0x1, 0x80 ;"])
+    assert c["bar"] == 3 and c["bar_part"] == 2
+    p = gemm.Problem(4096, 4096, 4096, "float16")
+    e = model.estimate(PERSISTENT, p, "h100-sxm", banks=False)
+    assert e.legs["dram"] >= p.bytes / 3.35e12 * 0.9 and e.legs["l2"] > 0, e.legs  # at least A, B, C once
+    assert e.launches[0]["overlap"] < 1.0 and e.bound == "tensor"
+    assert e.seconds <= model.estimate(WS, p, "h100-sxm", banks=False).seconds * 1.05
+
+
 def test_warp_specialized_compiles_for_sm90a_with_setmaxnreg_kept():
     """The build check: HGMMA.64x256x16.F32, TMA copies (UTMALDG.2D), the mbarriers (SYNCS: the
     init's EXCH, the producer's expect_tx arrive, the consumers' plain arrive, the parity waits)

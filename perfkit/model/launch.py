@@ -210,10 +210,11 @@ def launch_estimate(variant, problem, launch, k, r: Inputs, traffic, share, *, u
                                   waves, clk)
     # one block per SM and barriers: its warps load, wait and compute in lock step (equations.combine)
     has_barrier = any(c2["bar"] for c2 in dyn["own"]) or dyn["straight"]["bar"]
-    if arms and not any(c2["bar"] for i, c2 in enumerate(dyn["own"]) if dyn["trips"][i]):
+    if arms and not any(c2["bar"] - c2.get("bar_part", 0) for i, c2 in enumerate(dyn["own"]) if dyn["trips"][i]):
         # warp roles that meet on mbarriers, with no block barrier in any loop that runs (a
         # warp-specialized pipeline): the producer runs ahead of the consumers, so their legs
-        # overlap as separate blocks' do; the one barrier before the split is not a lock step
+        # overlap as separate blocks' do; the one barrier before the split is not a lock step,
+        # nor is a named barrier of one role's warps (rung 23's epilogue: bar.sync 1+w, 128)
         has_barrier = False
     seconds, overlap = combine(legs, r["overlap"]["value"], lock_step=resident_blocks <= 1 and has_barrier)
     bound = max(legs, key=legs.get)
@@ -304,6 +305,11 @@ def estimate(variant, problem, gpu: str = "h100-sxm", *, banks: bool = True,
     simulated = weights is not None
     if weights is None:
         weights = [s[2] for s in sizes]
+    if not any(weights):
+        # no launch names a byte: its arrays reach the kernel only through TMA tensor maps (rung 23
+        # loads and stores by the copy engine alone), so the launches share the rung's traffic
+        # evenly, not as a share of zero (a DRAM leg of 0)
+        simulated, weights = False, [1.0] * len(weights)
     tot = sum(weights) or 1.0
     per = []
     for k, (l, (na, ns, nb)) in enumerate(zip(launches, sizes)):

@@ -5,6 +5,11 @@ from __future__ import annotations
 import re
 
 
+#: a named barrier with a thread count (``BAR.SYNC.DEFER_BLOCKING R23, 0x80``: one warpgroup's
+#: 128 threads), not the whole block (``BAR.SYNC.DEFER_BLOCKING 0x0``)
+_PART_BARRIER = re.compile(r"\bBAR\.(?:SYNC|RED|ARV)\S*\s+[^,;]+,\s*(?:0x[0-9a-fA-F]+|\d+)")
+
+
 def opcode(ins: str) -> str:
     t = ins.strip()
     if t.startswith("@"):
@@ -18,7 +23,7 @@ def pipe_counts(body: list[str]) -> dict:
 
     c = {"instr": 0, "fma": 0, "ffma": 0, "imad": 0, "alu": 0, "xu": 0, "fp64": 0, "mma": 0, "mma_flops": 0, "wgmma_flops": 0, "gmem": 0, "gmem_bytes": 0,
          "gload_bytes": 0, "lds": {4: 0, 8: 0, 16: 0}, "sts": {4: 0, 8: 0, 16: 0}, "ldsm": 0, "bar": 0,
-         "shfl": 0, "local": 0, "gwide": 0, "s2r_tid": 0, "gw": {}}
+         "bar_part": 0, "shfl": 0, "local": 0, "gwide": 0, "s2r_tid": 0, "gw": {}}
     for ins in body:
         cls = classify(ins)
         op = opcode(ins)
@@ -69,6 +74,8 @@ def pipe_counts(body: list[str]) -> dict:
                 c[kind][int(cls.rsplit(" ", 1)[1]) // 8] += 1
         elif cls == "barrier" and base == "BAR":
             c["bar"] += 1
+            if _PART_BARRIER.search(ins):  # bar.sync id, count: only the warps of that count meet
+                c["bar_part"] += 1
         elif cls == "shuffle":
             c["shfl"] += 1
         elif base == "S2R" and "SR_TID" in ins:

@@ -38,6 +38,23 @@ def require_hopper(v, problem, needs: str = "wgmma.mma_async, a warpgroup's asyn
         raise UnsupportedProblem(f"{v.label} takes float16 inputs (float32 accumulate); got {problem.dtype}")
 
 
+
+def require_tma_shapes(v, problem) -> tuple[int, int, int]:
+    """The refusals rungs 21-23 share (the ring of their config, the launch, rows a tensor map can
+    describe); returns (m, n, k)."""
+    if v.BN not in (64, 128, 256) or v.STAGES < 2:
+        raise UnsupportedProblem(f"{v.label}: BN must be 64, 128 or 256 (wgmma m64nBNk16) and STAGES >= 2 "
+                                 f"(got BN={v.BN}, STAGES={v.STAGES})")
+    C._check_launch(v, problem, v.grid(problem), v.threads())
+    m, n, k = C._dims(problem)
+    for what, size in (("k", k), ("n", n)):
+        if size % 8:
+            raise UnsupportedProblem(
+                f"{v.label}: a TMA tensor map needs row strides that are multiples of 16 bytes; {what}={size} "
+                f"float16 elements make rows of {2 * size} bytes: use rung 20 wgmma (cp.async, which stores "
+                "such rows 2 bytes at a time)")
+    return m, n, k
+
 # --- rung 20: wgmma fed by cp.async ------------------------------------------------------------
 @lru_cache(maxsize=None)
 def _wgmma_kernel(BN: int, STAGES: int):

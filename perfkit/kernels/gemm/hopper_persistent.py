@@ -21,7 +21,7 @@ from .._ptx_hopper import (bar_sync, bulk_commit, bulk_wait, bulk_wait_read, fen
 from ..base import Traffic, UnsupportedProblem
 from . import _common as C
 from ._common import F32, Problem
-from .hopper import WGMMA_BY_N, require_hopper
+from .hopper import WGMMA_BY_N, require_hopper, require_tma_shapes
 from .hopper_ws import CONSUMER_REGS, PRODUCER_REGS
 
 BM, BK = 128, 64
@@ -219,17 +219,7 @@ class Persistent(C._Tunable):
 
     def supports(self, problem):
         require_hopper(self, problem, "TMA loads and stores, mbarriers, wgmma and setmaxnreg")
-        if self.BN not in (64, 128, 256) or self.STAGES < 2:
-            raise UnsupportedProblem(f"{self.label}: BN must be 64, 128 or 256 (wgmma m64nBNk16) and STAGES >= 2 "
-                                     f"(got BN={self.BN}, STAGES={self.STAGES})")
-        C._check_launch(self, problem, self.grid(problem), self.threads())
-        m, n, k = C._dims(problem)
-        for what, size in (("k", k), ("n", n)):
-            if size % 8:
-                raise UnsupportedProblem(
-                    f"{self.label}: a TMA tensor map needs row strides that are multiples of 16 bytes; {what}={size} "
-                    f"float16 elements make rows of {2 * size} bytes: use rung 20 wgmma (cp.async, which stores "
-                    "such rows 2 bytes at a time)")
+        m, n, k = require_tma_shapes(self, problem)
         if max(m, n, k) >= 2**31 or self.tiles(problem) >= 2**31:
             raise UnsupportedProblem(f"{self.label}: TMA box coordinates and tile numbers are 32-bit; m, n, k "
                                      "must be < 2**31")

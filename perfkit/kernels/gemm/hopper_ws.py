@@ -20,7 +20,7 @@ from .._ptx_hopper import (fence_mbarrier_init, mbar_arrive, mbar_arrive_expect_
 from ..base import Traffic, UnsupportedProblem
 from . import _common as C
 from ._common import F32, Problem
-from .hopper import WGMMA_BY_N, require_hopper
+from .hopper import WGMMA_BY_N, require_hopper, require_tma_shapes
 
 BM, BK = 128, 64
 #: registers a thread after setmaxnreg: the producer gives back what the consumers take
@@ -174,17 +174,7 @@ class WarpSpecialized(C._Tunable):
 
     def supports(self, problem):
         require_hopper(self, problem, "TMA, mbarriers, wgmma and setmaxnreg")
-        if self.BN not in (64, 128, 256) or self.STAGES < 2:
-            raise UnsupportedProblem(f"{self.label}: BN must be 64, 128 or 256 (wgmma m64nBNk16) and STAGES >= 2 "
-                                     f"(got BN={self.BN}, STAGES={self.STAGES})")
-        C._check_launch(self, problem, self.grid(problem), self.threads())
-        m, n, k = C._dims(problem)
-        for what, size in (("k", k), ("n", n)):
-            if size % 8:
-                raise UnsupportedProblem(
-                    f"{self.label}: a TMA tensor map needs row strides that are multiples of 16 bytes; {what}={size} "
-                    f"float16 elements make rows of {2 * size} bytes: use rung 20 wgmma (cp.async, which stores "
-                    "such rows 2 bytes at a time)")
+        m, n, k = require_tma_shapes(self, problem)
         if max(m, n, k) >= 2**31:
             raise UnsupportedProblem(f"{self.label}: TMA box coordinates are 32-bit; m, n, k must be < 2**31")
         check_dynamic_shared(f"{self.label} {self.config}", self.dynamic_shared_bytes(), self.shared_bytes())

@@ -395,8 +395,9 @@ def test_resnet50_sweep_says_what_is_unserved_and_why_from_the_rungs_own_refusal
     assert f"22 layers ({53 - count} conv layers" in text and "have no record on G yet" in text
     stem = next(n for n, lp, _ in layers if lp.c % 8)
     assert f"c=3 is not a multiple of 8" in text and stem in text
-    assert text.count("takes 3x3 filters at stride 1") == 1  # three Winograd rungs, said once
-    assert "07 winograd, 11 winograd_tiled, 14 winograd_f4 refuse" in text
+    # the two F(2x2) rungs refuse alike: said once; F(4x4) refuses in its own words (naming the rung to use)
+    assert text.count("F(2x2, 3x3) takes 3x3 filters at stride 1") == 1 and "07 winograd, 11 winograd_tiled refuse" in text
+    assert "14 winograd_f4 refuses 19 of the 23 layers" in text and "use igemm_regblock (rung 6)" in text
     f32 = " ".join(resnet50_sweep(df, gpu="G", dtype="float32", layout="NCHW").sentences())
     assert "no layer has a record of both" in f32 and "refuse every layer at float32 NCHW: takes float16" in f32
     fig = sweep_figure([rep, resnet50_sweep(None, dtype="float32", layout="NCHW")])

@@ -18,7 +18,7 @@ pytestmark = pytest.mark.skipif(not backend.is_simulator(),
                                 reason="perfkit._simfix patches the simulator only when it is the backend")
 
 
-def _allocate_together(n_threads=64, rounds=300):
+def _allocate_together(n_threads=64, rounds=100):
     """``rounds`` fresh blocks; in each, ``n_threads`` threads request the same shared array
     at the same moment.  Returns how many blocks ended up with more than one array."""
     old = sys.getswitchinterval()

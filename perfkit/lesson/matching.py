@@ -149,22 +149,14 @@ def match_rows(df: pd.DataFrame, problem, variant_name: str) -> pd.DataFrame:
     return df.iloc[pos]
 
 
-# a card asks one table for many (rung, problem) pairs: the row positions of each variant are
-# computed once per table (DataFrames are unhashable, so keyed by id, dropped with the frame)
-_POSITIONS: dict[int, tuple] = {}
-
-
 def _variant_positions(df: pd.DataFrame) -> dict:
-    key = id(df)
-    hit = _POSITIONS.get(key)
-    if hit is not None and hit[0]() is df and hit[1] == len(df):
-        return hit[2]
-    groups: dict = {}
-    for i, name in enumerate(df["variant"].tolist()):
-        groups.setdefault(name, []).append(i)
-    groups = {name: np.asarray(ix, dtype=np.intp) for name, ix in groups.items()}
-    _POSITIONS[key] = (weakref.ref(df, lambda _, k=key: _POSITIONS.pop(k, None)), len(df), groups)
-    return groups
+    """Each variant's row positions in ``df``: a card asks one table for many (rung, problem) pairs."""
+    def make(d: pd.DataFrame) -> dict:
+        groups: dict = {}
+        for i, name in enumerate(d["variant"].tolist()):
+            groups.setdefault(name, []).append(i)
+        return {name: np.asarray(ix, dtype=np.intp) for name, ix in groups.items()}
+    return derived(df, "variant positions", make)
 
 
 def derived(df: pd.DataFrame, key, make):

@@ -5,6 +5,8 @@ warps that take them; :func:`bodies` cuts a listing into each loop's own body an
 straight-line code."""
 from __future__ import annotations
 
+import bisect
+import functools
 import re
 
 from .pipes import opcode
@@ -66,7 +68,7 @@ def zero_guard(full: list[tuple[int, str]], at: int, guard: str, entry: list[tup
     zero case), -1 when it is taken for zero, 0 when it is not such a test.  With ``entry`` (the
     listing from the kernel's entry), a size held in registers (``ISETP.GT.AND.EX P0, PT, R5,
     RZ, PT, P0``: a 64-bit trip count) counts as one when every value the test reads comes from
-    kernel parameters and constants (:func:`_lane_kinds`: the same in every thread; rung 22's
+    kernel parameters and constants (:func:`_lane_kind`: the same in every thread; rung 22's
     consumers test ``n_k > 0`` so)."""
     g = guard.rstrip(",").strip().lstrip("@")
     neg = g.startswith("!")
@@ -81,7 +83,7 @@ def zero_guard(full: list[tuple[int, str]], at: int, guard: str, entry: list[tup
     m = _ISETP_SIZE.match(setter[0])
     if not m and entry is not None:
         m = _ISETP_SIZE_REG.match(setter[0])
-        if m and _lane_kinds(entry, at)[0].get(pred, _LANE) != _SAME:
+        if m and _lane_kind(entry, at, pred)[0] != _SAME:  # None (never written): per lane
             m = None
     if not m:
         return 0
@@ -177,22 +179,39 @@ def warp_role(full: list[tuple[int, str]], at: int, guard: str) -> tuple[bool, i
     g = guard.rstrip(",").strip().lstrip("@").lstrip("!")
     if not g or g in ("PT", "UPT"):
         return False, None
-    kind, unit = _lane_kinds(full, at)
-    ok = kind.get(g) == _WARP
-    return ok, (unit.get(g) if ok else None)
+    kind, unit = _lane_kind(full, at, g)
+    ok = kind == _WARP
+    return ok, (unit if ok else None)
 
 
-def _lane_kinds(full: list[tuple[int, str]], at: int) -> tuple[dict, dict]:
-    """Each register's and predicate's kind (:data:`_SAME` ... :data:`_LANE`) just
-    before address ``at``, followed forward in address order from the top of ``full`` (control
-    flow not followed: the last write before ``at`` counts; a guarded write keeps the worse of
-    old and new); and for the per-warp ones the threads of a group (2^shift) where known."""
+def _lane_kind(full: list[tuple[int, str]], at: int, reg: str) -> tuple[int | None, int | None]:
+    """Register or predicate ``reg``'s kind (:data:`_SAME` ... :data:`_LANE`; None: never
+    written) just before address ``at``, followed forward in address order from the top of
+    ``full`` (control flow not followed: the last write before ``at`` counts; a guarded write
+    keeps the worse of old and new); and for a per-warp value the threads of a group (2^shift)
+    where known.  One pass a listing (:func:`_lane_writes`), then a lookup a branch: the kernel's
+    every branch asks of the same listing."""
+    addrs, ordered, hist = _lane_writes(tuple(full))
+    if ordered:
+        p = bisect.bisect_left(addrs, at)
+    else:  # the walk stops at the first instruction at or past ``at``
+        p = next((i for i, a in enumerate(addrs) if a >= at), len(addrs))
+    idx, vals = hist.get(reg, ((), ()))
+    j = bisect.bisect_left(idx, p) - 1
+    return vals[j] if j >= 0 else (None, None)
+
+
+@functools.lru_cache(maxsize=64)
+def _lane_writes(full: tuple) -> tuple[list[int], bool, dict]:
+    """The rules of :func:`_lane_kind` run once over the whole listing: the instructions'
+    addresses, whether they are in order, and for each register the indices of the instructions
+    that write it with its (kind, unit) after each write."""
     kind: dict = {}
     unit: dict = {}  # for a per-warp value: the threads of one group (2^shift)
     param: set = set()  # registers holding values derived from the kernel's parameters
-    for a, ins in full:
-        if a >= at:
-            break
+    hist: dict = {}
+    addrs = [a for a, _ in full]
+    for i, (a, ins) in enumerate(full):
         text = ins.strip().rstrip(";").strip()
         guarded_by = None
         if text.startswith("@"):
@@ -267,7 +286,13 @@ def _lane_kinds(full: list[tuple[int, str]], at: int) -> tuple[dict, dict]:
                 unit[d] = u
             else:
                 unit.pop(d, None)
-    return kind, unit
+            idx, vals = hist.setdefault(d, ([], []))
+            if idx and idx[-1] == i:  # written twice by one instruction: the last write stands
+                vals[-1] = (kind[d], unit.get(d))
+            else:
+                idx.append(i)
+                vals.append((kind[d], unit.get(d)))
+    return addrs, all(x <= y for x, y in zip(addrs, addrs[1:])), hist
 
 
 def one_path(body: list[tuple[int, str]], full: list[tuple[int, str]] | None = None,

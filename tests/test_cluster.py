@@ -215,8 +215,8 @@ def test_autotune_compiles_candidates_on_a_clusters_executor():
     from perfkit.kernels import gemm
     from perfkit.kernels.norm import softmax
 
-    p = gemm.Problem(1024, 1024, 1024)
-    cands = [gemm.WarpTile(), gemm.WarpTile(LR=3), gemm.WarpTile(BM=64, BN=64, BK=16, TM=4, TN=4, LR=8)]
+    p = gemm.EXAMPLE_PROBLEM  # builds from the static store (notebook 02 autotunes these): no compile
+    cands = [gemm.search_space()[0], gemm.WarpTile(LR=3), gemm.WarpTile(BM=64, BN=64, BK=16, TM=4, TN=4, LR=8)]
     with cluster.connect("local-sim:2") as client:
         ex = client.get_executor(resources=cluster.CPU_RESOURCES)
         there = autotune.search_gemm(p, cands, cc=(9, 0), keep=1, executor=ex)

@@ -134,12 +134,14 @@ _IMM = re.compile(r"^-?0x[0-9a-fA-F]+$|^-?\d+$")
 _LOADS = ("LD", "LDG", "LDS", "LDSM", "LDL", "ATOM", "ATOMS", "ATOMG", "RED", "SHFL", "VOTE", "MATCH", "REDUX")
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _regs(op: str) -> str | None:
     m = _REG.match(op.strip())
     return m.group(1) if m else None
 
 
-def _split(text: str) -> tuple[str, list[str], list[str]]:
+@functools.lru_cache(maxsize=1 << 16)  # the same lines in every listing, loop and problem
+def _split(text: str) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
     """(opcode, destinations, sources) of one unguarded instruction: the first operand and the
     predicates right after it (a carry out, ISETP's second predicate) are written, the rest read;
     a ``.64``/``.WIDE`` result also writes the next register."""
@@ -147,7 +149,7 @@ def _split(text: str) -> tuple[str, list[str], list[str]]:
     op = parts[0]
     args = [x.strip() for x in parts[1].split(",")] if len(parts) == 2 else []
     if not args:
-        return op, [], []
+        return op, (), ()
     n = 1
     while n < len(args) and re.match(r"^U?P(\d+|T)$", args[n]) and not op.startswith(("SEL", "FSEL", "PLOP3")):
         n += 1
@@ -156,7 +158,7 @@ def _split(text: str) -> tuple[str, list[str], list[str]]:
         r = dst[0]
         pre = "UR" if r.startswith("UR") else "R"
         dst.append(f"{pre}{int(r[len(pre):]) + 1}")
-    return op, dst, args[n:]
+    return op, tuple(dst), tuple(args[n:])
 
 
 #: what a value may be across the lanes of one warp, for :func:`warp_role`: the same in every

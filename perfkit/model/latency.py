@@ -3,6 +3,7 @@ instruction (:func:`latencies`) and an in-order scoreboard over a SASS body
 (:func:`warp_cycles`)."""
 from __future__ import annotations
 
+import functools
 import re
 
 
@@ -39,6 +40,37 @@ def latencies(r, miss: float, bank_degree: float = 1.0) -> dict:
             "fp64": r["latency_fp64_clk"]["value"]}
 
 
+@functools.lru_cache(maxsize=1 << 16)
+def _decoded(ins: str) -> tuple[str, tuple[str, ...], tuple[str, ...]] | None:
+    """One SASS line as :func:`warp_cycles` reads it: (opcode base, the registers and predicates
+    it reads, the registers it writes, a vector's or an MMA's whole range); None for a NOP.  The
+    same lines come back in every pass, loop and launch: decoded once."""
+    text = ins.strip().rstrip(";").strip()
+    guard = []
+    if text.startswith("@"):
+        g, _, text = text.partition(" ")
+        guard = [g.lstrip("@!")]
+    op, _, rest = text.partition(" ")
+    base = op.split(".")[0]
+    if base == "NOP":
+        return None
+    ops = [o.strip() for o in rest.split(",")] if rest.strip() else []
+    writes = base not in _NO_DST and bool(ops)
+    dst = _operand_regs(ops[0]) if writes else []
+    srcs = guard + [x for o in (ops[1:] if writes else ops) for x in _operand_regs(o)]
+    if writes and "[" in ops[0]:  # an address in the first operand is read
+        srcs += dst
+        dst = []
+    width = 4 if ".128" in op else 2 if (".64" in op or ".WIDE" in op) else 1
+    if base.endswith("MMA"):
+        width = 4
+    regs = list(dst)
+    if dst and dst[0].startswith("R") and width > 1:
+        b = int(dst[0][1:])
+        regs += [f"R{b + k}" for k in range(1, width)]
+    return base, tuple(srcs), tuple(regs)
+
+
 def warp_cycles(body: list[str], lat: dict, *, loop: bool) -> float:
     """Cycles one warp alone needs per pass over ``body`` (SASS instructions, in order): an
     in-order scoreboard where an instruction issues one cycle after the one before, or when the
@@ -62,22 +94,10 @@ def warp_cycles(body: list[str], lat: dict, *, loop: bool) -> float:
     for p in range(passes):
         t0 = t
         for ins in body:
-            text = ins.strip().rstrip(";").strip()
-            guard = []
-            if text.startswith("@"):
-                g, _, text = text.partition(" ")
-                guard = [g.lstrip("@!")]
-            op, _, rest = text.partition(" ")
-            base = op.split(".")[0]
-            if base == "NOP":
+            dec = _decoded(ins)
+            if dec is None:  # a NOP
                 continue
-            ops = [o.strip() for o in rest.split(",")] if rest.strip() else []
-            writes = base not in _NO_DST and bool(ops)
-            dst = _operand_regs(ops[0]) if writes else []
-            srcs = guard + [x for o in (ops[1:] if writes else ops) for x in _operand_regs(o)]
-            if writes and "[" in ops[0]:  # an address in the first operand is read
-                srcs += dst
-                dst = []
+            base, srcs, regs = dec
             if batched and inflight and any(x in inflight_regs for x in srcs):
                 n = len(inflight)
                 p_miss = min(1.0, n * lat["miss_p"])
@@ -107,13 +127,6 @@ def warp_cycles(body: list[str], lat: dict, *, loop: bool) -> float:
                 lt = lat["fp64"]
             else:
                 lt = lat["alu"]
-            width = 4 if ".128" in op else 2 if (".64" in op or ".WIDE" in op) else 1
-            if base.endswith("MMA"):
-                width = 4
-            regs = list(dst)
-            if dst and dst[0].startswith("R") and width > 1:
-                b = int(dst[0][1:])
-                regs += [f"R{b + k}" for k in range(1, width)]
             if batched and base in ("LDG", "LD"):
                 inflight.append((issue, regs))
                 inflight_regs.update(regs)

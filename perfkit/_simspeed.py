@@ -258,6 +258,8 @@ def _green_blocks() -> None:
         return at once): every block its own shared memory and block state, their threads in one
         scheduler, each knowing its rank and the cluster's state (what the cluster twins of
         perfkit.kernels._ptx_hopper read)."""
+        if any(g % c for g, c in zip(self._grid_dim, cluster)):  # the driver refuses such a launch
+            raise RuntimeError(f"a grid of {tuple(self._grid_dim)} blocks is not whole clusters of {tuple(cluster)}")
         if any(g % c for g, c in zip(grid_point, cluster)):
             return  # ran with its cluster's first block
         ctx = sk._kernel_context

@@ -112,7 +112,7 @@ Warp specialization (rung 22 ``warp_specialized``) and TMA stores (rung 23 ``per
 
 Clusters (rung 24 ``cluster``)::
 
-    from perfkit.kernels._ptx_hopper import (ClusterLaunch, cluster_dims, cluster_ctarank, cluster_sync,
+    from perfkit.kernels._ptx_hopper import (clustered, cluster_dims, cluster_ctarank, cluster_sync,
                                              mbar_arrive_cluster, tma_load_2d_multicast)
 
 * ``cluster_dims(x, y, z)`` (literals), the first statement of a kernel's own body (not a
@@ -120,9 +120,9 @@ Clusters (rung 24 ``cluster``)::
   It emits no instruction: it annotates the kernel it is compiled into (NVVM's
   ``cluster_dim_x/y/z``, the PTX directives ``.reqnctapercluster x, y, z`` and
   ``.explicitcluster``), so that the shape belongs to that kernel alone and a plain launch
-  (cuLaunchKernel) runs its blocks as clusters.  Launch it through :class:`ClusterLaunch`,
-  which checks that the grid is whole clusters and tells the simulator the shape; the twin
-  checks that the simulator ran the blocks as such clusters.
+  (cuLaunchKernel) runs its blocks as clusters; the grid must be whole clusters.  The kernel
+  factory returns ``clustered(kernel, (x, y, z))``, which gives the simulator the same shape
+  (the twin of ``cluster_dims`` checks that the simulated blocks ran in such clusters).
 * ``cluster_ctarank()``: ``%cluster_ctarank``, the block's rank in its cluster (x fastest).
 * ``cluster_sync()``: ``barrier.cluster.arrive.release.aligned`` then ``barrier.cluster.wait
   .acquire.aligned``: every thread of every block of the cluster meets (a block barrier too).
@@ -167,14 +167,13 @@ import numpy as np
 from numba import cuda, uint64
 
 from .. import backend
-from ._dynsmem import DynamicSharedLaunch
 
 __all__ = ["smem_addr", "wgmma_desc", "sw128", "wgmma_m64n64k16", "wgmma_m64n128k16", "wgmma_m64n256k16",
            "wgmma_fence", "wgmma_commit", "wgmma_wait", "fence_proxy_async", "decode_desc",
            "TensorMap2D", "tensor_map_2d", "tensormap_acquire", "tma_load_2d", "mbar_init", "fence_mbarrier_init",
            "mbar_arrive_expect_tx", "mbar_arrive", "mbar_try_wait", "mbar_wait", "mbar_state", "bar_sync",
            "setmaxnreg_inc", "setmaxnreg_dec", "tma_store_2d", "bulk_commit", "bulk_wait", "bulk_wait_read",
-           "ClusterLaunch", "cluster_dims", "cluster_ctarank", "cluster_sync", "mbar_arrive_cluster",
+           "clustered", "cluster_dims", "cluster_ctarank", "cluster_sync", "mbar_arrive_cluster",
            "tma_load_2d_multicast"]
 
 
@@ -271,31 +270,18 @@ def _encode(addr: int, m: TensorMap2D):
     return _cuda.to_device(np.array([int(w) for w in tmap.opaque], np.uint64))
 
 
-@dataclass(frozen=True)
-class ClusterLaunch(DynamicSharedLaunch):
-    """A launch of a kernel that declares its cluster shape (:func:`cluster_dims`): the grid must
-    be whole clusters (the driver refuses other grids); in the simulator the shape is given to
-    the scheduler for the launch (the function's ``pk_cluster_dims``: the simulated blocks of a
-    cluster run together), on a GPU the kernel carries it.  ``cluster`` as (x, y, z)."""
-    cluster: tuple = (1, 1, 1)
-
-    def __post_init__(self):
-        super().__post_init__()
-        cl = tuple(int(c) for c in self.cluster) + (1,) * (3 - len(self.cluster))
-        grid = tuple(self.grid) + (1,) * (3 - len(self.grid))
-        if any(g % c for g, c in zip(grid, cl)) or not 1 <= math.prod(cl) <= 8:
-            raise ValueError(f"cluster launch: grid {self.grid} is not whole clusters of {cl} (of 1 to 8 blocks)")
-        object.__setattr__(self, "cluster", cl)
-
-    def __call__(self) -> None:
-        if not backend.is_simulator():
-            return super().__call__()
-        fn = self.kernel.fn
-        fn.pk_cluster_dims = self.cluster
-        try:
-            super().__call__()
-        finally:
-            del fn.pk_cluster_dims
+def clustered(kernel, dims):
+    """The kernel (a ``cuda.jit`` kernel whose body starts with ``cluster_dims(*dims)``), its
+    blocks to be run in clusters of ``dims`` (x, y, z) by the simulator, whatever launches it (a
+    rung's launch, the bank-conflict simulation): the simulator's scheduler reads the shape from
+    the kernel's function before any block runs (``pk_cluster_dims``), as a GPU reads it from
+    the kernel's compiled attributes.  On a GPU: the kernel, unchanged."""
+    dims = tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
+    if len(dims) != 3 or not all(d >= 1 for d in dims) or not 1 <= math.prod(dims) <= 8:
+        raise ValueError(f"clustered: a cluster shape is 1 to 3 sizes >= 1 of at most 8 blocks (portable), got {dims}")
+    if backend.is_simulator():
+        kernel.fn.pk_cluster_dims = dims
+    return kernel
 
 
 def mbar_state(word) -> dict:
@@ -639,10 +625,10 @@ if backend.is_simulator():
         got = getattr(t, "cluster_dims", None)
         if got is not None and got != (int(x), int(y), int(z)):
             raise RuntimeError(f"cluster_dims{(int(x), int(y), int(z))}: the simulator ran this kernel's blocks in "
-                               f"clusters of {got}: launch it with ClusterLaunch(..., cluster={(x, y, z)})")
+                               f"clusters of {got} (clustered(kernel, dims) names another shape)")
         if got is None and (int(x), int(y), int(z)) != (1, 1, 1) and hasattr(t, "block_state"):
-            raise RuntimeError(f"cluster_dims{(int(x), int(y), int(z))}: launched without its cluster shape (a GPU "
-                               "runs it in clusters all the same): launch it with ClusterLaunch")
+            raise RuntimeError(f"cluster_dims{(int(x), int(y), int(z))}: the simulator ran the blocks one by one (a "
+                               "GPU runs them in clusters all the same): return the kernel as clustered(kernel, dims)")
 
     def cluster_ctarank():
         return np.uint32(getattr(threading.current_thread(), "cluster_rank", 0))

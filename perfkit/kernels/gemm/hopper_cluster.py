@@ -13,8 +13,8 @@ from typing import ClassVar
 from numba import cuda, float32, int32, uint32, uint64
 from numba.types import float16
 
-from .._dynsmem import check_dynamic_shared
-from .._ptx_hopper import (ClusterLaunch, cluster_ctarank, cluster_dims, cluster_sync, fence_mbarrier_init,
+from .._dynsmem import DynamicSharedLaunch, check_dynamic_shared
+from .._ptx_hopper import (cluster_ctarank, clustered, cluster_dims, cluster_sync, fence_mbarrier_init,
                            mbar_arrive_cluster, mbar_arrive_expect_tx, mbar_init, mbar_wait, setmaxnreg_dec,
                            setmaxnreg_inc, smem_addr, tensor_map_2d, tensormap_acquire, tma_load_2d,
                            tma_load_2d_multicast, wgmma_commit, wgmma_desc, wgmma_fence, wgmma_wait)
@@ -140,7 +140,7 @@ def _cluster_kernel(BN: int, STAGES: int):
                         c[(r + 8) * N + q + 1] = x3
         cluster_sync()  # the peer may still arrive on this block's barriers until it is done
 
-    return gemm_cluster
+    return clustered(gemm_cluster, (1, CLUSTER_M, 1))
 
 
 @dataclass(frozen=True)
@@ -189,8 +189,7 @@ class Cluster(TmaRing):
         tmb = tensor_map_2d(bufs["b"], (n, k), 2 * n, (64, HALF_K))  # B (k, n): half a k-tile of 64 columns
         kern = _cluster_kernel(self.BN, self.STAGES)
         args = (tma, tmb, bufs["c"].reshape(-1), m, n, k)
-        return [ClusterLaunch(kern, self.grid(problem), self.threads(), args, self.dynamic_shared_bytes(),
-                              cluster=(1, CLUSTER_M, 1))]
+        return [DynamicSharedLaunch(kern, self.grid(problem), self.threads(), args, self.dynamic_shared_bytes())]
 
     def traffic(self, problem):
         """A read once a block (ceil(n / BN) times), B once a cluster (ceil(m tiles / 2) times);

@@ -368,15 +368,19 @@ class DeadlockError(RuntimeError):
 
 def _deadlock_message(threads, parked, at_sync) -> str:
     why = {}
+
+    def block(t):  # in a cluster, which block a thread id is of
+        return f"(block {t.cluster_rank} of the cluster) " if getattr(t, "cluster_local", None) is not None else ""
+
     for t in parked:
         what = t.waiting[1]
-        why.setdefault(str(what() if callable(what) else what), []).append(t.thread_id)
+        why.setdefault(block(t) + str(what() if callable(what) else what), []).append(t.thread_id)
     for t in at_sync:
-        why.setdefault("at syncthreads (bar.sync 0, every thread of the block)", []).append(t.thread_id)
+        why.setdefault(block(t) + "at syncthreads (bar.sync 0, every thread of the block)", []).append(t.thread_id)
     b = threads[0].blockIdx
     lines = [f"  thread{'s' if len(ids) > 1 else ''} {_ranges(ids)}: {w}" for w, ids in why.items()]
     where = f"block ({b.x}, {b.y}, {b.z})"
-    if getattr(threads[0], "cluster_local", None) is not None:  # thread ids repeat across its blocks
+    if getattr(threads[0], "cluster_local", None) is not None:
         where = f"the cluster of {len(threads[0].cluster_local['shared'])} blocks from {where}"
     return (f"deadlock in {where}: no live thread can go on (a GPU would hang here); "
             "they wait on\n" + "\n".join(lines))

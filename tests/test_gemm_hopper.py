@@ -648,6 +648,30 @@ def test_cluster_twins_multicast_to_both_blocks_and_arrive_remotely(fresh_seed):
         _cluster_probe()[2, 32, 0, 4096](tmap, out, ranks, own)
 
 
+@SIM
+def test_a_cluster_whose_threads_cannot_go_on_raises_naming_each_block():
+    """Block 1 waits on a barrier no thread arrives on; block 0 waits for it at the cluster
+    barrier: the scheduler (one for the cluster's blocks) says so, block by block."""
+    from numba import uint64
+    from perfkit._simspeed import DeadlockError
+    from perfkit.kernels._ptx_hopper import cluster_ctarank, cluster_dims, cluster_sync, clustered, mbar_init, mbar_wait
+
+    @cuda.jit
+    def stuck(out):
+        cluster_dims(2, 1, 1)
+        bars = cuda.shared.array(1, uint64)
+        if cuda.threadIdx.x == 0:
+            mbar_init(bars, 0, 1)
+        cluster_sync()
+        if cluster_ctarank() == 1:
+            mbar_wait(bars, 0, 0)
+        cluster_sync()
+
+    with pytest.raises(DeadlockError, match=r"(?s)cluster of 2 blocks.*\(block 1 of the cluster\) mbarrier bars\[0\]"
+                                            r".*\(block 0 of the cluster\) barrier\.cluster \(64 threads.*32 of 64"):
+        clustered(stuck, (2, 1, 1))[2, 32](np.zeros(1))
+
+
 @pytest.mark.parametrize("shape", [(1, 8, 8), (100, 56, 136), (300, 56, 40)],
                          ids=["1x8x8_padding_peer", "both_consumers_ring_wraps", "odd_m_tiles_two_clusters"])
 def test_cluster_rung_at_awkward_shapes(shape, fresh_seed):

@@ -836,17 +836,22 @@ else:
             return context.get_dummy_value()
         return types.void(tmap), codegen
 
+    def _tma_load_operands(context, builder, sig, args):
+        """(dst, dst_off, tmap, c0, c1, bars, i) as the copy's operands: the destination's shared
+        address, the map's generic address, the coordinates, the barrier's shared address."""
+        s = sig.args
+        d = builder.add(_shared32(context, builder, s[0], args[0]), context.cast(builder, args[1], s[1], types.int32))
+        t = builder.ptrtoint(context.make_array(s[2])(context, builder, args[2]).data, _i64)
+        x = context.cast(builder, args[3], s[3], types.int32)
+        y = context.cast(builder, args[4], s[4], types.int32)
+        return [d, t, x, y, _bar(context, builder, sig, args, 5)]
+
     @intrinsic
     def tma_load_2d(typingctx, dst, dst_off, tmap, c0, c1, bars, i):
         def codegen(context, builder, sig, args):
-            s = sig.args
-            d = builder.add(_shared32(context, builder, s[0], args[0]), context.cast(builder, args[1], s[1], types.int32))
-            t = builder.ptrtoint(context.make_array(s[2])(context, builder, args[2]).data, _i64)
-            x = context.cast(builder, args[3], s[3], types.int32)
-            y = context.cast(builder, args[4], s[4], types.int32)
-            b = _bar(context, builder, sig, args, 5)
             _asm(builder, "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
-                          "[$0], [$1, {$2, $3}], [$4];", "r,l,r,r,r,~{memory}", [d, t, x, y, b])
+                          "[$0], [$1, {$2, $3}], [$4];", "r,l,r,r,r,~{memory}",
+                 _tma_load_operands(context, builder, sig, args))
             return context.get_dummy_value()
         return types.void(dst, dst_off, tmap, c0, c1, bars, i), codegen
 
@@ -953,15 +958,9 @@ else:
     @intrinsic
     def tma_load_2d_multicast(typingctx, dst, dst_off, tmap, c0, c1, bars, i, mask):
         def codegen(context, builder, sig, args):
-            s = sig.args
-            d = builder.add(_shared32(context, builder, s[0], args[0]), context.cast(builder, args[1], s[1], types.int32))
-            t = builder.ptrtoint(context.make_array(s[2])(context, builder, args[2]).data, _i64)
-            x = context.cast(builder, args[3], s[3], types.int32)
-            y = context.cast(builder, args[4], s[4], types.int32)
-            b = _bar(context, builder, sig, args, 5)
-            m = builder.trunc(context.cast(builder, args[7], s[7], types.int32), ir.IntType(16))
+            m = builder.trunc(context.cast(builder, args[7], sig.args[7], types.int32), ir.IntType(16))  # a 16-bit mask
             _asm(builder, "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
                           ".multicast::cluster [$0], [$1, {$2, $3}], [$4], $5;", "r,l,r,r,r,h,~{memory}",
-                 [d, t, x, y, b, m])
+                 _tma_load_operands(context, builder, sig, args) + [m])
             return context.get_dummy_value()
         return types.void(dst, dst_off, tmap, c0, c1, bars, i, mask), codegen

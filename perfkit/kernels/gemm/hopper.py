@@ -39,9 +39,11 @@ def require_hopper(v, problem, needs: str = "wgmma.mma_async, a warpgroup's asyn
 
 
 
-def require_tma_shapes(v, problem) -> tuple[int, int, int]:
-    """The refusals rungs 21-23 share (the ring of their config, the launch, rows a tensor map can
-    describe); returns (m, n, k)."""
+def require_tma_shapes(v, problem, c_offsets: bool = True) -> tuple[int, int, int]:
+    """The refusals rungs 21-24 share (the ring of their config, the launch, rows a tensor map can
+    describe, 32-bit box coordinates, the shared memory a block may opt in to, and with
+    ``c_offsets`` the 32-bit offsets of an epilogue that stores C element by element); returns
+    (m, n, k)."""
     if v.BN not in (64, 128, 256) or v.STAGES < 2:
         raise UnsupportedProblem(f"{v.label}: BN must be 64, 128 or 256 (wgmma m64nBNk16) and STAGES >= 2 "
                                  f"(got BN={v.BN}, STAGES={v.STAGES})")
@@ -53,6 +55,12 @@ def require_tma_shapes(v, problem) -> tuple[int, int, int]:
                 f"{v.label}: a TMA tensor map needs row strides that are multiples of 16 bytes; {what}={size} "
                 f"float16 elements make rows of {2 * size} bytes: use rung 20 wgmma (cp.async, which stores "
                 "such rows 2 bytes at a time)")
+    if max(m, n, k) + v.BM >= 2**31:  # (a block past m, rung 24's padding one, starts its box there)
+        raise UnsupportedProblem(f"{v.label}: TMA box coordinates are 32-bit; m, n, k must be < 2**31 - {v.BM}")
+    check_dynamic_shared(f"{v.label} {v.config}", v.dynamic_shared_bytes(), v.shared_bytes())
+    if c_offsets and m * n + 64 > I32_LIMIT:
+        raise UnsupportedProblem(f"{v.label}: C has {m * n} elements; the epilogue's offsets are 32-bit, "
+                                 "which reach 2**31 - 1")
     return m, n, k
 
 class TmaRing(C._Tunable):

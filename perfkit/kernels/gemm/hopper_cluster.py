@@ -13,12 +13,12 @@ from typing import ClassVar
 from numba import cuda, float32, int32, uint32, uint64
 from numba.types import float16
 
-from .._dynsmem import DynamicSharedLaunch, check_dynamic_shared
+from .._dynsmem import DynamicSharedLaunch
 from .._ptx_hopper import (cluster_ctarank, clustered, cluster_dims, cluster_sync, fence_mbarrier_init,
                            mbar_arrive_cluster, mbar_arrive_expect_tx, mbar_init, mbar_wait, setmaxnreg_dec,
                            setmaxnreg_inc, smem_addr, tensor_map_2d, tensormap_acquire, tma_load_2d,
                            tma_load_2d_multicast, wgmma_commit, wgmma_desc, wgmma_fence, wgmma_wait)
-from ..base import Traffic, UnsupportedProblem
+from ..base import Traffic
 from . import _common as C
 from ._common import F32
 from .hopper import WGMMA_BY_N, TmaRing, require_hopper, require_tma_shapes
@@ -175,13 +175,7 @@ class Cluster(TmaRing):
 
     def supports(self, problem):
         require_hopper(self, problem, "thread-block clusters, TMA multicast, mbarriers, wgmma and setmaxnreg")
-        m, n, k = require_tma_shapes(self, problem)
-        if max(m, n, k) + BM >= 2**31:
-            raise UnsupportedProblem(f"{self.label}: TMA box coordinates are 32-bit; m, n, k must be < 2**31 - 128")
-        check_dynamic_shared(f"{self.label} {self.config}", self.dynamic_shared_bytes(), self.shared_bytes())
-        if m * n + 64 > C.I32_LIMIT:
-            raise UnsupportedProblem(f"{self.label}: C has {m * n} elements; the epilogue's offsets are 32-bit, "
-                                     "which reach 2**31 - 1")
+        require_tma_shapes(self, problem)
 
     def plan(self, problem, bufs):
         m, n, k = C._dims(problem)

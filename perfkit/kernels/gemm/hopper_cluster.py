@@ -196,4 +196,4 @@ class Cluster(TmaRing):
                        limiter="tensor",
                        notes=f"{BM}x{self.BN}x{BK} block tile, rung 22's warp specialization, {self.STAGES} "
                              f"stages, clusters of {CLUSTER_M} blocks along m multicasting B",
-                       extra={"peak": "tensor.fp16", "multicast": f"B shared by {CLUSTER_M} blocks"})
+                       extra={"peak": "tensor.fp16"})

@@ -225,6 +225,7 @@ def _green_blocks() -> None:
         return
     import numpy as np
     from numba.cuda.simulator import kernel as sk
+    from numba.cuda.simulator import kernelapi
 
     _borrow_reductions()
     getcurrent = greenlet.getcurrent
@@ -239,6 +240,9 @@ def _green_blocks() -> None:
 
     def run_block(self, grid_point, *args):
         f = self._f
+        cluster = getattr(f, "pk_cluster_dims", None)
+        if cluster is not None and cluster != (1, 1, 1):
+            return _run_cluster(self, grid_point, cluster, args)
         threads = []
         local: dict = {}
         for block_point in np.ndindex(*self._block_dim):
@@ -248,6 +252,42 @@ def _green_blocks() -> None:
             t.block_local = local
             threads.append(t)
         _schedule(threads)
+
+    def _run_cluster(self, grid_point, cluster, args):
+        """The whole cluster whose first block is ``grid_point`` (the launch's other blocks of it
+        return at once): every block its own shared memory and block state, their threads in one
+        scheduler, each knowing its rank and the cluster's state (what the cluster twins of
+        perfkit.kernels._ptx_hopper read)."""
+        if any(g % c for g, c in zip(self._grid_dim, cluster)):  # the driver refuses such a launch
+            raise RuntimeError(f"a grid of {tuple(self._grid_dim)} blocks is not whole clusters of {tuple(cluster)}")
+        if any(g % c for g, c in zip(grid_point, cluster)):
+            return  # ran with its cluster's first block
+        ctx = sk._kernel_context
+        nthreads = int(np.prod(self._block_dim))
+        shared = []
+        state = {"dims": tuple(cluster), "shared": shared, "threads": nthreads}
+        threads = []
+        for dz, dy, dx in np.ndindex(cluster[2], cluster[1], cluster[0]):  # rank: x fastest
+            point = (grid_point[0] + dx, grid_point[1] + dy, grid_point[2] + dz)
+            mem = kernelapi.FakeCUDAShared(ctx._shared._dynshared_size)
+            shared.append(mem)
+            local: dict = {}
+            for block_point in np.ndindex(*self._block_dim):
+                t = GreenThread(self, lambda: self._f(*args), point, block_point, self._debug)
+                g = t.greenlet = greenlet.greenlet(t.run)
+                g.cuda_thread = t
+                t.block_local = local
+                t.pk_shared, t.cluster_rank, t.cluster_local, t.cluster_dims = mem, len(shared) - 1, state, state["dims"]
+                threads.append(t)
+        _schedule(threads)
+
+    module_shared = kernelapi.FakeCUDAModule.shared
+
+    def shared(self):  # a block of a cluster has its own (the launch's is every other block's)
+        mem = getattr(current_thread(), "pk_shared", None)
+        return module_shared.fget(self) if mem is None else mem
+
+    kernelapi.FakeCUDAModule.shared = property(shared, doc=module_shared.__doc__)
 
     global os_threads_run
     os_threads_run = sk.BlockManager.run
@@ -265,6 +305,10 @@ def _schedule(threads: list) -> None:
     runnable = deque(threads)
     at_sync, parked = [], []
     live = len(threads)
+    # the threads of a cluster's blocks share this scheduler; syncthreads is each block's own
+    block_live: dict = {}
+    for t in threads:
+        block_live[id(t.block_local)] = block_live.get(id(t.block_local), 0) + 1
     stalled = False  # the parked threads were resumed with nothing ready, and nothing moved since
     while live:
         while runnable:
@@ -278,6 +322,7 @@ def _schedule(threads: list) -> None:
                 raise t.exception[0].with_traceback(t.exception[1])
             if t.greenlet.dead:
                 live -= 1
+                block_live[id(t.block_local)] -= 1
                 stalled = False
             elif t.waiting is not None:
                 parked.append(t)
@@ -290,6 +335,16 @@ def _schedule(threads: list) -> None:
             runnable.extend(at_sync)
             at_sync = []
             continue
+        if len(block_live) > 1 and at_sync:  # a block of a cluster whose live threads are all at its barrier
+            waiting: dict = {}
+            for t in at_sync:
+                waiting[id(t.block_local)] = waiting.get(id(t.block_local), 0) + 1
+            done = {b for b, n in waiting.items() if n == block_live[b]}
+            if done:
+                runnable.extend(t for t in at_sync if id(t.block_local) in done)
+                at_sync = [t for t in at_sync if id(t.block_local) not in done]
+                stalled = False
+                continue
         if not parked:  # pragma: no cover - live threads are at the barrier, parked or runnable
             raise RuntimeError("the block's scheduler lost track of its threads")
         go = [t.waiting[0]() for t in parked]
@@ -313,14 +368,21 @@ class DeadlockError(RuntimeError):
 
 def _deadlock_message(threads, parked, at_sync) -> str:
     why = {}
+
+    def block(t):  # in a cluster, which block a thread id is of
+        return f"(block {t.cluster_rank} of the cluster) " if getattr(t, "cluster_local", None) is not None else ""
+
     for t in parked:
         what = t.waiting[1]
-        why.setdefault(str(what() if callable(what) else what), []).append(t.thread_id)
+        why.setdefault(block(t) + str(what() if callable(what) else what), []).append(t.thread_id)
     for t in at_sync:
-        why.setdefault("at syncthreads (bar.sync 0, every thread of the block)", []).append(t.thread_id)
+        why.setdefault(block(t) + "at syncthreads (bar.sync 0, every thread of the block)", []).append(t.thread_id)
     b = threads[0].blockIdx
     lines = [f"  thread{'s' if len(ids) > 1 else ''} {_ranges(ids)}: {w}" for w, ids in why.items()]
-    return (f"deadlock in block ({b.x}, {b.y}, {b.z}): no live thread can go on (a GPU would hang here); "
+    where = f"block ({b.x}, {b.y}, {b.z})"
+    if getattr(threads[0], "cluster_local", None) is not None:
+        where = f"the cluster of {len(threads[0].cluster_local['shared'])} blocks from {where}"
+    return (f"deadlock in {where}: no live thread can go on (a GPU would hang here); "
             "they wait on\n" + "\n".join(lines))
 
 

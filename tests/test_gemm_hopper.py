@@ -568,3 +568,197 @@ def test_persistent_compiles_for_sm90a_with_tma_stores_and_named_barriers():
     assert r.dynamic_shared_bytes == 4 * 49152 + 4 * 8192 + 1024
     assert r.static_shared_bytes - r.reserved_shared_bytes == PERSISTENT.shared_bytes() == 64
     assert r.occupancy.blocks_per_sm == 1 and r.occupancy.active_warps == 12, r.occupancy
+
+
+# --- rung 24 `cluster`: 2-block clusters along m, B multicast, remote arrives ---------------------
+CLUSTER = gemm.LADDER[[v.name for v in gemm.LADDER].index("cluster")]
+
+
+def _cluster_probe():
+    """A fresh (2, 1, 1)-cluster kernel of 32 threads a block: block r multicasts rows 8r..8r+7
+    of a 16 x 64 float16 matrix (a (64, 8) box: 1 KiB) to byte 1024 r of both blocks' shared
+    memory (mask 0b11) on barrier 0, which expects 2 KiB a block; thread 0 of each block then
+    arrives on barrier 1 (count 2) of both blocks (mapa + remote arrive) and every thread waits
+    on it; block 1 alone meets at two block barriers; a word each block writes after the copies
+    (its rank + 1) shows whose memory it is."""
+    from numba import uint64
+    from perfkit.kernels._ptx_hopper import (cluster_ctarank, cluster_dims, cluster_sync, fence_mbarrier_init,
+                                             mbar_arrive_cluster, mbar_arrive_expect_tx, mbar_init, mbar_wait,
+                                             tma_load_2d_multicast)
+
+    @cuda.jit
+    def probe(tmap, out, ranks, own):
+        cluster_dims(2, 1, 1)
+        smem = cuda.shared.array(0, float16)
+        bars = cuda.shared.array(2, uint64)
+        t = cuda.threadIdx.x
+        b = cuda.blockIdx.x
+        r = cluster_ctarank()
+        if t == 0:
+            mbar_init(bars, 0, 1)
+            mbar_init(bars, 1, 2)
+            fence_mbarrier_init()
+        cluster_sync()
+        if t == 0:
+            mbar_arrive_expect_tx(bars, 0, 2048)
+            tma_load_2d_multicast(smem, 1024 * r, tmap, 0, 8 * r, bars, 0, 3)
+        mbar_wait(bars, 0, 0)
+        if t == 0:
+            mbar_arrive_cluster(bars, 1, 0)
+            mbar_arrive_cluster(bars, 1, 1)
+        mbar_wait(bars, 1, 0)
+        for i in range(t, 1024, 32):
+            out[b, i] = smem[i]
+        if r == 1:  # a block barrier is the block's own, even with the cluster's threads in one scheduler
+            cuda.syncthreads()
+            cuda.syncthreads()
+        smem[1024 + t] = float16(r + 1)
+        cluster_sync()
+        own[b] = smem[1024 + t]
+        ranks[b] = r
+        cluster_sync()  # the peer may still be reading: neither block leaves first
+
+    return probe
+
+
+@SIM
+def test_cluster_twins_multicast_to_both_blocks_and_arrive_remotely(fresh_seed):
+    """The multicast copy lands in both blocks' shared memory at the offset named (128-byte
+    swizzled: `_swizzled`, from the ISA's description) and counts its bytes on both blocks'
+    barrier at the same offset (each barrier's 2 KiB come from two blocks' copies: a block's
+    consumers could not start on its own copy alone); each block's barrier 1 completes with
+    one arrival from each block; ranks are x-fastest; each block has shared memory of its own.
+    A grid that is not whole clusters, or a cluster kernel not run as clusters, is refused."""
+    from perfkit.kernels._ptx_hopper import TensorMap2D, clustered
+
+    g = np.random.default_rng(fresh_seed).uniform(-1, 1, (16, 64)).astype(np.float16)
+    tmap = TensorMap2D(g, (64, 16), 128, (64, 8))
+    out = np.full((4, 1024), np.nan, np.float16)
+    ranks = np.full(4, 9, np.uint32)
+    own = np.zeros(4, np.float16)
+    kern = clustered(_cluster_probe(), (2, 1, 1))
+    kern[4, 32, 0, 4096](tmap, out, ranks, own)
+    want = _swizzled(g).reshape(-1)
+    for b in range(4):
+        np.testing.assert_array_equal(out[b], want, err_msg=f"block {b}")
+    assert ranks.tolist() == [0, 1, 0, 1] and own.tolist() == [1, 2, 1, 2]
+    with pytest.raises(RuntimeError, match=r"not whole clusters of \(2, 1, 1\)"):
+        kern[3, 32, 0, 4096](tmap, out, ranks, own)
+    with pytest.raises(RuntimeError, match="ran the blocks one by one"):
+        _cluster_probe()[2, 32, 0, 4096](tmap, out, ranks, own)
+
+
+@SIM
+def test_a_cluster_whose_threads_cannot_go_on_raises_naming_each_block():
+    """Block 1 waits on a barrier no thread arrives on; block 0 waits for it at the cluster
+    barrier: the scheduler (one for the cluster's blocks) says so, block by block."""
+    from numba import uint64
+    from perfkit._simspeed import DeadlockError
+    from perfkit.kernels._ptx_hopper import cluster_ctarank, cluster_dims, cluster_sync, clustered, mbar_init, mbar_wait
+
+    @cuda.jit
+    def stuck(out):
+        cluster_dims(2, 1, 1)
+        bars = cuda.shared.array(1, uint64)
+        if cuda.threadIdx.x == 0:
+            mbar_init(bars, 0, 1)
+        cluster_sync()
+        if cluster_ctarank() == 1:
+            mbar_wait(bars, 0, 0)
+        cluster_sync()
+
+    with pytest.raises(DeadlockError, match=r"(?s)cluster of 2 blocks.*\(block 1 of the cluster\) mbarrier bars\[0\]"
+                                            r".*\(block 0 of the cluster\) barrier\.cluster \(64 threads.*32 of 64"):
+        clustered(stuck, (2, 1, 1))[2, 32](np.zeros(1))
+
+
+@pytest.mark.parametrize("shape", [(1, 8, 8), (100, 56, 136), (300, 56, 40)],
+                         ids=["1x8x8_padding_peer", "both_consumers_ring_wraps", "odd_m_tiles_two_clusters"])
+def test_cluster_rung_at_awkward_shapes(shape, fresh_seed):
+    """In the simulator (the two blocks of a cluster run together; 64-column tiles, 2 stages):
+    one m tile gets a padding peer past m, which loads its half of B for its partner and writes
+    nothing; 100 x 56 x 136: 3 k-tiles through 2 stages, each stage refilled only when all four
+    consumer warpgroups of the pair released it; 300 rows: 3 m tiles (an odd count) padded to 2
+    clusters, the second a real block and a padding one; NaN-poisoned C, a float64 reference."""
+    m, n, k = shape
+    p = gemm.Problem(m, n, k, "float16")
+    x = p.make_inputs(fresh_seed)
+    v = gemm.Cluster(BN=64, STAGES=2)
+    out = v.run(p, x)
+    res = p.check(out, x["a"].astype(np.float64) @ x["b"].astype(np.float64))
+    assert res.ok, f"{shape}: {res.message}"
+    assert v.grid(p)[1] % 2 == 0 and v.grid(p)[1] == 2 * -(-m // 256)
+
+
+def test_cluster_rung_as_laddered(fresh_seed):
+    """The rung as the ladder holds it (m64n256k16, 128 x 256 tiles, 4 stages): one cluster."""
+    p = gemm.Problem(130, 40, 16, "float16")
+    x = p.make_inputs(fresh_seed)
+    res = p.check(CLUSTER.run(p, x), x["a"].astype(np.float64) @ x["b"].astype(np.float64))
+    assert res.ok, res.message
+
+
+def test_cluster_grid_is_whole_clusters_and_refusals():
+    p = gemm.Problem(4096, 4096, 4096, "float16")
+    assert CLUSTER.grid(p) == (16, 32) and CLUSTER.grid(gemm.Problem(300, 264, 64, "float16")) == (2, 4)
+    old = backend.DeviceInfo(name="NVIDIA A100-SXM4-80GB", simulated=False, compute_capability=(8, 0))
+    with backend.planning_for(old):
+        with pytest.raises(UnsupportedProblem, match=r"needs a Hopper GPU \(sm_90: thread-block clusters, TMA "
+                                                     r"multicast.* is sm_80"):
+            CLUSTER.supports(p)
+    h100 = backend.DeviceInfo(name="NVIDIA H100", simulated=False, compute_capability=(9, 0), sm_count=132)
+    with backend.planning_for(h100):
+        CLUSTER.supports(gemm.Problem(37, 256, 256, "float16"))
+        with pytest.raises(UnsupportedProblem, match=r"multiples of 16 bytes; n=41 .* use rung 20 wgmma"):
+            CLUSTER.supports(gemm.Problem(64, 41, 64, "float16"))
+        with pytest.raises(UnsupportedProblem, match="float16 inputs"):
+            CLUSTER.supports(gemm.Problem(64, 64, 64))
+        with pytest.raises(UnsupportedProblem, match=r"227 KiB"):
+            gemm.Cluster(STAGES=5).supports(gemm.Problem(64, 64, 64, "float16"))
+        for q in gemm.GPU_SWEEP + gemm.SIM_SWEEP:
+            if q.dtype == "float16":
+                CLUSTER.supports(q)
+    assert CLUSTER.example(gemm.Problem(37, 41, 29)) == gemm.Problem(37, 48, 32, "float16")
+
+
+def test_cluster_compiles_for_sm90a_with_its_cluster_shape_multicast_and_cluster_barriers():
+    """The build check: the kernel's PTX declares its cluster (.reqnctapercluster 1, 2, 1 and
+    .explicitcluster: the annotation of this kernel alone); the SASS has the multicast TMA loads
+    (UTMALDG.2D.MULTICAST), the cluster barrier (UCGABAR_ARV, UCGABAR_WAIT), the remote arrives
+    (SYNCS.ARRIVE.TRANS64.RED) and rung 22's HGMMA.64x256x16.F32 and USETMAXREG; the only
+    MEMBAR.ALL.GPU are the two cluster barriers' (a cluster-scope release on each remote arrive
+    would put one in the loop); no C7504/C7508/C7509/C7510, 168 registers, no spills; rung 22's
+    shared memory: one block of 12 warps an SM."""
+    r = anatomy.inspect(CLUSTER, gemm.Problem(4096, 4096, 4096, "float16"), cc=(9, 0))
+    assert r.arch == "sm_90a"
+    assert re.search(r"\.reqnctapercluster 1, 2, 1\b", r.ptx) and ".explicitcluster" in r.ptx
+    assert re.findall(r"\bUTMALDG\.2D\.MULTICAST\b", r.sass) and re.findall(r"\bUTMALDG\.2D \[", r.sass)
+    assert re.findall(r"\bHGMMA\.64x256x16\.F32\b", r.sass)
+    for op in ("UCGABAR_ARV", "UCGABAR_WAIT", "SYNCS.ARRIVE.TRANS64.RED", "SYNCS.EXCH.64",
+               "SYNCS.PHASECHK.TRANS64.TRYWAIT", "USETMAXREG.TRY_ALLOC.CTAPOOL", "USETMAXREG.DEALLOC.CTAPOOL"):
+        assert op in r.sass, op
+    assert len(re.findall(r"\bMEMBAR\.ALL\.GPU\b", r.sass)) == len(re.findall(r"\bUCGABAR_ARV\b", r.sass)) == 2
+    bad = [ln for ln in r.ptxas_log.splitlines() if re.search(r"C75(04|08|09|10)", ln)]
+    assert not bad, bad
+    assert r.registers == 168 and r.spill_store_bytes == 0 and r.stack_bytes == 0
+    assert r.dynamic_shared_bytes == 4 * 49152 + 1024
+    assert r.static_shared_bytes - r.reserved_shared_bytes == CLUSTER.shared_bytes() == 64
+    assert r.occupancy.blocks_per_sm == 1 and r.occupancy.active_warps == 12, r.occupancy
+
+
+def test_the_model_reads_the_cluster_rungs_multicast_as_half_the_l2_traffic_of_b():
+    """Rung 24's L2 -> SM bytes: A once a block, B once a cluster of two (rung 22: once a block),
+    C once: at 4096^3, 0.54 + 0.54 + 0.07 GB against rung 22's 0.54 + 1.07 + 0.07; the model's L2
+    leg follows and DRAM is what it was (multicast saves L2 bandwidth, not DRAM reads).  Both
+    sizes on both GPUs estimate without error, tensor-bound."""
+    for gpu in ("h100-sxm", "h200"):
+        for s in (4096, 8192):
+            p = gemm.Problem(s, s, s, "float16")
+            e = model.estimate(CLUSTER, p, gpu)
+            assert np.isfinite(e.seconds) and e.bound == "tensor", (gpu, s, e.legs)
+            b_half = s * s * 2 * (s // 128) / 2  # B's bytes once a cluster fewer
+            assert e.launches[0]["l2_bytes"] == pytest.approx(WS.traffic(p).l2_bytes - b_half, rel=1e-9)
+    p = gemm.Problem(4096, 4096, 4096, "float16")
+    e, ws = model.estimate(CLUSTER, p, "h100-sxm"), model.estimate(WS, p, "h100-sxm")
+    assert e.legs["l2"] == pytest.approx(ws.legs["l2"] * 1.141 / 1.678, rel=1e-3)
+    assert e.legs["dram"] == pytest.approx(ws.legs["dram"], rel=1e-6)

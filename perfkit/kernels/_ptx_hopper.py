@@ -110,6 +110,42 @@ Warp specialization (rung 22 ``warp_specialized``) and TMA stores (rung 23 ``per
   when all 128 threads of the warpgroup have reached it (their fragments computed), so that one
   thread of the warpgroup may release the shared stage the wgmma read, as on a GPU.
 
+Clusters (rung 24 ``cluster``)::
+
+    from perfkit.kernels._ptx_hopper import (clustered, cluster_dims, cluster_ctarank, cluster_sync,
+                                             mbar_arrive_cluster, tma_load_2d_multicast)
+
+* ``cluster_dims(x, y, z)`` (literals), the first statement of a kernel's own body (not a
+  device function's): the kernel's thread-block cluster shape, CUDA C++'s ``__cluster_dims__``.
+  It emits no instruction: it annotates the kernel it is compiled into (NVVM's
+  ``cluster_dim_x/y/z``, the PTX directives ``.reqnctapercluster x, y, z`` and
+  ``.explicitcluster``), so that the shape belongs to that kernel alone and a plain launch
+  (cuLaunchKernel) runs its blocks as clusters; the grid must be whole clusters.  The kernel
+  factory returns ``clustered(kernel, (x, y, z))``, which gives the simulator the same shape
+  (the twin of ``cluster_dims`` checks that the simulated blocks ran in such clusters).
+* ``cluster_ctarank()``: ``%cluster_ctarank``, the block's rank in its cluster (x fastest).
+* ``cluster_sync()``: ``barrier.cluster.arrive.release.aligned`` then ``barrier.cluster.wait
+  .acquire.aligned``: every thread of every block of the cluster meets (a block barrier too).
+  After the mbarriers are initialized (before a peer's copies or arrivals reach them) and before
+  a block exits (while a peer may still write into its shared memory or arrive on its
+  barriers).
+* ``mbar_arrive_cluster(bars, i, cta)``: ``mapa.shared::cluster`` (barrier i's address in block
+  ``cta`` of the cluster, the same offset) then ``mbarrier.arrive.shared::cluster``: arrive on
+  that block's barrier (this block's own when ``cta`` is its rank).  The arrive's default
+  semantics (release at CTA scope), as CUTLASS's ``ClusterBarrier::arrive(cta_id)``: with
+  ``.release.cluster`` ptxas puts a MEMBAR.ALL.GPU before every arrive, and what the arrival
+  releases (the wgmma's reads of the stage) is complete already.
+* ``tma_load_2d_multicast(dst, dst_off, tmap, c0, c1, bars, i, mask)``: ``cp.async.bulk.tensor
+  .2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes.multicast::cluster``: the box
+  read once from global memory (L2) lands at byte ``dst_off`` of the shared memory of every
+  block of the cluster whose rank's bit is set in ``mask``, and completes its bytes on the
+  mbarrier at the same offset in each of them.
+
+The simulator runs the blocks of a cluster together, their threads in one scheduler, each
+block with its own shared memory (:mod:`perfkit._simspeed`), so that a thread can wait on a
+barrier its peer block completes; the twins reach a peer block's shared array at the same
+offset as the given one.
+
 The twins keep a barrier's whole state in its 64-bit shared word (the GPU's layout is opaque):
 bits 0-19 arrivals pending, 20-39 the count, 40-61 the transaction count + 2**21, 62 set by
 init, 63 the phase parity.
@@ -121,6 +157,7 @@ is serialized by ptxas (C7509/C7510): kernels call these only from forceinline d
 from __future__ import annotations
 
 import functools
+import math
 import sys
 import threading
 import weakref
@@ -135,7 +172,9 @@ __all__ = ["smem_addr", "wgmma_desc", "sw128", "wgmma_m64n64k16", "wgmma_m64n128
            "wgmma_fence", "wgmma_commit", "wgmma_wait", "fence_proxy_async", "decode_desc",
            "TensorMap2D", "tensor_map_2d", "tensormap_acquire", "tma_load_2d", "mbar_init", "fence_mbarrier_init",
            "mbar_arrive_expect_tx", "mbar_arrive", "mbar_try_wait", "mbar_wait", "mbar_state", "bar_sync",
-           "setmaxnreg_inc", "setmaxnreg_dec", "tma_store_2d", "bulk_commit", "bulk_wait", "bulk_wait_read"]
+           "setmaxnreg_inc", "setmaxnreg_dec", "tma_store_2d", "bulk_commit", "bulk_wait", "bulk_wait_read",
+           "clustered", "cluster_dims", "cluster_ctarank", "cluster_sync", "mbar_arrive_cluster",
+           "tma_load_2d_multicast"]
 
 
 @cuda.jit(device=True)
@@ -229,6 +268,20 @@ def _encode(addr: int, m: TensorMap2D):
     if err != drv.CUresult.CUDA_SUCCESS:
         raise RuntimeError(f"cuTensorMapEncodeTiled({m.dims}, row {m.row_bytes} B, box {m.box}): {err}")
     return _cuda.to_device(np.array([int(w) for w in tmap.opaque], np.uint64))
+
+
+def clustered(kernel, dims):
+    """The kernel (a ``cuda.jit`` kernel whose body starts with ``cluster_dims(*dims)``), its
+    blocks to be run in clusters of ``dims`` (x, y, z) by the simulator, whatever launches it (a
+    rung's launch, the bank-conflict simulation): the simulator's scheduler reads the shape from
+    the kernel's function before any block runs (``pk_cluster_dims``), as a GPU reads it from
+    the kernel's compiled attributes.  On a GPU: the kernel, unchanged."""
+    dims = tuple(int(d) for d in dims) + (1,) * (3 - len(dims))
+    if len(dims) != 3 or not all(d >= 1 for d in dims) or not 1 <= math.prod(dims) <= 8:
+        raise ValueError(f"clustered: a cluster shape is 1 to 3 sizes >= 1 of at most 8 blocks (portable), got {dims}")
+    if backend.is_simulator():
+        kernel.fn.pk_cluster_dims = dims
+    return kernel
 
 
 def mbar_state(word) -> dict:
@@ -345,8 +398,11 @@ if backend.is_simulator():
         counter in the block's state, perfkit._simspeed.block_local); a no-op on the host."""
         state = getattr(threading.current_thread(), "block_state", None)
         local = None if state is None else state()
-        if local is None:
-            return
+        if local is not None:
+            _barrier(local, key, count, label)
+
+    def _barrier(local, key, count, label):
+        """The barrier of :func:`_cta_barrier` over the state dict ``local`` (a block's, a cluster's)."""
         with _LOCK:
             st = local.setdefault(key, [0, 0, count])  # arrived, generation, count
             if st[2] != count:
@@ -562,10 +618,84 @@ if backend.is_simulator():
 
     bulk_wait_read = bulk_wait
 
+
+    # --- cluster twins ------------------------------------------------------------------------
+    def cluster_dims(x, y, z):
+        t = threading.current_thread()
+        got = getattr(t, "cluster_dims", None)
+        if got is not None and got != (int(x), int(y), int(z)):
+            raise RuntimeError(f"cluster_dims{(int(x), int(y), int(z))}: the simulator ran this kernel's blocks in "
+                               f"clusters of {got} (clustered(kernel, dims) names another shape)")
+        if got is None and (int(x), int(y), int(z)) != (1, 1, 1) and hasattr(t, "block_state"):
+            raise RuntimeError(f"cluster_dims{(int(x), int(y), int(z))}: the simulator ran the blocks one by one (a "
+                               "GPU runs them in clusters all the same): return the kernel as clustered(kernel, dims)")
+
+    def cluster_ctarank():
+        return np.uint32(getattr(threading.current_thread(), "cluster_rank", 0))
+
+    def _cluster():
+        """(this thread's rank, the cluster's state: 'dims', 'shared' (each block's simulated
+        shared memory by rank), 'threads' a block), or None outside a cluster launch."""
+        t = threading.current_thread()
+        cl = getattr(t, "cluster_local", None)
+        return None if cl is None else (t.cluster_rank, cl)
+
+    def cluster_sync():
+        c = _cluster()
+        if c is None:  # a 1-block cluster: the block barrier
+            _cta_barrier(("barrier.cluster",), _block_threads(), lambda: "barrier.cluster (one block)")
+            return
+        _, cl = c
+        n = cl["threads"] * len(cl["shared"])
+        _barrier(cl, ("barrier.cluster",), n, lambda: f"barrier.cluster ({n} threads of the cluster)")
+
+    def _block_threads():
+        t = threading.current_thread()
+        bd = getattr(getattr(t, "_manager", None), "_block_dim", (1,))
+        return int(np.prod(bd))
+
+    def _peer(arr, rank, who):
+        """The shared array of block ``rank`` of this cluster at the offset ``arr`` has in this
+        block's shared memory (mapa): same shape, dtype and strides."""
+        raw = np.ndarray.view(arr, np.ndarray)
+        c = _cluster()
+        if c is None:
+            if int(rank) != 0:
+                raise RuntimeError(f"{who}: block {rank} of a cluster of one (launched without clusters)")
+            return raw
+        me, cl = c
+        if not 0 <= int(rank) < len(cl["shared"]):
+            raise RuntimeError(f"{who}: block {rank} of a cluster of {len(cl['shared'])}")
+        if int(rank) == me:
+            return raw
+        addr = raw.__array_interface__["data"][0]
+        mine, theirs = cl["shared"][me], cl["shared"][int(rank)]
+        for key, owner in [("dyn", mine._dynshared)] + list(mine._allocations.items()):
+            base = owner.__array_interface__["data"][0]
+            if base <= addr < base + owner.nbytes:
+                peer = theirs._dynshared if key == "dyn" else theirs._allocations.get(key)
+                if peer is None:
+                    raise RuntimeError(f"{who}: block {rank} has not made this shared array yet")
+                return np.ndarray(raw.shape, raw.dtype, buffer=peer, offset=addr - base, strides=raw.strides)
+        raise RuntimeError(f"{who}: the array is not in this block's shared memory")
+
+    def mbar_arrive_cluster(bars, i, cta):
+        mbar_arrive(_peer(bars, cta, "mbar_arrive_cluster"), i)
+
+    def tma_load_2d_multicast(dst, dst_off, tmap, c0, c1, bars, i, mask):
+        m = int(mask)
+        if not 0 < m < 2**16:
+            raise RuntimeError(f"tma_load_2d_multicast: mask {m:#x} names no block (a 16-bit mask of cluster ranks)")
+        for rank in range(16):
+            if m >> rank & 1:
+                tma_load_2d(_peer(dst, rank, "tma_load_2d_multicast"), dst_off, tmap, c0, c1,
+                            _peer(bars, rank, "tma_load_2d_multicast"), i)
+
 else:
     # --- inline PTX -------------------------------------------------------------------------
     from llvmlite import ir
     from numba import types
+    from numba.core import cgutils
     from numba.cuda.extending import intrinsic
 
     _i32, _i64, _f32 = ir.IntType(32), ir.IntType(64), ir.FloatType()
@@ -706,17 +836,22 @@ else:
             return context.get_dummy_value()
         return types.void(tmap), codegen
 
+    def _tma_load_operands(context, builder, sig, args):
+        """(dst, dst_off, tmap, c0, c1, bars, i) as the copy's operands: the destination's shared
+        address, the map's generic address, the coordinates, the barrier's shared address."""
+        s = sig.args
+        d = builder.add(_shared32(context, builder, s[0], args[0]), context.cast(builder, args[1], s[1], types.int32))
+        t = builder.ptrtoint(context.make_array(s[2])(context, builder, args[2]).data, _i64)
+        x = context.cast(builder, args[3], s[3], types.int32)
+        y = context.cast(builder, args[4], s[4], types.int32)
+        return [d, t, x, y, _bar(context, builder, sig, args, 5)]
+
     @intrinsic
     def tma_load_2d(typingctx, dst, dst_off, tmap, c0, c1, bars, i):
         def codegen(context, builder, sig, args):
-            s = sig.args
-            d = builder.add(_shared32(context, builder, s[0], args[0]), context.cast(builder, args[1], s[1], types.int32))
-            t = builder.ptrtoint(context.make_array(s[2])(context, builder, args[2]).data, _i64)
-            x = context.cast(builder, args[3], s[3], types.int32)
-            y = context.cast(builder, args[4], s[4], types.int32)
-            b = _bar(context, builder, sig, args, 5)
             _asm(builder, "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes "
-                          "[$0], [$1, {$2, $3}], [$4];", "r,l,r,r,r,~{memory}", [d, t, x, y, b])
+                          "[$0], [$1, {$2, $3}], [$4];", "r,l,r,r,r,~{memory}",
+                 _tma_load_operands(context, builder, sig, args))
             return context.get_dummy_value()
         return types.void(dst, dst_off, tmap, c0, c1, bars, i), codegen
 
@@ -784,3 +919,48 @@ else:
         return f
 
     bulk_wait, bulk_wait_read = _bulk_wait(""), _bulk_wait(".read")
+
+
+    # --- clusters -------------------------------------------------------------------------------
+    @intrinsic
+    def cluster_dims(typingctx, x, y, z):
+        dims = [_literal(d) for d in (x, y, z)]
+        if None in dims:
+            return None
+
+        def codegen(context, builder, sig, args):
+            # NVVM's kernel annotations (as numba's own launch bounds): the function being built
+            # is the kernel when this is called from its body
+            fn, mod = builder.function, builder.module
+            nmd = cgutils.get_or_insert_named_metadata(mod, "nvvm.annotations")
+            for prop, v in zip(("cluster_dim_x", "cluster_dim_y", "cluster_dim_z"), dims):
+                nmd.add(mod.add_metadata((fn, ir.MetaDataString(mod, prop), ir.Constant(_i32, v))))
+            return context.get_dummy_value()
+        return types.void(x, y, z), codegen
+
+    @intrinsic
+    def cluster_ctarank(typingctx):
+        def codegen(context, builder, sig, args):
+            return _asm(builder, "mov.u32 $0, %cluster_ctarank;", "=r", ret=_i32)
+        return types.uint32(), codegen
+
+    cluster_sync = _noarg("barrier.cluster.arrive.release.aligned;\n\tbarrier.cluster.wait.acquire.aligned;")
+
+    @intrinsic
+    def mbar_arrive_cluster(typingctx, bars, i, cta):
+        def codegen(context, builder, sig, args):
+            _asm(builder, "{\n\t.reg .b32 ra;\n\tmapa.shared::cluster.u32 ra, $0, $1;\n\t"
+                          "mbarrier.arrive.shared::cluster.b64 _, [ra];\n\t}", "r,r,~{memory}",
+                 [_bar(context, builder, sig, args), context.cast(builder, args[2], sig.args[2], types.int32)])
+            return context.get_dummy_value()
+        return types.void(bars, i, cta), codegen
+
+    @intrinsic
+    def tma_load_2d_multicast(typingctx, dst, dst_off, tmap, c0, c1, bars, i, mask):
+        def codegen(context, builder, sig, args):
+            m = builder.trunc(context.cast(builder, args[7], sig.args[7], types.int32), ir.IntType(16))  # a 16-bit mask
+            _asm(builder, "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                          ".multicast::cluster [$0], [$1, {$2, $3}], [$4], $5;", "r,l,r,r,r,h,~{memory}",
+                 _tma_load_operands(context, builder, sig, args) + [m])
+            return context.get_dummy_value()
+        return types.void(dst, dst_off, tmap, c0, c1, bars, i, mask), codegen

@@ -37,6 +37,9 @@ one rung further onto the tensor cores.  Ledger (the rung number and name live o
                    setmaxnreg moves registers from producer to consumers (not yet run on a GPU)
   23 persistent    rung 22's block once per SM walking the tiles (the ring runs on across tiles),
                    C leaving through shared memory by TMA stores (not yet run on a GPU)
+  24 cluster       rung 22's block in 2-block clusters along m: each block loads half of the
+                   pair's B tile by TMA multicast into both, a stage freed by both blocks'
+                   consumers (remote mbarrier arrives) (not yet run on a GPU)
 
 The inline-PTX helpers (mma, ldmatrix, cp.async, shuffles) and their simulator twins live in
 :mod:`perfkit.kernels._ptx`; the 128-bit float32 loads and stores in :mod:`._vector`.
@@ -51,8 +54,8 @@ over 65535 blocks along grid.y (m beyond 65535 row tiles; the naive rung puts n 
 The package: ``_common`` (the Problem and what every rung shares), ``simt`` (rungs 0-11),
 ``tensor`` (rungs 12-17), then the rungs of issue 45, appended so that
 existing labels keep their meaning: ``tensor_deep`` (18), ``simt_wide`` (19), ``hopper`` (20;
-sm_90a), ``hopper_tma`` (21), ``hopper_ws`` (22), ``hopper_persistent`` (23); this module is the
-index: ``LADDER`` and the problems to sweep.
+sm_90a), ``hopper_tma`` (21), ``hopper_ws`` (22), ``hopper_persistent`` (23), ``hopper_cluster``
+(24); this module is the index: ``LADDER`` and the problems to sweep.
 """
 from __future__ import annotations
 
@@ -65,6 +68,7 @@ from .hopper import Wgmma
 from .hopper_tma import Tma
 from .hopper_ws import WarpSpecialized
 from .hopper_persistent import Persistent
+from .hopper_cluster import Cluster
 from .tensor_deep import TCDeep
 from .tensor import TCEpilogue, TCLdmatrix, TCPipeline, TCVector, TCWarpTile, TensorCore
 
@@ -73,7 +77,7 @@ __all__ = ["Problem", "LADDER", "EXAMPLE_PROBLEM", "GPU_SWEEP", "LLM_SHAPES", "s
 LADDER: list[Variant] = [Oracle(), Naive(), Coalesced(), SmemTiling(), Blocktile1D(), Blocktile2D(),
                          Vectorized(), NoBankConflicts(), DoubleBuffer(), Index32(), WarpTile(), Autotuned(),
                          TensorCore(), TCVector(), TCLdmatrix(), TCPipeline(), TCWarpTile(), TCEpilogue(),
-                         TCDeep(), SimtWide(), Wgmma(), Tma(), WarpSpecialized(), Persistent()]
+                         TCDeep(), SimtWide(), Wgmma(), Tma(), WarpSpecialized(), Persistent(), Cluster()]
 registry_check(LADDER)
 
 EXAMPLE_PROBLEM = Problem(4096, 4096, 4096)

@@ -39,9 +39,11 @@ def require_hopper(v, problem, needs: str = "wgmma.mma_async, a warpgroup's asyn
 
 
 
-def require_tma_shapes(v, problem) -> tuple[int, int, int]:
-    """The refusals rungs 21-23 share (the ring of their config, the launch, rows a tensor map can
-    describe); returns (m, n, k)."""
+def require_tma_shapes(v, problem, c_offsets: bool = True) -> tuple[int, int, int]:
+    """The refusals rungs 21-24 share (the ring of their config, the launch, rows a tensor map can
+    describe, 32-bit box coordinates, the shared memory a block may opt in to, and with
+    ``c_offsets`` the 32-bit offsets of an epilogue that stores C element by element); returns
+    (m, n, k)."""
     if v.BN not in (64, 128, 256) or v.STAGES < 2:
         raise UnsupportedProblem(f"{v.label}: BN must be 64, 128 or 256 (wgmma m64nBNk16) and STAGES >= 2 "
                                  f"(got BN={v.BN}, STAGES={v.STAGES})")
@@ -53,7 +55,46 @@ def require_tma_shapes(v, problem) -> tuple[int, int, int]:
                 f"{v.label}: a TMA tensor map needs row strides that are multiples of 16 bytes; {what}={size} "
                 f"float16 elements make rows of {2 * size} bytes: use rung 20 wgmma (cp.async, which stores "
                 "such rows 2 bytes at a time)")
+    if max(m, n, k) + v.BM >= 2**31:  # (a block past m, rung 24's padding one, starts its box there)
+        raise UnsupportedProblem(f"{v.label}: TMA box coordinates are 32-bit; m, n, k must be < 2**31 - {v.BM}")
+    check_dynamic_shared(f"{v.label} {v.config}", v.dynamic_shared_bytes(), v.shared_bytes())
+    if c_offsets and m * n + 64 > I32_LIMIT:
+        raise UnsupportedProblem(f"{v.label}: C has {m * n} elements; the epilogue's offsets are 32-bit, "
+                                 "which reach 2**31 - 1")
     return m, n, k
+
+class TmaRing(C._Tunable):
+    """What rungs 21-24 (a TMA ring of STAGES k-tiles of BM x BK of A and BK x BN of B, guarded by
+    mbarriers) share beyond their kernels: the example shape, the block, the shared memory a
+    block asks for.  A subclass names its threads (THREADS), its mbarrier arrays of STAGES
+    barriers each (BARRIER_ARRAYS) and the dynamic shared bytes it keeps after the ring
+    (AFTER_RING: the persistent rung's C boxes)."""
+    BM: ClassVar[int] = 128
+    BK: ClassVar[int] = 64
+    THREADS: ClassVar[int] = 384
+    BARRIER_ARRAYS: ClassVar[int] = 2  # full and empty
+    AFTER_RING: ClassVar[int] = 0
+
+    def example(self, problem):
+        """The float16 twin, n and k rounded up to multiples of 8 (rows TMA can stride): the
+        notebook's check shape 37 x 41 x 29 is shown at 37 x 48 x 32."""
+        n, k = -(-problem.n // 8) * 8, -(-problem.k // 8) * 8
+        if (problem.dtype, n, k) == ("float16", problem.n, problem.k):
+            return problem
+        return Problem(problem.m, n, k, "float16")
+
+    def threads(self) -> int:
+        return self.THREADS
+
+    def dynamic_shared_bytes(self) -> int:
+        """The ring (STAGES x (BM x BK + BK x BN) float16), what follows it, and 1 KiB to align
+        the ring's start to 1024 bytes (the 128-byte swizzle's period)."""
+        return self.STAGES * (self.BM * self.BK + self.BK * self.BN) * 2 + self.AFTER_RING + 1024
+
+    def shared_bytes(self) -> int:
+        """The mbarriers, 8 bytes each, as ptxas allocates an array of them (in 16-byte steps)."""
+        return self.BARRIER_ARRAYS * -(-8 * self.STAGES // 16) * 16
+
 
 # --- rung 20: wgmma fed by cp.async ------------------------------------------------------------
 @lru_cache(maxsize=None)

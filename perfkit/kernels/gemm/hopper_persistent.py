@@ -13,15 +13,15 @@ from numba import cuda, float32, int32, uint32, uint64
 from numba.types import float16
 
 from ... import backend
-from .._dynsmem import DynamicSharedLaunch, check_dynamic_shared
+from .._dynsmem import DynamicSharedLaunch
 from .._ptx_hopper import (bar_sync, bulk_commit, bulk_wait, bulk_wait_read, fence_mbarrier_init, fence_proxy_async,
                            mbar_arrive, mbar_arrive_expect_tx, mbar_init, mbar_wait, setmaxnreg_dec, setmaxnreg_inc,
                            smem_addr, sw128, tensor_map_2d, tensormap_acquire, tma_load_2d, tma_store_2d, wgmma_commit,
                            wgmma_desc, wgmma_fence, wgmma_wait)
 from ..base import Traffic, UnsupportedProblem
 from . import _common as C
-from ._common import F32, Problem
-from .hopper import WGMMA_BY_N, require_hopper, require_tma_shapes
+from ._common import F32
+from .hopper import WGMMA_BY_N, TmaRing, require_hopper, require_tma_shapes
 from .hopper_ws import CONSUMER_REGS, PRODUCER_REGS
 
 BM, BK = 128, 64
@@ -164,12 +164,13 @@ def _persistent_kernel(BN: int, STAGES: int):
 
 
 @dataclass(frozen=True)
-class Persistent(C._Tunable):
+class Persistent(TmaRing):
     BN: int = 256
     STAGES: int = 4
 
     rung: ClassVar[int] = 23
     name: ClassVar[str] = "persistent"
+    AFTER_RING: ClassVar[int] = 4 * CB_BYTES  # the epilogue's C boxes, two a consumer warpgroup
     what: ClassVar[str] = (
         "Rung 22's warp-specialized block (a TMA producer warpgroup, two wgmma consumer "
         "warpgroups, a 4-stage full/empty mbarrier ring, setmaxnreg) launched once per SM, each "
@@ -185,16 +186,6 @@ class Persistent(C._Tunable):
         "21-22 (C's rows for the store, too); other shapes go to rung 20. Not yet run on a GPU: "
         "checked in the simulator through twins and compiled for sm_90a with no GPU.")
 
-    def example(self, problem):
-        """The float16 twin, n and k rounded up to multiples of 8, as rung 21's."""
-        n, k = -(-problem.n // 8) * 8, -(-problem.k // 8) * 8
-        if (problem.dtype, n, k) == ("float16", problem.n, problem.k):
-            return problem
-        return Problem(problem.m, n, k, "float16")
-
-    def threads(self) -> int:
-        return 384
-
     def tiles(self, problem) -> int:
         return -(-problem.m // BM) * -(-problem.n // self.BN)
 
@@ -209,21 +200,11 @@ class Persistent(C._Tunable):
     def grid(self, problem):
         return (max(1, min(self.tiles(problem), self.sms())),)
 
-    def dynamic_shared_bytes(self) -> int:
-        """The ring (STAGES x (BM x BK + BK x BN) float16), four 8 KiB boxes of C and 1 KiB to align."""
-        return self.STAGES * (BM * BK + BK * self.BN) * 2 + 4 * CB_BYTES + 1024
-
-    def shared_bytes(self) -> int:
-        """The full and empty mbarriers, 8 bytes each, as ptxas allocates them (16-byte steps)."""
-        return 2 * -(-8 * self.STAGES // 16) * 16
-
     def supports(self, problem):
         require_hopper(self, problem, "TMA loads and stores, mbarriers, wgmma and setmaxnreg")
-        m, n, k = require_tma_shapes(self, problem)
-        if max(m, n, k) >= 2**31 or self.tiles(problem) >= 2**31:
-            raise UnsupportedProblem(f"{self.label}: TMA box coordinates and tile numbers are 32-bit; m, n, k "
-                                     "must be < 2**31")
-        check_dynamic_shared(f"{self.label} {self.config}", self.dynamic_shared_bytes(), self.shared_bytes())
+        require_tma_shapes(self, problem, c_offsets=False)  # C leaves by TMA stores
+        if self.tiles(problem) >= 2**31:
+            raise UnsupportedProblem(f"{self.label}: tile numbers are 32-bit; {self.tiles(problem)} tiles")
 
     def plan(self, problem, bufs):
         m, n, k = C._dims(problem)

@@ -13,14 +13,14 @@ from typing import ClassVar
 from numba import cuda, float32, int32, uint32, uint64
 from numba.types import float16
 
-from .._dynsmem import DynamicSharedLaunch, check_dynamic_shared
+from .._dynsmem import DynamicSharedLaunch
 from .._ptx_hopper import (fence_mbarrier_init, mbar_arrive_expect_tx, mbar_init, mbar_wait, smem_addr,
                            tensor_map_2d, tensormap_acquire, tma_load_2d, wgmma_commit, wgmma_desc, wgmma_fence,
                            wgmma_wait)
-from ..base import Traffic, UnsupportedProblem
+from ..base import Traffic
 from . import _common as C
-from ._common import F32, Problem
-from .hopper import WGMMA_BY_N, require_hopper, require_tma_shapes
+from ._common import F32
+from .hopper import WGMMA_BY_N, TmaRing, require_hopper, require_tma_shapes
 
 BM, BK = 128, 64
 
@@ -118,12 +118,14 @@ def _tma_kernel(BN: int, STAGES: int):
 
 
 @dataclass(frozen=True)
-class Tma(C._Tunable):
+class Tma(TmaRing):
     BN: int = 128
     STAGES: int = 3
 
     rung: ClassVar[int] = 21
     name: ClassVar[str] = "tma"
+    THREADS: ClassVar[int] = 256
+    BARRIER_ARRAYS: ClassVar[int] = 1  # full only: a block barrier frees a stage
     what: ClassVar[str] = (
         "Rung 20's wgmma, its tiles brought by TMA: one thread issues one bulk copy of a whole "
         "2-D box (cp.async.bulk.tensor, UTMALDG in SASS) per operand tile, described by a tensor "
@@ -139,37 +141,12 @@ class Tma(C._Tunable):
         "for sm_90a with no GPU; the first GPU session checks it (the tensor map in global "
         "memory with its proxy fence, the MN-major B descriptor) before timing it.")
 
-    def example(self, problem):
-        """The float16 twin, n and k rounded up to multiples of 8 (rows TMA can stride): the
-        notebook's check shape 37 x 41 x 29 is shown at 37 x 48 x 32."""
-        n, k = -(-problem.n // 8) * 8, -(-problem.k // 8) * 8
-        if (problem.dtype, n, k) == ("float16", problem.n, problem.k):
-            return problem
-        return Problem(problem.m, n, k, "float16")
-
-    def threads(self) -> int:
-        return 256
-
     def grid(self, problem):
         return C._tile_grid(problem, BM, self.BN)
 
-    def dynamic_shared_bytes(self) -> int:
-        """The ring (STAGES x (BM x BK + BK x BN) float16) and 1 KiB to align its start."""
-        return self.STAGES * (BM * BK + BK * self.BN) * 2 + 1024
-
-    def shared_bytes(self) -> int:
-        """The mbarriers, 8 bytes a stage, as ptxas allocates them: in 16-byte steps (24 -> 32)."""
-        return -(-8 * self.STAGES // 16) * 16
-
     def supports(self, problem):
         require_hopper(self, problem, "TMA (cp.async.bulk.tensor), mbarrier transaction counts and wgmma")
-        m, n, k = require_tma_shapes(self, problem)
-        if max(m, n, k) >= 2**31:
-            raise UnsupportedProblem(f"{self.label}: TMA box coordinates are 32-bit; m, n, k must be < 2**31")
-        check_dynamic_shared(f"{self.label} {self.config}", self.dynamic_shared_bytes(), self.shared_bytes())
-        if m * n + 64 > C.I32_LIMIT:
-            raise UnsupportedProblem(f"{self.label}: C has {m * n} elements; the epilogue's offsets are 32-bit, "
-                                     "which reach 2**31 - 1")
+        require_tma_shapes(self, problem)
 
     def plan(self, problem, bufs):
         m, n, k = C._dims(problem)

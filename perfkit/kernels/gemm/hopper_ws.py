@@ -13,14 +13,14 @@ from typing import ClassVar
 from numba import cuda, float32, int32, uint32, uint64
 from numba.types import float16
 
-from .._dynsmem import DynamicSharedLaunch, check_dynamic_shared
+from .._dynsmem import DynamicSharedLaunch
 from .._ptx_hopper import (fence_mbarrier_init, mbar_arrive, mbar_arrive_expect_tx, mbar_init, mbar_wait,
                            setmaxnreg_dec, setmaxnreg_inc, smem_addr, tensor_map_2d, tensormap_acquire, tma_load_2d,
                            wgmma_commit, wgmma_desc, wgmma_fence, wgmma_wait)
-from ..base import Traffic, UnsupportedProblem
+from ..base import Traffic
 from . import _common as C
-from ._common import F32, Problem
-from .hopper import WGMMA_BY_N, require_hopper, require_tma_shapes
+from ._common import F32
+from .hopper import WGMMA_BY_N, TmaRing, require_hopper, require_tma_shapes
 
 BM, BK = 128, 64
 #: registers a thread after setmaxnreg: the producer gives back what the consumers take
@@ -129,7 +129,7 @@ def _ws_kernel(BN: int, STAGES: int):
 
 
 @dataclass(frozen=True)
-class WarpSpecialized(C._Tunable):
+class WarpSpecialized(TmaRing):
     BN: int = 256
     STAGES: int = 4
 
@@ -151,36 +151,12 @@ class WarpSpecialized(C._Tunable):
         "yet run on a GPU: checked in the simulator through twins (a waiting thread yields to "
         "its block there; a deadlock raises) and compiled for sm_90a with no GPU.")
 
-    def example(self, problem):
-        """The float16 twin, n and k rounded up to multiples of 8, as rung 21's."""
-        n, k = -(-problem.n // 8) * 8, -(-problem.k // 8) * 8
-        if (problem.dtype, n, k) == ("float16", problem.n, problem.k):
-            return problem
-        return Problem(problem.m, n, k, "float16")
-
-    def threads(self) -> int:
-        return 384
-
     def grid(self, problem):
         return C._tile_grid(problem, BM, self.BN)
 
-    def dynamic_shared_bytes(self) -> int:
-        """The ring (STAGES x (BM x BK + BK x BN) float16) and 1 KiB to align its start."""
-        return self.STAGES * (BM * BK + BK * self.BN) * 2 + 1024
-
-    def shared_bytes(self) -> int:
-        """The full and empty mbarriers, 8 bytes each, as ptxas allocates them (16-byte steps)."""
-        return 2 * -(-8 * self.STAGES // 16) * 16
-
     def supports(self, problem):
         require_hopper(self, problem, "TMA, mbarriers, wgmma and setmaxnreg")
-        m, n, k = require_tma_shapes(self, problem)
-        if max(m, n, k) >= 2**31:
-            raise UnsupportedProblem(f"{self.label}: TMA box coordinates are 32-bit; m, n, k must be < 2**31")
-        check_dynamic_shared(f"{self.label} {self.config}", self.dynamic_shared_bytes(), self.shared_bytes())
-        if m * n + 64 > C.I32_LIMIT:
-            raise UnsupportedProblem(f"{self.label}: C has {m * n} elements; the epilogue's offsets are 32-bit, "
-                                     "which reach 2**31 - 1")
+        require_tma_shapes(self, problem)
 
     def plan(self, problem, bufs):
         m, n, k = C._dims(problem)

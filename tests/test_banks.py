@@ -268,3 +268,110 @@ def test_a_gpu_process_runs_the_access_simulation_in_a_simulator_child(monkeypat
         return {k: sorted(x, key=str) if k in ("sites", "gsites") else x for k, x in d.items()}
 
     assert norm(child) == norm(here) and here.load_accesses > 0
+
+
+# --- cp.async (LDGSTS): a thread's 16-byte copy lands in shared memory as ONE 16-byte store ----
+@dataclass(frozen=True)
+class _H32(Problem):
+    n: int = 32
+    op = "h32"
+
+    def input_specs(self):
+        return {"x": ((32, 64), "float16")}
+
+    def output_specs(self):
+        return {"y": ((32, 64), "float16")}
+
+    def _make(self, g):
+        return {"x": g.standard_normal((32, 64)).astype(np.float16)}
+
+    def _reference(self, inputs):
+        return inputs["x"].astype(np.float64)
+
+    @property
+    def flops(self):
+        return 0.0
+
+
+from numba.types import float16 as _f16  # noqa: E402
+
+from perfkit.kernels._ptx import cp_async16, cp_async_commit, cp_async_wait  # noqa: E402
+
+
+@cuda.jit
+def _cp_async_row(x, y):
+    # one warp: lane t copies 8 halves of x to byte 16 t of a (4, 64) float16 tile: the warp
+    # writes 512 contiguous bytes; the last lane reads 3 halves and zero-fills the other 5
+    s = cuda.shared.array((4, 64), _f16)
+    t = cuda.threadIdx.x
+    r, c = t // 8, (t % 8) * 8
+    cp_async16(s, r, c, x, r, c, 16 if t < 31 else 6)
+    cp_async_commit()
+    cp_async_wait(0)
+    cuda.syncthreads()
+    for e in range(8):
+        y[r, c + e] = s[r, c + e]
+
+
+@cuda.jit
+def _cp_async_column(x, y):
+    # lane t writes row t of a (32, 64) tile: 128 bytes apart, every lane in banks 0-3
+    s = cuda.shared.array((32, 64), _f16)
+    t = cuda.threadIdx.x
+    cp_async16(s, t, 0, x, t, 8, 16)
+    cp_async_commit()
+    cp_async_wait(0)
+    cuda.syncthreads()
+    for e in range(8):
+        y[t, e] = s[t, e]
+
+
+@dataclass(frozen=True)
+class _CpRow(_Plain):
+    name = "cp_async_row"
+
+    def plan(self, problem, bufs):
+        return [Launch(_cp_async_row, (1,), (32,), (bufs["x"], bufs["y"]))]
+
+
+@dataclass(frozen=True)
+class _CpColumn(_Plain):
+    name = "cp_async_column"
+
+    def plan(self, problem, bufs):
+        return [Launch(_cp_async_column, (1,), (32,), (bufs["x"], bufs["y"]))]
+
+
+@pytest.mark.skipif(not backend.is_simulator(), reason="checks the simulator's cp.async twin as perfkit.banks sees it")
+@pytest.mark.parametrize("vectorize", [True, False])
+def test_cp_async_is_one_16_byte_store_per_thread(vectorize):
+    """LDGSTS writes a thread's 16 bytes as one 128-bit shared store: a warp copying 32 x 16
+    contiguous bytes is conflict free (the 4 wavefronts 512 bytes need), a warp whose lanes land
+    128 bytes apart is 8-way (32 wavefronts: each half-warp's 16 lanes share banks 0-3), whether
+    or not the compiler merges runs of a thread's accesses (the instruction is 16 bytes wide
+    either way).  The twin used to land a copy as eight 2-byte stores: 8 instructions of 4
+    wavefronts (degree 4) for the row, 8 of 32 (degree 32) for the column."""
+    row = banks.count(_CpRow(), _H32(), cache=False, vectorize=vectorize)
+    stores = [s for s in row.sites if s["kind"] == "store"]
+    assert [(s["width"], s["accesses"], s["wavefronts"], s["ideal"]) for s in stores] == [(16, 1, 4, 4)], stores
+    assert row.store_degree == 1.0
+    col = banks.count(_CpColumn(), _H32(), cache=False, vectorize=vectorize)
+    assert (col.store_accesses, col.store_wavefronts, col.store_ideal) == (1, 32, 4)
+    assert col.store_degree == 8.0
+
+
+@pytest.mark.skipif(not backend.is_simulator(), reason="checks the simulator's cp.async twin")
+def test_cp_async_twin_copies_the_same_bytes(fresh_seed):
+    """The 16-byte landing copies exactly the bytes the copy reads (zero-fill past src_bytes
+    included) and nothing else: the rest of the output stays as poisoned."""
+    x = np.random.default_rng(fresh_seed).standard_normal((32, 64)).astype(np.float16)
+    y = np.full((32, 64), np.nan, np.float16)
+    _cp_async_row[1, 32](x, y)
+    want = x[:4].copy()
+    want[3, 59:] = 0  # lane 31: 3 halves read, 5 zero-filled
+    np.testing.assert_array_equal(y[:4], want)
+    assert np.isnan(y[4:]).all()
+    y[:] = np.nan
+    _cp_async_column[1, 32](x, y)
+    np.testing.assert_array_equal(y[:, :8], x[:, 8:16])
+    assert np.isnan(y[:, 8:]).all()

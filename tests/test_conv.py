@@ -467,8 +467,7 @@ def test_tc_epilogue_staging_is_conflict_free():
     old 2-byte stores: 1024 wavefronts for 128 ideal per warp); XOR-swizzling each row's 16-byte
     chunks by the row spreads them over all 32 banks: one wavefront each.  The 16-byte reloads read
     a row's 8 chunks per 8-lane phase, a permutation: one wavefront per phase.  (The ring's cp.async
-    stores count 4-way here: the simulator's twin completes a copy 2 bytes at a time, not the
-    hardware's 16; they are not the staging.)"""
+    copies land as 16-byte stores, the LDGSTS's own width; they are not the staging.)"""
     v = conv.TCEpilogue(WARPS_M=1, WARPS_N=2)
     p = conv.Problem(1, 16, 16, 8, 128, 1, 1, 1, 0, "float16", "NHWC")  # M = K = 128: two full blocks
     rep = banks.count(v, p, cache=False)  # the first block

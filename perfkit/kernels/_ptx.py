@@ -29,7 +29,10 @@ What each one is (PTX ISA 8.x; sm_80 and later):
   ``cp_async_wait(n)`` (``n`` a compile-time constant) waits until at most ``n`` groups are
   pending (``cp.async.wait_group n``).  A copy is visible to other threads only after the wait
   and a barrier.  The simulator's twin really defers each copy until the wait that retires its
-  group, so a kernel that reads a stage too early reads stale data there too.
+  group, so a kernel that reads a stage too early reads stale data there too; it lands each copy
+  as one 16-byte shared store, the LDGSTS's width, so that :mod:`perfkit.banks` counts a warp's
+  copies as one 128-bit access (Nsight Compute's ``l1tex__data_pipe_lsu_wavefronts_mem_shared``
+  leaves LDGSTS out, and so does the model: LDGSTS is a global request there).
 * ``pack_h2(lo, hi) -> uint32``, ``unpack_h2(u) -> (lo, hi)``: float16 pairs <-> one register.
 * ``shfl_xor(val, lanemask, scr)``: ``cuda.shfl_xor_sync(0xffffffff, val, lanemask)`` for a
   float32 ``val`` (SHFL.BFLY); Numba's simulator has no shuffles, so its twin trades values
@@ -262,13 +265,32 @@ if backend.is_simulator():
     def cp_async_commit():
         _groups().append([])
 
+    def _chunks16(arr):
+        """A shared (ndarray) tile seen as one flat run of 16-byte chunks, so that a cp.async
+        lands as ONE 16-byte store per thread, as the LDGSTS writes it, and perfkit.banks
+        counts the warp's copies as one 128-bit access (4 wavefronts for 512 contiguous
+        bytes), not as eight 2-byte stores (8 accesses of 4 wavefronts: a false degree of 4);
+        None where the tile is not whole C-contiguous chunks (then element by element)."""
+        if isinstance(arr, np.ndarray) and arr.flags.c_contiguous and arr.nbytes % 16 == 0:
+            return arr.reshape(-1).view(np.dtype((np.void, 16)))
+        return None
+
+    def _land(smem, r, q, vals):
+        """One copy's 16 bytes (read and zero-filled at the issue) into ``smem[r, q:]``."""
+        chunks = _chunks16(smem)
+        if chunks is None:
+            for e, v in enumerate(vals):
+                smem[r, q + e] = v
+            return
+        # cp_async16 checked that the shared address is 16-byte aligned
+        chunks[(r * smem.strides[0] + q * smem.strides[1]) // 16] = np.array(vals, smem.dtype).view(chunks.dtype)[0]
+
     def cp_async_wait(n):
         groups = _groups()
         closed = groups[:-1]
         for g in closed[:max(len(closed) - int(n), 0)]:
             for smem, r, q, vals in g:
-                for e, v in enumerate(vals):
-                    smem[r, q + e] = v
+                _land(smem, r, q, vals)
         threading.current_thread().pk_cp_async = closed[max(len(closed) - int(n), 0):] + [groups[-1]]
 
     def _rowcol(arr, off, who):

@@ -25,6 +25,7 @@ and puts the measured time per class beside the prediction.
 """
 from __future__ import annotations
 
+import gc
 import math
 import time
 from dataclasses import dataclass, field
@@ -105,18 +106,29 @@ def trace(model, inputs, *, mode: str = "infer", loss_fn=None) -> list[OpRecord]
         return model(*inputs) if isinstance(inputs, (tuple, list)) else model(inputs)
 
     rec = Recorder()
-    if mode == "infer":
-        model.eval()
-        with torch.no_grad(), _FusedDropout(), rec:
-            call()
-    else:
-        model.train()
-        with _FusedDropout(), rec:
-            loss = loss_fn(call())
-            rec.phase = "backward"
-            loss.backward()
-        for p in model.parameters():
-            p.grad = None
+    # the records are the step's ops and nothing else: a collection of cyclic garbage during the
+    # step would run its finalizers on this thread, under the recorder, and a finalizer's tensor
+    # op (a detach) would become a row of the step, at a place that depends on what the process
+    # allocated before.  So the garbage is collected before, and the collector waits till after.
+    gc.collect()
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        if mode == "infer":
+            model.eval()
+            with torch.no_grad(), _FusedDropout(), rec:
+                call()
+        else:
+            model.train()
+            with _FusedDropout(), rec:
+                loss = loss_fn(call())
+                rec.phase = "backward"
+                loss.backward()
+            for p in model.parameters():
+                p.grad = None
+    finally:
+        if collecting:
+            gc.enable()
     return rec.records
 
 

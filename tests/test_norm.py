@@ -593,6 +593,28 @@ def test_batchnorm_ticket(shape, dtype, layout, fresh_seed):
     np.testing.assert_allclose(out["running_var"], ref["running_var"], rtol=1e-5 if dtype == "float32" else 2e-3)
 
 
+@pytest.mark.parametrize("shape,dtype,threads,tile", [
+    ((3, 1, 1, 3), "float32", 32, (1, 32)),      # C = 1: scalar loads, one lane across channels, 9 rows (odd)
+    ((1, 6, 3, 3), "float16", 32, (4, 8)),       # C = 6: not a multiple of 8 halves, half2 loads
+    ((3, 12, 1, 1), "float16", 32, (4, 8)),      # C = 12: 8-byte loads (4 halves), 3 rows, a lane idle
+    ((1, 136, 3, 1), "float32", 64, (32, 2)),    # 16-byte loads, a second tile of 8 of its 128 channels
+])
+def test_batchnorm_ticket_nhwc_channels(shape, dtype, threads, tile, fresh_seed):
+    """Rung ticket's NHWC path (blocks of channel lanes x row groups, vector loads along C) at
+    channel counts around its vector width, odd N*H*W, float16 near 2e4 (its squares overflow
+    float16; the shifted sums keep them small), running statistics against float64; outputs NaN
+    first."""
+    p = batchnorm.Problem(*shape, dtype=dtype, layout="NHWC", momentum=0.2)
+    v = batchnorm.Ticket(threads=threads, vec=2)
+    assert v.tile(p) == tile
+    inputs = p.make_inputs(fresh_seed)
+    if dtype == "float16":
+        inputs["x"] = (2e4 + 300.0 * np.random.default_rng(fresh_seed).standard_normal(p.shape)).astype(dtype)
+    out = run_check("batchnorm", p, inputs, v)
+    ref = ref_batchnorm(p, inputs)
+    np.testing.assert_allclose(out["running_var"], ref["running_var"], rtol=1e-5 if dtype == "float32" else 2e-3)
+
+
 # --- bad inputs ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("op", list(ROW_OPS))
 def test_bad_row_problems(op):

@@ -1215,8 +1215,8 @@ def _packed_kernel(G: int, NC: int, VEC: bool, SMEM: bool):  # noqa: C901
     sums, the statistics, dx and the dgamma/dbeta partials are float32; dx is rounded two halves
     at a time and stored packed.  VEC: rows of whole 16-byte chunks (cols % 8 == 0), one
     16-byte access a chunk; else scalar accesses into the same registers and a mask per element
-    in the centred sums (the padding is zero: the plain sums need no mask).  Partials in shared memory (SMEM, lane-major)
-    or in the block's row of pg/pb.  Registers capped at 64 (1024 threads an SM), with shared
+    in the centred sums (the padding is zero: the plain sums need no mask).  Partials in shared
+    memory (SMEM, lane-major) or in the block's row of pg/pb.  Registers capped at 64 (1024 threads an SM), with shared
     partials at 80 (768 threads: at 64 ptxas spilled gamma, 60 bytes, to make room for the
     shared accumulators' updates; 92 with the conversions merged)."""
     load = load_chunk(VEC)
@@ -1341,10 +1341,11 @@ class Packed(TwoSum):
         "reductions) in 40 registers, with no spills: registers capped at 80 where the partials are in "
         "shared memory (768 threads an SM; at 64 ptxas spilled gamma), 64 otherwise. Each half is converted "
         "to float32 where it is used, again in each pass (an opaque cvt: merged conversions held 48 floats "
-        "across the barriers and spilled): both all-reduces, dx and the dgamma/dbeta partials (shared memory, lane-major; the "
-        "block's row of the global workspace past 5120 columns) are float32, dx is rounded and stored "
-        "packed (16-byte stores). Rows not a whole number of 16 bytes start unaligned: scalar accesses "
-        "into the same registers. float16 only, rows up to 16384 columns."
+        "across the barriers and spilled): both all-reduces, dx and the dgamma/dbeta partials (shared "
+        "memory, lane-major; past 40 KiB of them, i.e. past 4096 columns, the block's row of the global "
+        "workspace) are float32, dx is rounded and stored packed (16-byte stores). Rows not a whole "
+        "number of 16 bytes start unaligned: scalar accesses into the same registers. float16 only, rows "
+        "up to 16384 columns."
     )
 
     def kernel_params(self, problem) -> tuple[int, int, int, bool, bool]:
@@ -1364,7 +1365,8 @@ class Packed(TwoSum):
         if problem.dtype != "float16":
             raise UnsupportedProblem(
                 f"{self.label}: holds float16 rows packed two halves a register; a {problem.dtype} row "
-                f"already has {PACKED_BYTES} bytes of x a thread in flight in rung {TwoSum.rung} twosum: use it instead")
+                f"already has {PACKED_BYTES} bytes of x a thread in flight in rung {TwoSum.rung} twosum: "
+                "use it instead")
         G, _, NC, _, _ = self.kernel_params(problem)
         if NC > PACKED_MAX_CHUNKS:
             raise UnsupportedProblem(

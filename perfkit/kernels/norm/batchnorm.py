@@ -1150,6 +1150,7 @@ def _nhwc_stats_kernel(CT: int, RB: int, W: int, V: int):
     VW = V * W
     TW = CT * W  # channels of a tile
     T = CT * RB
+    CPT = -(-TW // T)  # columns a thread adds (1 unless W > RB)
 
     @C.jit_block(STATS_BLOCKS_PER_SM["NHWC"] * T)  # registers capped so that the wave fits
     def bn_nhwc_stats(x2, part, count, stats, eps, nc):
@@ -1198,14 +1199,15 @@ def _nhwc_stats_kernel(CT: int, RB: int, W: int, V: int):
             sh[0, grp, q * CT + cl] = s1[q]
             sh[1, grp, q * CT + cl] = s2[q]
         cuda.syncthreads()
-        for col in range(t, TW, T):  # one thread a column adds the row groups
+        for u in range(CPT):  # one thread a column adds the row groups (constant trips: unrolled)
+            col = t + u * T
             c = tile0 + (col % CT) * W + col // CT
-            a1 = ZERO
-            a2 = ZERO
-            for g in range(RB):
-                a1 += sh[0, g, col]
-                a2 += sh[1, g, col]
-            if c < nc:
+            if col < TW and c < nc:
+                a1 = ZERO
+                a2 = ZERO
+                for g in range(RB):
+                    a1 += sh[0, g, col]
+                    a2 += sh[1, g, col]
                 part[0, sp, c] = a1
                 part[1, sp, c] = a2
         cuda.threadfence()  # the sums reach L2 before the ticket says so
@@ -1227,14 +1229,15 @@ def _nhwc_stats_kernel(CT: int, RB: int, W: int, V: int):
                 sh[0, grp, q * CT + cl] = s1[q]
                 sh[1, grp, q * CT + cl] = s2[q]
             cuda.syncthreads()
-            for col in range(t, TW, T):
+            for u in range(CPT):
+                col = t + u * T
                 c = tile0 + (col % CT) * W + col // CT
-                a1 = ZERO
-                a2 = ZERO
-                for g in range(RB):
-                    a1 += sh[0, g, col]
-                    a2 += sh[1, g, col]
-                if c < nc:
+                if col < TW and c < nc:
+                    a1 = ZERO
+                    a2 = ZERO
+                    for g in range(RB):
+                        a1 += sh[0, g, col]
+                        a2 += sh[1, g, col]
                     _ticket_finish(c, shk[col], a1, a2, float32(total), eps, stats)
             if t == 0:
                 count[cuda.blockIdx.x] = 0  # ready for the next launch

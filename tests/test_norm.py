@@ -99,6 +99,8 @@ def small(v, G=32, R=1, V=2):
         return v
     if v.name == "persist":  # its rule's shape: fewer threads a row would not hold the row (test_persist_*)
         return dataclasses.replace(v, blocks_per_sm=1)
+    if isinstance(v, layernorm_bwd.Packed):  # its rule's threads: fewer would not hold the row (test_*_packed_*)
+        return v
     kw = {}
     cfg = v.config
     if "block" in cfg:
@@ -135,13 +137,22 @@ def row_fits_smem(p) -> bool:
 
 def refused(v, p) -> bool:
     """Whether rung ``v`` refuses ``p`` as it must, naming the rung to use instead (checked):
-    smem_row a row past 227 KiB, packed anything but float16, persist rows past its registers."""
+    smem_row a row past 227 KiB, packed anything but float16 (and layernorm_bwd's packed rows past
+    16384 columns), persist rows past its registers, batchnorm's nhwc an NCHW problem."""
     if v.name == "smem_row" and not row_fits_smem(p):
         with pytest.raises(UnsupportedProblem, match="227 KiB.*use rung . tuned"):
             v.supports(p)
         return True
     if v.name == "packed" and p.dtype != "float16":
-        with pytest.raises(UnsupportedProblem, match="float16.*rung . tuned: use it instead"):
+        with pytest.raises(UnsupportedProblem, match="float16.*rung . (tuned|twosum): use it instead"):
+            v.supports(p)
+        return True
+    if v.name == "nhwc" and p.layout != "NHWC":
+        with pytest.raises(UnsupportedProblem, match="NHWC.*use rung . ticket"):
+            v.supports(p)
+        return True
+    if isinstance(v, layernorm_bwd.Packed) and p.cols > layernorm_bwd.PACKED_MAX_CHUNKS * 8 * 1024:
+        with pytest.raises(UnsupportedProblem, match="registers hold.*use rung . twosum"):
             v.supports(p)
         return True
     if v.name == "persist" and p.cols > 512 * 32 // np.dtype(p.dtype).itemsize:  # the rule's widest rows
@@ -563,11 +574,23 @@ def test_batchnorm_special_values(layout, fresh_seed):
     x[sl(2)][0, 1, 1] = np.nan
     ref = ref_batchnorm(p, inputs)
     for v in batchnorm.LADDER:
+        if refused(v, p):
+            continue
         out = run_check("batchnorm", p, inputs, small(v), ref)
         assert np.isnan(out["y"][sl(2)]).all() and np.isnan(out["running_var"][2])
         keep = [0, 1, 3]
         assert np.isfinite(out["y"][sl(keep)]).all() and np.isfinite(out["running_var"][keep]).all()
 
+
+
+def _twice_stats_poisoned(prep):
+    """Run a ticket rung twice on the same buffers with its statistics workspace NaN again in
+    between: the second run's last blocks must finish (its counters came back to zero), or the
+    first run's statistics would pass for the second's."""
+    prep()
+    stats = prep.launches[0].args[3]  # the statistics kernel's (mean, rstd, var)
+    stats.copy_to_device(np.full(stats.shape, np.nan, np.float32))
+    prep()
 
 
 @pytest.mark.parametrize("shape,dtype,layout", [((4, 2, 6, 6), "float32", "NCHW"), ((3, 5, 3, 1), "float16", "NHWC"),
@@ -584,13 +607,51 @@ def test_batchnorm_ticket(shape, dtype, layout, fresh_seed):
     v = batchnorm.Ticket(threads=32, vec=1)
     assert v.splits(p) > 1
     prep = v.prepare(p, inputs)
-    prep()
-    prep()
+    _twice_stats_poisoned(prep)
     out = prep.output()
     ref = ref_batchnorm(p, inputs)
     c = p.check(out, ref)
     assert c.ok, c.message
     np.testing.assert_allclose(out["running_var"], ref["running_var"], rtol=1e-5 if dtype == "float32" else 2e-3)
+
+
+@pytest.mark.parametrize("rung", ["ticket", "nhwc"])
+@pytest.mark.parametrize("shape,dtype,threads,tile", [
+    ((5, 1, 3, 5), "float32", 32, (1, 32)),      # C = 1: scalar loads, one lane across channels, 75 rows
+    ((1, 6, 3, 7), "float16", 32, (4, 8)),       # C = 6: not a multiple of 8 halves, half2 loads
+    ((3, 12, 1, 7), "float16", 32, (4, 8)),      # C = 12: 8-byte loads (4 halves), a lane idle
+    ((1, 136, 5, 1), "float32", 64, (32, 2)),    # 16-byte loads, a second tile of 8 of its 128 channels
+    ((1, 40, 1, 9), "float16", 32, (8, 4)),      # 8 halves a load: more channels a tile than threads
+])
+def test_batchnorm_nhwc_channels(rung, shape, dtype, threads, tile, fresh_seed):
+    """Rungs ticket and nhwc in NHWC (blocks of channel lanes x row groups, vector loads along
+    C, each channel split over several blocks) at channel counts around the vector width, odd
+    N*H*W, float16 near 2e4 (its squares overflow float16; the shifted sums keep them small),
+    running statistics against float64; outputs NaN first; run twice on the same buffers, so the
+    ticket counters must come back to zero."""
+    p = batchnorm.Problem(*shape, dtype=dtype, layout="NHWC", momentum=0.2)
+    v = rung_named(batchnorm, rung, threads=threads, vec=2)
+    assert v.tile(p) == tile and v.splits(p) > 1
+    inputs = p.make_inputs(fresh_seed)
+    if dtype == "float16":
+        inputs["x"] = (2e4 + 300.0 * np.random.default_rng(fresh_seed).standard_normal(p.shape)).astype(dtype)
+    prep = v.prepare(p, inputs)
+    _twice_stats_poisoned(prep)
+    out = prep.output()
+    ref = ref_batchnorm(p, inputs)
+    c = p.check(out, ref)
+    assert c.ok, c.message
+    np.testing.assert_allclose(out["running_var"], ref["running_var"], rtol=1e-5 if dtype == "float32" else 2e-3)
+
+
+def test_batchnorm_nhwc_refuses_nchw():
+    """Rung nhwc changes the NHWC statistics kernel only: NCHW is refused naming rung ticket; the
+    rung shows itself at the NHWC twin of the example."""
+    v = rung_named(batchnorm, "nhwc")
+    with pytest.raises(UnsupportedProblem, match="NCHW block.*use rung 6 ticket"):
+        v.supports(batchnorm.EXAMPLE_PROBLEM)
+    assert v.example(batchnorm.EXAMPLE_PROBLEM).layout == "NHWC"
+    assert "conflict-free" in v.traffic(v.example(batchnorm.EXAMPLE_PROBLEM)).notes
 
 
 # --- bad inputs ---------------------------------------------------------------------------------
@@ -885,3 +946,54 @@ def test_layernorm_bwd_column_split():
     for rows, cols in ((1, 1), (37, 37), (4096, 4096), (100000, 3)):
         parts, chunk = layernorm_bwd.col_split(rows, cols)
         assert 1 <= parts <= 64 and (parts - 1) * chunk < rows <= parts * chunk
+
+
+@pytest.mark.parametrize("rows,cols,kw", [
+    (1, 1, {}),                       # one element: 31 lanes hold padding only
+    (5, 37, {}),                      # odd width: scalar accesses into the packed registers, a mask per half
+    (5, 64, {"smem": 0}),             # 16-byte accesses, partials in the block's global row
+    (5, 304, {}),                     # 16-byte accesses, 2 chunks a thread (the rule's 16 halves)
+    (3, 4097, {}),                    # the rule's 512 threads, 2 chunks (the second 1 column), global partials
+])
+def test_layernorm_bwd_packed_shapes(rows, cols, kw, fresh_seed, monkeypatch):
+    """Rung packed (float16 by bytes) on a grid of at most 2 blocks (one simulated SM), so blocks
+    loop over rows with the next row prefetched: 1, 3 and 5 rows, odd widths (rows not 16-byte
+    aligned), 4097 columns, |x| ~ 1e4 (1e4 * (1 + N(0, 1/4)): float16 squares would overflow),
+    against float64; outputs start as NaN."""
+    monkeypatch.setattr(layernorm_bwd, "_sms", lambda: 1)
+    p = layernorm_bwd.Problem(rows, cols, "float16")
+    inputs = p.make_inputs(fresh_seed)
+    n = np.clip(np.random.default_rng(fresh_seed).standard_normal((rows, cols)), -3, 3)
+    inputs = _set_x(inputs, 1e4 * (1 + 0.25 * n))
+    v = layernorm_bwd.Packed(blocks_per_sm=2, **kw)
+    G, W, NC, VEC, smem = v.kernel_params(p)
+    assert VEC == (cols % 8 == 0) and NC == (2 if cols > 256 else 1) and smem == (cols < 4097 and not kw)
+    assert v.blocks(p) == min(rows, 2)
+    out = run_check("layernorm_bwd", p, inputs, v)
+    assert all(np.isfinite(a.astype(F64)).all() for a in out.values())
+
+
+def test_layernorm_bwd_packed_rule_and_refusals():
+    """Rung packed holds 32 bytes of x a thread, rung twosum's float32 share: 16 halves, twice
+    twosum's float16 elements at half its threads (at 16384 columns the same, but twosum holds
+    them as float32 with no room for gamma or the next row); float32 and rows past 16384 columns are
+    refused naming twosum; the rung shows itself at the float16 twin of the example."""
+    v = layernorm_bwd.Packed()
+    twosum = layernorm_bwd.TwoSum()
+    for cols in (1024, 4096, 16384):
+        p = layernorm_bwd.Problem(4096, cols, "float16")
+        G, W, NC, VEC, smem = v.kernel_params(p)
+        assert VEC and G * W * NC == cols and NC * W == 16
+        tG, tW, tNC, tPF, _ = twosum.kernel_params(p)
+        assert not tPF  # twosum's float16: neither gamma nor the next row in registers
+        if cols < 16384:  # twosum: 8 halves a thread; at its 1024 threads 16, as float32 registers
+            assert tNC * tW == 8 and G * 2 == tG
+        else:
+            assert tNC * tW == 16 and G == tG
+        assert "held packed" in v.traffic(p).notes and "128-bit" in v.traffic(p).notes
+    p32 = layernorm_bwd.EXAMPLE_PROBLEM
+    assert v.example(p32) == dataclasses.replace(p32, dtype="float16")
+    with pytest.raises(UnsupportedProblem, match="in rung 7 twosum: use it instead"):
+        v.supports(p32)
+    with pytest.raises(UnsupportedProblem, match="rows up to 16384 columns.*use rung 7 twosum"):
+        v.supports(layernorm_bwd.Problem(2, 16385, "float16"))

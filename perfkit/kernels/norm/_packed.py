@@ -21,7 +21,9 @@ What the three rungs share lives here:
   starts 16-byte aligned (``cols % 8 == 0``), else as 8 scalar accesses (a row of other widths
   starts unaligned: a vector access there would fault), each guarded by the row's end;
 * :func:`halves` / :func:`pack2`: a register's two halves as float32, and two float32 rounded
-  into one register.
+  into one register; :func:`cvt_halves`: :func:`halves` by a conversion the compiler may not
+  merge with an earlier one of the same register (for kernels that convert their packed
+  registers in several passes).
 """
 from __future__ import annotations
 
@@ -31,12 +33,13 @@ from functools import lru_cache
 from numba import cuda, float32
 from numba.types import float16
 
+from ... import backend
 from .._ptx import ld16_u32, pack_h2, st16_u32, unpack_h2
 from ..base import UnsupportedProblem
 from . import _common as C
 
 __all__ = ["CHUNK", "WORDS", "PackedShape", "packed_shape", "packed_chunks", "load_chunk", "store_chunk",
-           "halves", "pack2", "BYTES_PER_THREAD"]
+           "halves", "cvt_halves", "pack2", "BYTES_PER_THREAD"]
 
 CHUNK = 8  # halves a chunk: one 16-byte access
 WORDS = 4  # 32-bit registers a chunk
@@ -104,6 +107,39 @@ def halves(u):
     """The two halves of register ``u`` (the lower column first) as float32."""
     lo, hi = unpack_h2(u)
     return float32(lo), float32(hi)
+
+
+# ``cvt_halves(u)`` converts by ``cvt.f32.f16`` in a volatile asm block.  ``halves`` is plain LLVM,
+# so a kernel that converts the same packed registers in several passes (the sums, the centred
+# sums, the write) has the conversions merged into the first pass and every float32 value held
+# across the passes' barriers: twice the registers (layernorm_bwd's packed rung spilled 60-92
+# bytes at 64 registers).  Here each pass converts again (one instruction a half) and the
+# registers between passes stay packed.  (Kept here, not in ``_ptx``, whose edits re-key the
+# static store's GEMM and convolution entries.)
+if backend.is_simulator():
+    cvt_halves = halves
+else:
+    from llvmlite import ir
+    from numba import types
+    from numba.cuda.extending import intrinsic
+
+    @intrinsic
+    def cvt_halves(typingctx, u):
+        if not isinstance(u, types.Integer):
+            return None
+        sig = types.UniTuple(types.float32, 2)(u)
+
+        def codegen(context, builder, signature, args):
+            v = context.cast(builder, args[0], signature.args[0], types.uint32)
+            f32 = ir.FloatType()
+            asm = ir.InlineAsm(ir.FunctionType(ir.LiteralStructType([f32, f32]), [ir.IntType(32)]),
+                               "{.reg .f16 lo, hi; mov.b32 {lo, hi}, $2; cvt.f32.f16 $0, lo; cvt.f32.f16 $1, hi;}",
+                               "=f,=f,r", side_effect=True)
+            r = builder.call(asm, [v])
+            return context.make_tuple(builder, signature.return_type,
+                                      [builder.extract_value(r, 0), builder.extract_value(r, 1)])
+
+        return sig, codegen
 
 
 @cuda.jit(device=True)

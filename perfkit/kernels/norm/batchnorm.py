@@ -26,9 +26,12 @@ Ledger (one line per rung; numbers and names live only in ``LADDER``):
                 grid-stride normalize: all SMs busy even with few channels
   6 ticket      16-byte loads, shifted sums and a shuffle tree in the statistics kernel, its finish
                 folded in by a last-block ticket; the normalize walks x backwards (its end is in L2)
+  7 nhwc        rung 6 in NHWC with the tile's per-channel sums reduced across row groups through a
+                channel-major (bank-conflict-free) shared layout, one barrier a reduction
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from functools import lru_cache
@@ -43,7 +46,8 @@ from . import _common as C
 from ._vec import vec_load, vec_store
 from ._common import ONE, ZERO, chan_merge, group_sum, group_welford, tree_sum, welford_push
 
-__all__ = ["Problem", "LADDER", "Oracle", "Naive", "Fused", "Warp", "Welford", "Split", "Ticket", "EXAMPLE_PROBLEM"]
+__all__ = ["Problem", "LADDER", "Oracle", "Naive", "Fused", "Warp", "Welford", "Split", "Ticket", "Nhwc",
+           "EXAMPLE_PROBLEM"]
 
 Base = Problem
 LAYOUTS = ("NCHW", "NHWC")
@@ -1089,6 +1093,12 @@ class Ticket(Variant):
     def zeroed(self, problem):
         return frozenset({"count"})
 
+    def stats_kernel(self, problem):
+        """The statistics launch's kernel."""
+        if problem.layout == "NCHW":
+            return _ticket_nchw_kernel(self.threads, self.width(problem), self.vec)
+        return _ticket_nhwc_kernel(*self.tile(problem), self.width(problem), self.vec)
+
     def plan(self, problem, bufs):
         self.supports(problem)
         eps, mom = _scalars(problem)
@@ -1096,11 +1106,9 @@ class Ticket(Variant):
         ns = self.splits(problem)
         if problem.layout == "NCHW":
             shape2 = (problem.n * problem.c, problem.h * problem.w)
-            kern = _ticket_nchw_kernel(self.threads, W, self.vec)
         else:
             shape2 = (problem.m, problem.c)
-            kern = _ticket_nhwc_kernel(*self.tile(problem), W, self.vec)
-        stats = Launch(kern, (self.tiles(problem), ns), self.threads,
+        stats = Launch(self.stats_kernel(problem), (self.tiles(problem), ns), self.threads,
                        (C.view(bufs["x"], shape2), bufs["part"], bufs["count"], bufs["stats"], eps, problem.c))
         P, L = shape2
         per_thread = W * NORM_VEC
@@ -1128,7 +1136,156 @@ class Ticket(Variant):
                               "once; 16-byte accesses in both layouts"))
 
 
-LADDER: list[Variant] = [Oracle(), Naive(), Fused(), Warp(), Welford(), Split(), Ticket()]
+# --- rung 7 -------------------------------------------------------------------------------
+@lru_cache(maxsize=None)
+def _nhwc_stats_kernel(CT: int, RB: int, W: int, V: int):
+    """Rung 6's NHWC statistics with the tile's sums reduced across its RB row groups in a
+    channel-major shared layout: thread (grp, lane cl) puts channel cl * W + q's sum at column
+    q * CT + cl of row grp, so a warp's 32 lanes store 32 consecutive words (one wavefront; rung
+    6's cl * W + q put them W words apart: W-way bank conflicts), then one thread per column adds
+    the RB rows (consecutive columns again) after one barrier, where rung 6's tree took log2(RB)
+    barriers of conflicted accesses.  The column's thread writes the slice's sums; the tile's
+    last block (ticket) adds the slices' sums the same way and finishes."""
+    ld = vec_load(W)
+    VW = V * W
+    TW = CT * W  # channels of a tile
+    T = CT * RB
+    CPT = -(-TW // T)  # columns a thread adds (1 unless W > RB)
+
+    @C.jit_block(STATS_BLOCKS_PER_SM["NHWC"] * T)  # registers capped so that the wave fits
+    def bn_nhwc_stats(x2, part, count, stats, eps, nc):
+        sh = cuda.shared.array((2, RB, TW), float32)
+        shk = cuda.shared.array(TW, float32)  # the shifts, channel-major
+        last = cuda.shared.array(1, int32)
+        buf = cuda.local.array(VW, float32)
+        kb = cuda.local.array(W, float32)
+        s1 = cuda.local.array(W, float32)
+        s2 = cuda.local.array(W, float32)
+        t = cuda.threadIdx.x
+        cl = t % CT
+        grp = t // CT
+        tile0 = cuda.blockIdx.x * TW
+        ch = tile0 + cl * W  # first of this thread's W channels
+        sp = cuda.blockIdx.y
+        ns = cuda.gridDim.y
+        total = x2.shape[0]
+        per = (total + ns - 1) // ns
+        lo = sp * per
+        hi = min(total, lo + per)
+        if ch >= nc:
+            hi = lo  # past the last channel: reduce nothing
+        elif grp == 0:
+            ld(x2, 0, ch, kb, 0)  # the shifts: a value of each channel, shared with the row groups
+            for q in range(W):
+                shk[q * CT + cl] = kb[q]
+        cuda.syncthreads()
+        for q in range(W):
+            kb[q] = shk[q * CT + cl] if ch < nc else ZERO
+            s1[q] = ZERO
+            s2[q] = ZERO
+        for base in range(lo + grp, hi, RB * V):
+            for v in range(V):  # V rows in flight
+                if base + v * RB < hi:
+                    ld(x2, base + v * RB, ch, buf, v * W)
+                else:
+                    for q in range(W):
+                        buf[v * W + q] = kb[q]
+            for v in range(V):
+                for q in range(W):
+                    d = buf[v * W + q] - kb[q]
+                    s1[q] += d
+                    s2[q] += d * d
+        for q in range(W):  # channel-major: a warp's lanes store consecutive words
+            sh[0, grp, q * CT + cl] = s1[q]
+            sh[1, grp, q * CT + cl] = s2[q]
+        cuda.syncthreads()
+        for u in range(CPT):  # one thread a column adds the row groups (constant trips: unrolled)
+            col = t + u * T
+            c = tile0 + (col % CT) * W + col // CT
+            if col < TW and c < nc:
+                a1 = ZERO
+                a2 = ZERO
+                for g in range(RB):
+                    a1 += sh[0, g, col]
+                    a2 += sh[1, g, col]
+                part[0, sp, c] = a1
+                part[1, sp, c] = a2
+        cuda.threadfence()  # the sums reach L2 before the ticket says so
+        cuda.syncthreads()
+        if t == 0:
+            last[0] = cuda.atomic.add(count, cuda.blockIdx.x, 1) == ns - 1
+        cuda.syncthreads()
+        if last[0]:  # the tile's last block: every slice's sums are in L2
+            cuda.threadfence()
+            for q in range(W):
+                s1[q] = ZERO
+                s2[q] = ZERO
+            if ch < nc:
+                for s in range(grp, ns, RB):
+                    for q in range(W):
+                        s1[q] += part[0, s, ch + q]
+                        s2[q] += part[1, s, ch + q]
+            for q in range(W):
+                sh[0, grp, q * CT + cl] = s1[q]
+                sh[1, grp, q * CT + cl] = s2[q]
+            cuda.syncthreads()
+            for u in range(CPT):
+                col = t + u * T
+                c = tile0 + (col % CT) * W + col // CT
+                if col < TW and c < nc:
+                    a1 = ZERO
+                    a2 = ZERO
+                    for g in range(RB):
+                        a1 += sh[0, g, col]
+                        a2 += sh[1, g, col]
+                    _ticket_finish(c, shk[col], a1, a2, float32(total), eps, stats)
+            if t == 0:
+                count[cuda.blockIdx.x] = 0  # ready for the next launch
+
+    return bn_nhwc_stats
+
+
+@dataclass(frozen=True)
+class Nhwc(Ticket):
+    threads: int = 256
+    vec: int = 4
+
+    rung: ClassVar[int] = 7
+    name: ClassVar[str] = "nhwc"
+    what: ClassVar[str] = (
+        "Rung 6 for NHWC, one change in its statistics kernel: a block (a tile of channels, 16-byte "
+        "loads along C, x a strip of N*H*W rows in row groups) adds its row groups' per-channel sums "
+        "through shared memory laid out channel-major. Rung 6 put a thread's W channels side by side "
+        "(lane cl at words cl*W..cl*W+W-1), so a warp's 32 stores of one channel slot were W words apart: "
+        "8-way bank conflicts for float16 (8 channels a 16-byte load), 4-way for float32, in every "
+        "level of a log2(row groups) tree with a barrier each. Here lane cl stores channel slot q at "
+        "word q*CT + cl (32 consecutive words: one wavefront), and after ONE barrier one thread per "
+        "channel adds the row groups' values (consecutive words again). The same for the last block's "
+        "finish (the ticket) over the slices' sums. Loads, shifted sums, ticket and the backwards "
+        "normalize are rung 6's. NHWC only: NCHW's blocks hold one channel (a shuffle tree, no "
+        "shared layout to fix), use rung 6 ticket."
+    )
+
+    def supports(self, problem):
+        if problem.layout != "NHWC":
+            raise UnsupportedProblem(f"{self.label}: changes the NHWC statistics kernel only; an NCHW block "
+                                     f"holds one channel and reduces by shuffles: use rung {Ticket.rung} ticket")
+        super().supports(problem)
+
+    def example(self, problem):
+        """The NHWC twin of the op's example (the rung takes NHWC only)."""
+        return problem if problem.layout == "NHWC" else dataclasses.replace(problem, layout="NHWC")
+
+    def stats_kernel(self, problem):
+        return _nhwc_stats_kernel(*self.tile(problem), self.width(problem), self.vec)
+
+    def traffic(self, problem):
+        t = super().traffic(problem)
+        return dataclasses.replace(t, notes=t.notes + "; the tile's sums reduced through a conflict-free "
+                                   "channel-major shared layout, one barrier a reduction")
+
+
+LADDER: list[Variant] = [Oracle(), Naive(), Fused(), Warp(), Welford(), Split(), Ticket(), Nhwc()]
 registry_check(LADDER)
 EXAMPLE_PROBLEM = Problem(n=32, c=256, h=56, w=56)
 GPU_SWEEP = [Problem(32, 256, 56, 56, layout=lay) for lay in LAYOUTS] + \

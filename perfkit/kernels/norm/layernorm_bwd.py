@@ -30,26 +30,30 @@ Ledger (one line per rung; numbers and names live only in ``LADDER``):
   7 twosum      one row a block, persistent: two plain all-reduces of two sums (then the centred
                 ones from registers), gamma in registers, dgamma/dbeta partials in shared memory,
                 the next row's x and dy loaded before this row's reductions
+  8 packed      float16 by bytes: rung 7 with 16 halves of x and of dy a thread (32 bytes, rung 7's
+                float32 share), held packed two a register, gamma and the next row's x and dy too
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable, ClassVar
 
 import numpy as np
-from numba import cuda, float32, int32
+from numba import cuda, float32, int32, uint32
 
 from ... import backend
 from ..base import Traffic
 from ..base import TOLERANCES, Launch, OracleVariant, UnsupportedProblem, Variant, registry_check
 from . import _common as C
+from ._packed import CHUNK, WORDS, cvt_halves, load_chunk, pack2, store_chunk
 from ._vec import vec_load, vec_store
 from ._common import ONE, ZERO, group_sum, shfl_xor, tree_sum
 
 __all__ = ["Problem", "LADDER", "Oracle", "Naive", "Fused", "Warp", "Welford", "MultiRow", "Tuned",
-           "TwoSum", "search", "EXAMPLE_PROBLEM"]
+           "TwoSum", "Packed", "search", "EXAMPLE_PROBLEM"]
 
 
 @dataclass(frozen=True)
@@ -1133,9 +1137,13 @@ class TwoSum(Variant):
         if G < 32 or G > 1024 or G & (G - 1):
             raise UnsupportedProblem(f"twosum: threads_per_row={G} must be a power of two in 32..1024")
 
+    def threads_per_sm(self, problem) -> int:
+        """Threads an SM runs at the kernel's register cap."""
+        return TWOSUM_THREADS_PER_SM
+
     def blocks(self, problem) -> int:
         G, W, NC, PF, smem = self.kernel_params(problem)
-        per_sm = self.blocks_per_sm or max(1, TWOSUM_THREADS_PER_SM // G)
+        per_sm = self.blocks_per_sm or max(1, self.threads_per_sm(problem) // G)
         if smem:
             per_sm = max(1, min(per_sm, (228 * 1024) // (2 * 4 * G * NC * W + 1024)))
         return max(1, min(problem.rows, _sms() * per_sm))
@@ -1150,13 +1158,17 @@ class TwoSum(Variant):
     def zeroed(self, problem):
         return frozenset({"col_count"})
 
+    def row_kernel(self, problem):
+        """The kernel of the first launch (one row a block)."""
+        return _twosum_kernel(*self.kernel_params(problem))
+
     def plan(self, problem, bufs):
         self.supports(problem)
-        G, W, NC, PF, smem = self.kernel_params(problem)
+        G = self.kernel_params(problem)[0]
         n = self.blocks(problem)
         parts, chunk = col_split(n, problem.cols)
         c = problem.cols
-        return [Launch(_twosum_kernel(G, W, NC, PF, smem), n, G,
+        return [Launch(self.row_kernel(problem), n, G,
                        (bufs["x"], bufs["dy"], C.view(bufs["gamma"], (1, c)), bufs["dx"], bufs["part_dgamma"],
                         bufs["part_dbeta"], C.eps32(problem), problem.rows, c)),
                 Launch(lnb_sum_partials_ticket, (_tile_blocks(c), parts), _col_block(),
@@ -1181,7 +1193,204 @@ class TwoSum(Variant):
         return Traffic(flops=problem.flops, dram_bytes=dram, l2_bytes=dram + gam + rmw, limiter="dram", notes=note)
 
 
-LADDER: list[Variant] = [Oracle(), Naive(), Fused(), Warp(), Welford(), MultiRow(), Tuned(), TwoSum()]
+# --- rung 8 -------------------------------------------------------------------------------
+#: bytes of its row's x (and of dy) a thread of rung 8 holds: rung 7's float32 share
+#: (TWOSUM_ELEMS floats), here 16 halves in 8 registers
+PACKED_BYTES = 4 * TWOSUM_ELEMS
+#: chunks of 8 halves a thread may hold: past them (rows wider than 1024 threads x 16 halves)
+#: the registers would not hold x, dy, gamma and the next row beside each other
+PACKED_MAX_CHUNKS = PACKED_BYTES // (2 * CHUNK)
+#: threads an SM of rung 8 where its partials are in shared memory (blocks of <= 256 threads):
+#: its registers capped at 80 so that gamma stays in registers beside the accumulators' updates
+PACKED_SMEM_THREADS_PER_SM = 768
+
+
+@lru_cache(maxsize=None)
+def _packed_kernel(G: int, NC: int, VEC: bool, SMEM: bool):  # noqa: C901
+    """Rung 7's kernel for float16 rows held packed: lane ``lane`` holds the chunks of 8 halves
+    at columns 8 * (lane + c * G), c < NC, of x, dy and gamma (gamma loaded once), two halves a
+    32-bit register as loaded, and the next row's x and dy beside them (loaded before this row's
+    reductions).  Every half is converted to float32 where it is used, in each pass again
+    (``cvt_halves``: merged conversions would hold 48 float32 values across the barriers): the
+    sums, the statistics, dx and the dgamma/dbeta partials are float32; dx is rounded two halves
+    at a time and stored packed.  VEC: rows of whole 16-byte chunks (cols % 8 == 0), one
+    16-byte access a chunk; else scalar accesses into the same registers and a mask per element
+    in the centred sums (the padding is zero: the plain sums need no mask).  Partials in shared
+    memory (SMEM, lane-major) or in the block's row of pg/pb.  Registers capped at 64 (1024 threads an SM), with shared
+    partials at 80 (768 threads: at 64 ptxas spilled gamma, 60 bytes, to make room for the
+    shared accumulators' updates; 92 with the conversions merged)."""
+    load = load_chunk(VEC)
+    store = store_chunk(VEC)
+    CW = NC * WORDS  # registers an array
+    SC = G * NC * CHUNK if SMEM else 1
+
+    @C.jit_block(PACKED_SMEM_THREADS_PER_SM if SMEM else TWOSUM_THREADS_PER_SM)
+    def lnb_packed(x, dy, gamma, dx, pg, pb, eps, rows, cols):
+        scr = cuda.shared.array((2, 32), float32)
+        acc = cuda.shared.array((2, SC), float32)
+        xw = cuda.local.array(CW, uint32)
+        dw = cuda.local.array(CW, uint32)
+        gw = cuda.local.array(CW, uint32)
+        xn = cuda.local.array(CW, uint32)
+        dn = cuda.local.array(CW, uint32)
+        lane = cuda.threadIdx.x
+        blk = cuda.blockIdx.x
+        nf = float32(cols)
+        for c in range(NC):  # gamma and the first row (a grid never has more blocks than rows)
+            j = CHUNK * (lane + c * G)
+            load(gamma, 0, j, cols, ZERO, gw, c * WORDS)
+            load(x, blk, j, cols, ZERO, xw, c * WORDS)
+            load(dy, blk, j, cols, ZERO, dw, c * WORDS)
+            for e in range(CHUNK):
+                if SMEM:
+                    acc[0, (c * CHUNK + e) * G + lane] = ZERO
+                    acc[1, (c * CHUNK + e) * G + lane] = ZERO
+                elif j + e < cols:
+                    pg[blk, j + e] = ZERO
+                    pb[blk, j + e] = ZERO
+        for r in range(blk, rows, cuda.gridDim.x):
+            rn = r + cuda.gridDim.x
+            if rn < rows:  # the next row's loads go out now
+                for c in range(NC):
+                    j = CHUNK * (lane + c * G)
+                    load(x, rn, j, cols, ZERO, xn, c * WORDS)
+                    load(dy, rn, j, cols, ZERO, dn, c * WORDS)
+            sx = ZERO
+            sg = ZERO
+            for i in range(CW):
+                a, b = cvt_halves(xw[i])
+                da, db = cvt_halves(dw[i])
+                ga, gb = cvt_halves(gw[i])
+                sx += a + b
+                sg += da * ga + db * gb
+            sx, sg = C.group_sum2(sx, sg, G, scr)
+            mx = sx / nf
+            mg = sg / nf
+            m2 = ZERO
+            cc = ZERO
+            for c in range(NC):
+                j = CHUNK * (lane + c * G)
+                if j < cols:
+                    for i in range(WORDS):
+                        a, b = cvt_halves(xw[c * WORDS + i])
+                        da, db = cvt_halves(dw[c * WORDS + i])
+                        ga, gb = cvt_halves(gw[c * WORDS + i])
+                        if VEC or j + 2 * i < cols:
+                            d = a - mx
+                            m2 += d * d
+                            cc += d * (da * ga)
+                        if VEC or j + 2 * i + 1 < cols:
+                            d = b - mx
+                            m2 += d * d
+                            cc += d * (db * gb)
+            m2, cc = C.group_sum2(m2, cc, G, scr)
+            q = ONE / math.sqrt(m2 / nf + eps)
+            bq = cc / nf * q
+            for c in range(NC):  # dx and the partials, from registers
+                j = CHUNK * (lane + c * G)
+                if j < cols:
+                    for i in range(WORDS):
+                        a, b = cvt_halves(xw[c * WORDS + i])
+                        da, db = cvt_halves(dw[c * WORDS + i])
+                        ga, gb = cvt_halves(gw[c * WORDS + i])
+                        xa = (a - mx) * q
+                        xb = (b - mx) * q
+                        e = c * CHUNK + 2 * i
+                        if SMEM:  # a padded column adds dy = 0: no mask
+                            acc[0, e * G + lane] += da * xa
+                            acc[1, e * G + lane] += da
+                            acc[0, (e + 1) * G + lane] += db * xb
+                            acc[1, (e + 1) * G + lane] += db
+                        else:
+                            if VEC or j + 2 * i < cols:
+                                pg[blk, j + 2 * i] += da * xa
+                                pb[blk, j + 2 * i] += da
+                            if VEC or j + 2 * i + 1 < cols:
+                                pg[blk, j + 2 * i + 1] += db * xb
+                                pb[blk, j + 2 * i + 1] += db
+                        xw[c * WORDS + i] = pack2(q * (da * ga - mg - xa * bq), q * (db * gb - mg - xb * bq))
+                    store(dx, r, j, cols, xw, c * WORDS)
+            for i in range(CW):
+                xw[i] = xn[i]
+                dw[i] = dn[i]
+        if SMEM:  # the block's partials, written once
+            for c in range(NC):
+                j = CHUNK * (lane + c * G)
+                for e in range(CHUNK):
+                    if j + e < cols:
+                        pg[blk, j + e] = acc[0, (c * CHUNK + e) * G + lane]
+                        pb[blk, j + e] = acc[1, (c * CHUNK + e) * G + lane]
+
+    return lnb_packed
+
+
+@dataclass(frozen=True)
+class Packed(TwoSum):
+    threads_per_row: int = 0  # 0: the rule (PACKED_BYTES of x a thread: 16 halves)
+    smem: int = 1
+    blocks_per_sm: int = 0
+
+    rung: ClassVar[int] = 8
+    name: ClassVar[str] = "packed"
+    what: ClassVar[str] = (
+        "float16 by bytes: rung 7 holds 8 elements of x and of dy a thread, 32 bytes each of a float32 row "
+        "but 16 of a float16 one, and its float16 kernel had neither gamma nor the next row in registers "
+        "(they spilled as float32). Here a thread holds 32 bytes of its row whatever the dtype (16 halves: "
+        "threads per row = cols / 16, 32..1024), kept packed as loaded, two halves a 32-bit register: x, "
+        "dy, gamma (loaded once for all rows) and the next row's x and dy (loaded before this row's "
+        "reductions) in 40 registers, with no spills: registers capped at 80 where the partials are in "
+        "shared memory (768 threads an SM; at 64 ptxas spilled gamma), 64 otherwise. Each half is converted "
+        "to float32 where it is used, again in each pass (an opaque cvt: merged conversions held 48 floats "
+        "across the barriers and spilled): both all-reduces, dx and the dgamma/dbeta partials (shared "
+        "memory, lane-major; past 40 KiB of them, i.e. past 4096 columns, the block's row of the global "
+        "workspace) are float32, dx is rounded and stored packed (16-byte stores). Rows not a whole "
+        "number of 16 bytes start unaligned: scalar accesses into the same registers. float16 only, rows "
+        "up to 16384 columns."
+    )
+
+    def kernel_params(self, problem) -> tuple[int, int, int, bool, bool]:
+        """(G, CHUNK, NC, VEC, SMEM): rung 7's tuple with the chunk of 8 halves as its width and
+        whether rows are 16-byte aligned in its prefetch's place (the prefetch is always on)."""
+        per = PACKED_BYTES // np.dtype(problem.dtype).itemsize
+        G = self.threads_per_row or min(1024, max(32, C.next_pow2(-(-problem.cols // per))))
+        NC = -(-problem.cols // (G * CHUNK))
+        smem = bool(self.smem) and 2 * 4 * G * NC * CHUNK <= TWOSUM_SMEM_BYTES
+        return G, CHUNK, NC, problem.cols % CHUNK == 0, smem
+
+    def example(self, problem):
+        """The float16 twin of the op's example (the rung takes float16 only)."""
+        return problem if problem.dtype == "float16" else dataclasses.replace(problem, dtype="float16")
+
+    def supports(self, problem):
+        if problem.dtype != "float16":
+            raise UnsupportedProblem(
+                f"{self.label}: holds float16 rows packed two halves a register; a {problem.dtype} row "
+                f"already has {PACKED_BYTES} bytes of x a thread in flight in rung {TwoSum.rung} twosum: "
+                "use it instead")
+        G, _, NC, _, _ = self.kernel_params(problem)
+        if NC > PACKED_MAX_CHUNKS:
+            raise UnsupportedProblem(
+                f"{self.label}: registers hold {PACKED_MAX_CHUNKS * CHUNK} halves of a row a thread beside the "
+                f"next row's (rows up to {1024 * PACKED_MAX_CHUNKS * CHUNK} columns at 1024 threads), "
+                f"{problem.cols} columns need {NC * CHUNK} at {G}: use rung {TwoSum.rung} twosum")
+        super().supports(problem)
+
+    def threads_per_sm(self, problem) -> int:
+        return PACKED_SMEM_THREADS_PER_SM if self.kernel_params(problem)[4] else TWOSUM_THREADS_PER_SM
+
+    def row_kernel(self, problem):
+        G, _, NC, VEC, smem = self.kernel_params(problem)
+        return _packed_kernel(G, NC, VEC, smem)
+
+    def traffic(self, problem):
+        t = super().traffic(problem)
+        VEC = self.kernel_params(problem)[3]
+        note = t.notes.replace("gamma read once a block", "gamma read once a block and held packed") + (
+            "; 128-bit loads and stores" if VEC else "; 16-bit loads and stores (rows not 16-byte aligned)")
+        return dataclasses.replace(t, notes=note)
+
+
+LADDER: list[Variant] = [Oracle(), Naive(), Fused(), Warp(), Welford(), MultiRow(), Tuned(), TwoSum(), Packed()]
 registry_check(LADDER)
 EXAMPLE_PROBLEM = Problem(rows=4096, cols=4096)
 GPU_SWEEP = [Problem(4096, c) for c in (128, 512, 1024, 4096, 16384)]

@@ -468,6 +468,40 @@ view.sass("persistent", ["UTMALDG", "UTMASTG", "SYNCS", "HGMMA", "USETMAXREG", "
           prev="warp_specialized")
 
 # %% [markdown]
+# ## Two blocks share one load (`cluster`)
+#
+# Two blocks whose tiles sit one above the other (m tiles 2i and 2i+1) read the same k-tiles of B.
+# On Hopper, blocks can form a **thread-block cluster**: they are scheduled together on neighbouring
+# SMs and can reach each other's shared memory and mbarriers.  Here each pair is a cluster of two
+# along m, and each block's producer loads only half of B's stage with a **multicast** TMA copy
+# (`.multicast::cluster`, mask 0b11): the copy engine reads that half from L2 once and writes it into
+# both blocks' shared memory at the same offset, counting its bytes on both blocks' "full" barriers.
+# B then crosses from L2 to the SMs once per cluster.  A stage now holds data from both producers,
+# so it is free only when all four consumer warpgroups of the pair are done with it: each consumer
+# arrives on its own empty barrier and on its peer's (`mapa` maps the barrier's address into the
+# peer's shared memory, then a remote `mbarrier.arrive`).  The whole cluster meets
+# (`barrier.cluster`) after the barriers are initialized and again before it exits, so that no block
+# leaves while its peer may still write into it.  The cluster shape belongs to the kernel
+# (`cluster_dims(1, 2, 1)` in its body becomes `.reqnctapercluster 1, 2, 1` in its PTX).  This is
+# `warp_specialized` plus the multicast, nothing else, so the diff below is that one idea.
+#
+# **Predict:** every Hopper rung is tensor-bound in the model; which leg does the multicast shrink,
+# and on which GPU could that move the time?  (fast.cu's 2-CTA cluster step, H100 at 8192^3, gained
+# 2.7%: 778 -> 799 TFLOP/s.)
+
+# %%
+view.show("cluster", prev="warp_specialized")
+
+# %% [markdown]
+# **What it becomes.**  Predict first: what do the multicast copy, the remote arrive and the cluster
+# barrier become in SASS, and how many memory fences are left inside the k loop?
+
+# %%
+view.sass("cluster", ["UTMALDG", "SYNCS", "UCGABAR", "MEMBAR", "HGMMA", "USETMAXREG"],
+          "What do the multicast copy, the remote arrive and the cluster barrier become?",
+          prev="warp_specialized")
+
+# %% [markdown]
 # None of the Hopper rungs has run on a GPU yet: their cards show the model's estimate only, and the
 # comparison with cuBLAS's HGEMM (a wgmma kernel on Hopper) waits for the first record; the table of
 # where the ladder stands below counts recorded rungs only.  `docs/MODEL_NOTES.md` lists what the

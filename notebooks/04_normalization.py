@@ -237,6 +237,14 @@ view.anatomy_table()
 # columns in every row it visits, adds its `dy·x̂` and `dy` into its group's partial-sum row (small,
 # L2-resident), and a small kernel sums the partials: x and dy leave DRAM once (the H100's record
 # of this rung is of an earlier version that updated partials in global memory per row).  Apex and llm.c's `layernorm_backward` reduce dγ/dβ in two stages the same way.
+#
+# * **`packed`** (float16): `twosum` holds 8 elements of x and of dy a thread, 32 bytes each of a
+#   float32 row but only 16 of a float16 one, with no room left for γ or the next row.  `packed`
+#   counts by bytes: 16 halves a thread, kept two to a 32-bit register next to γ and the next row's x
+#   and dy; every sum, dx and the dγ/dβ partials stay float32.  Predict before its card: does the
+#   model, which already reads `twosum`'s float16 row kernel as DRAM-bound, expect it to gain?  No GPU
+#   has run it yet (its card shows the estimate only); the float16 records of issue 44 (0.57 of torch)
+#   are what it is for.
 
 # %%
 lesson.traffic_table(MODS['layernorm_bwd'].LADDER, MODS['layernorm_bwd'].EXAMPLE_PROBLEM, published_bw, published)
@@ -279,6 +287,16 @@ view.anatomy_table()
 # The normalize computes `(x − mean)·scale + β`, not the one-FMA `x·scale + shift` with
 # `shift = β − mean·scale`: in a near-constant channel `scale` ≈ 1/√eps ≈ 316, `mean·scale` is
 # hundreds, and the float32 rounding of `shift` alone exceeds the whole output (the tests caught it).
+#
+# * **`ticket`** folds the finalize into the statistics kernel: the last block to finish (a global
+#   counter, the "ticket") merges the partials, so statistics, finalize and normalize are two
+#   launches.  In NHWC its blocks take a strip of rows by a tile of channels and read 16 bytes along C.
+# * **`nhwc`** (NHWC only): in `ticket` a block adds its row groups' per-channel sums through shared
+#   memory with a thread's channels side by side, so a warp's 32 stores land W words apart (8-way
+#   bank conflicts in float16, 4-way in float32, at every level of the tree).  `nhwc` stores them
+#   channel-major (32 lanes, 32 consecutive words) and, after one barrier, one thread per channel adds
+#   the row groups.  Predict: which pass does that change, and does the whole sequence move in the
+#   model?  No GPU has run it yet.  Either way x is read twice here: it does not fit in L2.
 
 # %%
 bn = MODS["batchnorm"]

@@ -1303,6 +1303,38 @@ def test_a_warp_role_split_runs_both_arms_each_in_its_warps():
     assert model._one_path(full) == full
 
 
+
+def test_lane_kinds_resumed_walks_equal_a_walk_from_the_top(fresh_seed):
+    """The model asks for the lanes' kinds before every branch of a listing, and validate for
+    the same listing at many problems: the walk is kept and resumed from the nearest place
+    already reached.  Asked in a random order (before, between and past the instructions, the
+    same place twice), each answer equals a walk from the top over the instructions before that
+    address, and an answer handed out and then changed changes no later one."""
+    import random
+
+    from perfkit.model import branches
+
+    def from_the_top(full, at):
+        kind, unit, param = {}, {}, set()
+        for a, ins in full:
+            if a >= at:
+                break
+            branches._lane_step(ins, kind, unit, param)
+        return kind, unit
+
+    rng = random.Random(fresh_seed)
+    full = _ROLE_SPLIT
+    places = [a + d for a, _ in full for d in (0, 1)] + [-1, 0x1000] + [a for a, _ in full][::3]
+    rng.shuffle(places)
+    branches._LANE_WALKS.clear()
+    for at in places:
+        got = branches._lane_kinds(full, at)
+        assert got == from_the_top(full, at), hex(at)
+        got[0]["R0"] = -1  # the caller's copy
+        got[1].clear()
+    assert branches._lane_kinds(full, 0x111) == from_the_top(full, 0x111)
+    assert branches._lane_kinds(full, 0x111)[0]["P0"] == branches._WARP  # the role split's test
+
 @pytest.mark.parametrize("change", [
     ("SHF.R.S64 R3, R8, 0x7, R9", "SHF.R.S64 R3, R8, 0x4, R9"),  # t // 16: lanes of a warp differ
     ("S2R R0, SR_TID.X", "LDG.E R0, desc[UR4][R2.64]"),  # a loaded value: data, not a role

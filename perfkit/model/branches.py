@@ -186,88 +186,132 @@ def _lane_kinds(full: list[tuple[int, str]], at: int) -> tuple[dict, dict]:
     """Each register's and predicate's kind (:data:`_SAME` ... :data:`_LANE`) just
     before address ``at``, followed forward in address order from the top of ``full`` (control
     flow not followed: the last write before ``at`` counts; a guarded write keeps the worse of
-    old and new); and for the per-warp ones the threads of a group (2^shift) where known."""
-    kind: dict = {}
-    unit: dict = {}  # for a per-warp value: the threads of one group (2^shift)
-    param: set = set()  # registers holding values derived from the kernel's parameters
-    for a, ins in full:
-        if a >= at:
-            break
-        text = ins.strip().rstrip(";").strip()
-        guarded_by = None
-        if text.startswith("@"):
-            guarded_by, text = text.split(None, 1)
-        op, dst, src = _split(text)
-        base = op.split(".")[0]
-        srcs = [r for r in (_regs(x) for x in src) if r and r not in ("RZ", "URZ", "PT", "UPT")]
-        if guarded_by:
-            srcs.append(guarded_by.lstrip("@!"))
-        k = max((kind.get(r, _SAME) for r in srcs), default=_SAME)
-        u = min((unit[r] for r in srcs if kind.get(r) == _WARP and r in unit), default=None)
-        # a value read from the kernel's parameters (a size, an address) and what it reaches
-        from_param = base in ("LDC", "ULDC", "S2UR") or "c[" in text or any(r in param for r in srcs)
-        if base in ("S2R", "CS2R"):
-            k = _TID if "SR_TID.X" in text else _LANE if any(
-                x in text for x in ("SR_TID", "SR_LANEID", "SR_CLOCK", "SR_GLOBALTIMER")) else _SAME
-        elif base in ("LDC", "ULDC"):  # a kernel parameter or constant: per lane only if indexed so
-            pass
-        elif base in _LOADS or base.startswith(("LD", "ATOM")):
-            k = _LANE
-        elif base in ("SHF", "USHF") and ".R." in op and len(src) >= 3 and _IMM.match(src[1]) \
-                and int(src[1], 0) >= 5 and k == _TID:
-            # t >> s: the warp's group for 5 <= s <= 9; 0 in every thread past that (t < 1024:
-            # a sign or a high word)
-            sh = int(src[1], 0)
-            k, u = (_WARP, 1 << sh) if sh <= 9 else (_SAME, None)
-        elif base in ("LEA", "ULEA") and ".HI" in op and len(src) >= 3:
-            # LEA.HI d, a, b, s: b + (a >> (32 - s)): a is shifted right by 32 - s
-            imms = [x for x in src[2:] if _IMM.match(x)]
-            sh = 32 - int(imms[0], 0) if imms else 0
-            ka, kb = kind.get(_regs(src[0]) or "", _SAME), kind.get(_regs(src[1]) or "", _SAME)
-            rest = [kind.get(r, _SAME) for r in srcs if r not in (_regs(src[0]), _regs(src[1]))]
-            ka = _WARP if ka == _TID and 5 <= sh <= 9 else _SAME if ka == _TID and sh > 9 else ka
-            k = max([ka, kb] + rest)
-        elif base in ("LOP3", "ULOP3") and len(src) >= 4 and k == _TID and ".LUT" in op \
-                and src[3].lower() == "0xc0" and _IMM.match(src[1]) and not int(src[1], 0) & 31 \
-                and kind.get(_regs(src[0]) or "", _SAME) == _TID:
-            # an AND with a mask that clears the low 5 bits (t & ~127)
-            mask = int(src[1], 0) & 0xFFFFFFFF
-            low = (mask & -mask) or None
-            k, u = (_WARP, low) if low and low <= 512 else (_SAME, None)
-        if base in ("ISETP", "UISETP") and k == _WARP and any(
-                not _IMM.match(x) and x not in ("RZ", "URZ") and kind.get(_regs(x) or "", _SAME) == _SAME
-                for x in src[0:2]):
-            # a per-warp value against a parameter (a row index against M: a bounds check), not a
-            # role: kept out of the rule
-            k, u = _LANE, None
-        elif base in ("ISETP", "UISETP") and k == _TID:
-            # the thread index compared with an immediate multiple of 32 is the same in each warp
-            ops = src[0:2]
-            if len(ops) == 2 and any(_IMM.match(x) and int(x, 0) % 32 == 0 and int(x, 0) for x in ops) \
-                    and sum(1 for x in ops if kind.get(_regs(x) or "", _SAME) == _TID) == 1:
-                k, u = _WARP, None
-        if k == _WARP and from_param:
-            # the warp's index mixed with a parameter (a row against M, the high words of a 64-bit
-            # division's operands): a size or an address per warp, a bounds or fast-path test,
-            # not a role
-            k, u = _LANE, None
-        for d in dst:
-            if d in ("RZ", "URZ", "PT", "UPT"):
-                continue
-            if from_param:
-                param.add(d)
-            else:
-                param.discard(d)
-            if guarded_by:  # a conditional write: the value may be the old one
-                k2 = max(k, kind.get(d, _SAME))
-                kind[d] = k2
-            else:
-                kind[d] = k
-            if k == _WARP and u is not None:
-                unit[d] = u
-            else:
-                unit.pop(d, None)
-    return kind, unit
+    old and new); and for the per-warp ones the threads of a group (2^shift) where known.
+
+    The model asks this for every branch of a kernel, and validate for the same kernel at many
+    problems: the walk of one listing is kept (:class:`_LaneWalk`), and a later question resumes
+    from the nearest state already reached instead of walking again from the top."""
+    key = tuple(full)
+    walk = _LANE_WALKS.pop(key, None) or _LaneWalk(key)
+    _LANE_WALKS[key] = walk  # the most recent last: the oldest goes first when full
+    while len(_LANE_WALKS) > _LANE_WALKS_KEPT:
+        del _LANE_WALKS[next(iter(_LANE_WALKS))]
+    kind, unit = walk.before(at)
+    return dict(kind), dict(unit)
+
+
+#: listings whose walks are kept (a kernel's listing is asked about once per branch and problem)
+_LANE_WALKS_KEPT = 128
+_LANE_WALKS: dict = {}
+
+
+class _LaneWalk:
+    """:func:`_lane_kinds`' forward walk over one listing, with the state (kind, unit, param)
+    kept at each place it was asked about, so that each instruction is stepped over once per
+    listing rather than once per question."""
+
+    def __init__(self, full: tuple):
+        self.full = full
+        # the walk stops at the first instruction at or past ``at``: the first whose running
+        # maximum of addresses reaches it (addresses need not be sorted)
+        self.reach, top = [], None
+        for a, _ in full:
+            top = a if top is None or a > top else top
+            self.reach.append(top)
+        self.states = {0: ({}, {}, set())}  # instructions stepped -> the state after them
+
+    def before(self, at: int) -> tuple[dict, dict]:
+        import bisect
+
+        n = bisect.bisect_left(self.reach, at)
+        if n not in self.states:
+            m = max(k for k in self.states if k <= n)
+            kind, unit, param = (dict(x) if isinstance(x, dict) else set(x) for x in self.states[m])
+            for _, ins in self.full[m:n]:
+                _lane_step(ins, kind, unit, param)
+            self.states[n] = (kind, unit, param)
+        kind, unit, _ = self.states[n]
+        return kind, unit
+
+
+def _lane_step(ins: str, kind: dict, unit: dict, param: set) -> None:
+    """One instruction of :func:`_lane_kinds`' walk: what it writes takes the kind of what it
+    reads (``kind``, ``unit`` and ``param``, the registers holding values derived from the kernel's
+    parameters, updated in place)."""
+    text = ins.strip().rstrip(";").strip()
+    guarded_by = None
+    if text.startswith("@"):
+        guarded_by, text = text.split(None, 1)
+    op, dst, src = _split(text)
+    base = op.split(".")[0]
+    srcs = [r for r in (_regs(x) for x in src) if r and r not in ("RZ", "URZ", "PT", "UPT")]
+    if guarded_by:
+        srcs.append(guarded_by.lstrip("@!"))
+    k = max((kind.get(r, _SAME) for r in srcs), default=_SAME)
+    u = min((unit[r] for r in srcs if kind.get(r) == _WARP and r in unit), default=None)
+    # a value read from the kernel's parameters (a size, an address) and what it reaches
+    from_param = base in ("LDC", "ULDC", "S2UR") or "c[" in text or any(r in param for r in srcs)
+    if base in ("S2R", "CS2R"):
+        k = _TID if "SR_TID.X" in text else _LANE if any(
+            x in text for x in ("SR_TID", "SR_LANEID", "SR_CLOCK", "SR_GLOBALTIMER")) else _SAME
+    elif base in ("LDC", "ULDC"):  # a kernel parameter or constant: per lane only if indexed so
+        pass
+    elif base in _LOADS or base.startswith(("LD", "ATOM")):
+        k = _LANE
+    elif base in ("SHF", "USHF") and ".R." in op and len(src) >= 3 and _IMM.match(src[1]) \
+            and int(src[1], 0) >= 5 and k == _TID:
+        # t >> s: the warp's group for 5 <= s <= 9; 0 in every thread past that (t < 1024:
+        # a sign or a high word)
+        sh = int(src[1], 0)
+        k, u = (_WARP, 1 << sh) if sh <= 9 else (_SAME, None)
+    elif base in ("LEA", "ULEA") and ".HI" in op and len(src) >= 3:
+        # LEA.HI d, a, b, s: b + (a >> (32 - s)): a is shifted right by 32 - s
+        imms = [x for x in src[2:] if _IMM.match(x)]
+        sh = 32 - int(imms[0], 0) if imms else 0
+        ka, kb = kind.get(_regs(src[0]) or "", _SAME), kind.get(_regs(src[1]) or "", _SAME)
+        rest = [kind.get(r, _SAME) for r in srcs if r not in (_regs(src[0]), _regs(src[1]))]
+        ka = _WARP if ka == _TID and 5 <= sh <= 9 else _SAME if ka == _TID and sh > 9 else ka
+        k = max([ka, kb] + rest)
+    elif base in ("LOP3", "ULOP3") and len(src) >= 4 and k == _TID and ".LUT" in op \
+            and src[3].lower() == "0xc0" and _IMM.match(src[1]) and not int(src[1], 0) & 31 \
+            and kind.get(_regs(src[0]) or "", _SAME) == _TID:
+        # an AND with a mask that clears the low 5 bits (t & ~127)
+        mask = int(src[1], 0) & 0xFFFFFFFF
+        low = (mask & -mask) or None
+        k, u = (_WARP, low) if low and low <= 512 else (_SAME, None)
+    if base in ("ISETP", "UISETP") and k == _WARP and any(
+            not _IMM.match(x) and x not in ("RZ", "URZ") and kind.get(_regs(x) or "", _SAME) == _SAME
+            for x in src[0:2]):
+        # a per-warp value against a parameter (a row index against M: a bounds check), not a
+        # role: kept out of the rule
+        k, u = _LANE, None
+    elif base in ("ISETP", "UISETP") and k == _TID:
+        # the thread index compared with an immediate multiple of 32 is the same in each warp
+        ops = src[0:2]
+        if len(ops) == 2 and any(_IMM.match(x) and int(x, 0) % 32 == 0 and int(x, 0) for x in ops) \
+                and sum(1 for x in ops if kind.get(_regs(x) or "", _SAME) == _TID) == 1:
+            k, u = _WARP, None
+    if k == _WARP and from_param:
+        # the warp's index mixed with a parameter (a row against M, the high words of a 64-bit
+        # division's operands): a size or an address per warp, a bounds or fast-path test,
+        # not a role
+        k, u = _LANE, None
+    for d in dst:
+        if d in ("RZ", "URZ", "PT", "UPT"):
+            continue
+        if from_param:
+            param.add(d)
+        else:
+            param.discard(d)
+        if guarded_by:  # a conditional write: the value may be the old one
+            k2 = max(k, kind.get(d, _SAME))
+            kind[d] = k2
+        else:
+            kind[d] = k
+        if k == _WARP and u is not None:
+            unit[d] = u
+        else:
+            unit.pop(d, None)
 
 
 def one_path(body: list[tuple[int, str]], full: list[tuple[int, str]] | None = None,

@@ -283,7 +283,8 @@ else:
 
 # %%
 problems = [saxpy.Problem(n=s) for s in sizes]
-table = bench.sweep(problems, saxpy.LADDER, seed=seed, record=record)  # its progress bar: the browser test checks widgets render
+# a bar while it runs (a widget: the browser test checks it renders), one line once it is done
+table = bench.sweep(problems, saxpy.LADDER, seed=seed, record=record, progress=lesson.progress)
 lesson.sweep_table(table, metric="gbps")  # in the simulator the time reads "simulated": no speed shown
 
 # %% [markdown]

@@ -32,7 +32,7 @@ from __future__ import annotations
 import os
 import time
 import traceback
-from typing import Iterable
+from typing import Callable, Iterable
 
 import numpy as np
 import pandas as pd
@@ -204,12 +204,15 @@ def _measure_one(problem, variant, *, seed, check_seed, timer, record, results_r
 
 def sweep(problems: Problem | Iterable[Problem], variants: Variant | Iterable[Variant], *,
           seed: int = 0, check_seed: int | None = None, timer: dict | None = None,
-          record: bool | str = "auto", results_root=None, progress: bool = True) -> pd.DataFrame:
+          record: bool | str = "auto", results_root=None, progress: bool | Callable = True) -> pd.DataFrame:
     """Check then time every variant on every problem; return one row per pair.
 
     ``record``: ``"auto"`` records real GPU measurements in ``data/results/`` and nothing in
     the simulator; ``True`` records in the simulator too (under ``runs/sim-results/``);
     ``False`` records nothing.  ``timer`` overrides :func:`perfkit.timing.measure` settings.
+    ``progress``: tqdm's bar (True), none (False), or a callable that makes the bar
+    (``progress(total=, desc=)``, e.g. :func:`perfkit.lesson.progress`, whose bar a saved
+    notebook keeps as one line, not as a frozen stub).
     """
     problems = [problems] if isinstance(problems, Problem) else list(problems)
     variants = [variants] if isinstance(variants, Variant) else list(variants)
@@ -230,12 +233,15 @@ def sweep(problems: Problem | Iterable[Problem], variants: Variant | Iterable[Va
         check_seed = int(np.random.SeedSequence().entropy % (2**31))
     do_record = bool(record) if record != "auto" else not sim
 
-    from tqdm.auto import tqdm
-
     pairs = [(p, v) for p in problems for v in variants]
     kw = dict(seed=seed, check_seed=check_seed, timer=settings, record=do_record, results_root=results_root)
     rows = []
-    bar = tqdm(total=len(pairs), desc="sweep", disable=not progress, leave=False)
+    if callable(progress):
+        bar = progress(total=len(pairs), desc="sweep")
+    else:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(pairs), desc="sweep", disable=not progress, leave=False)
     worker = 0
     while len(rows) < len(pairs):
         rest = pairs[len(rows):]

@@ -22,6 +22,24 @@ REQUIRED = os.environ.get("PERFKIT_REQUIRE_BROWSER", "") not in ("", "0")
 PREDICTION = re.compile(r"grade\(\"((?:02\.predict_order|03\.predict_bound|04\.predict_softmax|05\.predict_share))\"")
 
 
+#: tqdm's text stand-in for its widget, frozen in a saved notebook (``sweep:   0%|   | 0/8 [00:00<?, ?it/s]``)
+PROGRESS_STUB = re.compile(r"\d+%\|.*\|\s*\d+/\d+ \[")
+
+
+def progress_stubs(nb: dict) -> list[tuple[int, str]]:
+    """(cell index, text) of each output that is a progress bar's text stub (a bar that a saved
+    notebook shows frozen at some step: perfkit.lesson.progress leaves one line instead)."""
+    found = []
+    for i, cell in enumerate(nb["cells"]):
+        for out in cell.get("outputs", []) if cell["cell_type"] == "code" else []:
+            texts = [out.get("text", "")] + [(out.get("data") or {}).get("text/plain", "")]
+            for t in texts:
+                t = "".join(t) if isinstance(t, list) else t
+                if PROGRESS_STUB.search(t):
+                    found.append((i, t.strip()[:120]))
+    return found
+
+
 def browser_missing() -> str | None:
     """Why the browser test cannot run here (None: it can)."""
     exe = shutil.which("chromium") or ("/usr/bin/chromium" if Path("/usr/bin/chromium").exists() else None)
@@ -41,12 +59,13 @@ def runs_in_browser(stem: str) -> bool:
 
 def check_executed(name: str, nb: dict) -> None:
     """An executed notebook (nbformat JSON): no traceback, no 'no record' where a record exists,
-    and no recorded answer unfolded above a graded prediction."""
+    no progress bar's text stub, and no recorded answer unfolded above a graded prediction."""
     from perfkit import lesson, results
 
     text = json.dumps(nb)
     assert "Traceback" not in text, f"{name} shows a traceback"
     assert lesson.false_no_record_claims(text) == [], f"{name} says 'no record' where there is one"
+    assert progress_stubs(nb) == [], f"{name} shows a progress bar's text stub: {progress_stubs(nb)}"
     gpus = sorted(set(results.load()["gpu"].dropna().astype(str)))
     for i, cell in enumerate(nb["cells"]):
         src = "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]

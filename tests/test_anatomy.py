@@ -469,3 +469,20 @@ def test_source_closure_follows_imports_inside_functions():
     files = [f.replace("\\", "/") for f in static.source_files("perfkit.kernels.conv")]
     assert any(f.endswith("perfkit/kernels/gemm/simt.py") for f in files)
     assert not any(f.endswith("perfkit/kernels/norm/softmax.py") for f in files)  # an unrelated ladder
+
+
+def test_a_listing_is_classified_once_and_each_report_gets_its_own_mix():
+    """The model inspects the same build once per problem it estimates (validate, a ladder's
+    cards): the listing's instruction mix is computed once, equal to instruction_mix of the
+    report's SASS, and each report holds its own copy (changing one changes no other)."""
+    from perfkit.anatomy import report as report_mod
+    from perfkit.kernels import saxpy
+
+    report_mod._mix_once.cache_clear()
+    v = saxpy.LADDER[2]
+    a = anatomy.inspect(v, saxpy.Problem(n=4099))
+    b = anatomy.inspect(v, saxpy.Problem(n=4099))
+    assert a.mix == b.mix == anatomy.instruction_mix(a.sass) and a.mix
+    assert report_mod._mix_once.cache_info().hits >= 1
+    a.mix[next(iter(a.mix))] += 1000
+    assert b.mix == anatomy.instruction_mix(b.sass) == report_mod._mix_of(b.sass)

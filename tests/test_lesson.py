@@ -1086,3 +1086,65 @@ def test_the_what_if_says_which_launch_time_the_timer_hides():
                          "spin_launch_us": [2.0, 2.0], "hidden_us": [0.0, 5.0], "host_us": [50.0, 50.0]})
     text = lesson.timers_paragraph(fake, "x")
     assert "binds x on b" in text and "5 µs on b" in text and "a under the flush-only timer, b behind the spin" in text
+
+
+def test_progress_outside_a_kernel_leaves_one_line(capsys):
+    """With no kernel (a script, the CLI) there is no widget: the bar counts, and closing it
+    prints one line, once; bench.sweep takes it as its bar (notebook 01's sweep)."""
+    from perfkit import bench
+    from perfkit.kernels import saxpy
+
+    bar = lesson.progress(3, "demo")
+    bar.set_postfix_str("rung 1")
+    bar.update()
+    bar.update(2)
+    assert capsys.readouterr().out == ""
+    bar.close()
+    bar.close()
+    assert capsys.readouterr().out == "demo: 3 of 3 done\n"
+    t = bench.sweep([saxpy.Problem(n=37)], saxpy.LADDER[1:3], record=False, progress=lesson.progress)
+    assert list(t.status) == ["ok", "ok"] and capsys.readouterr().out == "sweep: 2 of 2 done\n"
+
+
+def test_progress_in_a_kernel_shows_a_widget_and_a_saved_notebook_keeps_one_line(tmp_path):
+    """In a kernel the bar is a widget while the work runs (its model reaches the front end:
+    nbclient keeps its state, the last value the total), and a saved notebook holds, in its
+    place, one line: no widget view and no tqdm text stub (tests/test_browser.py checks the
+    widget renders in JupyterLab).  The module alone is loaded in the kernel (it imports
+    nothing of perfkit): a kernel importing perfkit would take seconds more."""
+    import nbformat
+    from nbclient import NotebookClient
+    from notebook_checks import progress_stubs
+
+    module = importlib.import_module("perfkit.lesson.progress")  # (lesson.progress is the function)
+
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(
+        "import importlib.util\n"
+        f"spec = importlib.util.spec_from_file_location('progress', {str(module.__file__)!r})\n"
+        "m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
+        "bar = m.progress(total=3, desc='sweep')\n"
+        "for k in range(3):\n    bar.set_postfix_str(f'rung {k}'); bar.update(1)\n"
+        "bar.close()\nprint('after')")]
+    NotebookClient(nb, timeout=60, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    outs = nb.cells[0].outputs
+    shown = [o for o in outs if o.output_type == "display_data"]
+    assert len(shown) == 1 and dict(shown[0].data) == {"text/plain": "sweep: 3 of 3 done"}, outs
+    assert [o.text for o in outs if o.output_type == "stream"] == ["after\n"], outs
+    assert progress_stubs(nb) == []
+    states = nb.metadata["widgets"]["application/vnd.jupyter.widget-state+json"]["state"].values()
+    bars = [s["state"] for s in states if s["model_name"] == "IntProgressModel"]
+    assert len(bars) == 1 and bars[0]["value"] == bars[0]["max"] == 3 and bars[0]["description"] == "sweep"
+
+
+def test_progress_stubs_are_found():
+    """The check every executed notebook gets (tests/notebook_checks.py) finds tqdm's stub."""
+    from notebook_checks import progress_stubs
+
+    stub = {"cells": [{"cell_type": "code", "source": "", "outputs": [{
+        "output_type": "display_data", "metadata": {},
+        "data": {"application/vnd.jupyter.widget-view+json": {"model_id": "x"},
+                 "text/plain": ["sweep:   0%|          | 0/8 [00:00<?, ?it/s]"]}}]}]}
+    assert progress_stubs(stub) == [(0, "sweep:   0%|          | 0/8 [00:00<?, ?it/s]")]
+    stub["cells"][0]["outputs"][0]["data"] = {"text/plain": "sweep: 8 of 8 done"}
+    assert progress_stubs(stub) == []

@@ -1305,6 +1305,36 @@ def test_a_warp_role_split_runs_both_arms_each_in_its_warps():
     assert model._one_path(full) == full
 
 
+
+def test_lane_kinds_from_one_pass_equal_a_walk_that_stops_before_the_branch(fresh_seed):
+    """The model asks for a register's lane kind before every branch of a listing, and
+    validate for the same listing at many problems: one pass over the listing is kept and each
+    answer looked up in it.  Asked in a random order (before, at, between and past the
+    instructions, the same place twice), each answer equals that of a pass over only the
+    instructions before the place."""
+    import random
+
+    from perfkit.model import branches
+
+    def stopped_before(full, at, reg):
+        head = tuple((a, ins) for a, ins in full if a < at)
+        if not head:
+            return None, None
+        _, _, hist = branches._lane_writes(head)
+        idx, vals = hist.get(reg, ((), ()))
+        return vals[-1] if idx else (None, None)
+
+    rng = random.Random(fresh_seed)
+    full = _ROLE_SPLIT
+    places = [a + d for a, _ in full for d in (0, 1)] + [-1, 0x1000] + [a for a, _ in full][::3]
+    rng.shuffle(places)
+    regs = sorted({r for _, ins in full for r in re.findall(r"\bU?[RP]\d+\b", ins)})
+    for at in places:
+        for reg in regs:
+            assert branches._lane_kind(full, at, reg) == stopped_before(full, at, reg), (hex(at), reg)
+    assert branches._lane_kind(full, 0x111, "P0")[0] == branches._WARP  # the role split's test
+
+
 @pytest.mark.parametrize("change", [
     ("SHF.R.S64 R3, R8, 0x7, R9", "SHF.R.S64 R3, R8, 0x4, R9"),  # t // 16: lanes of a warp differ
     ("S2R R0, SR_TID.X", "LDG.E R0, desc[UR4][R2.64]"),  # a loaded value: data, not a role

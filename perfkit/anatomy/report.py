@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 import html
 import io
 from dataclasses import dataclass, field
@@ -229,6 +230,18 @@ def reserved_in_cubin(cc, shared: int, ptxas: dict, cubin: bytes = b"") -> int:
     return 0
 
 
+def _mix_of(sass: str) -> dict:
+    """:func:`instruction_mix` of a listing, each listing classified once per process (the model
+    inspects the same build once per problem it estimates: validate, a ladder's cards); a copy,
+    which the caller may change."""
+    return dict(_mix_once(sass))
+
+
+@functools.lru_cache(maxsize=256)
+def _mix_once(sass: str) -> dict:
+    return instruction_mix(sass)
+
+
 def _report(variant: Variant, cc, launch: dict, summaries: list) -> Report:
     entry = _launch_entry(launch)
     ptxas = parse_ptxas(launch["ptxas_log"], entry)
@@ -253,7 +266,7 @@ def _report(variant: Variant, cc, launch: dict, summaries: list) -> Report:
                   stack_bytes=stack, spill_store_bytes=ptxas.get("spill_store_bytes", 0),
                   spill_load_bytes=ptxas.get("spill_load_bytes", 0), local_bytes=u.get("LOCAL", 0),
                   block=tuple(launch["block"]), grid=tuple(launch["grid"]), occupancy=o,
-                  mix=instruction_mix(launch["sass"]), ptx=launch.get("ptx", ""),
+                  mix=_mix_of(launch["sass"]), ptx=launch.get("ptx", ""),
                   cubin=base64.b64decode(launch["cubin_b64"]) if "cubin_b64" in launch else b"", sass=launch["sass"],
                   ptxas_log=launch["ptxas_log"], signature=launch["signature"], launches=summaries,
                   arch=launch.get("arch", ""), reserved_shared_bytes=reserved)

@@ -28,7 +28,8 @@
 * :func:`sass_table` (``LadderView.sass``): what a rung's new instructions become in SASS, counted
   in its compiled code and hot loop beside the rung before's (the anatomy: no GPU).
 * :func:`quiet_numba_warnings`, :func:`sweep_table`, :func:`fold`, :func:`anatomy_table`:
-  output a reader can read.
+  output a reader can read; :func:`progress`: a widget bar while work runs that a saved notebook
+  keeps as one line (``bench.sweep(..., progress=lesson.progress)``), not as tqdm's frozen stub.
 
 How a record is matched to a rung (:data:`MATCH_RULE`): ladders are renumbered as rungs are
 added, so a record matches by **op + variant name + problem parameters**, never by rung number.
@@ -60,6 +61,7 @@ from .view import LadderView, fold_figure
 from .networks import layer_estimate, measured_s, network_table, weighted_of_oracle
 from .standing import standing, standing_figure, standing_table, takeaway
 from .bandwidth import WhereTheyStand, copy_ceiling, standing_rows
+from .progress import Progress, progress
 
 __all__ = ["source", "source_diff", "kernel_sources", "kernel_helpers", "MATCH_RULE", "records",
            "recorded", "RungCard", "ladder_cards", "card_table", "record_pivot", "changed_since_recorded",
@@ -69,7 +71,8 @@ __all__ = ["source", "source_diff", "kernel_sources", "kernel_helpers", "MATCH_R
            "LadderView", "fold_figure", "counters", "Counters", "COUNTERS", "answers_shown_before",
            "layer_estimate", "network_table", "weighted_of_oracle", "standing", "standing_table",
            "standing_figure", "takeaway", "choose_record", "paragraph", "ncu_kernels", "WhereTheyStand",
-           "copy_ceiling", "standing_rows", "ask", "mnemonic", "opcode_counts", "sass_table", "check_rungs", "traffic_table", "measured_classes", "what_if_timers", "timers_paragraph"]
+           "copy_ceiling", "standing_rows", "ask", "mnemonic", "opcode_counts", "sass_table", "check_rungs", "traffic_table", "measured_classes", "what_if_timers", "timers_paragraph",
+           "Progress", "progress"]
 
 # the names these had when lesson was one module (tests use them)
 _const_eval, _matches, _match_rows, _WarningLog = const_eval, matches, match_rows, WarningLog

@@ -74,7 +74,7 @@ def test_outer_math_wins_over_innermost_loops_without_any():
 def test_tensor_core_rungs_hot_loop_holds_their_mma(name):
     """Compile only (sm_90a, no simulator): the k-loop of rungs 14 and 15 issues the HMMAs while
     its tile-loading loops (innermost, no mma) are nested in it; the hot loop is the k-loop."""
-    r = anatomy.inspect(BY_NAME[name], gemm.Problem(256, 256, 256, "float16"), cc=(9, 0))
+    r = anatomy.inspect(BY_NAME[name], gemm.Problem(4096, 4096, 4096, "float16"), cc=(9, 0))  # stored
     hot = r.hot_loop
     assert hot is not None and hot.mix.get("tensor mma", 0) >= 16, str(hot)
     assert hot.own_mix["tensor mma"] == hot.mix["tensor mma"]
@@ -91,7 +91,7 @@ def test_tensor_core_unchecked_tile_copies_are_cheap(name, copies):
     takes at most 10 instructions per copy (it was ~110 with per-chunk int64 index math)."""
     import re
 
-    r = anatomy.inspect(BY_NAME[name], gemm.Problem(256, 256, 256, "float16"), cc=(9, 0))
+    r = anatomy.inspect(BY_NAME[name], gemm.Problem(4096, 4096, 4096, "float16"), cc=(9, 0))  # stored
     body = r.hot_loop.body
     idx = [i for i, ins in enumerate(body) if "LDGSTS" in ins and "ZFILL" not in ins]
     assert len(idx) == copies, [body[i] for i in idx]

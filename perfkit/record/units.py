@@ -55,7 +55,10 @@ def unit_main(spec_path: str, out: str) -> int:
 def unit_sleep(out: Path, seconds: float) -> int:
     """The rehearsal's proof of the kill: a grandchild and this process both sleep past the cap."""
     child = subprocess.Popen([sys.executable, "-c", f"import time; time.sleep({seconds})"])
-    (out / "rehearsal-kill.pids").write_text(f"{os.getpid()} {child.pid}\n")
+    # written whole then renamed: a watcher that sees the file must never read it empty
+    tmp = out / "rehearsal-kill.pids.tmp"
+    tmp.write_text(f"{os.getpid()} {child.pid}\n")
+    tmp.replace(out / "rehearsal-kill.pids")
     print(f"sleeping {seconds} s with grandchild {child.pid}", flush=True)
     time.sleep(seconds)
     return 0

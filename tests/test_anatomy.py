@@ -134,6 +134,31 @@ def test_diff_between_rungs_and_targets():
     assert next(r for r in d2.rows if r[0] == "target")[1:3] == ("sm_90", "sm_75")
 
 
+def test_the_cards_instruction_mix_bars_write_every_count_beside_its_bar():
+    """A card's mix is drawn in HTML (no figure to render): each class that either side has, each
+    side's count written once per bar, bar lengths in proportion, and a diff of one rung at two
+    targets keeps both sides apart."""
+    import re
+
+    from perfkit.anatomy.report import _mix_html
+
+    a = {"fp32 fma": 40, "global load 32": 10, "barrier": 0}
+    b = {"fp32 fma": 20, "global load 32": 0, "barrier": 5}
+    h = _mix_html({"x": a, "y": b}, "instruction mix")
+    widths = [float(w) for w in re.findall(r"width:([0-9.]+)px", h)]
+    counts = [int(c) for c in re.findall(r"margin-left:3px'>(\d+)<", h)]
+    classes = [c for c in anatomy.MIX_CLASSES if a.get(c) or b.get(c)]
+    assert counts == [m.get(c, 0) for c in classes for m in (a, b)]
+    assert widths == [round(240 * n / 40) for n in counts]
+    assert "&#9632;</span> x" in h and "&#9632;</span> y" in h
+    from perfkit.kernels import saxpy
+
+    r = anatomy.inspect(saxpy.LADDER[1], saxpy.EXAMPLE_PROBLEM, (9, 0))
+    r80 = anatomy.inspect(saxpy.LADDER[1], saxpy.EXAMPLE_PROBLEM, (8, 0))
+    same = anatomy.diff(r, r80)._repr_html_()
+    assert f"{r.variant} ({r.arch})" in same and f"{r.variant} ({r80.arch or 'sm_80'})" in same
+
+
 def test_warm_report_is_fast():
     from perfkit.kernels import saxpy
 

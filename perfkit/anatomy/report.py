@@ -4,7 +4,6 @@ from __future__ import annotations
 import base64
 import functools
 import html
-import io
 from dataclasses import dataclass, field
 
 from .. import occupancy as occ
@@ -117,7 +116,7 @@ class Report:
         rows = "".join(f"<tr><th style='text-align:left'>{html.escape(k)}</th><td style='text-align:left'>"
                        f"{html.escape(v)}</td></tr>" for k, v in self._rows())
         return (f"<div><b>anatomy of {html.escape(self.variant)}</b><table>{rows}</table>"
-                f"{_fig_html(self.plot_mix)}</div>")
+                f"{_mix_html({self.variant: self.mix}, 'instruction mix')}</div>")
 
 
 def _plot_mixes(mixes: dict[str, dict], ax=None, title: str = ""):
@@ -140,14 +139,32 @@ def _plot_mixes(mixes: dict[str, dict], ax=None, title: str = ""):
     return ax
 
 
-def _fig_html(draw) -> str:
-    import matplotlib.pyplot as plt
+# One colour per compared variant, as matplotlib's first two default colours (plot_mix's bars).
+_MIX_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728")
 
-    ax = draw()
-    buf = io.BytesIO()
-    ax.figure.savefig(buf, format="png", dpi=80, bbox_inches="tight")
-    plt.close(ax.figure)
-    return f"<img src='data:image/png;base64,{base64.b64encode(buf.getvalue()).decode()}'/>"
+
+def _mix_html(mixes: dict[str, dict], title: str) -> str:
+    """The instruction mix as bars drawn in HTML: the same numbers as ``plot_mix``, with each count
+    written beside its bar, and no figure to render (a card holds one per rung, and a PNG of one
+    took 0.6 s: a third of a ladder notebook's run)."""
+    classes = [c for c in MIX_CLASSES if any(m.get(c) for m in mixes.values())]
+    top = max((m.get(c, 0) for m in mixes.values() for c in classes), default=0) or 1
+    rows = []
+    for c in classes:
+        bars = "".join(
+            f"<div style='display:flex;align-items:center;height:9px;margin:1px 0'>"
+            f"<div style='background:{_MIX_COLOURS[i % len(_MIX_COLOURS)]};height:8px;"
+            f"width:{240 * m.get(c, 0) / top:.0f}px'></div>"
+            f"<span style='font-size:8px;margin-left:3px'>{m.get(c, 0)}</span></div>"
+            for i, m in enumerate(mixes.values()))
+        rows.append(f"<tr><td style='text-align:right;font-size:8pt;padding:0 4px'>{html.escape(c)}</td>"
+                    f"<td style='text-align:left;padding:0'>{bars}</td></tr>")
+    legend = ("" if len(mixes) < 2 else " (" + ", ".join(
+        f"<span style='color:{_MIX_COLOURS[i % len(_MIX_COLOURS)]}'>&#9632;</span> {html.escape(n)}"
+        for i, n in enumerate(mixes)) + ")")
+    return (f"<div style='margin-top:4px'><span style='font-size:9pt'>{html.escape(title)}: static SASS "
+            f"instructions by class{legend}</span><table style='border-collapse:collapse'>"
+            f"{''.join(rows)}</table></div>")
 
 
 @dataclass
@@ -171,9 +188,11 @@ class Diff:
                        f"<td>{html.escape(str(y))}</td><td>{html.escape(str(d))}</td></tr>"
                        for w, x, y, d in self.rows + [(k, *v) for k, v in self.mix.items()])
         head = f"<tr><th></th><th>{html.escape(self.a.variant)}</th><th>{html.escape(self.b.variant)}</th><th>change</th></tr>"
-        draw = lambda: _plot_mixes({self.a.variant: self.a.mix, self.b.variant: self.b.mix},  # noqa: E731
-                                   title="instruction mix")
-        return f"<div><b>anatomy diff</b><table>{head}{body}</table>{_fig_html(draw)}</div>"
+        names = (self.a.variant, self.b.variant)
+        if names[0] == names[1]:  # one rung at two targets: name the bars by target
+            names = tuple(f"{r.variant} ({r.arch or f'sm_{r.cc[0]}{r.cc[1]}'})" for r in (self.a, self.b))
+        mix = _mix_html({names[0]: self.a.mix, names[1]: self.b.mix}, "instruction mix")
+        return f"<div><b>anatomy diff</b><table>{head}{body}</table>{mix}</div>"
 
 
 def diff(a: Report, b: Report) -> Diff:

@@ -2,6 +2,7 @@
 instruction classes and static mix, and its loops (the hot loop the model reads)."""
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 
@@ -79,6 +80,7 @@ def _width(mods: list[str]) -> int:
     return 32
 
 
+@functools.lru_cache(maxsize=1 << 16)  # the model classifies the same lines in every pass
 def classify(instr: str) -> str:
     """Class of one SASS instruction, e.g. ``@P0 LDG.E.128 R4, desc[UR4][R2.64] ;``."""
     text = instr.strip()
@@ -154,7 +156,12 @@ _SASS_ADDR = re.compile(r"/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")
 
 def sass_lines(sass: str) -> list[tuple[int, str]]:
     """(address, instruction) for every SASS instruction of the listing, NOPs included."""
-    return [(int(m.group(1), 16), m.group(2)) for m in _SASS_ADDR.finditer(sass)]
+    return list(_parsed_lines(sass))
+
+
+@functools.lru_cache(maxsize=256)  # one listing is walked by every estimate of its rung
+def _parsed_lines(sass: str) -> tuple[tuple[int, str], ...]:
+    return tuple((int(m.group(1), 16), m.group(2)) for m in _SASS_ADDR.finditer(sass))
 
 
 @dataclass

@@ -2,6 +2,7 @@
 is, the tool versions that key every build, and its errors."""
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 from .. import occupancy as occ
@@ -53,6 +54,11 @@ def tool_path(name: str) -> str:
 
 
 def versions() -> dict:
+    return dict(_versions())
+
+
+@functools.lru_cache(maxsize=1)  # installed packages do not change under a running process (8 lookups a call)
+def _versions() -> tuple:
     from importlib import metadata
 
     out = {}
@@ -62,5 +68,5 @@ def versions() -> dict:
             out[pkg] = metadata.version(pkg)
         except metadata.PackageNotFoundError:
             out[pkg] = None
-    return out
+    return tuple(out.items())
 

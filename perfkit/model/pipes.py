@@ -2,6 +2,7 @@
 memory level (:func:`pipe_counts`), the counts every leg is made from."""
 from __future__ import annotations
 
+import functools
 import re
 
 
@@ -18,7 +19,14 @@ def opcode(ins: str) -> str:
 
 
 def pipe_counts(body: list[str]) -> dict:
-    """Per-iteration counts the legs need, from a list of SASS instructions."""
+    """Per-iteration counts the legs need, from a list of SASS instructions (a fresh dict: the
+    caller may add to it)."""
+    c = _counts(tuple(body))
+    return {k: dict(v) if isinstance(v, dict) else v for k, v in c.items()}
+
+
+@functools.lru_cache(maxsize=4096)  # a loop's body is counted again by every pass and estimate of its rung
+def _counts(body: tuple[str, ...]) -> dict:
     from ..anatomy import classify
 
     c = {"instr": 0, "fma": 0, "ffma": 0, "imad": 0, "alu": 0, "xu": 0, "fp64": 0, "mma": 0, "mma_flops": 0, "wgmma_flops": 0, "gmem": 0, "gmem_bytes": 0,

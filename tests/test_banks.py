@@ -375,3 +375,62 @@ def test_cp_async_twin_copies_the_same_bytes(fresh_seed):
     _cp_async_column[1, 32](x, y)
     np.testing.assert_array_equal(y[:, :8], x[:, 8:16])
     assert np.isnan(y[:, 8:]).all()
+
+
+# --- views of the dynamic shared array (kernels._dynsmem.shared_tile) -------------------------
+from perfkit.banks import record as _record  # noqa: E402
+from perfkit.kernels._dynsmem import shared_tile as _shared_tile  # noqa: E402
+
+_START = 40  # elements: the tile starts 160 bytes into the dynamic buffer
+
+
+@cuda.jit
+def _tile_column_row(x, y):
+    # one warp; a 32x32 float32 tile of the dynamic array from element 40: lane t writes row t's
+    # first word (a column: 32 lanes 128 bytes apart, one bank, 32-way), then reads word t of row
+    # 1 (a row: 32 banks), then word 0 of row t through the transposed view (a column again)
+    smem = cuda.shared.array(0, float32)
+    tile = _shared_tile(smem, _START, 32, 32)
+    t = cuda.threadIdx.x
+    tile[t, 0] = x[t, 0]
+    cuda.syncthreads()
+    y[0, t] = tile[1, t]
+    y[1, t] = tile.T[0, t]
+
+
+@dataclass(frozen=True)
+class _TileColumnRow(_Plain):
+    name = "tile_column_row"
+
+    def plan(self, problem, bufs):
+        return [Launch(_tile_column_row, (1,), (32,), (bufs["x"], bufs["y"]), (_START + 32 * 32) * 4)]
+
+
+@pytest.mark.skipif(not backend.is_simulator(), reason="records the simulator's shared accesses")
+def test_accesses_through_a_shared_tile_are_recorded_at_their_byte_address():
+    """A tile taken with shared_tile is a view of the block's one dynamic buffer: each access
+    through it is recorded at base + 4 * (40 + 32 r + c) (the transposed view's too), taking the
+    tile records nothing, and every thread sees the same buffer (one base for the block)."""
+    _record.install()
+    x = np.random.default_rng(0).standard_normal((32, 32)).astype(np.float32)
+    y = np.full((32, 32), np.nan, np.float32)
+    with _record.recording() as rec:
+        _tile_column_row[1, 32, 0, (_START + 32 * 32) * 4](_record.recording_arg(cuda.to_device(x)),
+                                                           _record.recording_arg(cuda.to_device(y)))
+    assert len(rec.bases) == 1, rec.bases  # one dynamic buffer, not one per thread
+    (base,) = rec.bases.values()
+    for t in range(32):
+        got = [(site[2], addr, size) for site, addr, size in rec.events[((0, 0, 0), t)]]
+        assert got == [("store", base + 4 * (_START + 32 * t), 4),
+                       ("load", base + 4 * (_START + 32 + t), 4),
+                       ("load", base + 4 * (_START + 32 * t), 4)], (t, got)
+
+
+@pytest.mark.skipif(not backend.is_simulator(), reason="banks.count runs kernels in the CUDA simulator")
+def test_bank_degrees_through_a_shared_tile():
+    """Column store 32-way (32 wavefronts), row load clean (1), column load through the
+    transposed view 32-way: 65 wavefronts of 3 conflict-free ones."""
+    rep = banks.count(_TileColumnRow(), _T32(), cache=False)
+    assert (rep.store_accesses, rep.store_wavefronts, rep.store_ideal) == (1, 32, 1)
+    assert (rep.load_accesses, rep.load_wavefronts, rep.load_ideal) == (2, 33, 2)
+    assert rep.conflicts == 31 + 31

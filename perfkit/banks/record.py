@@ -2,8 +2,11 @@
 accesses, with their byte addresses and source sites, while :func:`recording` is open.
 
 Shared arrays are laid out one after another in the order a block first touches them, each
-16-byte aligned; global buffers are 256-byte aligned, as ``cudaMalloc`` gives.  A site is a
-source line, a direction (load or store) and, for shared memory, the array."""
+16-byte aligned (the dynamic array, ``cuda.shared.array(0, dtype)``, is one buffer for the whole
+block, whatever dtype each thread views it as); a view of a shared array (a tile of the dynamic
+array, :func:`perfkit.kernels._dynsmem.shared_tile`; a transposed view) is addressed inside its
+buffer by its strides.  Global buffers are 256-byte aligned, as ``cudaMalloc`` gives.  A site is a
+source line, a direction (load or store) and, for shared memory, the array (a view: its first byte)."""
 from __future__ import annotations
 
 import contextlib

@@ -375,3 +375,122 @@ def test_cp_async_twin_copies_the_same_bytes(fresh_seed):
     _cp_async_column[1, 32](x, y)
     np.testing.assert_array_equal(y[:, :8], x[:, 8:16])
     assert np.isnan(y[:, 8:]).all()
+
+
+# --- views of the dynamic shared array (kernels._dynsmem.shared_tile) -------------------------
+from perfkit.banks import record as _record  # noqa: E402
+from perfkit.kernels._dynsmem import shared_tile as _shared_tile  # noqa: E402
+
+_START = 40  # elements: the tile starts 160 bytes into the dynamic buffer
+
+
+@cuda.jit
+def _tile_column_row(x, y):
+    # one warp; a 32x32 float32 tile of the dynamic array from element 40: lane t writes row t's
+    # first word (a column: 32 lanes 128 bytes apart, one bank, 32-way), then reads word t of row
+    # 1 (a row: 32 banks), then word 0 of row t through the transposed view (a column again)
+    smem = cuda.shared.array(0, float32)
+    tile = _shared_tile(smem, _START, 32, 32)
+    t = cuda.threadIdx.x
+    tile[t, 0] = x[t, 0]
+    cuda.syncthreads()
+    y[0, t] = tile[1, t]
+    y[1, t] = tile.T[0, t]
+
+
+@dataclass(frozen=True)
+class _TileColumnRow(_Plain):
+    name = "tile_column_row"
+
+    def plan(self, problem, bufs):
+        return [Launch(_tile_column_row, (1,), (32,), (bufs["x"], bufs["y"]), (_START + 32 * 32) * 4)]
+
+
+@pytest.mark.skipif(not backend.is_simulator(), reason="records the simulator's shared accesses")
+def test_accesses_through_a_shared_tile_are_recorded_at_their_byte_address():
+    """A tile taken with shared_tile is a view of the block's one dynamic buffer: each access
+    through it is recorded at base + 4 * (40 + 32 r + c) (the transposed view's too), taking the
+    tile records nothing, and every thread sees the same buffer (one base for the block)."""
+    _record.install()
+    x = np.random.default_rng(0).standard_normal((32, 32)).astype(np.float32)
+    y = np.full((32, 32), np.nan, np.float32)
+    with _record.recording() as rec:
+        _tile_column_row[1, 32, 0, (_START + 32 * 32) * 4](_record.recording_arg(cuda.to_device(x)),
+                                                           _record.recording_arg(cuda.to_device(y)))
+    assert len(rec.bases) == 1, rec.bases  # one dynamic buffer, not one per thread
+    (base,) = rec.bases.values()
+    for t in range(32):
+        got = [(site[2], addr, size) for site, addr, size in rec.events[((0, 0, 0), t)]]
+        assert got == [("store", base + 4 * (_START + 32 * t), 4),
+                       ("load", base + 4 * (_START + 32 + t), 4),
+                       ("load", base + 4 * (_START + 32 * t), 4)], (t, got)
+
+
+@pytest.mark.skipif(not backend.is_simulator(), reason="banks.count runs kernels in the CUDA simulator")
+def test_bank_degrees_through_a_shared_tile():
+    """Column store 32-way (32 wavefronts), row load clean (1), column load through the
+    transposed view 32-way: 65 wavefronts of 3 conflict-free ones."""
+    rep = banks.count(_TileColumnRow(), _T32(), cache=False)
+    assert (rep.store_accesses, rep.store_wavefronts, rep.store_ideal) == (1, 32, 1)
+    assert (rep.load_accesses, rep.load_wavefronts, rep.load_ideal) == (2, 33, 2)
+    assert rep.conflicts == 31 + 31
+
+
+from numba import uint64 as _u64  # noqa: E402
+
+from perfkit.kernels._ptx_hopper import (TensorMap2D, fence_mbarrier_init, mbar_arrive_expect_tx,  # noqa: E402
+                                         mbar_init, mbar_wait, tma_load_2d, wgmma_commit, wgmma_desc,
+                                         wgmma_fence, wgmma_m64n64k16, wgmma_wait)
+
+
+@cuda.jit
+def _async_proxy(tma, tmb, out):
+    # one warpgroup: thread 0 TMA-loads A (64 x 64) into a tile at byte 0 and B (16 x 64) into a
+    # tile at byte 8192 of the dynamic array; every thread waits, then the warpgroup's wgmma
+    # reads both from shared memory through descriptors
+    smem = cuda.shared.array(0, _f16)
+    full = cuda.shared.array(1, _u64)
+    ta = _shared_tile(smem, 0, 64, 64)
+    tb = _shared_tile(smem, 4096, 16, 64)
+    t = cuda.threadIdx.x
+    if t == 0:
+        mbar_init(full, 0, 1)
+        fence_mbarrier_init()
+    cuda.syncthreads()
+    if t == 0:
+        mbar_arrive_expect_tx(full, 0, 8192 + 2048)
+        tma_load_2d(ta, 0, tma, 0, 0, full, 0)
+        tma_load_2d(tb, 0, tmb, 0, 0, full, 0)
+    mbar_wait(full, 0, 0)
+    acc = cuda.local.array(32, float32)
+    wgmma_fence()
+    wgmma_m64n64k16(acc, smem, wgmma_desc(0, 16, 1024), wgmma_desc(8192, 8192, 1024), 0)
+    wgmma_commit()
+    wgmma_wait(0)
+    for i in range(32):
+        out[t, i] = acc[i]
+
+
+@pytest.mark.skipif(not backend.is_simulator(), reason="records the simulator's twins of TMA and wgmma")
+def test_tma_and_wgmma_shared_accesses_are_no_thread_s_lds_or_sts(fresh_seed):
+    """TMA's writes to shared memory (cp.async.bulk.tensor) and wgmma's reads of its shared
+    operands are made by the async proxy (the TMA unit, the tensor core), not by a thread's
+    LDS/STS, so the LSU's bank-conflict counters (Nsight Compute's
+    l1tex__data_bank_conflicts_pipe_lsu_mem_shared) do not see them: through tiles of the dynamic
+    array too, the recording holds no shared access of any thread, while the product is right."""
+    g = np.random.default_rng(fresh_seed)
+    A = g.uniform(-1, 1, (64, 64)).astype(np.float16)
+    B = g.uniform(-1, 1, (16, 64)).astype(np.float16)
+    out = np.full((128, 32), np.nan, np.float32)
+    _record.install()
+    with _record.recording() as rec:
+        _async_proxy[1, 128, 0, 8192 + 2048](TensorMap2D(A, (64, 64), 128, (64, 64)),
+                                             TensorMap2D(B, (64, 16), 128, (64, 16)), out)
+    assert not any(rec.events.values()), {k: v[:3] for k, v in rec.events.items() if v}
+    D = A[:, :16].astype(np.float64) @ B.astype(np.float64)
+    t = np.arange(128)
+    w, lane = t // 32, t % 32
+    for j in range(8):
+        r, c = 16 * w + lane // 4, 8 * j + 2 * (lane % 4)
+        for i, (dr, dc) in enumerate(((0, 0), (0, 1), (8, 0), (8, 1))):
+            np.testing.assert_allclose(out[:, 4 * j + i], D[r + dr, c + dc], rtol=1e-5, atol=1e-5)

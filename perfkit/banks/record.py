@@ -2,8 +2,11 @@
 accesses, with their byte addresses and source sites, while :func:`recording` is open.
 
 Shared arrays are laid out one after another in the order a block first touches them, each
-16-byte aligned; global buffers are 256-byte aligned, as ``cudaMalloc`` gives.  A site is a
-source line, a direction (load or store) and, for shared memory, the array."""
+16-byte aligned (the dynamic array, ``cuda.shared.array(0, dtype)``, is one buffer for the whole
+block, whatever dtype each thread views it as); a view of a shared array (a tile of the dynamic
+array, :func:`perfkit.kernels._dynsmem.shared_tile`; a transposed view) is addressed inside its
+buffer by its strides.  Global buffers are 256-byte aligned, as ``cudaMalloc`` gives.  A site is a
+source line, a direction (load or store) and, for shared memory, the array (a view: its first byte)."""
 from __future__ import annotations
 
 import contextlib
@@ -55,22 +58,39 @@ class Recorder:
 _REC: Recorder | None = None
 
 
-def _offsets(arr: np.ndarray, index) -> list[int]:
-    """Element offsets (C order) that ``arr[index]`` touches."""
+def _root(arr: np.ndarray) -> np.ndarray:
+    """The buffer ``arr`` is a view of: its ``base`` chain followed to the end, through the
+    memoryview the simulator's dynamic shared array is made from (``np.frombuffer`` of the
+    block's one byte buffer), so every thread's ``cuda.shared.array(0, dtype)`` and every tile
+    of it share one buffer and one base address."""
+    while True:
+        b = arr.base
+        if isinstance(b, memoryview) and isinstance(b.obj, np.ndarray):
+            b = b.obj
+        if not isinstance(b, np.ndarray):
+            return arr
+        arr = b
+
+
+def _data(arr: np.ndarray) -> int:
+    return arr.__array_interface__["data"][0]
+
+
+def _byte_offsets(arr: np.ndarray, index) -> list[int]:
+    """Byte offsets from ``arr``'s first element of the elements ``arr[index]`` touches, by its
+    strides (a transposed or strided view too)."""
     if not isinstance(index, tuple):
         index = (index,)
-    try:
-        if len(index) == arr.ndim and all(isinstance(i, (int, np.integer)) for i in index):
-            flat = 0
-            for i, n in zip(index, arr.shape):
-                i = int(i)
-                if i < 0:
-                    i += n
-                flat = flat * n + i
-            return [flat]
-    except TypeError:
-        pass
-    return [int(x) for x in np.arange(arr.size).reshape(arr.shape)[index].ravel()]
+    if len(index) == arr.ndim and all(isinstance(i, (int, np.integer)) for i in index):
+        off = 0
+        for i, n, st in zip(index, arr.shape, arr.strides):
+            i = int(i)
+            off += (i + n if i < 0 else i) * st
+        return [off]
+    offs = np.zeros(arr.shape, np.int64)
+    for d, (n, st) in enumerate(zip(arr.shape, arr.strides)):
+        offs += (np.arange(n, dtype=np.int64) * st).reshape([n if e == d else 1 for e in range(arr.ndim)])
+    return [int(x) for x in offs[index].ravel()]
 
 
 class _Shared(np.ndarray):
@@ -84,20 +104,20 @@ class _Shared(np.ndarray):
         tid = getattr(t, "thread_id", None)
         if tid is None:
             return
-        base_arr = self.base if isinstance(self.base, np.ndarray) and self.base is not None else self
-        while isinstance(base_arr.base, np.ndarray):
-            base_arr = base_arr.base
-        base = rec.base_of(base_arr)
+        root = _root(self)
+        # the view's first byte: the root's base plus how far into the root the view starts (a
+        # tile of the dynamic array, kernels._dynsmem.shared_tile); a root's is its base
+        start = rec.base_of(root) + (_data(self) - _data(root))
         caller = sys._getframe(2)
-        # one site per source line, direction and shared array: a line that reads two arrays
-        # (``acc += As[ty, k] * Bs[k, tx]``) is two instructions, each with its own run of
-        # addresses to merge
-        site = (caller.f_code.co_filename, caller.f_lineno, kind, base)
+        # one site per source line, direction and shared array (or tile: its first byte): a line
+        # that reads two arrays (``acc += As[ty, k] * Bs[k, tx]``) is two instructions, each
+        # with its own run of addresses to merge
+        site = (caller.f_code.co_filename, caller.f_lineno, kind, start)
         size = self.itemsize
         blk = tuple(t.blockIdx) if hasattr(t, "blockIdx") else (0, 0, 0)
         lst = rec.events.setdefault((blk, tid), [])
-        for off in _offsets(self, index):
-            lst.append((site, base + off * size, size))
+        for off in _byte_offsets(self, index):
+            lst.append((site, start + off, size))
 
     def __getitem__(self, index):
         self._note(index, "load")

@@ -56,12 +56,17 @@ def _opt_in(kernel, args, nbytes: int) -> None:
 
 
 if backend.is_simulator():
+    import numpy as np
+
     def shared_tile(smem, start, rows, cols):
         start, rows, cols = int(start), int(rows), int(cols)
         if smem.ndim != 1 or start < 0 or start + rows * cols > smem.shape[0]:
             raise RuntimeError(f"shared_tile: {rows}x{cols} elements from {start} do not fit a shared array of "
                                f"{smem.shape}: the dynamic shared memory the launch asked for is too small")
-        return smem[start:start + rows * cols].reshape(rows, cols)
+        # a view, not an access: ndarray's own slicing, which keeps perfkit.banks's recording
+        # subclass (a load of the whole range by this thread, and a plain array whose accesses go
+        # unrecorded, otherwise)
+        return np.ndarray.__getitem__(smem, slice(start, start + rows * cols)).reshape(rows, cols)
 else:
     from llvmlite import ir
     from numba import types

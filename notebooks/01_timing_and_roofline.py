@@ -117,7 +117,10 @@ if SIM:  # a simulated launch runs to completion before it returns: its times wo
         t["measure us"], t["do_bench us"] = t["measure_s"] * 1e6, t["do_bench_s"] * 1e6
         print(f"Recorded on {when}: events around the launch against triton's do_bench, "
               f"measure / do_bench from {t.ratio.min():.2f} to {t.ratio.max():.2f} over {len(t)} rungs")
-        display(t[["op", "variant", "measure us", "do_bench us", "measure / do_bench"]].round(2))
+        # folded: the times answer predictions further on (saxpy's below, softmax's in notebook 04)
+        display(lesson.fold(t[["op", "variant", "measure us", "do_bench us", "measure / do_bench"]].round(2),
+                            summary=f"the {len(t)} rungs' times on {when.split(' (')[0]} (open after the "
+                                    "predictions below)"))
 else:
     t0 = time.perf_counter(); run(); t_launch = time.perf_counter() - t0
     run.synchronize(); t_synced = time.perf_counter() - t0
@@ -305,13 +308,20 @@ if not SIM:
     print(f"measured FP32 FMA rate : {fl['flops_per_s'] / 1e12:.1f} TFLOP/s ({fl['measurement']})")
 else:
     bw = roofline.copy_bandwidth()          # runs and is checked, but a simulated time is no bandwidth
-    print("simulator: copy kernel checked;", bw["measurement"])
+    print("simulator: the copy kernel ran and its output is checked; its simulated time is no bandwidth, "
+          "so none is shown")
 
 recorded_ceilings = results.load(op="roofline")
 if recorded_ceilings.empty:
     print("No measured ceilings in data/results/ here: the roofline below draws the published ones only.")
-else:
-    display(recorded_ceilings[["gpu", "variant", "gbps", "tflops", "median_s", "utc", "commit"]])
+else:  # each ceiling in its own unit: a copy moves bytes, the FMA kernel does FLOPs
+    display(pd.DataFrame({
+        "gpu": recorded_ceilings["gpu"],
+        "ceiling": recorded_ceilings["variant"].map({"copy": "copy bandwidth", "fma": "FP32 FMA rate"}),
+        "measured": [f"{r.gbps / 1e3:.2f} TB/s" if r.variant == "copy" else f"{r.tflops:.1f} TFLOP/s"
+                     for r in recorded_ceilings.itertuples()],
+        "date": recorded_ceilings["utc"].astype(str).str[:10],
+        "commit": recorded_ceilings["commit"].astype(str).str[:7]}))
 
 # %%
 ceil = roofline.ceilings(gpu)

@@ -105,10 +105,23 @@ def _measured(gpu: str) -> list[Ceiling]:
     out = []
     for _, r in df.iterrows():
         if r["variant"] == "copy":
-            out.append(Ceiling(f"measured copy ({r['gpu']})", "memory", r["gbps"] * 1e9, "measured", r["path"]))
+            out.append(Ceiling(f"measured copy ({r['gpu']})", "memory", r["gbps"] * 1e9, "measured", _repo_path(r["path"])))
         elif r["variant"] == "fma":
-            out.append(Ceiling(f"measured FP32 FMA ({r['gpu']})", "compute", r["tflops"] * 1e12, "measured", r["path"]))
+            out.append(Ceiling(f"measured FP32 FMA ({r['gpu']})", "compute", r["tflops"] * 1e12, "measured",
+                               _repo_path(r["path"])))
     return out
+
+
+def _repo_path(path) -> str:
+    """A record's path as the repository names it (data/results/...), not where this clone lies."""
+    from pathlib import Path
+
+    from . import paths
+
+    try:
+        return "data/" + Path(path).resolve().relative_to(Path(paths.DATA).resolve()).as_posix()
+    except (ValueError, TypeError):
+        return str(path)
 
 
 @lru_cache(maxsize=64)

@@ -691,6 +691,64 @@ def test_counters_are_the_ncu_rows_and_the_moved_counter_is_named():
     assert card.counters.get("shared_wavefronts") == r.shared_wavefronts and "Nsight Compute on" in card._repr_html_()
 
 
+def test_a_card_explains_its_record_only_with_counters_of_the_same_code():
+    """The H100's Nsight Compute rows of GEMM rungs 04-11 are of 7c7b2e0 and their kernels changed
+    since, while the cards show records of today's code: such a row never explains a card (the
+    card names it instead), and a delta is only against the rung before's row of the same code."""
+    from perfkit.history import source_changed_since
+
+    ladder = [v for v in gemm.LADDER if not v.oracle]
+    seen_other = 0
+    for gpu in ("NVIDIA H100 80GB HBM3", "NVIDIA H200"):
+        for i, v in enumerate(ladder):
+            card = lesson.recorded("gemm", gemm.EXAMPLE_PROBLEM, v.name, gpu=gpu, estimate=False)
+            if not card.found:
+                continue
+            c = card.counters
+            if c is not None:
+                assert c.commit[:7] == card.commit[:7] or (source_changed_since(v, c.commit) is False
+                                                          and source_changed_since(v, card.commit) is False)
+                if card.prev_counters is not None:
+                    q, prev = card.prev_counters, ladder[i - 1]
+                    assert q.commit[:7] == c.commit[:7] or (source_changed_since(prev, q.commit) is False
+                                                            and source_changed_since(v, c.commit) is False)
+            elif card.counters_other is not None:
+                seen_other += 1
+                h = card._repr_html_()
+                assert "is of other code, so it cannot explain this time" in h
+                assert card.counters_other.commit[:7] in h and "The counter that moved most" not in h
+    assert seen_other, "no card met a row of other code (the H100's 7c7b2e0 rows): the test checks nothing"
+
+
+def test_a_ladders_bars_are_the_records_its_table_shows(monkeypatch):
+    """layernorm backward on the H100: rungs 05/06's cards show the H200's records of today's code
+    (the H100's are of 7c7b2e0), so the H100 bar chart draws no bar for them (never a bar of other
+    code beside the table's number) and its summary says which rungs have none."""
+    from perfkit import plots
+    from perfkit.kernels.norm import layernorm_bwd
+
+    h100 = "NVIDIA H100 80GB HBM3"
+    table = lesson.records("layernorm_bwd")
+    drawn, shown = {}, []
+    real = plots.ladder
+    monkeypatch.setattr(plots, "ladder", lambda t, **kw: drawn.setdefault("t", t) is not None and real(t, **kw))
+    monkeypatch.setattr("perfkit.lesson.view._display", lambda objs: shown.extend(objs))
+    view = lesson.LadderView("layernorm_bwd", layernorm_bwd.EXAMPLE_PROBLEM, table=table, estimate=False,
+                             plot_gpu=h100)
+    cards = view.summary()
+    other = [c.label for c in cards if c.found and c.gpu != h100]
+    if not other:
+        pytest.skip("every layernorm backward card shows an H100 record now")
+    t = drawn["t"]
+    t = t[(t["problem"] == layernorm_bwd.EXAMPLE_PROBLEM.label) & (t["rung"] > 0)]
+    mine = {(c.variant, c.commit) for c in cards if c.found and c.gpu == h100}
+    assert set(zip(t["variant"], t["commit"].astype(str))) == mine
+    assert f"no bar for {', '.join(other)}" in shown[-1]._repr_html_()
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+
+
 def test_one_ladder_view_renders_any_rung_and_the_rest(monkeypatch):
     """LadderView renders a rung as: kernel (or diff), anatomy folded, prompt, answer folded; a rung
     with no section is shown by rest() under its label; a name not in the ladder says so."""

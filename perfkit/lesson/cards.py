@@ -13,8 +13,7 @@ from ..history import source_changed_since
 from ..kernels.base import Problem, Variant
 from .estimates import estimate_rung, estimate_then, estimate_then_detail
 from .formatting import UNIT, fmt_rate, fmt_seconds, metric_for, rate_of
-from .ncu import counters_html, counters_text
-from .ncu import counters as ncu_counters
+from .ncu import all_counters, counters_html, counters_text
 from .matching import derived, ladder_for, match_rows, shared_records, spec_key
 
 
@@ -82,6 +81,7 @@ class RungCard:
     path: str | None = None
     #: the Nsight Compute counters of this rung and of the rung before on the record's GPU
     counters: object = None
+    counters_other: object = None  # the newest row of other code than the record's (named, not used)
     prev_counters: object = None
     counters_prev_label: str | None = None
     _variant: object = field(default=None, repr=False)
@@ -353,7 +353,8 @@ class RungCard:
                 f"<span style='color:{color}'>[{html.escape(self.status)}]</span><table>{rows}</table>"
                 + (f"<p style='max-width:60em'>{html.escape(ex)}</p>" if ex else "")
                 + (counters_html(self.counters, self.prev_counters, prev_label=self.counters_prev_label,
-                                 gpu=self.gpu, changed_since=self.counters_changed_since)
+                                 gpu=self.gpu, changed_since=self.counters_changed_since,
+                                 other=self.counters_other)
                    if self.found else "") + "</div>")
 
     @property
@@ -532,9 +533,9 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
             if card.best_before_commit and card.best_before_commit != card.commit:
                 card.best_before_changed_since = source_changed_since(u, card.best_before_commit)
     card._variant = v
-    card.counters = ncu_counters(op, plabel, v.name, card.gpu)
+    card.counters, card.counters_other = _counters_of_the_records_code(op, plabel, v, card)
     if card.counters is not None and prev is not None:
-        card.prev_counters = ncu_counters(op, plabel, prev.name, card.gpu)
+        card.prev_counters = _counters_beside(op, plabel, prev, v, card.counters, card.gpu)
         card.counters_prev_label = prev.label if card.prev_counters is not None else None
     if oracle is not None:
         orc = match_rows(same_gpu, problem, oracle.name)
@@ -622,3 +623,33 @@ def record_pivot(table: pd.DataFrame, values: str = "tflops", caption: str = "")
             sty = sty.format("{:.3g}*", subset=([lab], [prob]))
     note = CHANGED_MARK_NOTE if len(marked) else ""
     return sty.set_caption("; ".join(x for x in (caption, note) if x))
+
+
+def _same_code(variant, a: str | None, b: str | None) -> bool:
+    """Were the rung's kernels the same code at commits ``a`` and ``b``?  Yes at one commit, or
+    where neither changed since (both today's code); otherwise not known, so no."""
+    if not a or not b:
+        return False
+    if a[:7] == b[:7]:
+        return True
+    return source_changed_since(variant, a) is False and source_changed_since(variant, b) is False
+
+
+def _counters_of_the_records_code(op, plabel, v, card):
+    """The Nsight Compute row that can explain the card's record: the newest table of the record's
+    GPU with a row of the same code as the record (a row of a kernel changed since would explain
+    another time).  Also the newest row of other code, for the card to name when none fits."""
+    rows = all_counters(op, plabel, v.name, card.gpu)
+    fit = next((c for c in rows if _same_code(v, c.commit, card.commit)), None)
+    return fit, (rows[0] if rows and fit is None else None)
+
+
+def _counters_beside(op, plabel, prev, v, cur, gpu):
+    """The rung before's row to compare with ``cur``: of the same table's commit, or both rows of
+    today's code (a delta across code versions would credit this rung with another's change)."""
+    for c in all_counters(op, plabel, prev.name, gpu):
+        if (c.commit or "")[:7] == (cur.commit or "")[:7] and c.commit:
+            return c
+        if source_changed_since(prev, c.commit) is False and source_changed_since(v, cur.commit) is False:
+            return c
+    return None

@@ -73,18 +73,26 @@ def _tables(gpu_key: str) -> tuple:
         return ()
 
 
-@functools.lru_cache(maxsize=4096)  # a page asks for a rung's counters for its card and the next's
 def counters(op: str, problem: str, variant: str, gpu: str | None) -> Counters | None:
     """The counters of ``variant`` at ``problem`` (a label) on ``gpu`` (a recorded GPU's name or a
     devices.yaml key) from the newest Nsight Compute table of that GPU that has it; None where
     none has."""
+    every = all_counters(op, problem, variant, gpu)
+    return every[0] if every else None
+
+
+@functools.lru_cache(maxsize=4096)  # a page asks for a rung's counters for its card and the next's
+def all_counters(op: str, problem: str, variant: str, gpu: str | None) -> tuple[Counters, ...]:
+    """The counters of ``variant`` at ``problem`` on ``gpu`` from every Nsight Compute table of
+    that GPU that has it, newest table first (a card takes the row of the code it explains)."""
     from .matching import spec_key
 
     if not gpu:
-        return None
+        return ()
     key = spec_key(gpu, "")
     if not key:
-        return None
+        return ()
+    out = []
     for path, commit in _tables(key):
         df = _table(path)
         rows = df[(df["op"] == op) & (df["name"] == variant)]
@@ -105,9 +113,9 @@ def counters(op: str, problem: str, variant: str, gpu: str | None) -> Counters |
         vals.update({c: s[c] for c in _PCTS if c in s})
         gpu_name = str(rows["gpu"].iloc[0]) if "gpu" in rows and pd.notna(rows["gpu"].iloc[0]) else str(gpu)
         row_commit = str(rows["commit"].iloc[0]) if "commit" in rows and pd.notna(rows["commit"].iloc[0]) else commit
-        return Counters(op, variant, problem, gpu_name, row_commit, path.rsplit("/", 1)[-1], len(rows),
-                        s.get("time_us", np.nan) * 1e-6, vals)
-    return None
+        out.append(Counters(op, variant, problem, gpu_name, row_commit, path.rsplit("/", 1)[-1], len(rows),
+                            s.get("time_us", np.nan) * 1e-6, vals))
+    return tuple(out)
 
 
 def fmt_count(x: float, kind: str) -> str:
@@ -180,8 +188,14 @@ def moved(cur: Counters, prev: Counters | None) -> str:
 
 
 def counters_html(cur: Counters | None, prev: Counters | None, *, prev_label: str | None = None,
-                  gpu: str | None = None, changed_since: bool | None = None) -> str:
-    """The counters block of a card (HTML)."""
+                  gpu: str | None = None, changed_since: bool | None = None, other: Counters | None = None) -> str:
+    """The counters block of a card (HTML); ``other``: a row of other code than the record's,
+    named where ``cur`` is None."""
+    if cur is None and other is not None:
+        return (f"<p><i>No Nsight Compute row of the code this record measured on "
+                f"{html.escape(str(gpu or 'the shown GPU'))}: the row there ({html.escape(other.table)}, commit "
+                f"{html.escape((other.commit or '?')[:7])}) is of other code, so it cannot explain this time."
+                "</i></p>")
     if cur is None:
         return (f"<p><i>No Nsight Compute row of this rung on {html.escape(str(gpu or 'the shown GPU'))} "
                 "in data/ncu/.</i></p>")

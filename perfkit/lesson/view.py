@@ -201,8 +201,17 @@ class LadderView:
         tab = card_table(cs, style=True)
         t = (self.table[self.table["op"] == self.op] if self.table is not None and not self.table.empty
              and "op" in self.table else self.table)
+        left_out = []
         if self.plot_gpu and t is not None and not t.empty and "gpu" in t:  # never bars of two GPUs
             t = t[t["gpu"] == self.plot_gpu]
+            if {"variant", "commit", "rung"} <= set(t.columns):
+                # a rung's bar is the record its card shows: where the card shows another GPU's
+                # record (today's code there, an older kernel here) the rung has no bar, rather
+                # than a bar of other code beside the table's number
+                shown = {(c.variant, c.commit) for c in found if c.gpu == self.plot_gpu}
+                mine = [(v, str(cm)) in shown for v, cm in zip(t["variant"], t["commit"])]
+                left_out = [c.label for c in found if c.gpu != self.plot_gpu]
+                t = t[(t["rung"] <= 0).to_numpy() | mine]
         ax = plots.ladder(t if t is not None else pd.DataFrame(), metric=metric, problem=p.label,
                           title=title or f"{self.op} ladder at {p.label}",
                           estimates={c.label: c.estimate_rate for c in cs},
@@ -211,5 +220,8 @@ class LadderView:
         _display([fold(tab, summary=f"the {self.op} ladder at {p.label}: one row per rung ({where}); open once "
                                     "you have predicted"),
                   fold_figure(ax, f"the {self.op} ladder at {p.label} as bars (measured"
-                                  + (f" on {self.plot_gpu}" if self.plot_gpu else "") + "; the model's estimates as ticks)")])
+                                  + (f" on {self.plot_gpu}" if self.plot_gpu else "") + "; the model's estimates as ticks"
+                                  + (f"; no bar for {', '.join(left_out)}: the table's record of "
+                                     f"{'it' if len(left_out) == 1 else 'them'} is of another GPU" if left_out else "")
+                                  + ")")])
         return cs

@@ -780,6 +780,14 @@ def test_where_a_ladder_stands_is_read_from_one_gpus_records_per_problem():
     for (group, gpu), g in st[~st.commit.str.endswith("*")].groupby(["group", "gpu"]):
         assert f"x{g['of library'].min():.2f}" in text and f"{group} on {gpu}" in text
     assert "No problem" in lesson.takeaway(st.iloc[0:0])
+    # a quoted Nsight Compute row is of the record's own commit (the H100's gemm rows of 7c7b2e0
+    # timed another kernel than the 6bbc424 record they would stand beside)
+    for part in re.split(r"\. (?=\w+ on )", text):  # one sentence group per dtype and GPU
+        m = re.search(r"on ([^:;]+?): the best rung.*Nsight Compute row there \(commit (\w+)\)", part)
+        if m:
+            g = st[st.gpu == m.group(1)]
+            today = g[~g.commit.str.endswith("*")]  # today's code speaks where it was recorded
+            assert m.group(2) in set((today if len(today) else g).commit.str.rstrip("*")), m.groups()
 
 
 def test_a_card_prefers_todays_code_over_a_newer_record_of_older_code(monkeypatch):

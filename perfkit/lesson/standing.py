@@ -10,7 +10,7 @@ import pandas as pd
 
 from .cards import changed_since_recorded
 from .formatting import fmt_seconds
-from .ncu import counters
+from .ncu import all_counters
 from .matching import records
 
 _DTYPE_KEYS = ("dtype", "layout")
@@ -123,7 +123,10 @@ def takeaway(st: pd.DataFrame, library: str = "the library") -> str:
         else:
             worst = g.loc[g["of library"].idxmin()]
             s += f" (not won; widest gap at {worst['problem'].split(' dtype')[0]}, {worst['best rung']})"
-            c = counters(worst["op"], worst["problem"], worst["variant"], gpu)
+            # only a row of the record's own commit: another commit's kernel took another time
+            rec = str(worst["commit"]).rstrip("*")[:7]
+            c = next((x for x in all_counters(worst["op"], worst["problem"], worst["variant"], gpu)
+                      if str(x.commit or "")[:7] == rec), None)
             if c is not None:
                 bits = [f"{lab} {c.get(k):.0f}%" for k, lab in (("issue_active_pct", "issue active"),
                                                                ("tensor_pipe_active_pct", "tensor pipe active"),

@@ -42,8 +42,9 @@
 #
 # Every rung is *checked* here in Numba's CUDA simulator (times there mean nothing) and compiled
 # for sm_90 with no GPU.  The ladder has been timed on real GPUs at the example layer only, in
-# float32 NCHW and float16 NHWC: every rung on an H100 (2026-11-26, commit 6bbc424: the cards
-# below) and some of them on an H200 (commit ed6ffd5); the GPU goals (the
+# float32 NCHW and float16 NHWC: rungs 1-8 on an H100 (2026-11-26, commit 6bbc424: the cards
+# below) and some of them on an H200 (commit ed6ffd5); rungs 9-15 have no GPU record yet (their
+# cards give the model's estimate only); the GPU goals (the
 # best SIMT rung at ≥ 0.70 of cuDNN fp32 over the 3x3 ResNet-50 layers, the tensor-core rung at
 # ≥ 0.30 of cuDNN fp16) need the whole ResNet-50 sweep: `tools/record_gpu.py --plan full --ops conv`
 # or this notebook with the `gpu` profile and `sweep=True` on a GPU.

@@ -9,6 +9,7 @@ from numba import cuda, float32
 
 from perfkit import backend, banks
 from perfkit.kernels.base import Launch, Problem, Variant
+from fragments import assert_wgmma_accumulators
 
 
 def test_stride_1_is_one_wavefront():
@@ -488,9 +489,4 @@ def test_tma_and_wgmma_shared_accesses_are_no_thread_s_lds_or_sts(fresh_seed):
                                              TensorMap2D(B, (64, 16), 128, (64, 16)), out)
     assert not any(rec.events.values()), {k: v[:3] for k, v in rec.events.items() if v}
     D = A[:, :16].astype(np.float64) @ B.astype(np.float64)
-    t = np.arange(128)
-    w, lane = t // 32, t % 32
-    for j in range(8):
-        r, c = 16 * w + lane // 4, 8 * j + 2 * (lane % 4)
-        for i, (dr, dc) in enumerate(((0, 0), (0, 1), (8, 0), (8, 1))):
-            np.testing.assert_allclose(out[:, 4 * j + i], D[r + dr, c + dc], rtol=1e-5, atol=1e-5)
+    assert_wgmma_accumulators(out, D)

@@ -15,6 +15,7 @@ from numba.types import float16
 from perfkit.kernels._ptx_hopper import (decode_desc, wgmma_commit, wgmma_desc, wgmma_fence, wgmma_m64n64k16,
                                          wgmma_wait)
 from perfkit.kernels.base import UnsupportedProblem
+from fragments import assert_wgmma_accumulators
 
 WGMMA = gemm.LADDER[[v.name for v in gemm.LADDER].index("wgmma")]
 SMALL = gemm.Wgmma(BN=64)  # the same kernel with m64n64k16: 64-column tiles, fewer simulated lanes
@@ -70,12 +71,9 @@ def test_wgmma_twin_matches_numpy_and_defers_to_wait(fresh_seed):
     probe[1, 128, 0, 16384](smem_host, out, early, 0)
     assert (early == 7).all()
     D = A.astype(np.float64) @ B.astype(np.float64)
+    assert_wgmma_accumulators(out, D)
     t = np.arange(128)
     w, lane = t // 32, t % 32
-    for j in range(8):
-        r, c = 16 * w + lane // 4, 8 * j + 2 * (lane % 4)
-        for i, (dr, dc) in enumerate(((0, 0), (0, 1), (8, 0), (8, 1))):
-            np.testing.assert_allclose(out[:, 4 * j + i], D[r + dr, c + dc], rtol=1e-5, atol=1e-5)
     probe[1, 128, 0, 16384](smem_host, out, early, 1)  # scale_d = 1 throughout: 7 + A @ B
     np.testing.assert_allclose(out[:, 0], 7 + D[16 * w + lane // 4, 2 * (lane % 4)], rtol=1e-5, atol=1e-5)
 

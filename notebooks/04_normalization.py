@@ -313,7 +313,7 @@ view.anatomy_table()
 # %% [markdown]
 # ## 8 · Where the ladders stand: every recorded shape and dtype
 #
-# For each op, every problem recorded on the GPU shown (row width 1024, 4096 or 16384 columns;
+# For each op and each recorded GPU, every problem recorded there (row width 1024, 4096 or 16384 columns;
 # float32 and float16; batchnorm in NCHW and NHWC): the fastest rung of today's ladder that passed
 # its check, torch (the oracle) and Triton at the same problem, the ladder's speed over torch's,
 # and its useful bytes per second as a fraction of the **measured copy bandwidth** of that GPU
@@ -330,7 +330,8 @@ view.anatomy_table()
 # batchnorm (x read twice)?  Write your guesses down, then open the table.
 
 # %%
-where = lesson.WhereTheyStand(ops, shown_gpu)  # records of the GPU shown, chosen by code (the cards' rule)
+# every recorded GPU (the one shown first; records_gpu pins one), each GPU's records chosen by code
+where = lesson.WhereTheyStand(ops, [shown_gpu] if records_gpu else lesson.recorded_gpus(ops, shown_gpu))
 display(*where.folded("the normalization ladders"))
 
 # %%

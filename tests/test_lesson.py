@@ -691,6 +691,66 @@ def test_counters_are_the_ncu_rows_and_the_moved_counter_is_named():
     assert card.counters.get("shared_wavefronts") == r.shared_wavefronts and "Nsight Compute on" in card._repr_html_()
 
 
+def _counters(gpu, t_s, **vals):
+    from perfkit.lesson.ncu import Counters
+
+    return Counters("gemm", "x", "p", gpu, "abc1234", "t.csv", 1, t_s, vals)
+
+
+def test_the_moved_counter_is_weighed_as_time_at_the_gpus_peak_rates():
+    """Unlike counters are compared by the time their change takes at the GPU's peak rate for that
+    level (a ratio alone names a counter that went from 384 to 1.86 M); among near-equal changes,
+    the one of the largest factor (bank conflicts, not the wavefronts they are part of); a largest
+    change under a tenth of the time explains nothing."""
+    from perfkit import specs
+    from perfkit.lesson.ncu import moved
+
+    h100 = "NVIDIA H100 80GB HBM3"
+    s = specs.get("h100-sxm")
+    prev = _counters(h100, 1.55e-3, shared_wavefronts=384.0, dram_bytes=1.2e9)
+    cur = _counters(h100, 0.40e-3, shared_wavefronts=1.86e6, dram_bytes=0.3e9)
+    text = moved(cur, prev)
+    assert text.startswith(f"The counter that moved most, weighed as time at {h100}'s peak rates: DRAM bytes 1.2 GB -> 300 MB")
+    assert f"the change is {lesson.fmt_seconds(0.9e9 / s.dram_bw)} of DRAM time" in text
+    assert "the time followed it; DRAM bytes was part of what bound" in text
+    # the same wavefronts' change at one SM-clock each is far under the DRAM change: never named
+    assert 1.86e6 / (s.sm_count * s.boost_clock_mhz * 1e6) < 0.9e9 / s.dram_bw
+    tie = moved(_counters(h100, 5.03e-3, shared_wavefronts=441e6, shared_bank_conflicts=3.4e6),
+                _counters(h100, 5.19e-3, shared_wavefronts=777e6, shared_bank_conflicts=340e6))
+    assert "shared bank conflicts 340 M -> 3.4 M" in tie and "the time hardly followed" in tie
+    small = moved(_counters(h100, 111e-3, dram_bytes=4.34e9), _counters(h100, 275e-3, dram_bytes=8.49e9))
+    assert "under a tenth of the time, so none of these counts explains it" in small
+    other = moved(_counters("GPU X", 1e-3, dram_bytes=1e9), _counters("GPU X", 2e-3, dram_bytes=2e9))
+    assert "h100-sxm's (its own are not in devices.yaml)" in other
+
+
+def test_a_card_without_a_row_of_its_code_takes_another_gpus_and_names_it():
+    """Where the record's GPU has no Nsight Compute row of the record's code and another recorded
+    GPU has one of the same code, the card shows that GPU's row (its delta against the rung before
+    on that GPU too), names the GPU and quotes its own record of the rung there."""
+    from perfkit.lesson.ncu import same_code
+
+    ladder = [v for v in gemm.LADDER if not v.oracle]
+    seen = 0
+    for v in ladder:
+        card = lesson.recorded("gemm", gemm.EXAMPLE_PROBLEM, v.name, estimate=False)
+        c = card.counters
+        if not card.found or c is None or c.gpu == card.gpu:
+            continue
+        seen += 1
+        assert same_code(v, c.commit, card.commit)
+        mine = [r for r in _json_records(RECORDED[RECORDED.gpu == c.gpu].gpu_slug.iloc[0], "gemm")
+                .itertuples() if r.variant == v.name and r.problem == card.problem]
+        today = [r for r in mine if history.source_changed_since(v, r.commit) is False] or mine
+        there = sorted(today, key=lambda r: r.utc)[-1]
+        h = card._repr_html_()
+        assert (f"{card.gpu} has no Nsight Compute row of this code, so these are {c.gpu}&#x27;s rows of the same "
+                f"code (its record there: {lesson.fmt_seconds(there.median_s)}, commit {there.commit[:7]})") in h
+        assert card.prev_counters is None or card.prev_counters.gpu == c.gpu
+    if not seen:
+        pytest.skip("every recorded GEMM card has a row of its code on its own GPU")
+
+
 def test_a_card_explains_its_record_only_with_counters_of_the_same_code():
     """The H100's Nsight Compute rows of GEMM rungs 04-11 are of 7c7b2e0 and their kernels changed
     since, while the cards show records of today's code: such a row never explains a card (the
@@ -860,6 +920,19 @@ def test_where_they_stand_chooses_records_by_code_and_each_number_is_its_record(
     plt.close("all")
     none = lesson.WhereTheyStand(["softmax"], "GPU C", frame=recs, copy_frame=copy)
     assert none.rows.empty and "nothing to say yet" in none.takeaway()
+    # several GPUs: each GPU's rows are its own records (the cards' rule per GPU), one table per
+    # op and GPU, one paragraph per GPU; GPU B has no copy record, so no fraction of copy there
+    both = lesson.WhereTheyStand(["softmax"], ["GPU A", "GPU B"], frame=recs, copy_frame=copy)
+    a_rows = both.rows[both.rows.gpu == "GPU A"].drop(columns="gpu").reset_index(drop=True)
+    pd.testing.assert_frame_equal(a_rows, w.rows.drop(columns="gpu").reset_index(drop=True))
+    b = both.rows[both.rows.gpu == "GPU B"]
+    assert list(b["best median_s"]) == [0.1e-3] and np.isnan(b["x torch"]).all() and np.isnan(b["of copy"]).all()
+    assert both.table("softmax", "GPU B").caption == "softmax on GPU B"
+    paras = both.takeaway().split("\n\n")
+    assert [p.split(",")[0] for p in paras] == ["On GPU A", "On GPU B"] and paras[0] == w.takeaway()
+    assert "no copy bandwidth recorded on GPU B" in both.notes()
+    assert len(both.figure().axes) == 2 and "GPU A and GPU B" in both.folded()[0]._repr_html_()
+    plt.close("all")
 
 
 def _json_records(slug, op):

@@ -49,7 +49,7 @@ from .formatting import UNIT, anatomy_changes, anatomy_table, fmt_rate, fmt_seco
 from .kernel_source import (LONG_DIFF, const_eval, constants, kernel_helpers, kernel_sources, source,
                             source_diff)
 from .matching import (MATCH_RULE, false_no_record_claims, ladder_for, match_rows, matches, records, reload,
-                       shown_gpu, spec_key)
+                       recorded_gpus, shown_gpu, spec_key)
 from .numba_warnings import WarningLog, numba_warning_summary, quiet_numba_warnings
 from .prompts import answer, answers_shown_before, ask, fold, paragraph, predict_prompt, rung_section
 from .sass import mnemonic, opcode_counts, sass_table
@@ -72,7 +72,7 @@ __all__ = ["source", "source_diff", "kernel_sources", "kernel_helpers", "MATCH_R
            "layer_estimate", "network_table", "weighted_of_oracle", "standing", "standing_table",
            "standing_figure", "takeaway", "choose_record", "paragraph", "ncu_kernels", "WhereTheyStand",
            "copy_ceiling", "standing_rows", "ask", "mnemonic", "opcode_counts", "sass_table", "check_rungs", "traffic_table", "measured_classes", "what_if_timers", "timers_paragraph",
-           "Progress", "progress"]
+           "Progress", "progress", "recorded_gpus", "shown_gpu", "spec_key"]
 
 # the names these had when lesson was one module (tests use them)
 _const_eval, _matches, _match_rows, _WarningLog = const_eval, matches, match_rows, WarningLog

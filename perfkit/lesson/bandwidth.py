@@ -14,10 +14,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .cards import CHANGED_MARK_NOTE, changed_since_recorded, choose_record, source_changed_since
+from .cards import CHANGED_MARK_NOTE, changed_since_recorded, choose_record
 from .formatting import fmt_seconds
 from .matching import ladder_for, records
-from .ncu import counters
+from .ncu import row_of_code
 from .prompts import Rendered, fold, paragraph
 from .view import fold_figure
 
@@ -140,32 +140,59 @@ def copy_ceiling(gpu: str, *, frame: pd.DataFrame | None = None) -> pd.Series | 
 
 
 class WhereTheyStand:
-    """The standing of several memory-bound ops on one GPU: ``rows`` (one per op and problem),
-    :meth:`table`, :meth:`figure`, :meth:`takeaway`, and :meth:`folded` (all three, folded)."""
+    """The standing of several memory-bound ops on one GPU or several (``gpu``: a name, or a list
+    of names: one table per op and GPU, never a number across two): ``rows`` (one per GPU, op and
+    problem), :meth:`table`, :meth:`figure`, :meth:`takeaway`, and :meth:`folded` (all three,
+    folded)."""
 
-    def __init__(self, ops, gpu: str | None, *, frame: pd.DataFrame | None = None,
+    def __init__(self, ops, gpu, *, frame: pd.DataFrame | None = None,
                  copy_frame: pd.DataFrame | None = None):
-        self.ops, self.gpu = list(ops), gpu
-        self.copy = copy_ceiling(gpu, frame=copy_frame) if gpu else None
-        self.copy_gbps = float(self.copy["gbps"]) if self.copy is not None else None
-        parts = [standing_rows(op, gpu, frame=frame, copy_gbps=self.copy_gbps) for op in self.ops] if gpu else []
+        self.ops = list(ops)
+        self.gpus = [g for g in ([gpu] if gpu is None or isinstance(gpu, str) else list(gpu)) if g]
+        self.gpu = self.gpus[0] if self.gpus else None
+        self.copies = {g: copy_ceiling(g, frame=copy_frame) for g in self.gpus}
+        self.copy = self.copies.get(self.gpu)
+        self.copy_gbps = self._gbps(self.gpu)
+        parts = [standing_rows(op, g, frame=frame, copy_gbps=self._gbps(g)) for g in self.gpus for op in self.ops]
         parts = [p for p in parts if len(p)]
         self.rows = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
 
-    def _copy_note(self) -> str:
-        if self.copy is None:
-            return f"no copy bandwidth recorded on {self.gpu}: no fraction of copy"
-        return (f"copy ceiling {self.copy_gbps:.0f} GB/s, measured on {self.gpu} "
-                f"({str(self.copy['utc'])[:10]}, commit {str(self.copy['commit'])[:7]})")
+    def _gbps(self, gpu) -> float | None:
+        c = self.copies.get(gpu)
+        return float(c["gbps"]) if c is not None else None
+
+    def _copy_note(self, gpu=None) -> str:
+        gpu = gpu or self.gpu
+        c = self.copies.get(gpu)
+        if c is None:
+            return f"no copy bandwidth recorded on {gpu}: no fraction of copy"
+        return (f"copy ceiling {float(c['gbps']):.0f} GB/s, measured on {gpu} "
+                f"({str(c['utc'])[:10]}, commit {str(c['commit'])[:7]})")
+
+    def _where(self) -> str:
+        return " and ".join(self.gpus) if self.gpus else "no GPU"
 
     def notes(self) -> str:
-        """What the columns mean, where the ceiling comes from, and the * mark where it is used."""
+        """What the columns mean, where the ceilings come from, and the * mark where it is used."""
         marked = not self.rows.empty and bool(self.rows["older"].any())
-        return "; ".join([COLUMNS_NOTE, self._copy_note()] + ([CHANGED_MARK_NOTE] if marked else []))
+        return "; ".join([COLUMNS_NOTE] + [self._copy_note(g) for g in self.gpus]
+                         + ([CHANGED_MARK_NOTE] if marked else []))
 
-    def table(self, op: str | None = None):
-        """The rows as a reader reads them (times in units, ratios as x, fractions as %)."""
-        t = self.rows if op is None or self.rows.empty else self.rows[self.rows["op"] == op]
+    def _of(self, op=None, gpu=None) -> pd.DataFrame:
+        t = self.rows
+        if t.empty:
+            return t
+        if op is not None:
+            t = t[t["op"] == op]
+        if gpu is not None:
+            t = t[t["gpu"] == gpu]
+        return t
+
+    def table(self, op: str | None = None, gpu: str | None = None):
+        """The rows as a reader reads them (times in units, ratios as x, fractions as %); of one
+        GPU (the first, unless named)."""
+        gpu = gpu or self.gpu
+        t = self._of(op, gpu)
         if t.empty:
             return pd.DataFrame()
         show = pd.DataFrame({
@@ -175,59 +202,68 @@ class WhereTheyStand:
             "of copy": t["of copy"], "commit": t["commits"]})
         if op is not None:
             show = show.drop(columns="op")  # the caption names it
-        cap = f"{op} on {self.gpu}" if op else f"{self.gpu}: {self.notes()}"
+        cap = f"{op} on {gpu}" if op else f"{gpu}: {self.notes()}"
         return (show.style.format({"x torch": "{:.2f}", "x Triton": "{:.2f}", "of copy": "{:.2f}"}, na_rep="—")
                 .hide(axis="index").set_caption(cap))
 
     def figure(self):
-        """Per op, GB/s against the width: the best rung (its number beside each point), torch and
-        Triton, one marker per dtype and layout (hollow: older code), the copy ceiling as a dashed line.
-        Points only: each point is one record, and no line joins two records."""
+        """Per GPU (a row of panels) and op (a panel), GB/s against the width: the best rung (its
+        number beside each point), torch and Triton, one marker per dtype and layout (hollow: older
+        code), that GPU's copy ceiling as a dashed line.  Points only: each point is one record,
+        and no line joins two records."""
         import matplotlib.pyplot as plt
         from matplotlib.lines import Line2D
 
         ops = [op for op in self.ops if not self.rows.empty and (self.rows["op"] == op).any()] or self.ops[:1]
-        fig, axes = plt.subplots(1, len(ops), figsize=(3.2 * len(ops), 3.0), squeeze=False)
+        gpus = self.gpus or [None]
+        fig, axes = plt.subplots(len(gpus), len(ops), figsize=(3.2 * len(ops), 3.0 * len(gpus)), squeeze=False)
         groups = sorted(set(self.rows["group"]), key=lambda g: (not g.startswith("float32"), g)) if len(self.rows) else []
         markers = dict(zip(groups, "os^DvP<>"))  # one marker per dtype (and layout)
         series = {"best rung": ("best gbps", "C0"), "torch": ("torch gbps", "C3"), "Triton": ("Triton gbps", "C2")}
-        for ax, op in zip(axes[0], ops):
-            t = self.rows[self.rows["op"] == op] if not self.rows.empty else self.rows
-            if self.copy_gbps:
-                ax.axhline(self.copy_gbps, color="black", lw=1, ls="--")
-            for name, (col, colour) in series.items():
-                for _, r in (t.dropna(subset=[col]).iterrows() if len(t) else []):
-                    hollow = name == "best rung" and r["older"]
-                    ax.plot([r["width"]], [r[col]], ls="none", marker=markers.get(r["group"], "X"), color=colour,
-                            mfc="white" if hollow else colour, ms=6)
-                    if name == "best rung":
-                        ax.annotate(str(r["best rung"]).split()[0], (r["width"], r[col]), fontsize=6,
-                                    xytext=(4, -3), textcoords="offset points")
-            ax.set_xscale("log", base=2)
-            ax.set_xlabel("H·W" if op == "batchnorm" else "row width (cols)", fontsize=8)
-            ax.set_ylabel("GB/s (useful bytes)", fontsize=8)
-            ax.set_title(op, fontsize=9)
-            ax.set_ylim(0, 1.1 * max(self.copy_gbps or 0, float(np.nanmax(t[[c for c, _ in series.values()]].to_numpy()))
-                                     if len(t) and np.isfinite(t[[c for c, _ in series.values()]].to_numpy()).any() else 1))
-            ax.tick_params(labelsize=7)
+        cols = [c for c, _ in series.values()]
+        for axrow, gpu in zip(axes, gpus):
+            ceiling = self._gbps(gpu)
+            for ax, op in zip(axrow, ops):
+                t = self._of(op, gpu)
+                if ceiling:
+                    ax.axhline(ceiling, color="black", lw=1, ls="--")
+                for name, (col, colour) in series.items():
+                    for _, r in (t.dropna(subset=[col]).iterrows() if len(t) else []):
+                        hollow = name == "best rung" and r["older"]
+                        ax.plot([r["width"]], [r[col]], ls="none", marker=markers.get(r["group"], "X"), color=colour,
+                                mfc="white" if hollow else colour, ms=6)
+                        if name == "best rung":
+                            ax.annotate(str(r["best rung"]).split()[0], (r["width"], r[col]), fontsize=6,
+                                        xytext=(4, -3), textcoords="offset points")
+                ax.set_xscale("log", base=2)
+                ax.set_xlabel("H·W" if op == "batchnorm" else "row width (cols)", fontsize=8)
+                ax.set_ylabel("GB/s (useful bytes)", fontsize=8)
+                ax.set_title(f"{op} on {gpu}" if len(gpus) > 1 else op, fontsize=8 if len(gpus) > 1 else 9)
+                top = float(np.nanmax(t[cols].to_numpy())) if len(t) and np.isfinite(t[cols].to_numpy()).any() else 1
+                ax.set_ylim(0, 1.1 * max(ceiling or 0, top))
+                ax.tick_params(labelsize=7)
         handles = [Line2D([], [], ls="none", marker="o", color=c, label=n) for n, (_, c) in series.items()]
         handles += [Line2D([], [], ls="none", marker=m, color="grey", label=g) for g, m in markers.items()]
         handles += [Line2D([], [], ls="none", marker="o", color="C0", mfc="white", label="older code (*)"),
                     Line2D([], [], color="black", ls="--", label="measured copy")]
         fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=7, frameon=False,
-                   bbox_to_anchor=(0.5, -0.06))
-        fig.suptitle(f"{self.gpu}: GB/s against the width ({self._copy_note()}); the number: the best rung",
-                     fontsize=8)
+                   bbox_to_anchor=(0.5, -0.06 / len(gpus)))
+        fig.suptitle("; ".join(f"{g}: {self._copy_note(g)}" if len(gpus) > 1 else f"{g}: GB/s against the width "
+                               f"({self._copy_note(g)})" for g in gpus) + "; the number: the best rung", fontsize=8)
         fig.tight_layout()
         return fig
 
     def takeaway(self) -> str:
-        """Sentences from the rows: per op and dtype, where the best rung beats torch (and by how
-        much, at what fraction of copy) and where it does not."""
+        """Sentences from the rows, per GPU: per op and dtype, where the best rung beats torch (and
+        by how much, at what fraction of copy) and where it does not."""
         if self.rows.empty:
-            return f"No problem has a checked rung recorded on {self.gpu or 'any GPU'}: nothing to say yet."
+            return f"No problem has a checked rung recorded on {self._where() if self.gpus else 'any GPU'}: nothing to say yet."
+        return "\n\n".join(self._takeaway(g) for g in self.gpus if not self._of(gpu=g).empty)
+
+    def _takeaway(self, gpu) -> str:
+        rows = self._of(gpu=gpu)
         out = []
-        for (op, dtype), g in self.rows.groupby(["op", "dtype"], sort=False):
+        for (op, dtype), g in rows.groupby(["op", "dtype"], sort=False):
             def say(r):
                 cp = f", {r['of copy']:.2f} of copy" if np.isfinite(r["of copy"]) else ""
                 return f"{r['shape']} (x{r['x torch']:.2f}{cp}{', older code*' if r['older'] else ''})"
@@ -250,20 +286,20 @@ class WhereTheyStand:
             if len(tri):
                 s += f"; beats Triton at {int((tri['x Triton'] >= 1.0).sum())} of {len(tri)}"
             out.append(s + ".")
-        n_won = int((self.rows["x torch"] >= 1.0).sum())
-        n = int(np.isfinite(self.rows["x torch"]).sum())
-        head = f"On {self.gpu}, the best checked rung beats torch at {n_won} of {n} recorded problems. "
-        tail = " (* a record of a kernel that changed since: not today's code.)" if self.rows["older"].any() else ""
+        n_won = int((rows["x torch"] >= 1.0).sum())
+        n = int(np.isfinite(rows["x torch"]).sum())
+        head = f"On {gpu}, the best checked rung beats torch at {n_won} of {n} recorded problems. "
+        tail = " (* a record of a kernel that changed since: not today's code.)" if rows["older"].any() else ""
         return head + " ".join(out) + tail
 
     def _why(self, r) -> str:
-        """The Nsight Compute row of a losing best rung at its problem on this GPU, where one
-        of the same code exists (its commit named): DRAM bytes over the ideal, instructions, issue."""
-        c = counters(r["op"], r["problem"], r["best variant"], self.gpu)
+        """The Nsight Compute row of a losing best rung at its problem on its GPU, where one of the
+        record's code exists (:func:`ncu.same_code`; its commit named): DRAM bytes over the ideal,
+        instructions, issue."""
         v = next((x for x in ladder_for(r["op"]) if x.name == r["best variant"]), None)
-        if c is None or v is None or (c.commit and source_changed_since(v, c.commit) is not False
-                                      and not str(r["commit"]).startswith(str(c.commit)[:7])):
-            return ""  # no row, or a row of other code than the record's
+        c = row_of_code(r["op"], r["problem"], v, r["commit"], [r["gpu"]])[0] if v is not None else None
+        if c is None:
+            return ""  # no row, or only rows of other code than the record's
         bits = []
         if np.isfinite(c.get("dram_bytes")) and r["bytes"] > 0:
             bits.append(f"DRAM bytes {c.get('dram_bytes') / r['bytes']:.2f}x the ideal")
@@ -275,9 +311,10 @@ class WhereTheyStand:
                 if bits else "")
 
     def folded(self, what: str = "the ladders") -> list[Rendered]:
-        """The table, the figure and the takeaway, each folded (open them after predicting)."""
-        tables = [self.table(op) for op in self.ops if not self.rows.empty and (self.rows["op"] == op).any()]
+        """The tables, the figure and the takeaway, each folded (open them after predicting)."""
+        tables = [self.table(op, g) for g in self.gpus for op in self.ops if not self._of(op, g).empty]
         tables = [Rendered(t.to_html(), f"{t.caption}\n{t.to_string(delimiter='  ')}") for t in tables]
-        return [fold(paragraph(self.notes()), *(tables or [self.takeaway()]), summary=f"where {what} stand on {self.gpu or 'no GPU'}: every recorded problem, per op"),
-                fold_figure(self.figure(), f"the same against the width, with the copy ceiling"),
-                fold(paragraph(self.takeaway()), summary="what the table says, in words")]
+        return [fold(paragraph(self.notes()), *(tables or [self.takeaway()]),
+                     summary=f"where {what} stand on {self._where()}: every recorded problem, per op"),
+                fold_figure(self.figure(), "the same against the width, with the copy ceiling"),
+                fold(*(paragraph(p) for p in self.takeaway().split("\n\n")), summary="what the table says, in words")]

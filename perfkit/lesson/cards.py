@@ -13,7 +13,7 @@ from ..history import source_changed_since
 from ..kernels.base import Problem, Variant
 from .estimates import estimate_rung, estimate_then, estimate_then_detail
 from .formatting import UNIT, fmt_rate, fmt_seconds, metric_for, rate_of
-from .ncu import all_counters, counters_html, counters_text
+from .ncu import all_counters, counters_html, counters_text, elsewhere, row_of_code, same_code
 from .matching import derived, ladder_for, match_rows, shared_records, spec_key
 
 
@@ -82,6 +82,7 @@ class RungCard:
     #: the Nsight Compute counters of this rung and of the rung before on the record's GPU
     counters: object = None
     counters_other: object = None  # the newest row of other code than the record's (named, not used)
+    counters_record: str | None = None  # where the counters are another GPU's: its record of this rung
     prev_counters: object = None
     counters_prev_label: str | None = None
     _variant: object = field(default=None, repr=False)
@@ -337,8 +338,9 @@ class RungCard:
         if ex:
             lines.append("  " + "\n  ".join(textwrap.wrap(ex, 96)))
         if self.found:
-            lines.append("  " + "\n  ".join(textwrap.wrap("counters: " + counters_text(self.counters,
-                                                                                        self.prev_counters), 96)))
+            away = elsewhere(self.counters, self.gpu, self.counters_record)
+            lines.append("  " + "\n  ".join(textwrap.wrap("counters: " + (f"({away}) " if away else "")
+                                                           + counters_text(self.counters, self.prev_counters), 96)))
         return "\n".join(lines)
 
     __repr__ = __str__
@@ -354,7 +356,7 @@ class RungCard:
                 + (f"<p style='max-width:60em'>{html.escape(ex)}</p>" if ex else "")
                 + (counters_html(self.counters, self.prev_counters, prev_label=self.counters_prev_label,
                                  gpu=self.gpu, changed_since=self.counters_changed_since,
-                                 other=self.counters_other)
+                                 other=self.counters_other, record_there=self.counters_record)
                    if self.found else "") + "</div>")
 
     @property
@@ -533,9 +535,17 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
             if card.best_before_commit and card.best_before_commit != card.commit:
                 card.best_before_changed_since = source_changed_since(u, card.best_before_commit)
     card._variant = v
-    card.counters, card.counters_other = _counters_of_the_records_code(op, plabel, v, card)
+    # the row that can explain this record: of the same code, on the record's GPU, else on another
+    # GPU of this table (a pinned notebook's table holds one GPU), named with its own record there
+    gpus = [card.gpu] + (sorted(set(df["gpu"].dropna().astype(str))) if "gpu" in df else [])
+    card.counters, card.counters_other = row_of_code(op, plabel, v, card.commit, gpus)
+    if card.counters is not None and card.counters.gpu != card.gpu:
+        there = match_rows(df[df["gpu"] == card.counters.gpu], problem, v.name)
+        if not there.empty:
+            t = choose_record(there, v)
+            card.counters_record = f"{fmt_seconds(float(t['median_s']))}, commit {str(t.get('commit') or '?')[:7]}"
     if card.counters is not None and prev is not None:
-        card.prev_counters = _counters_beside(op, plabel, prev, v, card.counters, card.gpu)
+        card.prev_counters = _counters_beside(op, plabel, prev, v, card.counters, card.counters.gpu)
         card.counters_prev_label = prev.label if card.prev_counters is not None else None
     if oracle is not None:
         orc = match_rows(same_gpu, problem, oracle.name)
@@ -623,25 +633,6 @@ def record_pivot(table: pd.DataFrame, values: str = "tflops", caption: str = "")
             sty = sty.format("{:.3g}*", subset=([lab], [prob]))
     note = CHANGED_MARK_NOTE if len(marked) else ""
     return sty.set_caption("; ".join(x for x in (caption, note) if x))
-
-
-def _same_code(variant, a: str | None, b: str | None) -> bool:
-    """Were the rung's kernels the same code at commits ``a`` and ``b``?  Yes at one commit, or
-    where neither changed since (both today's code); otherwise not known, so no."""
-    if not a or not b:
-        return False
-    if a[:7] == b[:7]:
-        return True
-    return source_changed_since(variant, a) is False and source_changed_since(variant, b) is False
-
-
-def _counters_of_the_records_code(op, plabel, v, card):
-    """The Nsight Compute row that can explain the card's record: the newest table of the record's
-    GPU with a row of the same code as the record (a row of a kernel changed since would explain
-    another time).  Also the newest row of other code, for the card to name when none fits."""
-    rows = all_counters(op, plabel, v.name, card.gpu)
-    fit = next((c for c in rows if _same_code(v, c.commit, card.commit)), None)
-    return fit, (rows[0] if rows and fit is None else None)
 
 
 def _counters_beside(op, plabel, prev, v, cur, gpu):

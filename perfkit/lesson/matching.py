@@ -210,6 +210,18 @@ def shown_gpu(want: str | None = None, ops=()) -> str | None:
     return str(df.sort_values("utc")["gpu"].iloc[-1])
 
 
+def recorded_gpus(ops=(), first: str | None = None) -> list[str]:
+    """Every GPU with real records of ``ops``: ``first`` (the GPU a notebook shows) first, then by
+    name (a where-we-stand table per dtype and GPU)."""
+    names = set()
+    for op in ops:
+        df = _load(op, None)
+        if not df.empty:
+            df = df[~df["simulated"].fillna(False).astype(bool)] if "simulated" in df else df
+            names |= set(df["gpu"].dropna().astype(str))
+    return [g for g in [first] if g] + sorted(names - {first})
+
+
 def spec_key(gpu_name: str | None, default: str = "h100-sxm") -> str:
     """devices.yaml key of a recorded GPU's name (``default`` when it is unknown or None)."""
     return _spec_key(gpu_name, default)

@@ -152,27 +152,89 @@ def counter_rows(cur: Counters, prev: Counters | None) -> list[dict]:
     return out
 
 
+def same_code(variant, a: str | None, b: str | None) -> bool:
+    """Were ``variant``'s kernels the same code at commits ``a`` and ``b``?  Yes at one commit, or
+    where neither changed since (both today's code); otherwise not known, so no.  The one rule by
+    which a counter row may explain a record (cards, takeaways, where-they-stand)."""
+    from ..history import source_changed_since
+
+    if not a or not b:
+        return False
+    if a[:7] == b[:7]:
+        return True
+    return source_changed_since(variant, a) is False and source_changed_since(variant, b) is False
+
+
+def row_of_code(op: str, problem: str, variant, commit: str | None, gpus) -> tuple[Counters | None, Counters | None]:
+    """The Nsight Compute row that can explain a record of ``variant`` (a Variant) at ``commit``:
+    the newest row of the same code (:func:`same_code`) on the first of ``gpus`` that has one (the
+    record's own GPU first: another GPU's row of the same code is the same kernel's behaviour there,
+    and the card names that GPU).  Where none fits: (None, the newest row on the first GPU, of
+    other code, for the card to name as not explaining it)."""
+    gpus = [g for g in dict.fromkeys(gpus) if g]
+    for g in gpus:
+        fit = next((c for c in all_counters(op, problem, variant.name, g) if same_code(variant, c.commit, commit)), None)
+        if fit is not None:
+            return fit, None
+    first = all_counters(op, problem, variant.name, gpus[0]) if gpus else ()
+    return None, (first[0] if first else None)
+
+
+#: the rate at which each counter that can cost time is served, a named figure of ``data/rates.yaml``
+#: (per SM per clock, multiplied out; DRAM: the datasheet's bytes per second): the weight by which
+#: :func:`moved` compares changes of unlike counters (a bank conflict is one more shared wavefront)
+_SERVED_BY = {"dram_bytes": ("dram_bw", None, "DRAM time"), "l2_bytes": ("l2_bytes_per_sm_per_clk", "per_clk", "L2 time"),
+              "shared_wavefronts": ("smem_wavefronts_per_sm_per_clk", "per_clk", "shared-memory cycles"),
+              "shared_bank_conflicts": ("smem_wavefronts_per_sm_per_clk", "per_clk", "shared-memory cycles"),
+              "warp_instructions": ("issue_per_sm_per_clk", "per_clk", "issue cycles")}
+
+
+def _peak_seconds(gpu: str) -> tuple[str, dict]:
+    """(whose rates, counter -> seconds one unit of it takes at that GPU's peak rate); a GPU
+    devices.yaml does not know is weighed at the H100's rates, and the text says so."""
+    from ..model import rates
+    from .matching import spec_key
+
+    key = spec_key(gpu, "")
+    who = f"{gpu}'s" if key else "the h100-sxm's (its own are not in devices.yaml)"
+    r = rates(key or "h100-sxm")
+    per_clk = r["sm_count"]["value"] * r["clock_hz"]["value"]
+    return who, {c: 1.0 / (r[name]["value"] * (per_clk if kind else 1.0)) for c, (name, kind, _) in _SERVED_BY.items()}
+
+
 def moved(cur: Counters, prev: Counters | None) -> str:
-    """The counter that moved most between the two rungs (of those that can cost time) and
-    whether the time in the same tables followed it; "" where there is nothing to compare."""
+    """The counter whose change weighs most, and whether the time in the same tables followed it;
+    "" where there is nothing to compare.
+
+    Rule (*weighed at peak*): counts of unlike things (bytes at DRAM or L2, shared wavefronts, warp
+    instructions) are compared as the time their change takes at the GPU's peak rate for that
+    level (``data/rates.yaml``); a ratio alone would pick a counter that went from 384 to 1.86 M
+    while costing 7 us of a 80 us kernel.  Among changes within 10% of the largest, the one that
+    changed by the largest factor is named (bank conflicts, not the wavefronts they are part of).
+    A largest change under a tenth of the time says no count explains the time."""
     if prev is None:
         return ""
-    best = None
+    whose, per_unit = _peak_seconds(cur.gpu)
+    cand = []
     for key in _CAUSES:
         a, b = cur.get(key), prev.get(key)
         if np.isfinite(a) and np.isfinite(b) and a > 0 and b > 0:
-            f = a / b
-            if best is None or abs(np.log(f)) > abs(np.log(best[1])):
-                best = (key, f, a, b)
-    if best is None or not (np.isfinite(cur.time_s) and np.isfinite(prev.time_s) and cur.time_s > 0):
+            cand.append((abs(a - b) * per_unit[key], abs(np.log(a / b)), key, a / b, a, b))
+    if not cand or not (np.isfinite(cur.time_s) and np.isfinite(prev.time_s) and cur.time_s > 0):
         return ""
-    key, f, a, b = best
+    top = max(c[0] for c in cand)
+    weight, _, key, f, a, b = max((c for c in cand if c[0] >= 0.9 * top), key=lambda c: c[1])
     label, kind = next((lab, k) for c, lab, k in COUNTERS if c == key)
     t = prev.time_s / cur.time_s  # > 1: this rung faster
-    head = (f"The counter that moved most: {label} {fmt_count(b, kind)} -> {fmt_count(a, kind)} (x{f:.3g}); "
+    head = (f"The counter that moved most, weighed as time at {whose} peak rates: {label} {fmt_count(b, kind)} -> "
+            f"{fmt_count(a, kind)} (x{f:.3g}; the change is {fmt_seconds(weight)} of {_SERVED_BY[key][2]} at peak); "
             f"the profiled time x{t:.2f} ({fmt_seconds(prev.time_s)} -> {fmt_seconds(cur.time_s)}) on {cur.gpu}")
     if abs(np.log(f)) < np.log(1.1):
         return head + ": no counter moved by 10%, so what changed is not a count of bytes or instructions."
+    if weight < 0.1 * max(cur.time_s, prev.time_s):
+        return (head + ": even at peak that is under a tenth of the time, so none of these counts explains it; "
+                "the time went to what they do not count (the sectors each memory instruction touches, latency, "
+                "stalls).")
     fell = f < 1
     if fell and t >= 1.1:
         tail = f": the time followed it; {label} was part of what bound the rung before."
@@ -187,10 +249,21 @@ def moved(cur: Counters, prev: Counters | None) -> str:
     return head + tail
 
 
+def elsewhere(cur: Counters, gpu: str | None, record_there: str | None) -> str:
+    """Where a card's counters come from another GPU than its record's: says so, and the same
+    code's record on that GPU (so the profiled time is read beside a time of its own GPU)."""
+    if cur is None or not gpu or cur.gpu == gpu:
+        return ""
+    return (f"{gpu} has no Nsight Compute row of this code, so these are {cur.gpu}'s rows of the same code"
+            + (f" (its record there: {record_there})" if record_there else ""))
+
+
 def counters_html(cur: Counters | None, prev: Counters | None, *, prev_label: str | None = None,
-                  gpu: str | None = None, changed_since: bool | None = None, other: Counters | None = None) -> str:
+                  gpu: str | None = None, changed_since: bool | None = None, other: Counters | None = None,
+                  record_there: str | None = None) -> str:
     """The counters block of a card (HTML); ``other``: a row of other code than the record's,
-    named where ``cur`` is None."""
+    named where ``cur`` is None; ``record_there``: the record on the counters' GPU where that is
+    not ``gpu`` (the card's)."""
     if cur is None and other is not None:
         return (f"<p><i>No Nsight Compute row of the code this record measured on "
                 f"{html.escape(str(gpu or 'the shown GPU'))}: the row there ({html.escape(other.table)}, commit "
@@ -205,6 +278,9 @@ def counters_html(cur: Counters | None, prev: Counters | None, *, prev_label: st
             + ("es" if cur.kernels != 1 else "") + f", {fmt_seconds(cur.time_s)} profiled)")
     if prev is not None and prev_label:
         head += f", against {prev_label}"
+    away = elsewhere(cur, gpu, record_there)
+    if away:
+        head += f"; {away}"
     body = pd.DataFrame(rows).to_html(index=False, border=0) if rows else ""
     why = moved(cur, prev)
     return (f"<p><b>{html.escape(head)}</b></p>{body}" + (f"<p>{html.escape(why)}</p>" if why else ""))

@@ -10,8 +10,8 @@ import pandas as pd
 
 from .cards import changed_since_recorded
 from .formatting import fmt_seconds
-from .ncu import all_counters
-from .matching import records
+from .ncu import row_of_code
+from .matching import ladder_for, records
 
 _DTYPE_KEYS = ("dtype", "layout")
 
@@ -123,10 +123,10 @@ def takeaway(st: pd.DataFrame, library: str = "the library") -> str:
         else:
             worst = g.loc[g["of library"].idxmin()]
             s += f" (not won; widest gap at {worst['problem'].split(' dtype')[0]}, {worst['best rung']})"
-            # only a row of the record's own commit: another commit's kernel took another time
-            rec = str(worst["commit"]).rstrip("*")[:7]
-            c = next((x for x in all_counters(worst["op"], worst["problem"], worst["variant"], gpu)
-                      if str(x.commit or "")[:7] == rec), None)
+            # only a row of the record's code (ncu.same_code): another kernel took another time
+            v = next((x for x in ladder_for(worst["op"]) if x.name == worst["variant"]), None)
+            c = (row_of_code(worst["op"], worst["problem"], v, str(worst["commit"]).rstrip("*"), [gpu])[0]
+                 if v is not None else None)
             if c is not None:
                 bits = [f"{lab} {c.get(k):.0f}%" for k, lab in (("issue_active_pct", "issue active"),
                                                                ("tensor_pipe_active_pct", "tensor pipe active"),

@@ -520,14 +520,17 @@ print(f"rungs without a section above: {', '.join(new)}" if new else
 # %% [markdown]
 # ## Summary
 #
-# Open these once you have made your predictions.  One row per rung of today's ladder at each
-# recorded problem: the recorded median and rate, x the rung before, the fraction of cuBLAS (the
-# oracle), the model's estimate and the ratio; then the same as bars (measurements from real GPUs
-# only, the model's estimates as black ticks).
+# Open these once you have made your predictions.  One row per rung that runs the problem: the
+# recorded median and rate, x the rung before, the fraction of cuBLAS (the oracle: SGEMM at
+# float32, HGEMM at float16), the model's estimate and the ratio; then the same as bars
+# (measurements from real GPUs only, the model's estimates as black ticks).  The float32 problems
+# hold the SIMT rungs, their float16 twins the tensor-core and Hopper rungs: a factor across dtypes
+# would compare two different problems.
 
 # %%
 for p in [EX, gemm.Problem(1024, 1024, 1024)]:
-    view.summary(p, title=f"GEMM ladder at {p.label}")
+    for q in [p, gemm.Problem(p.m, p.n, p.k, "float16")]:
+        view.summary(q, title=f"GEMM ladder at {q.label}")
 shown = recorded[recorded.gpu == shown_gpu] if not recorded.empty else recorded  # one GPU per table and figure
 if not shown.empty:  # every record of that GPU, by rung and problem ("*": a kernel changed since)
     display(lesson.fold(lesson.record_pivot(shown, "tflops", caption="TFLOP/s recorded on "

@@ -534,15 +534,16 @@ pd.DataFrame(rows).style.format(precision=3).hide(axis="index")
 # %% [markdown]
 # ## Summary
 #
-# Open these once you have made your predictions: one card per rung at the example layer (the
-# recorded median where recorded, x the rung before, the fraction of cuDNN, the model's estimate),
-# then the same as bars (measurements from real GPUs only; the model's estimates as ticks).
+# Open these once you have made your predictions: one card per rung that runs the example layer
+# (the recorded median where recorded, x the rung before, the fraction of cuDNN, the model's
+# estimate), then the same as bars (measurements from real GPUs only; the model's estimates as
+# ticks); then the same for the layer's float16 NHWC twin, where the tensor-core rungs run (cuDNN
+# there is its float16 kernel: a factor across dtypes would compare two different problems).
 
 # %%
 view.summary(EX, title=f"Convolution ladder at {EX.label}")
-twins = [f"{c.label} at {c.problem}" for c in view.all_cards() if c.problem != EX.label]
-if twins:
-    print("where a rung's own twin of the layer is shown:", "; ".join(twins))
+TC = next(v for v in conv.LADDER if v.name == "tensor_core").example(EX)  # the float16 NHWC twin
+view.summary(TC, title=f"Convolution ladder at {TC.label}")
 if not shown.empty:  # every record of that GPU, by rung and problem ("*": a kernel changed since)
     display(lesson.fold(lesson.record_pivot(shown, "median_s", caption="median seconds recorded on "
                                             + plots.provenance(shown).removeprefix(" on ")),

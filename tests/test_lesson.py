@@ -809,6 +809,29 @@ def test_a_ladders_bars_are_the_records_its_table_shows(monkeypatch):
     plt.close("all")
 
 
+def test_a_summary_holds_only_the_rungs_that_run_its_problem(monkeypatch):
+    """GEMM at float32 4096^3: the SIMT rungs only (the tensor-core rungs run its float16 twin, and
+    a factor against a float32 rung would compare two problems); at the float16 twin, only rungs
+    that run float16, each card at that problem and its "x the rung before" against a float16 rung."""
+    monkeypatch.setattr("perfkit.lesson.view._display", lambda objs: None)
+    table = lesson.records("gemm")
+    # the oracle and the rungs about the float32 -> float16 boundary (estimates on: a refused rung
+    # still has a roofline bound, so an estimate does not say that a rung runs the problem)
+    names = [v.name for v in gemm.LADDER]
+    ladder = [gemm.LADDER[0]] + list(gemm.LADDER[names.index("warptile"):names.index("tc_vector") + 1])
+    view = lesson.LadderView("gemm", gemm.EXAMPLE_PROBLEM, table=table, ladder=ladder)
+    f32 = view.summary()
+    ex = gemm.EXAMPLE_PROBLEM
+    f16 = view.summary(gemm.Problem(ex.m, ex.n, ex.k, "float16"))
+    dtype = {v.label: v.example(ex).dtype for v in gemm.LADDER if not v.oracle}
+    assert f32 and all(c.problem == ex.label and dtype[c.label] == "float32" for c in f32)
+    assert f16 and all(c.problem.endswith("dtype=float16") and dtype[c.label] == "float16" for c in f16)
+    assert all(dtype[c.prev_label] == "float16" for c in f16 if np.isfinite(c.x_prev))
+    import matplotlib.pyplot as plt
+
+    plt.close("all")
+
+
 def test_one_ladder_view_renders_any_rung_and_the_rest(monkeypatch):
     """LadderView renders a rung as: kernel (or diff), anatomy folded, prompt, answer folded; a rung
     with no section is shown by rest() under its label; a name not in the ladder says so."""
@@ -840,14 +863,26 @@ def test_where_a_ladder_stands_is_read_from_one_gpus_records_per_problem():
     for (group, gpu), g in st[~st.commit.str.endswith("*")].groupby(["group", "gpu"]):
         assert f"x{g['of library'].min():.2f}" in text and f"{group} on {gpu}" in text
     assert "No problem" in lesson.takeaway(st.iloc[0:0])
-    # a quoted Nsight Compute row is of the record's own commit (the H100's gemm rows of 7c7b2e0
-    # timed another kernel than the 6bbc424 record they would stand beside)
+    # a quoted Nsight Compute row is of the widest gap's own code (the H100's gemm rows of 7c7b2e0
+    # timed another kernel than the 6bbc424 record they would stand beside); another GPU's row is
+    # named as such
+    from perfkit.lesson.ncu import same_code
+
+    ladder = {v.name: v for v in gemm.LADDER}
+    quoted = 0
     for part in re.split(r"\. (?=\w+ on )", text):  # one sentence group per dtype and GPU
-        m = re.search(r"on ([^:;]+?): the best rung.*Nsight Compute row there \(commit (\w+)\)", part)
+        m = re.search(r"(\S+) on ([^:;]+?): the best rung.*widest gap at .*?, ([^)]+)\).*Nsight Compute row "
+                      r"\(commit (\w+)(, from ([^:]+): [^)]+ has no row of this code)?\)", part)
         if m:
-            g = st[st.gpu == m.group(1)]
+            quoted += 1
+            g = st[(st.gpu == m.group(2)) & (st.group == m.group(1))]
             today = g[~g.commit.str.endswith("*")]  # today's code speaks where it was recorded
-            assert m.group(2) in set((today if len(today) else g).commit.str.rstrip("*")), m.groups()
+            worst = (today if len(today) else g).sort_values("of library").iloc[0]
+            assert worst["best rung"] == m.group(3)
+            assert same_code(ladder[worst["variant"]], m.group(4), worst["commit"].rstrip("*")), m.groups()
+            rows = lesson.ncu.all_counters("gemm", worst["problem"], worst["variant"], m.group(6) or m.group(2))
+            assert m.group(4) in {str(c.commit)[:7] for c in rows}
+    assert quoted
 
 
 def test_a_card_prefers_todays_code_over_a_newer_record_of_older_code(monkeypatch):
@@ -1012,7 +1047,7 @@ def test_where_they_stand_names_the_counters_of_the_widest_gap_only_of_the_same_
             if c is None or str(c.commit)[:7] != r["commit"]:
                 continue
             quoted += 1
-            assert (f"commit {str(c.commit)[:7]}: DRAM bytes {c.get('dram_bytes') / r['bytes']:.2f}x the ideal, "
+            assert (f"commit {str(c.commit)[:7]}; DRAM bytes {c.get('dram_bytes') / r['bytes']:.2f}x the ideal, "
                     f"{c.get('warp_instructions') / 1e6:.0f} M warp instructions, "
                     f"issue active {c.get('issue_active_pct'):.0f}%") in text
     if not quoted:

@@ -297,7 +297,8 @@ class WhereTheyStand:
         record's code exists (:func:`ncu.same_code`; its commit named): DRAM bytes over the ideal,
         instructions, issue."""
         v = next((x for x in ladder_for(r["op"]) if x.name == r["best variant"]), None)
-        c = row_of_code(r["op"], r["problem"], v, r["commit"], [r["gpu"]])[0] if v is not None else None
+        # its own GPU's row first; else another shown GPU's row of the same code, named
+        c = row_of_code(r["op"], r["problem"], v, r["commit"], [r["gpu"], *self.gpus])[0] if v is not None else None
         if c is None:
             return ""  # no row, or only rows of other code than the record's
         bits = []
@@ -307,7 +308,8 @@ class WhereTheyStand:
             bits.append(f"{c.get('warp_instructions') / 1e6:.0f} M warp instructions")
         if np.isfinite(c.get("issue_active_pct")):
             bits.append(f"issue active {c.get('issue_active_pct'):.0f}%")
-        return (f" (the widest gap's Nsight Compute row, commit {str(c.commit or '?')[:7]}: {', '.join(bits)})"
+        where = "" if c.gpu == r["gpu"] else f", from {c.gpu}: {r['gpu']} has no row of this code"
+        return (f" (the widest gap's Nsight Compute row, commit {str(c.commit or '?')[:7]}{where}; {', '.join(bits)})"
                 if bits else "")
 
     def folded(self, what: str = "the ladders") -> list[Rendered]:

@@ -305,8 +305,9 @@ class RungCard:
                 ("rate", f"{fmt_rate(self.rate)} {unit}")]
         if self.prev_label:
             if np.isfinite(self.x_prev):
+                same = "" if "at its own problem" in self.prev_note else " at this problem"  # a twin's card: not the section's
                 rows.append(("x the rung before", f"x{self.x_prev:.2f} vs {self.prev_label} "
-                             f"({fmt_seconds(self.prev_median_s)}){self.prev_note}"
+                             f"({fmt_seconds(self.prev_median_s)}{same}){self.prev_note}"
                              + (f" {self.prev_across}" if self.prev_across else "")))
             else:
                 rows.append(("x the rung before", f"— ({self.prev_label} has no record here)"))

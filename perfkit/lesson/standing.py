@@ -125,15 +125,16 @@ def takeaway(st: pd.DataFrame, library: str = "the library") -> str:
             s += f" (not won; widest gap at {worst['problem'].split(' dtype')[0]}, {worst['best rung']})"
             # only a row of the record's code (ncu.same_code): another kernel took another time
             v = next((x for x in ladder_for(worst["op"]) if x.name == worst["variant"]), None)
-            c = (row_of_code(worst["op"], worst["problem"], v, str(worst["commit"]).rstrip("*"), [gpu])[0]
-                 if v is not None else None)
+            c = (row_of_code(worst["op"], worst["problem"], v, str(worst["commit"]).rstrip("*"),
+                             [gpu, *sorted(set(st["gpu"]))])[0] if v is not None else None)
             if c is not None:
                 bits = [f"{lab} {c.get(k):.0f}%" for k, lab in (("issue_active_pct", "issue active"),
                                                                ("tensor_pipe_active_pct", "tensor pipe active"),
                                                                ("achieved_occupancy_pct", "achieved occupancy"))
                         if np.isfinite(c.get(k)) and (k != "tensor_pipe_active_pct" or c.get(k) >= 5)]
                 if bits:
-                    s += f"; its Nsight Compute row there (commit {(c.commit or '?')[:7]}): {', '.join(bits)}"
+                    there = "" if c.gpu == gpu else f", from {c.gpu}: {gpu} has no row of this code"
+                    s += f"; its Nsight Compute row (commit {(c.commit or '?')[:7]}{there}): {', '.join(bits)}"
         if older and len(today):
             s += f"; {older} comparison{'s' if older != 1 else ''} of older code left out (in the table, marked *)"
         out.append(s + ".")

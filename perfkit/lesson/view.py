@@ -43,6 +43,19 @@ def _display(objs) -> None:
         display(o)
 
 
+def _runs(v: Variant, p: Problem) -> bool:
+    """Does rung ``v`` run problem ``p`` as it is (not its twin), by its own ``supports``?"""
+    from ..kernels.base import UnsupportedProblem
+
+    if not hasattr(v, "example") or v.example(p).label != p.label:
+        return False
+    try:
+        v.supports(p)
+    except UnsupportedProblem:
+        return False
+    return True
+
+
 class LadderView:
     """The rung sections of one ladder at one problem.  ``view.show(name)`` renders a rung;
     ``view.rest()`` the rungs no section showed; ``view.cards`` the cards shown (name -> card)."""
@@ -194,7 +207,11 @@ class LadderView:
         from .. import plots
 
         p = problem or self.problem
-        cs = self.all_cards(p)
+        # only the rungs that run this problem: a rung shown at its own twin (GEMM's float16 rungs
+        # at a float32 problem) belongs to the twin's summary, not beside float32 rungs with a
+        # factor across dtypes; a rung that refuses the problem (SIMT GEMM at float16) has no card
+        runs = {v.name: _runs(v, p) for v in self.ladder if not v.oracle}
+        cs = [c for c in self.all_cards(p) if c.problem == p.label and (c.found or runs.get(c.variant, True))]
         metric = metric or cs[0].metric if cs else "tflops"
         found = [c for c in cs if c.found]
         gpus = sorted({c.gpu for c in found})

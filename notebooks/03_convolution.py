@@ -44,10 +44,11 @@
 # for sm_90 with no GPU.  The ladder has been timed on real GPUs at the example layer only, in
 # float32 NCHW and float16 NHWC: rungs 1-8 on an H100 (2026-11-26, commit 6bbc424: the cards
 # below) and some of them on an H200 (commit ed6ffd5); rungs 9-15 have no GPU record yet (their
-# cards give the model's estimate only); the GPU goals (the
-# best SIMT rung at ≥ 0.70 of cuDNN fp32 over the 3x3 ResNet-50 layers, the tensor-core rung at
-# ≥ 0.30 of cuDNN fp16) need the whole ResNet-50 sweep: `tools/record_gpu.py --plan full --ops conv`
-# or this notebook with the `gpu` profile and `sweep=True` on a GPU.
+# cards give the model's estimate only).  The goals at this layer (issue 43: the best rung at
+# ≥ 0.7 of cuDNN in float32, whose choice here is an FFT, and ≥ 0.5 in float16) are not met by
+# any record yet: the end of the notebook says by how much.  The whole ResNet-50 sweep runs with
+# `perfkit record --plan full --ops conv`, or this notebook with the `gpu` profile and
+# `sweep=True` on a GPU.
 
 # %% tags=["parameters"]
 # Parameters (papermill overrides these; profiles in notebooks/profiles.yaml)
@@ -553,17 +554,18 @@ if not shown.empty:  # every record of that GPU, by rung and problem ("*": a ker
 # ## Where the ladder stands
 #
 # The best rung against cuDNN at every recorded layer, per dtype, layout and GPU: one bar per
-# comparison (one GPU, one layer), and a paragraph written from the same numbers.  The goals were
-# the best SIMT rung at ≥ 0.70 of cuDNN fp32 and the tensor-core rung at ≥ 0.30 of cuDNN fp16; the
-# paragraph says where they stand.  cuDNN's own choice of algorithm is in the Nsight Compute tables
-# (`data/ncu/`: the kernels its rung-0 rows name).
+# comparison (one GPU, one layer), and a paragraph written from the same numbers, which says
+# whether each goal is met: the best rung at ≥ 0.7 of cuDNN in float32 and ≥ 0.5 in float16
+# (issue 43).  cuDNN's own choice of algorithm is in the Nsight Compute tables (`data/ncu/`: the
+# kernels its rung-0 rows name).
 
 # %%
 st = lesson.standing("conv", recorded)
 display(lesson.fold(lesson.standing_table(st, "cuDNN"), summary="the best rung vs cuDNN, per layer and GPU"))
 display(lesson.fold_figure(lesson.standing_figure(st, "cuDNN", title="convolution: best rung / cuDNN"),
                            "the same as bars"))
-display(lesson.fold(lesson.paragraph(lesson.takeaway(st, "cuDNN")), summary="where the convolution ladder stands, in words"))
+display(lesson.fold(lesson.paragraph(lesson.takeaway(st, "cuDNN", goals={"float32": 0.7, "float16": 0.5})),
+                    summary="where the convolution ladder stands, in words"))
 for config in ("float32 NCHW", "float16 NHWC"):  # what cuDNN chose at the example layer, from its Nsight Compute rows
     p = conv.to_layout(EX, config.split()[1], config.split()[0])
     ks = lesson.ncu_kernels("conv", p.label, conv.LADDER[0].name, shown_gpu)

@@ -863,6 +863,16 @@ def test_where_a_ladder_stands_is_read_from_one_gpus_records_per_problem():
     for (group, gpu), g in st[~st.commit.str.endswith("*")].groupby(["group", "gpu"]):
         assert f"x{g['of library'].min():.2f}" in text and f"{group} on {gpu}" in text
     assert "No problem" in lesson.takeaway(st.iloc[0:0])
+    # goals: per dtype and GPU, met only where every problem's best rung reaches the goal
+    goals = {"float32": 1.0, "float16": 0.5}
+    said = lesson.takeaway(st, "cuBLAS", goals=goals)
+    for (group, gpu), g in st[~st.commit.str.endswith("*")].groupby(["group", "gpu"]):
+        part = said[said.index(f"{group} on {gpu}"):].split(". ")[0]
+        goal = goals[group.split()[0]]
+        short = int((g["of library"] < goal).sum())
+        assert (f"the goal, x{goal:.2f} cuBLAS's speed, is " + ("met" if not short else "missed")) in part, part
+        if short and len(g) > 1:
+            assert f"missed at {short} of {len(g)} problems (best x{g['of library'].max():.2f})" in part
     # a quoted Nsight Compute row is of the widest gap's own code (the H100's gemm rows of 7c7b2e0
     # timed another kernel than the 6bbc424 record they would stand beside); another GPU's row is
     # named as such

@@ -99,10 +99,20 @@ def standing_figure(st: pd.DataFrame, library: str = "library", title: str | Non
     return ax
 
 
-def takeaway(st: pd.DataFrame, library: str = "the library") -> str:
+def _goal_of(goals: dict | None, group: str) -> float | None:
+    """The goal of a group ("float16 NHWC"): keyed by the group itself or by its dtype."""
+    if not goals:
+        return None
+    g = goals.get(group, goals.get(group.split()[0] if group else "", None))
+    return float(g) if g is not None else None
+
+
+def takeaway(st: pd.DataFrame, library: str = "the library", goals: dict | None = None) -> str:
     """A paragraph from the standing table: per dtype and GPU, the range of the best rung's fraction
     of the library, what is won (at or above parity) and what is not, and for the widest gap the
-    best rung's Nsight Compute counters on that GPU where a table has them."""
+    best rung's Nsight Compute counters on that GPU where a table has them.  ``goals``: the
+    fraction of the library each dtype (or "dtype layout" group) aims at; the paragraph says
+    whether each GPU's records meet it."""
     if st.empty:
         return f"No problem has both a rung and {library} recorded on one GPU: nothing to say yet."
     out = []
@@ -135,6 +145,13 @@ def takeaway(st: pd.DataFrame, library: str = "the library") -> str:
                 if bits:
                     there = "" if c.gpu == gpu else f", from {c.gpu}: {gpu} has no row of this code"
                     s += f"; its Nsight Compute row (commit {(c.commit or '?')[:7]}{there}): {', '.join(bits)}"
+        goal = _goal_of(goals, group)
+        if goal is not None:
+            short = g[g["of library"] < goal]
+            s += (f"; the goal, x{goal:.2f} {library}'s speed, is met" if short.empty else
+                  f"; the goal, x{goal:.2f} {library}'s speed, is missed"
+                  + (f" at {len(short)} of {len(g)} problems" if len(g) > 1 else "")
+                  + f" (best x{g['of library'].max():.2f})")
         if older and len(today):
             s += f"; {older} comparison{'s' if older != 1 else ''} of older code left out (in the table, marked *)"
         out.append(s + ".")

@@ -707,19 +707,28 @@ def test_the_moved_counter_is_weighed_as_time_at_the_gpus_peak_rates():
 
     h100 = "NVIDIA H100 80GB HBM3"
     s = specs.get("h100-sxm")
-    prev = _counters(h100, 1.55e-3, shared_wavefronts=384.0, dram_bytes=1.2e9)
-    cur = _counters(h100, 0.40e-3, shared_wavefronts=1.86e6, dram_bytes=0.3e9)
+    prev = _counters(h100, 0.55e-3, shared_wavefronts=384.0, dram_bytes=1.2e9)
+    cur = _counters(h100, 0.25e-3, shared_wavefronts=1.86e6, dram_bytes=0.3e9)
     text = moved(cur, prev)
+    at_peak = lesson.fmt_seconds(0.9e9 / s.dram_bw)
     assert text.startswith(f"The counter that moved most, weighed as time at {h100}'s peak rates: DRAM bytes 1.2 GB -> 300 MB")
-    assert f"the change is {lesson.fmt_seconds(0.9e9 / s.dram_bw)} of DRAM time" in text
-    assert "the time followed it; DRAM bytes was part of what bound" in text
+    assert f"the change is {at_peak} of DRAM time" in text
+    # 269 us at peak of the 300 us saved: at least half, so the time followed it
+    assert f"the time followed it (at peak that is {at_peak} of the 300 µs saved); DRAM bytes was part of what bound" in text
+    # the same counters with more time saved: the change explains a fifth, and occupancy is named
+    part = moved(_counters(h100, 0.25e-3, dram_bytes=0.3e9, achieved_occupancy_pct=60.0),
+                 _counters(h100, 1.55e-3, dram_bytes=1.2e9, achieved_occupancy_pct=20.0))
+    assert "so most of the change is what these counts do not show: achieved occupancy 20% -> 60%" in part
+    flat = moved(_counters(h100, 1.0e-3, dram_bytes=1.02e9, warp_instructions=5e6),
+                 _counters(h100, 1.01e-3, dram_bytes=1.0e9, warp_instructions=5e6))
+    assert "neither the time nor any counter that costs time at peak moved by 10%" in flat
     # the same wavefronts' change at one SM-clock each is far under the DRAM change: never named
     assert 1.86e6 / (s.sm_count * s.boost_clock_mhz * 1e6) < 0.9e9 / s.dram_bw
     tie = moved(_counters(h100, 5.03e-3, shared_wavefronts=441e6, shared_bank_conflicts=3.4e6),
                 _counters(h100, 5.19e-3, shared_wavefronts=777e6, shared_bank_conflicts=340e6))
-    assert "shared bank conflicts 340 M -> 3.4 M" in tie and "the time hardly followed" in tie
+    assert "shared bank conflicts 340 M -> 3.4 M" in tie and "the time hardly moved, so shared bank conflicts was not" in tie
     small = moved(_counters(h100, 111e-3, dram_bytes=4.34e9), _counters(h100, 275e-3, dram_bytes=8.49e9))
-    assert "under a tenth of the time, so none of these counts explains it" in small
+    assert "of the 164 ms saved, under a tenth, so none of these counts explains it" in small
     other = moved(_counters("GPU X", 1e-3, dram_bytes=1e9), _counters("GPU X", 2e-3, dram_bytes=2e9))
     assert "h100-sxm's (its own are not in devices.yaml)" in other
 
@@ -744,9 +753,17 @@ def test_a_card_without_a_row_of_its_code_takes_another_gpus_and_names_it():
         today = [r for r in mine if history.source_changed_since(v, r.commit) is False] or mine
         there = sorted(today, key=lambda r: r.utc)[-1]
         h = card._repr_html_()
-        assert (f"{card.gpu} has no Nsight Compute row of this code, so these are {c.gpu}&#x27;s rows of the same "
-                f"code (its record there: {lesson.fmt_seconds(there.median_s)}, commit {there.commit[:7]})") in h
-        assert card.prev_counters is None or card.prev_counters.gpu == c.gpu
+        record_there = f"{lesson.fmt_seconds(there.median_s)}, commit {there.commit[:7]}"
+        own = [x for x in lesson.ncu.all_counters("gemm", card.problem, v.name, card.gpu)
+               if same_code(v, x.commit, card.commit)]
+        if own:  # its own GPU has this rung's row, but not the rung before's beside it: both from c.gpu
+            assert card.prev_counters is not None and card.prev_counters.gpu == c.gpu
+            assert (f"{card.gpu} has no row of {card.prev_label} beside this rung&#x27;s, so these are "
+                    f"{c.gpu}&#x27;s rows of both (the same code); its record there: {record_there}") in h
+        else:
+            assert (f"{card.gpu} has no Nsight Compute row of this code, so these are {c.gpu}&#x27;s rows of the "
+                    f"same code (its record there: {record_there})") in h
+            assert card.prev_counters is None or card.prev_counters.gpu == c.gpu
     if not seen:
         pytest.skip("every recorded GEMM card has a row of its code on its own GPU")
 

@@ -83,6 +83,8 @@ class RungCard:
     counters: object = None
     counters_other: object = None  # the newest row of other code than the record's (named, not used)
     counters_record: str | None = None  # where the counters are another GPU's: its record of this rung
+    counters_note: str = ""  # why the counters are another GPU's, where it is not the plain case
+    counters_searched: tuple = ()  # the GPUs whose tables were searched for a row
     prev_counters: object = None
     counters_prev_label: str | None = None
     _variant: object = field(default=None, repr=False)
@@ -339,7 +341,7 @@ class RungCard:
         if ex:
             lines.append("  " + "\n  ".join(textwrap.wrap(ex, 96)))
         if self.found:
-            away = elsewhere(self.counters, self.gpu, self.counters_record)
+            away = self.counters_note or elsewhere(self.counters, self.gpu, self.counters_record)
             lines.append("  " + "\n  ".join(textwrap.wrap("counters: " + (f"({away}) " if away else "")
                                                            + counters_text(self.counters, self.prev_counters), 96)))
         return "\n".join(lines)
@@ -357,7 +359,9 @@ class RungCard:
                 + (f"<p style='max-width:60em'>{html.escape(ex)}</p>" if ex else "")
                 + (counters_html(self.counters, self.prev_counters, prev_label=self.counters_prev_label,
                                  gpu=self.gpu, changed_since=self.counters_changed_since,
-                                 other=self.counters_other, record_there=self.counters_record)
+                                 other=self.counters_other, record_there=self.counters_record,
+                                 record_commit=self.commit, note=self.counters_note,
+                                 searched=self.counters_searched)
                    if self.found else "") + "</div>")
 
     @property
@@ -538,16 +542,28 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
     card._variant = v
     # the row that can explain this record: of the same code, on the record's GPU, else on another
     # GPU of this table (a pinned notebook's table holds one GPU), named with its own record there
-    gpus = [card.gpu] + (sorted(set(df["gpu"].dropna().astype(str))) if "gpu" in df else [])
+    gpus = list(dict.fromkeys([card.gpu] + (sorted(set(df["gpu"].dropna().astype(str))) if "gpu" in df else [])))
+    card.counters_searched = tuple(gpus)
     card.counters, card.counters_other = row_of_code(op, plabel, v, card.commit, gpus)
+    if card.counters is not None and prev is not None:
+        card.prev_counters = _counters_beside(op, plabel, prev, v, card.counters, card.counters.gpu)
+        if card.prev_counters is None:  # no row of the rung before beside it: a GPU whose rows hold both
+            for g in gpus:
+                c2 = row_of_code(op, plabel, v, card.commit, [g])[0] if g != card.counters.gpu else None
+                p2 = _counters_beside(op, plabel, prev, v, c2, g) if c2 is not None else None
+                if p2 is not None:
+                    card.counters_note = (f"{card.counters.gpu} has no row of {prev.label} beside this rung's, so "
+                                          f"these are {g}'s rows of both (the same code)")
+                    card.counters, card.prev_counters = c2, p2
+                    break
+        card.counters_prev_label = prev.label if card.prev_counters is not None else None
     if card.counters is not None and card.counters.gpu != card.gpu:
         there = match_rows(df[df["gpu"] == card.counters.gpu], problem, v.name)
         if not there.empty:
             t = choose_record(there, v)
             card.counters_record = f"{fmt_seconds(float(t['median_s']))}, commit {str(t.get('commit') or '?')[:7]}"
-    if card.counters is not None and prev is not None:
-        card.prev_counters = _counters_beside(op, plabel, prev, v, card.counters, card.counters.gpu)
-        card.counters_prev_label = prev.label if card.prev_counters is not None else None
+            if card.counters_note:
+                card.counters_note += f"; its record there: {card.counters_record}"
     if oracle is not None:
         orc = match_rows(same_gpu, problem, oracle.name)
         if not orc.empty:

@@ -140,6 +140,8 @@ def counter_rows(cur: Counters, prev: Counters | None) -> list[dict]:
         if not np.isfinite(a):
             continue
         b = prev.get(key) if prev is not None else float("nan")
+        if key == "tensor_pipe_active_pct" and a < 5 and not (np.isfinite(b) and b >= 5):
+            continue  # a SIMT kernel's few percent: the counter's floor, not tensor-core work
         change = ""
         if np.isfinite(b):
             if kind == "pct":
@@ -211,7 +213,10 @@ def moved(cur: Counters, prev: Counters | None) -> str:
     level (``data/rates.yaml``); a ratio alone would pick a counter that went from 384 to 1.86 M
     while costing 7 us of a 80 us kernel.  Among changes within 10% of the largest, the one that
     changed by the largest factor is named (bank conflicts, not the wavefronts they are part of).
-    A largest change under a tenth of the time says no count explains the time."""
+    The time "followed" the counter only where that change, served at peak, is at least half of
+    the time saved (or lost); under a tenth, no count explains it.  Where the time did not move by
+    10%, the counter was not the limit.  Occupancy and issue-active changes of 5 points or more are
+    named as what the counts do not show."""
     if prev is None:
         return ""
     whose, per_unit = _peak_seconds(cur.gpu)
@@ -226,27 +231,43 @@ def moved(cur: Counters, prev: Counters | None) -> str:
     weight, _, key, f, a, b = max((c for c in cand if c[0] >= 0.9 * top), key=lambda c: c[1])
     label, kind = next((lab, k) for c, lab, k in COUNTERS if c == key)
     t = prev.time_s / cur.time_s  # > 1: this rung faster
+    dt, verb = abs(prev.time_s - cur.time_s), ("saved" if t > 1 else "lost")
     head = (f"The counter that moved most, weighed as time at {whose} peak rates: {label} {fmt_count(b, kind)} -> "
             f"{fmt_count(a, kind)} (x{f:.3g}; the change is {fmt_seconds(weight)} of {_SERVED_BY[key][2]} at peak); "
             f"the profiled time x{t:.2f} ({fmt_seconds(prev.time_s)} -> {fmt_seconds(cur.time_s)}) on {cur.gpu}")
-    if abs(np.log(f)) < np.log(1.1):
-        return head + ": no counter moved by 10%, so what changed is not a count of bytes or instructions."
-    if weight < 0.1 * max(cur.time_s, prev.time_s):
-        return (head + ": even at peak that is under a tenth of the time, so none of these counts explains it; "
-                "the time went to what they do not count (the sectors each memory instruction touches, latency, "
-                "stalls).")
-    fell = f < 1
-    if fell and t >= 1.1:
-        tail = f": the time followed it; {label} was part of what bound the rung before."
-    elif fell and t > 1 / 1.1:
-        tail = f": the time hardly followed, so {label} was not the limit."
-    elif fell:
-        tail = f": the time went the other way, so something else got worse."
-    elif t <= 1 / 1.1:
-        tail = f": the time followed it (the rung is slower)."
-    else:
-        tail = f": the time did not follow, so {label} does not bind here."
-    return head + tail
+    rest = _how_busy(cur, prev)  # what the counts cannot show: how much of the time the SM was kept busy
+    unseen = f": {rest}" if rest else " (latency, stalls, the sectors each memory instruction touches)"
+    counter_moved, time_moved = abs(np.log(f)) >= np.log(1.1), abs(np.log(t)) >= np.log(1.1)
+    if not time_moved:
+        if not counter_moved:
+            return head + ": neither the time nor any counter that costs time at peak moved by 10%" + (
+                f" ({rest})" if rest else "") + "."
+        return head + f": the time hardly moved, so {label} was not the limit" + (f" ({rest})" if rest else "") + "."
+    if not counter_moved:
+        return (head + ": no counter that costs time at peak moved by 10%, so the time went to what these counts "
+                f"do not show{unseen}.")
+    if (f < 1) != (t > 1):
+        return head + f": the time went the other way, so something else dominated{unseen}."
+    # how much of the time that changed the counter's change can account for, served at peak
+    share = f"at peak that is {fmt_seconds(weight)} of the {fmt_seconds(dt)} {verb}"
+    if weight >= 0.5 * dt:
+        whom = "the rung before" if t > 1 else "this rung"
+        return head + f": the time followed it ({share}); {label} was part of what bound {whom}."
+    if weight >= 0.1 * dt:
+        return head + f": {share}, so most of the change is what these counts do not show{unseen}."
+    return (head + f": {share}, under a tenth, so none of these counts explains it; the time went to what they do "
+            f"not count{unseen}.")
+
+
+def _how_busy(cur: Counters, prev: Counters) -> str:
+    """The percentages that moved by 5 points or more (issue active, achieved occupancy): how busy
+    the SMs were kept, which the counts of bytes and instructions do not show."""
+    out = []
+    for key, label in (("achieved_occupancy_pct", "achieved occupancy"), ("issue_active_pct", "issue active")):
+        a, b = cur.get(key), prev.get(key)
+        if np.isfinite(a) and np.isfinite(b) and abs(a - b) >= 5:
+            out.append(f"{label} {b:.0f}% -> {a:.0f}%")
+    return ", ".join(out)
 
 
 def elsewhere(cur: Counters, gpu: str | None, record_there: str | None) -> str:
@@ -260,7 +281,8 @@ def elsewhere(cur: Counters, gpu: str | None, record_there: str | None) -> str:
 
 def counters_html(cur: Counters | None, prev: Counters | None, *, prev_label: str | None = None,
                   gpu: str | None = None, changed_since: bool | None = None, other: Counters | None = None,
-                  record_there: str | None = None) -> str:
+                  record_there: str | None = None, record_commit: str | None = None, note: str = "",
+                  searched: tuple = ()) -> str:
     """The counters block of a card (HTML); ``other``: a row of other code than the record's,
     named where ``cur`` is None; ``record_there``: the record on the counters' GPU where that is
     not ``gpu`` (the card's)."""
@@ -270,15 +292,18 @@ def counters_html(cur: Counters | None, prev: Counters | None, *, prev_label: st
                 f"{html.escape((other.commit or '?')[:7])}) is of other code, so it cannot explain this time."
                 "</i></p>")
     if cur is None:
-        return (f"<p><i>No Nsight Compute row of this rung on {html.escape(str(gpu or 'the shown GPU'))} "
+        where = " or ".join(searched) if searched else str(gpu or "the shown GPU")
+        return (f"<p><i>No Nsight Compute row of this rung at this problem on {html.escape(where)} "
                 "in data/ncu/.</i></p>")
     rows = counter_rows(cur, prev)
-    head = (f"Nsight Compute on {cur.gpu} ({cur.table}, commit {(cur.commit or '?')[:7]}"
+    same = (f", the same code as the record's {record_commit[:7]}"
+            if record_commit and cur.commit and record_commit[:7] != cur.commit[:7] and not changed_since else "")
+    head = (f"Nsight Compute on {cur.gpu} ({cur.table}, commit {(cur.commit or '?')[:7]}{same}"
             + (", kernel changed since" if changed_since else "") + f"; {cur.kernels} launch"
             + ("es" if cur.kernels != 1 else "") + f", {fmt_seconds(cur.time_s)} profiled)")
     if prev is not None and prev_label:
         head += f", against {prev_label}"
-    away = elsewhere(cur, gpu, record_there)
+    away = note or elsewhere(cur, gpu, record_there)
     if away:
         head += f"; {away}"
     body = pd.DataFrame(rows).to_html(index=False, border=0) if rows else ""

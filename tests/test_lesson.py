@@ -797,30 +797,44 @@ def test_a_card_explains_its_record_only_with_counters_of_the_same_code():
     assert seen_other, "no card met a row of other code (the H100's 7c7b2e0 rows): the test checks nothing"
 
 
-def test_a_ladders_bars_are_the_records_its_table_shows(monkeypatch):
-    """layernorm backward on the H100: rungs 05/06's cards show the H200's records of today's code
-    (the H100's are of 7c7b2e0), so the H100 bar chart draws no bar for them (never a bar of other
-    code beside the table's number) and its summary says which rungs have none."""
+def test_a_ladders_summary_is_one_table_and_chart_per_gpu_each_of_its_own_records(monkeypatch):
+    """layernorm backward: rungs 05/06's cards show the H200's records of today's code (the H100's
+    are of 7c7b2e0), so the summary is one table and chart per GPU: each table's cards are all
+    records of that GPU (older code marked), its "x the rung before" against that GPU's record,
+    and its bars exactly the records its table shows."""
     from perfkit import plots
     from perfkit.kernels.norm import layernorm_bwd
 
     h100 = "NVIDIA H100 80GB HBM3"
     table = lesson.records("layernorm_bwd")
-    drawn, shown = {}, []
+    drawn, shown = [], []
     real = plots.ladder
-    monkeypatch.setattr(plots, "ladder", lambda t, **kw: drawn.setdefault("t", t) is not None and real(t, **kw))
+    monkeypatch.setattr(plots, "ladder", lambda t, **kw: drawn.append(t) or real(t, **kw))
     monkeypatch.setattr("perfkit.lesson.view._display", lambda objs: shown.extend(objs))
+    pinned = []
+    real_cards_on = lesson.LadderView._cards_on
+    monkeypatch.setattr(lesson.LadderView, "_cards_on",
+                        lambda self, p, g: pinned.append((g, real_cards_on(self, p, g))) or pinned[-1][1])
     view = lesson.LadderView("layernorm_bwd", layernorm_bwd.EXAMPLE_PROBLEM, table=table, estimate=False,
                              plot_gpu=h100)
     cards = view.summary()
-    other = [c.label for c in cards if c.found and c.gpu != h100]
-    if not other:
-        pytest.skip("every layernorm backward card shows an H100 record now")
-    t = drawn["t"]
-    t = t[(t["problem"] == layernorm_bwd.EXAMPLE_PROBLEM.label) & (t["rung"] > 0)]
-    mine = {(c.variant, c.commit) for c in cards if c.found and c.gpu == h100}
-    assert set(zip(t["variant"], t["commit"].astype(str))) == mine
-    assert f"no bar for {', '.join(other)}" in shown[-1]._repr_html_()
+    gpus = {c.gpu for c in cards if c.found}
+    if len(gpus) < 2:
+        pytest.skip("every layernorm backward card shows one GPU's records now")
+    assert [g for g, _ in pinned] == sorted(gpus, key=lambda g: (g != h100, g)) and len(drawn) == len(pinned)
+    ex = layernorm_bwd.EXAMPLE_PROBLEM.label
+    for (g, cs), t in zip(pinned, drawn):
+        found = [c for c in cs if c.found]
+        assert found and all(c.gpu == g for c in found)
+        for c in found:  # the rung before's time on the card is this GPU's record of it
+            if np.isfinite(c.x_prev):
+                prev = table[(table.gpu == g) & (table.label == c.prev_label) & (table.problem == ex)]
+                assert c.prev_median_s in set(prev.median_s)
+        t = t[(t["problem"] == ex) & (t["rung"] > 0)]
+        assert set(t["gpu"]) <= {g}
+        assert set(zip(t["variant"], t["commit"].astype(str))) == {(c.variant, c.commit) for c in found}
+    heads = [x._repr_html_() for x in shown]
+    assert all(f"on {g}" in "".join(heads) for g in gpus) and not any("no bar for" in h for h in heads)
     import matplotlib.pyplot as plt
 
     plt.close("all")
@@ -1011,7 +1025,7 @@ def _json_records(slug, op):
 
 
 @pytest.mark.skipif(RECORDED.empty, reason="no GPU results recorded in data/results/")
-@pytest.mark.parametrize("op", ["softmax", "layernorm_bwd"])
+@pytest.mark.parametrize("op", ["softmax", "layernorm", "layernorm_bwd"])
 def test_where_they_stand_numbers_equal_the_record_files(op):
     """On every recorded GPU: each row's best rung, torch and Triton medians and its fraction of
     copy are those of the record files, chosen by code (today's code first) as the cards choose."""
@@ -1044,6 +1058,10 @@ def test_where_they_stand_numbers_equal_the_record_files(op):
                     continue
                 same = p[p.commit == best["commit"]]
                 assert row[f"{peer} median_s"] == (same if len(same) else p).iloc[-1]["median_s"]
+                if same.empty:  # a peer timed only in another run is shown, never compared
+                    assert np.isnan(row[f"x {peer}"])
+                else:
+                    assert row[f"x {peer}"] == pytest.approx(same.iloc[-1]["median_s"] / best["median_s"])
 
 
 def test_notebook_04_asks_before_it_shows_where_the_ladders_stand():

@@ -22,7 +22,8 @@ from .prompts import Rendered, fold, paragraph
 from .view import fold_figure
 
 #: what the table's ``x torch`` and ``of copy`` columns mean (the caption)
-COLUMNS_NOTE = ("x torch / x Triton: their median over the best rung's (above 1 the ladder wins); "
+COLUMNS_NOTE = ("x torch / x Triton: their median over the best rung's, both of one run (above 1 the ladder "
+                "wins; a peer recorded only in another run is shown and not compared); "
                 "of copy: the best rung's useful bytes per second (problem.bytes / median) over the "
                 "measured copy bandwidth of the same GPU")
 _PEERS = {"torch": "oracle", "Triton": "triton"}
@@ -109,9 +110,13 @@ def standing_rows(op: str, gpu: str, *, frame: pd.DataFrame | None = None, copy_
             row[f"{peer} median_s"] = float(r["median_s"]) if r is not None else float("nan")
             row[f"{peer} gbps"] = float(r["gbps"]) if r is not None else float("nan")
             row[f"{peer} commit"] = str(r["commit"])[:7] if r is not None else ""
-            row[f"x {peer}"] = row[f"{peer} median_s"] / row["best median_s"]
-            if r is not None and r["commit"] != commit:
-                others.append(f"{peer} {str(r['commit'])[:7]}")
+            # a ratio only within one run (one commit, one timer): a peer timed in another run is
+            # shown, named, and not compared
+            row[f"{peer} other run"] = r is not None and r["commit"] != commit
+            row[f"x {peer}"] = (row[f"{peer} median_s"] / row["best median_s"] if not row[f"{peer} other run"]
+                                else float("nan"))
+            if row[f"{peer} other run"]:
+                others.append(f"{peer} {str(r['commit'])[:7]}, another run: not compared")
         row["of copy"] = row["best gbps"] / copy_gbps if copy_gbps else float("nan")
         row["commits"] = (row["commit"] + ("*" if row["older"] else "") + (f" ({', '.join(others)})" if others else "")).strip()
         out.append(row)
@@ -229,7 +234,7 @@ class WhereTheyStand:
                     ax.axhline(ceiling, color="black", lw=1, ls="--")
                 for name, (col, colour) in series.items():
                     for _, r in (t.dropna(subset=[col]).iterrows() if len(t) else []):
-                        hollow = name == "best rung" and r["older"]
+                        hollow = r["older"] if name == "best rung" else r[f"{name} other run"]
                         ax.plot([r["width"]], [r[col]], ls="none", marker=markers.get(r["group"], "X"), color=colour,
                                 mfc="white" if hollow else colour, ms=6)
                         if name == "best rung":
@@ -244,7 +249,8 @@ class WhereTheyStand:
                 ax.tick_params(labelsize=7)
         handles = [Line2D([], [], ls="none", marker="o", color=c, label=n) for n, (_, c) in series.items()]
         handles += [Line2D([], [], ls="none", marker=m, color="grey", label=g) for g, m in markers.items()]
-        handles += [Line2D([], [], ls="none", marker="o", color="C0", mfc="white", label="older code (*)"),
+        handles += [Line2D([], [], ls="none", marker="o", color="C0", mfc="white",
+                           label="hollow: older code (*) or a peer of another run"),
                     Line2D([], [], color="black", ls="--", label="measured copy")]
         fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=7, frameon=False,
                    bbox_to_anchor=(0.5, -0.06 / len(gpus)))

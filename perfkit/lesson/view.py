@@ -203,42 +203,64 @@ class LadderView:
 
     def summary(self, problem: Problem | None = None, *, metric: str | None = None, title: str | None = None):
         """The ladder's card table and its bar chart at ``problem``, each folded: shown after the
-        rung sections, opened once the reader has predicted."""
-        from .. import plots
-
+        rung sections, opened once the reader has predicted.  One table (and chart) per GPU whose
+        records the cards show: where the newest records of today's code lie on two GPUs, each
+        table is of one GPU (its own records, older code marked), so that no "x the rung before"
+        or "of oracle" crosses GPUs from one row to the next.  Returns the cards as the sections
+        show them."""
         p = problem or self.problem
         # only the rungs that run this problem: a rung shown at its own twin (GEMM's float16 rungs
         # at a float32 problem) belongs to the twin's summary, not beside float32 rungs with a
         # factor across dtypes; a rung that refuses the problem (SIMT GEMM at float16) has no card
         runs = {v.name: _runs(v, p) for v in self.ladder if not v.oracle}
-        cs = [c for c in self.all_cards(p) if c.problem == p.label and (c.found or runs.get(c.variant, True))]
-        metric = metric or cs[0].metric if cs else "tflops"
-        found = [c for c in cs if c.found]
-        gpus = sorted({c.gpu for c in found})
-        tab = card_table(cs, style=True)
+        keep = lambda cards: [c for c in cards if c.problem == p.label and (c.found or runs.get(c.variant, True))]  # noqa: E731
+        cs = keep(self.all_cards(p))
+        metric = metric or (cs[0].metric if cs else "tflops")
+        gpus = sorted({c.gpu for c in cs if c.found}, key=lambda g: (g != self.plot_gpu, g))
+        if not gpus:  # nothing measured: the model's estimates, and no empty chart
+            _display([fold(card_table(cs, style=True), summary=f"the {self.op} ladder at {p.label}: no record of "
+                                                              "this problem on a real GPU yet (open for the model's "
+                                                              "estimates)")])
+            return cs
+        for g in gpus:
+            mine = cs if len(gpus) == 1 else keep(self._cards_on(p, g))
+            self._summary_of_gpu(mine, p, g, metric, title, several=len(gpus) > 1)
+        return cs
+
+    def _cards_on(self, p: Problem, gpu: str) -> list[RungCard]:
+        """The cards at ``p`` from ``gpu``'s records only (older code where that is all it has)."""
+        t = self.table
+        if t is not None and not t.empty and "gpu" in t:
+            t = t[t["gpu"] == gpu]
+        return [recorded(self.op, p, v, ladder=self.ladder, table=t, gpu=gpu, model_gpu=self.model_gpu,
+                         estimate=self.estimate, banks_unrecorded=self.banks_unrecorded)
+                for v in self.ladder if not v.oracle]
+
+    def _summary_of_gpu(self, cs, p, gpu, metric, title, several):
+        from .. import plots
+
+        found = [c for c in cs if c.found and c.gpu == gpu]
+        older = [c.label for c in found if c.changed_since]
         t = (self.table[self.table["op"] == self.op] if self.table is not None and not self.table.empty
              and "op" in self.table else self.table)
-        left_out = []
-        if self.plot_gpu and t is not None and not t.empty and "gpu" in t:  # never bars of two GPUs
-            t = t[t["gpu"] == self.plot_gpu]
+        left_out = [c.label for c in cs if c.found and c.gpu != gpu]
+        if t is not None and not t.empty and "gpu" in t:  # never bars of two GPUs
+            t = t[t["gpu"] == gpu]
             if {"variant", "commit", "rung"} <= set(t.columns):
-                # a rung's bar is the record its card shows: where the card shows another GPU's
-                # record (today's code there, an older kernel here) the rung has no bar, rather
-                # than a bar of other code beside the table's number
-                shown = {(c.variant, c.commit) for c in found if c.gpu == self.plot_gpu}
-                mine = [(v, str(cm)) in shown for v, cm in zip(t["variant"], t["commit"])]
-                left_out = [c.label for c in found if c.gpu != self.plot_gpu]
-                t = t[(t["rung"] <= 0).to_numpy() | mine]
+                # a rung's bar is the record its card shows (never a bar of other code beside the
+                # table's number)
+                shown = {(c.variant, c.commit) for c in found}
+                t = t[(t["rung"] <= 0).to_numpy() | [(v, str(cm)) in shown for v, cm in zip(t["variant"], t["commit"])]]
         ax = plots.ladder(t if t is not None else pd.DataFrame(), metric=metric, problem=p.label,
-                          title=title or f"{self.op} ladder at {p.label}",
+                          title=(title or f"{self.op} ladder at {p.label}") + (f" on {gpu}" if several else ""),
                           estimates={c.label: c.estimate_rate for c in cs},
                           changed={c.label for c in cs if c.changed_since})
-        where = f"recorded on {', '.join(gpus)}" if gpus else "no record of this problem on the shown GPU"
-        _display([fold(tab, summary=f"the {self.op} ladder at {p.label}: one row per rung ({where}); open once "
-                                    "you have predicted"),
-                  fold_figure(ax, f"the {self.op} ladder at {p.label} as bars (measured"
-                                  + (f" on {self.plot_gpu}" if self.plot_gpu else "") + "; the model's estimates as ticks"
+        note = (f"; {len(older)} of {len(found)} records are of older code (kernel changed since: not today's "
+                "kernels)" if older else "")
+        head = f"the {self.op} ladder at {p.label} on {gpu}" if several else f"the {self.op} ladder at {p.label}"
+        _display([fold(card_table(cs, style=True), summary=f"{head}: one row per rung (recorded on {gpu}{note}); "
+                                                           "open once you have predicted"),
+                  fold_figure(ax, f"{head} as bars (measured on {gpu}; the model's estimates as ticks"
                                   + (f"; no bar for {', '.join(left_out)}: the table's record of "
                                      f"{'it' if len(left_out) == 1 else 'them'} is of another GPU" if left_out else "")
                                   + ")")])
-        return cs

@@ -43,7 +43,7 @@
 # Every rung is *checked* here in Numba's CUDA simulator (times there mean nothing) and compiled
 # for sm_90 with no GPU.  The ladder has been timed on real GPUs at the example layer only, in
 # float32 NCHW and float16 NHWC: rungs 1-8 on an H100 (2026-11-26, commit 6bbc424: the cards
-# below) and some of them on an H200 (commit ed6ffd5); rungs 9-15 have no GPU record yet (their
+# below) and again on an H200 (commit ed6ffd5); rungs 9-15 have no GPU record yet (their
 # cards give the model's estimate only).  The goals at this layer (issue 43: the best rung at
 # ≥ 0.7 of cuDNN in float32, whose choice here is an FFT, and ≥ 0.5 in float16) are not met by
 # any record yet: the end of the notebook says by how much.  The whole ResNet-50 sweep runs with

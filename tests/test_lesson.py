@@ -840,6 +840,23 @@ def test_a_ladders_summary_is_one_table_and_chart_per_gpu_each_of_its_own_record
     plt.close("all")
 
 
+def test_a_rung_is_compared_with_the_nearest_rung_that_runs_its_problem(monkeypatch):
+    """GEMM 19 simt_wide (float32) follows the float16-only 18 tc_deep in ladder order: it is
+    compared with 11 autotuned, the nearest rung that runs float32; 12 tensor_core has no float16
+    rung before it, so it is compared with 11 autotuned at that rung's own problem, and the prompt
+    names that problem."""
+    monkeypatch.setattr("perfkit.lesson.view._display", lambda objs: None)
+    view = lesson.LadderView("gemm", gemm.EXAMPLE_PROBLEM, table=lesson.records("gemm"), estimate=False)
+    by = {v.name: v for v in gemm.LADDER}
+    assert view.prev_of(by["simt_wide"]).name == "autotuned"
+    assert view.prev_of(by["wgmma"]).name == "tc_deep" and view.prev_of(by["tc_deep"]).name == "tc_epilogue"
+    assert view.prev_of(by["tensor_core"]).name == "autotuned"
+    out = view.rung("tensor_core")
+    prompt = next(str(x) for x in out if "Predict before you look" in str(x))
+    assert (f"than {by['autotuned'].label} at its own problem, {gemm.EXAMPLE_PROBLEM.label}?" in prompt
+            and "dtype=float16 be faster" in prompt)
+
+
 def test_a_summary_holds_only_the_rungs_that_run_its_problem(monkeypatch):
     """GEMM at float32 4096^3: the SIMT rungs only (the tensor-core rungs run its float16 twin, and
     a factor against a float32 rung would compare two problems); at the float16 twin, only rungs

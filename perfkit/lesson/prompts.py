@@ -29,11 +29,16 @@ class Rendered:
 _RESOURCES = "DRAM bandwidth, L2, shared memory (bank conflicts), instruction issue, FP32 / tensor pipe, latency"
 
 
-def predict_prompt(prev: Variant | None, cur: Variant, problem: Problem | str) -> Rendered:
-    """The question a reader answers before the measurement and the estimate are shown."""
+def predict_prompt(prev: Variant | None, cur: Variant, problem: Problem | str, *,
+                   prev_problem: str | None = None) -> Rendered:
+    """The question a reader answers before the measurement and the estimate are shown;
+    ``prev_problem``: the problem the rung before is compared at, where it cannot run this one."""
     plabel = problem.label if isinstance(problem, Problem) else str(problem)
     if prev is None:
         q = f"How long will {cur.label} take at {plabel}, and which resource binds it?"
+    elif prev_problem and prev_problem != plabel:
+        q = (f"Will {cur.label} at {plabel} be faster or slower than {prev.label} at its own problem, "
+             f"{prev_problem}? By how much (x)? Which resource binds it?")
     else:
         q = (f"Will {cur.label} be faster or slower than {prev.label} at {plabel}? By how much (x)? "
              "Which resource binds it?")

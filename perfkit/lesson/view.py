@@ -85,8 +85,13 @@ class LadderView:
         return self.reports[key]
 
     def prev_of(self, v: Variant) -> Variant | None:
+        """The rung ``v`` is compared with: the nearest earlier rung that runs ``v``'s own problem
+        (a float32 rung after a float16-only one is compared with the float32 rung it builds on),
+        else the rung just before (then compared at its own problem, and the prompt says so)."""
         i = next(i for i, u in enumerate(self.ladder) if u.name == v.name)
-        return next((u for u in reversed(self.ladder[:i]) if not u.oracle), None)
+        before = [u for u in reversed(self.ladder[:i]) if not u.oracle]
+        p = self._example(v)
+        return next((u for u in before if _runs(u, p)), before[0] if before else None)
 
     def rung(self, name: str, *, kernel: int = 0, fold_source: str | None = None, heading: bool = False,
              prev: str | None = None, built: bool = False, prev_kernel: int = 0) -> list:
@@ -144,7 +149,12 @@ class LadderView:
             out.append(Rendered(f"<p><i>The card below is the record at <code>{html.escape(card.problem)}</code>: the "
                              f"anatomy above is of the rung at its own example problem, <code>"
                              f"{html.escape(p.label)}</code>.</i></p>", "card at the problem as asked"))
-        out.append(predict_prompt(prev, v, card.problem))
+        own = None  # the rung before is compared at its own problem: the prompt names it
+        if prev is not None and "at its own problem " in card.prev_note:
+            own = card.prev_note.split("at its own problem ", 1)[1]
+        elif prev is not None and not _runs(prev, p):
+            own = self._example(prev).label
+        out.append(predict_prompt(prev, v, card.problem, prev_problem=own))
         out.append(answer(card))
         return out
 

@@ -17,7 +17,7 @@ import pandas as pd
 from .cards import CHANGED_MARK_NOTE, changed_since_recorded, choose_record
 from .formatting import fmt_seconds
 from .matching import ladder_for, records
-from .ncu import row_of_code
+from .ncu import all_counters, row_of_code
 from .prompts import Rendered, fold, paragraph
 from .view import fold_figure
 
@@ -307,13 +307,18 @@ class WhereTheyStand:
         c = row_of_code(r["op"], r["problem"], v, r["commit"], [r["gpu"], *self.gpus])[0] if v is not None else None
         if c is None:
             return ""  # no row, or only rows of other code than the record's
-        bits = []
-        if np.isfinite(c.get("dram_bytes")) and r["bytes"] > 0:
-            bits.append(f"DRAM bytes {c.get('dram_bytes') / r['bytes']:.2f}x the ideal")
-        if np.isfinite(c.get("warp_instructions")):
-            bits.append(f"{c.get('warp_instructions') / 1e6:.0f} M warp instructions")
-        if np.isfinite(c.get("issue_active_pct")):
-            bits.append(f"issue active {c.get('issue_active_pct'):.0f}%")
+        lib = next((x for x in ladder_for(r["op"]) if x.oracle), None)
+        o = all_counters(r["op"], r["problem"], lib.name, c.gpu) if lib is not None else ()
+        o = o[0] if o else None  # torch's own row on the same GPU: the contrast is the explanation
+
+        def both(key, fmt):
+            mine, theirs = c.get(key), (o.get(key) if o is not None else float("nan"))
+            return (fmt(mine) + (f" (torch: {fmt(theirs)})" if np.isfinite(theirs) else "")) if np.isfinite(mine) else None
+
+        bits = [b for b in (
+            both("dram_bytes", lambda x: f"DRAM bytes {x / r['bytes']:.2f}x the ideal") if r["bytes"] > 0 else None,
+            both("warp_instructions", lambda x: f"{x / 1e6:.0f} M warp instructions"),
+            both("issue_active_pct", lambda x: f"issue active {x:.0f}%")) if b]
         where = "" if c.gpu == r["gpu"] else f", from {c.gpu}: {r['gpu']} has no row of this code"
         return (f" (the widest gap's Nsight Compute row, commit {str(c.commit or '?')[:7]}{where}; {', '.join(bits)})"
                 if bits else "")

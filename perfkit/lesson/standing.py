@@ -10,7 +10,7 @@ import pandas as pd
 
 from .cards import changed_since_recorded
 from .formatting import fmt_seconds
-from .ncu import row_of_code
+from .ncu import all_counters, row_of_code
 from .matching import ladder_for, records
 
 _DTYPE_KEYS = ("dtype", "layout")
@@ -138,10 +138,18 @@ def takeaway(st: pd.DataFrame, library: str = "the library", goals: dict | None 
             c = (row_of_code(worst["op"], worst["problem"], v, str(worst["commit"]).rstrip("*"),
                              [gpu, *sorted(set(st["gpu"]))])[0] if v is not None else None)
             if c is not None:
-                bits = [f"{lab} {c.get(k):.0f}%" for k, lab in (("issue_active_pct", "issue active"),
-                                                               ("tensor_pipe_active_pct", "tensor pipe active"),
-                                                               ("achieved_occupancy_pct", "achieved occupancy"))
-                        if np.isfinite(c.get(k)) and (k != "tensor_pipe_active_pct" or c.get(k) >= 5)]
+                # beside the library's own row on the same GPU (its kernel does not change with
+                # ours): the contrast is the explanation
+                lib = next((x for x in ladder_for(worst["op"]) if x.oracle), None)
+                o = all_counters(worst["op"], worst["problem"], lib.name, c.gpu) if lib is not None else ()
+                o = o[0] if o else None
+                bits = []
+                for k, lab in (("issue_active_pct", "issue active"), ("tensor_pipe_active_pct", "tensor pipe active"),
+                               ("achieved_occupancy_pct", "achieved occupancy")):
+                    mine, theirs = c.get(k), o.get(k) if o is not None else float("nan")
+                    if not np.isfinite(mine) or (k == "tensor_pipe_active_pct" and max(mine, theirs if np.isfinite(theirs) else 0) < 5):
+                        continue
+                    bits.append(f"{lab} {mine:.0f}%" + (f" ({library}: {theirs:.0f}%)" if np.isfinite(theirs) else ""))
                 if bits:
                     there = "" if c.gpu == gpu else f", from {c.gpu}: {gpu} has no row of this code"
                     s += f"; its Nsight Compute row (commit {(c.commit or '?')[:7]}{there}): {', '.join(bits)}"

@@ -280,10 +280,10 @@ class TritonConv(Peer):
     library: ClassVar[str] = "triton"
     ops: ClassVar[tuple[str, ...]] = ("conv",)
     what: ClassVar[str] = (
-        "A Triton implicit GEMM written here: each program gathers a BM x BK tile of A from x "
-        "(any layout, through strides; taps in (r, s, c) order) and a BK x BN tile of w, and "
-        "accumulates tl.dot in float32 (IEEE float32 products for float32, tensor cores for "
-        "float16). One fixed configuration, not autotuned.")
+        "A Triton implicit GEMM: each program gathers a BM x BK tile of A from x (any layout, "
+        "through strides; taps in (r, s, c) order) and a BK x BN tile of w, and accumulates "
+        "tl.dot in float32 (IEEE products for float32, tensor cores for float16). One fixed "
+        "configuration, not autotuned.")
     BM: int = 128
     BN: int = 64
     BK: int = 32

@@ -198,7 +198,7 @@ class TritonRows(Peer):
     ops: ClassVar[tuple[str, ...]] = ("softmax", "layernorm", "rmsnorm")
     what: ClassVar[str] = ("One Triton program per row, looping over the row in BLOCK-wide chunks: "
                            "online max/sum then the write for softmax; mean, centred variance, write for "
-                           "layernorm; sum of squares, write for rmsnorm.  float32 statistics.")
+                           "layernorm; sum of squares, write for rmsnorm; statistics in float32.")
     block: int = 1024
     num_warps: int = 4
 

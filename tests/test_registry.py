@@ -41,3 +41,27 @@ def test_each_ladders_docstring_ledger_agrees_with_its_LADDER(op):
 def test_the_ledger_reader_finds_a_wrong_line():
     doc = "Ledger:\n\n   0 oracle        x\n   7 no_bank_conf  y\n  12 tensor_core   z\n     wrapped text\n"
     assert _ledger(doc) == [(0, "oracle"), (7, "no_bank_conf"), (12, "tensor_core")]
+
+
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=[A-Z`(])")
+
+
+def _sentences(what: str) -> list[str]:
+    return [s for s in _SENTENCE_END.split(what.strip()) if s]
+
+
+def test_the_sentence_splitter_counts_sentences():
+    assert len(_sentences("One warp per row. Lanes stride by 32 (coalesced). `exp` once!")) == 3
+    assert len(_sentences("A 64x64 tile, 2.5x fewer loads; then stores.")) == 1
+
+
+@pytest.mark.parametrize("op", list(registry.OPS))
+def test_every_rungs_and_peers_what_is_one_or_two_short_sentences(op):
+    """A rung's (and a peer's) `what` is the heading text of its view: the one idea against the rung
+    before, in at most two sentences and 300 characters; its history lives in git."""
+    from perfkit.kernels import peers
+
+    bad = [f"{v.label}: {len(v.what)} characters, {len(_sentences(v.what))} sentences"
+           for v in [*registry.ladder(op), *peers.peers_for(op)]
+           if not v.what.strip() or len(v.what) > 300 or len(_sentences(v.what)) > 2]
+    assert not bad, f"{op}: " + "; ".join(bad)

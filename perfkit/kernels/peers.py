@@ -198,7 +198,7 @@ class TritonRows(Peer):
     ops: ClassVar[tuple[str, ...]] = ("softmax", "layernorm", "rmsnorm")
     what: ClassVar[str] = ("One Triton program per row, looping over the row in BLOCK-wide chunks: "
                            "online max/sum then the write for softmax; mean, centred variance, write for "
-                           "layernorm; sum of squares, write for rmsnorm.  float32 statistics.")
+                           "layernorm; sum of squares, write for rmsnorm; statistics in float32.")
     block: int = 1024
     num_warps: int = 4
 
@@ -280,10 +280,10 @@ class TritonConv(Peer):
     library: ClassVar[str] = "triton"
     ops: ClassVar[tuple[str, ...]] = ("conv",)
     what: ClassVar[str] = (
-        "A Triton implicit GEMM written here: each program gathers a BM x BK tile of A from x "
-        "(any layout, through strides; taps in (r, s, c) order) and a BK x BN tile of w, and "
-        "accumulates tl.dot in float32 (IEEE float32 products for float32, tensor cores for "
-        "float16). One fixed configuration, not autotuned.")
+        "A Triton implicit GEMM: each program gathers a BM x BK tile of A from x (any layout, "
+        "through strides; taps in (r, s, c) order) and a BK x BN tile of w, and accumulates "
+        "tl.dot in float32 (IEEE products for float32, tensor cores for float16). One fixed "
+        "configuration, not autotuned.")
     BM: int = 128
     BN: int = 64
     BK: int = 32

@@ -44,11 +44,9 @@ def _host_conv(problem: Problem, x: dict) -> np.ndarray:
 class Oracle(OracleVariant):
     name: ClassVar[str] = "oracle"
     what: ClassVar[str] = (
-        "cuDNN through torch.nn.functional.conv2d with TF32 off (torch.backends.cudnn.allow_tf32 and "
-        "matmul TF32 False) and cudnn.benchmark off, so cuDNN's heuristics pick the algorithm (implicit "
-        "GEMM, FFT, Winograd...). NHWC tensors go in as channels_last views over the same memory. "
-        "float16 inputs give a float16 output (float32 accumulation). In the simulator: torch on the "
-        "CPU in float32 (NumPy without torch).")
+        "cuDNN through torch.nn.functional.conv2d with TF32 and cudnn.benchmark off, so cuDNN's "
+        "heuristics pick the algorithm; NHWC goes in as channels_last views, float16 gives a "
+        "float16 output. In the simulator, torch on the CPU in float32.")
 
     def supports(self, problem):
         if not backend.is_simulator():  # on a GPU, cuDNN comes through PyTorch only
@@ -127,10 +125,10 @@ class Direct(TunableVariant):
     rung: ClassVar[int] = 1
     name: ClassVar[str] = "direct"
     what: ClassVar[str] = (
-        "The definition as a kernel: one thread per output element (in y's memory order, so stores "
-        "coalesce), looping over the filter taps and input channels and reading x and w straight "
-        "from global memory. Padding is a bounds test, not a padded copy. Every x value is loaded "
-        "by every output that sees it (up to K*R*S times) and only L1/L2 catch the reuse.")
+        "The definition as a kernel: one thread per output element (in y's memory order, so "
+        "stores coalesce) loops over filter taps and input channels, reading x and w from global "
+        "memory. Every output that sees an x value loads it again, and only the caches catch the "
+        "reuse.")
 
     def grid(self, p):
         return C._ceil(p.n * p.k * p.p * p.q, self.block)
@@ -232,11 +230,10 @@ class DirectHalo(TunableVariant):
     rung: ClassVar[int] = 2
     name: ClassVar[str] = "direct_halo"
     what: ClassVar[str] = (
-        "A block owns a TP x TQ tile of output pixels for KB output channels. Channel by channel it "
-        "stages the input tile plus its halo ((TP-1)*stride + R rows, likewise columns) and the KB "
-        "filters' taps in shared memory; each x value is then read from global memory about once per "
-        "block instead of R*S times, and each shared load of x feeds KB FMAs. The kernel is compiled "
-        "per (R, S, stride), which fixes the shared-array shapes.")
+        "A block owns a TP x TQ tile of output pixels for KB output channels and, channel by "
+        "channel, stages the input tile with its halo and the KB filters in shared memory. Each x "
+        "value then comes from global memory about once per block, and each shared load of x "
+        "feeds KB FMAs.")
 
     def halo(self, p):
         return (self.TP - 1) * p.stride + p.r, (self.TQ - 1) * p.stride + p.s

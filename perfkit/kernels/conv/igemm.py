@@ -63,11 +63,10 @@ class IgemmNaive(TunableVariant):
     rung: ClassVar[int] = 4
     name: ClassVar[str] = "igemm_naive"
     what: ClassVar[str] = (
-        "The implicit GEMM view, naively: M = N*P*Q output pixels, N = K channels, K = C*R*S taps. "
-        "One thread per (pixel, channel) loops over the flattened reduction index j, decoding j into "
-        "(c, r, s) and gathering A[m, j] from x on the fly (zero in the padding): no buffer. Lanes "
-        "of a warp take neighbouring output channels, so the gathered x value is a broadcast and "
-        "each lane reads its own row of w.")
+        "The implicit GEMM view (M = N*P*Q pixels, N = K channels, K = C*R*S taps) with no "
+        "buffer: one thread per (pixel, channel) decodes each reduction index into (c, r, s) and "
+        "gathers x on the fly. Lanes take neighbouring channels, so the gathered x value is a "
+        "broadcast.")
 
     def grid(self, p):
         m, n, _ = p.gemm_mnk
@@ -162,11 +161,9 @@ class IgemmSmem(TunableVariant):
     rung: ClassVar[int] = 5
     name: ClassVar[str] = "igemm_smem"
     what: ClassVar[str] = (
-        "GEMM rung 3's shared-memory tiling on the implicit GEMM: a block stages a T x T tile of A, "
-        "gathered from x (the im2col happens in shared memory, never in DRAM), and a T x T tile of "
-        "B read along rows of w (coalesced) and stored transposed with one word of padding. Each "
-        "global value is now loaded once per block instead of once per thread; the pixel of each "
-        "A row is decoded once, the tap of each column once per tile.")
+        "GEMM rung 3's shared-memory tiling on the implicit GEMM: a block gathers a T x T tile of "
+        "A from x (the im2col happens in shared memory, never in DRAM) and a T x T tile of w, so "
+        "each global value is loaded once per block instead of once per thread.")
 
     def grid(self, p):
         m, n, _ = p.gemm_mnk
@@ -371,14 +368,10 @@ class IgemmRegblock(TunableVariant):
     rung: ClassVar[int] = 6
     name: ClassVar[str] = "igemm_regblock"
     what: ClassVar[str] = (
-        "GEMM rungs 5-6 on the implicit GEMM: a 128x64 block tile, each thread an 8x4 tile of "
-        "outputs accumulated as outer products (12 shared loads feed 32 FMAs), A stored transposed. "
-        "In NHWC with c % 4 == 0 four consecutive taps are four consecutive channels of one input "
-        "pixel, so the gather is one 16-byte load (load4, ld.global.v4.f32); rows of w are read 16 "
-        "bytes at a time when C*R*S % 4 == 0. NCHW, odd channel counts and float16 take scalar "
-        "loads: the layout decides whether the gather vectorizes. Each thread gathers the same "
-        "output pixel at every k step, so it decodes the pixel once and walks the taps as (c, r, s) "
-        "counters: no 64-bit integer division (a ~60-instruction subroutine) inside the k loop.")
+        "GEMM rungs 5-6 on the implicit GEMM: a 128x64 block tile, 8x4 outputs a thread as outer "
+        "products, A stored transposed. In NHWC with c % 4 == 0 four consecutive taps are four "
+        "channels of one pixel, so the gather is one 16-byte load: the layout decides whether it "
+        "vectorizes.")
 
     def example(self, problem):
         return to_layout(problem, "NHWC")

@@ -107,11 +107,9 @@ class Im2colGemm(Variant):
     name: ClassVar[str] = "im2col_gemm"
     what: ClassVar[str] = (
         "Caffe's recipe: copy every receptive field into a row of an explicit (N*P*Q) x (C*R*S) "
-        "float32 buffer (im2col), transpose w into a (C*R*S) x K matrix, and run the GEMM ladder's "
-        "best SIMT rung on them unchanged. The GEMM is fast, but the buffer is R*S/stride^2 times "
-        "the size of x (9x for a 3x3 layer): it is written once and read back through L2 by every "
-        "column of GEMM tiles, traffic the implicit GEMM rungs avoid. NCHW or a float16 output also "
-        "needs a pass that scatters the GEMM's (N*P*Q, K) result into y.")
+        "buffer, transpose w, and run the GEMM ladder's best SIMT rung on them unchanged. The "
+        "buffer is R*S/stride^2 times the size of x, written once and read back by every column "
+        "of GEMM tiles.")
 
     def gemm_variant(self):
         return _gemm_rung(self.gemm_rung)

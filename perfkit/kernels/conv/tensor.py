@@ -145,12 +145,9 @@ class TensorCore(TunableVariant):
     rung: ClassVar[int] = 8
     name: ClassVar[str] = "tensor_core"
     what: ClassVar[str] = (
-        "The implicit GEMM on the tensor cores: float16 x and w, float32 accumulation, a float16 "
-        "y. Each block gathers a 64x16 tile of A from x (the same (c, r, s) decode as rung 5) and a "
-        "16x64 tile of B from w into shared memory; each warp then issues mma.sync.m16n8k16 (GEMM "
-        "rung 11's inline-PTX intrinsic, exactly emulated in the simulator) on fragments read from "
-        "there. As in rung 6, each thread decodes its 4 output pixels once and advances its tap by "
-        "counters. No ldmatrix, no cp.async pipeline: the gather and the fragment loads bound it.")
+        "The implicit GEMM on the tensor cores: float16 x and w, float32 accumulation. Each block "
+        "gathers a 64x16 tile of A from x and a 16x64 tile of B from w into shared memory, and "
+        "each warp issues mma.sync.m16n8k16 on fragments read from there.")
 
     def example(self, problem):
         return to_layout(problem, "NHWC", "float16")
@@ -593,15 +590,10 @@ class TCVector(_TCBase):
     rung: ClassVar[int] = 9
     name: ClassVar[str] = "tc_vector"
     what: ClassVar[str] = (
-        "Rung 8 gathered A and B 2 bytes at a time, through 64-bit index math and while-loop tap "
-        "counters, and stored B transposed. Here the reduction runs in filter-position order (for "
-        "each tap (r, s), the channels in 32-deep k-tiles), so in NHWC a row of an A k-tile is 32 "
-        "consecutive channels of one input pixel: 16-byte chunks (8 channels, one LDG.E.128 and one "
-        "STS.128 each). Each thread decodes its rows' pixels once, into 32-bit offsets and per-row "
-        "validity masks (a bit per filter row, a bit per filter column); a new tap costs one AND of "
-        "mask bits per row and a constant pointer increment, no division. w is read along its rows "
-        "(K-contiguous, as the mma's column-major B wants it): no transpose. Warps own 32x32 tiles "
-        "of y (2x4 mma tiles). NHWC with c % 8 == 0 only; fragments still 2-byte gathers.")
+        "The reduction runs tap by tap in 32-deep k-tiles of channels, so in NHWC a row of an A "
+        "tile is 32 consecutive channels of one pixel, moved in 16-byte chunks. Each thread "
+        "decodes its pixels once into 32-bit offsets and validity masks: a new tap costs a mask "
+        "test and a pointer increment.")
 
 
 @dataclass(frozen=True)
@@ -610,12 +602,9 @@ class TCLdmatrix(TCVector):
     name: ClassVar[str] = "tc_ldmatrix"
     LDSM: ClassVar[bool] = True
     what: ClassVar[str] = (
-        "Fragments by ldmatrix.x4: one instruction gives a lane its four A registers of a 16x16 "
-        "tile, another the B registers of two 16x8 tiles. Both tiles are k-contiguous (rows are "
-        "pixels for A, output channels for B), so both take the non-transposed form. A row of a "
-        "32-deep tile is 64 bytes: the 8 rows an ldmatrix phase reads would fall on 2 bank groups "
-        "(4-way conflicts), so both tiles are stored XOR-swizzled (16-byte chunk c of row r at "
-        "c ^ (r/2 mod 4)), which spreads each phase over 8 bank groups.")
+        "Fragments by ldmatrix.x4 instead of 2-byte gathers, non-transposed since both tiles are "
+        "k-contiguous. Both tiles are stored XOR-swizzled (16-byte chunk c of row r at c ^ (r/2 "
+        "mod 4)) so the 8 rows of an ldmatrix phase fall on 8 bank groups.")
 
 
 @dataclass(frozen=True)
@@ -624,12 +613,10 @@ class TCPipeline(TCLdmatrix):
     name: ClassVar[str] = "tc_cp_async"
     STAGES: ClassVar[int] = 3
     what: ClassVar[str] = (
-        "cp.async (LDGSTS) copies x and w straight into shared memory, not through registers, "
-        "asynchronously: with a ring of 3 stages, 2 k-tiles are in flight while the warps multiply "
-        "the third, and a k-tile needs one barrier (cp.async.wait_group, then __syncthreads) instead "
-        "of two. The padding needs no branch around the copy: a chunk in the padding, past the last "
-        "output pixel or past the channels copies 0 of its 16 bytes and the copy zero-fills the "
-        "rest (the row predicate becomes the copy size).")
+        "cp.async (LDGSTS) copies x and w straight into shared memory in a ring of 3 stages: 2 "
+        "k-tiles in flight while the warps multiply the third, one barrier a k-tile. A chunk in "
+        "the padding or past an edge copies 0 of its 16 bytes, so the copy zero-fills it with no "
+        "branch.")
 
 
 # --- rung 13's block tile, chosen for the layer's wave count --------------------------------------
@@ -744,14 +731,9 @@ class TCWarpTile(TCPipeline):
     rung: ClassVar[int] = 13
     name: ClassVar[str] = "tc_warptile"
     what: ClassVar[str] = (
-        "Larger warp tiles: each warp owns 64x64 of y (4x8 mma tiles, 128 float32 accumulators per "
-        "lane), so an A fragment feeds 8 mmas and a B fragment 4: per k-step of 16 a warp issues "
-        "4 + 4 ldmatrix for 32 mma (rung 12: 2 + 2 for 8). The registers leave 8 warps per SM "
-        "whatever the block, so the block tile (128x128, 64x128, 128x64 or 64x64 of them) is chosen "
-        "per layer for its wave count: the least output area on the busiest SM. At the stage-2 "
-        "layer (M = 25088, K = 128) 128x128 makes 196 blocks for 132 SMs, so 64 SMs run two and 68 "
-        "one (26% lost); 64x128 makes 392, three on nearly every SM (1% lost), and still covers "
-        "all 128 output channels, so each gathered pixel is read from L2 once.")
+        "Larger warp tiles: each warp owns 64x64 of y (4x8 mma tiles), so an A fragment feeds 8 "
+        "mmas and a B fragment 4. The block tile (128x128, 64x128, 128x64 or 64x64) is chosen per "
+        "layer for the least output area on the busiest SM.")
 
 
 @dataclass(frozen=True)
@@ -760,13 +742,6 @@ class TCEpilogue(TCWarpTile):
     name: ClassVar[str] = "tc_epilogue"
     EPI: ClassVar[bool] = True
     what: ClassVar[str] = (
-        "A vectorized epilogue: an mma accumulator tile gives a lane 2 adjacent outputs in each of "
-        "2 rows, so rung 13 wrote y one half (2 bytes) at a time. Here a block inside the (M, K) "
-        "view of y (K % 8 == 0) first stages each warp's 64x64 tile as float16 in shared memory "
-        "(the rings are free once the k-loop ends), then each lane writes 16-byte chunks (8 output "
-        "channels of one pixel, STG.128): an eighth of the store instructions, whole sectors. The "
-        "(M, K) view needs no division: row m of the GEMM is pixel m of NHWC y. Edge blocks store "
-        "one half at a time, as rung 13 does. The staging itself is conflict-free: a lane's two adjacent "
-        "outputs leave in one packed 4-byte store, and each row's 16-byte chunks are XOR-swizzled by the "
-        "row, so the 8 rows of a store (128 bytes apart, all on the same banks unswizzled: 8-way "
-        "conflicts) fall on 8 different chunks; the 16-byte reloads read whole rows.")
+        "A vectorized epilogue: a full block (K % 8 == 0) stages each warp's 64x64 tile as "
+        "float16 in XOR-swizzled shared memory, then each lane writes 8 output channels of a "
+        "pixel with one 16-byte store (STG.128). Edge blocks store one half at a time.")

@@ -195,12 +195,10 @@ class Winograd(TunableVariant):
     rung: ClassVar[int] = 7
     name: ClassVar[str] = "winograd"
     what: ClassVar[str] = (
-        "Winograd F(2x2, 3x3) for 3x3 stride-1 layers (Lavin & Gray 2016): transform each 3x3 filter "
-        "to 4x4 (U = G g G^T) and each overlapping 4x4 input tile (V = B^T d B), multiply "
-        "element-wise and sum over channels (16 independent GEMMs, one launch, blockIdx.z picks the "
-        "element), and transform back (Y = A^T M A) to a 2x2 output tile: 16 multiplies where the "
-        "direct method does 36 (2.25x fewer), at the price of three float32 workspaces in DRAM and "
-        "slightly larger rounding errors (the transforms add and halve).")
+        "Winograd F(2x2, 3x3) for 3x3 stride-1 layers: transform the filters and overlapping 4x4 "
+        "input tiles, run 16 batched GEMMs over channels, transform back: 16 multiplies per 2x2 "
+        "output tile where direct does 36. The price: three float32 workspaces in DRAM and larger "
+        "rounding errors.")
 
     def example(self, problem):
         return problem  # the example layer is a 3x3 stride-1 layer
@@ -431,14 +429,10 @@ class WinogradTiled(TunableVariant):
     rung: ClassVar[int] = 11
     name: ClassVar[str] = "winograd_tiled"
     what: ClassVar[str] = (
-        "Rung 7's F(2x2, 3x3) with GEMM rung 10's main loop for its 16 batched GEMMs (one Winograd "
-        "element per blockIdx.z), which took 446 of its 502 us on the H200 at 7.4 TFLOP/s: a warp "
-        "owns 64x32 of the product, each lane 8x8 as 4x4 sub-tiles, so a k-step is 4 LDS.128 for "
-        "64 FFMA (rung 7: 8 loads for 16); 128x128x8 block tiles, double-buffered with one barrier "
-        "per k-tile; 32-bit offsets and 16-byte global loads and stores. The filter transform now "
-        "writes each element's U transposed (k-major), so both operand tiles are stored into shared "
-        "memory as they are read, 16 bytes at a time: rung 7's transposing 4-byte store of A "
-        "(8-way bank conflicts) is gone.")
+        "Rung 7's F(2x2, 3x3) with GEMM rung 10's warp-tiled loop for its 16 batched GEMMs: "
+        "128x128x8 block tiles, double-buffered, 4 LDS.128 for 64 FFMA a k-step. The filter "
+        "transform writes U transposed, so both operand tiles go into shared memory as read, 16 "
+        "bytes at a time.")
 
     def example(self, problem):
         return problem
@@ -639,14 +633,9 @@ class WinogradF4(WinogradTiled):
     rung: ClassVar[int] = 14
     name: ClassVar[str] = "winograd_f4"
     what: ClassVar[str] = (
-        "F(4x4, 3x3): a 6x6 input tile gives a 4x4 output tile, 36 multiplies per (tile, c, k) "
-        "where the direct method does 144 and F(2x2) 64 (2.25x and 1.78x fewer), so 36 batched GEMMs "
-        "on rung 11's warp-tiled loop, each over a quarter of the tiles F(2x2) has. The price is "
-        "accuracy: the transforms' constants (1/24 in G, 5 in B^T, 8 in A^T) amplify float32 rounding "
-        "several times over F(2x2)'s. Measured against float64 (tests/test_conv.py), its worst error is "
-        "at most 0.49 of the problem's tolerance from c = 128 to 2048, at inputs of magnitude 1 or 1000, signed or "
-        "not: rounding errors summed over c grow like sqrt(c), as the tolerance does, so the margin does not "
-        "shrink with depth. float16 inputs are computed in float32.")
+        "F(4x4, 3x3): a 6x6 input tile gives a 4x4 output tile with 36 multiplies where direct "
+        "does 144, as 36 batched GEMMs on rung 11's warp-tiled loop. The price is accuracy: the "
+        "transforms' larger constants (1/24 in G, 5 in B^T, 8 in A^T) amplify float32 rounding.")
 
     def tiles(self, p):
         return C._ceil(p.p, 4), C._ceil(p.q, 4)

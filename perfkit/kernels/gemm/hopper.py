@@ -249,19 +249,10 @@ class Wgmma(C._Tunable):
     rung: ClassVar[int] = 20
     name: ClassVar[str] = "wgmma"
     what: ClassVar[str] = (
-        "Hopper's tensor-core instruction: wgmma.mma_async (HGMMA in SASS) is issued by a "
-        "warpgroup of 4 warps at once and multiplies a 64x128x16 block (mma.sync: one warp, "
-        "16x8x16), reading both operands straight from shared memory through 64-bit descriptors "
-        "(address, the strides between 8-row groups and 64-column blocks, the swizzle) instead "
-        "of from registers filled by ldmatrix. The tiles are stored with the 128-byte swizzle the "
-        "descriptors name (16-byte chunk c of a 128-byte row r at c ^ (r mod 8)), A K-major, B "
-        "MN-major (row-major B, the instruction's transpose bit). Two warpgroups own 64x128 each "
-        "of a 128x128 tile; a 3-stage cp.async ring of 64-deep k-tiles (97 KiB of dynamic shared "
-        "memory, its start aligned to 1024 bytes) feeds them. The wgmma are asynchronous: the "
-        "kernel commits them and waits before the stage is refilled; the next rungs overlap "
-        "that wait (TMA, mbarriers). Not yet run on a GPU: checked in the simulator through "
-        "twins of the instructions and compiled for sm_90a with no GPU; the first GPU session "
-        "checks it (and the MN-major B descriptor's strides) before timing it.")
+        "Hopper's wgmma.mma_async: a warpgroup of 4 warps multiplies a 64x128x16 block reading "
+        "both operands straight from 128-byte-swizzled shared memory through descriptors, not "
+        "from registers. Two warpgroups share a 128x128 tile, fed by a 3-stage cp.async ring of "
+        "64-deep k-tiles.")
 
     BM: ClassVar[int] = 128
     BK: ClassVar[int] = 64

@@ -151,22 +151,10 @@ class Cluster(TmaRing):
     rung: ClassVar[int] = 24
     name: ClassVar[str] = "cluster"
     what: ClassVar[str] = (
-        "Rung 22's warp-specialized block (a TMA producer warpgroup, two wgmma consumer "
-        "warpgroups of 64x256, a 4-stage full/empty mbarrier ring, setmaxnreg) in clusters of two "
-        "blocks along m (a thread-block cluster: blocks on neighbouring SMs that can reach each "
-        "other's shared memory and barriers). The two blocks' 128x256 tiles share their k-tiles "
-        "of B (32 KiB a stage, twice A's 16 KiB: the larger operand to share), so each block's "
-        "producer loads half of them with a multicast TMA copy that lands in both blocks' shared "
-        "memory and counts its bytes on both blocks' barriers: B crosses from L2 once a cluster, "
-        "a third less L2-to-SM traffic in all. A stage is free only when the consumers of both "
-        "blocks are done with it: each consumer warpgroup arrives on its own block's empty "
-        "barrier and on its peer's (mapa + a remote mbarrier arrive). The cluster meets "
-        "(barrier.cluster) after the barriers are initialized and before the blocks exit. The "
-        "cluster shape is the kernel's own (.reqnctapercluster 1, 2, 1 in its PTX); an odd "
-        "number of m tiles gets a padding block past m that loads its half of B for its partner "
-        "and writes nothing. k and n multiples of 8 as rungs 21-23. Not yet run on a GPU: "
-        "checked in the simulator (a cluster's blocks run together there) and compiled for sm_90a "
-        "with no GPU.")
+        "Rung 22's block in clusters of two along m that share B: each producer loads half of B's "
+        "k-tiles with a multicast TMA copy landing in both blocks' shared memory, so B crosses "
+        "from L2 once a cluster. A stage is free once both blocks' consumers arrive on its empty "
+        "barrier.")
 
     def grid(self, problem):
         """(n tiles, m tiles rounded up to whole clusters)."""

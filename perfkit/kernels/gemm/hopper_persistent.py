@@ -172,19 +172,10 @@ class Persistent(TmaRing):
     name: ClassVar[str] = "persistent"
     AFTER_RING: ClassVar[int] = 4 * CB_BYTES  # the epilogue's C boxes, two a consumer warpgroup
     what: ClassVar[str] = (
-        "Rung 22's warp-specialized block (a TMA producer warpgroup, two wgmma consumer "
-        "warpgroups, a 4-stage full/empty mbarrier ring, setmaxnreg) launched once per SM, each "
-        "block walking the 128x256 tiles of C in steps of the grid: a persistent tile scheduler. "
-        "The ring runs on from tile to tile, so the producer loads the next tile while the "
-        "consumers finish this one, and no block waits for a launch slot. The epilogue leaves by "
-        "TMA stores (UTMASTG in SASS): each consumer warpgroup writes its fragments into 64x32 "
-        "float32 boxes of shared memory (two a warpgroup, 128-byte swizzled: no bank conflicts), "
-        "fences them for the async proxy, meets at its own named barrier (bar.sync 1 or 2, 128 "
-        "threads: the other warpgroups keep going), and one thread stores the box, which the "
-        "copy engine clips at C's edges; it waits for a box's store to have read it before the "
-        "box is written again. 225 KiB of dynamic shared memory. k and n multiples of 8 as rungs "
-        "21-22 (C's rows for the store, too); other shapes go to rung 20. Not yet run on a GPU: "
-        "checked in the simulator through twins and compiled for sm_90a with no GPU.")
+        "Rung 22's block launched once per SM, each walking the 128x256 tiles of C in steps of "
+        "the grid: the ring runs on from tile to tile, so the producer loads the next tile while "
+        "the consumers finish this one. C leaves by TMA stores from 128-byte-swizzled 64x32 boxes "
+        "of shared memory.")
 
     def tiles(self, problem) -> int:
         return -(-problem.m // BM) * -(-problem.n // self.BN)

@@ -127,19 +127,10 @@ class Tma(TmaRing):
     THREADS: ClassVar[int] = 256
     BARRIER_ARRAYS: ClassVar[int] = 1  # full only: a block barrier frees a stage
     what: ClassVar[str] = (
-        "Rung 20's wgmma, its tiles brought by TMA: one thread issues one bulk copy of a whole "
-        "2-D box (cp.async.bulk.tensor, UTMALDG in SASS) per operand tile, described by a tensor "
-        "map (the array's address, extents, row stride, the box, the 128-byte swizzle) encoded "
-        "on the host by the driver, cached, and kept in global memory; the copy engine swizzles "
-        "on the way into shared memory and fills zeros past the matrix edges, so the 256 threads "
-        "issue nothing but wgmma. Each stage of a 3-stage ring has an mbarrier (SYNCS in SASS): "
-        "thread 0 announces the stage's bytes (arrive.expect_tx), the copies count them off as "
-        "they land, and the threads wait on the barrier's phase parity instead of on their own "
-        "cp.async groups. Rows must be multiples of 16 bytes (k and n multiples of 8); other "
-        "shapes go to rung 20. Not yet run on a GPU: checked in the simulator through twins of "
-        "the instructions (the copy, the swizzle, the barrier's transaction count) and compiled "
-        "for sm_90a with no GPU; the first GPU session checks it (the tensor map in global "
-        "memory with its proxy fence, the MN-major B descriptor) before timing it.")
+        "Rung 20's wgmma with its tiles brought by TMA: one thread issues one bulk copy per "
+        "operand tile from a tensor map, and the copy engine swizzles and zero-fills. Each of the "
+        "3 stages has an mbarrier that counts the copied bytes (arrive.expect_tx), and the "
+        "threads wait on its phase.")
 
     def grid(self, problem):
         return C._tile_grid(problem, BM, self.BN)

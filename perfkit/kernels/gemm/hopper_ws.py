@@ -136,20 +136,10 @@ class WarpSpecialized(TmaRing):
     rung: ClassVar[int] = 22
     name: ClassVar[str] = "warp_specialized"
     what: ClassVar[str] = (
-        "Rung 21's TMA ring and wgmma with the work split by warpgroup: a producer warpgroup "
-        "(one thread of it) only issues the TMA copies, two consumer warpgroups only multiply, "
-        "each its 64x256 half of a 128x256 tile (one wgmma m64n256k16 a k-step of 16, 128 "
-        "float32 accumulators a thread). A 4-stage ring (193 KiB of dynamic shared memory) has "
-        "two mbarriers a stage: 'full' (the producer's expect_tx and the copies' bytes) and "
-        "'empty' (one thread of each consumer warpgroup arrives when its wgmma on the stage have "
-        "completed); the producer runs up to 4 tiles ahead and no block barrier is left in the "
-        "loop. setmaxnreg (USETMAXREG in SASS) moves registers from the producer (down to 40 a "
-        "thread) to the consumers (up to 232), the room a consumer's accumulators would need "
-        "past the launch's 168 (this build keeps them within 152); ptxas keeps it only when the "
-        "kernel is linked with LTO and its launch bound (384 threads, 1 block) pins the entry's "
-        "registers. k and n multiples of 8 as rung 21; other shapes go to rung 20. Not "
-        "yet run on a GPU: checked in the simulator through twins (a waiting thread yields to "
-        "its block there; a deadlock raises) and compiled for sm_90a with no GPU.")
+        "Warp specialization: a producer warpgroup only issues TMA copies, two consumer "
+        "warpgroups only multiply (wgmma m64n256k16, 64x256 each of a 128x256 tile), through a "
+        "4-stage ring with a full and an empty mbarrier a stage. setmaxnreg moves registers from "
+        "the producer to the consumers.")
 
     def grid(self, problem):
         return C._tile_grid(problem, BM, self.BN)

@@ -23,11 +23,10 @@ from ._common import F32, I32_LIMIT, Problem
 @dataclass(frozen=True)
 class Oracle(OracleVariant):
     name: ClassVar[str] = "oracle"
-    what: ClassVar[str] = ("cuBLAS through CuPy: SGEMM with TF32 off (CuPy's default) for float32. "
-                           "For float16, cublasGemmEx with float16 A and B, a float32 C and "
-                           "CUBLAS_COMPUTE_32F: cuBLAS's tensor-core HGEMM with float32 accumulation "
-                           "and output, the same contract as the tensor-core rung. "
-                           "NumPy in float32 in the simulator.")
+    what: ClassVar[str] = (
+        "cuBLAS through CuPy: SGEMM with TF32 off for float32, and for float16 cublasGemmEx's "
+        "tensor-core HGEMM with float32 accumulation and output, the tensor-core rungs' contract. "
+        "NumPy in float32 in the simulator.")
 
     def gpu(self, problem, x, out):
         import cupy as cp
@@ -60,9 +59,8 @@ class Naive(C._Tunable):
     rung: ClassVar[int] = 1
     name: ClassVar[str] = "naive"
     what: ClassVar[str] = (
-        "One thread per element of C, looping over k. threadIdx.x indexes rows, so the 32 "
-        "threads of a warp read 32 different rows of A (32 transactions where one would do) "
-        "and write a column of C: nothing coalesces.")
+        "One thread per element of C, looping over k. threadIdx.x indexes rows, so the 32 threads "
+        "of a warp read 32 different rows of A and write a column of C: nothing coalesces.")
 
     def supports(self, problem):
         C._require_float32(self, problem)
@@ -101,9 +99,9 @@ class Coalesced(Naive):
     rung: ClassVar[int] = 2
     name: ClassVar[str] = "coalesced"
     what: ClassVar[str] = (
-        "Swap the roles of threadIdx.x and threadIdx.y: a warp now covers 32 consecutive "
-        "columns of C, so its loads of B and stores of C are single coalesced transactions "
-        "and its load of A is a broadcast. Same arithmetic, far fewer memory transactions.")
+        "Swap the roles of threadIdx.x and threadIdx.y: a warp now covers 32 consecutive columns "
+        "of C, so its loads of B and stores of C coalesce and its load of A is a broadcast. Same "
+        "arithmetic, far fewer memory transactions.")
 
     def grid(self, problem):
         return C._tile_grid(problem, self.block, self.block)
@@ -152,9 +150,9 @@ class SmemTiling(C._Tunable):
     rung: ClassVar[int] = 3
     name: ClassVar[str] = "smem_tiling"
     what: ClassVar[str] = (
-        "Blocks stage a 32x32 tile of A and of B in shared memory, then every thread reads "
-        "its operands from there: each global element is fetched once per block instead of "
-        "once per thread. Partial tiles are zero-filled, so any size works.")
+        "Each block stages a 32x32 tile of A and of B in shared memory and its threads read their "
+        "operands from there: a global element is fetched once per block, not once per thread. "
+        "Partial tiles are zero-filled, so any size works.")
 
     def supports(self, problem):
         C._require_float32(self, problem)
@@ -234,15 +232,9 @@ class Blocktile1D(C._Tunable):
     rung: ClassVar[int] = 4
     name: ClassVar[str] = "blocktile_1d"
     what: ClassVar[str] = (
-        "Each thread computes TM=8 results down a column of C. A value of B read from shared "
-        "memory is kept in a register and used for 8 FMAs, so shared loads per FMA fall from "
-        "2 to about 1.1, and the block tile grows to 64x64. Two details make the idea pay: the "
-        "tile loads have constant trip counts and the shared indices are unsigned (uint64), so "
-        "the 8 loads of A fold into one base plus immediate offsets (Numba adds a negative-index "
-        "fix-up to every signed index), and launch_bounds(512, 2) caps registers. The first H100 "
-        "run had neither: 123 registers, 25% occupancy, FFMA 0.13 of issued instructions, slower "
-        "than rung 3. Compiled for sm_90a now: 56 registers, 50% occupancy, and the hot loop "
-        "has 16 FFMA in 58 instructions (0.28; rung 3: 32 in 133, 0.24).")
+        "Each thread computes 8 results down a column of C in a 64x64 block tile, keeping each "
+        "value of B it reads from shared memory in a register for 8 FMAs. Shared loads per FMA "
+        "fall from 2 to about 1.1.")
 
     def supports(self, problem):
         C._require_float32(self, problem)
@@ -336,16 +328,9 @@ class Blocktile2D(C._Tunable):
     rung: ClassVar[int] = 5
     name: ClassVar[str] = "blocktile_2d"
     what: ClassVar[str] = (
-        "Each thread computes an 8x8 tile of C as a sum of outer products: per k step it loads "
-        "8 values of A and 8 of B into registers and does 64 FMAs. Shared loads per FMA fall "
-        "to 0.25, and the 128x128 block tile reads fewer global bytes per FMA. launch_bounds(256, 2) holds it "
-        "to 128 registers (the first H100 run: 196 registers, 12.5% occupancy); sm_90a hot loop: "
-        "64 FFMA in 89 instructions (0.72). Its shared reads still conflict: B is read 8 words "
-        "apart by neighbouring threads (rungs 6 and 7 fix that). At 1024^3 the 128x128 tiles make "
-        "64 blocks for 132 SMs, one block of 8 warps on each busy SM, and a thread's 4 + 4 scalar "
-        "tile loads each sit behind a bounds check and are stored before the next is issued: 8 "
-        "global latencies in a row per k-tile with 2 warps per scheduler to hide them (the card's "
-        "model estimate says what that costs).")
+        "Each thread computes an 8x8 tile of C as a sum of outer products: per k step it loads 8 "
+        "values of A and 8 of B into registers for 64 FMAs, so shared loads per FMA fall to 0.25. "
+        "The 128x128 block tile also reads fewer global bytes per FMA.")
 
     def supports(self, problem):
         C._require_float32(self, problem)
@@ -483,10 +468,9 @@ class Vectorized(Blocktile2D):
     rung: ClassVar[int] = 6
     name: ClassVar[str] = "vectorized"
     what: ClassVar[str] = (
-        "Global loads become 128-bit: load4() (perfkit.kernels._vector) reads 4 floats with one "
-        "ld.global.v4.f32, which Numba cannot spell otherwise, when k (for A) or n (for B) is a "
-        "multiple of 4 so rows stay 16-byte aligned; other sizes take the scalar path. A is "
-        "stored transposed so each thread's 8 values of A are consecutive in shared memory.")
+        "Global loads become 128-bit (load4: one ld.global.v4.f32 for 4 floats) when k (for A) or "
+        "n (for B) is a multiple of 4, so rows stay 16-byte aligned. A is stored transposed so "
+        "each thread's 8 values of A are consecutive in shared memory.")
     PAD: ClassVar[int] = 0
     SWIZZLE: ClassVar[bool] = False
     MIN_BLOCKS: int = 2
@@ -520,16 +504,10 @@ class NoBankConflicts(Vectorized):
     rung: ClassVar[int] = 7
     name: ClassVar[str] = "no_bank_conflicts"
     what: ClassVar[str] = (
-        "Shared memory has 32 banks of 4 bytes. Reading Bs[kk, t_col*8 + j], 16 threads hit "
-        "addresses 8 words apart: threads 0, 4, 8, 12 share a bank (4-way conflict). Storing B "
-        "swizzled (column t_col*8 + j at j*20 + t_col) makes those reads 16 consecutive words; "
-        "the 4 spare words after each run of 16 keep the stores apart too (a warp stores a row "
-        "of B, 4 columns a lane, so lanes 2i and 2i+1 write runs j and j+4: 64 words, the same "
-        "bank, without the pad; 80 words, 16 banks apart, with it); padding each A^T row by 4 "
-        "words spreads the transposing A stores over all banks. perfkit.banks (64x128x64, one "
-        "block): loads and stores conflict-free, 8704 wavefronts for 8704 ideal (rung 5: loads "
-        "2.0 wavefronts per ideal one; rung 6: loads 1.5, stores 3.0, 1.59 over all; this rung "
-        "without the B pad: stores 1.5).")
+        "Neighbouring threads read B from shared memory 8 words apart, a 4-way bank conflict; "
+        "storing B swizzled (column t_col*8 + j at j*20 + t_col) makes those reads 16 consecutive "
+        "words. Padding each A^T row by 4 words spreads the transposing stores of A over all "
+        "banks.")
     PAD: ClassVar[int] = 4
     SWIZZLE: ClassVar[bool] = True
 
@@ -691,22 +669,10 @@ class DoubleBuffer(Blocktile2D):
     rung: ClassVar[int] = 8
     name: ClassVar[str] = "double_buffer"
     what: ClassVar[str] = (
-        "Two shared buffers: while the block multiplies tile t from one, the global loads of "
-        "tile t+1 are already in flight into registers and land in the other, so their latency "
-        "hides behind FMAs and each k-tile needs one barrier instead of rung 7's two. It pays "
-        "only if the buffering is cheap. The first version picked the buffer as tile % 2 in "
-        "int64 and recomputed every thread's store addresses each tile: sm_90a, 172 "
-        "instructions a tile outside the k-steps (rung 7: 76), 892 for 512 FFMA, and its H100 "
-        "records (data/results, of that older kernel) were barely faster than rung 7's. "
-        "Here the k-loop is unrolled by two, so buffers 0 and 1 are separate "
-        "shared arrays named at compile time; each thread's shared offsets (and global rows "
-        "and columns) are computed once before the loop; the tile and k-step counters are "
-        "32-bit and the k-step's two shared offsets advance by a row. sm_90a, no GPU: 122 "
-        "registers, no spills; 75 instructions a tile outside the k-steps, a k-step of 64 FFMA "
-        "in 83 instructions (0.77; rung 7: 87, 0.74), 740 a tile; perfkit.banks (64x128x64, "
-        "one block): loads and stores conflict-free, 8704 wavefronts for 8704 ideal. The global "
-        "loads keep rung 7's int64 indices and "
-        "bounds checks: rung 9 takes those on.")
+        "Two shared buffers: while the block multiplies tile t from one, the global loads of tile "
+        "t+1 are in flight and then land in the other, so their latency hides behind FMAs and a "
+        "k-tile needs one barrier, not two. The k-loop is unrolled by two so each buffer is its "
+        "own shared array.")
 
     def supports(self, problem):
         super().supports(problem)
@@ -1051,19 +1017,9 @@ class Index32(DoubleBuffer):
     rung: ClassVar[int] = 9
     name: ClassVar[str] = "index32"
     what: ClassVar[str] = (
-        "Rung 8's kernel with its address arithmetic rewritten, nothing else: Numba types every "
-        "integer expression as int64 (numba#8447), so each index costs 64-bit multiplies and "
-        "adds (IMAD.WIDE, IADD3.X pairs) and each signed array index a negative-index check. "
-        "Here A, B, C are passed as flat 1-D views, every offset is an int32 (numba.int32 casts, "
-        "an int32 loop counter), shared and global vectors go through ld4/st4 (128-bit, no "
-        "wraparound check), the 8 k-steps of a tile are written out so each shared offset is a "
-        "base plus an immediate, each thread's global offsets are computed once (rows past m "
-        "clamped, their products never stored) so full aligned k-tiles load with no checks, "
-        "launch_bounds(256, 2) caps registers, and C is written with 128-bit stores. sm_90a, "
-        "no GPU: 126 registers (rung 8: 122), the hot loop (a whole k-tile) is 512 FFMA in 652 "
-        "instructions (0.78; rung 8: a k-step of 64 in 83, 0.77, plus 75 a tile for its "
-        "bounds-checked int64 loads and stores, 740 in all). "
-        "Refuses matrices of 2**31 elements or more, which 32-bit offsets cannot reach.")
+        "Rung 8 with its address arithmetic in 32 bits, since Numba makes every integer int64: A, "
+        "B and C are flat views indexed by int32 offsets computed once per thread, so full "
+        "aligned k-tiles load with no bounds checks. C is written with 128-bit stores.")
 
     def supports(self, problem):
         super().supports(problem)
@@ -1102,17 +1058,10 @@ class WarpTile(C._Tunable):
     rung: ClassVar[int] = 10
     name: ClassVar[str] = "warptile"
     what: ClassVar[str] = (
-        "A level between block and thread: a warp owns a (LR*TM) x (32/LR*TN) = 64x32 tile of C "
-        "and its lanes sweep it as 4x4 sub-tiles, so each lane's 8 values of A and 8 of B per k "
-        "step are two 16-byte runs each: 4 LDS.128 feed 64 FFMAs (rung 9 needs 2 + 8 loads), "
-        "and a quarter-warp's loads fall on distinct 16-byte chunks of one 128-byte row or on "
-        "the same chunk (broadcast), so they are conflict-free. B is stored unswizzled with "
-        "128-bit shared stores. Same 32-bit offsets, double buffering and 128x128x8 block tile "
-        "as rung 9, as CUTLASS's SIMT SGEMM arranges it. Checked with no GPU (sm_90a): the hot "
-        "loop is 512 FFMA in 587 instructions (0.87; rung 9: 0.78, rung 8's k-step: 0.77), "
-        "32 LDS.128 and no LDS.32; 128 registers under launch_bounds(256, 2), 25% occupancy, "
-        "with a 20-byte spill (one local load per k-tile); the bank-conflict counter finds its "
-        "shared accesses conflict-free (degree 1.00 at 64x128x64).")
+        "A level between block and thread: each warp owns a 64x32 tile of C and its lanes sweep "
+        "it in 4x4 sub-tiles, so per k step 4 LDS.128 feed 64 FFMAs and a quarter-warp's loads "
+        "are conflict-free. The block tile, 32-bit offsets and double buffering stay as in rung "
+        "9.")
 
     @property
     def LC(self) -> int:
@@ -1211,20 +1160,8 @@ class Autotuned(WarpTile):
     rung: ClassVar[int] = 11
     name: ClassVar[str] = "autotuned"
     what: ClassVar[str] = (
-        "The warp-tiling kernel at the configuration perfkit.autotune.search_gemm() picked: every legal tiling is ranked "
-        "by a static model (issue rate from the FFMA share of a k step, L2 traffic, tail waves, "
-        "occupancy from shared memory and registers), the best few are compiled for the target "
-        "with no GPU and pruned if they spill or starve occupancy, and the survivors are timed on "
-        "a GPU. No GPU has timed the search's survivors yet: this configuration (128x128 block, BK=16, 8x8 per "
-        "thread, 32x64 warp tile) is the model's pick (AUTOTUNE_PICK, with the estimate it had when "
-        "the search ran; rung 10's BK=8 spills 20 bytes under the register cap, this one does not) "
-        "-- a prediction, not a measurement. BK=16 brings one more fix: with rows of "
-        "the A^T tile padded to 132 words, rows k and k+8 start on the same bank, so a warp's "
-        "transposing stores (8 rows of A at k groups 0, 4, 8, 12) were 2-way (perfkit.banks, "
-        "128x128x32, one block: 4480 wavefronts for 4352 ideal). Here rows 8-15 are skewed by 8 "
-        "more words (still 16-byte aligned, still an immediate in every LDS.128) and each thread "
-        "loads its two A vectors from adjacent rows, storing each k's pair with one STS.64: the "
-        "counter finds loads and stores conflict-free (4352 of 4352, degree 1.00; every shared "
-        "instruction 64/128-bit, so counted merged). sm_90a: hot loop 1024 FFMA in 1159 "
-        "instructions (0.88; 4 STS.64 where 8 STS.32 were), 128 registers, no spills.")
+        "The warp-tile kernel at the configuration perfkit.autotune.search_gemm()'s static model "
+        "ranks best: 128x128 block, BK=16, 8x8 per thread, 32x64 warp tile. Rows 8-15 of the A^T "
+        "tile are skewed by 8 words and stored in pairs (STS.64), so its shared stores are "
+        "conflict-free too.")
 

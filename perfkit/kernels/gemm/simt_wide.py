@@ -243,16 +243,10 @@ class SimtWide(WarpTile):
     rung: ClassVar[int] = 19
     name: ClassVar[str] = "simt_wide"
     what: ClassVar[str] = (
-        "Past cuBLAS's SGEMM with its own recipe: rung 11 matches cuBLAS's instruction mix but "
-        "issues less often (launch_bounds(256, 2) caps it at 128 registers: one set of operands, "
-        "a barrier every 16 k); cuBLAS runs 256 threads at 254 registers, one block an SM. Here "
-        "a 128x256 block tile, an 8x16 thread tile (64x64 warp tiles: per k-step 2 + 4 LDS.128 "
-        "feed 128 FFMAs, rung 11: 2 + 2 for 64), launch_bounds(256, 1), and the operands "
-        "double-buffered: step k+1's LDS.128 go to a second register set before step k's FFMAs. "
-        "Global loads stay register-staged, not cp.async: A is stored transposed (a lane reads 4 "
-        "consecutive rows of one k with one LDS.128), and cp.async copies 16 contiguous bytes, "
-        "4 consecutive k of one row: it cannot transpose. Every k-tile, the checked last one "
-        "too, runs written-out k-steps (a rolled tail would put 128 accumulators on the stack).")
+        "A wider SIMT tile like cuBLAS's SGEMM: 128x256 block, 8x16 per thread (64x64 warp tiles, "
+        "2 + 4 LDS.128 per 128 FFMAs) under launch_bounds(256, 1), room for 255 registers a "
+        "thread. Operands are double-buffered in registers: step k+1's loads issue before step "
+        "k's FFMAs.")
 
     def _kernel(self):
         return _simt_wide_kernel(self.BM, self.BN, self.BK, self.TM, self.TN, self.LR, self.MIN_BLOCKS)

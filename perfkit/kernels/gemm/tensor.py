@@ -94,11 +94,9 @@ class TensorCore(C._Tunable):
     name: ClassVar[str] = "tensor_core"
     what: ClassVar[str] = (
         "float16 inputs, float32 accumulation on the tensor cores: each warp issues "
-        "mma.sync.m16n8k16 (one 16x8x16 matrix multiply-accumulate per instruction, HMMA in "
-        "SASS) through an inline-PTX intrinsic, since Numba has no tensor-core API. Operands "
-        "are gathered from shared memory into the instruction's fragment layout. In the "
-        "simulator the same kernel runs with an exact emulation of the instruction that places "
-        "values with the same layout maps, so the indexing is checked without a GPU.")
+        "mma.sync.m16n8k16 (HMMA in SASS) through an inline-PTX intrinsic, since Numba has no "
+        "tensor-core API. Operands are gathered from shared memory into the instruction's "
+        "fragment layout.")
 
     def example(self, problem):
         return problem if problem.dtype == "float16" else Problem(problem.m, problem.n, problem.k, "float16")
@@ -513,17 +511,9 @@ class TCVector(_TCBase):
     rung: ClassVar[int] = 13
     name: ClassVar[str] = "tc_vector"
     what: ClassVar[str] = (
-        "Rung 12 moved A and B with 2-byte loads, each behind a bounds check, and synchronised "
-        "twice per 16 of k. Here every thread moves 16-byte chunks (8 halves: one LDG.E.128 and "
-        "one STS.128) and a k-tile is 32 deep, so a barrier pair covers two mma k-steps; each "
-        "warp owns a 32x32 tile of C (2x4 mma tiles: an A fragment feeds 4 mmas, a B fragment "
-        "2). Fragments are still gathered from shared memory 2 bytes at a time. A thread's "
-        "chunk addresses are 32-bit offsets computed once before the k-loop and advanced by a "
-        "constant per k-tile (its shared offsets become immediates of the STS.128), so a block "
-        "inside the matrix loads a full k-tile with no index math or bounds checks per chunk "
-        "(rungs 14-17 inherit this loader); edge blocks, the last partial k-tile and rows that "
-        "are not 16-byte aligned (k or n not a multiple of 8) take a checked loader, the last "
-        "with 2-byte loads.")
+        "Every thread moves A and B in 16-byte chunks (LDG.128, STS.128) at offsets computed once "
+        "before the k-loop, and a k-tile is 32 deep, so a barrier pair covers two mma k-steps. "
+        "Each warp owns a 32x32 tile of C: an A fragment feeds 4 mmas, a B fragment 2.")
 
 
 @dataclass(frozen=True)
@@ -532,13 +522,9 @@ class TCLdmatrix(TCVector):
     name: ClassVar[str] = "tc_ldmatrix"
     LDSM: ClassVar[bool] = True
     what: ClassVar[str] = (
-        "Fragments come from ldmatrix: one ldmatrix.x4 gives a lane its four A registers of a "
-        "16x16 tile, one ldmatrix.x4.trans the B registers of two 16x8 tiles (eight 2-byte "
-        "loads and packing before). ldmatrix reads 8 rows of 16 bytes per phase; rows of the "
-        "A tile (64 bytes) and B tile (128 bytes and more) would put those 8 rows on 2 or 1 "
-        "bank groups (4- to 8-way conflicts), so the tiles are stored XOR-swizzled: 16-byte "
-        "chunk c of row r at c ^ (r/2 mod 4) for A, c ^ (r mod 8) for B, which spreads each "
-        "phase over 8 distinct bank groups.")
+        "Fragments come from ldmatrix (x4 for A, x4.trans for B) instead of 2-byte loads and "
+        "packing. The tiles are stored XOR-swizzled (16-byte chunk c of row r at c ^ (r/2 mod 4) "
+        "for A, c ^ (r mod 8) for B) so each ldmatrix phase reads 8 distinct bank groups.")
 
 
 @dataclass(frozen=True)
@@ -548,10 +534,9 @@ class TCPipeline(TCLdmatrix):
     STAGES: ClassVar[int] = 3
     what: ClassVar[str] = (
         "cp.async (LDGSTS) copies global memory straight into shared memory without passing "
-        "through registers, asynchronously: with a ring of 3 stages, 2 k-tiles are in flight "
-        "while the warps multiply the third, and each k-tile needs one barrier (cp.async.wait_group "
-        "then __syncthreads) instead of two. Chunks past the matrix edge are zero-filled by the "
-        "copy itself (it reads 0 of the 16 bytes).")
+        "through registers: in a ring of 3 stages, 2 k-tiles are in flight while the warps "
+        "multiply the third, with one barrier a k-tile. The copy itself zero-fills chunks past "
+        "the matrix edge.")
 
 
 @dataclass(frozen=True)
@@ -565,12 +550,9 @@ class TCWarpTile(TCPipeline):
     rung: ClassVar[int] = 16
     name: ClassVar[str] = "tc_warptile"
     what: ClassVar[str] = (
-        "Larger warp tiles: each warp owns 64x64 of C (4x8 mma tiles, 128 float32 accumulators "
-        "per lane), so an A fragment feeds 8 mmas and a B fragment 4: per k-step of 16 a warp "
-        "issues 4 + 4 ldmatrix for 32 mma (rung 15: 2 + 2 for 8), and the 128x128 block tile "
-        "halves the L2 traffic per FLOP again. At 1024^3, 64x64 warp tiles make 256 warps in all, "
-        "for 132 SMs of 4 schedulers, and each warp's k-loop has little to hide its latency: the "
-        "model's estimates (the card) say whether the idea pays at each size.")
+        "Larger warp tiles: each warp owns 64x64 of C (4x8 mma tiles, 128 float32 accumulators a "
+        "lane), so an A fragment feeds 8 mmas and a B fragment 4. The 128x128 block tile halves "
+        "the L2 traffic per FLOP again.")
 
 
 @dataclass(frozen=True)
@@ -579,16 +561,9 @@ class TCEpilogue(TCWarpTile):
     name: ClassVar[str] = "tc_epilogue"
     EPI: ClassVar[bool] = True
     what: ClassVar[str] = (
-        "A vectorized epilogue: an mma accumulator tile gives a lane 2 adjacent floats in each "
-        "of 2 rows. Lanes 2j and 2j+1 swap one pair with a shuffle (SHFL.BFLY), after which each "
-        "holds 4 consecutive floats of one row and writes them with one 16-byte store (STG.128): "
-        "a quarter of the store instructions, whole 32-byte sectors. Full blocks of a C whose n "
-        "is a multiple of 4 take this path with no checks; edge blocks store one float at a "
-        "time, as rung 16 does. The lane's choice of what to send and keep is made on values "
-        "(selp after reading all four accumulators): the first version chose with a ternary on "
-        "acc[...], which the compiler turned into a load from a computed address, so the 128 "
-        "accumulators went through a 512-byte stack (sm_90a: 64 STL.128 after the k-loop, 62 "
-        "LDL in a rolled epilogue loop). Now sm_90a, no GPU: 211 registers (rung 16: 209), no "
-        "stack, no local memory, 32 STG.128 and 64 SHFL.BFLY.")
+        "A vectorized epilogue: lanes 2j and 2j+1 swap a pair of accumulators with a shuffle "
+        "(SHFL.BFLY), so each holds 4 consecutive floats of a row and writes them with one "
+        "16-byte store (STG.128). Edge blocks, or n not a multiple of 4, store one float at a "
+        "time.")
 
 

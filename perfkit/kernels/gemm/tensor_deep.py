@@ -286,15 +286,10 @@ class TCDeep(C._Tunable):
     rung: ClassVar[int] = 18
     name: ClassVar[str] = "tc_deep"
     what: ClassVar[str] = (
-        "mma.sync to its ceiling: rung 17 waited for a k-tile and synchronised every 32 of k, "
-        "loaded each k-step's fragments just before its mmas, and launched blocks in row-major "
-        "order. Here k-tiles are 64 deep (a barrier per 4 k-steps) in a 3-stage cp.async ring "
-        "of 96 KiB, which needs dynamic shared memory and the launch's opt-in above 48 KiB; "
-        "fragments are double-buffered (the ldmatrix of step k+1 is issued before the mmas of "
-        "step k, and the next tile's first fragments load during this tile's last mmas); and "
-        "blocks are rasterized in groups of 8 block rows, so the blocks resident at once share "
-        "8 A panels and a few B panels in L2 instead of one or two A panels and every B panel: "
-        "at 8192^3 (B = 128 MiB, past L2) the row-major order re-reads B from DRAM each wave.")
+        "mma.sync to its ceiling: 64-deep k-tiles in a 3-stage cp.async ring of 96 KiB of dynamic "
+        "shared memory, fragments double-buffered (step k+1's ldmatrix before step k's mmas), and "
+        "blocks rasterized in groups of 8 block rows so the blocks resident at once share A and B "
+        "panels in L2.")
 
     def example(self, problem):
         return problem if problem.dtype == "float16" else Problem(problem.m, problem.n, problem.k, "float16")

@@ -403,10 +403,8 @@ class Fused(Variant):
     name: ClassVar[str] = "fused"
     what: ClassVar[str] = (
         "One block per channel, one kernel: three sweeps (mean, centred variance, write) with "
-        "shared-memory tree reductions. Coalesced in NCHW (a channel is runs of H*W); in NHWC "
-        "consecutive elements of a channel are C apart: one element per sector. The (n, hw) "
-        "position walks with the flat index (one division per thread, not one per element)."
-    )
+        "shared-memory tree reductions. Coalesced in NCHW, where a channel is runs of H*W; in "
+        "NHWC a channel's elements are C apart, one element per sector.")
 
     def supports(self, problem):
         _check_block(self.block)
@@ -700,18 +698,9 @@ class Split(Variant):
     rung: ClassVar[int] = 5
     name: ClassVar[str] = "split"
     what: ClassVar[str] = (
-        "The per-channel reduction split across a 2-D grid (channel tiles x slices of N*H*W) so "
-        "every SM works even with few channels. NHWC: a block holds 32 consecutive channels x "
-        "threads/32 row groups, so each warp reads 32 neighbouring channels (coalesced); NCHW: a "
-        "block walks one channel's contiguous runs. vec loads in flight per thread (no float4 in "
-        "Numba: independent scalar loads). Welford partials -> a finalize kernel (Chan merge, "
-        "running stats, gamma folded into a per-channel scale) -> a normalize over x as 2-D "
-        "(planes x H*W in NCHW, positions x C in NHWC) with the channel per plane or per column. "
-        "No integer division per element anywhere (the position walks with the index: the old "
-        "kernels spent two 64-bit divisions per element and were instruction-bound, 20-31% of "
-        "DRAM bandwidth on the H100). x is read twice from DRAM (stats, normalize): keeping it on chip would "
-        "need a grid-wide barrier (cooperative launch)."
-    )
+        "The per-channel reduction split over a 2-D grid (channel tiles x slices of N*H*W) so "
+        "every SM works even with few channels: Welford partials, a finalize kernel (Chan merge, "
+        "running stats), then a normalize pass. No integer division per element; x is read twice.")
 
     def tile(self, problem) -> tuple[int, int]:
         ct = 32 if problem.layout == "NHWC" else 1
@@ -1039,20 +1028,10 @@ class Ticket(Variant):
     rung: ClassVar[int] = 6
     name: ClassVar[str] = "ticket"
     what: ClassVar[str] = (
-        "Two kernels, as the one-kernel libraries move bytes. Statistics: a 2-D grid (channel tiles x "
-        "slices of N*H*W, about one wave: 4 blocks an SM in NCHW, 3 in NHWC) with 16-byte loads "
-        "(along H*W in NCHW, along C in NHWC), "
-        "vec of them in flight per thread, shifted sums sum(x - k), sum((x - k)^2) with k a value of the "
-        "channel (no division per element, no Chan merge: partials just add), a warp-shuffle tree, and "
-        "the finish folded in: each block writes its sums, fences, takes a ticket (an atomic counter); "
-        "the channel's last block adds the slices' sums, writes mean, rstd and var, and resets the "
-        "counter. Normalize: 16-byte loads and stores, walking x from its END, which the statistics "
-        "pass read last, so the part of x still in L2 is read from there; its first block updates the "
-        "running statistics (unbiased running variance, momentum, as torch). Four array arguments to "
-        "the first launch (perfkit's launch cost grows with them; the flush queued ahead hides it). "
-        "x is read twice because it does not fit in L2 (every statistic must be complete before any "
-        "y): the goal is the copy bandwidth on 2 reads of x + 1 write of y."
-    )
+        "Two kernels: statistics on a 2-D grid with 16-byte loads and shifted sums (no division "
+        "per element; partials just add), the channel's last block finishing them by an atomic "
+        "ticket, then a normalize that walks x from its end, so the part of x still in L2 is read "
+        "from there.")
 
     def width(self, problem) -> int:
         return C.vec_width(problem.h * problem.w if problem.layout == "NCHW" else problem.c, problem.dtype)
@@ -1253,18 +1232,10 @@ class Nhwc(Ticket):
     rung: ClassVar[int] = 7
     name: ClassVar[str] = "nhwc"
     what: ClassVar[str] = (
-        "Rung 6 for NHWC, one change in its statistics kernel: a block (a tile of channels, 16-byte "
-        "loads along C, x a strip of N*H*W rows in row groups) adds its row groups' per-channel sums "
-        "through shared memory laid out channel-major. Rung 6 put a thread's W channels side by side "
-        "(lane cl at words cl*W..cl*W+W-1), so a warp's 32 stores of one channel slot were W words apart: "
-        "8-way bank conflicts for float16 (8 channels a 16-byte load), 4-way for float32, in every "
-        "level of a log2(row groups) tree with a barrier each. Here lane cl stores channel slot q at "
-        "word q*CT + cl (32 consecutive words: one wavefront), and after ONE barrier one thread per "
-        "channel adds the row groups' values (consecutive words again). The same for the last block's "
-        "finish (the ticket) over the slices' sums. Loads, shifted sums, ticket and the backwards "
-        "normalize are rung 6's. NHWC only: NCHW's blocks hold one channel (a shuffle tree, no "
-        "shared layout to fix), use rung 6 ticket."
-    )
+        "Rung 6 for NHWC with the block's per-channel sums laid out channel-major in shared "
+        "memory: lane cl stores channel slot q at word q*CT + cl, so a warp's stores take one "
+        "wavefront instead of conflicting. After one barrier, one thread per channel adds the row "
+        "groups' values.")
 
     def supports(self, problem):
         if problem.layout != "NHWC":

@@ -500,12 +500,9 @@ class Fused(Variant):
     rung: ClassVar[int] = 2
     name: ClassVar[str] = "fused"
     what: ClassVar[str] = (
-        "One block per row does all the row work in one kernel (four sweeps: mean, variance, "
-        "the two means, dx; shared-memory trees), keeping mean/rstd for dgamma/dbeta: a two-stage "
-        "column reduction (blocks of 32 columns x a chunk of rows, ~8 blocks per SM, write partial "
-        "sums; a small kernel adds them; the old one-thread-per-column kernel ran at 6% occupancy). "
-        "Row sweeps after the first hit L1/L2."
-    )
+        "One block per row does all the row work in one kernel (four sweeps: mean, variance, the "
+        "two means, dx), and dgamma/dbeta come from a two-stage column reduction: blocks of 32 "
+        "columns by a chunk of rows write partial sums that a small kernel adds.")
 
     def supports(self, problem):
         _check_block(self.block)
@@ -864,16 +861,10 @@ class MultiRow(C.MultiRowShape, Variant):
     rung: ClassVar[int] = 5
     name: ClassVar[str] = "multirow"
     what: ClassVar[str] = (
-        "A persistent grid (two blocks per SM), rows_per_block groups of threads_per_row threads, "
-        "each group looping over rows. A row's x and dy go into registers once (vector loads: 4 "
-        "floats or 8 halves when cols allows; no float4 / half2 in Numba: vec_load) and serve the "
-        "statistics (one-pass co-moments, Chan merges) and dx. Every lane owns the same columns "
-        "in every row, so its dgamma / dbeta partials stay in registers across rows and are "
-        "written once; a two-stage column reduction (coalesced 32-column tiles, then a small "
-        "finish) sums the slots. x and dy leave DRAM once (the old version updated partials in "
-        "global memory per row, then summed them one thread per column). Columns past the register "
-        "cache are read again and their partials kept in memory."
-    )
+        "A persistent grid of groups of threads_per_row threads, each looping over rows with the "
+        "row's x and dy loaded once into registers (vector loads) for the statistics and dx. A "
+        "lane owns the same columns in every row, so its dgamma/dbeta partials stay in registers "
+        "and are written once.")
 
     def kernel_params(self, problem) -> tuple[int, int, int, int, int]:
         s = self.shape(problem)
@@ -941,12 +932,9 @@ class Tuned(MultiRow):
     rung: ClassVar[int] = 6
     name: ClassVar[str] = "tuned"
     what: ClassVar[str] = (
-        "Rung 5 at a launch shape chosen by the rule of the forward row ops, drawn from the H100 "
-        "records: enough threads per row that its share fits the register cache (here 8 floats "
-        "per thread for each of x, dy and the two partials), so threads_per_row = cols / 8 rounded "
-        "up to a power of two, 32..512, rows per block filling 256 threads: the whole row of "
-        "4096 columns is read once. search() with a time_fn ranks every legal shape on a GPU."
-    )
+        "Rung 5 at a launch shape chosen like the forward rows': enough threads per row that a "
+        "thread's share fits its registers (8 elements of each of x, dy and the two partials), so "
+        "threads_per_row = cols / 8 rounded up to a power of two (32 to 512).")
 
     def shape(self, problem) -> C.Shape:
         st = C.tuned_shape(problem.cols, problem.dtype, BWD_ARRAYS)
@@ -1107,19 +1095,10 @@ class TwoSum(Variant):
     rung: ClassVar[int] = 7
     name: ClassVar[str] = "twosum"
     what: ClassVar[str] = (
-        "One row per block, a persistent grid, registers capped at 64 (1024 threads an SM). A thread "
-        "holds 8 elements of its row's x and dy (threads per row = cols / 8, 32..1024; 16-byte loads). "
-        "Statistics as two plain all-reduces of two sums each (sum x and sum dy*gamma; then the centred "
-        "sums (x - mean)^2 and (x - mean) dy*gamma from registers): one butterfly of 2 values and one "
-        "barrier pair each, no division and no Chan merge at any shuffle level. dgamma and dbeta "
-        "partials in shared memory (lane-major: no bank conflicts), not registers, which hold instead "
-        "gamma (loaded once for all rows) and the next row's x and dy, loaded before this row's "
-        "reductions: float32 rows up to 8192 columns (float16 spilled with them: it reads gamma per "
-        "row from L1 and loads its row when it needs it). The block's partials are written once and "
-        "summed in two stages in one launch (the second folded into the first by a last-block ticket "
-        "per column tile); rows wider than 5120 columns keep them in the block's row of a global "
-        "workspace (L2)."
-    )
+        "One row per block on a persistent grid, 8 elements of x and dy a thread: the statistics "
+        "are two plain all-reduces of two sums each (no division, no Chan merge), and "
+        "dgamma/dbeta partials move to shared memory where they fit. Registers hold gamma, loaded "
+        "once, and the next row's x and dy instead.")
 
     def kernel_params(self, problem) -> tuple[int, int, int, bool, bool]:
         W = C.vec_width(problem.cols, problem.dtype)
@@ -1333,20 +1312,10 @@ class Packed(TwoSum):
     rung: ClassVar[int] = 8
     name: ClassVar[str] = "packed"
     what: ClassVar[str] = (
-        "float16 by bytes: rung 7 holds 8 elements of x and of dy a thread, 32 bytes each of a float32 row "
-        "but 16 of a float16 one, and its float16 kernel had neither gamma nor the next row in registers "
-        "(they spilled as float32). Here a thread holds 32 bytes of its row whatever the dtype (16 halves: "
-        "threads per row = cols / 16, 32..1024), kept packed as loaded, two halves a 32-bit register: x, "
-        "dy, gamma (loaded once for all rows) and the next row's x and dy (loaded before this row's "
-        "reductions) in 40 registers, with no spills: registers capped at 80 where the partials are in "
-        "shared memory (768 threads an SM; at 64 ptxas spilled gamma), 64 otherwise. Each half is converted "
-        "to float32 where it is used, again in each pass (an opaque cvt: merged conversions held 48 floats "
-        "across the barriers and spilled): both all-reduces, dx and the dgamma/dbeta partials (shared "
-        "memory, lane-major; past 40 KiB of them, i.e. past 4096 columns, the block's row of the global "
-        "workspace) are float32, dx is rounded and stored packed (16-byte stores). Rows not a whole "
-        "number of 16 bytes start unaligned: scalar accesses into the same registers. float16 only, rows "
-        "up to 16384 columns."
-    )
+        "float16 by bytes: a thread holds 32 bytes of its row (16 halves, threads per row = cols "
+        "/ 16) kept packed, two halves a 32-bit register, so x, dy, gamma and the next row fit in "
+        "40 registers. Each half becomes float32 where it is used; dx is stored packed with "
+        "16-byte stores.")
 
     def kernel_params(self, problem) -> tuple[int, int, int, bool, bool]:
         """(G, CHUNK, NC, VEC, SMEM): rung 7's tuple with the chunk of 8 halves as its width and

@@ -342,14 +342,9 @@ class MultiRow(C.MultiRowShape, Variant):
     rung: ClassVar[int] = 4
     name: ClassVar[str] = "multirow"
     what: ClassVar[str] = (
-        "threads_per_row threads per row, rows_per_block rows per block. Each thread loads its "
-        "whole share of the row into registers before using any (all loads in flight), sums the "
-        "squares from registers and writes y from them: x leaves DRAM once (the old version re-read "
-        "the row and read DRAM twice, 138 MB for a 67 MB input on the H100). Vector loads and "
-        "stores (vec_load / vec_store: Numba has no float4 / half2): 4 floats or 8 halves when cols "
-        "allows, a half2 pair, else scalars; gamma too. Rows wider than threads_per_row x 32 floats "
-        "sweep the rest twice, vec loads in flight per trip."
-    )
+        "threads_per_row threads per row and rows_per_block rows per block; each thread loads its "
+        "whole share of the row into registers (vector loads, all in flight) before summing the "
+        "squares. y is written from those registers, so x leaves DRAM once.")
 
     def plan(self, problem, bufs):
         self.supports(problem)
@@ -384,13 +379,9 @@ class Tuned(MultiRow):
     rung: ClassVar[int] = 5
     name: ClassVar[str] = "tuned"
     what: ClassVar[str] = (
-        "Rung 4 at a launch shape chosen by a rule, the one softmax's H100 records favoured "
-        "(not rmsnorm's own): each thread holds 16 elements of its row in registers, so threads_per_row = "
-        "cols / 16 rounded up to a power of two, at least a warp and at most 512; rows per block fill "
-        "256 threads; the widest vector load the width allows (16 bytes: 4 floats or 8 halves). "
-        "Whether the rule suits rmsnorm too is what its records say (the card). "
-        "search() with a time_fn ranks every legal shape by measurement on a GPU."
-    )
+        "Rung 4 at the launch shape of softmax's rule: each thread holds 16 elements of its row "
+        "in registers, so threads_per_row = cols / 16 rounded up to a power of two (32 to 512), "
+        "rows per block fill 256 threads, and loads are the widest vector the width allows.")
 
     def shape(self, problem) -> C.Shape:
         st = C.tuned_shape(problem.cols, problem.dtype)
@@ -458,12 +449,9 @@ class SmemRow(SmemRowShape, Variant):
     name: ClassVar[str] = "smem_row"
     instead = "rung 5 tuned (part of the row in registers, the rest read twice)"
     what: ClassVar[str] = (
-        "One block per row copies its row once into dynamic shared memory (16-byte cp.async, all of a "
-        "thread's copies in flight at once; up to 227 KiB a block) and sweeps it there for the sum of squares "
-        "and the write: "
-        "x leaves DRAM once at any width, with no register cache to size (rung 5 holds at most "
-        "512 x 32 floats of a row and reads the rest of a wider row twice)."
-    )
+        "One block per row copies its row once into dynamic shared memory (16-byte cp.async, all "
+        "in flight at once) and sweeps it there for the sum of squares and the write. x leaves "
+        "DRAM once at any width, with no register cache to size.")
 
     def plan(self, problem, bufs):
         self.supports(problem)
@@ -548,15 +536,10 @@ class Packed(PackedShape, Variant):
     name: ClassVar[str] = "packed"
     instead = "rung 5 tuned"
     what: ClassVar[str] = (
-        "float16 rows by bytes, not elements: rung 5 holds 16 elements a thread (rows up to 8192 "
-        "columns), 64 bytes of a float32 row but 32 of a float16 one, so float16 had half the bytes in "
-        "flight (at 16384 columns it holds 32 halves, but as 32 float registers). Here a thread holds 64 "
-        "bytes of its row whatever the dtype (32 halves: threads_per_row = cols / 32, 32..512), kept "
-        "packed as loaded, two halves a 32-bit register (four 16-byte loads fill 16 registers, the "
-        "float32 row's budget), converted to float32 where used: the sum of squares and the scale are "
-        "float32; gamma comes packed too, y is written packed (16-byte stores). Rows not a whole number "
-        "of 16 bytes start unaligned: scalar loads into the same registers. float16 only."
-    )
+        "float16 rows by bytes, not elements: a thread holds 64 bytes of its row (32 halves, "
+        "threads_per_row = cols / 32) kept packed as loaded, two halves a 32-bit register, the "
+        "float32 row's register budget. The sum of squares and the scale are float32; gamma and y "
+        "stay packed.")
 
     def plan(self, problem, bufs):
         self.supports(problem)
@@ -643,15 +626,10 @@ class Persist(PersistShape, Variant):
     instead = "rung 5 tuned (or rung 6 smem_row)"
     regs = {"float32": 40, "float16": 64}  # float32: no spills at 40 (6 blocks an SM, not 5)
     what: ClassVar[str] = (
-        "Narrow rows on a persistent grid: rung 5 launches a block for every 4 rows of 1024 columns, "
-        "about two waves of 1024 blocks on an H100, each of which loads, waits, reduces, writes and "
-        "exits. Here the grid fills the GPU once (SMs x the blocks an SM holds at the kernel's register "
-        "cap, from the occupancy calculator) and loops over rows, and each group of threads issues the "
-        "loads of its next row into a second set of registers before it reduces and writes the current "
-        "one: the next row's DRAM latency hides behind this row's work. A thread holds 32 bytes of its "
-        "row (8 floats or 16 halves, 16-byte loads), so rows up to 4096 float32 or 8192 float16 "
-        "columns; wider ones are refused. "
-    )
+        "A persistent grid, filling the GPU once, loops over narrow rows: each group of threads "
+        "loads its next row into spare registers before it reduces and writes this one, hiding "
+        "that row's DRAM latency. A thread holds 32 bytes of its row, so rows up to 4096 float32 "
+        "or 8192 float16 columns.")
 
     def plan(self, problem, bufs):
         self.supports(problem)

@@ -163,11 +163,9 @@ class Naive(Variant):
     rung: ClassVar[int] = 1
     name: ClassVar[str] = "naive"
     what: ClassVar[str] = (
-        "One thread per row and one kernel per pass: row max, sum of exp(x - max), write. "
-        "Statistics go through global temporaries, x is read three times, and neighbouring "
-        "threads read addresses a whole row apart (uncoalesced: 32 sectors per warp load). "
-        "With few rows most of the GPU idles: no parallelism inside a row."
-    )
+        "One thread per row and one kernel per pass (max, sum of exp(x - max), write), statistics "
+        "through global temporaries: x is read three times. Neighbouring threads read addresses a "
+        "row apart, so no load coalesces.")
 
     def workspace(self, problem):
         return {"row_max": ((problem.rows,), "float32"), "row_sum": ((problem.rows,), "float32")}
@@ -429,17 +427,10 @@ class MultiRow(C.MultiRowShape, Variant):
     rung: ClassVar[int] = 5
     name: ClassVar[str] = "multirow"
     what: ClassVar[str] = (
-        "A group of threads_per_row threads per row and rows_per_block rows per block (narrow "
-        "rows no longer leave most of a block idle). Each thread loads its whole share of the row "
-        "into registers before using any of it (all loads in flight: Little's law), computes the "
-        "max and the sum from registers, keeping exp(x - its max) there (one exp per element, "
-        "rescaled once by the row's max at the write), and writes y from them: x leaves DRAM once (the old version "
-        "re-read the row for the write and, with many rows in flight, read DRAM twice: 135 MB for "
-        "a 67 MB input on the H100). Loads and stores are vectors (no float4 / half2 in Numba: "
-        "the vec_load / vec_store intrinsics): 4 floats or 8 halves (16 bytes) when cols allows, a "
-        "half2 pair, else scalars. Rows wider than threads_per_row x 32 floats keep the first "
-        "part in registers and sweep the rest twice, vec vector loads in flight per trip."
-    )
+        "threads_per_row threads per row and rows_per_block rows per block, so narrow rows keep a "
+        "block busy; each thread loads its whole share of the row into registers (vector loads, "
+        "all in flight) before using any. Max, sum and exp(x - max) stay there, so x leaves DRAM "
+        "once.")
 
     def plan(self, problem, bufs):
         self.supports(problem)
@@ -474,16 +465,9 @@ class Tuned(MultiRow):
     rung: ClassVar[int] = 6
     name: ClassVar[str] = "tuned"
     what: ClassVar[str] = (
-        "Rung 5 at a launch shape chosen by a rule drawn from the first H100 records (commit 7c7b2e0): "
-        "each thread holds 16 elements of its row in registers (the configuration that won at 4096x4096 "
-        "fp32, 256 threads x 16 floats, read x from DRAM once in Nsight Compute where 32 threads x 128 "
-        "floats read it twice), so threads_per_row = cols / 16 rounded up to a power of two, at least a "
-        "warp and at most 512 (rows of 1024 threads lost where measured, at width 16384); rows per "
-        "block fill 256 threads; the widest "
-        "vector load the width allows (16 bytes: 4 floats or 8 halves). Holding 16 floats, a thread "
-        "takes 36-48 registers on sm_90 at width 4096 (62-75% theoretical occupancy; the old rung 48-56). "
-        "search() with a time_fn ranks every legal shape by measurement on a GPU."
-    )
+        "Rung 5 at a launch shape chosen by a rule: each thread holds 16 elements of its row in "
+        "registers, so threads_per_row = cols / 16 rounded up to a power of two (32 to 512), rows "
+        "per block fill 256 threads, and loads are the widest vector the width allows.")
 
     def shape(self, problem) -> C.Shape:
         st = C.tuned_shape(problem.cols, problem.dtype)
@@ -556,12 +540,9 @@ class SmemRow(SmemRowShape, Variant):
     name: ClassVar[str] = "smem_row"
     instead = "rung 6 tuned (part of the row in registers, the rest read twice)"
     what: ClassVar[str] = (
-        "One block per row copies its row once into dynamic shared memory (16-byte cp.async, all of a "
-        "thread's copies in flight at once; up to 227 KiB a block) and sweeps it there for the max, "
-        "the sum and the write: "
-        "x leaves DRAM once at any width, with no register cache to size (rung 6 holds at most "
-        "512 x 32 floats of a row and reads the rest of a wider row twice)."
-    )
+        "One block per row copies its row once into dynamic shared memory (16-byte cp.async, all "
+        "in flight at once) and sweeps it there for the max, the sum and the write. x leaves DRAM "
+        "once at any width, with no register cache to size.")
 
     def plan(self, problem, bufs):
         self.supports(problem)
@@ -660,16 +641,10 @@ class Packed(PackedShape, Variant):
     name: ClassVar[str] = "packed"
     instead = "rung 6 tuned"
     what: ClassVar[str] = (
-        "float16 rows by bytes, not elements: rung 6 holds 16 elements a thread (rows up to 8192 "
-        "columns), 64 bytes of a float32 row but 32 of a float16 one, so float16 had half the bytes in "
-        "flight (at 16384 columns it holds 32 halves, but as 32 float registers). Here a thread holds 64 "
-        "bytes of its row whatever the dtype (32 halves: threads_per_row = cols / 32, 32..512), kept "
-        "packed as loaded, two halves a 32-bit register (four 16-byte loads fill 16 registers, the "
-        "float32 row's budget; unpacked they would take 32 and halve the blocks an SM holds), and "
-        "converted to float32 where used: max, sum and the scale stay float32. exp(x - max) goes back "
-        "into the registers packed, and y is written packed (16-byte stores). Rows not a whole number "
-        "of 16 bytes start unaligned: scalar loads into the same registers. float16 only."
-    )
+        "float16 rows by bytes, not elements: a thread holds 64 bytes of its row (32 halves, "
+        "threads_per_row = cols / 32) kept packed as loaded, two halves a 32-bit register, the "
+        "float32 row's register budget. Max, sum and the scale are float32; exp(x - max) and y "
+        "stay packed.")
 
     def plan(self, problem, bufs):
         self.supports(problem)
@@ -762,15 +737,10 @@ class Persist(PersistShape, Variant):
     name: ClassVar[str] = "persist"
     instead = "rung 6 tuned (or rung 7 smem_row)"
     what: ClassVar[str] = (
-        "Narrow rows on a persistent grid: rung 6 launches a block for every 4 rows of 1024 columns, "
-        "about two waves of 1024 blocks on an H100, each of which loads, waits, reduces, writes and "
-        "exits. Here the grid fills the GPU once (SMs x the blocks an SM holds at the kernel's register "
-        "cap, from the occupancy calculator) and loops over rows, and each group of threads issues the "
-        "loads of its next row into a second set of registers before it reduces and writes the current "
-        "one: the next row's DRAM latency hides behind this row's work. A thread holds 32 bytes of its "
-        "row (8 floats or 16 halves, 16-byte loads), so rows up to 4096 float32 or 8192 float16 "
-        "columns; wider ones are refused."
-    )
+        "A persistent grid, filling the GPU once, loops over narrow rows: each group of threads "
+        "loads its next row into spare registers before it reduces and writes this one, hiding "
+        "that row's DRAM latency. A thread holds 32 bytes of its row, so rows up to 4096 float32 "
+        "or 8192 float16 columns.")
 
     def plan(self, problem, bufs):
         self.supports(problem)

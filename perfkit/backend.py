@@ -45,7 +45,8 @@ def probe_gpu() -> tuple[bool, str]:
         if err != driver.CUresult.CUDA_SUCCESS or count == 0:
             return False, "the driver reports no CUDA device"
     except Exception as exc:  # libcuda.so absent: cuda.bindings raises on first call
-        return False, f"CUDA driver unavailable ({exc.__class__.__name__}: {exc})"
+        first = str(exc).split(". ")[0]  # the banner prints once per notebook: the cause, not the advice
+        return False, f"CUDA driver unavailable ({exc.__class__.__name__}: {first})"
     return True, ""
 
 

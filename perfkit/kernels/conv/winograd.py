@@ -650,14 +650,14 @@ class WinogradF4(WinogradTiled):
         if (p.r, p.s) != (3, 3):
             raise UnsupportedProblem(
                 f"{self.label}: F(4x4, 3x3) takes 3x3 filters at stride 1 (its transforms are built for a 3x3 "
-                f"filter); got {p.r}x{p.s}: use igemm_regblock (rung 6), or in float16 NHWC the tensor-core "
-                "rungs (tc_cp_async and up)")
+                f"filter); got {p.r}x{p.s}: use igemm_regblock (rung 6), or in float16 NHWC with c a multiple "
+                "of 8 the tensor-core rungs (tc_cp_async and up)")
         if p.stride != 1:
             raise UnsupportedProblem(
                 f"{self.label}: F(4x4, 3x3) takes 3x3 filters at stride 1; at stride {p.stride} the 4x4 output "
                 "tile's overlapping 6x6 input tiles no longer cover the output, and 3 of 4 outputs would be "
-                "computed to be thrown away: use igemm_regblock (rung 6), or in float16 NHWC the tensor-core "
-                "rungs (tc_cp_async and up)")
+                "computed to be thrown away: use igemm_regblock (rung 6), or in float16 NHWC with c a multiple "
+                "of 8 the tensor-core rungs (tc_cp_async and up)")
         nt = self.threads()
         if (self.BK * self.BM // 4) % nt or (self.BK * self.BN // 4) % nt:
             raise UnsupportedProblem(f"{self.label}: the {self.BK}x{self.BM} and {self.BK}x{self.BN} tiles must split "

@@ -41,6 +41,13 @@ SIM_KIND = "sim"
 ALLOWED_FAILURES = 1
 #: the environment variable that pins a worker's units to one local GPU
 GPU_INDEX_ENV = "PERFKIT_GPU_INDEX"
+#: Dask settings of the clusters perfkit starts (given to their workers by the nannies).  Dask's
+#: statistical profiler samples a worker's task thread every 10 ms and walks its whole stack with
+#: the GIL held: on the deep stacks of a Numba compile or a torch trace that made a task about 3x
+#: slower (tracing gpt2 in a worker: 9.2 s with it, 2.8 s without).  A unit's own time is in its
+#: child process, which the profiler never saw; the dashboard's Profile page is what is lost.
+CLUSTER_CONFIG = {"distributed.scheduler.allowed-failures": ALLOWED_FAILURES,
+                  "distributed.worker.profile.enabled": False}
 SPEC_FORMS = ("local-sim:N", "local-cuda", "tcp://HOST:PORT", "scheduler-file:PATH", "slurm:K=V,...", "k8s:NAME")
 
 
@@ -172,33 +179,94 @@ def _scheduler_options() -> dict:
     return {"dashboard_address": ":0" if importlib.util.find_spec("bokeh") else None}
 
 
+def _start(form: str, arg: str, dd):
+    """The cluster ``connect`` starts for ``form`` (None for a running one it only connects to)."""
+    if form == "local-sim":
+        return dd.LocalCluster(n_workers=int(arg), threads_per_worker=1, processes=True,
+                               resources={**gpu_resources(SIM_KIND), **CPU_RESOURCES},
+                               env={"PERFKIT_BACKEND": "sim", "PERFKIT_QUIET_BACKEND": "1"}, **_scheduler_options())
+    if form == "local-cuda":
+        gpus = local_gpus()
+        if not gpus:
+            raise ClusterError("local-cuda: no GPU here (NVML finds none); local-sim:N runs the simulator")
+        workers = {f"gpu{i}-{key}": {"cls": dd.Nanny, "options": {
+            "nthreads": 1, "resources": gpu_resources(key), "env": {GPU_INDEX_ENV: str(i)}}} for i, key in gpus}
+        return dd.SpecCluster(workers=workers, scheduler={"cls": dd.Scheduler, "options": _scheduler_options()})
+    if form == "slurm":
+        cluster = slurm_cluster(arg)
+        cluster.scale(jobs=int(_options(arg, SLURM_OPTIONS, "slurm").get("jobs", 1)))
+        return cluster
+    if form == "k8s":
+        from dask_kubernetes.operator import KubeCluster
+
+        return KubeCluster(custom_cluster_spec=k8s_spec(arg))
+    return None
+
+
+#: the forms a Pool keeps: clusters of this machine's processes, nothing submitted anywhere
+POOLED_FORMS = ("local-sim", "local-cuda")
+_active_pool: "Pool | None" = None
+
+
+class Pool:
+    """Local clusters kept between ``connect`` calls: inside ``with pool.active():`` a
+    ``connect("local-sim:N")`` (or ``local-cuda``) takes the pool's cluster for that spec,
+    starting it the first time, and leaves it running; ``pool.close()`` (or the end of
+    ``with Pool() as pool``) closes them.  Other specs, and a connect outside ``active()``,
+    start and close their own cluster as always.
+
+    For a session of many short runs (the tests, a notebook): each start costs seconds (the
+    worker processes, then perfkit, Numba or torch imported in each).  A kept cluster's workers
+    have run the earlier runs' tasks (their imports, caches, a worker restarted after a kill):
+    a run that needs fresh worker processes connects outside ``active()``, and one that kills a
+    worker drops the cluster after it (``drop``)."""
+
+    def __init__(self):
+        self.clusters: dict[str, object] = {}
+
+    @contextlib.contextmanager
+    def active(self):
+        global _active_pool
+        before, _active_pool = _active_pool, self
+        try:
+            yield self
+        finally:
+            _active_pool = before
+
+    def drop(self, spec: str) -> None:
+        """Close the pool's cluster for ``spec`` (if any): the next connect starts a fresh one."""
+        cluster = self.clusters.pop(spec, None)
+        if cluster is not None:
+            cluster.close()
+
+    def close(self) -> None:
+        while self.clusters:
+            self.clusters.popitem()[1].close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
 @contextlib.contextmanager
 def connect(spec: str):
-    """A Dask ``Client`` on the cluster ``spec`` names (closed, with any cluster it started, at the end)."""
+    """A Dask ``Client`` on the cluster ``spec`` names (closed, with any cluster it started, at
+    the end; a cluster of an active :class:`Pool` is left running)."""
     form, arg = parse(spec)
     dd = distributed()
     import dask
 
-    with dask.config.set({"distributed.scheduler.allowed-failures": ALLOWED_FAILURES}):
-        cluster = None
-        if form == "local-sim":
-            cluster = dd.LocalCluster(n_workers=int(arg), threads_per_worker=1, processes=True,
-                                      resources={**gpu_resources(SIM_KIND), **CPU_RESOURCES},
-                                      env={"PERFKIT_BACKEND": "sim", "PERFKIT_QUIET_BACKEND": "1"}, **_scheduler_options())
-        elif form == "local-cuda":
-            gpus = local_gpus()
-            if not gpus:
-                raise ClusterError("local-cuda: no GPU here (NVML finds none); local-sim:N runs the simulator")
-            workers = {f"gpu{i}-{key}": {"cls": dd.Nanny, "options": {
-                "nthreads": 1, "resources": gpu_resources(key), "env": {GPU_INDEX_ENV: str(i)}}} for i, key in gpus}
-            cluster = dd.SpecCluster(workers=workers, scheduler={"cls": dd.Scheduler, "options": _scheduler_options()})
-        elif form == "slurm":
-            cluster = slurm_cluster(arg)
-            cluster.scale(jobs=int(_options(arg, SLURM_OPTIONS, "slurm").get("jobs", 1)))
-        elif form == "k8s":
-            from dask_kubernetes.operator import KubeCluster
-
-            cluster = KubeCluster(custom_cluster_spec=k8s_spec(arg))
+    with dask.config.set(CLUSTER_CONFIG):
+        pool = _active_pool if form in POOLED_FORMS else None
+        if pool is not None:
+            if spec not in pool.clusters:
+                pool.clusters[spec] = _start(form, arg, dd)
+            cluster, owned = pool.clusters[spec], False
+        else:
+            cluster = _start(form, arg, dd)
+            owned = cluster is not None
         try:
             if cluster is not None:
                 client = dd.Client(cluster)
@@ -211,7 +279,7 @@ def connect(spec: str):
             finally:
                 client.close()
         finally:
-            if cluster is not None:
+            if owned:
                 cluster.close()
 
 

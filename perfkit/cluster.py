@@ -23,6 +23,10 @@ A GPU worker advertises the resources ``GPU=1`` and ``kind-<key>=1`` (its device
 of the unit's child before the child starts (Numba reads it when its driver starts).  Under Slurm
 the job's own ``CUDA_VISIBLE_DEVICES`` is kept.
 
+A :class:`Pool` keeps the local clusters (``local-sim:N``, ``local-cuda``) between ``connect``
+calls, for a session of many short runs (tests, a notebook); without one every ``connect`` starts
+and closes its own.
+
 Dask is imported only here and only when a cluster is asked for: ``import perfkit`` never loads it.
 """
 from __future__ import annotations
@@ -41,7 +45,8 @@ SIM_KIND = "sim"
 ALLOWED_FAILURES = 1
 #: the environment variable that pins a worker's units to one local GPU
 GPU_INDEX_ENV = "PERFKIT_GPU_INDEX"
-#: Dask settings of the clusters perfkit starts (given to their workers by the nannies).  Dask's
+#: Dask settings of the clusters ``connect`` starts here (local ones: their nannies give them to
+#: their workers; a worker started elsewhere keeps its own Dask config).  Dask's
 #: statistical profiler samples a worker's task thread every 10 ms and walks its whole stack with
 #: the GIL held: on the deep stacks of a Numba compile or a torch trace that made a task about 3x
 #: slower (tracing gpt2 in a worker: 9.2 s with it, 2.8 s without).  A unit's own time is in its
@@ -179,12 +184,25 @@ def _scheduler_options() -> dict:
     return {"dashboard_address": ":0" if importlib.util.find_spec("bokeh") else None}
 
 
+def local_sim(n: int, processes: bool = True):
+    """``local-sim:N``'s cluster: N simulator workers of one thread each, labelled GPU kind ``sim``
+    and CPU.  ``processes=False`` makes them threads of this process, with its backend and its
+    imports: only for work that needs no process of its own (a test tracing networks, where a
+    worker process would import torch a second time); a unit's child process is isolation enough
+    for the recorder, but a task that edits ``os.environ`` (refresh_target) needs processes."""
+    import dask
+
+    dd = distributed()
+    env = {"env": {"PERFKIT_BACKEND": "sim", "PERFKIT_QUIET_BACKEND": "1"}} if processes else {}
+    with dask.config.set(CLUSTER_CONFIG):
+        return dd.LocalCluster(n_workers=n, threads_per_worker=1, processes=processes,
+                               resources={**gpu_resources(SIM_KIND), **CPU_RESOURCES}, **env, **_scheduler_options())
+
+
 def _start(form: str, arg: str, dd):
     """The cluster ``connect`` starts for ``form`` (None for a running one it only connects to)."""
     if form == "local-sim":
-        return dd.LocalCluster(n_workers=int(arg), threads_per_worker=1, processes=True,
-                               resources={**gpu_resources(SIM_KIND), **CPU_RESOURCES},
-                               env={"PERFKIT_BACKEND": "sim", "PERFKIT_QUIET_BACKEND": "1"}, **_scheduler_options())
+        return local_sim(int(arg))
     if form == "local-cuda":
         gpus = local_gpus()
         if not gpus:
@@ -232,6 +250,11 @@ class Pool:
             yield self
         finally:
             _active_pool = before
+
+    def keep(self, spec: str, cluster) -> None:
+        """Use ``cluster`` for ``spec`` from now on (a test's ``local_sim(1, processes=False)``)."""
+        self.drop(spec)
+        self.clusters[spec] = cluster
 
     def drop(self, spec: str) -> None:
         """Close the pool's cluster for ``spec`` (if any): the next connect starts a fresh one."""

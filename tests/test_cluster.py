@@ -203,9 +203,12 @@ def test_autotune_compiles_candidates_on_a_clusters_executor(kept):
 
 def test_workload_of_several_networks_one_task_each_on_a_cluster(tmp_path, capsys, kept):
     """perfkit workload NET NET --cluster local-sim:1: one network a task, the tables printed here
-    in the order given, a CSV per network, the same tables as one at a time here."""
+    in the order given, a CSV per network, the same tables as one at a time here.  The worker is a
+    thread of this process (tracing needs no process of its own; a worker process would import
+    torch, and the torch._dynamo its meta kernels load, a second time: about 6 s of the test)."""
     from perfkit.cli import main
 
+    kept.keep("local-sim:1", cluster.local_sim(1, processes=False))
     argv = ["workload", "gpt2", "bert-base", "--batch", "1", "--seq", "8", "--out", str(tmp_path / "w.csv")]
     assert main(argv + ["--cluster", "local-sim:1"]) == 0  # one worker: torch imported once
     there = capsys.readouterr().out

@@ -23,6 +23,10 @@ A GPU worker advertises the resources ``GPU=1`` and ``kind-<key>=1`` (its device
 of the unit's child before the child starts (Numba reads it when its driver starts).  Under Slurm
 the job's own ``CUDA_VISIBLE_DEVICES`` is kept.
 
+A :class:`Pool` keeps the local clusters (``local-sim:N``, ``local-cuda``) between ``connect``
+calls, for a session of many short runs (tests, a notebook); without one every ``connect`` starts
+and closes its own.
+
 Dask is imported only here and only when a cluster is asked for: ``import perfkit`` never loads it.
 """
 from __future__ import annotations
@@ -41,6 +45,14 @@ SIM_KIND = "sim"
 ALLOWED_FAILURES = 1
 #: the environment variable that pins a worker's units to one local GPU
 GPU_INDEX_ENV = "PERFKIT_GPU_INDEX"
+#: Dask settings of the clusters ``connect`` starts here (local ones: their nannies give them to
+#: their workers; a worker started elsewhere keeps its own Dask config).  Dask's
+#: statistical profiler samples a worker's task thread every 10 ms and walks its whole stack with
+#: the GIL held: on the deep stacks of a Numba compile or a torch trace that made a task about 3x
+#: slower (tracing gpt2 in a worker: 9.2 s with it, 2.8 s without).  A unit's own time is in its
+#: child process, which the profiler never saw; the dashboard's Profile page is what is lost.
+CLUSTER_CONFIG = {"distributed.scheduler.allowed-failures": ALLOWED_FAILURES,
+                  "distributed.worker.profile.enabled": False}
 SPEC_FORMS = ("local-sim:N", "local-cuda", "tcp://HOST:PORT", "scheduler-file:PATH", "slurm:K=V,...", "k8s:NAME")
 
 
@@ -172,33 +184,112 @@ def _scheduler_options() -> dict:
     return {"dashboard_address": ":0" if importlib.util.find_spec("bokeh") else None}
 
 
+def local_sim(n: int, processes: bool = True):
+    """``local-sim:N``'s cluster: N simulator workers of one thread each, labelled GPU kind ``sim``
+    and CPU.  ``processes=False`` makes them threads of this process, with its backend and its
+    imports: only for work that needs no process of its own (a test tracing networks, where a
+    worker process would import torch a second time); a unit's child process is isolation enough
+    for the recorder, but a task that edits ``os.environ`` (refresh_target) needs processes."""
+    import dask
+
+    dd = distributed()
+    env = {"env": {"PERFKIT_BACKEND": "sim", "PERFKIT_QUIET_BACKEND": "1"}} if processes else {}
+    with dask.config.set(CLUSTER_CONFIG):
+        return dd.LocalCluster(n_workers=n, threads_per_worker=1, processes=processes,
+                               resources={**gpu_resources(SIM_KIND), **CPU_RESOURCES}, **env, **_scheduler_options())
+
+
+def _start(form: str, arg: str, dd):
+    """The cluster ``connect`` starts for ``form`` (None for a running one it only connects to)."""
+    if form == "local-sim":
+        return local_sim(int(arg))
+    if form == "local-cuda":
+        gpus = local_gpus()
+        if not gpus:
+            raise ClusterError("local-cuda: no GPU here (NVML finds none); local-sim:N runs the simulator")
+        workers = {f"gpu{i}-{key}": {"cls": dd.Nanny, "options": {
+            "nthreads": 1, "resources": gpu_resources(key), "env": {GPU_INDEX_ENV: str(i)}}} for i, key in gpus}
+        return dd.SpecCluster(workers=workers, scheduler={"cls": dd.Scheduler, "options": _scheduler_options()})
+    if form == "slurm":
+        cluster = slurm_cluster(arg)
+        cluster.scale(jobs=int(_options(arg, SLURM_OPTIONS, "slurm").get("jobs", 1)))
+        return cluster
+    if form == "k8s":
+        from dask_kubernetes.operator import KubeCluster
+
+        return KubeCluster(custom_cluster_spec=k8s_spec(arg))
+    return None
+
+
+#: the forms a Pool keeps: clusters of this machine's processes, nothing submitted anywhere
+POOLED_FORMS = ("local-sim", "local-cuda")
+_active_pool: "Pool | None" = None
+
+
+class Pool:
+    """Local clusters kept between ``connect`` calls: inside ``with pool.active():`` a
+    ``connect("local-sim:N")`` (or ``local-cuda``) takes the pool's cluster for that spec,
+    starting it the first time, and leaves it running; ``pool.close()`` (or the end of
+    ``with Pool() as pool``) closes them.  Other specs, and a connect outside ``active()``,
+    start and close their own cluster as always.
+
+    For a session of many short runs (the tests, a notebook): each start costs seconds (the
+    worker processes, then perfkit, Numba or torch imported in each).  A kept cluster's workers
+    have run the earlier runs' tasks (their imports, caches, a worker restarted after a kill):
+    a run that needs fresh worker processes connects outside ``active()``, and one that kills a
+    worker drops the cluster after it (``drop``)."""
+
+    def __init__(self):
+        self.clusters: dict[str, object] = {}
+
+    @contextlib.contextmanager
+    def active(self):
+        global _active_pool
+        before, _active_pool = _active_pool, self
+        try:
+            yield self
+        finally:
+            _active_pool = before
+
+    def keep(self, spec: str, cluster) -> None:
+        """Use ``cluster`` for ``spec`` from now on (a test's ``local_sim(1, processes=False)``)."""
+        self.drop(spec)
+        self.clusters[spec] = cluster
+
+    def drop(self, spec: str) -> None:
+        """Close the pool's cluster for ``spec`` (if any): the next connect starts a fresh one."""
+        cluster = self.clusters.pop(spec, None)
+        if cluster is not None:
+            cluster.close()
+
+    def close(self) -> None:
+        while self.clusters:
+            self.clusters.popitem()[1].close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
 @contextlib.contextmanager
 def connect(spec: str):
-    """A Dask ``Client`` on the cluster ``spec`` names (closed, with any cluster it started, at the end)."""
+    """A Dask ``Client`` on the cluster ``spec`` names (closed, with any cluster it started, at
+    the end; a cluster of an active :class:`Pool` is left running)."""
     form, arg = parse(spec)
     dd = distributed()
     import dask
 
-    with dask.config.set({"distributed.scheduler.allowed-failures": ALLOWED_FAILURES}):
-        cluster = None
-        if form == "local-sim":
-            cluster = dd.LocalCluster(n_workers=int(arg), threads_per_worker=1, processes=True,
-                                      resources={**gpu_resources(SIM_KIND), **CPU_RESOURCES},
-                                      env={"PERFKIT_BACKEND": "sim", "PERFKIT_QUIET_BACKEND": "1"}, **_scheduler_options())
-        elif form == "local-cuda":
-            gpus = local_gpus()
-            if not gpus:
-                raise ClusterError("local-cuda: no GPU here (NVML finds none); local-sim:N runs the simulator")
-            workers = {f"gpu{i}-{key}": {"cls": dd.Nanny, "options": {
-                "nthreads": 1, "resources": gpu_resources(key), "env": {GPU_INDEX_ENV: str(i)}}} for i, key in gpus}
-            cluster = dd.SpecCluster(workers=workers, scheduler={"cls": dd.Scheduler, "options": _scheduler_options()})
-        elif form == "slurm":
-            cluster = slurm_cluster(arg)
-            cluster.scale(jobs=int(_options(arg, SLURM_OPTIONS, "slurm").get("jobs", 1)))
-        elif form == "k8s":
-            from dask_kubernetes.operator import KubeCluster
-
-            cluster = KubeCluster(custom_cluster_spec=k8s_spec(arg))
+    with dask.config.set(CLUSTER_CONFIG):
+        pool = _active_pool if form in POOLED_FORMS else None
+        if pool is not None:
+            if spec not in pool.clusters:
+                pool.clusters[spec] = _start(form, arg, dd)
+            cluster, owned = pool.clusters[spec], False
+        else:
+            cluster = _start(form, arg, dd)
+            owned = cluster is not None
         try:
             if cluster is not None:
                 client = dd.Client(cluster)
@@ -211,7 +302,7 @@ def connect(spec: str):
             finally:
                 client.close()
         finally:
-            if cluster is not None:
+            if owned:
                 cluster.close()
 
 

@@ -24,6 +24,20 @@ ROOT = Path(__file__).resolve().parent.parent
 sim_only = pytest.mark.skipif(not backend.is_simulator(), reason="local-sim runs the simulator's rehearsal path")
 
 
+@pytest.fixture(scope="module")
+def _pool():
+    with cluster.Pool() as pool:
+        yield pool
+
+
+@pytest.fixture
+def kept(_pool):
+    """The module's local clusters, kept between its tests (cluster.Pool: a start and the imports
+    in its workers cost seconds); the worker-kill test, last, drops the one whose worker it kills."""
+    with _pool.active():
+        yield _pool
+
+
 def _alive(pid: int) -> bool:
     for _ in range(40):  # a killed orphan is reaped by init a moment later
         try:
@@ -96,7 +110,7 @@ def test_perfkit_worker_starts_one_worker_per_gpu_pinned_and_cpu_workers(capsys)
 
 
 @sim_only
-def test_a_local_sim_sweep_brings_every_record_home_once_reports_a_missing_kind_and_resumes(tmp_path):
+def test_a_local_sim_sweep_brings_every_record_home_once_reports_a_missing_kind_and_resumes(tmp_path, kept):
     """local-sim:2, two ops units at tiny shapes on kind ``sim`` and a kind no worker has: the
     missing kind is reported (not waited on), the records come back simulated, one per rung; a
     second call skips every unit and writes nothing new."""
@@ -131,51 +145,7 @@ def test_a_local_sim_sweep_brings_every_record_home_once_reports_a_missing_kind_
 
 
 @sim_only
-def test_a_worker_killed_mid_unit_loses_nothing_duplicates_nothing_and_leaves_no_process(tmp_path):
-    """The worker running a unit is SIGKILLed mid-unit: its nanny starts it again, the scheduler
-    reruns the unit once, the rerun kills the dead worker's unit group first (its grandchild too),
-    and every unit finishes exactly once with every record once."""
-    import argparse
-
-    from perfkit.kernels import registry
-    from perfkit.record import plan
-
-    softmax = registry.module("softmax")
-    ops = Unit("ops-softmax", "ops", 120, items=[plan.item("softmax", softmax, softmax.EXAMPLE_PROBLEM,
-                                                           softmax.LADDER[0], True)])
-    slow = Unit("slow", "rehearsal", 120, "sleeps with a grandchild", extra={"sleep": 6})
-    work = tmp_path / "work"
-    args = argparse.Namespace(out=str(tmp_path / "out"), plan="quick", tiny=True, cluster="local-sim:2",
-                              commit_id="abc1234", budget_s=300, force=False)
-    killed = {}
-
-    def kill_the_slow_units_worker(client, futures):
-        deadline = time.monotonic() + 90
-        while not list(work.glob("sim/slow/*/rehearsal-kill.pids")) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        [pids_file] = list(work.glob("sim/slow/*/rehearsal-kill.pids"))
-        killed["pids"] = [int(p) for p in pids_file.read_text().split()]
-        [addr] = [a for a, keys in client.processing().items() if any("slow" in str(k) for k in keys)]
-        pid = client.run(os.getpid, workers=[addr])[addr]
-        os.kill(pid, signal.SIGKILL)
-        killed["worker"] = pid
-        time.sleep(1.0)
-        client.wait_for_workers(2, timeout=60)  # its nanny starts it again
-        killed["back"] = pid not in client.run(os.getpid).values()
-
-    assert fleet.run(args, [slow, ops], ["sim"], work_root=str(work), on_submit=kill_the_slow_units_worker) == 0
-    rows = json.loads((tmp_path / "out" / "fleet_status.json").read_text())["rows"]
-    assert sorted((r["unit"], r["status"]) for r in rows) == [("ops-softmax", "done"), ("slow", "done")]
-    assert len(list(work.glob("sim/slow/*/"))) == 2  # the killed attempt and the rerun
-    assert killed["back"]
-    assert killed["pids"] and not any(_alive(p) for p in killed["pids"])  # the first attempt's group is gone
-    recs = list((tmp_path / "out" / "results").glob("*/*/*.json"))
-    assert len(recs) == 1 and json.loads(recs[0].read_text())["variant"] == "oracle"
-    assert not list((work / "groups").glob("*.json"))  # no unit group left noted on the host
-
-
-@sim_only
-def test_static_refresh_on_a_cluster_writes_the_store_here(tmp_path, monkeypatch):
+def test_static_refresh_on_a_cluster_writes_the_store_here(tmp_path, monkeypatch, kept):
     """The static refresh with --cluster local-sim:2 on saxpy's builds (no estimates: seconds, not
     minutes): one target a task on the workers, the entries written by this process into its
     store, a build entry for every target, each answer equal to the shipped store's (but for
@@ -208,7 +178,7 @@ def test_static_refresh_on_a_cluster_writes_the_store_here(tmp_path, monkeypatch
 
 
 @sim_only
-def test_autotune_compiles_candidates_on_a_clusters_executor():
+def test_autotune_compiles_candidates_on_a_clusters_executor(kept):
     """search_gemm with a Dask executor: the same survivors, registers and estimates as in this
     process; search_norm times its shapes through it."""
     from perfkit import autotune
@@ -218,6 +188,7 @@ def test_autotune_compiles_candidates_on_a_clusters_executor():
     p = gemm.EXAMPLE_PROBLEM  # builds from the static store (notebook 02 autotunes these): no compile
     cands = [gemm.search_space()[0], gemm.WarpTile(LR=3), gemm.WarpTile(BM=64, BN=64, BK=16, TM=4, TN=4, LR=8)]
     with cluster.connect("local-sim:2") as client:
+        assert client.scheduler.address == kept.clusters["local-sim:2"].scheduler_address  # kept, not started anew
         ex = client.get_executor(resources=cluster.CPU_RESOURCES)
         there = autotune.search_gemm(p, cands, cc=(9, 0), keep=1, executor=ex)
         q = softmax.Problem(64, 1000)
@@ -230,11 +201,14 @@ def test_autotune_compiles_candidates_on_a_clusters_executor():
     assert [(repr(c.variant), c.seconds) for c in timed] == [(repr(c.variant), c.seconds) for c in local]
 
 
-def test_workload_of_several_networks_one_task_each_on_a_cluster(tmp_path, capsys):
+def test_workload_of_several_networks_one_task_each_on_a_cluster(tmp_path, capsys, kept):
     """perfkit workload NET NET --cluster local-sim:1: one network a task, the tables printed here
-    in the order given, a CSV per network, the same tables as one at a time here."""
+    in the order given, a CSV per network, the same tables as one at a time here.  The worker is a
+    thread of this process (tracing needs no process of its own; a worker process would import
+    torch, and the torch._dynamo its meta kernels load, a second time: about 6 s of the test)."""
     from perfkit.cli import main
 
+    kept.keep("local-sim:1", cluster.local_sim(1, processes=False))
     argv = ["workload", "gpt2", "bert-base", "--batch", "1", "--seq", "8", "--out", str(tmp_path / "w.csv")]
     assert main(argv + ["--cluster", "local-sim:1"]) == 0  # one worker: torch imported once
     there = capsys.readouterr().out
@@ -258,3 +232,52 @@ def test_workload_of_several_networks_one_task_each_on_a_cluster(tmp_path, capsy
         differ = [(x, y) for x, y in zip(a, b) if x != y]  # on a failure the first few, not 70 KB
         assert a == b, f"{name}: {len(differ)} kernel rows differ (cluster, here): {differ[:3]}"
     assert main(["workload", "gpt2", "--cluster", "local-sim:1", "--measure"]) == 2
+
+
+@sim_only
+def test_a_worker_killed_mid_unit_loses_nothing_duplicates_nothing_and_leaves_no_process(tmp_path, kept):
+    """The worker running a unit is SIGKILLed mid-unit: its nanny starts it again, the scheduler
+    reruns the unit once, the rerun kills the dead worker's unit group first (its grandchild too),
+    and every unit finishes exactly once with every record once.  Last in the module: it runs on
+    the kept local-sim:2 cluster, then drops it (a later test here, under xdist, starts a fresh one)."""
+    import argparse
+
+    from perfkit.kernels import registry
+    from perfkit.record import plan
+
+    softmax = registry.module("softmax")
+    ops = Unit("ops-softmax", "ops", 120, items=[plan.item("softmax", softmax, softmax.EXAMPLE_PROBLEM,
+                                                           softmax.LADDER[0], True)])
+    # 3 s: the killer kills within a second of the pids file appearing, and the rerun sleeps it too
+    slow = Unit("slow", "rehearsal", 120, "sleeps with a grandchild", extra={"sleep": 3})
+    work = tmp_path / "work"
+    args = argparse.Namespace(out=str(tmp_path / "out"), plan="quick", tiny=True, cluster="local-sim:2",
+                              commit_id="abc1234", budget_s=300, force=False)
+    killed = {}
+
+    def kill_the_slow_units_worker(client, futures):
+        deadline = time.monotonic() + 90
+        while not list(work.glob("sim/slow/*/rehearsal-kill.pids")) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        [pids_file] = list(work.glob("sim/slow/*/rehearsal-kill.pids"))
+        killed["pids"] = [int(p) for p in pids_file.read_text().split()]
+        [addr] = [a for a, keys in client.processing().items() if any("slow" in str(k) for k in keys)]
+        pid = client.run(os.getpid, workers=[addr])[addr]
+        os.kill(pid, signal.SIGKILL)
+        killed["worker"] = pid
+        time.sleep(1.0)
+        client.wait_for_workers(2, timeout=60)  # its nanny starts it again
+        killed["back"] = pid not in client.run(os.getpid).values()
+
+    try:
+        assert fleet.run(args, [slow, ops], ["sim"], work_root=str(work), on_submit=kill_the_slow_units_worker) == 0
+    finally:
+        kept.drop("local-sim:2")
+    rows = json.loads((tmp_path / "out" / "fleet_status.json").read_text())["rows"]
+    assert sorted((r["unit"], r["status"]) for r in rows) == [("ops-softmax", "done"), ("slow", "done")]
+    assert len(list(work.glob("sim/slow/*/"))) == 2  # the killed attempt and the rerun
+    assert killed["back"]
+    assert killed["pids"] and not any(_alive(p) for p in killed["pids"])  # the first attempt's group is gone
+    recs = list((tmp_path / "out" / "results").glob("*/*/*.json"))
+    assert len(recs) == 1 and json.loads(recs[0].read_text())["variant"] == "oracle"
+    assert not list((work / "groups").glob("*.json"))  # no unit group left noted on the host

@@ -279,8 +279,8 @@ view.show("tensor_core")
 #
 # Rung 8 is GEMM rung 12's design on a gathered A, and its records put it far below cuDNN (its card
 # above).  What binds it, read from its Nsight Compute row on the H200, its SASS and a bank
-# simulation: dozens of instructions per HMMA (int64 address math, 2-byte gathers, while-loop tap
-# counters), 164 registers and so one block per SM, no prefetch, and a transposed B store that
+# simulation: about 150 warp instructions per mma (the cell below prints the figure; int64 address
+# math, 2-byte gathers, while-loop tap counters), 164 registers and so one block per SM, no prefetch, and a transposed B store that
 # conflicts 16 ways.  The tensor-core rungs 9, 10, 12, 13 and 15 (float16 NHWC, float32
 # accumulation) remove those one at a time.  Float32 needs something else: cuDNN's float32 choice
 # at this layer is an FFT (its Nsight Compute kernels are named at the end of this notebook), so
@@ -304,7 +304,11 @@ for name, p in (("tensor_core", conv.to_layout(EX, "NHWC", "float16")), ("winogr
             print(f"{name} at {p.label} on {g} (Nsight Compute, commit {str(k.commit)[:7]}): "
                   f"{k.get('shared_bank_conflicts') / 1e6:.1f} M of {k.get('shared_wavefronts') / 1e6:.1f} M shared "
                   f"wavefronts conflict; achieved occupancy {k.get('achieved_occupancy_pct'):.1f}%, issue active "
-                  f"{k.get('issue_active_pct'):.0f}%, tensor pipe active {k.get('tensor_pipe_active_pct'):.2f}%"
+                  f"{k.get('issue_active_pct'):.0f}%"
+                  # tensor rung: the pipe's share and warp instructions per mma.m16n8k16 (4096 FLOPs each)
+                  + (f", tensor pipe active {k.get('tensor_pipe_active_pct'):.2f}%, "
+                     f"{k.get('warp_instructions') / (p.flops / 4096):.0f} warp instructions per mma"
+                     if name == "tensor_core" else "")
                   + (f", {k.get('instructions_per_ffma'):.1f} instructions per FFMA"
                      if np.isfinite(k.get('instructions_per_ffma')) else ""))
 new_rungs = [v.name for v in conv.LADDER if v.rung >= 9]

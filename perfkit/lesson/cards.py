@@ -390,7 +390,9 @@ class RungCard:
     def as_dict(self) -> dict:
         unit = UNIT[self.metric]
         return {"rung": self.label, "status": self.status, "median": fmt_seconds(self.median_s) if self.found else "—",
-                unit: self.rate if self.found else np.nan, "x prev": self.x_prev, "x prev vs": self.x_prev_reference,
+                # a factor across code versions is named in "x prev vs", not printed as today's
+                unit: self.rate if self.found else np.nan, "x prev": np.nan if self.prev_across else self.x_prev,
+                "x prev vs": self.x_prev_reference,
                 "of oracle": self.of_oracle,
                 # the estimate of the code that was measured (of the kernel at the record's commit
                 # where it changed since), and of today's kernel where that differs

@@ -213,10 +213,11 @@ def moved(cur: Counters, prev: Counters | None) -> str:
     level (``data/rates.yaml``); a ratio alone would pick a counter that went from 384 to 1.86 M
     while costing 7 us of a 80 us kernel.  Among changes within 10% of the largest, the one that
     changed by the largest factor is named (bank conflicts, not the wavefronts they are part of).
-    The time "followed" the counter only where that change, served at peak, is at least half of
-    the time saved (or lost); under a tenth, no count explains it.  Where the time did not move by
-    10%, the counter was not the limit.  Occupancy and issue-active changes of 5 points or more are
-    named as what the counts do not show."""
+    The time "followed" the counter where that change, served at peak, is half to 1.5 times the
+    time saved (or lost); above, most of it overlapped other work; under a tenth, no count
+    explains it.  Where the time did not move by 10%, the counter was not the limit.  Occupancy
+    and issue-active moves of 5 points or more the way the time went are named as what the counts
+    do not show."""
     if prev is None:
         return ""
     whose, per_unit = _peak_seconds(cur.gpu)
@@ -235,23 +236,22 @@ def moved(cur: Counters, prev: Counters | None) -> str:
     head = (f"The counter that moved most, weighed as time at {whose} peak rates: {label} {fmt_count(b, kind)} -> "
             f"{fmt_count(a, kind)} (x{f:.3g}; the change is {fmt_seconds(weight)} of {_SERVED_BY[key][2]} at peak); "
             f"the profiled time x{t:.2f} ({fmt_seconds(prev.time_s)} -> {fmt_seconds(cur.time_s)}) on {cur.gpu}")
-    rest = _how_busy(cur, prev)  # what the counts cannot show: how much of the time the SM was kept busy
+    rest = _how_busy(cur, prev, t)  # what the counts cannot show: how busy the SMs were kept
     unseen = f": {rest}" if rest else " (latency, stalls, the sectors each memory instruction touches)"
-    counter_moved, time_moved = abs(np.log(f)) >= np.log(1.1), abs(np.log(t)) >= np.log(1.1)
-    if not time_moved:
-        if not counter_moved:
-            return head + ": neither the time nor any counter that costs time at peak moved by 10%" + (
-                f" ({rest})" if rest else "") + "."
+    if abs(np.log(t)) < np.log(1.1):  # the time did not move
+        if weight < 0.1 * max(cur.time_s, prev.time_s):
+            return (head + ": the time moved less than 10%, and no counter's change is worth a tenth of it at peak"
+                    + (f" ({rest})" if rest else "") + ".")
         return head + f": the time hardly moved, so {label} was not the limit" + (f" ({rest})" if rest else "") + "."
-    if not counter_moved:
-        return (head + ": no counter that costs time at peak moved by 10%, so the time went to what these counts "
-                f"do not show{unseen}.")
     if (f < 1) != (t > 1):
         return head + f": the time went the other way, so something else dominated{unseen}."
-    # how much of the time that changed the counter's change can account for, served at peak
+    # how much of the time that changed the counter's change accounts for, served at peak
     share = f"at peak that is {fmt_seconds(weight)} of the {fmt_seconds(dt)} {verb}"
+    whom = "the rung before" if t > 1 else "this rung"
+    if weight > 1.5 * dt:
+        return (head + f": {share}, more than the change itself, so most of it overlapped other work; {label} was "
+                f"only part of what bound {whom}.")
     if weight >= 0.5 * dt:
-        whom = "the rung before" if t > 1 else "this rung"
         return head + f": the time followed it ({share}); {label} was part of what bound {whom}."
     if weight >= 0.1 * dt:
         return head + f": {share}, so most of the change is what these counts do not show{unseen}."
@@ -259,13 +259,14 @@ def moved(cur: Counters, prev: Counters | None) -> str:
             f"not count{unseen}.")
 
 
-def _how_busy(cur: Counters, prev: Counters) -> str:
-    """The percentages that moved by 5 points or more (issue active, achieved occupancy): how busy
-    the SMs were kept, which the counts of bytes and instructions do not show."""
+def _how_busy(cur: Counters, prev: Counters, t: float) -> str:
+    """The percentages that moved by 5 points or more the way the time did (up where the rung is
+    faster, ``t`` > 1): how busy the SMs were kept, which the counts of bytes and instructions do
+    not show (an occupancy that fell while the time fell explains nothing)."""
     out = []
     for key, label in (("achieved_occupancy_pct", "achieved occupancy"), ("issue_active_pct", "issue active")):
         a, b = cur.get(key), prev.get(key)
-        if np.isfinite(a) and np.isfinite(b) and abs(a - b) >= 5:
+        if np.isfinite(a) and np.isfinite(b) and abs(a - b) >= 5 and (a - b) * (t - 1) > 0:
             out.append(f"{label} {b:.0f}% -> {a:.0f}%")
     return ", ".join(out)
 

@@ -10,7 +10,7 @@ import pandas as pd
 
 from .cards import changed_since_recorded
 from .formatting import fmt_seconds
-from .ncu import all_counters, row_of_code
+from .ncu import all_counters, fmt_count, row_of_code
 from .matching import ladder_for, records
 
 _DTYPE_KEYS = ("dtype", "layout")
@@ -141,15 +141,22 @@ def takeaway(st: pd.DataFrame, library: str = "the library", goals: dict | None 
                 # beside the library's own row on the same GPU (its kernel does not change with
                 # ours): the contrast is the explanation
                 lib = next((x for x in ladder_for(worst["op"]) if x.oracle), None)
-                o = all_counters(worst["op"], worst["problem"], lib.name, c.gpu) if lib is not None else ()
-                o = o[0] if o else None
+                o = None  # the library's row on the rung row's GPU, else on another recorded GPU (named)
+                for lg in dict.fromkeys([c.gpu, gpu, *sorted(set(st["gpu"]))]) if lib is not None else ():
+                    rows = all_counters(worst["op"], worst["problem"], lib.name, lg)
+                    if rows:
+                        o = rows[0]
+                        break
+                who = library if o is None or o.gpu == c.gpu else f"{library} on {o.gpu}"
                 bits = []
-                for k, lab in (("issue_active_pct", "issue active"), ("tensor_pipe_active_pct", "tensor pipe active"),
+                for k, lab in (("warp_instructions", "warp instructions"), ("issue_active_pct", "issue active"),
+                               ("tensor_pipe_active_pct", "tensor pipe active"),
                                ("achieved_occupancy_pct", "achieved occupancy")):
                     mine, theirs = c.get(k), o.get(k) if o is not None else float("nan")
                     if not np.isfinite(mine) or (k == "tensor_pipe_active_pct" and max(mine, theirs if np.isfinite(theirs) else 0) < 5):
                         continue
-                    bits.append(f"{lab} {mine:.0f}%" + (f" ({library}: {theirs:.0f}%)" if np.isfinite(theirs) else ""))
+                    show = (lambda x: fmt_count(x, "count")) if k == "warp_instructions" else (lambda x: f"{x:.0f}%")
+                    bits.append(f"{lab} {show(mine)}" + (f" ({who}: {show(theirs)})" if np.isfinite(theirs) else ""))
                 if bits:
                     there = "" if c.gpu == gpu else f", from {c.gpu}: {gpu} has no row of this code"
                     s += f"; its Nsight Compute row (commit {(c.commit or '?')[:7]}{there}): {', '.join(bits)}"

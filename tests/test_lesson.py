@@ -866,6 +866,22 @@ def test_a_rung_is_compared_with_the_nearest_rung_that_runs_its_problem(monkeypa
             and "dtype=float16 be faster" in prompt)
 
 
+def test_a_card_shows_the_tensor_pipe_only_for_a_rung_that_issues_tensor_instructions(monkeypatch):
+    """A view's card knows from the rung's anatomy whether its SASS issues mma: a SIMT rung's few
+    percent of tensor pipe (the counter's floor) is not shown; a tensor-core rung's is."""
+    from perfkit.lesson.ncu import Counters, counter_rows
+
+    c = Counters("gemm", "x", "p", "NVIDIA H200", "abc1234", "t.csv", 1, 1e-3, {"tensor_pipe_active_pct": 6.8})
+    labels = lambda **kw: [r["counter"] for r in counter_rows(c, None, **kw)]  # noqa: E731
+    assert "tensor pipe active" not in labels(tensor=False) and "tensor pipe active" in labels(tensor=True)
+    assert "tensor pipe active" in labels()  # unknown: shown from 5% up
+    monkeypatch.setattr("perfkit.lesson.view._display", lambda objs: None)
+    view = lesson.LadderView("gemm", gemm.EXAMPLE_PROBLEM, table=lesson.records("gemm"), estimate=False)
+    view.rung("autotuned")
+    view.rung("tc_vector")
+    assert view.cards["autotuned"].tensor_mma is False and view.cards["tc_vector"].tensor_mma is True
+
+
 def test_a_summary_holds_only_the_rungs_that_run_its_problem(monkeypatch):
     """GEMM at float32 4096^3: the SIMT rungs only (the tensor-core rungs run its float16 twin, and
     a factor against a float32 rung would compare two problems); at the float16 twin, only rungs

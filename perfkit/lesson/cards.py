@@ -85,6 +85,7 @@ class RungCard:
     counters_record: str | None = None  # where the counters are another GPU's: its record of this rung
     counters_note: str = ""  # why the counters are another GPU's, where it is not the plain case
     counters_searched: tuple = ()  # the GPUs whose tables were searched for a row
+    tensor_mma: bool | None = None  # the rung's SASS issues tensor-core instructions (set by a view)
     prev_counters: object = None
     counters_prev_label: str | None = None
     _variant: object = field(default=None, repr=False)
@@ -343,7 +344,8 @@ class RungCard:
         if self.found:
             away = self.counters_note or elsewhere(self.counters, self.gpu, self.counters_record)
             lines.append("  " + "\n  ".join(textwrap.wrap("counters: " + (f"({away}) " if away else "")
-                                                           + counters_text(self.counters, self.prev_counters), 96)))
+                                                           + counters_text(self.counters, self.prev_counters, tensor=self.tensor_mma),
+                                                           96)))
         return "\n".join(lines)
 
     __repr__ = __str__
@@ -361,7 +363,7 @@ class RungCard:
                                  gpu=self.gpu, changed_since=self.counters_changed_since,
                                  other=self.counters_other, record_there=self.counters_record,
                                  record_commit=self.commit, note=self.counters_note,
-                                 searched=self.counters_searched)
+                                 searched=self.counters_searched, tensor=self.tensor_mma)
                    if self.found else "") + "</div>")
 
     @property

@@ -132,15 +132,19 @@ def fmt_count(x: float, kind: str) -> str:
     return f"{x:.3g} {unit}".rstrip()
 
 
-def counter_rows(cur: Counters, prev: Counters | None) -> list[dict]:
-    """One row per counter: this rung's value, the rung before's and the factor between them."""
+def counter_rows(cur: Counters, prev: Counters | None, *, tensor: bool | None = None) -> list[dict]:
+    """One row per counter: this rung's value, the rung before's and the factor between them.
+    ``tensor``: whether the rung's SASS issues tensor-core instructions (its anatomy), where known:
+    a kernel that issues none shows no tensor-pipe row (the counter's few percent is its floor)."""
     out = []
     for key, label, kind in COUNTERS:
         a = cur.get(key)
         if not np.isfinite(a):
             continue
         b = prev.get(key) if prev is not None else float("nan")
-        if key == "tensor_pipe_active_pct" and a < 5 and not (np.isfinite(b) and b >= 5):
+        if key == "tensor_pipe_active_pct" and tensor is False:
+            continue
+        if key == "tensor_pipe_active_pct" and tensor is None and a < 5 and not (np.isfinite(b) and b >= 5):
             continue  # a SIMT kernel's few percent: the counter's floor, not tensor-core work
         change = ""
         if np.isfinite(b):
@@ -283,7 +287,7 @@ def elsewhere(cur: Counters, gpu: str | None, record_there: str | None) -> str:
 def counters_html(cur: Counters | None, prev: Counters | None, *, prev_label: str | None = None,
                   gpu: str | None = None, changed_since: bool | None = None, other: Counters | None = None,
                   record_there: str | None = None, record_commit: str | None = None, note: str = "",
-                  searched: tuple = ()) -> str:
+                  searched: tuple = (), tensor: bool | None = None) -> str:
     """The counters block of a card (HTML); ``other``: a row of other code than the record's,
     named where ``cur`` is None; ``record_there``: the record on the counters' GPU where that is
     not ``gpu`` (the card's)."""
@@ -296,7 +300,7 @@ def counters_html(cur: Counters | None, prev: Counters | None, *, prev_label: st
         where = " or ".join(searched) if searched else str(gpu or "the shown GPU")
         return (f"<p><i>No Nsight Compute row of this rung at this problem on {html.escape(where)} "
                 "in data/ncu/.</i></p>")
-    rows = counter_rows(cur, prev)
+    rows = counter_rows(cur, prev, tensor=tensor)
     same = (f", the same code as the record's {record_commit[:7]}"
             if record_commit and cur.commit and record_commit[:7] != cur.commit[:7] and not changed_since else "")
     head = (f"Nsight Compute on {cur.gpu} ({cur.table}, commit {(cur.commit or '?')[:7]}{same}"
@@ -312,10 +316,10 @@ def counters_html(cur: Counters | None, prev: Counters | None, *, prev_label: st
     return (f"<p><b>{html.escape(head)}</b></p>{body}" + (f"<p>{html.escape(why)}</p>" if why else ""))
 
 
-def counters_text(cur: Counters | None, prev: Counters | None) -> str:
+def counters_text(cur: Counters | None, prev: Counters | None, *, tensor: bool | None = None) -> str:
     if cur is None:
         return "no Nsight Compute row"
-    rows = counter_rows(cur, prev)
+    rows = counter_rows(cur, prev, tensor=tensor)
     return "; ".join(f"{r['counter']} {r['this rung']}" + (f" ({r['change']})" if r["change"] else "")
                      for r in rows) + (" " + moved(cur, prev) if prev is not None else "")
 

@@ -137,6 +137,7 @@ class LadderView:
         card = recorded(self.op, self.problem, v, ladder=self.ladder, table=self.table, model_gpu=self.model_gpu,
                         estimate=self.estimate, banks_unrecorded=self.banks_unrecorded, prev=prev)
         card.anatomy_note = anatomy_changes(r_prev, r)
+        card.tensor_mma = bool((r.mix or {}).get("tensor mma", 0))  # no tensor-pipe counter on a SIMT card
         pc = self.cards.get(prev.name) if prev is not None else None
         if (not card.found and pc is not None and pc.model_gpu == card.model_gpu and pc.problem == card.problem
                 and not np.isfinite(card.prev_estimate_s)):  # no record: the prompt's question, as the model answers it

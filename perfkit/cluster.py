@@ -53,6 +53,9 @@ GPU_INDEX_ENV = "PERFKIT_GPU_INDEX"
 #: child process, which the profiler never saw; the dashboard's Profile page is what is lost.
 CLUSTER_CONFIG = {"distributed.scheduler.allowed-failures": ALLOWED_FAILURES,
                   "distributed.worker.profile.enabled": False}
+#: the same for workers started elsewhere (``perfkit worker``, Slurm jobs, Kubernetes pods), which
+#: read their Dask config from the environment
+WORKER_ENV = {"DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED": "False"}
 SPEC_FORMS = ("local-sim:N", "local-cuda", "tcp://HOST:PORT", "scheduler-file:PATH", "slurm:K=V,...", "k8s:NAME")
 
 
@@ -139,6 +142,7 @@ def slurm_cluster(text: str):
     return SLURMCluster(queue=opts.get("partition"), account=opts.get("account"), cores=int(opts.get("cores", 4)),
                         processes=1, memory=opts.get("memory", "32GB"), walltime=opts.get("walltime", "01:00:00"),
                         job_extra_directives=[f"--gres=gpu:{opts.get('gpus', 1)}"], python=sys.executable,
+                        job_script_prologue=[f"export {k}={v}" for k, v in WORKER_ENV.items()],
                         worker_extra_args=["--nthreads", "1", "--resources", resource_arg(gpu_resources(opts["kind"]))])
 
 
@@ -161,7 +165,7 @@ def k8s_spec(text: str) -> dict:
     command = f"dask worker --nthreads 1 --resources {resource_arg(gpu_resources(opts['kind']))}"
     return make_cluster_spec(name=name, image=opts.get("image", "ghcr.io/dask/dask:latest"),
                              n_workers=int(opts.get("workers", 1)), resources={"limits": {"nvidia.com/gpu": "1"}},
-                             worker_command=command)
+                             env=dict(WORKER_ENV), worker_command=command)
 
 
 def parse(spec: str) -> tuple[str, str]:
@@ -326,8 +330,9 @@ def worker_commands(scheduler: str, gpus: list[tuple[int, str]], cpus: int) -> l
     resource, pinned by PERFKIT_GPU_INDEX), and ``cpus`` CPU workers."""
     base = [sys.executable, "-m", "distributed.cli.dask_worker", scheduler, "--nthreads", "1", "--nworkers", "1"]
     out = [(base + ["--resources", resource_arg(gpu_resources(key)), "--name", f"gpu{i}-{key}"],
-            {GPU_INDEX_ENV: str(i)}) for i, key in gpus]
-    out += [(base + ["--resources", resource_arg(CPU_RESOURCES), "--name", f"cpu{k}"], {}) for k in range(cpus)]
+            {**WORKER_ENV, GPU_INDEX_ENV: str(i)}) for i, key in gpus]
+    out += [(base + ["--resources", resource_arg(CPU_RESOURCES), "--name", f"cpu{k}"], dict(WORKER_ENV))
+            for k in range(cpus)]
     return out
 
 

@@ -17,7 +17,7 @@ import pandas as pd
 from .cards import CHANGED_MARK_NOTE, changed_since_recorded, choose_record
 from .formatting import fmt_seconds
 from .matching import ladder_for, records
-from .ncu import all_counters, row_of_code
+from .ncu import library_row, row_of_code
 from .prompts import Rendered, fold, paragraph
 from .view import fold_figure
 
@@ -308,8 +308,8 @@ class WhereTheyStand:
         if c is None:
             return ""  # no row, or only rows of other code than the record's
         lib = next((x for x in ladder_for(r["op"]) if x.oracle), None)
-        o = all_counters(r["op"], r["problem"], lib.name, c.gpu) if lib is not None else ()
-        o = o[0] if o else None  # torch's own row on the same GPU: the contrast is the explanation
+        # torch's own row on the same GPU: the contrast is the explanation
+        o = library_row(r["op"], r["problem"], lib.name, [c.gpu]) if lib is not None else None
 
         def both(key, fmt):
             mine, theirs = c.get(key), (o.get(key) if o is not None else float("nan"))

@@ -13,7 +13,7 @@ from ..history import source_changed_since
 from ..kernels.base import Problem, Variant
 from .estimates import estimate_rung, estimate_then, estimate_then_detail
 from .formatting import UNIT, fmt_rate, fmt_seconds, metric_for, rate_of
-from .ncu import all_counters, counters_html, counters_text, elsewhere, row_of_code, same_code
+from .ncu import all_counters, counters_html, counters_text, elsewhere, row_of_code
 from .matching import derived, ladder_for, match_rows, shared_records, spec_key
 
 
@@ -47,6 +47,7 @@ class RungCard:
     prev_label: str | None = None
     prev_median_s: float = float("nan")
     prev_note: str = ""
+    prev_problem: str = ""  # the problem "x the rung before" takes the rung before at, where not this card's
     x_prev: float = float("nan")
     oracle_median_s: float = float("nan")
     of_oracle: float = float("nan")
@@ -83,7 +84,7 @@ class RungCard:
     counters: object = None
     counters_other: object = None  # the newest row of other code than the record's (named, not used)
     counters_record: str | None = None  # where the counters are another GPU's: its record of this rung
-    counters_note: str = ""  # why the counters are another GPU's, where it is not the plain case
+    counters_note: str = ""  # where the counters are another GPU's: which, why, and its record there
     counters_searched: tuple = ()  # the GPUs whose tables were searched for a row
     tensor_mma: bool | None = None  # the rung's SASS issues tensor-core instructions (set by a view)
     prev_counters: object = None
@@ -308,7 +309,7 @@ class RungCard:
                 ("rate", f"{fmt_rate(self.rate)} {unit}")]
         if self.prev_label:
             if np.isfinite(self.x_prev):
-                same = "" if "at its own problem" in self.prev_note else " at this problem"  # a twin's card: not the section's
+                same = "" if self.prev_problem else " at this problem"  # a twin's card: not the section's
                 rows.append(("x the rung before", f"x{self.x_prev:.2f} vs {self.prev_label} "
                              f"({fmt_seconds(self.prev_median_s)}{same}){self.prev_note}"
                              + (f" {self.prev_across}" if self.prev_across else "")))
@@ -342,8 +343,8 @@ class RungCard:
         if ex:
             lines.append("  " + "\n  ".join(textwrap.wrap(ex, 96)))
         if self.found:
-            away = self.counters_note or elsewhere(self.counters, self.gpu, self.counters_record)
-            lines.append("  " + "\n  ".join(textwrap.wrap("counters: " + (f"({away}) " if away else "")
+            lines.append("  " + "\n  ".join(textwrap.wrap("counters: " + (f"({self.counters_note}) "
+                                                                          if self.counters_note else "")
                                                            + counters_text(self.counters, self.prev_counters, tensor=self.tensor_mma),
                                                            96)))
         return "\n".join(lines)
@@ -361,8 +362,7 @@ class RungCard:
                 + (f"<p style='max-width:60em'>{html.escape(ex)}</p>" if ex else "")
                 + (counters_html(self.counters, self.prev_counters, prev_label=self.counters_prev_label,
                                  gpu=self.gpu, changed_since=self.counters_changed_since,
-                                 other=self.counters_other, record_there=self.counters_record,
-                                 record_commit=self.commit, note=self.counters_note,
+                                 other=self.counters_other, record_commit=self.commit, note=self.counters_note,
                                  searched=self.counters_searched, tensor=self.tensor_mma)
                    if self.found else "") + "</div>")
 
@@ -383,7 +383,7 @@ class RungCard:
         s = self.prev_label or ""
         if self.prev_skipped_label:
             s += f" ({self.prev_skipped_label} has no record)"
-        elif "at its own problem" in self.prev_note:
+        elif self.prev_problem:
             s += " (at its own problem)"
         if self.prev_across:
             s += f" {self.prev_across}"
@@ -513,6 +513,7 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
             if alt.label != problem.label:
                 pr = match_rows(same_gpu, alt, prev.name)
                 if not pr.empty:
+                    card.prev_problem = alt.label
                     card.prev_note = f"; the rung before at its own problem {alt.label}"
         if pr.empty and ip is not None:  # the rung just before has no record here: the nearest that has
             for j in range(ip - 2, -1, -1):
@@ -546,7 +547,8 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
     card._variant = v
     # the row that can explain this record: of the same code, on the record's GPU, else on another
     # GPU of this table (a pinned notebook's table holds one GPU), named with its own record there
-    gpus = list(dict.fromkeys([card.gpu] + (sorted(set(df["gpu"].dropna().astype(str))) if "gpu" in df else [])))
+    gpus = list(dict.fromkeys([card.gpu] + (derived(df, "gpus", lambda d: sorted(set(d["gpu"].dropna().astype(str))))
+                                            if "gpu" in df else [])))
     card.counters_searched = tuple(gpus)
     card.counters, card.counters_other = row_of_code(op, plabel, v, card.commit, gpus)
     if card.counters is not None and prev is not None:
@@ -568,6 +570,7 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
             card.counters_record = f"{fmt_seconds(float(t['median_s']))}, commit {str(t.get('commit') or '?')[:7]}"
             if card.counters_note:
                 card.counters_note += f"; its record there: {card.counters_record}"
+        card.counters_note = card.counters_note or elsewhere(card.counters, card.gpu, card.counters_record)
     if oracle is not None:
         orc = match_rows(same_gpu, problem, oracle.name)
         if not orc.empty:
@@ -581,7 +584,7 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
         if card.changed_since:  # the record measured other code: estimate that code too
             (card.estimate_then_s, card.bound_then, card.legs_then, card.estimate_then_kind,
              card.estimate_then_note) = estimate_then_detail(op, v, problem, card.commit, key)
-        if prev is not None and np.isfinite(card.x_prev) and "at its own problem" not in card.prev_note:
+        if prev is not None and np.isfinite(card.x_prev) and not card.prev_problem:
             # like for like: the rung before's estimate of the code its record measured
             then = source_changed_since(prev, card.prev_commit) if card.prev_commit else None
             card.prev_estimate_s = (estimate_then(op, prev, problem, card.prev_commit, key)[0] if then

@@ -186,6 +186,16 @@ def row_of_code(op: str, problem: str, variant, commit: str | None, gpus) -> tup
     return None, (first[0] if first else None)
 
 
+def library_row(op: str, problem: str, library: str, gpus) -> Counters | None:
+    """The library's (the oracle's) newest row at ``problem`` on the first of ``gpus`` that has
+    one: its kernel does not change with ours, so any commit's row is its behaviour."""
+    for g in dict.fromkeys(gpus):
+        rows = all_counters(op, problem, library, g) if g else ()
+        if rows:
+            return rows[0]
+    return None
+
+
 #: the rate at which each counter that can cost time is served, a named figure of ``data/rates.yaml``
 #: (per SM per clock, multiplied out; DRAM: the datasheet's bytes per second): the weight by which
 #: :func:`moved` compares changes of unlike counters (a bank conflict is one more shared wavefront)
@@ -286,11 +296,11 @@ def elsewhere(cur: Counters, gpu: str | None, record_there: str | None) -> str:
 
 def counters_html(cur: Counters | None, prev: Counters | None, *, prev_label: str | None = None,
                   gpu: str | None = None, changed_since: bool | None = None, other: Counters | None = None,
-                  record_there: str | None = None, record_commit: str | None = None, note: str = "",
-                  searched: tuple = (), tensor: bool | None = None) -> str:
+                  record_commit: str | None = None, note: str = "", searched: tuple = (),
+                  tensor: bool | None = None) -> str:
     """The counters block of a card (HTML); ``other``: a row of other code than the record's,
-    named where ``cur`` is None; ``record_there``: the record on the counters' GPU where that is
-    not ``gpu`` (the card's)."""
+    named where ``cur`` is None; ``note``: where the rows come from another GPU than ``gpu`` (the
+    card's), which and why (:func:`elsewhere`)."""
     if cur is None and other is not None:
         return (f"<p><i>No Nsight Compute row of the code this record measured on "
                 f"{html.escape(str(gpu or 'the shown GPU'))}: the row there ({html.escape(other.table)}, commit "
@@ -308,9 +318,8 @@ def counters_html(cur: Counters | None, prev: Counters | None, *, prev_label: st
             + ("es" if cur.kernels != 1 else "") + f", {fmt_seconds(cur.time_s)} profiled)")
     if prev is not None and prev_label:
         head += f", against {prev_label}"
-    away = note or elsewhere(cur, gpu, record_there)
-    if away:
-        head += f"; {away}"
+    if note:
+        head += f"; {note}"
     body = pd.DataFrame(rows).to_html(index=False, border=0) if rows else ""
     why = moved(cur, prev)
     return (f"<p><b>{html.escape(head)}</b></p>{body}" + (f"<p>{html.escape(why)}</p>" if why else ""))

@@ -10,7 +10,7 @@ import pandas as pd
 
 from .cards import changed_since_recorded
 from .formatting import fmt_seconds
-from .ncu import all_counters, fmt_count, row_of_code
+from .ncu import fmt_count, library_row, row_of_code
 from .matching import ladder_for, records
 
 _DTYPE_KEYS = ("dtype", "layout")
@@ -141,12 +141,9 @@ def takeaway(st: pd.DataFrame, library: str = "the library", goals: dict | None 
                 # beside the library's own row on the same GPU (its kernel does not change with
                 # ours): the contrast is the explanation
                 lib = next((x for x in ladder_for(worst["op"]) if x.oracle), None)
-                o = None  # the library's row on the rung row's GPU, else on another recorded GPU (named)
-                for lg in dict.fromkeys([c.gpu, gpu, *sorted(set(st["gpu"]))]) if lib is not None else ():
-                    rows = all_counters(worst["op"], worst["problem"], lib.name, lg)
-                    if rows:
-                        o = rows[0]
-                        break
+                # the library's row on the rung row's GPU, else on another recorded GPU (named)
+                o = (library_row(worst["op"], worst["problem"], lib.name, [c.gpu, gpu, *sorted(set(st["gpu"]))])
+                     if lib is not None else None)
                 who = library if o is None or o.gpu == c.gpu else f"{library} on {o.gpu}"
                 bits = []
                 for k, lab in (("warp_instructions", "warp instructions"), ("issue_active_pct", "issue active"),

@@ -151,8 +151,8 @@ class LadderView:
                              f"anatomy above is of the rung at its own example problem, <code>"
                              f"{html.escape(p.label)}</code>.</i></p>", "card at the problem as asked"))
         own = None  # the rung before is compared at its own problem: the prompt names it
-        if prev is not None and "at its own problem " in card.prev_note:
-            own = card.prev_note.split("at its own problem ", 1)[1]
+        if prev is not None and card.prev_problem:
+            own = card.prev_problem
         elif prev is not None and not _runs(prev, p):
             own = self._example(prev).label
         out.append(predict_prompt(prev, v, card.problem, prev_problem=own))

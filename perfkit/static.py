@@ -4,7 +4,8 @@ A rung's anatomy (its build for a target: registers, shared memory, spills, the 
 reads) and its access simulation (bank conflicts, coalescing) have one answer per (kernel code,
 problem, target, tool versions).  Computing them costs ~10 s a rung cold (NVVM, ptxas, the
 simulator); the store in ``data/static/<kind>/<key>.json`` holds them so that a fresh clone
-answers in milliseconds.
+answers in milliseconds.  The model's estimates made from them (``estimate``: ~0.1 s each, and
+a notebook asks for hundreds) are kept the same way (:mod:`perfkit.model.stored`).
 
 * A lookup (:func:`get`) goes local cache -> store -> compute (the caller computes and caches
   locally).  An entry is used only where its tool versions are the ones installed (another
@@ -31,12 +32,21 @@ from pathlib import Path
 from . import cache, paths
 
 STORE = paths.DATA / "static"
-KINDS = ("anatomy", "banks")
+KINDS = ("anatomy", "banks", "estimate")
 #: the code that computes each kind's answers (paths inside the package): its version, derived
 #: from its text by :func:`perfkit.cache.code_version`, is part of every key of that kind
 PRODUCERS = {"anatomy": ("anatomy/build.py", "anatomy/target.py", "anatomy/sass.py"),
              "banks": ("banks/rules.py", "banks/record.py", "banks/tally.py", "banks/simulate.py", "banks/report.py",
-                       "_simfix.py")}
+                       "_simfix.py"),
+             # an estimate reads the builds and simulations (keyed by their own producers, above) through
+             # these: the model, the anatomy's reading of the SASS, the access simulation's report, occupancy
+             "estimate": ("model/__init__.py", "model/branches.py", "model/equations.py", "model/inputs.py",
+                          "model/latency.py", "model/launch.py", "model/memory.py", "model/pipes.py", "model/plans.py",
+                          "model/trips.py", "model/stored.py", "anatomy/__init__.py", "anatomy/build.py",
+                          "anatomy/fingerprint.py", "anatomy/report.py", "anatomy/sass.py", "anatomy/target.py",
+                          "banks/__init__.py", "banks/record.py", "banks/report.py", "banks/rules.py",
+                          "banks/simulate.py", "banks/tally.py", "_simfix.py", "_simspeed.py", "occupancy.py",
+                          "specs.py", "cache.py", "static.py")}
 #: the target the store covers (the H100 and H200 the records come from)
 CC = (9, 0)
 

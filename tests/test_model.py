@@ -1228,7 +1228,51 @@ def test_a_gpu_process_estimates_with_the_same_access_simulation(monkeypatch):
     model._bank_report.cache_clear()
     rep, twin, why = model._bank_report(fused, rmsnorm.Problem(rows=97, cols=512, dtype="float32"))
     assert rep is not None and why == "", why
-    assert model.estimate(fused, p, "h100-sxm").launches[0]["smem_wavefronts"] == here == 60 * 96
+    assert model.estimate(fused, p, "h100-sxm", stored=False).launches[0]["smem_wavefronts"] == here == 60 * 96
+
+
+def test_a_kept_estimate_is_the_computed_one_and_any_input_it_read_misses_it(tmp_path, monkeypatch):
+    """perfkit.model.stored: an estimate written by a refresh and read from the store (the local
+    cache gone) equals the one computed, field for field (tuples too); other rates (a patched
+    rates.yaml), banks, ahead_s or rung config are other keys; an entry of other compiler tools
+    is not read; the entry leaves out the rates and launch inputs its key holds."""
+    import dataclasses
+    import json
+    import shutil
+
+    from perfkit import static
+    from perfkit.model import stored
+
+    monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("PERFKIT_STATIC_DIR", str(tmp_path / "store"))
+    v = next(x for x in softmax.LADDER if x.name == "multirow")
+    p = softmax.Problem(rows=61, cols=300, dtype="float32")
+    computed = model.estimate(v, p, "h200", stored=False)
+    monkeypatch.setenv("PERFKIT_STATIC_WRITE", "1")
+    assert model.estimate(v, p, "h200") == computed
+    [entry] = static.entries("estimate")
+    doc = json.loads(entry.read_text())
+    assert doc["what"] == f"{v.label} @ {p.label} on h200" and doc["tools"] == stored._tools()
+    assert "dram_bw" not in doc["answer"]["inputs"] and "launch0" not in doc["answer"]["inputs"]
+    assert len(entry.read_text()) < len(json.dumps(computed.as_dict())) / 2
+    monkeypatch.setenv("PERFKIT_STATIC_WRITE", "0")
+    shutil.rmtree(tmp_path / "cache")
+    kept = model.estimate(v, p, "h200")
+    assert kept == computed and kept.launches[0]["grid"] == computed.launches[0]["grid"]
+    assert isinstance(kept.launches[0]["grid"], tuple) and static.used() >= {("estimate", entry.stem)}
+    r = model.rates("h200")
+    k = stored.key(v, p, "h200", r, True, None)
+    assert k == entry.stem
+    faster = model.Inputs(r)
+    faster["dram_bw"] = {"value": r["dram_bw"]["value"] * 2, "source": "a test"}
+    assert len({k, stored.key(v, p, "h200", faster, True, None), stored.key(v, p, "h200", r, False, None),
+                stored.key(v, p, "h200", r, True, 1e-5), stored.key(dataclasses.replace(v, rows_per_block=4), p,
+                                                                    "h200", r, True, None)}) == 5
+    monkeypatch.setattr(model, "rates", lambda gpu: faster)
+    assert model.estimate(v, p, "h200").legs["dram"] < computed.legs["dram"]  # not the kept one
+    shutil.rmtree(tmp_path / "cache")
+    monkeypatch.setattr(stored, "_tools", lambda: {"numba-cuda": "0.1"})
+    assert stored.load(k, r) is None
 
 
 def test_trip_rules_are_an_ordered_list_of_documented_rules():

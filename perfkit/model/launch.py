@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from .. import model as _pkg  # rates() through the package: tests monkeypatch model.rates
+from . import stored as kept
 from .equations import LEGS, Estimate, combine, flush_seconds, latency_leg, launch_sequence, resource_legs
 from .inputs import Inputs
 from .latency import latencies, warp_cycles
@@ -269,19 +270,31 @@ def library_estimate(variant, problem, r: Inputs, traffic) -> Estimate:
 
 
 def estimate(variant, problem, gpu: str = "h100-sxm", *, banks: bool = True,
-             ahead_s: float | None = None) -> Estimate:
+             ahead_s: float | None = None, stored: bool = True) -> Estimate:
     """Predicted median time of one launch sequence of ``variant`` on ``problem`` on ``gpu``
     (a key or alias of ``data/devices.yaml``), from static inputs only (the steps: :mod:`perfkit.model`'s map;
     the equations: :mod:`perfkit.model.equations`).  ``banks=False`` skips the bank-conflict simulation (conflict-free
     shared memory assumed).  ``ahead_s``: seconds of GPU work queued ahead of the sequence
     while the host launches it, which hide that much of the host's launch cost (default: the
     cold-L2 flush, :func:`flush_seconds`; a record taken behind a spin kernel adds its
-    ``extra["spin_s"]``)."""
+    ``extra["spin_s"]``).  ``stored=False`` computes it even where one is kept (local cache,
+    static store: :mod:`perfkit.model.stored`)."""
     from ..kernels.base import Problem, Variant
 
     if not isinstance(variant, Variant) or not isinstance(problem, Problem):
         raise TypeError("estimate(variant, problem, gpu): pass a perfkit Variant and Problem")
     r = _pkg.rates(gpu)
+    if not stored:
+        return _estimate(variant, problem, gpu, r, banks, ahead_s)
+    k = kept.key(variant, problem, gpu, r, banks, ahead_s)
+    e = kept.load(k, r)
+    if e is None:
+        e = _estimate(variant, problem, gpu, r, banks, ahead_s)
+        kept.keep(k, e, r)
+    return e
+
+
+def _estimate(variant, problem, gpu: str, r: Inputs, banks: bool, ahead_s: float | None) -> Estimate:
     traffic = traffic_for(variant, problem, r)
     if variant.oracle:
         e = library_estimate(variant, problem, r, traffic)

@@ -230,6 +230,20 @@ view.show("index32")
 # iterated several times within the warp tile for more register reuse.  This is the step that
 # makes siboehm's SGEMM fast; whether it does here is what the card's record says.  It starts from
 # `index32`'s kernel (32-bit offsets, unrolled k-steps), so the diff is the warp level alone.
+#
+# ### Exercise 02.predict_order · which rung is faster? (graded)
+#
+# Before warptile's section below (its diff, anatomy and card): at 4096³ float32 on an H100, which
+# is faster, `no_bank_conflicts` or `warptile`, and by what factor (slower time / faster time)?
+# Decide from what the sections above change (double buffering, 32-bit indexing, the warp level
+# just described) and from `no_bank_conflicts`' anatomy, then grade it against the newest H100
+# records of the two rungs (the grader names their date and commit).
+
+# %%
+from perfkit.exercises import grade  # (the other exercises are at the end of the notebook)
+
+my_prediction = None  # the form: {"faster": "no_bank_conflicts" or "warptile", "x": 2.0}
+grade("02.predict_order", my_prediction, reference=exercise_reference)
 
 # %%
 view.show("warptile")
@@ -650,14 +664,3 @@ def transpose(out, inp, rows, cols):
 
 
 grade("02.pad", transpose, reference=exercise_reference)
-
-# %% [markdown]
-# ### Exercise 02.predict_order · which rung is faster?
-#
-# At 4096³ float32 on an H100, which is faster, `no_bank_conflicts` or `warptile`, and by what
-# factor?  Decide from the diffs and the anatomy before you look at the cards' times, then grade
-# it against the newest H100 records of the two rungs (the grader names their date and commit).
-
-# %%
-my_prediction = None  # the form: {"faster": "no_bank_conflicts" or "warptile", "x": 2.0}
-grade("02.predict_order", my_prediction, reference=exercise_reference)

@@ -199,6 +199,19 @@ published = f"the published {published_bw / 1e12:.2f} TB/s of {gpu}"
 # %%
 lesson.traffic_table(MODS['softmax'].LADDER, MODS['softmax'].EXAMPLE_PROBLEM, published_bw, published)
 
+# %% [markdown]
+# ### Exercise 04.predict_softmax · a softmax at the bandwidth (graded)
+#
+# Before the rungs' cards below: softmax at 4096 x 4096 float32 on an H100, how many microseconds
+# does the best perfkit rung take, and did it beat the oracle (torch)?  Bytes over bandwidth gives
+# the first (the table above counts each rung's bytes); graded against the H100 records.
+
+# %%
+from perfkit.exercises import grade  # (the other exercises are at the end of the notebook)
+
+my_prediction = None  # e.g. {"us": 100.0, "beats_oracle": False}
+grade("04.predict_softmax", my_prediction, reference=exercise_reference)
+
 # %%
 view = ladder_view('softmax', MODS['softmax'].EXAMPLE_PROBLEM)
 view.rest()
@@ -417,14 +430,3 @@ def online_update(m, s, x):
 
 
 grade("04.online_softmax", online_update, reference=exercise_reference)
-
-# %% [markdown]
-# ### Exercise 04.predict_softmax · a softmax at the bandwidth
-#
-# Softmax at 4096 x 4096 float32 on an H100: how many microseconds does the best perfkit rung
-# take, and did it beat the oracle?  Bytes over bandwidth gives the first; graded against the
-# H100 records.
-
-# %%
-my_prediction = None  # e.g. {"us": 100.0, "beats_oracle": False}
-grade("04.predict_softmax", my_prediction, reference=exercise_reference)

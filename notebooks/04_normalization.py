@@ -173,7 +173,9 @@ published = f"the published {published_bw / 1e12:.2f} TB/s of {gpu}"
 #
 # `y = exp(x − max x) / Σ exp(x − max x)` over each row.  Subtracting the row maximum is what keeps
 # `exp` from overflowing at |x| ~ 100 in float32 (and ~11 in float16), so a safe softmax needs the
-# max *before* the sum: two reductions and, naively, three sweeps over x.  The **online** rung
+# max *before* the sum: two reductions and, naively, three sweeps over x.  The **naive** rung also
+# gives a row one thread, so nothing inside a row runs in parallel and few rows idle the GPU: the
+# example's 4096 rows are 128 warps, about one for each of an H100's 132 SMs.  The **online** rung
 # (Milakov & Gimelshein, 2018, arXiv:1805.02867) carries a running max `m` and a running sum `s`
 # and rescales `s` by `exp(m_old − m_new)` when the max grows, so max and sum come from one sweep;
 # two (max, sum) pairs merge the same way, which is what lets warps combine their partial results.
@@ -245,7 +247,10 @@ view.anatomy_table()
 # Per row that is two more reductions; per column, a reduction over all rows.  The ideal kernel
 # reads x and dy once and writes dx once (γ, dγ and dβ are small).  The row rungs differ in how they
 # reduce; up to the Welford rung the column sums are a separate kernel (a two-stage column
-# reduction today; one thread per column in the H100's records of 2026-11-23), a second read of x and dy.  The
+# reduction today; one thread per column in the H100's records of 2026-11-23), a second read of x and dy.
+# That one-thread-per-column kernel ran at 6% achieved occupancy (Nsight Compute, H100, 2026-11-23):
+# 4096 columns are 4096 threads for the whole GPU.  Today's first stage gives a block 32 columns by
+# a chunk of rows (about 8 blocks an SM), and a small kernel adds the blocks' partial sums.  The
 # multirow rung runs a persistent grid (a few blocks per SM) in which every lane owns the same
 # columns in every row it visits, adds its `dy·x̂` and `dy` into its group's partial-sum row (small,
 # L2-resident), and a small kernel sums the partials: x and dy leave DRAM once (the H100's record

@@ -194,7 +194,10 @@ published = f"the published {published_bw / 1e12:.2f} TB/s of {gpu}"
 # * **`persist`** (narrow rows, 1024 columns): each block of `tuned` has little work and the grid is
 #   about two waves.  `persist` launches one block for every slot the GPU has (SMs x blocks an SM
 #   holds, from the occupancy calculator at the kernel's register cap) and loops over rows, loading
-#   the next row while it reduces this one.
+#   the next row while it reduces this one.  So its card and anatomy are at 4096 x 1024, the width it
+#   is for, not at the 4096 x 4096 of the op's other rungs: its prompt asks about it against
+#   `smem_row` at that width (the rung before it that runs it: `packed` takes float16 only), and
+#   the ladder's table and bars at 4096 x 4096 leave it out.
 #
 # None of the three has a GPU record yet: their cards show the model's estimate only.
 

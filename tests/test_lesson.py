@@ -888,6 +888,25 @@ def test_a_rung_is_compared_with_the_nearest_rung_that_runs_its_problem(monkeypa
             and "dtype=float16 be faster" in prompt)
 
 
+def test_a_persist_rung_is_asked_and_carded_at_its_narrow_rows(monkeypatch):
+    """Softmax's persist rung is for narrow rows: its section asks about it, and its card answers,
+    at its example (4096 x 1024), against the nearest earlier rung that runs that problem (not the
+    float16-only packed), named at that same problem; the summary at 4096 x 4096 leaves it out."""
+    from perfkit.lesson.view import _runs
+
+    monkeypatch.setattr("perfkit.lesson.view._display", lambda objs: None)
+    view = lesson.LadderView("softmax", softmax.EXAMPLE_PROBLEM, table=lesson.records("softmax"), estimate=False)
+    v = next(u for u in softmax.LADDER if u.name == "persist")
+    narrow = v.example(softmax.EXAMPLE_PROBLEM)
+    assert narrow.cols == 1024 and not _runs(v, softmax.EXAMPLE_PROBLEM)
+    prev = view.prev_of(v)
+    assert prev.name != "packed" and _runs(prev, narrow)
+    out = view.rung("persist")
+    prompt = next(str(x) for x in out if "Predict before you look" in str(x))
+    assert f"than {prev.label} at {narrow.label}?" in prompt and "its own problem" not in prompt
+    assert view.cards["persist"].problem == narrow.label
+
+
 def test_a_card_shows_the_tensor_pipe_only_for_a_rung_that_issues_tensor_instructions(monkeypatch):
     """A view's card knows from the rung's anatomy whether its SASS issues mma: a SIMT rung's few
     percent of tensor pipe (the counter's floor) is not shown; a tensor-core rung's is."""

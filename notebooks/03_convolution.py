@@ -354,14 +354,15 @@ view.show("tc_ldmatrix", prev="tc_vector", built=True)
 # Rung 7 does 2.25x fewer multiplies than the direct method, but most of its time is its 16
 # batched GEMMs, run far below the FP32 peak: many instructions per FFMA and a transposing 4-byte
 # store of A that conflicts 8 ways (its Nsight Compute row above).  On the H200 (Nsight Compute,
-# commit ed6ffd5) the batched-GEMM kernel took 446 µs of the 507 µs of rung 7's four kernels: 7.4
-# TFLOP/s of the multiplies Winograd keeps.  This rung keeps F(2x2, 3x3)
-# and gives those GEMMs GEMM rung 10's warp-tiled main loop, one Winograd element per
-# `blockIdx.z`: a warp owns 64x32 of the product, each lane 8x8 as 4x4 sub-tiles, so a k-step is 4
-# `LDS.128` for 64 FFMA (rung 7: 8 loads for 16); 128x128x8 block tiles, double-buffered, one
-# barrier per k-tile.  The filter transform now writes U k-major, so both operand tiles are stored
-# as they are read, 16 bytes at a time: rung 7's conflicted transposing store is gone.  The anatomy compared is the batched GEMM's (launch 2) with
-# rung 7's.  Predict: once the GEMM runs like GEMM rung 10, what is left of rung 7's time?
+# commit ed6ffd5) the batched-GEMM kernel took 446 µs, 88% of the time of rung 7's four kernels:
+# 7.4 TFLOP/s of the multiplies Winograd keeps.  This rung keeps F(2x2, 3x3) and gives those
+# GEMMs GEMM rung 10's warp-tiled main loop, one Winograd element per `blockIdx.z`: a warp owns
+# 64x32 of the product, each lane 8x8 as 4x4 sub-tiles, so a k-step is 4 `LDS.128` for 64 FFMA
+# (rung 7: 8 loads for 16); 128x128x8 block tiles, double-buffered, one barrier per k-tile.  The
+# filter transform now writes U k-major, so both operand tiles are stored as they are read, 16
+# bytes at a time: rung 7's conflicted transposing store is gone.  The anatomy compared is the
+# batched GEMM's (launch 2) with rung 7's.  Predict: once the GEMM runs like GEMM rung 10, what is
+# left of rung 7's time?
 
 # %%
 view.show("winograd_tiled", prev="winograd", built=True, kernel=2, prev_kernel=2)

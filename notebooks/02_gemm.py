@@ -165,8 +165,11 @@ view.show("smem_tiling")
 # ## 1D register blocking (`blocktile_1d`)
 #
 # Each thread computes TM results down a column.  A value of B read from shared memory stays in a
-# register and feeds TM FMAs: shared loads per FMA fall from 2 toward 1.  Fewer loads are not
-# the whole story: before you predict, open the anatomy diff and compare the occupancy.
+# register and feeds TM FMAs: shared loads per FMA fall from 2 toward 1.  `launch_bounds(512, 2)`
+# (512 threads, at least 2 blocks an SM) caps the kernel at 64 registers a thread; its first
+# version had no bound, and Nsight Compute found it at 123 registers and 25% achieved occupancy on
+# the H100 (`data/ncu/`, commit 7c7b2e0).  Fewer loads are not the whole story: before you
+# predict, open the anatomy diff and compare the occupancy.
 
 # %%
 view.show("blocktile_1d")
@@ -176,7 +179,10 @@ view.show("blocktile_1d")
 #
 # Each thread owns a TMxTN tile of C and accumulates outer products: TM+TN shared loads feed
 # TM·TN FMAs, and the larger block tile reads each global element fewer times.  Watch the register
-# count rise, and the occupancy it costs.
+# count rise, and the occupancy it costs: `launch_bounds(256, 2)` holds it to 128 registers, where
+# the first version, without a bound, took 196 and ran at 12.5% achieved occupancy (Nsight Compute,
+# H100, commit 7c7b2e0).  The 128x128 block tile also means few blocks at small sizes: 64 at 1024³,
+# for the 132 SMs of an H100.
 
 # %%
 view.show("blocktile_2d")
@@ -204,6 +210,11 @@ view.show("no_bank_conflicts")
 #
 # Two shared buffers: while the block computes on one tile, the next tile's global loads are in
 # flight into the other, hiding global latency behind FMAs (one barrier per tile instead of two).
+# It pays only if the buffering itself is cheap.  The first version picked the buffer as `tile % 2`
+# in int64 and recomputed every thread's store addresses each tile, and its H100 record (4096³,
+# commit 7c7b2e0) was only 1.10x faster than rung 7's of the same run.  This one unrolls the k-loop
+# by two, so each buffer is its own shared array named at compile time, and computes each thread's
+# shared offsets once, before the loop.
 
 # %%
 view.show("double_buffer")
@@ -230,6 +241,20 @@ view.show("index32")
 # iterated several times within the warp tile for more register reuse.  This is the step that
 # makes siboehm's SGEMM fast; whether it does here is what the card's record says.  It starts from
 # `index32`'s kernel (32-bit offsets, unrolled k-steps), so the diff is the warp level alone.
+#
+# ### Exercise 02.predict_order · which rung is faster? (graded)
+#
+# Before warptile's section below (its diff, anatomy and card): at 4096³ float32 on an H100, which
+# is faster, `no_bank_conflicts` or `warptile`, and by what factor (slower time / faster time)?
+# Decide from what the sections above change (double buffering, 32-bit indexing, the warp level
+# just described) and from `no_bank_conflicts`' anatomy, then grade it against the newest H100
+# records of the two rungs (the grader names their date and commit).
+
+# %%
+from perfkit.exercises import grade  # (the other exercises are at the end of the notebook)
+
+my_prediction = None  # the form: {"faster": "no_bank_conflicts" or "warptile", "x": 2.0}
+grade("02.predict_order", my_prediction, reference=exercise_reference)
 
 # %%
 view.show("warptile")
@@ -240,6 +265,12 @@ view.show("warptile")
 # `autotune.search_gemm` enumerates tile configurations, rejects the illegal ones with stated divisibility
 # checks, compiles the rest for `cc` and prunes by spills and occupancy, then times the survivors
 # on a GPU (or ranks them by a documented static rule without one).  The `autotuned` rung's defaults are its pick.
+#
+# Its pick, a k-tile of 16 (`warptile` has 8), needs one more fix.  The rows of the transposed A
+# tile are padded to 132 words (128 + 4), so rows k and k+8 start 1056 words apart, a multiple of
+# the 32 banks: a warp's stores into rows k and k+8 of one column would fall on the same bank.  Rows
+# 8-15 are therefore skewed by 8 more words (still 16-byte aligned, still an immediate offset in
+# every `LDS.128`).
 
 # %%
 cands = autotune.search_gemm(EX, gemm.search_space()[:search_candidates], cc=cc)
@@ -255,10 +286,14 @@ view.show("autotuned")
 # thread holds one set of operands and the block waits at a barrier every 16 of k.  cuBLAS runs
 # one block of 256 threads an SM with nearly every register in use.  This rung does the same: a
 # 128x256 block tile, an 8x16 thread tile, `launch_bounds(256, 1)`, and two register sets of
-# operands, so the shared loads of step k+1 are in flight while step k's FFMAs issue.  It is the
-# SIMT ladder's last rung, so it compares with `autotuned` (rungs 12-18 are the tensor-core
-# sub-ladder below).  Predict from the anatomy's occupancy and registers, and from what the model's
-# legs say about a kernel with one block an SM (the card's paragraph).
+# operands, so the shared loads of step k+1 are in flight while step k's FFMAs issue.  Its global
+# loads stay staged through registers, not `cp.async`: A is stored transposed (a lane reads 4 rows
+# of one k with one `LDS.128`), and `cp.async` copies 16 contiguous bytes, 4 consecutive k of one
+# row, so it cannot transpose.  Every k-tile, the bounds-checked last one too, runs its k-steps
+# written out: a rolled loop would put the 128 accumulators of an 8x16 thread tile on the stack.
+# It is the SIMT ladder's last rung, so it compares with `autotuned` (rungs 12-18 are the
+# tensor-core sub-ladder below).  Predict from the anatomy's occupancy and registers, and from what
+# the model's legs say about a kernel with one block an SM (the card's paragraph).
 
 # %%
 view.show("simt_wide", prev="autotuned")
@@ -316,7 +351,9 @@ view.show("tc_cp_async")
 #
 # Each warp owns 64x64 of C (128 float32 accumulators per lane), so an A fragment feeds 8 mmas and a
 # B fragment 4, and the 128x128 block tile halves the L2 traffic per FLOP again.  The price is
-# registers (and so occupancy): the tensor pipe has to be kept busy by fewer warps.
+# registers (and so occupancy): the tensor pipe has to be kept busy by fewer warps.  At small sizes
+# there are few warps at all: at 1024³ the 64x64 warp tiles make 256 warps, fewer than the 528
+# warp schedulers of an H100 (132 SMs of 4).
 
 # %%
 view.show("tc_warptile")
@@ -470,7 +507,9 @@ view.sass("persistent", ["UTMALDG", "UTMASTG", "SYNCS", "HGMMA", "USETMAXREG", "
 # %% [markdown]
 # ## Two blocks share one load (`cluster`)
 #
-# Two blocks whose tiles sit one above the other (m tiles 2i and 2i+1) read the same k-tiles of B.
+# Two blocks whose tiles sit one above the other (m tiles 2i and 2i+1) read the same k-tiles of B,
+# the larger operand: with 128x256 tiles and 64-deep float16 k-tiles, a stage holds 32 KiB of B
+# and 16 KiB of A.
 # On Hopper, blocks can form a **thread-block cluster**: they are scheduled together on neighbouring
 # SMs and can reach each other's shared memory and mbarriers.  Here each pair is a cluster of two
 # along m, and each block's producer loads only half of B's stage with a **multicast** TMA copy
@@ -650,14 +689,3 @@ def transpose(out, inp, rows, cols):
 
 
 grade("02.pad", transpose, reference=exercise_reference)
-
-# %% [markdown]
-# ### Exercise 02.predict_order · which rung is faster?
-#
-# At 4096³ float32 on an H100, which is faster, `no_bank_conflicts` or `warptile`, and by what
-# factor?  Decide from the diffs and the anatomy before you look at the cards' times, then grade
-# it against the newest H100 records of the two rungs (the grader names their date and commit).
-
-# %%
-my_prediction = None  # the form: {"faster": "no_bank_conflicts" or "warptile", "x": 2.0}
-grade("02.predict_order", my_prediction, reference=exercise_reference)

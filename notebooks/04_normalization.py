@@ -173,7 +173,9 @@ published = f"the published {published_bw / 1e12:.2f} TB/s of {gpu}"
 #
 # `y = exp(x − max x) / Σ exp(x − max x)` over each row.  Subtracting the row maximum is what keeps
 # `exp` from overflowing at |x| ~ 100 in float32 (and ~11 in float16), so a safe softmax needs the
-# max *before* the sum: two reductions and, naively, three sweeps over x.  The **online** rung
+# max *before* the sum: two reductions and, naively, three sweeps over x.  The **naive** rung also
+# gives a row one thread, so nothing inside a row runs in parallel and few rows idle the GPU: the
+# example's 4096 rows are 128 warps, about one for each of an H100's 132 SMs.  The **online** rung
 # (Milakov & Gimelshein, 2018, arXiv:1805.02867) carries a running max `m` and a running sum `s`
 # and rescales `s` by `exp(m_old − m_new)` when the max grows, so max and sum come from one sweep;
 # two (max, sum) pairs merge the same way, which is what lets warps combine their partial results.
@@ -192,12 +194,28 @@ published = f"the published {published_bw / 1e12:.2f} TB/s of {gpu}"
 # * **`persist`** (narrow rows, 1024 columns): each block of `tuned` has little work and the grid is
 #   about two waves.  `persist` launches one block for every slot the GPU has (SMs x blocks an SM
 #   holds, from the occupancy calculator at the kernel's register cap) and loops over rows, loading
-#   the next row while it reduces this one.
+#   the next row while it reduces this one.  So its card and anatomy are at 4096 x 1024, the width it
+#   is for, not at the 4096 x 4096 of the op's other rungs: its prompt asks about it against
+#   `smem_row` at that width (the rung before it that runs it: `packed` takes float16 only), and
+#   the ladder's table and bars at 4096 x 4096 leave it out.
 #
 # None of the three has a GPU record yet: their cards show the model's estimate only.
 
 # %%
 lesson.traffic_table(MODS['softmax'].LADDER, MODS['softmax'].EXAMPLE_PROBLEM, published_bw, published)
+
+# %% [markdown]
+# ### Exercise 04.predict_softmax · a softmax at the bandwidth (graded)
+#
+# Before the rungs' cards below: softmax at 4096 x 4096 float32 on an H100, how many microseconds
+# does the best perfkit rung take, and did it beat the oracle (torch)?  Bytes over bandwidth gives
+# the first (the table above counts each rung's bytes); graded against the H100 records.
+
+# %%
+from perfkit.exercises import grade  # (the other exercises are at the end of the notebook)
+
+my_prediction = None  # e.g. {"us": 100.0, "beats_oracle": False}
+grade("04.predict_softmax", my_prediction, reference=exercise_reference)
 
 # %%
 view = ladder_view('softmax', MODS['softmax'].EXAMPLE_PROBLEM)
@@ -232,7 +250,10 @@ view.anatomy_table()
 # Per row that is two more reductions; per column, a reduction over all rows.  The ideal kernel
 # reads x and dy once and writes dx once (γ, dγ and dβ are small).  The row rungs differ in how they
 # reduce; up to the Welford rung the column sums are a separate kernel (a two-stage column
-# reduction today; one thread per column in the H100's records of 2026-11-23), a second read of x and dy.  The
+# reduction today; one thread per column in the H100's records of 2026-11-23), a second read of x and dy.
+# That one-thread-per-column kernel ran at 6% achieved occupancy (Nsight Compute, H100, 2026-11-23):
+# 4096 columns are 4096 threads for the whole GPU.  Today's first stage gives a block 32 columns by
+# a chunk of rows (about 8 blocks an SM), and a small kernel adds the blocks' partial sums.  The
 # multirow rung runs a persistent grid (a few blocks per SM) in which every lane owns the same
 # columns in every row it visits, adds its `dy·x̂` and `dy` into its group's partial-sum row (small,
 # L2-resident), and a small kernel sums the partials: x and dy leave DRAM once (the H100's record
@@ -417,14 +438,3 @@ def online_update(m, s, x):
 
 
 grade("04.online_softmax", online_update, reference=exercise_reference)
-
-# %% [markdown]
-# ### Exercise 04.predict_softmax · a softmax at the bandwidth
-#
-# Softmax at 4096 x 4096 float32 on an H100: how many microseconds does the best perfkit rung
-# take, and did it beat the oracle?  Bytes over bandwidth gives the first; graded against the
-# H100 records.
-
-# %%
-my_prediction = None  # e.g. {"us": 100.0, "beats_oracle": False}
-grade("04.predict_softmax", my_prediction, reference=exercise_reference)

@@ -653,6 +653,28 @@ def test_answers_shown_before_a_prediction_are_found_outside_folds_only():
     assert lesson.answers_shown_before(bad, 2, [gpu]) == []
 
 
+def test_a_graded_prediction_comes_before_the_cards_that_answer_it_even_folded():
+    """ANSWERED_BY (tests/notebook_checks.py, run over every executed notebook): warptile's card,
+    folded as the notebook renders it, above 02.predict_order answers it, no_bank_conflicts' alone
+    does not; any softmax card above 04.predict_softmax answers that one."""
+    from notebook_checks import ANSWERED_BY, answered_before
+
+    def card(op, problem, name):
+        html_ = lesson.answer(lesson.recorded(op, problem, name, estimate=False))._repr_html_()
+        assert html_.startswith("<details>")  # folded: answers_shown_before lets it pass
+        return {"cell_type": "code", "source": "", "outputs": [
+            {"output_type": "display_data", "data": {"text/html": html_, "text/plain": "<Rendered>"}}]}
+
+    prompt = {"cell_type": "code", "source": 'grade("02.predict_order", None)', "outputs": []}
+    cells = [card("gemm", gemm.EXAMPLE_PROBLEM, "no_bank_conflicts"), prompt,
+             card("gemm", gemm.EXAMPLE_PROBLEM, "warptile")]
+    assert answered_before(cells, 1, ANSWERED_BY["02.predict_order"]) == []
+    late = [cells[0], cells[2], prompt]
+    assert [f.split(":")[0] for f in answered_before(late, 2, ANSWERED_BY["02.predict_order"])] == ["cell 1"]
+    sm = [card("softmax", softmax.EXAMPLE_PROBLEM, softmax.LADDER[1].name), prompt]
+    assert answered_before(sm, 1, ANSWERED_BY["04.predict_softmax"]) != []
+
+
 def test_fold_figure_hides_a_figure_until_opened():
     import matplotlib
 
@@ -864,6 +886,25 @@ def test_a_rung_is_compared_with_the_nearest_rung_that_runs_its_problem(monkeypa
     prompt = next(str(x) for x in out if "Predict before you look" in str(x))
     assert (f"than {by['autotuned'].label} at its own problem, {gemm.EXAMPLE_PROBLEM.label}?" in prompt
             and "dtype=float16 be faster" in prompt)
+
+
+def test_a_persist_rung_is_asked_and_carded_at_its_narrow_rows(monkeypatch):
+    """Softmax's persist rung is for narrow rows: its section asks about it, and its card answers,
+    at its example (4096 x 1024), against the nearest earlier rung that runs that problem (not the
+    float16-only packed), named at that same problem; the summary at 4096 x 4096 leaves it out."""
+    from perfkit.lesson.view import _runs
+
+    monkeypatch.setattr("perfkit.lesson.view._display", lambda objs: None)
+    view = lesson.LadderView("softmax", softmax.EXAMPLE_PROBLEM, table=lesson.records("softmax"), estimate=False)
+    v = next(u for u in softmax.LADDER if u.name == "persist")
+    narrow = v.example(softmax.EXAMPLE_PROBLEM)
+    assert narrow.cols == 1024 and not _runs(v, softmax.EXAMPLE_PROBLEM)
+    prev = view.prev_of(v)
+    assert prev.name != "packed" and _runs(prev, narrow)
+    out = view.rung("persist")
+    prompt = next(str(x) for x in out if "Predict before you look" in str(x))
+    assert f"than {prev.label} at {narrow.label}?" in prompt and "its own problem" not in prompt
+    assert view.cards["persist"].problem == narrow.label
 
 
 def test_a_card_shows_the_tensor_pipe_only_for_a_rung_that_issues_tensor_instructions(monkeypatch):

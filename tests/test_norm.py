@@ -437,6 +437,24 @@ def test_persist_grid_and_refusals():
             v.supports(mod.Problem(3, 16384, "float16"))
 
 
+def test_persist_is_shown_at_narrow_rows():
+    """The persist rungs are for narrow rows: each shows itself (card, anatomy, profile) at its op's
+    example with 1024 columns, the same rows, dtype and other parameters, a problem the GPU sweep
+    records, from one shared method; every other rung of the three ladders keeps 4096 columns."""
+    from perfkit.kernels.norm import _persist
+
+    for mod in SMEM_OPS.values():
+        v = rung_named(mod, "persist")
+        assert type(v).example is _persist.PersistShape.example  # one home, no per-op copy
+        for p in (mod.EXAMPLE_PROBLEM, dataclasses.replace(mod.EXAMPLE_PROBLEM, dtype="float16")):
+            e = v.example(p)
+            assert e.cols == _persist.NARROW_COLS == 1024 and e.cols != p.cols
+            assert dataclasses.replace(e, cols=p.cols) == p  # only the width changes
+            assert e in mod.GPU_SWEEP
+            v.supports(e)
+        assert all(u.example(mod.EXAMPLE_PROBLEM).cols == 4096 for u in mod.LADDER if u.name != "persist")
+
+
 @pytest.mark.parametrize("op", list(ALL_OPS))
 def test_default_configs(op, fresh_seed):
     """Each rung exactly as LADDER holds it (256-thread blocks and all), on a tiny problem."""

@@ -15,13 +15,16 @@ What the three rungs share lives here:
   of :func:`persist_shape`), the grid (:meth:`PersistShape.blocks`, from :mod:`perfkit.specs`'s
   facts through :func:`_common.sm_count` and :func:`perfkit.occupancy.occupancy`), the refusal of
   rows wider than the registers take (naming the rung to use), the compiled kernel's constants;
-* :func:`jit_persist`: ``cuda.jit`` with the register cap the grid was sized for.
+* :func:`jit_persist`: ``cuda.jit`` with the register cap the grid was sized for;
+* :data:`NARROW_COLS`: the width the rungs are for, and shown at (:meth:`PersistShape.example`).
 
 Every thread of a block runs the same number of row trips (the block's rows advance together:
 row ``base + t // G`` for ``base`` in ``blockIdx.x * R, +gridDim.x * R, ...``), so the group
 reductions' barriers always meet; a group past the last row reduces the identity.
 """
 from __future__ import annotations
+
+import dataclasses
 
 import numpy as np
 from numba import cuda
@@ -30,7 +33,7 @@ from ... import backend, occupancy
 from ..base import UnsupportedProblem
 from . import _common as C
 
-__all__ = ["PersistShape", "persist_shape", "jit_persist", "BYTES_PER_THREAD", "MAX_G", "REGS"]
+__all__ = ["PersistShape", "persist_shape", "jit_persist", "BYTES_PER_THREAD", "MAX_G", "REGS", "NARROW_COLS"]
 
 #: bytes of its row a thread holds (and as many again of the next row in flight): two 16-byte
 #: loads, 8 float32 or 16 float16 elements.  Held as float32: 16 (float32) or 32 (float16)
@@ -46,6 +49,9 @@ BLOCK = 256  # threads a block (rows per block fill it)
 REGS = {"float32": 48, "float16": 64}
 #: compute capability the grid is sized for where no GPU is present (the model's H100)
 DEFAULT_CC = (9, 0)
+#: the row width the rungs are for: at the ops' example width (4096) a tuned block already has a
+#: whole row's work, so the cards, the anatomy and the profiles show them at this width instead
+NARROW_COLS = 1024
 
 
 def elems_per_thread(dtype: str) -> int:
@@ -83,6 +89,11 @@ class PersistShape:
 
     instead = "the tuned rung"
     regs = REGS
+
+    def example(self, problem):
+        """The op's example with narrow rows (:data:`NARROW_COLS` columns, the same rows and
+        dtype): the width the rung is for."""
+        return dataclasses.replace(problem, cols=NARROW_COLS)
 
     def reg_cap(self, problem) -> int:
         """Registers a thread: ptxas's cap, and what the grid is sized for."""

@@ -905,6 +905,14 @@ def test_a_persist_rung_is_asked_and_carded_at_its_narrow_rows(monkeypatch):
     prompt = next(str(x) for x in out if "Predict before you look" in str(x))
     assert f"than {prev.label} at {narrow.label}?" in prompt and "its own problem" not in prompt
     assert view.cards["persist"].problem == narrow.label
+    # no record: the model answers the prompt at the narrow rows (smem_row's own card is at 4096 x 4096)
+    view = lesson.LadderView("softmax", softmax.EXAMPLE_PROBLEM, table=lesson.records("softmax"))
+    view.rung(prev.name)
+    view.rung("persist")
+    card = view.cards["persist"]
+    assert view.cards[prev.name].problem != card.problem and np.isfinite(card.prev_estimate_s)
+    assert card.prev_estimate_s == lesson.estimate_rung(prev, narrow, card.model_gpu, card.estimate_banks)[0]
+    assert "x the rung before, estimated" in dict(card.rows())
 
 
 def test_a_card_shows_the_tensor_pipe_only_for_a_rung_that_issues_tensor_instructions(monkeypatch):

@@ -15,6 +15,7 @@ import pandas as pd
 
 from ..kernels.base import Problem, Variant
 from .cards import RungCard, card_table, recorded
+from .estimates import estimate_rung
 from .formatting import anatomy_changes, anatomy_table, fmt_seconds
 from .kernel_source import source, source_diff
 from .matching import ladder_for
@@ -145,6 +146,11 @@ class LadderView:
             if pc.found:
                 card.prev_record = (f"{fmt_seconds(pc.median_s)} on {pc.gpu} at {str(pc.commit or '')[:7]}"
                                     + (", kernel changed since" if pc.changed_since else ""))
+        elif (self.estimate and not card.found and prev is not None and not prev.oracle and card.problem == p.label
+              and _runs(prev, p)
+              and not np.isfinite(card.prev_estimate_s)):  # the rung before's card is at another problem
+            # (persist at narrow rows after smem_row at the op's example): the model answers at this one
+            card.prev_estimate_s = estimate_rung(prev, p, card.model_gpu, card.estimate_banks)[0]
         self.cards[name] = card
         if card.found and card.problem != p.label:  # recorded at the problem as asked, not the rung's twin
             out.append(Rendered(f"<p><i>The card below is the record at <code>{html.escape(card.problem)}</code>: the "

@@ -212,7 +212,7 @@ view.show("no_bank_conflicts")
 # flight into the other, hiding global latency behind FMAs (one barrier per tile instead of two).
 # It pays only if the buffering itself is cheap.  The first version picked the buffer as `tile % 2`
 # in int64 and recomputed every thread's store addresses each tile, and its H100 record (4096³,
-# commit 7c7b2e0) was only 1.10x faster than rung 7's of the same run.  This one unrolls the k-loop
+# commit 7c7b2e0) was barely faster than rung 7's of the same run.  This one unrolls the k-loop
 # by two, so each buffer is its own shared array named at compile time, and computes each thread's
 # shared offsets once, before the loop.
 
@@ -264,7 +264,9 @@ view.show("warptile")
 #
 # `autotune.search_gemm` enumerates tile configurations, rejects the illegal ones with stated divisibility
 # checks, compiles the rest for `cc` and prunes by spills and occupancy, then times the survivors
-# on a GPU (or ranks them by a documented static rule without one).  The `autotuned` rung's defaults are its pick.
+# on a GPU (or ranks them by a documented static rule without one).  The `autotuned` rung's defaults
+# are the static rule's pick, made with no GPU (`search_gemm(EXAMPLE_PROBLEM, cc=(9, 0))`: the
+# model ranks the compiled survivors); a GPU session can retune it with `time_fn`.
 #
 # Its pick, a k-tile of 16 (`warptile` has 8), needs one more fix.  The rows of the transposed A
 # tile are padded to 132 words (128 + 4), so rows k and k+8 start 1056 words apart, a multiple of
@@ -283,13 +285,17 @@ view.show("autotuned")
 #
 # `autotuned` issues the same instruction mix as cuBLAS's SGEMM (Nsight Compute counts the same
 # share of FFMA) but issues less often: `launch_bounds(256, 2)` caps it at 128 registers, so a
-# thread holds one set of operands and the block waits at a barrier every 16 of k.  cuBLAS runs
+# thread holds one set of operands and a shared load's latency is covered only by the other
+# block's warps.  cuBLAS runs
 # one block of 256 threads an SM with nearly every register in use.  This rung does the same: a
 # 128x256 block tile, an 8x16 thread tile, `launch_bounds(256, 1)`, and two register sets of
 # operands, so the shared loads of step k+1 are in flight while step k's FFMAs issue.  Its global
 # loads stay staged through registers, not `cp.async`: A is stored transposed (a lane reads 4 rows
 # of one k with one `LDS.128`), and `cp.async` copies 16 contiguous bytes, 4 consecutive k of one
-# row, so it cannot transpose.  Every k-tile, the bounds-checked last one too, runs its k-steps
+# row, so it cannot transpose.  (B is stored as read and could take `cp.async`; the rung keeps
+# rung 11's staging for both operands, so that one idea changes.)  Its k-tile is 8 deep, half of
+# `autotuned`'s, so its block meets a barrier twice as often: the second register set has to win
+# more than that costs.  Every k-tile, the bounds-checked last one too, runs its k-steps
 # written out: a rolled loop would put the 128 accumulators of an 8x16 thread tile on the stack.
 # It is the SIMT ladder's last rung, so it compares with `autotuned` (rungs 12-18 are the
 # tensor-core sub-ladder below).  Predict from the anatomy's occupancy and registers, and from what
@@ -353,7 +359,8 @@ view.show("tc_cp_async")
 # B fragment 4, and the 128x128 block tile halves the L2 traffic per FLOP again.  The price is
 # registers (and so occupancy): the tensor pipe has to be kept busy by fewer warps.  At small sizes
 # there are few warps at all: at 1024³ the 64x64 warp tiles make 256 warps, fewer than the 528
-# warp schedulers of an H100 (132 SMs of 4).
+# warp schedulers of an H100 (132 SMs of 4), and they come as 64 blocks of 4 warps, so 68 of the
+# 132 SMs get no block.
 
 # %%
 view.show("tc_warptile")
@@ -525,8 +532,9 @@ view.sass("persistent", ["UTMALDG", "UTMASTG", "SYNCS", "HGMMA", "USETMAXREG", "
 # `warp_specialized` plus the multicast, nothing else, so the diff below is that one idea.
 #
 # **Predict:** every Hopper rung is tensor-bound in the model; which leg does the multicast shrink,
-# and on which GPU could that move the time?  (fast.cu's 2-CTA cluster step, H100 at 8192^3, gained
-# 2.7%: 778 -> 799 TFLOP/s.)
+# and on which GPU could that move the time?  (For scale, from outside perfkit's records: fast.cu,
+# a public worklog of Hopper GEMM kernels in bf16, gained 2.7% with its 2-CTA cluster step on an
+# H100 at 8192^3, 778 -> 799 TFLOP/s.)
 
 # %%
 view.show("cluster", prev="warp_specialized")

@@ -95,8 +95,11 @@ lesson.fold(pd.DataFrame([{"rung": v.label, "what changed and why": v.what} for 
 # compared with an independent float64 NumPy convolution (`problem.reference`: pad, then one
 # tensordot per filter tap; `tests/test_conv.py` checks it against torch in float64 and runs a
 # wider set of awkward cases).  The tolerance grows like sqrt(C·R·S), as GEMM's grows like
-# sqrt(k); a float16 output adds its own rounding.  The tensor-core rung takes float16 only, so
-# it runs the float16 twin of each case.
+# sqrt(k); a float16 output adds its own rounding.  The first tensor-core rung takes float16 only, so
+# it runs the float16 twin of each case.  The rungs after it (`tc_vector` to `tc_epilogue`) read
+# NHWC in 16-byte chunks of 8 channels, so they run only the float16 NHWC case with 8 channels and
+# refuse the others, each saying why (in the `ci` profile that case is a 1x1 layer, so their
+# filter-tap loop and padding masks are checked by `tests/test_conv.py`, at 3x3 with padding).
 
 # %%
 cases = [conv.Problem(*c[:9], dtype=c[9], layout=c[10]) for c in check_cases]

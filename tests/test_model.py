@@ -1245,8 +1245,8 @@ def test_a_kept_estimate_is_the_computed_one_and_any_input_it_read_misses_it(tmp
 
     monkeypatch.setenv("PERFKIT_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("PERFKIT_STATIC_DIR", str(tmp_path / "store"))
-    v = next(x for x in softmax.LADDER if x.name == "multirow")
-    p = softmax.Problem(rows=61, cols=300, dtype="float32")
+    v = next(x for x in saxpy.LADDER if x.name == "unrolled")  # a quick build: the key's rules are any rung's
+    p = saxpy.Problem(n=40961)
     computed = model.estimate(v, p, "h200", stored=False)
     monkeypatch.setenv("PERFKIT_STATIC_WRITE", "1")
     assert model.estimate(v, p, "h200") == computed
@@ -1266,7 +1266,7 @@ def test_a_kept_estimate_is_the_computed_one_and_any_input_it_read_misses_it(tmp
     faster = model.Inputs(r)
     faster["dram_bw"] = {"value": r["dram_bw"]["value"] * 2, "source": "a test"}
     assert len({k, stored.key(v, p, "h200", faster, True, None), stored.key(v, p, "h200", r, False, None),
-                stored.key(v, p, "h200", r, True, 1e-5), stored.key(dataclasses.replace(v, rows_per_block=4), p,
+                stored.key(v, p, "h200", r, True, 1e-5), stored.key(dataclasses.replace(v, unroll=2), p,
                                                                     "h200", r, True, None)}) == 5
     monkeypatch.setattr(model, "rates", lambda gpu: faster)
     assert model.estimate(v, p, "h200").legs["dram"] < computed.legs["dram"]  # not the kept one

@@ -8,6 +8,7 @@ import html
 import pandas as pd
 
 from ..kernels.base import UnsupportedProblem
+from .matching import runs_as_is
 from .prompts import Rendered
 
 
@@ -52,9 +53,14 @@ def traffic_table(ladder, problem, bandwidth: float, source: str) -> Rendered:
     (bytes/s, named by ``source``, e.g. "the published 3.35 TB/s of h100-sxm")."""
     head = (f"{problem.op} at {problem.label}: ideal traffic {problem.bytes / 1e6:.1f} MB "
             f"({problem.bytes / bandwidth * 1e6:.1f} µs at {source})")
+    rungs = [v for v in ladder if not v.oracle]
+    here = [v for v in rungs if runs_as_is(v, problem)]  # a float16-only or narrow-rows rung is not at this problem
     tab = pd.DataFrame([{"rung": v.label, "DRAM bytes / ideal": v.traffic(problem).dram_bytes / problem.bytes}
-                        for v in ladder if not v.oracle])
+                        for v in here])
+    gone = [v.label for v in rungs if v not in here]
+    note = f"left out, not run at this problem (each is at its own example): {', '.join(gone)}" if gone else ""
     return Rendered(f"<p><b>{html.escape(problem.op)}</b> at <code>{html.escape(problem.label)}</code>: ideal traffic "
                     f"{problem.bytes / 1e6:.1f} MB ({problem.bytes / bandwidth * 1e6:.1f} µs at {html.escape(source)})</p>"
-                    + tab.style.format(precision=2).hide(axis="index").to_html(),
-                    head + "\n" + tab.to_string(index=False))
+                    + tab.style.format(precision=2).hide(axis="index").to_html()
+                    + (f"<p><i>{html.escape(note)}</i></p>" if note else ""),
+                    head + "\n" + tab.to_string(index=False) + (f"\n{note}" if note else ""))

@@ -63,6 +63,19 @@ def shared_records(op: str, ladder: list[Variant] | None = None, *, root=None, g
 _SHARED: dict = {}
 
 
+def runs_as_is(v: Variant, p: Problem) -> bool:
+    """Does rung ``v`` run problem ``p`` as it is (not its twin), by its own ``supports``?"""
+    from ..kernels.base import UnsupportedProblem
+
+    if not hasattr(v, "example") or v.example(p).label != p.label:
+        return False
+    try:
+        v.supports(p)
+    except UnsupportedProblem:
+        return False
+    return True
+
+
 def _records(op, ladder, root, gpu, latest, frame) -> pd.DataFrame:
     df = (_load(op, str(root) if root is not None else None) if frame is None else frame[frame["op"] == op]).copy()
     if df.empty:

@@ -260,11 +260,11 @@ def moved(cur: Counters, prev: Counters | None) -> str:
     if (f < 1) != (t > 1):
         return head + f": the time went the other way, so something else dominated{unseen}."
     # how much of the time that changed the counter's change accounts for, served at peak
-    share = f"at peak that is {fmt_seconds(weight)} of the {fmt_seconds(dt)} {verb}"
+    share = (f"at peak that is {fmt_seconds(weight)} of the {fmt_seconds(dt)} {verb}" if weight <= dt else
+             f"at peak that alone is {fmt_seconds(weight)}, more than the {fmt_seconds(dt)} {verb}")
     whom = "the rung before" if t > 1 else "this rung"
     if weight > 1.5 * dt:
-        return (head + f": {share}, more than the change itself, so most of it overlapped other work; {label} was "
-                f"only part of what bound {whom}.")
+        return (head + f": {share}, so most of it overlapped other work; {label} was only part of what bound {whom}.")
     if weight >= 0.5 * dt:
         return head + f": the time followed it ({share}); {label} was part of what bound {whom}."
     if weight >= 0.1 * dt:

@@ -18,7 +18,7 @@ from .cards import RungCard, card_table, recorded
 from .estimates import estimate_rung
 from .formatting import anatomy_changes, anatomy_table, fmt_seconds
 from .kernel_source import source, source_diff
-from .matching import ladder_for
+from .matching import ladder_for, runs_as_is
 from .prompts import Rendered, answer, ask, fold, predict_prompt
 from .sass import sass_table
 
@@ -44,17 +44,7 @@ def _display(objs) -> None:
         display(o)
 
 
-def _runs(v: Variant, p: Problem) -> bool:
-    """Does rung ``v`` run problem ``p`` as it is (not its twin), by its own ``supports``?"""
-    from ..kernels.base import UnsupportedProblem
-
-    if not hasattr(v, "example") or v.example(p).label != p.label:
-        return False
-    try:
-        v.supports(p)
-    except UnsupportedProblem:
-        return False
-    return True
+_runs = runs_as_is  # (the view's older name)
 
 
 class LadderView:
@@ -77,12 +67,17 @@ class LadderView:
     def _example(self, v: Variant) -> Problem:
         return v.example(self.problem) if hasattr(v, "example") else self.problem
 
-    def _report(self, v: Variant, kernel: int = 0):
+    def _report(self, v: Variant, kernel: int = 0, problem: Problem | None = None):
+        """``v``'s build at ``problem`` (default its own example problem): the rung before is
+        built at this rung's problem where it runs it, so that its anatomy column is the code
+        the prompt compares (persist at 1024 columns beside smem_row at 1024, not at 4096)."""
         from .. import anatomy
 
-        key = (v.name, kernel)
+        own = self._example(v)
+        p = problem if problem is not None else own
+        key = (v.name, kernel) if p.label == own.label else (v.name, kernel, p.label)  # (name, kernel): its own
         if key not in self.reports:
-            self.reports[key] = anatomy.inspect(v, self._example(v), self.cc, kernel=kernel)
+            self.reports[key] = anatomy.inspect(v, p, self.cc, kernel=kernel)
         return self.reports[key]
 
     def prev_of(self, v: Variant) -> Variant | None:
@@ -124,7 +119,7 @@ class LadderView:
         code = source_diff(prev, v, p, built=built) if prev is not None else source(v, p)
         out.append(fold(code, summary=fold_source) if fold_source else code)
         r = self._report(v, kernel)
-        r_prev = self._report(prev, prev_kernel) if prev is not None else None
+        r_prev = self._report(prev, prev_kernel, p if _runs(prev, p) else None) if prev is not None else None
         out.append(fold(anatomy.diff(r_prev, r) if r_prev is not None else r,
                         summary=f"anatomy of {v.label} ({r.kernel_name}) for {r.arch or f'sm_{self.cc[0]}{self.cc[1]}'}: "
                                 f"{r.registers} registers, {r.shared_bytes} B shared, occupancy "
@@ -180,8 +175,9 @@ class LadderView:
         v = self.ladder[names.index(name)]
         pv = self.ladder[names.index(prev)] if prev is not None else self.prev_of(v)
         reps = {}
+        p = self._example(v)
         if pv is not None:
-            reps[pv.label] = self._report(pv, prev_kernel)
+            reps[pv.label] = self._report(pv, prev_kernel, p if _runs(pv, p) else None)
         r = reps[v.label] = self._report(v, kernel)
         tab = sass_table(reps, list(opcodes)).set_index("SASS")  # (a DataFrame: HTML in a notebook, text elsewhere)
         _display([ask(question, "Write your guess down, then open the compiled code's answer below (read from "
@@ -214,7 +210,7 @@ class LadderView:
 
     def anatomy_table(self) -> Rendered:
         """Every shown rung's anatomy in one table, folded."""
-        reps = {next(v.label for v in self.ladder if v.name == n): r for (n, k), r in self.reports.items()}
+        reps = {next(v.label for v in self.ladder if v.name == k[0]): r for k, r in self.reports.items() if len(k) == 2}
         return fold(anatomy_table(reps), summary=f"anatomy of every rung shown, sm_{self.cc[0]}{self.cc[1]} "
                                                  "(one row per rung, at its example problem)")
 

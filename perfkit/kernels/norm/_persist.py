@@ -1,8 +1,9 @@
 """The ``persist`` rungs (softmax, layernorm, rmsnorm): narrow rows (1024 columns) on a persistent
 grid with the next row prefetched.
 
-At 4096 x 1024 the tuned rungs launch 1024 blocks of 4 rows: about two waves on an H100, each
-block loads its rows, waits for them, reduces and writes, then exits; between one block's last
+At 4096 x 1024 the tuned rungs launch 1024 blocks of 4 rows: 1.3 to 1.6 waves on an H100 (5 or 6
+blocks an SM at their registers), each block loads its rows, waits for them, reduces and writes,
+then exits, and the last wave leaves half the SMs or more idle; between one block's last
 store and the next block's first load its SM slots idle (issue 44: 0.15-0.64 of the copy
 ceiling there).  Here a grid that fills the GPU once (SMs x the blocks an SM holds, from the
 occupancy calculator at the kernel's register cap) loops over rows; each group of G threads

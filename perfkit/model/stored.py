@@ -105,7 +105,11 @@ def _unpacked(doc: dict, rates: dict) -> dict:
 
 
 def load(k: str, rates: dict) -> Estimate | None:
-    """The kept estimate under ``k`` (local cache, then the store unless it is being refreshed), or None."""
+    """The kept estimate under ``k`` (local cache, then the store), or None; None while the store
+    is refreshed: a refresh computes every estimate, so that the builds and simulations it reads
+    are kept too (read from a warm cache, they would be dropped as unused)."""
+    if static.writing():
+        return None
     p = _path(k)
     doc = None
     if p.exists():
@@ -115,10 +119,8 @@ def load(k: str, rates: dict) -> Estimate | None:
             doc = None  # a damaged entry is computed again
         if doc is not None and doc.get("tools") != _tools():
             doc = None
-        if doc is not None and static.writing():  # rewritten: a refresh keeps what it touched
-            static.put(KIND, k, doc["answer"], what=doc.get("what", ""), tools=doc["tools"])
         doc = doc["answer"] if doc is not None else None
-    if doc is None and not static.writing():
+    if doc is None:
         doc = static.get(KIND, k, _tools())
     if doc is None:
         return None

@@ -1439,3 +1439,24 @@ def test_a_size_held_in_registers_from_parameters_is_a_zero_guard():
     lane = [(a, "SHF.R.S64 R3, R0, 0x2, R6 ;" if a == 0x240 else ins) for a, ins in full]
     kept = [a for a, _ in model._one_path(lane, lane)]
     assert 0x290 in kept and 0x2b0 not in kept  # the shorter arm, as before
+
+
+def test_a_loop_runs_for_the_flops_the_rung_computes_not_the_problems():
+    """The arithmetic-work trip rule counts the FLOPs the rung computes (its traffic model's), not
+    the problem's: Winograd F(4x4, 3x3)'s batched GEMM does 36 products per 4x4 output tile where
+    direct convolution does 144, so its loop runs a quarter of the direct count and the launch's
+    FFMAs are the GEMM's (Nsight Compute on the H200 counted the GEMM's: model/ncu 1.00 with the
+    rule, 2.25 without).  An implicit GEMM, whose FLOPs are the problem's, is unchanged."""
+    from perfkit.kernels import conv
+
+    p = conv.EXAMPLE_PROBLEM  # 28 x 28 outputs: 7 x 7 tiles of 4 x 4, no rounding (its builds are in the store)
+    v = next(u for u in conv.LADDER if u.name == "winograd_f4")
+    t = v.traffic(p)
+    assert t.flops == pytest.approx(p.flops * 36 / 144)
+    e = model.estimate(v, p, "h100-sxm", banks=False, stored=False)
+    gemm_launch = next(L for L in e.launches if "gemm" in L["kernel"])
+    # thread FFMAs: the GEMM's multiply-adds (flops / 2), within the tile rounding of the k-loop
+    assert gemm_launch["ffma"] == pytest.approx(t.flops / 2, rel=0.15), (gemm_launch["ffma"], t.flops / 2)
+    assert any(r.startswith("ffma work") for r in gemm_launch["trip_rules"])
+    w = next(u for u in conv.LADDER if u.name == "igemm_regblock")
+    assert w.traffic(p).flops == p.flops

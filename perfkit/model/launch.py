@@ -57,7 +57,8 @@ def launch_estimate(variant, problem, launch, k, r: Inputs, traffic, share, *, u
     # the workspace this launch is passed (partial sums a loop may clear before accumulating)
     clear = array_bytes([a for a in launch.args if getattr(a, "workspace", False)])[2]
     dyn = dynamic_mix(rep, problem, launch_bytes=launch_l1 if launch_l1 else l1_total * share, dense=dense,
-                      warps=warps, threads_per_block=tpb, inner_extent=inner_extent, clear_bytes=clear)
+                      warps=warps, threads_per_block=tpb, inner_extent=inner_extent, clear_bytes=clear,
+                      work_flops=traffic.flops)
     c = dyn["counts"]
     has_smem = (sum(c["lds"].values()) + sum(c["sts"].values())) > 0
     ld_vec = False

@@ -128,9 +128,14 @@ def rule_arithmetic_work(m: Mix) -> None:
     loops with the same count per iteration are alternative paths (vector / scalar): the shortest
     body is kept, the others get 0.  A loop with fewer per iteration than the main one (the
     checked tail of k after the full tiles) runs once per warp.  Worked case: 4096^3 fp32 on a
-    loop of 64 FFMA an iteration: 2 x 4096^3 / (64 x 64) = 33.5 M warp-iterations."""
-    problem, loops, own, trips, rules, dense, warps = m.take("problem loops own trips rules dense warps")
-    flops = float(problem.flops)
+    loop of 64 FFMA an iteration: 2 x 4096^3 / (64 x 64) = 33.5 M warp-iterations.
+    The FLOPs are the ones the rung computes, as its traffic model counts them, not the
+    problem's: an algorithm with fewer multiplies runs its loop fewer times (Winograd F(4x4, 3x3):
+    36 products per 4x4 tile where direct convolution does 144, 0.25x; test
+    ``test_a_loop_runs_for_the_flops_the_rung_computes_not_the_problems``)."""
+    problem, loops, own, trips, rules, dense, warps, work_flops = m.take(
+        "problem loops own trips rules dense warps work_flops")
+    flops = float(work_flops if work_flops is not None else problem.flops)
     if dense:
         mma_loops = [i for i, c in enumerate(own) if c["mma"] > 0 and trips[i] is None]
         fma_loops = [i for i, c in enumerate(own) if c["ffma"] > 0 and trips[i] is None and not mma_loops]
@@ -585,10 +590,12 @@ TRIP_RULES = (
 
 
 def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int, threads_per_block: int,
-                inner_extent: int | None = None, clear_bytes: float | None = None) -> dict:
+                inner_extent: int | None = None, clear_bytes: float | None = None,
+                work_flops: float | None = None) -> dict:
     """Dynamic per-pipe counts of one launch (warp instructions over the whole launch) and the
     trips of each loop: the rules of :data:`TRIP_RULES`, in order, each setting the loops
-    the ones before left open."""
+    the ones before left open.  ``work_flops``: the FLOPs the rung computes (its traffic model's),
+    where they are not the problem's (Winograd)."""
     loops = report.loops
     from ..anatomy import sass_lines
 
@@ -615,7 +622,8 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
     m = Mix(problem=problem, loops=loops, lines=lines, own=own, own_pairs=own_pairs, own_bodies=own_bodies,
             straight_pairs=straight_pairs, divergent=divergent, dropped=dropped, trips=trips, rules=rules,
             launch_bytes=launch_bytes, dense=dense, warps=warps, threads_per_block=threads_per_block,
-            inner_extent=inner_extent, clear_bytes=clear_bytes, thread_ffma=thread_ffma)
+            inner_extent=inner_extent, clear_bytes=clear_bytes, thread_ffma=thread_ffma,
+            work_flops=work_flops)
     for rule in TRIP_RULES:
         rule(m)
     # a loop inside a warp-role arm whose count is per warp runs in that role's warps only

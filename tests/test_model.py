@@ -1460,3 +1460,29 @@ def test_a_loop_runs_for_the_flops_the_rung_computes_not_the_problems():
     assert any(r.startswith("ffma work") for r in gemm_launch["trip_rules"])
     w = next(u for u in conv.LADDER if u.name == "igemm_regblock")
     assert w.traffic(p).flops == p.flops
+
+
+def test_the_fp32_pipe_is_inside_the_issue_leg_where_it_takes_a_warp_instruction_a_clock():
+    """Where the FP32 pipe takes a warp instruction a clock per scheduler (128 lanes an SM, as fast
+    as issue), an FFMA's pipe time is inside its issue slot: with latency or issue the largest leg,
+    FP32 is not the second (shared memory is); an A100's 64 lanes take two clocks a warp FFMA, so
+    there FP32 can follow the issue stream and stays the second.  A SIMT GEMM rung, bound by
+    latency, is estimated so on the H100 and not on the A100."""
+    from perfkit.model.equations import combine
+
+    legs = {"latency": 10.0, "issue": 9.0, "fp32": 8.0, "smem": 3.0, "dram": 1.0}
+    assert combine(legs, 0.5, fp32_in_issue=True) == (10.0 + 0.5 * 3.0, 0.5)
+    assert combine(legs, 0.5) == (10.0 + 0.5 * 8.0, 0.5)
+    assert combine({**legs, "latency": 1.0, "fp32": 12.0}, 0.5, fp32_in_issue=True)[0] == 12.0 + 0.5 * 9.0
+    v = next(u for u in gemm.LADDER if u.name == "autotuned")
+    p = gemm.Problem(4096, 4096, 4096, "float32")
+    for g, inside in (("h100-sxm", True), ("a100-sxm-80gb", False)):
+        r = model.rates(g)
+        lanes = round(r["fp32_flops"]["value"] / (2 * r["sm_count"]["value"] * r["clock_hz"]["value"]))
+        assert (lanes >= 32 * r["issue_per_sm_per_clk"]["value"]) == inside, (g, lanes)
+    e = model.estimate(v, p, "h100-sxm", stored=False)
+    L = e.launches[0]
+    assert L["bound"] == "latency" and L["legs"]["fp32"] > L["legs"]["smem"]
+    top = max(L["legs"]["latency"], L["legs"]["issue"])
+    second = max(x for k, x in L["legs"].items() if k not in ("latency", "issue", "fp32"))
+    assert L["seconds"] == pytest.approx(top + L["overlap"] * second, rel=1e-9)

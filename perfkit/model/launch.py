@@ -218,7 +218,11 @@ def launch_estimate(variant, problem, launch, k, r: Inputs, traffic, share, *, u
         # overlap as separate blocks' do; the one barrier before the split is not a lock step,
         # nor is a named barrier of one role's warps (rung 23's epilogue: bar.sync 1+w, 128)
         has_barrier = False
-    seconds, overlap = combine(legs, r["overlap"]["value"], lock_step=resident_blocks <= 1 and has_barrier)
+    # an FP32 pipe as fast as issue (warp FFMAs an SM a clock >= warp instructions issued) is inside the issue legs
+    # (FP32 lanes an SM from the datasheet's rate, rounded: 66.9 TFLOP/s at 1980 MHz is 127.98 lanes)
+    fp32_lanes = round(r["fp32_flops"]["value"] / (2.0 * sms * clk))
+    seconds, overlap = combine(legs, r["overlap"]["value"], lock_step=resident_blocks <= 1 and has_barrier,
+                               fp32_in_issue=fp32_lanes >= 32 * r["issue_per_sm_per_clk"]["value"])
     bound = max(legs, key=legs.get)
     return {"kernel": rep.kernel_name, "grid": tuple(launch.grid), "block": tuple(launch.block), "blocks": blocks,
             "warps": warps, "registers": rep.registers, "blocks_per_sm": bps, "occupancy": rep.occupancy.ratio,

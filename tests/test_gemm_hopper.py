@@ -494,19 +494,23 @@ def test_tma_store_twin_writes_the_swizzled_box_clipped_at_the_edges_when_waited
 
 
 @pytest.mark.parametrize("shape", [(1, 8, 8), (65, 136, 72)], ids=["1x8x8", "walks_tiles_ring_runs_on"])
-def test_persistent_rung_at_awkward_shapes(shape, fresh_seed):
-    """In the simulator (2 blocks, 64-column tiles, 2 stages): 65 x 136 is 3 tiles, so block 0
-    walks tiles 0 and 2 with its ring running on between them (4 k-tiles through 2 stages, the
-    barriers' parities carried over), the second consumer warpgroup holds one row and the last
-    tile 8 columns (the TMA store clips both), k = 72 cuts the last k-tile; NaN-poisoned C."""
+def test_persistent_rung_at_awkward_shapes(shape, fresh_seed, monkeypatch):
+    """Two blocks on every backend (a GPU would give each of the 3 tiles an SM of its own and
+    no block would walk; the grid asserted was the simulator's, which failed on the H200 with
+    grid (3,)), 64-column tiles, 2 stages: 65 x 136 is 3 tiles, so block 0 walks tiles 0 and 2
+    with its ring running on between them (4 k-tiles through 2 stages, the barriers' parities
+    carried over) and its C boxes written again after their TMA stores, the second consumer
+    warpgroup holds one row and the last tile 8 columns (the TMA store clips both), k = 72 cuts
+    the last k-tile; NaN-poisoned C."""
+    monkeypatch.setattr(gemm.Persistent, "sms", lambda self: 2)
     m, n, k = shape
     p = gemm.Problem(m, n, k, "float16")
     x = p.make_inputs(fresh_seed)
     v = gemm.Persistent(BN=64, STAGES=2)
+    assert v.grid(p) == (min(v.tiles(p), 2),)
     out = v.run(p, x)
     res = p.check(out, x["a"].astype(np.float64) @ x["b"].astype(np.float64))
     assert res.ok, f"{shape}: {res.message}"
-    assert v.grid(p) == (min(v.tiles(p), 2),)
 
 
 def test_persistent_rung_as_laddered(fresh_seed):

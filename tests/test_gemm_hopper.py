@@ -267,6 +267,17 @@ def test_tma_is_refused_before_hopper_and_for_rows_tma_cannot_stride():
             TMA.supports(gemm.Problem(64, 64, 64))
 
 
+def _assert_bounded_waits(r):
+    """Every mbarrier wait of the build is mbar_wait's bounded loop: a first try_wait (the whole
+    wait when the phase is done), then a retry loop timed by %globaltimer that ends in a trap
+    (BPT.TRAP) after MBAR_WAIT_LIMIT_NS, so a lost arrival fails the launch instead of hanging
+    it (GEMM rung 24 hung on the H200 with no message): two TRYWAIT and two timer reads a trap."""
+    waits = len(re.findall(r"\bSYNCS\.PHASECHK\.TRANS64\.TRYWAIT\b", r.sass))
+    traps = len(re.findall(r"\bBPT\.TRAP\b", r.sass))
+    assert traps > 0 and waits == 2 * traps == len(re.findall(r"\bSR_GLOBALTIMER", r.sass)), (waits, traps)
+    assert r.ptx.count("trap;") == traps and r.ptx.count("%globaltimer") == 2 * traps
+
+
 def test_tma_compiles_for_sm90a_to_utmaldg_syncs_and_hgmma():
     """The build check: TMA copies (UTMALDG.2D), mbarrier operations (SYNCS: the init's EXCH, the
     expect_tx arrive, the parity wait) and HGMMA.64x128x16.F32 in the SASS; ptxas reports no
@@ -274,6 +285,7 @@ def test_tma_compiles_for_sm90a_to_utmaldg_syncs_and_hgmma():
     threads issue no global loads of their own (the copy engine does)."""
     r = anatomy.inspect(TMA, gemm.Problem(4096, 4096, 4096, "float16"), cc=(9, 0))
     assert r.arch == "sm_90a"
+    _assert_bounded_waits(r)
     assert re.findall(r"\bHGMMA\.64x128x16\.F32\b", r.sass) and r.mix["tensor mma"] >= 4
     assert re.findall(r"\bUTMALDG\.2D\b", r.sass)
     for op in ("SYNCS.EXCH.64", "SYNCS.ARRIVE.TRANS64", "SYNCS.PHASECHK.TRANS64.TRYWAIT"):
@@ -445,6 +457,7 @@ def test_warp_specialized_compiles_for_sm90a_with_setmaxnreg_kept():
     block of 12 warps an SM."""
     r = anatomy.inspect(WS, gemm.Problem(4096, 4096, 4096, "float16"), cc=(9, 0))
     assert r.arch == "sm_90a"
+    _assert_bounded_waits(r)
     assert re.findall(r"\bHGMMA\.64x256x16\.F32\b", r.sass) and r.mix["tensor mma"] >= 4
     assert re.findall(r"\bUTMALDG\.2D\b", r.sass)
     for op in ("SYNCS.EXCH.64", "SYNCS.ARRIVE.TRANS64", "SYNCS.ARRIVE.TRANS64.A1T0", "SYNCS.PHASECHK.TRANS64.TRYWAIT"):
@@ -557,6 +570,7 @@ def test_persistent_compiles_for_sm90a_with_tma_stores_and_named_barriers():
     of ring, 4 x 8 KiB of C boxes and 1 KiB: one block of 12 warps an SM."""
     r = anatomy.inspect(PERSISTENT, gemm.Problem(4096, 4096, 4096, "float16"), cc=(9, 0))
     assert r.arch == "sm_90a"
+    _assert_bounded_waits(r)
     assert re.findall(r"\bHGMMA\.64x256x16\.F32\b", r.sass)
     assert re.findall(r"\bUTMALDG\.2D\b", r.sass) and re.findall(r"\bUTMASTG\.2D\b", r.sass)
     for op in ("SYNCS.EXCH.64", "SYNCS.ARRIVE.TRANS64", "SYNCS.PHASECHK.TRANS64.TRYWAIT"):
@@ -674,6 +688,117 @@ def test_a_cluster_whose_threads_cannot_go_on_raises_naming_each_block():
         clustered(stuck, (2, 1, 1))[2, 32](np.zeros(1))
 
 
+# The rung's cluster mechanisms one at a time, on any backend (a GPU runs the real PTX, a hung
+# wait traps after MBAR_WAIT_LIMIT_NS): rung 24 hung on the H200 (2026-11-27) with no message, so
+# which of these fails there says what the rung does wrong.  Clusters of (1, 2, 1) as the rung's.
+HOPPER_GPU = pytest.mark.skipif(not backend.is_simulator() and (backend.device().compute_capability or (0, 0)) < (9, 0),
+                                reason="thread-block clusters, TMA multicast: Hopper (sm_90) and later")
+
+
+def _probe_kernels():
+    """Four (1, 2, 1)-cluster kernels of 32 threads a block (built once a test: the simulator's
+    clustered() marks the kernel's function).  ``ranks``: each block's cluster_ctarank, after a
+    cluster barrier.  ``remote``: each block's thread 0 arrives on barrier 0 (count 2) of both
+    blocks (mapa + remote arrive), every thread waits.  ``multicast(late)``: block r copies rows
+    32r..32r + 31 of a 64 x 64 float16 matrix (one (64, 32) box, 4 KiB) to byte 4096 r of both
+    blocks' ring (1024-byte aligned at run time, as the rung's) on barrier 0, which expects 8 KiB
+    a block, then copies its shared tile out; ``late``: the barrier's expect_tx comes after a
+    cluster barrier that follows both copies' issue, so the peer's bytes may land before the
+    bytes are expected (the transaction count below zero, which the rung's protocol allows and
+    CUTLASS's relies on)."""
+    from numba import uint32, uint64
+    from perfkit.kernels._ptx_hopper import (cluster_ctarank, cluster_dims, cluster_sync, clustered,
+                                             fence_mbarrier_init, mbar_arrive_cluster, mbar_arrive_expect_tx,
+                                             mbar_init, mbar_wait, smem_addr, tma_load_2d_multicast)
+
+    @cuda.jit
+    def ranks(out):
+        cluster_dims(1, 2, 1)
+        cluster_sync()
+        if cuda.threadIdx.x == 0:
+            out[cuda.blockIdx.y] = cluster_ctarank()
+        cluster_sync()
+
+    @cuda.jit
+    def remote(out):
+        cluster_dims(1, 2, 1)
+        bars = cuda.shared.array(1, uint64)
+        t = cuda.threadIdx.x
+        if t == 0:
+            mbar_init(bars, 0, 2)
+            fence_mbarrier_init()
+        cluster_sync()
+        if t == 0:
+            mbar_arrive_cluster(bars, 0, 0)
+            mbar_arrive_cluster(bars, 0, 1)
+        mbar_wait(bars, 0, 0)
+        if t == 0:
+            out[cuda.blockIdx.y] = cluster_ctarank() + 1
+        cluster_sync()  # the peer may still arrive on this block's barrier
+
+    def multicast(late):
+        @cuda.jit
+        def kern(tmap, out):
+            cluster_dims(1, 2, 1)
+            smem = cuda.shared.array(0, float16)
+            bars = cuda.shared.array(1, uint64)
+            t = cuda.threadIdx.x
+            r = cluster_ctarank()
+            pad = (uint32(1024) - (smem_addr(smem) & uint32(1023))) & uint32(1023)
+            if t == 0:
+                mbar_init(bars, 0, 1)
+                fence_mbarrier_init()
+            cluster_sync()
+            if t == 0:
+                if not late:
+                    mbar_arrive_expect_tx(bars, 0, 8192)
+                tma_load_2d_multicast(smem, pad + uint32(4096 * r), tmap, 0, 32 * r, bars, 0, 3)
+            if late:
+                cluster_sync()  # both copies issued before either block expects their bytes
+                if t == 0:
+                    mbar_arrive_expect_tx(bars, 0, 8192)
+            mbar_wait(bars, 0, 0)
+            for i in range(t, 4096, 32):
+                out[cuda.blockIdx.y, i] = smem[pad // 2 + i]
+            cluster_sync()
+        return clustered(kern, (1, 2, 1))
+
+    return {"ranks": clustered(ranks, (1, 2, 1)), "remote": clustered(remote, (1, 2, 1)),
+            "multicast": multicast(False), "multicast_late": multicast(True)}
+
+
+@HOPPER_GPU
+def test_cluster_probe_blocks_run_as_clusters():
+    """Grid (1, 4): blocks y = 0..3 are ranks 0, 1, 0, 1 (a launch that ignored the kernel's
+    .reqnctapercluster would give every block rank 0)."""
+    out = cuda.to_device(np.full(4, 9, np.uint32))
+    _probe_kernels()["ranks"][(1, 4), 32](out)
+    assert out.copy_to_host().tolist() == [0, 1, 0, 1]
+
+
+@HOPPER_GPU
+def test_cluster_probe_remote_arrive_completes_both_blocks_barriers():
+    out = cuda.to_device(np.zeros(4, np.uint32))
+    _probe_kernels()["remote"][(1, 4), 32](out)
+    assert out.copy_to_host().tolist() == [1, 2, 1, 2]
+
+
+@HOPPER_GPU
+@pytest.mark.parametrize("late", [False, True], ids=["expect_first", "bytes_before_expect"])
+def test_cluster_probe_multicast_lands_in_both_blocks(late, fresh_seed):
+    from perfkit.kernels._ptx_hopper import tensor_map_2d
+
+    g = np.random.default_rng(fresh_seed).uniform(-1, 1, (64, 64)).astype(np.float16)
+    dg = cuda.to_device(g)
+    tmap = tensor_map_2d(dg, (64, 64), 128, (64, 32))
+    out = cuda.to_device(np.full((4, 4096), np.nan, np.float16))
+    _probe_kernels()["multicast_late" if late else "multicast"][(1, 4), 32, 0, 8192 + 1024](tmap, out)
+    want = _swizzled(g).reshape(-1)
+    got = out.copy_to_host()
+    for b in range(4):
+        np.testing.assert_array_equal(got[b], want, err_msg=f"block {b}")
+
+
 @pytest.mark.parametrize("shape", [(1, 8, 8), (100, 56, 136), (300, 56, 40)],
                          ids=["1x8x8_padding_peer", "both_consumers_ring_wraps", "odd_m_tiles_two_clusters"])
 def test_cluster_rung_at_awkward_shapes(shape, fresh_seed):
@@ -733,6 +858,7 @@ def test_cluster_compiles_for_sm90a_with_its_cluster_shape_multicast_and_cluster
     shared memory: one block of 12 warps an SM."""
     r = anatomy.inspect(CLUSTER, gemm.Problem(4096, 4096, 4096, "float16"), cc=(9, 0))
     assert r.arch == "sm_90a"
+    _assert_bounded_waits(r)
     assert re.search(r"\.reqnctapercluster 1, 2, 1\b", r.ptx) and ".explicitcluster" in r.ptx
     assert re.findall(r"\bUTMALDG\.2D\.MULTICAST\b", r.sass) and re.findall(r"\bUTMALDG\.2D \[", r.sass)
     assert re.findall(r"\bHGMMA\.64x256x16\.F32\b", r.sass)

@@ -768,6 +768,44 @@ def _probe_kernels():
 
 
 @HOPPER_GPU
+def test_tma_probe_a_box_wholly_outside_the_array_lands_zeros_and_completes_its_bytes():
+    """Rung 24's padding block, and its second half of B's last k-tile when that k-tile has 32
+    rows or fewer, copy boxes that lie wholly outside A or B: the copy engine must still write
+    zeros and complete the box's bytes on the barrier (else that block's consumers wait forever;
+    on a GPU the bounded wait traps).  A (64, 32) box at row 64 of a 16-row matrix, over shared
+    memory poisoned with NaN (fenced for the async proxy before the copy is issued)."""
+    from numba import uint32, uint64
+    from perfkit.kernels._ptx_hopper import (fence_mbarrier_init, fence_proxy_async, mbar_arrive_expect_tx,
+                                             mbar_init, mbar_wait, smem_addr, tensor_map_2d, tma_load_2d)
+
+    @cuda.jit
+    def outside(tmap, out):
+        smem = cuda.shared.array(0, float16)
+        bars = cuda.shared.array(1, uint64)
+        t = cuda.threadIdx.x
+        pad = (uint32(1024) - (smem_addr(smem) & uint32(1023))) & uint32(1023)
+        for i in range(t, 2048, 32):
+            smem[pad // 2 + i] = float16(np.nan)
+        fence_proxy_async()
+        if t == 0:
+            mbar_init(bars, 0, 1)
+            fence_mbarrier_init()
+        cuda.syncthreads()
+        if t == 0:
+            mbar_arrive_expect_tx(bars, 0, 4096)
+            tma_load_2d(smem, pad, tmap, 0, 64, bars, 0)
+        mbar_wait(bars, 0, 0)
+        for i in range(t, 2048, 32):
+            out[i] = smem[pad // 2 + i]
+
+    g = np.ones((16, 64), np.float16)
+    tmap = tensor_map_2d(cuda.to_device(g), (64, 16), 128, (64, 32))
+    out = cuda.to_device(np.full(2048, np.nan, np.float16))
+    outside[1, 32, 0, 4096 + 1024](tmap, out)
+    assert (out.copy_to_host() == 0).all()
+
+
+@HOPPER_GPU
 def test_cluster_probe_blocks_run_as_clusters():
     """Grid (1, 4): blocks y = 0..3 are ranks 0, 1, 0, 1 (a launch that ignored the kernel's
     .reqnctapercluster would give every block rank 0)."""
@@ -799,14 +837,18 @@ def test_cluster_probe_multicast_lands_in_both_blocks(late, fresh_seed):
         np.testing.assert_array_equal(got[b], want, err_msg=f"block {b}")
 
 
-@pytest.mark.parametrize("shape", [(1, 8, 8), (100, 56, 136), (300, 56, 40)],
-                         ids=["1x8x8_padding_peer", "both_consumers_ring_wraps", "odd_m_tiles_two_clusters"])
+@pytest.mark.parametrize("shape", [(256, 64, 128), (1, 8, 8), (100, 56, 136), (300, 56, 40)],
+                         ids=["whole_tiles", "1x8x8_padding_peer", "both_consumers_ring_wraps",
+                              "odd_m_tiles_two_clusters"])
 def test_cluster_rung_at_awkward_shapes(shape, fresh_seed):
     """In the simulator (the two blocks of a cluster run together; 64-column tiles, 2 stages):
-    one m tile gets a padding peer past m, which loads its half of B for its partner and writes
-    nothing; 100 x 56 x 136: 3 k-tiles through 2 stages, each stage refilled only when all four
-    consumer warpgroups of the pair released it; 300 rows: 3 m tiles (an odd count) padded to 2
-    clusters, the second a real block and a padding one; NaN-poisoned C, a float64 reference."""
+    256 x 64 x 128: one cluster of whole tiles, no box leaving A or B (on a GPU: the protocol
+    alone, apart from the copy engine's edges); one m tile gets a padding peer past m, which
+    loads its half of B for its partner and writes nothing (its boxes, and the second half of
+    B's k-tile when k <= 32, lie wholly outside A and B); 100 x 56 x 136: 3 k-tiles through 2
+    stages, each stage refilled only when all four consumer warpgroups of the pair released it;
+    300 rows: 3 m tiles (an odd count) padded to 2 clusters, the second a real block and a
+    padding one; NaN-poisoned C, a float64 reference."""
     m, n, k = shape
     p = gemm.Problem(m, n, k, "float16")
     x = p.make_inputs(fresh_seed)

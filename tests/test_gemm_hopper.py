@@ -890,6 +890,20 @@ def test_cluster_grid_is_whole_clusters_and_refusals():
     assert CLUSTER.example(gemm.Problem(37, 41, 29)) == gemm.Problem(37, 48, 32, "float16")
 
 
+def _cuobjdump_elf(cubin: bytes) -> str:
+    import os
+    import subprocess
+    import tempfile
+
+    with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
+        f.write(cubin)
+    try:
+        return subprocess.run([anatomy.tool_path("cuobjdump"), "-elf", f.name], capture_output=True, text=True,
+                              timeout=120, check=True).stdout
+    finally:
+        os.unlink(f.name)
+
+
 def test_cluster_compiles_for_sm90a_with_its_cluster_shape_multicast_and_cluster_barriers():
     """The build check: the kernel's PTX declares its cluster (.reqnctapercluster 1, 2, 1 and
     .explicitcluster: the annotation of this kernel alone); the SASS has the multicast TMA loads
@@ -902,6 +916,12 @@ def test_cluster_compiles_for_sm90a_with_its_cluster_shape_multicast_and_cluster
     assert r.arch == "sm_90a"
     _assert_bounded_waits(r)
     assert re.search(r"\.reqnctapercluster 1, 2, 1\b", r.ptx) and ".explicitcluster" in r.ptx
+    # ... and the cubin the driver loads keeps it (past LTO and nvJitLink): the kernel attributes a
+    # launch with no cluster attribute (numba-cuda's, through cuda.core's cuLaunchKernelEx) takes
+    # the cluster shape from
+    elf = _cuobjdump_elf(r.cubin)
+    assert "EIATTR_EXPLICIT_CLUSTER" in elf and re.search(r"EIATTR_CTA_PER_CLUSTER\s+Format:\s+\S+\s+"
+                                                          r"Value:\s+0x1 0x2 0x1\b", elf), elf[-2000:]
     assert re.findall(r"\bUTMALDG\.2D\.MULTICAST\b", r.sass) and re.findall(r"\bUTMALDG\.2D \[", r.sass)
     assert re.findall(r"\bHGMMA\.64x256x16\.F32\b", r.sass)
     for op in ("UCGABAR_ARV", "UCGABAR_WAIT", "SYNCS.ARRIVE.TRANS64.RED", "SYNCS.EXCH.64",

@@ -578,6 +578,16 @@ def test_persistent_compiles_for_sm90a_with_tma_stores_and_named_barriers():
     assert re.search(r"USETMAXREG\.TRY_ALLOC\.CTAPOOL \w+, 0xe8\b", r.sass)
     assert re.search(r"USETMAXREG\.DEALLOC\.CTAPOOL 0x28\b", r.sass)
     assert re.search(r"\bBAR\.SYNC(\.DEFER_BLOCKING)? R\d+, 0x80\b", r.sass), "bar.sync 1 + cw, 128"
+    # the epilogue's protocol, box by box, as the SASS orders it: the store two boxes back has
+    # read its box (cp.async.bulk.wait_group.read 1: DEPBAR.LE SB0, 0x1), the warpgroup meets,
+    # the fragments' st.shared, each thread's fence for the async proxy (FENCE.VIEW.ASYNC.S),
+    # the warpgroup meets again, then the TMA store: no box rewritten before its store read it,
+    # no store issued before the writes reach the async proxy
+    seq = "".join({"DEPBAR.LE": "W", "BAR.SYNC": "B", "STS": "S", "FENCE.VIEW.ASYNC.S": "F", "UTMASTG.2D": "T"}
+                  .get(m.group(1).replace(".DEFER_BLOCKING", ""), "")
+                  for m in re.finditer(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][\w.]*)", r.sass))
+    stores = re.findall(r"W?BS+FBT", seq)
+    assert len(stores) == seq.count("T") == 8 and all(x.startswith("W") for x in stores), seq
     bad = [ln for ln in r.ptxas_log.splitlines() if re.search(r"C75(04|08|09|10)", ln)]
     assert not bad, bad
     assert r.registers == 168 and r.spill_store_bytes == 0 and r.stack_bytes == 0

@@ -938,6 +938,20 @@ def test_cluster_compiles_for_sm90a_with_its_cluster_shape_multicast_and_cluster
                "SYNCS.PHASECHK.TRANS64.TRYWAIT", "USETMAXREG.TRY_ALLOC.CTAPOOL", "USETMAXREG.DEALLOC.CTAPOOL"):
         assert op in r.sass, op
     assert len(re.findall(r"\bMEMBAR\.ALL\.GPU\b", r.sass)) == len(re.findall(r"\bUCGABAR_ARV\b", r.sass)) == 2
+    # the cluster's protocol in the code's order: every mbarrier initialized, the inits fenced for
+    # the cluster, then the cluster barrier, before the first multicast copy or remote arrive can
+    # reach a peer's barriers; the last cluster barrier after the last of them (no block ends
+    # while its peer may still arrive on its barriers or copy into its shared memory)
+    at = [m.start() for m in re.finditer(r"mbarrier\.init", r.ptx)]
+    fence, bars = r.ptx.index("fence.mbarrier_init.release.cluster"), [m.start() for m in re.finditer(
+        r"barrier\.cluster\.arrive", r.ptx)]
+    peer = [m.start() for m in re.finditer(r"multicast::cluster|mbarrier\.arrive\.shared::cluster", r.ptx)]
+    assert max(at) < fence < bars[0] < min(peer) and max(peer) < bars[-1], (at, fence, bars, peer[:2], peer[-2:])
+    ops = [m.group(1) for m in re.finditer(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][\w.]*)", r.sass)]
+    first_bar, last_bar = ops.index("UCGABAR_ARV"), len(ops) - 1 - ops[::-1].index("UCGABAR_WAIT")
+    sass_peer = [i for i, o in enumerate(ops) if o in ("UTMALDG.2D.MULTICAST", "SYNCS.ARRIVE.TRANS64.RED.A1T0")]
+    inits = [i for i, o in enumerate(ops) if o == "SYNCS.EXCH.64"]
+    assert max(inits) < first_bar < min(sass_peer) and max(sass_peer) < last_bar
     bad = [ln for ln in r.ptxas_log.splitlines() if re.search(r"C75(04|08|09|10)", ln)]
     assert not bad, bad
     assert r.registers == 168 and r.spill_store_bytes == 0 and r.stack_bytes == 0

@@ -815,6 +815,29 @@ def test_tma_probe_a_box_wholly_outside_the_array_lands_zeros_and_completes_its_
     assert (out.copy_to_host() == 0).all()
 
 
+@pytest.mark.skipif(backend.is_simulator() or (backend.device().compute_capability or (0, 0)) < (9, 0),
+                    reason="asks the driver of a Hopper GPU")
+def test_cluster_rung_fits_the_gpu_as_clusters_of_two():
+    """On a GPU: the rung's kernel, opted in to its 193 KiB of dynamic shared memory as its
+    launch does, can have clusters of (1, 2, 1) blocks resident (cuOccupancyMaxActiveClusters
+    through cuda.core), about one a pair of SMs: zero would mean that no cluster of this launch
+    can ever start, whatever the kernel does."""
+    from cuda.core import Device, LaunchConfig
+    from numba.cuda.cudadrv import driver as drv
+
+    p = gemm.Problem(4096, 4096, 4096, "float16")
+    launch = CLUSTER.plan(p, CLUSTER.host_buffers(p))[0]
+    k = launch.kernel.compile(tuple(launch.kernel.typeof_pyval(a) for a in launch.args))
+    f = k._codelibrary.get_cufunc()
+    drv.driver.cuKernelSetAttribute(drv.binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                    int(launch.shared_bytes), f.handle, f.device.id)
+    cfg = LaunchConfig(grid=(16, 16, 1), cluster=(1, 2, 1), block=(384, 1, 1), shmem_size=int(launch.shared_bytes))
+    n = f.kernel.occupancy.max_active_clusters(cfg, stream=Device().default_stream)
+    sms = backend.device().sm_count or 0
+    assert n >= 1, f"no cluster of two blocks fits ({sms} SMs, {launch.shared_bytes} bytes of dynamic shared memory)"
+    assert 2 * n <= sms
+
+
 @HOPPER_GPU
 def test_cluster_probe_blocks_run_as_clusters():
     """Grid (1, 4): blocks y = 0..3 are ranks 0, 1, 0, 1 (a launch that ignored the kernel's

@@ -267,6 +267,17 @@ def test_tma_is_refused_before_hopper_and_for_rows_tma_cannot_stride():
             TMA.supports(gemm.Problem(64, 64, 64))
 
 
+def _assert_bounded_waits(r):
+    """Every mbarrier wait of the build is mbar_wait's bounded loop: a first try_wait (the whole
+    wait when the phase is done), then a retry loop timed by %globaltimer that ends in a trap
+    (BPT.TRAP) after MBAR_WAIT_LIMIT_NS, so a lost arrival fails the launch instead of hanging
+    it (GEMM rung 24 hung on the H200 with no message): two TRYWAIT and two timer reads a trap."""
+    waits = len(re.findall(r"\bSYNCS\.PHASECHK\.TRANS64\.TRYWAIT\b", r.sass))
+    traps = len(re.findall(r"\bBPT\.TRAP\b", r.sass))
+    assert traps > 0 and waits == 2 * traps == len(re.findall(r"\bSR_GLOBALTIMER", r.sass)), (waits, traps)
+    assert r.ptx.count("trap;") == traps and r.ptx.count("%globaltimer") == 2 * traps
+
+
 def test_tma_compiles_for_sm90a_to_utmaldg_syncs_and_hgmma():
     """The build check: TMA copies (UTMALDG.2D), mbarrier operations (SYNCS: the init's EXCH, the
     expect_tx arrive, the parity wait) and HGMMA.64x128x16.F32 in the SASS; ptxas reports no
@@ -274,6 +285,7 @@ def test_tma_compiles_for_sm90a_to_utmaldg_syncs_and_hgmma():
     threads issue no global loads of their own (the copy engine does)."""
     r = anatomy.inspect(TMA, gemm.Problem(4096, 4096, 4096, "float16"), cc=(9, 0))
     assert r.arch == "sm_90a"
+    _assert_bounded_waits(r)
     assert re.findall(r"\bHGMMA\.64x128x16\.F32\b", r.sass) and r.mix["tensor mma"] >= 4
     assert re.findall(r"\bUTMALDG\.2D\b", r.sass)
     for op in ("SYNCS.EXCH.64", "SYNCS.ARRIVE.TRANS64", "SYNCS.PHASECHK.TRANS64.TRYWAIT"):
@@ -445,6 +457,7 @@ def test_warp_specialized_compiles_for_sm90a_with_setmaxnreg_kept():
     block of 12 warps an SM."""
     r = anatomy.inspect(WS, gemm.Problem(4096, 4096, 4096, "float16"), cc=(9, 0))
     assert r.arch == "sm_90a"
+    _assert_bounded_waits(r)
     assert re.findall(r"\bHGMMA\.64x256x16\.F32\b", r.sass) and r.mix["tensor mma"] >= 4
     assert re.findall(r"\bUTMALDG\.2D\b", r.sass)
     for op in ("SYNCS.EXCH.64", "SYNCS.ARRIVE.TRANS64", "SYNCS.ARRIVE.TRANS64.A1T0", "SYNCS.PHASECHK.TRANS64.TRYWAIT"):
@@ -494,19 +507,23 @@ def test_tma_store_twin_writes_the_swizzled_box_clipped_at_the_edges_when_waited
 
 
 @pytest.mark.parametrize("shape", [(1, 8, 8), (65, 136, 72)], ids=["1x8x8", "walks_tiles_ring_runs_on"])
-def test_persistent_rung_at_awkward_shapes(shape, fresh_seed):
-    """In the simulator (2 blocks, 64-column tiles, 2 stages): 65 x 136 is 3 tiles, so block 0
-    walks tiles 0 and 2 with its ring running on between them (4 k-tiles through 2 stages, the
-    barriers' parities carried over), the second consumer warpgroup holds one row and the last
-    tile 8 columns (the TMA store clips both), k = 72 cuts the last k-tile; NaN-poisoned C."""
+def test_persistent_rung_at_awkward_shapes(shape, fresh_seed, monkeypatch):
+    """Two blocks on every backend (a GPU would give each of the 3 tiles an SM of its own and
+    no block would walk; the grid asserted was the simulator's, which failed on the H200 with
+    grid (3,)), 64-column tiles, 2 stages: 65 x 136 is 3 tiles, so block 0 walks tiles 0 and 2
+    with its ring running on between them (4 k-tiles through 2 stages, the barriers' parities
+    carried over) and its C boxes written again after their TMA stores, the second consumer
+    warpgroup holds one row and the last tile 8 columns (the TMA store clips both), k = 72 cuts
+    the last k-tile; NaN-poisoned C."""
+    monkeypatch.setattr(gemm.Persistent, "sms", lambda self: 2)
     m, n, k = shape
     p = gemm.Problem(m, n, k, "float16")
     x = p.make_inputs(fresh_seed)
     v = gemm.Persistent(BN=64, STAGES=2)
+    assert v.grid(p) == (min(v.tiles(p), 2),)
     out = v.run(p, x)
     res = p.check(out, x["a"].astype(np.float64) @ x["b"].astype(np.float64))
     assert res.ok, f"{shape}: {res.message}"
-    assert v.grid(p) == (min(v.tiles(p), 2),)
 
 
 def test_persistent_rung_as_laddered(fresh_seed):
@@ -553,6 +570,7 @@ def test_persistent_compiles_for_sm90a_with_tma_stores_and_named_barriers():
     of ring, 4 x 8 KiB of C boxes and 1 KiB: one block of 12 warps an SM."""
     r = anatomy.inspect(PERSISTENT, gemm.Problem(4096, 4096, 4096, "float16"), cc=(9, 0))
     assert r.arch == "sm_90a"
+    _assert_bounded_waits(r)
     assert re.findall(r"\bHGMMA\.64x256x16\.F32\b", r.sass)
     assert re.findall(r"\bUTMALDG\.2D\b", r.sass) and re.findall(r"\bUTMASTG\.2D\b", r.sass)
     for op in ("SYNCS.EXCH.64", "SYNCS.ARRIVE.TRANS64", "SYNCS.PHASECHK.TRANS64.TRYWAIT"):
@@ -560,6 +578,16 @@ def test_persistent_compiles_for_sm90a_with_tma_stores_and_named_barriers():
     assert re.search(r"USETMAXREG\.TRY_ALLOC\.CTAPOOL \w+, 0xe8\b", r.sass)
     assert re.search(r"USETMAXREG\.DEALLOC\.CTAPOOL 0x28\b", r.sass)
     assert re.search(r"\bBAR\.SYNC(\.DEFER_BLOCKING)? R\d+, 0x80\b", r.sass), "bar.sync 1 + cw, 128"
+    # the epilogue's protocol, box by box, as the SASS orders it: the store two boxes back has
+    # read its box (cp.async.bulk.wait_group.read 1: DEPBAR.LE SB0, 0x1), the warpgroup meets,
+    # the fragments' st.shared, each thread's fence for the async proxy (FENCE.VIEW.ASYNC.S),
+    # the warpgroup meets again, then the TMA store: no box rewritten before its store read it,
+    # no store issued before the writes reach the async proxy
+    seq = "".join({"DEPBAR.LE": "W", "BAR.SYNC": "B", "STS": "S", "FENCE.VIEW.ASYNC.S": "F", "UTMASTG.2D": "T"}
+                  .get(m.group(1).replace(".DEFER_BLOCKING", ""), "")
+                  for m in re.finditer(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][\w.]*)", r.sass))
+    stores = re.findall(r"W?BS+FBT", seq)
+    assert len(stores) == seq.count("T") == 8 and all(x.startswith("W") for x in stores), seq
     bad = [ln for ln in r.ptxas_log.splitlines() if re.search(r"C75(04|08|09|10)", ln)]
     assert not bad, bad
     assert r.registers == 168 and r.spill_store_bytes == 0 and r.stack_bytes == 0
@@ -670,14 +698,190 @@ def test_a_cluster_whose_threads_cannot_go_on_raises_naming_each_block():
         clustered(stuck, (2, 1, 1))[2, 32](np.zeros(1))
 
 
-@pytest.mark.parametrize("shape", [(1, 8, 8), (100, 56, 136), (300, 56, 40)],
-                         ids=["1x8x8_padding_peer", "both_consumers_ring_wraps", "odd_m_tiles_two_clusters"])
+# The rung's cluster mechanisms one at a time, on any backend (a GPU runs the real PTX, a hung
+# wait traps after MBAR_WAIT_LIMIT_NS): rung 24 hung on the H200 (2026-11-27) with no message, so
+# which of these fails there says what the rung does wrong.  Clusters of (1, 2, 1) as the rung's.
+HOPPER_GPU = pytest.mark.skipif(not backend.is_simulator() and (backend.device().compute_capability or (0, 0)) < (9, 0),
+                                reason="thread-block clusters, TMA multicast: Hopper (sm_90) and later")
+
+
+def _probe_kernels():
+    """Four (1, 2, 1)-cluster kernels of 32 threads a block (built once a test: the simulator's
+    clustered() marks the kernel's function).  ``ranks``: each block's cluster_ctarank, after a
+    cluster barrier.  ``remote``: each block's thread 0 arrives on barrier 0 (count 2) of both
+    blocks (mapa + remote arrive), every thread waits.  ``multicast(late)``: block r copies rows
+    32r..32r + 31 of a 64 x 64 float16 matrix (one (64, 32) box, 4 KiB) to byte 4096 r of both
+    blocks' ring (1024-byte aligned at run time, as the rung's) on barrier 0, which expects 8 KiB
+    a block, then copies its shared tile out; ``late``: the barrier's expect_tx comes after a
+    cluster barrier that follows both copies' issue, so the peer's bytes may land before the
+    bytes are expected (the transaction count below zero, which the rung's protocol allows and
+    CUTLASS's relies on)."""
+    from numba import uint32, uint64
+    from perfkit.kernels._ptx_hopper import (cluster_ctarank, cluster_dims, cluster_sync, clustered,
+                                             fence_mbarrier_init, mbar_arrive_cluster, mbar_arrive_expect_tx,
+                                             mbar_init, mbar_wait, smem_addr, tma_load_2d_multicast)
+
+    @cuda.jit
+    def ranks(out):
+        cluster_dims(1, 2, 1)
+        cluster_sync()
+        if cuda.threadIdx.x == 0:
+            out[cuda.blockIdx.y] = cluster_ctarank()
+        cluster_sync()
+
+    @cuda.jit
+    def remote(out):
+        cluster_dims(1, 2, 1)
+        bars = cuda.shared.array(1, uint64)
+        t = cuda.threadIdx.x
+        if t == 0:
+            mbar_init(bars, 0, 2)
+            fence_mbarrier_init()
+        cluster_sync()
+        if t == 0:
+            mbar_arrive_cluster(bars, 0, 0)
+            mbar_arrive_cluster(bars, 0, 1)
+        mbar_wait(bars, 0, 0)
+        if t == 0:
+            out[cuda.blockIdx.y] = cluster_ctarank() + 1
+        cluster_sync()  # the peer may still arrive on this block's barrier
+
+    def multicast(late):
+        @cuda.jit
+        def kern(tmap, out):
+            cluster_dims(1, 2, 1)
+            smem = cuda.shared.array(0, float16)
+            bars = cuda.shared.array(1, uint64)
+            t = cuda.threadIdx.x
+            r = cluster_ctarank()
+            pad = (uint32(1024) - (smem_addr(smem) & uint32(1023))) & uint32(1023)
+            if t == 0:
+                mbar_init(bars, 0, 1)
+                fence_mbarrier_init()
+            cluster_sync()
+            if t == 0:
+                if not late:
+                    mbar_arrive_expect_tx(bars, 0, 8192)
+                tma_load_2d_multicast(smem, pad + uint32(4096 * r), tmap, 0, 32 * r, bars, 0, 3)
+            if late:
+                cluster_sync()  # both copies issued before either block expects their bytes
+                if t == 0:
+                    mbar_arrive_expect_tx(bars, 0, 8192)
+            mbar_wait(bars, 0, 0)
+            for i in range(t, 4096, 32):
+                out[cuda.blockIdx.y, i] = smem[pad // 2 + i]
+            cluster_sync()
+        return clustered(kern, (1, 2, 1))
+
+    return {"ranks": clustered(ranks, (1, 2, 1)), "remote": clustered(remote, (1, 2, 1)),
+            "multicast": multicast(False), "multicast_late": multicast(True)}
+
+
+@HOPPER_GPU
+def test_tma_probe_a_box_wholly_outside_the_array_lands_zeros_and_completes_its_bytes():
+    """Rung 24's padding block, and its second half of B's last k-tile when that k-tile has 32
+    rows or fewer, copy boxes that lie wholly outside A or B: the copy engine must still write
+    zeros and complete the box's bytes on the barrier (else that block's consumers wait forever;
+    on a GPU the bounded wait traps).  A (64, 32) box at row 64 of a 16-row matrix, over shared
+    memory poisoned with NaN (fenced for the async proxy before the copy is issued)."""
+    from numba import uint32, uint64
+    from perfkit.kernels._ptx_hopper import (fence_mbarrier_init, fence_proxy_async, mbar_arrive_expect_tx,
+                                             mbar_init, mbar_wait, smem_addr, tensor_map_2d, tma_load_2d)
+
+    @cuda.jit
+    def outside(tmap, out):
+        smem = cuda.shared.array(0, float16)
+        bars = cuda.shared.array(1, uint64)
+        t = cuda.threadIdx.x
+        pad = (uint32(1024) - (smem_addr(smem) & uint32(1023))) & uint32(1023)
+        for i in range(t, 2048, 32):
+            smem[pad // 2 + i] = float16(np.nan)
+        fence_proxy_async()
+        if t == 0:
+            mbar_init(bars, 0, 1)
+            fence_mbarrier_init()
+        cuda.syncthreads()
+        if t == 0:
+            mbar_arrive_expect_tx(bars, 0, 4096)
+            tma_load_2d(smem, pad, tmap, 0, 64, bars, 0)
+        mbar_wait(bars, 0, 0)
+        for i in range(t, 2048, 32):
+            out[i] = smem[pad // 2 + i]
+
+    g = np.ones((16, 64), np.float16)
+    tmap = tensor_map_2d(cuda.to_device(g), (64, 16), 128, (64, 32))
+    out = cuda.to_device(np.full(2048, np.nan, np.float16))
+    outside[1, 32, 0, 4096 + 1024](tmap, out)
+    assert (out.copy_to_host() == 0).all()
+
+
+@pytest.mark.skipif(backend.is_simulator() or (backend.device().compute_capability or (0, 0)) < (9, 0),
+                    reason="asks the driver of a Hopper GPU")
+def test_cluster_rung_fits_the_gpu_as_clusters_of_two():
+    """On a GPU: the rung's kernel, opted in to its 193 KiB of dynamic shared memory as its
+    launch does, can have clusters of (1, 2, 1) blocks resident (cuOccupancyMaxActiveClusters
+    through cuda.core), about one a pair of SMs: zero would mean that no cluster of this launch
+    can ever start, whatever the kernel does."""
+    from cuda.core import Device, LaunchConfig
+    from numba.cuda.cudadrv import driver as drv
+
+    p = gemm.Problem(4096, 4096, 4096, "float16")
+    launch = CLUSTER.plan(p, CLUSTER.host_buffers(p))[0]
+    k = launch.kernel.compile(tuple(launch.kernel.typeof_pyval(a) for a in launch.args))
+    f = k._codelibrary.get_cufunc()
+    drv.driver.cuKernelSetAttribute(drv.binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                    int(launch.shared_bytes), f.handle, f.device.id)
+    cfg = LaunchConfig(grid=(16, 16, 1), cluster=(1, 2, 1), block=(384, 1, 1), shmem_size=int(launch.shared_bytes))
+    n = f.kernel.occupancy.max_active_clusters(cfg, stream=Device().default_stream)
+    sms = backend.device().sm_count or 0
+    assert n >= 1, f"no cluster of two blocks fits ({sms} SMs, {launch.shared_bytes} bytes of dynamic shared memory)"
+    assert 2 * n <= sms
+
+
+@HOPPER_GPU
+def test_cluster_probe_blocks_run_as_clusters():
+    """Grid (1, 4): blocks y = 0..3 are ranks 0, 1, 0, 1 (a launch that ignored the kernel's
+    .reqnctapercluster would give every block rank 0)."""
+    out = cuda.to_device(np.full(4, 9, np.uint32))
+    _probe_kernels()["ranks"][(1, 4), 32](out)
+    assert out.copy_to_host().tolist() == [0, 1, 0, 1]
+
+
+@HOPPER_GPU
+def test_cluster_probe_remote_arrive_completes_both_blocks_barriers():
+    out = cuda.to_device(np.zeros(4, np.uint32))
+    _probe_kernels()["remote"][(1, 4), 32](out)
+    assert out.copy_to_host().tolist() == [1, 2, 1, 2]
+
+
+@HOPPER_GPU
+@pytest.mark.parametrize("late", [False, True], ids=["expect_first", "bytes_before_expect"])
+def test_cluster_probe_multicast_lands_in_both_blocks(late, fresh_seed):
+    from perfkit.kernels._ptx_hopper import tensor_map_2d
+
+    g = np.random.default_rng(fresh_seed).uniform(-1, 1, (64, 64)).astype(np.float16)
+    dg = cuda.to_device(g)
+    tmap = tensor_map_2d(dg, (64, 64), 128, (64, 32))
+    out = cuda.to_device(np.full((4, 4096), np.nan, np.float16))
+    _probe_kernels()["multicast_late" if late else "multicast"][(1, 4), 32, 0, 8192 + 1024](tmap, out)
+    want = _swizzled(g).reshape(-1)
+    got = out.copy_to_host()
+    for b in range(4):
+        np.testing.assert_array_equal(got[b], want, err_msg=f"block {b}")
+
+
+@pytest.mark.parametrize("shape", [(256, 64, 128), (1, 8, 8), (100, 56, 136), (300, 56, 40)],
+                         ids=["whole_tiles", "1x8x8_padding_peer", "both_consumers_ring_wraps",
+                              "odd_m_tiles_two_clusters"])
 def test_cluster_rung_at_awkward_shapes(shape, fresh_seed):
     """In the simulator (the two blocks of a cluster run together; 64-column tiles, 2 stages):
-    one m tile gets a padding peer past m, which loads its half of B for its partner and writes
-    nothing; 100 x 56 x 136: 3 k-tiles through 2 stages, each stage refilled only when all four
-    consumer warpgroups of the pair released it; 300 rows: 3 m tiles (an odd count) padded to 2
-    clusters, the second a real block and a padding one; NaN-poisoned C, a float64 reference."""
+    256 x 64 x 128: one cluster of whole tiles, no box leaving A or B (on a GPU: the protocol
+    alone, apart from the copy engine's edges); one m tile gets a padding peer past m, which
+    loads its half of B for its partner and writes nothing (its boxes, and the second half of
+    B's k-tile when k <= 32, lie wholly outside A and B); 100 x 56 x 136: 3 k-tiles through 2
+    stages, each stage refilled only when all four consumer warpgroups of the pair released it;
+    300 rows: 3 m tiles (an odd count) padded to 2 clusters, the second a real block and a
+    padding one; NaN-poisoned C, a float64 reference."""
     m, n, k = shape
     p = gemm.Problem(m, n, k, "float16")
     x = p.make_inputs(fresh_seed)
@@ -719,6 +923,20 @@ def test_cluster_grid_is_whole_clusters_and_refusals():
     assert CLUSTER.example(gemm.Problem(37, 41, 29)) == gemm.Problem(37, 48, 32, "float16")
 
 
+def _cuobjdump_elf(cubin: bytes) -> str:
+    import os
+    import subprocess
+    import tempfile
+
+    with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
+        f.write(cubin)
+    try:
+        return subprocess.run([anatomy.tool_path("cuobjdump"), "-elf", f.name], capture_output=True, text=True,
+                              timeout=120, check=True).stdout
+    finally:
+        os.unlink(f.name)
+
+
 def test_cluster_compiles_for_sm90a_with_its_cluster_shape_multicast_and_cluster_barriers():
     """The build check: the kernel's PTX declares its cluster (.reqnctapercluster 1, 2, 1 and
     .explicitcluster: the annotation of this kernel alone); the SASS has the multicast TMA loads
@@ -729,13 +947,34 @@ def test_cluster_compiles_for_sm90a_with_its_cluster_shape_multicast_and_cluster
     shared memory: one block of 12 warps an SM."""
     r = anatomy.inspect(CLUSTER, gemm.Problem(4096, 4096, 4096, "float16"), cc=(9, 0))
     assert r.arch == "sm_90a"
+    _assert_bounded_waits(r)
     assert re.search(r"\.reqnctapercluster 1, 2, 1\b", r.ptx) and ".explicitcluster" in r.ptx
+    # ... and the cubin the driver loads keeps it (past LTO and nvJitLink): the kernel attributes a
+    # launch with no cluster attribute (numba-cuda's, through cuda.core's cuLaunchKernelEx) takes
+    # the cluster shape from
+    elf = _cuobjdump_elf(r.cubin)
+    assert "EIATTR_EXPLICIT_CLUSTER" in elf and re.search(r"EIATTR_CTA_PER_CLUSTER\s+Format:\s+\S+\s+"
+                                                          r"Value:\s+0x1 0x2 0x1\b", elf), elf[-2000:]
     assert re.findall(r"\bUTMALDG\.2D\.MULTICAST\b", r.sass) and re.findall(r"\bUTMALDG\.2D \[", r.sass)
     assert re.findall(r"\bHGMMA\.64x256x16\.F32\b", r.sass)
     for op in ("UCGABAR_ARV", "UCGABAR_WAIT", "SYNCS.ARRIVE.TRANS64.RED", "SYNCS.EXCH.64",
                "SYNCS.PHASECHK.TRANS64.TRYWAIT", "USETMAXREG.TRY_ALLOC.CTAPOOL", "USETMAXREG.DEALLOC.CTAPOOL"):
         assert op in r.sass, op
     assert len(re.findall(r"\bMEMBAR\.ALL\.GPU\b", r.sass)) == len(re.findall(r"\bUCGABAR_ARV\b", r.sass)) == 2
+    # the cluster's protocol in the code's order: every mbarrier initialized, the inits fenced for
+    # the cluster, then the cluster barrier, before the first multicast copy or remote arrive can
+    # reach a peer's barriers; the last cluster barrier after the last of them (no block ends
+    # while its peer may still arrive on its barriers or copy into its shared memory)
+    at = [m.start() for m in re.finditer(r"mbarrier\.init", r.ptx)]
+    fence, bars = r.ptx.index("fence.mbarrier_init.release.cluster"), [m.start() for m in re.finditer(
+        r"barrier\.cluster\.arrive", r.ptx)]
+    peer = [m.start() for m in re.finditer(r"multicast::cluster|mbarrier\.arrive\.shared::cluster", r.ptx)]
+    assert max(at) < fence < bars[0] < min(peer) and max(peer) < bars[-1], (at, fence, bars, peer[:2], peer[-2:])
+    ops = [m.group(1) for m in re.finditer(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][\w.]*)", r.sass)]
+    first_bar, last_bar = ops.index("UCGABAR_ARV"), len(ops) - 1 - ops[::-1].index("UCGABAR_WAIT")
+    sass_peer = [i for i, o in enumerate(ops) if o in ("UTMALDG.2D.MULTICAST", "SYNCS.ARRIVE.TRANS64.RED.A1T0")]
+    inits = [i for i, o in enumerate(ops) if o == "SYNCS.EXCH.64"]
+    assert max(inits) < first_bar < min(sass_peer) and max(sass_peer) < last_bar
     bad = [ln for ln in r.ptxas_log.splitlines() if re.search(r"C75(04|08|09|10)", ln)]
     assert not bad, bad
     assert r.registers == 168 and r.spill_store_bytes == 0 and r.stack_bytes == 0

@@ -580,9 +580,14 @@ def test_batchnorm_split_channel_tiles(layout, fresh_seed):
 
 
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
-def test_batchnorm_special_values(layout, fresh_seed):
+@pytest.mark.parametrize("rung", [v.name for v in batchnorm.LADDER])
+def test_batchnorm_special_values(rung, layout, fresh_seed):
     """Channel 0 constant (zero variance), channel 1 ~1e4 (mean 1e4, std 2e4), channel 2 holds
-    a NaN (only its own y and running statistics become NaN)."""
+    a NaN (only its own y and running statistics become NaN).  One test a rung, so that a GPU
+    run's list of test names says which rung fails (on the H200, 2026-11-27, the NCHW test
+    failed with its message cut off).  The oracle is the library's (torch: cuDNN in NCHW, its
+    own kernel in channels-last; CuPy without torch): its NaN semantics are not this project's
+    contract, so it is held to the reference on the channels without the NaN only."""
     p = batchnorm.Problem(2, 4, 3, 3, "float32", layout)
     inputs = p.make_inputs(fresh_seed)
     x = inputs["x"]
@@ -591,13 +596,20 @@ def test_batchnorm_special_values(layout, fresh_seed):
     x[sl(1)] = 1e4 * x[sl(1)]
     x[sl(2)][0, 1, 1] = np.nan
     ref = ref_batchnorm(p, inputs)
-    for v in batchnorm.LADDER:
-        if refused(v, p):
-            continue
-        out = run_check("batchnorm", p, inputs, small(v), ref)
-        assert np.isnan(out["y"][sl(2)]).all() and np.isnan(out["running_var"][2])
-        keep = [0, 1, 3]
-        assert np.isfinite(out["y"][sl(keep)]).all() and np.isfinite(out["running_var"][keep]).all()
+    v = next(v for v in batchnorm.LADDER if v.name == rung)
+    if refused(v, p):
+        return
+    keep = [0, 1, 3]
+    if isinstance(v, OracleVariant):
+        out = as_dict(p, v.run(p, inputs))
+        rtol, atol = p.tolerance()
+        for name, sel in (("y", sl(keep)), ("running_mean", keep), ("running_var", keep)):
+            np.testing.assert_allclose(np.asarray(out[name], np.float64)[sel], ref[name][sel], rtol=rtol, atol=atol,
+                                       err_msg=f"oracle {name}, channels {keep}")
+        return
+    out = run_check("batchnorm", p, inputs, small(v), ref)
+    assert np.isnan(out["y"][sl(2)]).all() and np.isnan(out["running_var"][2])
+    assert np.isfinite(out["y"][sl(keep)]).all() and np.isfinite(out["running_var"][keep]).all()
 
 
 

@@ -72,7 +72,10 @@ TMA and mbarriers (rung 21 ``tma``)::
 * ``mbar_try_wait(bars, i, parity)``: ``mbarrier.try_wait.parity``: 1 when the phase of that
   parity has completed, i.e. the phase under way has the other parity (so right after init a
   wait on parity 1 passes: CUTLASS's producer start), else 0 (a GPU suspends the thread for a
-  while first).  ``mbar_wait(bars, i, parity)``: the try_wait loop (a PTX loop in one asm block).
+  while first).  ``mbar_wait(bars, i, parity)``: the try_wait loop (a PTX loop in one asm block),
+  bounded: a GPU thread still waiting after ``MBAR_WAIT_LIMIT_NS`` (10 s of %globaltimer, read
+  only once the first try_wait has failed) executes ``trap``, so a lost arrival fails the launch
+  instead of hanging it.
   Their twins cannot spin (the simulator runs a block's threads one at a time): a thread whose
   phase has not completed yields to the block's other threads
   (``perfkit._simspeed.yield_to_block``) until it has, so a producer warp and its consumers
@@ -171,7 +174,7 @@ from .. import backend
 __all__ = ["smem_addr", "wgmma_desc", "sw128", "wgmma_m64n64k16", "wgmma_m64n128k16", "wgmma_m64n256k16",
            "wgmma_fence", "wgmma_commit", "wgmma_wait", "fence_proxy_async", "decode_desc",
            "TensorMap2D", "tensor_map_2d", "tensormap_acquire", "tma_load_2d", "mbar_init", "fence_mbarrier_init",
-           "mbar_arrive_expect_tx", "mbar_arrive", "mbar_try_wait", "mbar_wait", "mbar_state", "bar_sync",
+           "mbar_arrive_expect_tx", "mbar_arrive", "mbar_try_wait", "mbar_wait", "MBAR_WAIT_LIMIT_NS", "mbar_state", "bar_sync",
            "setmaxnreg_inc", "setmaxnreg_dec", "tma_store_2d", "bulk_commit", "bulk_wait", "bulk_wait_read",
            "clustered", "cluster_dims", "cluster_ctarank", "cluster_sync", "mbar_arrive_cluster",
            "tma_load_2d_multicast"]
@@ -268,6 +271,13 @@ def _encode(addr: int, m: TensorMap2D):
     if err != drv.CUresult.CUDA_SUCCESS:
         raise RuntimeError(f"cuTensorMapEncodeTiled({m.dims}, row {m.row_bytes} B, box {m.box}): {err}")
     return _cuda.to_device(np.array([int(w) for w in tmap.opaque], np.uint64))
+
+
+#: how long a GPU thread waits on one mbarrier phase (``mbar_wait``) before it traps: the waits of
+#: rungs 21-24 last microseconds (a whole 4096^3 GEMM is a fraction of a millisecond), so a phase
+#: not done after 10 s lost an arrival or a copy's bytes, and the launch fails ("unspecified launch
+#: failure") instead of hanging the process; the simulator raises its DeadlockError instead
+MBAR_WAIT_LIMIT_NS = 10_000_000_000
 
 
 def clustered(kernel, dims):
@@ -818,11 +828,18 @@ else:
     @intrinsic
     def mbar_wait(typingctx, bars, i, parity):
         # the loop inside one asm block: PTX labels are local to their { } scope, so inlined copies
-        # do not clash (CUTLASS's ClusterBarrier::wait)
+        # do not clash (CUTLASS's ClusterBarrier::wait).  The first try_wait is the whole wait when
+        # the phase is done; only a thread that must retry reads %globaltimer, and it traps (the
+        # launch fails) after MBAR_WAIT_LIMIT_NS instead of spinning forever on a lost arrival
+        text = ("{\n\t.reg .pred p;\n\t.reg .b64 t0, t1;\n\t"
+                "mbarrier.try_wait.parity.shared::cta.b64 p, [$0], $1;\n\t@p bra DONE;\n\t"
+                "mov.u64 t0, %globaltimer;\n\tWAIT:\n\t"
+                "mbarrier.try_wait.parity.shared::cta.b64 p, [$0], $1;\n\t@p bra DONE;\n\t"
+                "mov.u64 t1, %globaltimer;\n\tsub.u64 t1, t1, t0;\n\t"
+                f"setp.lt.u64 p, t1, {MBAR_WAIT_LIMIT_NS};\n\t@p bra WAIT;\n\ttrap;\n\tDONE:\n\t}}")
+
         def codegen(context, builder, sig, args):
-            _asm(builder, "{\n\t.reg .pred p;\n\tWAIT:\n\t"
-                          "mbarrier.try_wait.parity.shared::cta.b64 p, [$0], $1;\n\t@!p bra WAIT;\n\t}",
-                 "r,r,~{memory}",
+            _asm(builder, text, "r,r,~{memory}",
                  [_bar(context, builder, sig, args), context.cast(builder, args[2], sig.args[2], types.int32)])
             return context.get_dummy_value()
         return types.void(bars, i, parity), codegen

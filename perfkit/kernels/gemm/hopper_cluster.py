@@ -1,9 +1,11 @@
 """GEMM rung 24 ``cluster`` (sm_90a): rung 22's warp-specialized block in clusters of two blocks
 along m, which share their tile of B: each block loads half of it and the copy engine
 multicasts both halves into both blocks' shared memory, so B crosses from L2 to the SMs once a
-cluster instead of once a block.  Not yet run on a GPU: checked in the simulator (the blocks of
-a cluster run together there, through the twins of :mod:`perfkit.kernels._ptx_hopper`) and
-compiled for sm_90a with no GPU."""
+cluster instead of once a block.  Checked in the simulator (the blocks of a cluster run together
+there, through the twins of :mod:`perfkit.kernels._ptx_hopper`) and compiled for sm_90a; on the
+H200 (2026-11-27) its first launch hung, cause not found on paper (tests/test_gemm_hopper.py's
+cluster probes test each mechanism on its own; a lost arrival now traps after
+``MBAR_WAIT_LIMIT_NS`` instead of hanging)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,7 +1,7 @@
 """GEMM rung 23 ``persistent`` (sm_90a): rung 22's warp-specialized block, launched once per SM
 and walking tiles of C (a persistent tile scheduler), its results leaving through shared memory
-by TMA stores.  Not yet run on a GPU: checked in the simulator through the twins of
-:mod:`perfkit.kernels._ptx_hopper` and compiled for sm_90a with no GPU."""
+by TMA stores.  Checked in the simulator through the twins of :mod:`perfkit.kernels._ptx_hopper`,
+compiled for sm_90a, and run on the H200 (2026-11-27): correct at 4096^3."""
 from __future__ import annotations
 
 import math

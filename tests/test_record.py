@@ -388,17 +388,88 @@ def test_best_keeps_the_fastest_recorded_rung_the_last_rung_the_oracle_and_peers
 
 
 def test_an_ops_units_seconds_are_told_by_stage_with_the_peers_apart():
-    """bench.sweep's rows carry each rung's seconds by stage; a unit sums its rungs' and its peers'."""
-    import pandas as pd
-
+    """bench.sweep's rows carry each rung's seconds by stage, handed over one at a time as they
+    come; a unit sums its rungs' and its peers' from its progress."""
     from perfkit import bench
     from perfkit.kernels import saxpy
-    from perfkit.record import units
+    from perfkit.record import progress, units
 
+    seen = []
     table = bench.sweep([saxpy.SIM_SWEEP[0]], saxpy.LADDER[:2], record=False, progress=False,
-                        timer=units.REHEARSAL_TIMER)
+                        timer=units.REHEARSAL_TIMER, on_row=lambda r: seen.append(dict(r)))
     assert (table[["inputs_s", "check_s", "time_s"]] >= 0).all().all()
-    fake = pd.DataFrame({"label": ["00 oracle", "01 naive", "peer triton"], "inputs_s": [1.0, 2.0, 4.0],
-                         "check_s": [0.5, 0.25, 8.0], "time_s": [3.0, float("nan"), 16.0], "record_s": [0.0, 0.0, 1.0]})
-    assert units.stages(fake) == {"inputs": 3.0, "compile+check": 0.75, "timing": 3.0, "recheck+record": 0.0,
-                                  "peers": 29.0}
+    assert [r["variant"] for r in seen] == list(table["variant"]) and all(r["worker"] == 0 for r in seen)
+    rows = [{"inputs_s": 1.0, "check_s": 0.5, "time_s": 3.0, "record_s": 0.0},
+            {"inputs_s": 2.0, "check_s": 0.25, "time_s": float("nan"), "record_s": 0.0},  # failed its check
+            {"inputs_s": 4.0, "check_s": 8.0, "time_s": 16.0, "record_s": 1.0}]
+    done = [{"stages": progress.row_stages(r), "peer": k == 2} for k, r in enumerate(rows)]
+    assert progress.stages(done) == {"inputs": 3.0, "compile+check": 0.75, "timing": 3.0, "recheck+record": 0.0,
+                                     "peers": 29.0}
+
+
+def test_retry_hung_and_force_bring_back_the_items_that_hung_before():
+    """What ``--resume-from`` skips: the measured items, and the hung ones unless asked again."""
+    from perfkit.record import resume
+
+    items = [{"op": "gemm", "label": "m=1", "variant": v, "rung": r} for v, r in
+             (("oracle", "00 oracle"), ("cluster", "24 cluster"), ("tma", "22 tma"))]
+    unit = plan.Unit("ops-gemm-float16", "ops", 10.0, items=items)
+    done = {"ops": {("gemm", "m=1", "oracle")}, "hung": {"ops": {("gemm", "m=1", "cluster")}}}
+    assert [i["variant"] for i in resume.remaining(unit, done)] == ["tma"]
+    assert [i["variant"] for i in resume.remaining(unit, done, retry_hung=True)] == ["cluster", "tma"]
+    assert supervise.stall_limit(None, 60) == 20 and supervise.stall_limit(None, 18) == supervise.STALL_MIN_S
+    assert supervise.stall_limit(0, 60) is None and supervise.stall_limit(7, 60) == 7
+
+
+@pytest.mark.skipif(not backend.is_simulator(), reason="a rehearsal runs in the simulator (record_gpu refuses --rehearse on a GPU)")
+def test_a_hung_item_costs_the_stall_limit_the_unit_goes_on_and_a_resume_skips_it(tmp_path):
+    """A rehearsal whose second item (softmax's newest rung) sleeps, as GEMM's cluster rung hung on
+    the H200: the log says each item as it starts and ends; past the stall limit the item is
+    marked hung (summary, status.json, summary.csv, with its seconds), never recorded, and a fresh
+    child measures the item after it.  A call resuming from that one skips the hung item; one that
+    retries it, with no stall limit, is killed at its cap and its note names the item it was on."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("PERFKIT_BACKEND", "NUMBA_ENABLE_CUDASIM")}
+    base = [sys.executable, str(ROOT / "tools" / "record_gpu.py"), "--rehearse", "--parts", "ops", "--ops", "softmax",
+            "--max-rungs", "3"]
+
+    def call(out, *extra):
+        r = subprocess.run(base + ["--out", str(out), *extra], env=env, capture_output=True, text=True, timeout=240)
+        status = json.loads((out / "status.json").read_text())
+        return r, status, status["rows"][0]
+
+    first = tmp_path / "first"
+    r, status, row = call(first, "--budget-s", "1200", "--hang", "persist", "--stall-s", "4")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    items = [i["variant"] for i in json.loads((first / "plan.json").read_text())["units"][0]["items"]]
+    assert items == ["oracle", "persist", "packed"]  # the hung one in the middle: the unit must go on after it
+    assert row["status"] == "done" and "softmax 09 persist hung (4 s" in row["note"], row
+    assert "hung 4." in row["stages"] and "compile+check" in row["stages"]  # from the progress written
+    assert [(h["unit"], h["variant"]) for h in status["hung"]] == [("ops-softmax", "persist")]
+    assert 4 <= status["hung"][0]["seconds"] < 10
+    assert json.loads(row["hung"])[0]["rung"] == "09 persist" and "persist" in (first / "summary.csv").read_text()
+    log = (first / "logs" / "ops-softmax.log").read_text()
+    for line in ("start softmax 00 oracle", "end   softmax 00 oracle: ok", "start softmax 09 persist",
+                 "softmax 09 persist hung", "start softmax 08 packed", "end   softmax 08 packed"):
+        assert line in log, log
+    assert log.index("softmax 09 persist hung") < log.index("start softmax 08 packed")
+    recorded = {json.loads(p.read_text())["variant"] for p in (first / "results").glob("*/*/*.json")}
+    assert "oracle" in recorded and "persist" not in recorded
+    assert set(__import__("pandas").read_csv(first / "sweep_softmax.csv")["variant"]) == {"oracle", "packed"}
+    # resume: the hung item is not tried again (nor the oracle, measured); no --hang here
+    second = tmp_path / "second"
+    r, _, row = call(second, "--budget-s", "1200", "--resume-from", str(first))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "1 hung before" in row["note"], row
+    assert "persist" not in (second / "logs" / "ops-softmax.log").read_text()
+    # --retry-hung tries it again; with no stall limit the unit's cap (at a 150 s budget, 10 s) kills it,
+    # and the note names the item in flight and how long it had run
+    third = tmp_path / "third"
+    r, status, row = call(third, "--budget-s", "150", "--resume-from", str(first), "--retry-hung",
+                          "--hang", "persist", "--stall-s", "0")
+    assert r.returncode == 3, r.stdout[-3000:] + r.stderr[-3000:]
+    assert row["status"] == "timed out" and "at its cap (10 s) while on softmax 09 persist (" in row["note"], row
+    assert "in flight" in row["stages"] and not status["hung"]

@@ -27,7 +27,7 @@ from perfkit.record import supervise
 from perfkit.record.plan import Unit
 
 #: the files of a unit's folder that come back to the client (records come apart)
-RETURNED = ("*.csv", "sweeps/*.csv", "ncu/*.csv", "stages/*.json", "*.pids")
+RETURNED = ("*.csv", "sweeps/*.csv", "ncu/*.csv", "progress/*.json", "*.pids")
 
 
 def default_work_root() -> Path:

@@ -173,6 +173,7 @@ def test_quick_plan_rehearsal_plans_the_kill_runs_records_simulated_and_resumes(
     assert list(rows) == QUICK_ORDER
     assert all(rows[n]["status"] == "done" for n in QUICK_ORDER), {n: rows[n] for n in QUICK_ORDER}
     assert "compile+check" in rows["ops-conv-float32-nchw"]["stages"]  # where an ops unit's seconds went
+    assert "start gemm 12 tensor_core" in (out / "logs" / "timer.log").read_text()  # an item at a time
     # records: under OUT, the simulator's folder, every one simulated; data/results untouched
     recs = sorted((out / "results").glob("*/*/*.json"))
     assert recs and {p.parent.parent.name for p in recs} == {"numba-cuda-simulator"}
@@ -197,6 +198,8 @@ def test_quick_plan_rehearsal_plans_the_kill_runs_records_simulated_and_resumes(
     assert r3.returncode == 0, r3.stdout[-3000:] + r3.stderr[-3000:]
     rows3 = {row["unit"]: row for row in json.loads((out3 / "status.json").read_text())["rows"]}
     assert any(n.startswith("ncu-gemm") and row["status"] == "done" for n, row in rows3.items()), rows3
+    ncu_log = next(p for p in (out3 / "logs").glob("ncu-gemm-*.log")).read_text()
+    assert "start gemm" in ncu_log and "end   gemm" in ncu_log and ": profiled" in ncu_log
     assert "dtype=float16" in (out3 / "ncu_metrics_all_rungs.csv").read_text()
 
 

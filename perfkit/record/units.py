@@ -47,7 +47,7 @@ def unit_main(spec_path: str, out: str) -> int:
     if part == "ncu":
         return ncu.unit_ncu(out, spec, tiny)
     if part == "ncu-driver":  # under ncu: one launch of every rung, a marker kernel before each
-        return ncu.ncu_driver(items, Path(spec["manifest"]))
+        return ncu.ncu_driver(items, Path(spec["manifest"]), progress.Progress(out, spec["name"], spec.get("attempt", 1)))
     print(f"unknown unit part {part}", file=sys.stderr)
     return 2
 

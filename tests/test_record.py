@@ -476,3 +476,40 @@ def test_a_hung_item_costs_the_stall_limit_the_unit_goes_on_and_a_resume_skips_i
     assert "persist" not in (second / "logs" / "ops-softmax.log").read_text()
     assert row["status"] == "timed out" and "at its cap (10 s) while on softmax 08 packed (" in row["note"], row
     assert "in flight" in row["stages"] and not status["hung"]
+
+
+def test_an_ops_unit_tells_each_item_as_it_starts_and_ends_and_no_stall_limit_after_a_device_fault(tmp_path, monkeypatch,
+                                                                                                  capsys):
+    """The child's side, in this process, bench.sweep replaced by one that hands over its rows: the
+    item in flight is each item in turn (watched), its end line and sweep row written as it ends;
+    after a device fault the rest runs in bench's fresh process, whose rows come at its end, so
+    what is in flight there is not watched (no item to blame)."""
+    from perfkit import bench
+    from perfkit.kernels import saxpy
+    from perfkit.record import progress, units
+
+    p = saxpy.SIM_SWEEP[0]
+    items = [plan.item("saxpy", saxpy, p, v, True) for v in saxpy.LADDER]
+    seen = []
+
+    def fake_sweep(problems, variants, on_row=None, **kw):
+        for k, v in enumerate(variants):
+            seen.append(progress.read(tmp_path, "ops-saxpy")["in_flight"])
+            on_row({"op": "saxpy", "problem": p.label, "variant": v.name, "label": v.label, "rung": v.rung,
+                    "status": bench.FAULT_STATUS if k == 1 else "ok", "simulated": True, "flops": p.flops,
+                    "bytes": p.bytes, "error": None, "median_s": 1e-3, "inputs_s": 0.5, "check_s": 0.25 * k,
+                    "time_s": 1.0, "record_s": 0.0})
+
+    monkeypatch.setattr(bench, "sweep", fake_sweep)
+    spec = {"name": "ops-saxpy", "items": items, "commit": "abc", "gpu": "sim", "attempt": 1, "hang": None}
+    assert units.unit_ops(tmp_path, spec, tiny=True) == ncu.EXIT_FAULT
+    assert [(f["label"], f["watch"]) for f in seen[:2]] == [(progress.label(items[0]), True),
+                                                            (progress.label(items[1]), True)]
+    assert all(f["ident"] is None and not f["watch"] for f in seen[2:]) and len(seen) == len(items)
+    doc = progress.read(tmp_path, "ops-saxpy")
+    assert doc["in_flight"] is None and [d["status"] for d in doc["done"]] == ["ok", bench.FAULT_STATUS, "ok", "ok"]
+    assert progress.stages(doc["done"])["compile+check"] == pytest.approx(0.25 * (0 + 1 + 2 + 3))
+    out = capsys.readouterr().out
+    assert out.index(f"start {progress.label(items[0])}") < out.index(f"end   {progress.label(items[0])}: ok") \
+        < out.index(f"start {progress.label(items[1])}")
+    assert len((tmp_path / "sweeps" / "sweep_saxpy.csv").read_text().strip().splitlines()) == 1 + len(items)

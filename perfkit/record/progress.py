@@ -55,11 +55,14 @@ class Progress:
         self._write()
 
     def end(self, item: dict, status: str, seconds: dict | None = None, peer: bool = False, line: str = "") -> None:
+        """``item`` ended; what is in flight stays so unless it was this item (the rows of a
+        sweep's fresh process after a device fault come together at its end)."""
         f = self.doc["in_flight"]
-        took = time.time() - f["since"] if f and f.get("ident") == ident(item) else None
+        took = None
+        if f and f.get("ident") == ident(item):
+            took, self.doc["in_flight"] = time.time() - f["since"], None
         self.doc["done"].append({"label": label(item), "ident": ident(item), "status": status, "peer": peer,
                                  "seconds": took, "stages": seconds or {}})
-        self.doc["in_flight"] = None
         print(f"end   {label(item)}: {status}{f' in {took:.1f} s' if took is not None else ''}"
               f"{'  ' + line if line else ''}", flush=True)
         self._write()

@@ -226,12 +226,14 @@ def unit_ops(out: Path, spec: dict, tiny: bool) -> int:
         r["commit"], r["gpu"] = spec["commit"], spec["gpu"]
         append_rows(sweep_csv, r.to_dict("records"))
         x = r.iloc[0]
-        rate = f"{x.tflops:8.2f} TFLOP/s {x.gbps:8.1f} GB/s" if x.tflops == x.tflops else "(simulated)"
+        rate = (f"{x.tflops:8.2f} TFLOP/s {x.gbps:8.1f} GB/s" if x.tflops == x.tflops else
+                "(simulated)" if row.get("simulated") else "")
         prog.end(it, row["status"], progress.row_stages(row), is_peer(it), f"{rate} {row.get('error') or ''}".strip())
         if row["status"] == bench.FAULT_STATUS:  # the rest runs in a fresh process that reports at its end
             faulted = True
-            prog.start(None, "the rest, in a fresh process after a device fault", watch=False)
-        else:
+            if len(ended) < len(items):
+                prog.start(None, "the rest, in a fresh process after a device fault", watch=False)
+        elif not faulted:
             begin(len(ended))
 
     begin(0)

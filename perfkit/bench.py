@@ -41,7 +41,7 @@ from . import backend, results
 from .kernels.base import Problem, UnsupportedProblem, Variant
 from .model import predict
 
-__all__ = ["sweep", "GPU_TIMER", "DeviceFault", "is_device_fault", "FAULT_STATUS", "last_fault"]
+__all__ = ["sweep", "table", "GPU_TIMER", "DeviceFault", "is_device_fault", "FAULT_STATUS", "last_fault"]
 
 #: the ``status`` of a rung whose run faulted the device
 FAULT_STATUS = "device fault"
@@ -204,7 +204,8 @@ def _measure_one(problem, variant, *, seed, check_seed, timer, record, results_r
 
 def sweep(problems: Problem | Iterable[Problem], variants: Variant | Iterable[Variant], *,
           seed: int = 0, check_seed: int | None = None, timer: dict | None = None,
-          record: bool | str = "auto", results_root=None, progress: bool | Callable = True) -> pd.DataFrame:
+          record: bool | str = "auto", results_root=None, progress: bool | Callable = True,
+          on_row: Callable[[dict], None] | None = None) -> pd.DataFrame:
     """Check then time every variant on every problem; return one row per pair.
 
     ``record``: ``"auto"`` records real GPU measurements in ``data/results/`` and nothing in
@@ -212,7 +213,9 @@ def sweep(problems: Problem | Iterable[Problem], variants: Variant | Iterable[Va
     ``False`` records nothing.  ``timer`` overrides :func:`perfkit.timing.measure` settings.
     ``progress``: tqdm's bar (True), none (False), or a callable that makes the bar
     (``progress(total=, desc=)``, e.g. :func:`perfkit.lesson.progress`, whose bar a saved
-    notebook keeps as one line, not as a frozen stub).
+    notebook keeps as one line, not as a frozen stub).  ``on_row(row)`` is called with each
+    row, in order, as soon as this process has it (a recorder's log line, written before the
+    next rung starts; after a device fault the fresh process's rows come when it ends).
     """
     problems = [problems] if isinstance(problems, Problem) else list(problems)
     variants = [variants] if isinstance(variants, Variant) else list(variants)
@@ -243,15 +246,21 @@ def sweep(problems: Problem | Iterable[Problem], variants: Variant | Iterable[Va
 
         bar = tqdm(total=len(pairs), desc="sweep", disable=not progress, leave=False)
     worker = 0
+
+    def emit(row: dict) -> None:
+        row["worker"] = worker
+        if on_row is not None:
+            on_row(row)
+
     while len(rows) < len(pairs):
         rest = pairs[len(rows):]
         if worker == 0:  # this process, until the first device fault
-            new_rows = _run_pairs(rest, kw, bar=bar)
+            new_rows = _run_pairs(rest, kw, bar=bar, emit=emit)
         else:  # a fresh process (a fresh CUDA context) for what is left after a fault
             new_rows = _run_in_child(rest, kw, worker)
             bar.update(len(new_rows))
-        for r in new_rows:
-            r["worker"] = worker
+            for r in new_rows:
+                emit(r)
         rows += new_rows
         if rows and rows[-1]["status"] == FAULT_STATUS:
             global last_fault
@@ -264,6 +273,12 @@ def sweep(problems: Problem | Iterable[Problem], variants: Variant | Iterable[Va
         warnings.warn(f"sweep: {worker} device fault(s); the rungs after each ran in a fresh process. "
                       f"This process's CUDA context is unusable now: restart it before more GPU work. "
                       f"Last: {last_fault}", RuntimeWarning, stacklevel=2)
+    return table(rows)
+
+
+def table(rows: list[dict]) -> pd.DataFrame:
+    """Rows of :func:`sweep` (all, or some as they come) as its table: the timing columns always
+    there, TFLOP/s and GB/s added, and NaN for simulated rows (a simulated time is never a speed)."""
     df = pd.DataFrame(rows)
     for col in ("median_s", "min_s", "iqr_s", "cv", "n_samples", "max_abs_err", "model_s"):
         if col not in df:

@@ -173,6 +173,7 @@ def test_quick_plan_rehearsal_plans_the_kill_runs_records_simulated_and_resumes(
     assert list(rows) == QUICK_ORDER
     assert all(rows[n]["status"] == "done" for n in QUICK_ORDER), {n: rows[n] for n in QUICK_ORDER}
     assert "compile+check" in rows["ops-conv-float32-nchw"]["stages"]  # where an ops unit's seconds went
+    assert "start gemm 12 tensor_core" in (out / "logs" / "timer.log").read_text()  # an item at a time
     # records: under OUT, the simulator's folder, every one simulated; data/results untouched
     recs = sorted((out / "results").glob("*/*/*.json"))
     assert recs and {p.parent.parent.name for p in recs} == {"numba-cuda-simulator"}
@@ -197,6 +198,8 @@ def test_quick_plan_rehearsal_plans_the_kill_runs_records_simulated_and_resumes(
     assert r3.returncode == 0, r3.stdout[-3000:] + r3.stderr[-3000:]
     rows3 = {row["unit"]: row for row in json.loads((out3 / "status.json").read_text())["rows"]}
     assert any(n.startswith("ncu-gemm") and row["status"] == "done" for n, row in rows3.items()), rows3
+    ncu_log = next(p for p in (out3 / "logs").glob("ncu-gemm-*.log")).read_text()
+    assert "start gemm" in ncu_log and "end   gemm" in ncu_log and ": profiled" in ncu_log
     assert "dtype=float16" in (out3 / "ncu_metrics_all_rungs.csv").read_text()
 
 
@@ -388,17 +391,125 @@ def test_best_keeps_the_fastest_recorded_rung_the_last_rung_the_oracle_and_peers
 
 
 def test_an_ops_units_seconds_are_told_by_stage_with_the_peers_apart():
-    """bench.sweep's rows carry each rung's seconds by stage; a unit sums its rungs' and its peers'."""
-    import pandas as pd
-
+    """bench.sweep's rows carry each rung's seconds by stage, handed over one at a time as they
+    come; a unit sums its rungs' and its peers' from its progress."""
     from perfkit import bench
     from perfkit.kernels import saxpy
-    from perfkit.record import units
+    from perfkit.record import progress, units
 
+    seen = []
     table = bench.sweep([saxpy.SIM_SWEEP[0]], saxpy.LADDER[:2], record=False, progress=False,
-                        timer=units.REHEARSAL_TIMER)
+                        timer=units.REHEARSAL_TIMER, on_row=lambda r: seen.append(dict(r)))
     assert (table[["inputs_s", "check_s", "time_s"]] >= 0).all().all()
-    fake = pd.DataFrame({"label": ["00 oracle", "01 naive", "peer triton"], "inputs_s": [1.0, 2.0, 4.0],
-                         "check_s": [0.5, 0.25, 8.0], "time_s": [3.0, float("nan"), 16.0], "record_s": [0.0, 0.0, 1.0]})
-    assert units.stages(fake) == {"inputs": 3.0, "compile+check": 0.75, "timing": 3.0, "recheck+record": 0.0,
-                                  "peers": 29.0}
+    assert [r["variant"] for r in seen] == list(table["variant"]) and all(r["worker"] == 0 for r in seen)
+    rows = [{"inputs_s": 1.0, "check_s": 0.5, "time_s": 3.0, "record_s": 0.0},
+            {"inputs_s": 2.0, "check_s": 0.25, "time_s": float("nan"), "record_s": 0.0},  # failed its check
+            {"inputs_s": 4.0, "check_s": 8.0, "time_s": 16.0, "record_s": 1.0}]
+    done = [{"stages": progress.row_stages(r), "peer": k == 2} for k, r in enumerate(rows)]
+    assert progress.stages(done) == {"inputs": 3.0, "compile+check": 0.75, "timing": 3.0, "recheck+record": 0.0,
+                                     "peers": 29.0}
+
+
+def test_retry_hung_and_force_bring_back_the_items_that_hung_before():
+    """What ``--resume-from`` skips: the measured items, and the hung ones unless asked again."""
+    from perfkit.record import resume
+
+    items = [{"op": "gemm", "label": "m=1", "variant": v, "rung": r} for v, r in
+             (("oracle", "00 oracle"), ("cluster", "24 cluster"), ("tma", "22 tma"))]
+    unit = plan.Unit("ops-gemm-float16", "ops", 10.0, items=items)
+    done = {"ops": {("gemm", "m=1", "oracle")}, "hung": {"ops": {("gemm", "m=1", "cluster")}}}
+    assert [i["variant"] for i in resume.remaining(unit, done)] == ["tma"]
+    assert [i["variant"] for i in resume.remaining(unit, done, retry_hung=True)] == ["cluster", "tma"]
+    assert supervise.stall_limit(None, 60) == 20 and supervise.stall_limit(None, 18) == supervise.STALL_MIN_S
+    assert supervise.stall_limit(0, 60) is None and supervise.stall_limit(7, 60) == 7
+
+
+@pytest.mark.skipif(not backend.is_simulator(), reason="a rehearsal runs in the simulator (record_gpu refuses --rehearse on a GPU)")
+def test_a_hung_item_costs_the_stall_limit_the_unit_goes_on_and_a_resume_skips_it(tmp_path):
+    """A rehearsal whose second item (softmax's newest rung) sleeps, as GEMM's cluster rung hung on
+    the H200: the log says each item as it starts and ends; past the stall limit the item is
+    marked hung (summary, status.json, summary.csv, with its seconds), never recorded, and a fresh
+    child measures the item after it.  A call resuming from that one skips the hung item; its
+    last item hangs, with no stall limit: the unit is killed at its cap and its note names the
+    item it was on (``--retry-hung``: test_retry_hung_and_force_bring_back_the_items_that_hung_before)."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("PERFKIT_BACKEND", "NUMBA_ENABLE_CUDASIM")}
+    base = [sys.executable, str(ROOT / "tools" / "record_gpu.py"), "--rehearse", "--parts", "ops", "--ops", "softmax",
+            "--max-rungs", "3"]
+
+    def call(out, *extra):
+        r = subprocess.run(base + ["--out", str(out), *extra], env=env, capture_output=True, text=True, timeout=240)
+        status = json.loads((out / "status.json").read_text())
+        return r, status, status["rows"][0]
+
+    first = tmp_path / "first"
+    r, status, row = call(first, "--budget-s", "1200", "--hang", "persist", "--stall-s", "4")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    items = [i["variant"] for i in json.loads((first / "plan.json").read_text())["units"][0]["items"]]
+    assert items == ["oracle", "persist", "packed"]  # the hung one in the middle: the unit must go on after it
+    assert row["status"] == "done" and re.search(r"softmax 09 persist hung \(\d+ s, past the stall limit of 4 s", row["note"]), row
+    assert "hung 4." in row["stages"] and "compile+check" in row["stages"]  # from the progress written
+    assert [(h["unit"], h["variant"]) for h in status["hung"]] == [("ops-softmax", "persist")]
+    assert 4 <= status["hung"][0]["seconds"] < 10
+    assert json.loads(row["hung"])[0]["rung"] == "09 persist" and "persist" in (first / "summary.csv").read_text()
+    log = (first / "logs" / "ops-softmax.log").read_text()
+    for line in ("start softmax 00 oracle", "end   softmax 00 oracle: ok", "start softmax 09 persist",
+                 "softmax 09 persist hung", "start softmax 08 packed", "end   softmax 08 packed"):
+        assert line in log, log
+    assert log.index("softmax 09 persist hung") < log.index("start softmax 08 packed")
+    recorded = {json.loads(p.read_text())["variant"] for p in (first / "results").glob("*/*/*.json")}
+    assert "oracle" in recorded and "persist" not in recorded
+    sweep = (first / "sweep_softmax.csv").read_text()  # a row each, appended as it came, over both children
+    assert ",oracle," in sweep and ",packed," in sweep and ",persist," not in sweep
+    # a call resuming from that one: the hung item is not tried again (nor the oracle, measured); the
+    # item left (packed) hangs with no stall limit, so the unit's cap (at a 150 s budget, 10 s) kills
+    # it, and the note names the item in flight and how long it had run
+    second = tmp_path / "second"
+    r, status, row = call(second, "--budget-s", "150", "--resume-from", str(first), "--hang", "packed",
+                          "--stall-s", "0")
+    assert r.returncode == 3, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "1 to measure, 1 measured before, 1 hung before" in row["note"], row
+    assert "persist" not in (second / "logs" / "ops-softmax.log").read_text()
+    assert row["status"] == "timed out" and "at its cap (10 s) while on softmax 08 packed (" in row["note"], row
+    assert "in flight" in row["stages"] and not status["hung"]
+
+
+def test_an_ops_unit_tells_each_item_as_it_starts_and_ends_and_no_stall_limit_after_a_device_fault(tmp_path, monkeypatch,
+                                                                                                  capsys):
+    """The child's side, in this process, bench.sweep replaced by one that hands over its rows: the
+    item in flight is each item in turn (watched), its end line and sweep row written as it ends;
+    after a device fault the rest runs in bench's fresh process, whose rows come at its end, so
+    what is in flight there is not watched (no item to blame)."""
+    from perfkit import bench
+    from perfkit.kernels import saxpy
+    from perfkit.record import progress, units
+
+    p = saxpy.SIM_SWEEP[0]
+    items = [plan.item("saxpy", saxpy, p, v, True) for v in saxpy.LADDER]
+    seen = []
+
+    def fake_sweep(problems, variants, on_row=None, **kw):
+        for k, v in enumerate(variants):
+            seen.append(progress.read(tmp_path, "ops-saxpy")["in_flight"])
+            on_row({"op": "saxpy", "problem": p.label, "variant": v.name, "label": v.label, "rung": v.rung,
+                    "status": bench.FAULT_STATUS if k == 1 else "ok", "simulated": True, "flops": p.flops,
+                    "bytes": p.bytes, "error": None, "median_s": 1e-3, "inputs_s": 0.5, "check_s": 0.25 * k,
+                    "time_s": 1.0, "record_s": 0.0})
+
+    monkeypatch.setattr(bench, "sweep", fake_sweep)
+    spec = {"name": "ops-saxpy", "items": items, "commit": "abc", "gpu": "sim", "attempt": 1, "hang": None}
+    assert units.unit_ops(tmp_path, spec, tiny=True) == ncu.EXIT_FAULT
+    assert [(f["label"], f["watch"]) for f in seen[:2]] == [(progress.label(items[0]), True),
+                                                            (progress.label(items[1]), True)]
+    assert all(f["ident"] is None and not f["watch"] for f in seen[2:]) and len(seen) == len(items)
+    doc = progress.read(tmp_path, "ops-saxpy")
+    assert doc["in_flight"] is None and [d["status"] for d in doc["done"]] == ["ok", bench.FAULT_STATUS, "ok", "ok"]
+    assert progress.stages(doc["done"])["compile+check"] == pytest.approx(0.25 * (0 + 1 + 2 + 3))
+    out = capsys.readouterr().out
+    assert out.index(f"start {progress.label(items[0])}") < out.index(f"end   {progress.label(items[0])}: ok") \
+        < out.index(f"start {progress.label(items[1])}")
+    assert len((tmp_path / "sweeps" / "sweep_saxpy.csv").read_text().strip().splitlines()) == 1 + len(items)

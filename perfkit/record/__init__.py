@@ -10,7 +10,9 @@ runs what matters most first, and can be run again to go on::
 no install; docs/RECORDING.md gives the whole device call).
 
 **Plans.**  ``--plan quick`` (the default) runs these units, in this order, each with its own
-cap (the caps below are at the default 420 s budget and scale with ``--budget-s``):
+cap.  The caps below are at the default 420 s budget; every cap is scaled by ``--budget-s`` / 420
+(a 140 s budget gives GEMM float16 18 s and a norm 9 s): a smaller budget runs the same plan with
+smaller caps, it does not drop units (``--list`` prints the caps of a budget):
 
 ====================  =====  ==============================================================
 unit                  cap s  what
@@ -43,6 +45,19 @@ plan goes on.  The budget counts from this process's start.  ``OUT/summary.md`` 
 ``summary.csv``, ``status.json``) says per unit: done, timed out, device fault, failed, skipped
 (and why) or not started, with its seconds.
 
+**An item at a time, and a hung one costs a bounded time.**  An ops or timer unit writes to its
+log, flushed, ``start <op> <rung>`` as an item starts and ``end <op> <rung>: <status> in <s>``
+with its result as it ends, and keeps ``OUT/progress/<unit>.json`` (the item in flight, since
+when, the items done with their seconds by stage).  An item running past the stall limit
+(``--stall-s``; default max(15 s, the unit's cap / 3); 0: none) is *hung*: the unit's group is
+killed, the item is never recorded, and a fresh child goes on with the unit's items not yet
+measured, within what is left of the unit's cap.  The summary names each hung item with its
+seconds (``summary.csv``'s and ``status.json``'s ``hung``); for a unit killed at its cap or the
+budget it names the item in flight and for how long ("killed at its cap (50 s) while on gemm 24
+cluster (44 s)"); where the seconds went is summed from the items done.  ``--resume-from``
+skips the items that hung in the folders given; ``--retry-hung`` (or ``--force``) tries them
+again.  ``--rehearse --hang NAME`` makes the rung or peer NAME sleep in every ops unit, to show it.
+
 **Every rung on its own kind of problem.**  The timer and ncu units take each rung's
 ``example(problem)``: float16-only rungs are timed and profiled at their float16 twin.  ``ncu``
 runs with ``--clock-control none`` (clocks as in use; the table keeps each row's SM clock).
@@ -67,7 +82,7 @@ says where an ops unit's seconds went: inputs, compile+check, timing, recheck+re
 a task on a Dask cluster (:mod:`perfkit.cluster`), through the same child runner; the records come
 back to this process and are written under ``OUT/results/`` (see :mod:`perfkit.record.fleet`).
 
-Exit status: 0 when every unit was done or skipped, 3 when one timed out or was not started
+Exit status (a hung item alone changes nothing: its unit went on and is done): 0 when every unit was done or skipped, 3 when one timed out or was not started
 (run again with ``--resume-from`` to go on), 4 on a device fault, 1 when a unit failed.
 """
 from perfkit.record.command import main, parser

@@ -39,7 +39,15 @@ def parser(prog: str = "perfkit record") -> argparse.ArgumentParser:
     ap.add_argument("--rehearse", action="store_true", help="run the plan in the simulator at tiny shapes")
     ap.add_argument("--max-rungs", type=int, default=None, help="at most N rungs of each (part, op, problem)")
     ap.add_argument("--list", action="store_true", help="print the plan and exit")
-    ap.add_argument("--force", action="store_true", help="measure again what is measured for this commit")
+    ap.add_argument("--force", action="store_true", help="measure again what is measured (or hung) for this commit")
+    ap.add_argument("--stall-s", type=float, default=None, metavar="S",
+                    help="an item (rung or peer) running longer than S seconds is hung: its unit's group is killed "
+                         "and a fresh child goes on with the items left (default: max(15, the unit's cap / 3); "
+                         "0: no limit)")
+    ap.add_argument("--retry-hung", action="store_true",
+                    help="with --resume-from: try again the items that hung there (the rest measured stays skipped)")
+    ap.add_argument("--hang", default=None, metavar="NAME",
+                    help="with --rehearse: the rung or peer NAME sleeps in every ops unit, to show the stall limit")
     ap.add_argument("--pack", default=None, metavar="FILE.tgz",
                     help="at the end, pack the whole --out folder into this one file (the device tool brings "
                          "back at most 8 files, 2 folders deep); unpack here with perfkit record import")
@@ -91,6 +99,10 @@ def main(argv: list[str] | None = None, t0: float | None = None, prog: str = "pe
         ap.error("--budget-s must be > 0")
     if args.max_rungs is not None and args.max_rungs < 1:
         ap.error("--max-rungs must be >= 1")
+    if args.hang and not args.rehearse:
+        ap.error("--hang is a rehearsal's (--rehearse): a real rung hangs on its own")
+    if args.stall_s is not None and args.stall_s < 0:
+        ap.error("--stall-s must be >= 0 (0: no stall limit)")
     if args.kinds and not args.cluster:
         ap.error("--kinds needs --cluster")
     if args.cluster and args.cluster.startswith("local-sim") and not args.rehearse:

@@ -5,6 +5,8 @@ process group, its cap, the group killed after it) in a fresh folder, then retur
 wrote: records, CSV rows, the log's tail and a status.  A timeout or a device fault is a status,
 not a retry; the scheduler reruns a task once when its worker dies, and the rerun first kills
 what is left of the dead worker's unit (its process group, noted on the host when it started).
+An item past the stall limit is handled on the worker as in a local session
+(:func:`perfkit.record.supervise.run_items`): marked hung, the unit going on without it.
 
 The client writes each record as it arrives, atomically, under a content key (sweep, commit, GPU,
 op, problem, variant): a repeated task never duplicates a record.  A (unit, kind) whose task
@@ -27,7 +29,7 @@ from perfkit.record import supervise
 from perfkit.record.plan import Unit
 
 #: the files of a unit's folder that come back to the client (records come apart)
-RETURNED = ("*.csv", "sweeps/*.csv", "ncu/*.csv", "stages/*.json", "*.pids")
+RETURNED = ("*.csv", "sweeps/*.csv", "ncu/*.csv", "progress/*.json", "*.pids")
 
 
 def default_work_root() -> Path:
@@ -72,7 +74,6 @@ def run_task(spec: dict, kind: str, limit: float, commit: str | None, work_root:
     killed = kill_orphans(groups)
     out = root / kind / spec["name"] / uuid.uuid4().hex[:8]
     unit = Unit(**{k: spec[k] for k in ("name", "part", "cap_s", "what", "items", "extra")})
-    spec_path = supervise.write_spec(out, unit, spec["items"], spec["tiny"], commit, kind, [])
     extra = {"PERFKIT_BACKEND": backend}
     if os.environ.get(cluster.GPU_INDEX_ENV):  # pinned before the child starts: Numba reads it at start-up
         extra["CUDA_VISIBLE_DEVICES"] = os.environ[cluster.GPU_INDEX_ENV]
@@ -81,13 +82,19 @@ def run_task(spec: dict, kind: str, limit: float, commit: str | None, work_root:
     def noted(pgid: int) -> None:
         note.write_text(json.dumps({"pgid": pgid, "owner": os.getpid()}))
 
-    rc, seconds, log = supervise.run_spec(out, spec_path, limit, supervise.unit_env(commit, extra), noted)
+    stall = supervise.stall_limit(spec.get("stall_s"), limit)
+    r = supervise.run_items(out, unit, spec["items"], limit, supervise.unit_env(commit, extra),
+                            dict(tiny=spec["tiny"], commit=commit, gpu=kind, resume_dirs=[]), stall, noted)
+    rc, seconds, log = r["rc"], r["seconds"], r["log"]
     note.unlink(missing_ok=True)
     status, why = supervise.status_of(rc, log)
+    if r["hung"]:  # a hung item is the unit's news, not a retry: its group was killed and the unit went on
+        why = f"{supervise.hung_note(r['hung'], stall)}. {why}".strip()
     records = [{"path": str(p.relative_to(out)), "text": p.read_text()} for p in sorted((out / "results").glob("*/*/*.json"))]
     files = {str(p.relative_to(out)): p.read_text() for pat in RETURNED for p in sorted(out.glob(pat))}
     tail = log.read_text(errors="replace").strip().splitlines()[-20:] if log.exists() else []
     return {"unit": spec["name"], "kind": kind, "status": status, "note": why, "seconds": round(seconds, 1),
+            "hung": r["hung"],
             "records": records, "files": files, "log": "\n".join(tail), "orphans_killed": killed,
             "worker_pid": os.getpid(), "folder": str(out)}
 
@@ -164,7 +171,7 @@ def run(args, units: list[Unit], kinds: list[str], work_root: str | None = None,
                 elif finished(out, u.name, kind) and not args.force:
                     rows.append({**row, "status": "skipped", "note": "done in an earlier call (resume)"})
                 else:
-                    spec = {**dataclasses.asdict(u), "tiny": args.tiny}
+                    spec = {**dataclasses.asdict(u), "tiny": args.tiny, "stall_s": getattr(args, "stall_s", None)}
                     limit = u.cap_s if u.cap_s is not None else args.budget_s
                     backend = "sim" if kind == cluster.SIM_KIND else "gpu"
                     fut = client.submit(run_task, spec, kind, limit, args.commit_id, work, backend,

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from numba import cuda  # module level: the simulator swaps only a kernel's globals
 
+from perfkit.record import progress
 from perfkit.record.plan import Inputs, rebuild
 from perfkit.record.resume import read_rows, write_rows
 
@@ -73,9 +74,11 @@ def package_parent() -> Path:
     return Path(__file__).resolve().parent.parent.parent
 
 
-def ncu_driver(items: list[dict], manifest: Path) -> int:
+def ncu_driver(items: list[dict], manifest: Path, prog=None) -> int:
     """One profiled launch of each item's rung at its own problem, a marker before each; the
-    manifest gets a line per rung profiled, in order."""
+    manifest gets a line per rung profiled, in order.  ``prog`` (a
+    :class:`perfkit.record.progress.Progress`) is told each item as it starts and ends, with no
+    stall limit: ncu replays every kernel, so how long an item may take is not known."""
     import numpy as np
 
     from perfkit import bench
@@ -86,6 +89,8 @@ def ncu_driver(items: list[dict], manifest: Path) -> int:
     inputs = Inputs()
     with open(manifest, "w") as f:
         for item in items:
+            if prog is not None:
+                prog.start(item, watch=False)
             try:
                 _, p, v = rebuild(item)
                 v.supports(p)
@@ -94,6 +99,8 @@ def ncu_driver(items: list[dict], manifest: Path) -> int:
                 prep.synchronize()
             except Exception as exc:
                 print(f"{item['rung']} @ {item['label']}: not profiled ({exc.__class__.__name__}: {exc})", flush=True)
+                if prog is not None:
+                    prog.end(item, "not profiled")
                 if bench.is_device_fault(exc):
                     return EXIT_FAULT
                 continue
@@ -105,6 +112,10 @@ def ncu_driver(items: list[dict], manifest: Path) -> int:
             f.write(json.dumps({"op": p.op, "problem": p.label, "rung": v.label}) + "\n")
             f.flush()
             print(f"{v.label} @ {p.label}: profiled", flush=True)
+            if prog is not None:
+                prog.end(item, "profiled")
+    if prog is not None:
+        prog.start(None)
     return 0
 
 
@@ -116,7 +127,7 @@ def unit_ncu(out: Path, spec: dict, tiny: bool) -> int:
     dspec = d / f"{name}.driver.json"
     dspec.write_text(json.dumps({**spec, "part": "ncu-driver", "manifest": str(manifest)}, default=str))
     if tiny:  # no Nsight Compute in the simulator: the same driver, run directly
-        rc = ncu_driver(spec["items"], manifest)
+        rc = ncu_driver(spec["items"], manifest, progress.Progress(out, name, spec.get("attempt", 1)))
         ran = [json.loads(l) for l in manifest.read_text().splitlines() if l.strip()]
         # a row per rung the driver ran, every metric empty, so that resume and the merged table
         # go through the same code as on a GPU

@@ -2,10 +2,12 @@
 
 A (part, op, problem, rung) measured for the commit on the GPU (records in ``data/results/``,
 ``OUT/results/`` or a ``--resume-from`` folder; the ceilings', timer's, ncu's and summary's CSVs
-there) is not measured again."""
+there) is not measured again; an item that hung there (``summary.csv``'s ``hung``) is not tried
+again unless asked (``--retry-hung``, ``--force``)."""
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 
@@ -63,7 +65,7 @@ def measured(out: Path, resume: list[Path], gpu: str, commit: str | None) -> dic
     from perfkit import results
 
     out = Path(out)
-    done = {"ops": set(), "ceilings": set(), "timer": set(), "ncu": set(), "units": set()}
+    done = {"ops": set(), "ceilings": set(), "timer": set(), "ncu": set(), "units": set(), "hung": {}}
     for root in results_roots(out, resume):
         if not commit and root != record_root(out):
             continue
@@ -84,8 +86,12 @@ def measured(out: Path, resume: list[Path], gpu: str, commit: str | None) -> dic
         if r.get("gpu") == gpu and (r.get("commit") or None) == commit:
             done["ncu"].add((r["op"], r["problem"], r["rung"]))
     for r in read_rows(f / "summary.csv" for f in folders):
-        if r.get("gpu") == gpu and (r.get("commit") or None) == commit and r.get("status") == "done":
+        if r.get("gpu") != gpu or (r.get("commit") or None) != commit:
+            continue
+        if r.get("status") == "done":
             done["units"].add(r["unit"])
+        for h in json.loads(r.get("hung") or "[]"):  # items that hung: not tried again unless asked
+            done["hung"].setdefault(r["part"], set()).add(item_key(r["part"], h))
     return done
 
 
@@ -95,6 +101,7 @@ def item_key(part: str, item: dict) -> tuple:
     return (item["op"], item["label"], item["rung"] if part == "ncu" else item["variant"])
 
 
-def remaining(unit, done: dict) -> list[dict]:
-    have = done.get(unit.part, set())
+def remaining(unit, done: dict, retry_hung: bool = False) -> list[dict]:
+    """The unit's items neither measured nor (unless ``retry_hung``) hung in an earlier call."""
+    have = done.get(unit.part, set()) | (set() if retry_hung else done.get("hung", {}).get(unit.part, set()))
     return [i for i in unit.items if item_key(unit.part, i) not in have]

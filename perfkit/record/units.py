@@ -13,9 +13,9 @@ from pathlib import Path
 from numba import cuda  # module level: the simulator swaps only a kernel's globals
 
 from perfkit import backend
-from perfkit.record import ncu, orphan, resume
+from perfkit.record import ncu, orphan, progress, resume
 from perfkit.record.ncu import EXIT_FAULT, package_parent
-from perfkit.record.plan import Inputs, rebuild, variant_named
+from perfkit.record.plan import Inputs, is_peer, rebuild, variant_named
 from perfkit.record.resume import append_rows, record_root
 
 #: measure() settings of a rehearsal's sweeps: one timed sample (a simulated time means nothing)
@@ -47,7 +47,7 @@ def unit_main(spec_path: str, out: str) -> int:
     if part == "ncu":
         return ncu.unit_ncu(out, spec, tiny)
     if part == "ncu-driver":  # under ncu: one launch of every rung, a marker kernel before each
-        return ncu.ncu_driver(items, Path(spec["manifest"]))
+        return ncu.ncu_driver(items, Path(spec["manifest"]), progress.Progress(out, spec["name"], spec.get("attempt", 1)))
     print(f"unknown unit part {part}", file=sys.stderr)
     return 2
 
@@ -143,13 +143,16 @@ def unit_timer(out: Path, spec: dict, tiny: bool) -> int:
                 fault = True
                 raise
 
+    prog = progress.Progress(out, spec["name"], spec.get("attempt", 1))
     for item in spec["items"]:
+        prog.start(item)
         try:
             mod, p, v = rebuild(item)
             v.supports(p)
             prep = v.prepare(p, inputs(p))
         except Exception as exc:
             print(f"  {item['op']} {item['rung']} @ {item['label']}: not run ({exc.__class__.__name__}: {exc})")
+            prog.end(item, "not run")
             if bench.is_device_fault(exc):
                 return EXIT_FAULT
             continue
@@ -157,7 +160,9 @@ def unit_timer(out: Path, spec: dict, tiny: bool) -> int:
             compare(p.op, p.label, v.name, v.label, prep, prep.synchronize)
         except Exception:
             return EXIT_FAULT
+        prog.end(item, "done")
     if spec["extra"].get("empty"):
+        prog.start(None, "the empty kernel and the hot/cold copy", watch=False)  # not an item: no stall limit
         import warnings
 
         from perfkit import roofline
@@ -177,46 +182,65 @@ def unit_timer(out: Path, spec: dict, tiny: bool) -> int:
                         cuda.synchronize, l2mode)
         except Exception:
             return EXIT_FAULT
+    prog.start(None)
     print(f"timer: rows in {out / 'measure_vs_do_bench.csv'}")
     return 0
 
 
 def unit_ops(out: Path, spec: dict, tiny: bool) -> int:
-    """Sweep one problem over the planned rungs not yet measured for this commit."""
+    """Sweep one problem over the planned rungs not yet measured for this commit, an item at a
+    time in the log and ``OUT/progress/`` (:mod:`perfkit.record.progress`), each row appended to
+    ``OUT/sweeps/`` as it comes: a unit killed mid-way keeps what it measured and says what it was on."""
     from perfkit import bench
 
     items = spec["items"]
     if not items:
         print("nothing to sweep")
         return 0
+    prog = progress.Progress(out, spec["name"], spec.get("attempt", 1))
     mod, p, _ = rebuild(items[0])
     todo = [variant_named(mod, p, i["variant"]) for i in items]
     print(f"{items[0]['op']} {p.label}: {len(todo)} rungs and peers to sweep", flush=True)
-    table = bench.sweep([p], todo, progress=False, record=True, results_root=record_root(out),
-                        timer=REHEARSAL_TIMER if tiny else None)
-    table = table.drop(columns=["config", "traceback"], errors="ignore")
-    table["commit"], table["gpu"] = spec["commit"], spec["gpu"]
-    (out / "sweeps").mkdir(parents=True, exist_ok=True)
-    table.to_csv(out / "sweeps" / f"sweep_{spec['name'].removeprefix('ops-')}.csv", index=False)
-    for r in table.itertuples():
-        rate = f"{r.tflops:8.2f} TFLOP/s {r.gbps:8.1f} GB/s" if r.tflops == r.tflops else "(simulated)"
-        print(f"  {r.problem:40.40s} {r.label:22s} {r.status:14s} {rate} {r.error or ''}")
-    (out / "stages").mkdir(parents=True, exist_ok=True)
-    (out / "stages" / f"{spec['name']}.json").write_text(json.dumps(stages(table)))
-    return EXIT_FAULT if (table["status"] == bench.FAULT_STATUS).any() else 0
+    sweep_csv = out / "sweeps" / f"sweep_{spec['name'].removeprefix('ops-')}.csv"
+    sweep_csv.parent.mkdir(parents=True, exist_ok=True)
+    if spec.get("attempt", 1) == 1:
+        sweep_csv.unlink(missing_ok=True)  # a unit's first child starts the table; a restart adds to it
+    hang = spec.get("hang") if tiny else None  # the rehearsal's stand-in for a kernel that never returns
+    ended: list = []
+    faulted = False
 
+    def begin(k: int) -> None:
+        if k >= len(items):
+            prog.start(None)
+            return
+        prog.start(items[k])
+        if hang and items[k]["variant"] == hang["variant"]:
+            print(f"rehearsal: {items[k]['variant']} sleeps {hang['seconds']} s", flush=True)
+            time.sleep(hang["seconds"])
 
-#: a unit's seconds by stage (bench.sweep's columns), for the summary
-STAGES = {"inputs": "inputs_s", "compile+check": "check_s", "timing": "time_s", "recheck+record": "record_s"}
+    def on_row(row: dict) -> None:
+        nonlocal faulted
+        it = items[len(ended)]
+        ended.append(row)
+        r = bench.table([row]).drop(columns=["config", "traceback"], errors="ignore")
+        r["commit"], r["gpu"] = spec["commit"], spec["gpu"]
+        append_rows(sweep_csv, r.to_dict("records"))
+        x = r.iloc[0]
+        rate = (f"{x.tflops:8.2f} TFLOP/s {x.gbps:8.1f} GB/s" if x.tflops == x.tflops else
+                "(simulated)" if row.get("simulated") else "")
+        prog.end(it, row["status"], progress.row_stages(row), is_peer(it), f"{rate} {row.get('error') or ''}".strip())
+        if row["status"] == bench.FAULT_STATUS:  # the rest runs in a fresh process that reports at its end
+            faulted = True
+            if len(ended) < len(items):
+                prog.start(None, "the rest, in a fresh process after a device fault", watch=False)
+        elif not faulted:
+            begin(len(ended))
 
-
-def stages(table) -> dict:
-    """Seconds of a sweep by stage over the ladder's rungs, and the peers' (library) seconds apart."""
-    cols = [c for c in STAGES.values() if c in table]
-    peer = table["label"].astype(str).str.startswith("peer")
-    spent = {name: round(float(table.loc[~peer, c].fillna(0).sum()), 2) for name, c in STAGES.items() if c in cols}
-    spent["peers"] = round(float(table.loc[peer, cols].fillna(0).to_numpy().sum()), 2) if cols else 0.0
-    return spent
+    begin(0)
+    bench.sweep([p], todo, progress=False, record=True, results_root=record_root(out),
+                timer=REHEARSAL_TIMER if tiny else None, on_row=on_row)
+    prog.start(None)
+    return EXIT_FAULT if faulted else 0
 
 
 def merge_sweeps(out: Path, log) -> None:

@@ -198,7 +198,7 @@ published = f"the published {published_bw / 1e12:.2f} TB/s of {gpu}"
 #   holds, from the occupancy calculator at the kernel's register cap) and loops over rows, loading
 #   the next row while it reduces this one.  So its anatomy is at 4096 x 1024, the width it is for.
 #   No GPU has timed it there yet: its only records are at the op's 4096 x 4096, where a quick plan
-#   timed every rung, so its card (a line above it says so), its prompt (against `smem_row`, the
+#   timed the float32 rungs, so its card (a line above it says so), its prompt (against `smem_row`, the
 #   rung before it that runs float32: `packed` takes float16 only), and the ladder's table and bars
 #   are at 4096 x 4096, not at the width it is for.
 #

@@ -557,8 +557,8 @@ view.sass("cluster", ["UTMALDG", "SYNCS", "UCGABAR", "MEMBAR", "HGMMA", "USETMAX
 # recorded on an H200 on 2026-11-27 (commit 6ba0514), at 4096³ float16 only: their cards above give
 # each time against cuBLAS's HGEMM (a wgmma kernel on Hopper) beside the model's estimate, and the
 # table of where the ladder stands below counts them (notebook 06 sorts the rungs first recorded in
-# the newest run by how far the model was off).  Rung 24 `cluster` has no record: in the 2026-11-27 run
-# its kernel hung on the GPU (a bug in the kernel), so its card shows the model's estimate only.
+# the newest run by how far the model was off).  Rung 24 `cluster` has no record: in the 2026-11-27
+# run its kernel hung on the GPU (a bug in the kernel), so its card shows the model's estimate only.
 # `docs/MODEL_NOTES.md` lists what the model assumes for these rungs.
 #
 # ## Rungs of today's ladder without a section above

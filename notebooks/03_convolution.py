@@ -299,13 +299,13 @@ view.show("tensor_core")
 #
 # **These sections were written before any of rungs 9-15 had a GPU record**, as predictions: each
 # says what its rung should change, and the model estimated every rung before it ran.  The H200 then
-# recorded all seven (2026-11-27, commit 6ba0514; `tools/record_gpu.py --plan quick --ops conv` records them).
-# Each card now shows the record beside the model's estimate and says where the model was right and
-# where it missed; predict from the section, the diff and the anatomy before you open it (the
-# summary near the end sets every rung's record beside its estimate in one table, and notebook 06
-# sorts the rungs first recorded in the newest run by how far the model was off).  The cell below
-# says which rungs still have no record, and prints the counters of rungs 7 and 8 that the new rungs
-# are meant to move.
+# recorded all seven (2026-11-27, commit 6ba0514; `tools/record_gpu.py --plan quick --ops conv`
+# records them).  Each card now shows the record beside the model's estimate and says where the
+# model was right and where it missed; predict from the section, the diff and the anatomy before
+# you open it (the summary near the end sets every rung's record beside its estimate in one table,
+# and notebook 06 sorts the rungs first recorded in the newest run by how far the model was
+# off).  The cell below says which rungs still have no record, and prints the counters of rungs 7
+# and 8 that the new rungs are meant to move.
 
 # %%
 for name, p in (("tensor_core", conv.to_layout(EX, "NHWC", "float16")), ("winograd", EX)):

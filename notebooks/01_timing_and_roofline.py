@@ -436,18 +436,18 @@ for name, x in (("the first timer (7c7b2e0, 2026-11-23)", c), ("today's timer (6
 # %% [markdown]
 # ### Across GPUs: the H100 and the H200
 #
-# The same ladders were recorded on an H200 (`data/results/nvidia-h200/`, commits ed6ffd5 and
-# 6ab83fe) and again on the H100 (2026-11-26, commit 6bbc424).  Across
-# two machines the noise of one says nothing about the other, so there is no verdict, only ratios.
-# Where a rung's kernel code is the same on both sides (`code` is `same`), the ratio is the
-# machines' difference alone.  Per `data/devices.yaml` the H200 has the H100 SXM's SM count and
-# FP32 rate with faster memory: a rung bound by arithmetic or latency should take about as long;
-# one bound by DRAM bandwidth should shrink by the ratio of the two bandwidths if both runs reach
-# the same share of their ceiling.  A ratio below that says the H100 run reached a smaller share
-# of its ceiling than the H200 run.  Each side takes its newest record of a rung, timed the same
-# way (`tools/record_gpu.py`, the timer's spin kernel), but on two machines on two occasions, and
-# the comparison above found two runs on one machine apart by more than their noise.  Read the
-# ratios below as a lead, not a verdict.
+# The same ladders were recorded on an H200 (`data/results/nvidia-h200/`: commits ed6ffd5 and
+# 6ab83fe on 2026-11-26, 6ba0514 on 2026-11-27) and again on the H100 (2026-11-26, commit
+# 6bbc424).  Across two machines the noise of one says nothing about the other, so there is no
+# verdict, only ratios. Where a rung's kernel code is the same on both sides (`code` is `same`),
+# the ratio is the machines' difference alone.  Per `data/devices.yaml` the H200 has the H100 SXM's
+# SM count and FP32 rate with faster memory: a rung bound by arithmetic or latency should take
+# about as long; one bound by DRAM bandwidth should shrink by the ratio of the two bandwidths if
+# both runs reach the same share of their ceiling.  A ratio below that says the H100 run reached a
+# smaller share of its ceiling than the H200 run.  Each side takes its newest record of a rung,
+# timed the same way (`tools/record_gpu.py`, the timer's spin kernel), but on two machines on two
+# occasions, and the comparison above found two runs on one machine apart by more than their
+# noise.  Read the ratios below as a lead, not a verdict.
 
 # %%
 from perfkit import specs

@@ -281,7 +281,7 @@ display(pd.DataFrame([{"config": c.variant.config, "rejected": c.rejected, "regi
 view.show("autotuned")
 
 # %% [markdown]
-# ## Past cuBLAS's SGEMM with its own recipe (`simt_wide`)
+# ## cuBLAS's SGEMM recipe: one block an SM, two sets of operands (`simt_wide`)
 #
 # `autotuned` issues the same instruction mix as cuBLAS's SGEMM (Nsight Compute counts the same
 # share of FFMA) but issues less often: `launch_bounds(256, 2)` caps it at 128 registers, so a
@@ -531,6 +531,10 @@ view.sass("persistent", ["UTMALDG", "UTMASTG", "SYNCS", "HGMMA", "USETMAXREG", "
 # (`cluster_dims(1, 2, 1)` in its body becomes `.reqnctapercluster 1, 2, 1` in its PTX).  This is
 # `warp_specialized` plus the multicast, nothing else, so the diff below is that one idea.
 #
+# It has no GPU record: on the H200 on 2026-11-27 (commit 6ba0514) this kernel hung, a bug in the
+# kernel that its check in the simulator (above) does not catch, so the card below is the model's
+# estimate only.
+#
 # **Predict:** every Hopper rung is tensor-bound in the model; which leg does the multicast shrink,
 # and on which GPU could that move the time?  (For scale, from outside perfkit's records: fast.cu,
 # a public worklog of Hopper GEMM kernels in bf16, gained 2.7% with its 2-CTA cluster step on an
@@ -549,10 +553,13 @@ view.sass("cluster", ["UTMALDG", "SYNCS", "UCGABAR", "MEMBAR", "HGMMA", "USETMAX
           prev="warp_specialized")
 
 # %% [markdown]
-# None of the Hopper rungs has run on a GPU yet: their cards show the model's estimate only, and the
-# comparison with cuBLAS's HGEMM (a wgmma kernel on Hopper) waits for the first record; the table of
-# where the ladder stands below counts recorded rungs only.  `docs/MODEL_NOTES.md` lists what the
-# model assumes for them and what the first record will test.
+# The Hopper rungs 20-23 (`wgmma`, `tma`, `warp_specialized`, `persistent`) and `tc_deep` were first
+# recorded on an H200 on 2026-11-27 (commit 6ba0514), at 4096³ float16 only: their cards above give
+# each time against cuBLAS's HGEMM (a wgmma kernel on Hopper) beside the model's estimate, and the
+# table of where the ladder stands below counts them (notebook 06 sorts the rungs first recorded in
+# the newest run by how far the model was off).  Rung 24 `cluster` has no record: in the 2026-11-27
+# run its kernel hung on the GPU (a bug in the kernel), so its card shows the model's estimate only.
+# `docs/MODEL_NOTES.md` lists what the model assumes for these rungs.
 #
 # ## Rungs of today's ladder without a section above
 #

@@ -42,11 +42,12 @@
 #
 # Every rung is *checked* here in Numba's CUDA simulator (times there mean nothing) and compiled
 # for sm_90 with no GPU.  The ladder has been timed on real GPUs at the example layer only, in
-# float32 NCHW and float16 NHWC: rungs 1-8 on an H100 (2026-11-26, commit 6bbc424: the cards
-# below) and again on an H200 (commit ed6ffd5); rungs 9-15 have no GPU record yet (their
-# cards give the model's estimate only).  The goals at this layer (issue 43: the best rung at
-# ≥ 0.7 of cuDNN in float32, whose choice here is an FFT, and ≥ 0.5 in float16) are not met by
-# any record yet: the end of the notebook says by how much.  The whole ResNet-50 sweep runs with
+# float32 NCHW and float16 NHWC: rungs 1-8 on an H100 (2026-11-26, commit 6bbc424) and on an
+# H200 (2026-11-26, commit ed6ffd5), then all fifteen rungs on an H200 (2026-11-27, commit
+# 6ba0514), rungs 9-15 for the first time; each card below names the record it shows.  The goals
+# at this layer (issue 43: the best rung at ≥ 0.7 of cuDNN in float32, whose choice here is an
+# FFT, and ≥ 0.5 in float16) are checked against the records at the end of the notebook, which
+# says whether each is met and by how much (predict first).  The whole ResNet-50 sweep runs with
 # `perfkit record --plan full --ops conv`, or this notebook with the `gpu` profile and
 # `sweep=True` on a GPU.
 
@@ -281,7 +282,7 @@ print(f"winograd does {t_w.flops / 1e9:.2f} GFLOP for the problem's {EX.flops / 
 view.show("tensor_core")
 
 # %% [markdown]
-# ## Beyond rung 8: two sub-ladders, predicted before any record
+# ## Beyond rung 8: two sub-ladders, predicted before their records
 #
 # Rung 8 is GEMM rung 12's design on a gathered A, and its records put it far below cuDNN (its card
 # above).  What binds it, read from its Nsight Compute row on the H200, its SASS and a bank
@@ -296,11 +297,15 @@ view.show("tensor_core")
 # tensor-core rungs 9-15 are one kernel whose compile-time switches (`LDSM`, `STAGES`, `EPI`, tile
 # sizes) turn each idea on, and the Winograd rungs 11 and 14 share one batched GEMM.
 #
-# **When this was written, none of rungs 9-15 had a GPU record**: their cards show the model's
-# estimate, made before any record, and the ratio of the two estimates, a prediction to be checked
-# (`tools/record_gpu.py --plan quick --ops conv` records them), never a measured speed-up.  The
-# cell below says which still have no record, and prints the counters of rungs 7 and 8 that the
-# new rungs are meant to move.
+# **These sections were written before any of rungs 9-15 had a GPU record**, as predictions: each
+# says what its rung should change, and the model estimated every rung before it ran.  The H200 then
+# recorded all seven (2026-11-27, commit 6ba0514; `tools/record_gpu.py --plan quick --ops conv`
+# records them).  Each card now shows the record beside the model's estimate and says where the
+# model was right and where it missed; predict from the section, the diff and the anatomy before
+# you open it (the summary near the end sets every rung's record beside its estimate in one table,
+# and notebook 06 sorts the rungs first recorded in the newest run by how far the model was
+# off).  The cell below says which rungs still have no record, and prints the counters of rungs 7
+# and 8 that the new rungs are meant to move.
 
 # %%
 for name, p in (("tensor_core", conv.to_layout(EX, "NHWC", "float16")), ("winograd", EX)):
@@ -319,7 +324,8 @@ for name, p in (("tensor_core", conv.to_layout(EX, "NHWC", "float16")), ("winogr
                      if np.isfinite(k.get('instructions_per_ffma')) else ""))
 new_rungs = [v.name for v in conv.LADDER if v.rung >= 9]
 unrecorded = [n for n in new_rungs if recorded.empty or n not in set(recorded.variant)]
-print("rungs 9 and up with no GPU record yet (their cards: the model's estimate only):", ", ".join(unrecorded) or "none")
+print("rungs 9 and up with no GPU record yet (their cards: the model's estimate only): " + ", ".join(unrecorded)
+      if unrecorded else f"rungs 9 and up: all {len(new_rungs)} have a GPU record (each card names it)")
 
 # %% [markdown]
 # ## 16-byte chunks in filter-position order (`tc_vector`, after `tensor_core`)

@@ -196,12 +196,15 @@ published = f"the published {published_bw / 1e12:.2f} TB/s of {gpu}"
 #   blocks of 256 threads are 1.3 to 1.6 waves on an H100 (5 or 6 blocks an SM at its registers), so
 #   the last wave leaves half the SMs or more without a block.  `persist` launches one block for every slot the GPU has (SMs x blocks an SM
 #   holds, from the occupancy calculator at the kernel's register cap) and loops over rows, loading
-#   the next row while it reduces this one.  So its card and anatomy are at 4096 x 1024, the width it
-#   is for, not at the 4096 x 4096 of the op's other rungs: its prompt asks about it against
-#   `smem_row` at that width (the rung before it that runs it: `packed` takes float16 only), and
-#   the ladder's table and bars at 4096 x 4096 leave it out.
+#   the next row while it reduces this one.  So its anatomy is at 4096 x 1024, the width it is for.
+#   No GPU has timed it there yet: its only records are at the op's 4096 x 4096, where a quick plan
+#   timed the float32 rungs, so its card (a line above it says so), its prompt (against `smem_row`, the
+#   rung before it that runs float32: `packed` takes float16 only), and the ladder's table and bars
+#   are at 4096 x 4096, not at the width it is for.
 #
-# None of the three has a GPU record yet: their cards show the model's estimate only.
+# `smem_row` and `persist` of softmax, layernorm and rmsnorm were first recorded on an H200
+# (2026-11-27, commit 6ba0514), in float32 at 4096 x 4096 only; `packed` (float16 only) has no GPU
+# record yet: its card shows the model's estimate only.
 
 # %%
 lesson.traffic_table(MODS['softmax'].LADDER, MODS['softmax'].EXAMPLE_PROBLEM, published_bw, published)
@@ -266,8 +269,8 @@ view.anatomy_table()
 #   counts by bytes: 16 halves a thread, kept two to a 32-bit register next to γ and the next row's x
 #   and dy; every sum, dx and the dγ/dβ partials stay float32.  Predict before its card: does the
 #   model, which already reads `twosum`'s float16 row kernel as DRAM-bound, expect it to gain?  No GPU
-#   has run it yet (its card shows the estimate only); the float16 records of issue 44 (0.57 of torch)
-#   are what it is for.
+#   has run it yet (its card shows the estimate only); the float16 records of issue 44 are what it is
+#   for (the H100's at 4096 x 4096, 2026-11-23, commit 7c7b2e0: the best rung at 0.57 of torch).
 
 # %%
 lesson.traffic_table(MODS['layernorm_bwd'].LADDER, MODS['layernorm_bwd'].EXAMPLE_PROBLEM, published_bw, published)

@@ -199,6 +199,45 @@ if len(levels):  # * a row of the Nsight Compute table no record has
     display(lesson.fold(model.levels_table(levels), summary="per level: the model's counts against Nsight Compute's"))
 
 # %% [markdown]
+# ### Rungs estimated before any GPU ran them
+#
+# The test a model can fail: rungs that no GPU had recorded before this GPU's newest run, so that
+# until then the model had never been checked against them (the estimates below are today's model's:
+# `git log perfkit/model` says whether it changed since that run).  Predict first, from what you know
+# of the model's legs: which kinds of kernel will it get within 25%, and which will it miss?  The
+# cell sorts them by predicted / measured (above 1: the model said slower than the GPU ran).
+
+# %%
+from perfkit import results  # noqa: E402
+
+ever = results.load(latest=False)  # every record, not only the newest of each rung
+ever = ever[(ever["rung"] > 0) & ~ever["simulated"].fillna(False).astype(bool)].sort_values("utc")
+mine = ever[ever["gpu"] == val_name]
+newest = str(mine["commit"].iloc[-1]) if len(mine) else ""  # the commit of this GPU's newest record
+first = ever.drop_duplicates(["op", "problem", "variant"])  # each rung's first record on any GPU, per problem
+first = first[(first["commit"] == newest) & (first["gpu"] == val_name)]
+new = table[(table["kind"] == "rung") & (table["code"] == "today") & (table["_commit"] == newest)]
+new = new.assign(variant=new["rung"].str.split(" ", n=1).str[1]).merge(first[["op", "problem", "variant"]])
+new = new.groupby(["op", "problem", "rung"], sort=False)["ratio"].median().sort_values()  # repeated records: one row
+
+
+def _named(ratios):  # "conv 14 winograd_f4 (float32 NCHW) x2.44": the dtype and layout where an op has several
+    return ", ".join(f"{op} {rung}" + (" (" + " ".join(x.split("=")[1] for x in prob.split()
+                                                        if x.startswith(("dtype=", "layout="))) + ")"
+                                       if op in ("conv", "gemm") else "") + f" x{r:.2f}"
+                     for (op, prob, rung), r in ratios.items())
+
+
+if new.empty:
+    print(f"no rung had its first GPU record in {val_name}'s newest run (commit {newest[:7]})")
+else:
+    print(f"{len(new)} rungs (per problem) that no GPU had recorded before {val_name}'s newest run (commit "
+          f"{newest[:7]}), predicted / measured:")
+    for what, pick in (("within 25% of the record", (new >= 0.8) & (new <= 1.25)),
+                       ("predicted slower than measured", new > 1.25), ("predicted faster than measured", new < 0.8)):
+        print(f"  {what} ({int(pick.sum())}): {_named(new[pick]) or 'none'}")
+
+# %% [markdown]
 # Where the model misses, the per-launch details in `Estimate.launches` say which leg it
 # believed and why (trip rules, bank degree, waves, the scoreboard per loop, the load latencies
 # in `latencies_clk`). Its known weak spots, in short (the measurements and rules behind each,
@@ -207,15 +246,17 @@ if len(levels):  # * a row of the Nsight Compute table no record has
 # - **where a global load's data comes from** (L1, L2 or DRAM) decides the latency leg of the
 #   rungs whose threads walk their own rows;
 # - **loads that wait behind stores** the compiler cannot reorder: the multirow/tuned norm rungs
-#   of the records took longer than predicted;
+#   of the first H100 records (commit 7c7b2e0) took longer than predicted;
 # - **DRAM traffic the static counts miss**: some GEMM rungs read the wide operand twice per
 #   wave, which no static feature separates from the rungs that read it once;
 # - **the DRAM rate**: one fitted efficiency of the datasheet's bandwidth (`data/rates.yaml`, the
 #   first copy kernel's figure), below what perfkit's rewritten copy kernel reached on the H100 and
-#   the H200 (notebook 01's recorded ceilings): today's multirow/tuned rungs run near the copy
-#   kernel, and the model predicts them slower than recorded (the multirow and tuned rows above
-#   whose `code` is `today`). Raising the rate, with the launch cost re-derived for it, helps the
-#   H200 and today's rungs and hurts the first H100 records (`docs/MODEL_NOTES.md`).
+#   the H200 (notebook 01's recorded ceilings): today's multirow/tuned rungs of softmax, layernorm
+#   and rmsnorm run near the copy kernel, and the model predicts them slower than recorded (their
+#   rows above whose `code` is `today`), as it does the DRAM-bound rungs first recorded on the H200
+#   (`smem_row`, `persist`, `twosum`, `ticket`: the cell above).  Raising the rate, with the launch
+#   cost re-derived for it, helps the H200 and today's rungs and hurts the first H100 records
+#   (`docs/MODEL_NOTES.md`).
 
 # %% [markdown]
 # ## Exercise

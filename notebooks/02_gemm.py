@@ -531,9 +531,10 @@ view.sass("persistent", ["UTMALDG", "UTMASTG", "SYNCS", "HGMMA", "USETMAXREG", "
 # (`cluster_dims(1, 2, 1)` in its body becomes `.reqnctapercluster 1, 2, 1` in its PTX).  This is
 # `warp_specialized` plus the multicast, nothing else, so the diff below is that one idea.
 #
-# It has no GPU record: on the H200 on 2026-11-27 (commit 6ba0514) this kernel hung, a bug in the
-# kernel that its check in the simulator (above) does not catch, so the card below is the model's
-# estimate only.
+# It has no GPU record: on the H200 on 2026-11-27 (commit 6ba0514) this kernel hung, which its check
+# in the simulator (above) does not show; the cause is not found yet (the cluster probes in
+# `tests/test_gemm_hopper.py` will say which mechanism fails, and its waits now trap after 10 s
+# instead of hanging), so the card below is the model's estimate only.
 #
 # **Predict:** every Hopper rung is tensor-bound in the model; which leg does the multicast shrink,
 # and on which GPU could that move the time?  (For scale, from outside perfkit's records: fast.cu,
@@ -558,7 +559,7 @@ view.sass("cluster", ["UTMALDG", "SYNCS", "UCGABAR", "MEMBAR", "HGMMA", "USETMAX
 # each time against cuBLAS's HGEMM (a wgmma kernel on Hopper) beside the model's estimate, and the
 # table of where the ladder stands below counts them (notebook 06 sorts the rungs first recorded in
 # the newest run by how far the model was off).  Rung 24 `cluster` has no record: in the 2026-11-27
-# run its kernel hung on the GPU (a bug in the kernel), so its card shows the model's estimate only.
+# run its kernel hung on the GPU (cause not found yet), so its card shows the model's estimate only.
 # `docs/MODEL_NOTES.md` lists what the model assumes for these rungs.
 #
 # ## Rungs of today's ladder without a section above

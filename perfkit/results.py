@@ -178,9 +178,11 @@ def _flatten(doc: dict, path: Path) -> dict:
     row = {k: v for k, v in doc.items() if k not in ("provenance", "timing", "check", "params", "traffic")}
     row.update({k: v for k, v in (doc.get("params") or {}).items()})
     timing = doc.get("timing") or {}
-    for k in ("median_s", "iqr_s", "min_s", "mean_s", "cv", "n", "stop_reason", "l2"):
+    for k in ("median_s", "iqr_s", "min_s", "mean_s", "cv", "n", "stop_reason", "l2", "flush_bytes"):
         if k in timing:
             row["n_samples" if k == "n" else k] = timing[k]
+    if "spin_s" in (timing.get("extra") or {}):  # the GPU work the timer queued ahead (model.record_ahead)
+        row["spin_s"] = timing["extra"]["spin_s"]
     check = doc.get("check") or {}
     row.setdefault("check_ok", check.get("ok"))
     row["max_abs_err"] = check.get("max_abs_err")

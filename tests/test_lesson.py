@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 import perfkit  # noqa: F401  (before numba.cuda)
-from perfkit import backend, history, lesson, results
+from perfkit import backend, history, lesson, model, results
 from perfkit.kernels import conv, gemm
 from perfkit.kernels.norm import softmax
 
@@ -1487,3 +1487,27 @@ def test_progress_stubs_are_found():
     assert progress_stubs(stub) == [(0, "sweep:   0%|          | 0/8 [00:00<?, ?it/s]")]
     stub["cells"][0]["outputs"][0]["data"] = {"text/plain": "sweep: 8 of 8 done"}
     assert progress_stubs(stub) == []
+
+
+def test_a_card_beside_a_record_estimates_it_behind_that_records_timer_as_validate_does():
+    """The estimate on a card that shows a record is the model's behind what that record's timer
+    queued ahead of each sample (its L2 flush and spin kernel: ``model.record_ahead``), the
+    estimate ``perfkit model validate`` sets against the record, not the flush-only default
+    (which leaves the host's launch cost inside the window: conv tc_warptile read "bound by
+    launch" at 60 us beside its 47 us record, where validate's estimate is 28.5 us and ALU-bound);
+    the rung before's estimate is behind its own record's timer."""
+    import json
+
+    from perfkit.kernels import conv
+
+    card = lesson.recorded("conv", conv.EXAMPLE_PROBLEM, "tc_warptile", gpu="NVIDIA H200")
+    assert card.found and card.gpu == "NVIDIA H200"
+    doc = json.loads(Path(card.path).read_text())
+    ahead = model.record_ahead(doc["timing"], "h200")
+    assert ahead is not None and ahead > doc["timing"]["extra"]["spin_s"]
+    v = next(u for u in conv.LADDER if u.name == "tc_warptile")
+    want = model.estimate(v, conv.Problem(**doc["params"]), "h200", ahead_s=ahead)
+    assert card.estimate_s == pytest.approx(want.seconds) and card.bound == want.bound
+    assert card.legs.get("launch", 0.0) < 0.2 * card.estimate_s
+    default = model.estimate(v, conv.Problem(**doc["params"]), "h200")
+    assert default.seconds > want.seconds  # the flush alone leaves host time in the window

@@ -496,6 +496,7 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
                 estimate_rung(v, problem, card.model_gpu, card.estimate_banks)
         return card
     r = choose_record(mine, v)
+    prev_rec = None  # the rung before's record, where it has one here
     card.found = True
     card.median_s = float(r["median_s"])
     card.iqr_s = float(r.get("iqr_s", np.nan) if r.get("iqr_s") is not None else np.nan)
@@ -527,6 +528,7 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
                     card.prev_label, prev = cand.label, cand
                     break
         if not pr.empty:
+            prev_rec = pr.iloc[-1]
             card.prev_median_s = float(pr.iloc[-1]["median_s"])
             card.x_prev = card.prev_median_s / card.median_s
             card.prev_commit = str(pr.iloc[-1].get("commit") or "")
@@ -580,16 +582,34 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
         card.estimate_error = "not computed here (estimate=False)"
     elif isinstance(problem, Problem):
         key = card.model_gpu = spec_key(card.gpu, model_gpu)
-        card.estimate_s, card.bound, card.legs, card.estimate_kind, card.estimate_error = estimate_rung(v, problem, key)
-        if card.changed_since:  # the record measured other code: estimate that code too
+        # behind what the record's timer queued ahead (its flush and spin), as validate estimates it
+        ahead = _ahead_of(r, key)
+        card.estimate_s, card.bound, card.legs, card.estimate_kind, card.estimate_error = estimate_rung(
+            v, problem, key, ahead_s=ahead)
+        if card.changed_since:  # the record measured other code: estimate that code too (the default ahead)
             (card.estimate_then_s, card.bound_then, card.legs_then, card.estimate_then_kind,
              card.estimate_then_note) = estimate_then_detail(op, v, problem, card.commit, key)
         if prev is not None and np.isfinite(card.x_prev) and not card.prev_problem:
-            # like for like: the rung before's estimate of the code its record measured
+            # like for like: the rung before's estimate of the code its record measured, behind its timer
             then = source_changed_since(prev, card.prev_commit) if card.prev_commit else None
+            ahead_prev = _ahead_of(prev_rec, key) if prev_rec is not None else None
             card.prev_estimate_s = (estimate_then(op, prev, problem, card.prev_commit, key)[0] if then
-                                    else estimate_rung(prev, problem, key)[0])
+                                    else estimate_rung(prev, problem, key, ahead_s=ahead_prev)[0])
     return card
+
+
+def _ahead_of(row, gpu_key: str) -> float | None:
+    """What a record's timer queued ahead of each sample (:func:`perfkit.model.record_ahead`),
+    from its row of the records frame; None where it does not say (older records)."""
+    from .. import model
+
+    flush = row.get("flush_bytes") if hasattr(row, "get") else None
+    if flush is None or flush != flush:
+        return None
+    try:
+        return model.record_ahead({"flush_bytes": float(flush), "extra": {"spin_s": row.get("spin_s")}}, gpu_key)
+    except Exception:  # noqa: BLE001  (a GPU with no rates: the default applies)
+        return None
 
 
 def ladder_cards(op: str, problem: Problem, *, ladder: list[Variant] | None = None, include_oracle: bool = False,

@@ -8,24 +8,29 @@ from ..kernels.base import Problem, Variant
 _ESTIMATES: dict = {}
 
 
-def estimate_rung(variant: Variant, problem: Problem, gpu_key: str, banks: bool = True):
+def estimate_rung(variant: Variant, problem: Problem, gpu_key: str, banks: bool = True, ahead_s: float | None = None):
     """(seconds, bound, legs, kind, error) from ``model.estimate`` when it exists, else the
-    roofline; remembered per (rung, config, problem, gpu, banks) for the session."""
+    roofline; remembered per (rung, config, problem, gpu, banks, ahead) for the session.
+    ``ahead_s``: the GPU work a record's timer queued ahead of each sample
+    (:func:`perfkit.model.record_ahead`), so that the estimate beside a record is the one
+    ``perfkit model validate`` sets against it; None: the model's default (the flush alone)."""
     key = (type(variant).__module__, type(variant).__qualname__, repr(getattr(variant, "config", None)),
-           type(problem).__qualname__, problem.label, gpu_key, banks)
+           type(problem).__qualname__, problem.label, gpu_key, banks, ahead_s)
     if key not in _ESTIMATES:
-        _ESTIMATES[key] = _estimate_now(variant, problem, gpu_key, banks)
+        _ESTIMATES[key] = _estimate_now(variant, problem, gpu_key, banks, ahead_s)
     return _ESTIMATES[key]
 
 
-def estimate_then(op: str, v: Variant, problem: Problem, commit: str, gpu_key: str) -> tuple[float, str]:
+def estimate_then(op: str, v: Variant, problem: Problem, commit: str, gpu_key: str,
+                  ahead_s: float | None = None) -> tuple[float, str]:
     """(seconds, note) of the model's estimate of rung ``v`` as it was at ``commit``
     (:func:`perfkit.history.variant_at`); NaN and the reason where it cannot be rebuilt."""
-    t, _, _, _, note = estimate_then_detail(op, v, problem, commit, gpu_key)
+    t, _, _, _, note = estimate_then_detail(op, v, problem, commit, gpu_key, ahead_s)
     return t, note
 
 
-def estimate_then_detail(op: str, v: Variant, problem: Problem, commit: str, gpu_key: str):
+def estimate_then_detail(op: str, v: Variant, problem: Problem, commit: str, gpu_key: str,
+                         ahead_s: float | None = None):
     """(seconds, bound, legs, kind, note) of the estimate of rung ``v`` as it was at ``commit``:
     a card that shows this estimate must word its legs and bound from it too, not from today's."""
     from .. import history
@@ -41,16 +46,17 @@ def estimate_then_detail(op: str, v: Variant, problem: Problem, commit: str, gpu
         old_p = old_mod.Problem(**problem.params)
     except Exception:  # noqa: BLE001  (the Problem's fields changed since: today's is the same shape)
         old_p = problem
-    t, bound, legs, kind, err = estimate_rung(old, old_p, gpu_key)
+    t, bound, legs, kind, err = estimate_rung(old, old_p, gpu_key, ahead_s=ahead_s)
     return t, bound, legs, kind, (err or f"{kind} of the kernel at {commit[:7]}")
 
 
-def _estimate_now(variant: Variant, problem: Problem, gpu_key: str, banks: bool = True):
+def _estimate_now(variant: Variant, problem: Problem, gpu_key: str, banks: bool = True, ahead_s: float | None = None):
     from .. import model
 
     if hasattr(model, "estimate"):
         try:
-            e = model.estimate(variant, problem, gpu=gpu_key, banks=banks)
+            kw = {"ahead_s": ahead_s} if ahead_s is not None else {}
+            e = model.estimate(variant, problem, gpu=gpu_key, banks=banks, **kw)
             return float(e.seconds), str(e.bound), dict(e.legs or {}), "estimate", ""
         except Exception as exc:  # a rung the model cannot take yet: say so, do not fail the lesson
             err = f"model.estimate failed: {type(exc).__name__}: {exc}"

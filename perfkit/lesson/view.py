@@ -137,7 +137,10 @@ class LadderView:
         pc = self.cards.get(prev.name) if prev is not None else None
         if (not card.found and pc is not None and pc.model_gpu == card.model_gpu and pc.problem == card.problem
                 and not np.isfinite(card.prev_estimate_s)):  # no record: the prompt's question, as the model answers it
-            card.prev_estimate_s = pc.estimate_s
+            # (the rung before's card estimates its record behind that record's timer: here both
+            # are the model's default, like for like)
+            card.prev_estimate_s = (estimate_rung(prev, p, card.model_gpu, card.estimate_banks)[0]
+                                    if pc.found and card.problem == p.label else pc.estimate_s)
             if pc.found:
                 card.prev_record = (f"{fmt_seconds(pc.median_s)} on {pc.gpu} at {str(pc.commit or '')[:7]}"
                                     + (", kernel changed since" if pc.changed_since else ""))

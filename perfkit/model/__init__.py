@@ -44,12 +44,13 @@ from .pipes import add_counts, opcode, pipe_counts
 from .plans import array_bytes, compile_problem, inspect_launch, is_dense, plan_launches, traffic_for
 from .trips import dynamic_mix, elements_per_iteration, elements_per_thread, nested_in, remainder_blocks, \
     remainder_factor
-from .validation import levels_line, levels_table, repeat_line, summary_line, validate, validate_cli, \
+from .validation import levels_line, levels_table, record_ahead, repeat_line, summary_line, validate, validate_cli, \
     variant_as_recorded
 from .whatif import plot_what_if, what_if
 
 __all__ = ["Traffic", "Prediction", "predict", "Estimate", "estimate", "flush_seconds", "what_if", "plot_what_if",
-           "validate", "summary_line", "levels_line", "levels_table", "repeat_line", "dynamic_mix", "rates", "LEGS", "RATES_PATH"]
+           "validate", "summary_line", "levels_line", "levels_table", "repeat_line", "record_ahead", "dynamic_mix", "rates",
+           "LEGS", "RATES_PATH"]
 
 # the names these had when the model was one module (tests and notebooks use them)
 _Inputs = Inputs

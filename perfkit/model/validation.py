@@ -105,7 +105,7 @@ def validate(gpu: str = "h100-sxm", results_root=None, ncu_path=None, *, banks: 
             continue
         try:
             p = mod.Problem(**d["params"])
-            ahead = _record_ahead(d.get("timing") or {}, r)
+            ahead = record_ahead(d.get("timing") or {}, r)
             key = (op, code, json.dumps(d["params"], sort_keys=True), name, json.dumps(v.config, sort_keys=True, default=str),
                    round(ahead * 1e7) if ahead is not None else None)
             if key not in cache:
@@ -158,13 +158,18 @@ def validate(gpu: str = "h100-sxm", results_root=None, ncu_path=None, *, banks: 
     return table, line, levels
 
 
-def _record_ahead(timing: dict, r) -> float | None:
+def record_ahead(timing: dict, r) -> float | None:
     """Seconds of GPU work a record's timer queued ahead of each sample: its L2 flush
     (``flush_bytes`` at the effective DRAM rate) plus its spin kernel (``extra["spin_s"]``,
-    timers from 2026-11-24 on); None where the record does not say (the default applies)."""
-    if "flush_bytes" not in timing:
+    timers from 2026-11-24 on); None where the record does not say (the default applies).
+    ``r``: the GPU's rates (``model.rates``) or its key.  A card that shows a record estimates
+    it with this, as ``validate`` does, so the two agree."""
+    if "flush_bytes" not in timing or timing.get("flush_bytes") is None or timing.get("flush_bytes") != timing.get("flush_bytes"):
         return None
+    if isinstance(r, str):
+        r = _pkg.rates(r)
     spin = float((timing.get("extra") or {}).get("spin_s") or 0.0)
+    spin = 0.0 if spin != spin else spin  # a frame's empty cell (NaN): no spin recorded
     return write_seconds(float(timing.get("flush_bytes") or 0), r) + spin
 
 

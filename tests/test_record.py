@@ -513,3 +513,24 @@ def test_an_ops_unit_tells_each_item_as_it_starts_and_ends_and_no_stall_limit_af
     assert out.index(f"start {progress.label(items[0])}") < out.index(f"end   {progress.label(items[0])}: ok") \
         < out.index(f"start {progress.label(items[1])}")
     assert len((tmp_path / "sweeps" / "sweep_saxpy.csv").read_text().strip().splitlines()) == 1 + len(items)
+
+
+def test_new_keeps_the_rungs_and_peers_no_record_of_the_gpu_has_with_the_oracle():
+    """``--new``: an ops unit keeps, beside its oracle, only the items no record of this GPU has
+    at the problem (any commit); a unit left with its oracle alone goes; the other parts keep
+    their own choice.  Checked against the H200's committed records, whatever they are by then."""
+    gpu = "NVIDIA H200"
+    rec = plan.recorded_rungs(gpu)
+    assert rec and ("gemm", "m=4096 n=4096 k=4096 dtype=float32", "autotuned") in rec
+    units = plan.make("quick", 420, False, None)
+    kept = plan.select(units, None, None, None, None, None, None, rec)
+    every = {(u.name, i["op"], i["planned"], i["variant"]) for u in units if u.part == "ops" for i in u.items}
+    left = {(u.name, i["op"], i["planned"], i["variant"]) for u in kept if u.part == "ops" for i in u.items}
+    for name, op, prob, var in every:
+        oracle = var == "oracle"
+        has = (op, prob, var) in rec
+        unit_kept = any(u.name == name for u in kept)
+        assert ((name, op, prob, var) in left) == (unit_kept and (oracle or not has)), (name, op, var)
+    assert all(any(i["variant"] != "oracle" for i in u.items) for u in kept if u.part == "ops")
+    assert [u.name for u in kept if u.part != "ops"] == [u.name for u in units if u.part != "ops"]
+    assert plan.recorded_rungs(None) == set()

@@ -75,7 +75,9 @@ the simulator's own folder; ``perfkit.results.record`` never writes them to ``da
 
 **Rung filters.**  ``--rungs NAME,...`` keeps only these rungs or peers (by name, or by rung
 number), plus the oracle; ``--best`` keeps the rungs a card calls best (the fastest recorded on
-this GPU at the problem, and the ladder's last rung) plus the oracle and the peers.  The summary
+this GPU at the problem, and the ladder's last rung) plus the oracle and the peers; ``--new`` keeps,
+in the ops units, the rungs and peers no record of this GPU has at the problem (any commit), plus
+the oracle (a float16-only rung in a float32 unit stays: its refusal is instant).  The summary
 says where an ops unit's seconds went: inputs, compile+check, timing, recheck+record, peers.
 
 **Across a fleet.**  ``--cluster SPEC --kinds KIND,...`` runs each unit once on each GPU kind as

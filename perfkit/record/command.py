@@ -31,6 +31,8 @@ def parser(prog: str = "perfkit record") -> argparse.ArgumentParser:
                                                 "(and the oracle)")
     ap.add_argument("--best", action="store_true", help="only the rungs a card calls best (the fastest recorded "
                                                         "on this GPU, the ladder's last) with the oracle and peers")
+    ap.add_argument("--new", action="store_true", help="ops units: only the rungs and peers no record of this GPU "
+                                                       "has at the problem (any commit), with the oracle")
     ap.add_argument("--budget-s", type=float, default=QUICK_BUDGET_S,
                     help=f"wall-clock budget in seconds from this process's start (default {QUICK_BUDGET_S:.0f})")
     ap.add_argument("--commit", default=None, help="the git commit of this working tree, where it has no .git")
@@ -123,10 +125,12 @@ def main(argv: list[str] | None = None, t0: float | None = None, prog: str = "pe
         if rungs:
             plans.check_rungs(units, rungs)
         best = plans.best_rungs(args.gpu) if args.best else None
-        units = plans.select(units, parts or None, ops or None, problems or None, args.max_rungs, rungs or None, best)
+        new = plans.recorded_rungs(args.gpu) if args.new else None
+        units = plans.select(units, parts or None, ops or None, problems or None, args.max_rungs, rungs or None, best,
+                             new)
     except PlanError as exc:
         ap.error(str(exc))
-    if args.rehearse and not (parts or ops or problems or rungs or args.best or args.cluster):
+    if args.rehearse and not (parts or ops or problems or rungs or args.best or args.new or args.cluster):
         units.insert(0, Unit("rehearsal-kill", "rehearsal", SLEEP_CAP_S,
                              "sleeps past its cap with a grandchild: both must be killed", extra={"sleep": 600}))
     table = plans.table(units, args.budget_s)

@@ -349,15 +349,37 @@ def keep_best(it: dict, best: dict) -> bool:
     return it["variant"] in names
 
 
+def recorded_rungs(gpu: str | None, results_root=None) -> set[tuple[str, str, str]]:
+    """(op, problem label, variant) of every record of ``gpu``, any commit: what ``--new`` leaves
+    out (a GPU window spent on what no record of that GPU has yet; the 2026-11-27 H200 window
+    needed four calls of hand-listed ``--rungs`` for it)."""
+    from perfkit import results
+
+    if not gpu:
+        return set()
+    try:
+        df = results.load(gpu=gpu, root=results_root, latest=False)
+    except Exception:  # noqa: BLE001  (no records of this GPU: everything is new)
+        return set()
+    if df.empty:
+        return set()
+    return {(str(o), str(p), str(v)) for o, p, v in zip(df["op"], df["problem"], df["variant"])}
+
+
+def keep_new(it: dict, recorded: set) -> bool:
+    return is_oracle(it) or (it["op"], it["planned"], it["variant"]) not in recorded
+
+
 def select(units: list[Unit], parts=None, ops=None, problems=None, max_rungs: int | None = None,
-           rungs: list[str] | None = None, best: dict | None = None) -> list[Unit]:
+           rungs: list[str] | None = None, best: dict | None = None, new: set | None = None) -> list[Unit]:
     """The units of a plan that ``--parts``/``--ops``/``--problems`` pick, in the order given
     (parts first, then ops, then problems); items cut to ``rungs`` (by name or number, plus the
-    oracle) or to the ``best`` ones (:func:`best_rungs`, plus the oracle and peers), then to the
-    first ``max_rungs`` of each (part, op, problem)."""
+    oracle) or to the ``best`` ones (:func:`best_rungs`, plus the oracle and peers); an ops unit's
+    items cut to those with no record of this GPU at the problem (``new``: :func:`recorded_rungs`,
+    the oracle kept); then to the first ``max_rungs`` of each (part, op, problem)."""
     ops_full = [op for op, _ in ladders(ops)] if ops else None
     picking = ops_full is not None or bool(problems)
-    filtering = bool(rungs) or best is not None
+    filtering = bool(rungs) or best is not None or new is not None
     keyed, taken = [], {}
     for n, u in enumerate(units):
         if parts and u.part not in parts:
@@ -372,6 +394,9 @@ def select(units: list[Unit], parts=None, ops=None, problems=None, max_rungs: in
             items = items if any(not is_oracle(i) for i in items) else []  # never the oracle alone
         if best is not None:
             items = [i for i in items if keep_best(i, best)]
+        if new is not None and u.part == "ops":  # (ncu units keep their own choice: rungs in no table)
+            items = [i for i in items if keep_new(i, new)]
+            items = items if any(not is_oracle(i) for i in items) else []  # never the oracle alone
         if (picking or filtering) and u.items and not items:
             continue
         if picking and not u.items and u.part not in ("tests", "ceilings"):

@@ -218,7 +218,8 @@ mine = ever[ever["gpu"] == val_name]
 newest = str(mine["commit"].iloc[-1]) if len(mine) else ""  # the commit of this GPU's newest record
 first = ever.drop_duplicates(["op", "problem", "variant"])  # each rung's first record on any GPU, per problem
 first = first[(first["commit"] == newest) & (first["gpu"] == val_name)]
-new = table[(table["kind"] == "rung") & (table["code"] == "today") & (table["_commit"] == newest)]
+# (any `code`: a rung changed since is estimated as it was measured, rebuilt from its commit)
+new = table[(table["kind"] == "rung") & (table["_commit"] == newest)]
 new = new.assign(variant=new["rung"].str.split(" ", n=1).str[1]).merge(first[["op", "problem", "variant"]])
 new = new.groupby(["op", "problem", "rung"], sort=False)["ratio"].median().sort_values()  # repeated records: one row
 

@@ -7,6 +7,7 @@ import pytest
 
 from perfkit import backend
 from perfkit.record import command, importer, ncu, plan, supervise
+from perfkit.kernels.base import UnsupportedProblem
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -517,7 +518,8 @@ def test_an_ops_unit_tells_each_item_as_it_starts_and_ends_and_no_stall_limit_af
 
 def test_new_keeps_the_rungs_and_peers_no_record_of_the_gpu_has_with_the_oracle():
     """``--new``: an ops unit keeps, beside its oracle, only the items no record of this GPU has
-    at the problem (any commit); a unit left with its oracle alone goes; the other parts keep
+    at the problem (any commit) and that serve it (a rung refusing the problem is never recorded
+    there); a unit left with its oracle alone goes; the other parts keep
     their own choice.  Checked against the H200's committed records, whatever they are by then."""
     gpu = "NVIDIA H200"
     rec = plan.recorded_rungs(gpu)
@@ -526,11 +528,22 @@ def test_new_keeps_the_rungs_and_peers_no_record_of_the_gpu_has_with_the_oracle(
     kept = plan.select(units, None, None, None, None, None, None, rec)
     every = {(u.name, i["op"], i["planned"], i["variant"]) for u in units if u.part == "ops" for i in u.items}
     left = {(u.name, i["op"], i["planned"], i["variant"]) for u in kept if u.part == "ops" for i in u.items}
+    refused = set()
+    for u in units:
+        for i in u.items:
+            _, p, v = plan.rebuild(i)
+            try:
+                v.supports(p)
+            except UnsupportedProblem:
+                refused.add((u.name, i["op"], i["planned"], i["variant"]))
+    # a float16-only rung planned in a float32 unit is refused there, so never new
+    assert any(op in ("layernorm", "rmsnorm", "softmax") and "float32" in prob for _, op, prob, _ in refused)
     for name, op, prob, var in every:
         oracle = var == "oracle"
         has = (op, prob, var) in rec
         unit_kept = any(u.name == name for u in kept)
-        assert ((name, op, prob, var) in left) == (unit_kept and (oracle or not has)), (name, op, var)
+        new = not has and (name, op, prob, var) not in refused
+        assert ((name, op, prob, var) in left) == (unit_kept and (oracle or new)), (name, op, var)
     assert all(any(i["variant"] != "oracle" for i in u.items) for u in kept if u.part == "ops")
     assert [u.name for u in kept if u.part != "ops"] == [u.name for u in units if u.part != "ops"]
     assert plan.recorded_rungs(None) == set()

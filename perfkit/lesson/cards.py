@@ -603,11 +603,11 @@ def _ahead_of(row, gpu_key: str) -> float | None:
     from its row of the records frame; None where it does not say (older records)."""
     from .. import model
 
-    flush = row.get("flush_bytes") if hasattr(row, "get") else None
-    if flush is None or flush != flush:
+    if not hasattr(row, "get"):
         return None
-    try:
-        return model.record_ahead({"flush_bytes": float(flush), "extra": {"spin_s": row.get("spin_s")}}, gpu_key)
+    try:  # record_ahead says None for an absent or empty (NaN) flush
+        return model.record_ahead({"flush_bytes": row.get("flush_bytes"), "extra": {"spin_s": row.get("spin_s")}},
+                                  gpu_key)
     except Exception:  # noqa: BLE001  (a GPU with no rates: the default applies)
         return None
 

@@ -367,7 +367,22 @@ def recorded_rungs(gpu: str | None, results_root=None) -> set[tuple[str, str, st
 
 
 def keep_new(it: dict, recorded: set) -> bool:
-    return is_oracle(it) or (it["op"], it["planned"], it["variant"]) not in recorded
+    """The oracle, or a rung or peer with no record of this GPU at the problem that can serve it
+    (a float16-only rung in a float32 unit can never be recorded there: not new, just refused)."""
+    if is_oracle(it):
+        return True
+    if (it["op"], it["planned"], it["variant"]) in recorded:
+        return False
+    from perfkit.kernels.base import UnsupportedProblem
+
+    try:
+        _, p, v = rebuild(it)  # a rehearsal's twin keeps the dtype and layout supports() reads
+        v.supports(p)
+    except UnsupportedProblem:
+        return False
+    except Exception:  # noqa: BLE001  (cannot tell here: measure it and let the unit say)
+        return True
+    return True
 
 
 def select(units: list[Unit], parts=None, ops=None, problems=None, max_rungs: int | None = None,

@@ -3,7 +3,9 @@
 They change no result, only how much Python runs per simulated operation (most of the suite's
 time and the ``ci`` notebooks' checks are simulated kernels).  Kept apart from ``_simfix`` on
 purpose: that module's text is part of every bank-conflict store key (its race fix can change an
-answer); nothing here can, so an edit here leaves ``data/static/`` valid.
+answer); nothing here can, so an edit here leaves the store's builds and bank simulations valid
+(its kept estimates list this module among their producers: ``perfkit static refresh`` after an
+edit).
 
 * **Device-function calls.**  Each call of a ``@cuda.jit(device=True)`` function inside a kernel
   enters ``swapped_cuda_module`` (two locks, a generator context manager, an import) to point its
@@ -29,9 +31,13 @@ answer); nothing here can, so an edit here leaves ``data/static/`` valid.
   holds, and the scheduler finds a block where no thread can go on and raises, naming what each
   thread waits for, where a GPU would hang.  :func:`block_local` gives a block's twins a place
   for state of the whole block (a named barrier's arrivals).
+* **Shared arrays.**  Every thread of a block calls ``cuda.shared.array`` and gets the block's
+  one array for that line; after the first, a dict lookup (no lock, no dtype conversion).
 * **Scalar casts.**  ``float32(x)`` in a simulated kernel is ``numba.types.Type.__call__``, which
   imports ``signature`` and makes an ABC instance check on every call before it casts; a plain
-  Python or NumPy scalar goes straight to the cast here.
+  Python or NumPy scalar goes straight to the cast here: the NumPy type an integer or float type
+  casts with, looked up once per type, and a value already of that type returned as it is (an
+  ``int32(i32(...))`` chain; 20% of a warp-tiled GEMM block's simulated time went to casts).
 """
 from __future__ import annotations
 
@@ -55,6 +61,7 @@ def apply() -> None:
     _device_calls()
     _kernel_arrays()
     _scalar_casts()
+    _shared_arrays()
     _thread_waits()
     _green_blocks()
     _applied = True
@@ -137,14 +144,72 @@ def _scalar_casts() -> None:
     scalars = frozenset({int, float, bool, np.float16, np.float32, np.float64, np.int8, np.int16, np.int32,
                          np.int64, np.uint8, np.uint16, np.uint32, np.uint64, np.bool_})
     call = abstract.Type.__call__
+    from numba.core.types import scalars as numba_scalars
+
+    own_casts = {numba_scalars.Integer: numba_scalars.Integer.cast_python_value,
+                 numba_scalars.Float: numba_scalars.Float.cast_python_value}
+
+    def numpy_type(t):
+        """(the NumPy scalar type ``t``'s cast makes, a memo of small ints cast to it), kept on
+        ``t`` (numba interns its types): Integer and Float cast with ``getattr(np, name)(value)``;
+        (None, None) for any other type."""
+        to = memo = None
+        own = own_casts.get(type(t))
+        if own is not None and type(t).cast_python_value is own:
+            to = getattr(np, t.name, None)
+            memo = {} if type(t) is numba_scalars.Integer and to is not None else None
+        t.__dict__["_perfkit_np_cast"] = to, memo
+        return to, memo
 
     def fast_call(self, *args):
-        if len(args) == 1 and type(args[0]) in scalars:  # never a Type: the cast, as the original does
-            return self.cast_python_value(args[0])
+        if len(args) == 1:
+            x = args[0]
+            tx = type(x)
+            if tx in scalars:  # never a Type: the cast, as the original does
+                try:
+                    to, memo = self._perfkit_np_cast
+                except AttributeError:
+                    to, memo = numpy_type(self)
+                if to is None:
+                    return self.cast_python_value(x)
+                if tx is to:  # a NumPy scalar of that type already: itself (immutable, the same value)
+                    return x
+                if memo is not None and tx is int:  # loop indices and constants: made once each
+                    r = memo.get(x)
+                    if r is None:
+                        r = to(x)
+                        if -1024 <= x < 65536:  # bounded: a few MB at most
+                            memo[x] = r
+                    return r
+                return to(x)
         return call(self, *args)
 
     fast_call.__doc__ = call.__doc__
     abstract.Type.__call__ = fast_call
+
+
+def _shared_arrays() -> None:
+    """A block's second and later ``cuda.shared.array`` calls at a line: the array made by the
+    first (the dict holds it; :func:`perfkit._simfix.shared_alloc` made it under its lock), looked
+    up before the lock, the dtype conversion and the imports a first call needs."""
+    import sys
+
+    from numba.cuda.simulator import kernelapi
+
+    from . import _simfix
+
+    first = kernelapi.FakeCUDAShared.array  # _simfix's: dynamic shared memory and errors too
+    getframe = sys._getframe
+
+    def array(self, shape, dtype, alignment=None):
+        if alignment is None and not (isinstance(shape, int) and shape == 0):
+            caller = getframe(1)
+            hit = self._allocations.get((caller.f_code.co_filename, caller.f_lineno))
+            return hit if hit is not None else _simfix.shared_alloc(self, shape, dtype, caller)
+        return first(self, shape, dtype, alignment)
+
+    array.__doc__ = first.__doc__
+    kernelapi.FakeCUDAShared.array = array
 
 
 class GreenThread:

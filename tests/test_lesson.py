@@ -595,6 +595,17 @@ def test_card_table_names_the_rung_x_prev_is_against():
     assert "x prev vs" in lesson.card_table(cards, style=True).to_html()
 
 
+def test_card_table_prints_rates_without_an_exponent():
+    """A bandwidth ladder's summary printed 1643 GB/s as "1.64e+03": the table prints a rate as
+    the card does (three digits, no exponent)."""
+    card = lesson.RungCard(op="softmax", problem="p", variant="fused", label="02 fused", metric="gbps",
+                           found=True, median_s=81.7e-6, rate=1643.2)
+    slow = lesson.RungCard(op="softmax", problem="p", variant="naive", label="01 naive", metric="gbps",
+                           found=True, median_s=1.61e-3, rate=83.14)
+    html_ = lesson.card_table([slow, card], style=True).to_html()
+    assert ">1643<" in html_ and ">83.1<" in html_ and "e+0" not in html_
+
+
 def test_record_pivot_sorts_by_rung_and_marks_records_of_changed_code():
     """Notebook 02's table of rates by rung and problem: rows by rung number (index32, recorded
     at one problem only, between 08 and 10, not last), and a cell whose record is of a kernel
@@ -892,6 +903,63 @@ def test_a_rung_is_compared_with_the_nearest_rung_that_runs_its_problem(monkeypa
     prompt = next(str(x) for x in out if "Predict before you look" in str(x))
     assert (f"than {by['autotuned'].label} at its own problem, {gemm.EXAMPLE_PROBLEM.label}?" in prompt
             and "dtype=float16 be faster" in prompt)
+
+
+def test_a_rung_shown_at_another_example_still_counts_as_the_rung_before_where_it_runs(monkeypatch):
+    """Conv 06 igemm_regblock is shown at its NHWC twin but runs (and was recorded at) the NCHW
+    layer: 07 winograd (NCHW) is compared with it, not with 05 igemm_smem two rungs back (its card
+    said "x5.61 vs 05 igemm_smem" with rung 6's NCHW record on the same GPU)."""
+    monkeypatch.setattr("perfkit.lesson.view._display", lambda objs: None)
+    table = lesson.records("conv")
+    view = lesson.LadderView("conv", conv.EXAMPLE_PROBLEM, table=table, estimate=False)
+    by = {v.name: v for v in conv.LADDER}
+    assert by["igemm_regblock"].example(conv.EXAMPLE_PROBLEM).label != conv.EXAMPLE_PROBLEM.label
+    assert view.prev_of(by["winograd"]).name == "igemm_regblock"
+    out = view.rung("winograd", kernel=2)
+    prompt = next(str(x) for x in out if "Predict before you look" in str(x))
+    assert f"than {by['igemm_regblock'].label} at {conv.EXAMPLE_PROBLEM.label}?" in prompt, prompt
+    card = view.cards["winograd"]
+    mine = table[(table.variant == "igemm_regblock") & (table.problem == conv.EXAMPLE_PROBLEM.label)
+                 & (table.gpu == card.gpu)]
+    if card.found and len(mine):
+        assert card.prev_label == by["igemm_regblock"].label and not card.prev_skipped_label
+        assert card.x_prev == pytest.approx(mine.sort_values("utc").median_s.iloc[-1] / card.median_s)
+
+
+def test_the_traffic_line_counts_the_rungs_own_flops(monkeypatch):
+    """Conv's Winograd rungs do 0.44x and 0.25x the direct FLOPs: the traffic line above their card
+    gives the rung's own count (it said 7.4 GFLOP, the problem's, right above a cell printing 3.29)
+    and names the problem's beside it; a rung that does the problem's FLOPs gives that one number."""
+    shown = []
+    monkeypatch.setattr("perfkit.lesson.view._display", lambda objs: shown.extend(objs))
+    by = {v.name: v for v in conv.LADDER}
+    view = lesson.LadderView("conv", conv.EXAMPLE_PROBLEM, table=lesson.records("conv"), estimate=False, traffic=True)
+    p = conv.EXAMPLE_PROBLEM
+    for name in ("winograd", "winograd_f4", "direct"):
+        out = view.rung(name)
+        line = next(x._repr_html_() for x in out if "traffic model at" in str(x))
+        own = by[name].traffic(p).flops
+        assert f": {own / 1e9:.2f} GFLOP" in line, line
+        assert (f"(the problem's {p.flops / 1e9:.1f})" in line) == (abs(own - p.flops) > 0.005 * p.flops), line
+    assert by["winograd"].traffic(p).flops < 0.5 * p.flops
+
+
+def test_a_rung_that_does_not_run_the_problem_is_not_said_to_lack_a_record():
+    """Where the rung just before refuses the problem (GEMM 19 simt_wide at float16, layernorm's
+    float16-only 08 packed at float32), the factor is against the nearest recorded rung and the
+    table says why the one just before was passed over: it does not run the problem, not 'has no
+    record'."""
+    from perfkit.kernels.norm import layernorm
+
+    for op, problem, name, skipped in (("gemm", gemm.Problem(4096, 4096, 4096, "float16"), "wgmma", "simt_wide"),
+                                       ("layernorm", layernorm.EXAMPLE_PROBLEM, "persist", "packed")):
+        card = lesson.recorded(op, problem, name, estimate=False)
+        if not (card.found and np.isfinite(card.x_prev)):
+            continue
+        v = next(x for x in lesson.ladder_for(op) if x.name == skipped)
+        assert card.prev_skipped_label == v.label
+        assert f"({v.label} does not run this problem)" in card.x_prev_reference, card.x_prev_reference
+        assert "has no record" not in card.x_prev_reference
 
 
 def test_a_persist_rung_is_asked_and_carded_at_its_narrow_rows(monkeypatch):

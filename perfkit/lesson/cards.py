@@ -14,7 +14,7 @@ from ..kernels.base import Problem, Variant
 from .estimates import estimate_rung, estimate_then, estimate_then_detail
 from .formatting import UNIT, fmt_rate, fmt_seconds, metric_for, rate_of
 from .ncu import all_counters, counters_html, counters_text, elsewhere, row_of_code
-from .matching import derived, ladder_for, match_rows, shared_records, spec_key
+from .matching import derived, ladder_for, match_rows, runs, shared_records, spec_key
 
 
 def _head_commit() -> str | None:
@@ -71,6 +71,7 @@ class RungCard:
     prev_commit: str = ""
     prev_changed_since: bool | None = None  # the rung before's kernel changed since its record
     prev_skipped_label: str | None = None  # the rung just before, where it had no record here
+    prev_skipped_why: str = "has no record"  # or "does not run this problem" (a float16-only rung)
     best_before_label: str | None = None  # the fastest recorded rung before this one
     best_before_s: float = float("nan")
     best_before_commit: str = ""
@@ -382,7 +383,7 @@ class RungCard:
             return None
         s = self.prev_label or ""
         if self.prev_skipped_label:
-            s += f" ({self.prev_skipped_label} has no record)"
+            s += f" ({self.prev_skipped_label} {self.prev_skipped_why})"
         elif self.prev_problem:
             s += " (at its own problem)"
         if self.prev_across:
@@ -523,7 +524,12 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
                     continue
                 pr = match_rows(same_gpu, problem, cand.name)
                 if not pr.empty:
-                    card.prev_note = f" ({prev.label}, the rung just before, has no record here)"
+                    # a rung that refuses the problem (simt_wide at float16, packed at float32)
+                    # could have no record here: say so, not that one is missing
+                    if isinstance(problem, Problem) and not runs(prev, problem):
+                        card.prev_skipped_why = "does not run this problem"
+                    card.prev_note = f" ({prev.label}, the rung just before, {card.prev_skipped_why}"
+                    card.prev_note += ")" if card.prev_skipped_why != "has no record" else " here)"
                     card.prev_skipped_label = prev.label
                     card.prev_label, prev = cand.label, cand
                     break
@@ -626,7 +632,8 @@ def card_table(cards: list[RungCard], style: bool = False):
     if not style or df.empty:
         return df
     unit = UNIT[cards[0].metric]
-    return df.style.format({unit: "{:.3g}", "x prev": "x{:.2f}", "of oracle": "{:.1%}", "measured/est": "{:.2f}"},
+    # rates as the cards print them (3 digits, no exponent: 1643 GB/s, not 1.64e+03)
+    return df.style.format({unit: fmt_rate, "x prev": "x{:.2f}", "of oracle": "{:.1%}", "measured/est": "{:.2f}"},
                            na_rep="—").hide(axis="index")
 
 

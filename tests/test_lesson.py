@@ -625,11 +625,14 @@ def test_record_pivot_sorts_by_rung_and_marks_records_of_changed_code():
     for (lab, prob, val), ch in zip(rec[["label", "problem", "tflops"]].itertuples(index=False), changed):
         r, c = idx.index(lab), cols.index(prob)
         cell = re.search(rf'class="data row{r} col{c}" >([^<]*)<', html_).group(1)
-        assert cell == f"{val:.3g}" + ("*" if ch else ""), (lab, prob, cell)
+        assert cell == lesson.fmt_rate(val) + ("*" if ch else ""), (lab, prob, cell)
     assert sty.data.dtypes.map(lambda d: d.kind == "f").all()  # the numbers stay numbers
     assert sty.caption == "TFLOP/s; " + lesson.CHANGED_MARK_NOTE
     same = rec[~changed.to_numpy()]
     assert lesson.record_pivot(same, "tflops", caption="TFLOP/s").caption == "TFLOP/s"
+    # medians in their unit (notebook 03 printed 2.1e-05): fmt_seconds, never an exponent
+    times = lesson.record_pivot(rec, "median_s", caption="median").to_html()
+    assert "e-0" not in times and "e+0" not in times and " µs" in times and " ms" in times
 
 
 def test_changed_since_recorded_marks_rewritten_kernels_of_old_records():
@@ -730,6 +733,16 @@ def _counters(gpu, t_s, **vals):
     from perfkit.lesson.ncu import Counters
 
     return Counters("gemm", "x", "p", gpu, "abc1234", "t.csv", 1, t_s, vals)
+
+
+def test_a_counters_change_is_printed_without_an_exponent():
+    """Shared wavefronts 384 -> 1.86 M was printed "x4.84e+03" in notebook 04's counter tables."""
+    from perfkit.lesson.ncu import counter_rows
+
+    rows = counter_rows(_counters("NVIDIA H100 80GB HBM3", 1e-4, shared_wavefronts=1.86e6),
+                        _counters("NVIDIA H100 80GB HBM3", 2e-4, shared_wavefronts=384))
+    change = next(r["change"] for r in rows if r["counter"] == "shared wavefronts")
+    assert change == "x4844" and "e+" not in change
 
 
 def test_the_moved_counter_is_weighed_as_time_at_the_gpus_peak_rates():

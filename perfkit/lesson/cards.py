@@ -678,10 +678,12 @@ def record_pivot(table: pd.DataFrame, values: str = "tflops", caption: str = "")
              .sort_values(["_nan", "_rung", "label"])["label"].tolist())
     piv = t.pivot_table(index="label", columns="problem", values=values, sort=False).reindex(order)
     marked = t[changed_since_recorded(t).to_numpy()]
-    sty = piv.style.format("{:.3g}", na_rep="—")
+    # times in their unit (21 µs, 14.4 ms), rates with no exponent (1643): never 2.1e-05
+    show = fmt_seconds if values.endswith("_s") else fmt_rate
+    sty = piv.style.format(show, na_rep="—")
     for lab, prob in zip(marked["label"], marked["problem"]):
         if lab in piv.index and prob in piv.columns and np.isfinite(piv.at[lab, prob]):
-            sty = sty.format("{:.3g}*", subset=([lab], [prob]))
+            sty = sty.format(lambda x: show(x) + "*", subset=([lab], [prob]))
     note = CHANGED_MARK_NOTE if len(marked) else ""
     return sty.set_caption("; ".join(x for x in (caption, note) if x))
 

@@ -615,7 +615,9 @@ if on_roof is None or on_roof.empty:
 # problem, and a paragraph written from the same numbers (it changes when the records do), which
 # says whether each goal is met: the best SIMT rung at ≥ 1.0 of cuBLAS in float32, the best
 # float16 rung at ≥ 0.85 of cuBLAS's HGEMM (issue 45; mma.sync alone aims at 0.70, the Hopper
-# rungs at 0.85).
+# rungs at 0.85).  Where a problem's fastest record is of a kernel changed since (its commit marked
+# `*`), the table gives the fastest rung of today's code beside it, and the paragraph speaks for
+# today's code and names the older record.
 
 # %%
 st = lesson.standing("gemm", recorded)

@@ -233,12 +233,13 @@ def _named(ratios):  # "conv 14 winograd_f4 (float32 NCHW) x2.44": the dtype and
 
 if new.empty:
     print(f"no rung had its first GPU record in {val_name}'s newest run (commit {newest[:7]})")
-else:
-    print(f"{len(new)} rungs (per problem) that no GPU had recorded before {val_name}'s newest run (commit "
-          f"{newest[:7]}), predicted / measured:")
-    for what, pick in (("within 25% of the record", (new >= 0.8) & (new <= 1.25)),
-                       ("predicted slower than measured", new > 1.25), ("predicted faster than measured", new < 0.8)):
-        print(f"  {what} ({int(pick.sum())}): {_named(new[pick]) or 'none'}")
+else:  # the answer to the prompt above: folded until the reader has predicted
+    display(lesson.fold(*[lesson.paragraph(f"{what} ({int(pick.sum())}): {_named(new[pick]) or 'none'}.")
+                          for what, pick in (("within 25% of the record", (new >= 0.8) & (new <= 1.25)),
+                                             ("predicted slower than measured", new > 1.25),
+                                             ("predicted faster than measured", new < 0.8))],
+                        summary=f"{len(new)} rungs (per problem) that no GPU had recorded before {val_name}'s newest "
+                                f"run (commit {newest[:7]}), predicted / measured (open once you have predicted)"))
 
 # %% [markdown]
 # Where the model misses, the per-launch details in `Estimate.launches` say which leg it

@@ -595,6 +595,16 @@ def test_card_table_names_the_rung_x_prev_is_against():
     assert "x prev vs" in lesson.card_table(cards, style=True).to_html()
 
 
+def test_the_prompt_names_every_leg_an_answer_can_name():
+    """The GEMM naive card answers "bound by lsu", a word its prompt's list of resources did not
+    have: the prompt lists every leg of the model by the name the card prints."""
+    from perfkit.model.equations import LEGS
+
+    text = str(lesson.predict_prompt(None, gemm.LADDER[1], gemm.EXAMPLE_PROBLEM.label))
+    for leg in LEGS:
+        assert f"({leg}" in text or f", {leg}" in text or f" {leg})" in text, (leg, text)
+
+
 def test_card_table_prints_rates_without_an_exponent():
     """A bandwidth ladder's summary printed 1643 GB/s as "1.64e+03": the table prints a rate as
     the card does (three digits, no exponent)."""

@@ -345,7 +345,7 @@ if recorded.empty:
     sm = sm[sm["problem"].astype(str).str.startswith("rows=4096 cols=4096 dtype=float32")]
     if not sm.empty:  # one GPU's records under that GPU's ceilings: the newest
         sm = sm[sm["gpu"] == sm.sort_values("utc")["gpu"].iloc[-1]]
-        sm = sm.assign(label=sm["rung"].map(lambda r: f"{int(r):02d}" if str(r).lstrip("-").isdigit() else str(r))
+        sm = sm.assign(label=sm["rung"].map(lambda r: "peer" if int(r) < 0 else f"{int(r):02d}")  # peers: rung -1
                        + " " + sm["variant"].astype(str))
         roofline.plot(sm, roofline.ceilings(sm["gpu"].iloc[0]), title="recorded: softmax 4096x4096 fp32"
                       + plots.provenance(sm) + " (its ceilings)")

@@ -595,6 +595,40 @@ def test_card_table_names_the_rung_x_prev_is_against():
     assert "x prev vs" in lesson.card_table(cards, style=True).to_html()
 
 
+def test_the_rungs_first_recorded_in_a_gpus_newest_run_are_read_from_the_records():
+    """Notebook 06's answer to "which kinds of kernel will the model miss": exactly the (op,
+    problem, rung) whose first record on any GPU is of that GPU's newest run (read here from the
+    JSON files, not through perfkit.results), each with the validate table's ratio, folded."""
+    import glob
+
+    docs = []
+    for path in glob.glob(str(Path(results.RESULTS_DIR) / "*" / "*" / "*.json")):
+        d = json.loads(Path(path).read_text())
+        if not d.get("simulated") and (d.get("rung") or 0) > 0:
+            docs.append((d["provenance"]["utc"], d["provenance"]["gpu"], str(d["provenance"]["git_commit"]),
+                         d["op"], d["problem"], d["variant"]))
+    if not docs:
+        pytest.skip("no GPU records")
+    docs.sort()
+    gpu = docs[-1][1]
+    newest = [c for _, g, c, *_ in docs if g == gpu][-1]
+    seen, want = set(), set()
+    for utc, g, c, op, prob, var in docs:
+        if (op, prob, var) not in seen:
+            seen.add((op, prob, var))
+            if g == gpu and c == newest:
+                want.add((op, prob, var))
+    rows = [{"kind": "rung", "_commit": newest, "op": op, "problem": prob, "rung": f"99 {var}", "ratio": 1.0}
+            for op, prob, var in want] + [{"kind": "rung", "_commit": newest, "op": "gemm", "problem": "p",
+                                           "rung": "99 never_first", "ratio": 9.0}]
+    commit, ratios = lesson.first_recorded(pd.DataFrame(rows), gpu)
+    assert commit == newest
+    assert {(op, prob, r.split(" ", 1)[1]) for op, prob, r in ratios.index} == want
+    folded = lesson.first_recorded_answer(pd.DataFrame(rows), gpu)._repr_html_()
+    assert folded.startswith("<details>") and f"{len(want)} rungs (per problem)" in folded
+    assert f"within 25% of the record ({len(want)})" in folded
+
+
 def test_the_prompt_names_every_leg_an_answer_can_name():
     """The GEMM naive card answers "bound by lsu", a word its prompt's list of resources did not
     have: the prompt lists every leg of the model by the name the card prints."""

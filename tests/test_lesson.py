@@ -629,6 +629,28 @@ def test_the_rungs_first_recorded_in_a_gpus_newest_run_are_read_from_the_records
     assert f"within 25% of the record ({len(want)})" in folded
 
 
+def test_a_card_shows_its_own_gpus_counters_and_another_gpus_change_apart():
+    """Issue 42: a recorded card shows the Nsight Compute row of the shown GPU where one exists.
+    GEMM 13 tc_vector's H100 record (6bbc424) has its own H100 row, but no row of 12 tensor_core
+    of today's code beside it: the card showed the H200's rows of both instead.  Now the table is
+    the H100's row, and the H200's change against the rung before is said under it, named."""
+    for v in [x for x in gemm.LADDER if not x.oracle]:
+        for p in {gemm.EXAMPLE_PROBLEM.label: gemm.EXAMPLE_PROBLEM, "f16": gemm.Problem(4096, 4096, 4096, "float16")}.values():
+            card = lesson.recorded("gemm", p, v.name, estimate=False)
+            if not card.found:
+                continue
+            own = [x for x in lesson.ncu.all_counters("gemm", card.problem, v.name, card.gpu)
+                   if lesson.ncu.same_code(v, x.commit, card.commit)]
+            if own:
+                assert card.counters is not None and card.counters.gpu == card.gpu, (v.name, card.counters)
+            if card.counters_pair:
+                c2, p2 = card.counters_pair
+                h = card._repr_html_()
+                assert card.prev_counters is None and c2.gpu != card.gpu
+                assert (f"{card.gpu} has no Nsight Compute row of {card.prev_label} beside this rung&#x27;s; "
+                        f"{c2.gpu}&#x27;s rows hold both") in h
+
+
 def test_the_prompt_names_every_leg_an_answer_can_name():
     """The GEMM naive card answers "bound by lsu", a word its prompt's list of resources did not
     have: the prompt lists every leg of the model by the name the card prints."""
@@ -857,14 +879,10 @@ def test_a_card_without_a_row_of_its_code_takes_another_gpus_and_names_it():
         record_there = f"{lesson.fmt_seconds(there.median_s)}, commit {there.commit[:7]}"
         own = [x for x in lesson.ncu.all_counters("gemm", card.problem, v.name, card.gpu)
                if same_code(v, x.commit, card.commit)]
-        if own:  # its own GPU has this rung's row, but not the rung before's beside it: both from c.gpu
-            assert card.prev_counters is not None and card.prev_counters.gpu == c.gpu
-            assert (f"{card.gpu} has no row of {card.prev_label} beside this rung&#x27;s, so these are "
-                    f"{c.gpu}&#x27;s rows of both (the same code); its record there: {record_there}") in h
-        else:
-            assert (f"{card.gpu} has no Nsight Compute row of this code, so these are {c.gpu}&#x27;s rows of the "
-                    f"same code (its record there: {record_there})") in h
-            assert card.prev_counters is None or card.prev_counters.gpu == c.gpu
+        assert not own, (v.name, "the card's own GPU has a row of this code: it must be the card's (issue 42)")
+        assert (f"{card.gpu} has no Nsight Compute row of this code, so these are {c.gpu}&#x27;s rows of the "
+                f"same code (its record there: {record_there})") in h
+        assert card.prev_counters is None or card.prev_counters.gpu == c.gpu
     if not seen:
         pytest.skip("every recorded GEMM card has a row of its code on its own GPU")
 

@@ -13,7 +13,7 @@ from ..history import source_changed_since
 from ..kernels.base import Problem, Variant
 from .estimates import estimate_rung, estimate_then, estimate_then_detail
 from .formatting import UNIT, fmt_rate, fmt_seconds, metric_for, rate_of
-from .ncu import all_counters, counters_html, counters_text, elsewhere, row_of_code
+from .ncu import all_counters, counters_html, counters_text, elsewhere, moved, row_of_code
 from .matching import derived, ladder_for, match_rows, runs, shared_records, spec_key
 
 
@@ -89,6 +89,9 @@ class RungCard:
     counters_searched: tuple = ()  # the GPUs whose tables were searched for a row
     tensor_mma: bool | None = None  # the rung's SASS issues tensor-core instructions (set by a view)
     prev_counters: object = None
+    #: (this rung's row, the rung before's) on another GPU whose table holds both, where the card's
+    #: own GPU has this rung's row but not the rung before's beside it: said under the card's table
+    counters_pair: object = None
     counters_prev_label: str | None = None
     _variant: object = field(default=None, repr=False)
 
@@ -365,7 +368,18 @@ class RungCard:
                                  gpu=self.gpu, changed_since=self.counters_changed_since,
                                  other=self.counters_other, record_commit=self.commit, note=self.counters_note,
                                  searched=self.counters_searched, tensor=self.tensor_mma)
-                   if self.found else "") + "</div>")
+                   if self.found else "") + self._pair_html() + "</div>")
+
+    def _pair_html(self) -> str:
+        """The change against the rung before as another GPU's rows of both show it, where the card's
+        own GPU has no row of the rung before beside this rung's (its own row is the table above)."""
+        if not (self.found and self.counters_pair):
+            return ""
+        c2, p2 = self.counters_pair
+        why = moved(c2, p2)
+        text = (f"{self.gpu} has no Nsight Compute row of {self.prev_label} beside this rung's; {c2.gpu}'s rows "
+                f"hold both (the same code, {c2.table}): " + (why or "no counter moved enough to say"))
+        return f"<p><i>{html.escape(text)}</i></p>"
 
     @property
     def counters_changed_since(self) -> bool | None:
@@ -566,9 +580,14 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
                 c2 = row_of_code(op, plabel, v, card.commit, [g])[0] if g != card.counters.gpu else None
                 p2 = _counters_beside(op, plabel, prev, v, c2, g) if c2 is not None else None
                 if p2 is not None:
-                    card.counters_note = (f"{card.counters.gpu} has no row of {prev.label} beside this rung's, so "
-                                          f"these are {g}'s rows of both (the same code)")
-                    card.counters, card.prev_counters = c2, p2
+                    if card.counters.gpu == card.gpu:
+                        # the record's own GPU has this rung's row: it stays the card's (issue 42: the
+                        # shown GPU's counters), and the other GPU's change is said beside it, apart
+                        card.counters_pair = (c2, p2)
+                    else:
+                        card.counters_note = (f"{card.counters.gpu} has no row of {prev.label} beside this rung's, "
+                                              f"so these are {g}'s rows of both (the same code)")
+                        card.counters, card.prev_counters = c2, p2
                     break
         card.counters_prev_label = prev.label if card.prev_counters is not None else None
     if card.counters is not None and card.counters.gpu != card.gpu:

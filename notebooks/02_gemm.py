@@ -132,7 +132,9 @@ view = lesson.LadderView("gemm", EX, table=recorded, model_gpu=gpu, cc=cc, estim
 # same for every SIMT rung at 4096³ and so cannot tell them apart.  The ratio measured / estimate,
 # and where it is far from 1, is the lesson of each rung.  Each leg is the time one resource would
 # need alone: `dram` and `l2` the bytes of that level over its bandwidth, `smem` the shared-memory
-# wavefronts (bank conflicts add more), `lsu` the 128-byte lines a warp's global loads and stores
+# *wavefronts* (shared memory is 32 banks of 4-byte words; a warp's access is served in one pass, a
+# wavefront, when its 32 addresses fall in different banks or share words, and each further word
+# in one bank costs another: a *bank conflict*, the counter rows of the same names), `lsu` the 128-byte lines a warp's global loads and stores
 # touch (one per clock per SM: a scattered access touches up to 32), `issue` the warp instructions
 # (4 per clock per SM), `fp32` and `tensor` the math pipes, `alu` the integer, compare and
 # conversion instructions, `latency` one warp's dependent waits against the warps that can hide

@@ -635,6 +635,14 @@ display(lesson.fold_figure(lesson.standing_figure(st, "cuBLAS", title="GEMM: bes
 display(lesson.fold(lesson.paragraph(lesson.takeaway(st, "cuBLAS", goals={"float32": 1.0, "float16": 0.85})),
                     summary="where the GEMM ladder stands, in words",
                     open_=False))
+# the two float16 sub-ladders against their own goals: mma.sync (perfkit/kernels/gemm/tensor*.py)
+# at 0.70 of cuBLAS, the Hopper rungs (gemm/hopper*.py) at 0.85, each the same standing of its rungs
+for what, kind, goal in (("the mma.sync rungs", ".tensor", 0.70), ("the Hopper rungs", ".hopper", 0.85)):
+    names = [v.name for v in gemm.LADDER if v.oracle or type(v).__module__.split(".gemm")[-1].startswith(kind)]
+    sub = lesson.standing("gemm", recorded[recorded.variant.isin(names)]) if not recorded.empty else recorded
+    sub = sub[sub.group == "float16"] if not sub.empty else sub
+    display(lesson.fold(lesson.paragraph(lesson.takeaway(sub, "cuBLAS", goals={"float16": goal})),
+                        summary=f"{what} alone against their goal, x{goal:.2f} cuBLAS's HGEMM"))
 
 # %% [markdown]
 # ## Exercises

@@ -239,8 +239,9 @@ else:
 # the occasional outlier; the interquartile range (IQR) and the coefficient of variation (CV)
 # describe the spread.  How many samples?  `measure()` keeps sampling until the 95 % confidence
 # interval of the median (computed from order statistics, no normal distribution assumed) is
-# narrower than `rel_ci` (2 %) of the median, with a minimum number of samples and of time and a
-# wall-clock cap.  The raw samples are kept, and NVML's SM clock and throttle reasons are read
+# narrower than `rel_ci` (2 %) of the median, once it has a minimum number of samples and of summed
+# sample time (`min_samples`, `min_time_s`), and stops at a cap on samples (`max_samples`) or on
+# wall-clock time (`max_time_s`).  The raw samples are kept, and NVML's SM clock and throttle reasons are read
 # before and after, so a throttled run shows.
 
 # %%
@@ -257,7 +258,12 @@ if SIM:  # a simulated run has a few host-clock samples: the rule is shown on a 
         print(f"softmax fused at 4096x4096 on {rec.gpu.iloc[-1]} ({rec.utc.iloc[-1][:10]}, commit {rec.commit.iloc[-1][:7]}): "
               f"{len(samples)} samples, median {np.median(samples) * 1e6:.2f} us, 95% CI of the median "
               f"[{lo * 1e6:.2f}, {hi * 1e6:.2f}] us ({(hi - lo) / np.median(samples):.2%} of it; the rule asked for "
-              f"{doc['settings']['rel_ci']:.0%}), stopped by {doc['stop_reason']}; SM clock "
+              f"{doc['settings']['rel_ci']:.0%}), stopped by {doc['stop_reason']}"
+              # the interval met the rule early, but the rule also asks for min_time_s of samples
+              + (f" ({len(samples)} samples took {samples.sum() * 1e3:.0f} ms of GPU time, short of the "
+                 f"rule's min_time_s of {doc['settings']['min_time_s'] * 1e3:.0f} ms, so the sample cap ended it)"
+                 if doc["stop_reason"] == "max_samples" and samples.sum() < doc["settings"]["min_time_s"] else "")
+              + "; SM clock "
               f"{doc['nvml_before']['sm_clock_mhz']} -> {doc['nvml_after']['sm_clock_mhz']} MHz")
         fig, ax = plt.subplots(figsize=(7, 2.5))
         ax.plot(samples * 1e6, ".", ms=3, label="samples")
@@ -294,8 +300,9 @@ lesson.sweep_table(table, metric="gbps")  # in the simulator the time reads "sim
 # ## 7 · Measured versus published bandwidth, and the roofline
 #
 # A datasheet's bandwidth is a peak no kernel reaches; a simple copy kernel shows what is
-# attainable (perfkit's copy kernel: 84% of the published 3.35 TB/s on the H100 and 82% of
-# 4.8 TB/s on the H200, the records in `data/results/<gpu>/roofline/`; the model still applies
+# attainable (perfkit's copy kernel: 84% of the published 3.35 TB/s on the H100, 2.82 TB/s on
+# 2026-11-26, and 81% of 4.8 TB/s on the H200, 3.91 TB/s on 2026-11-27: the newest records in
+# `data/results/<gpu>/roofline/`, in the table below; the model still applies
 # 70%, the first copy kernel's figure: `dram_efficiency` in `data/rates.yaml` says why).  Likewise a chain of
 # independent FMAs shows the attainable FP32 rate.  On a GPU we measure both here and record them;
 # without one we show what was recorded on real GPUs, if anything.
@@ -338,7 +345,7 @@ if recorded.empty:
     sm = sm[sm["problem"].astype(str).str.startswith("rows=4096 cols=4096 dtype=float32")]
     if not sm.empty:  # one GPU's records under that GPU's ceilings: the newest
         sm = sm[sm["gpu"] == sm.sort_values("utc")["gpu"].iloc[-1]]
-        sm = sm.assign(label=sm["rung"].map(lambda r: f"{int(r):02d}" if str(r).lstrip("-").isdigit() else str(r))
+        sm = sm.assign(label=sm["rung"].map(lambda r: "peer" if int(r) < 0 else f"{int(r):02d}")  # peers: rung -1
                        + " " + sm["variant"].astype(str))
         roofline.plot(sm, roofline.ceilings(sm["gpu"].iloc[0]), title="recorded: softmax 4096x4096 fp32"
                       + plots.provenance(sm) + " (its ceilings)")

@@ -565,9 +565,9 @@ view.summary(EX, title=f"Convolution ladder at {EX.label}")
 TC = next(v for v in conv.LADDER if v.name == "tensor_core").example(EX)  # the float16 NHWC twin
 view.summary(TC, title=f"Convolution ladder at {TC.label}")
 if not shown.empty:  # every record of that GPU, by rung and problem ("*": a kernel changed since)
-    display(lesson.fold(lesson.record_pivot(shown, "median_s", caption="median seconds recorded on "
+    display(lesson.fold(lesson.record_pivot(shown, "median_s", caption="medians recorded on "
                                             + plots.provenance(shown).removeprefix(" on ")),
-                        summary=f"every convolution record of {shown_gpu}, median seconds by rung and problem"))
+                        summary=f"every convolution record of {shown_gpu}, median time by rung and problem"))
 
 # %% [markdown]
 # ## Where the ladder stands
@@ -575,7 +575,8 @@ if not shown.empty:  # every record of that GPU, by rung and problem ("*": a ker
 # The best rung against cuDNN at every recorded layer, per dtype, layout and GPU: one bar per
 # comparison (one GPU, one layer), and a paragraph written from the same numbers, which says
 # whether each goal is met: the best rung at ≥ 0.7 of cuDNN in float32 and ≥ 0.5 in float16
-# (issue 43).  cuDNN's own choice of algorithm is in the Nsight Compute tables (`data/ncu/`: the
+# (issue 43); where a layer's fastest record is of a kernel changed since (marked `*`), the
+# paragraph speaks for the fastest rung of today's code.  cuDNN's own choice of algorithm is in the Nsight Compute tables (`data/ncu/`: the
 # kernels its rung-0 rows name).
 
 # %%

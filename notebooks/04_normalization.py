@@ -133,7 +133,7 @@ else:
               f"{str(ceil.commit.iloc[-1])[:7]}): {copy_bw / 1e12:.2f} TB/s")
     else:
         print(f"No copy bandwidth recorded on {shown_gpu}: predictions below use the published bandwidth "
-              f"of {gpu}, which no kernel reaches (perfkit's copy kernel: 84% on the H100, 82% on the H200).")
+              f"of {gpu}, which no kernel reaches (perfkit's copy kernel: 84% on the H100, 81% on the H200).")
 published_bw = specs.get(gpu).dram_bw
 model_bw = copy_bw or published_bw
 

@@ -296,7 +296,8 @@ for net in networks:
            .sort_values("predicted_ms", ascending=False).head(8).reset_index())
     top["GFLOP"] /= 1e9
     top["predicted_ms"] *= 1e3
-    display(lesson.fold(top, summary=f"{traced[net].label}: the 8 costliest op shapes, predicted"))
+    display(lesson.fold(top.style.format({"GFLOP": "{:.3g}", "predicted_ms": "{:.3f}"}).hide(axis="index"),
+                        summary=f"{traced[net].label}: the 8 costliest op shapes, predicted"))
 
 # %% [markdown]
 # ## 8 · Measured on a GPU

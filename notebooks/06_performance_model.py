@@ -210,35 +210,8 @@ if len(levels):  # * a row of the Nsight Compute table no record has
 # cell sorts them by predicted / measured (above 1: the model said slower than the GPU ran).
 
 # %%
-from perfkit import results  # noqa: E402
-
-ever = results.load(latest=False)  # every record, not only the newest of each rung
-ever = ever[(ever["rung"] > 0) & ~ever["simulated"].fillna(False).astype(bool)].sort_values("utc")
-mine = ever[ever["gpu"] == val_name]
-newest = str(mine["commit"].iloc[-1]) if len(mine) else ""  # the commit of this GPU's newest record
-first = ever.drop_duplicates(["op", "problem", "variant"])  # each rung's first record on any GPU, per problem
-first = first[(first["commit"] == newest) & (first["gpu"] == val_name)]
-# (any `code`: a rung changed since is estimated as it was measured, rebuilt from its commit)
-new = table[(table["kind"] == "rung") & (table["_commit"] == newest)]
-new = new.assign(variant=new["rung"].str.split(" ", n=1).str[1]).merge(first[["op", "problem", "variant"]])
-new = new.groupby(["op", "problem", "rung"], sort=False)["ratio"].median().sort_values()  # repeated records: one row
-
-
-def _named(ratios):  # "conv 14 winograd_f4 (float32 NCHW) x2.44": the dtype and layout where an op has several
-    return ", ".join(f"{op} {rung}" + (" (" + " ".join(x.split("=")[1] for x in prob.split()
-                                                        if x.startswith(("dtype=", "layout="))) + ")"
-                                       if op in ("conv", "gemm") else "") + f" x{r:.2f}"
-                     for (op, prob, rung), r in ratios.items())
-
-
-if new.empty:
-    print(f"no rung had its first GPU record in {val_name}'s newest run (commit {newest[:7]})")
-else:
-    print(f"{len(new)} rungs (per problem) that no GPU had recorded before {val_name}'s newest run (commit "
-          f"{newest[:7]}), predicted / measured:")
-    for what, pick in (("within 25% of the record", (new >= 0.8) & (new <= 1.25)),
-                       ("predicted slower than measured", new > 1.25), ("predicted faster than measured", new < 0.8)):
-        print(f"  {what} ({int(pick.sum())}): {_named(new[pick]) or 'none'}")
+# the rungs whose first record on any GPU is in this GPU's newest run, predicted / measured
+display(lesson.first_recorded_answer(table, val_name))
 
 # %% [markdown]
 # Where the model misses, the per-launch details in `Estimate.launches` say which leg it

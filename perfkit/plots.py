@@ -81,7 +81,7 @@ def ladder(table: pd.DataFrame, metric: str = "tflops", title: str | None = None
     ax.invert_yaxis()
     for i, v in enumerate(vals):
         frac = f"  {v / base:.0%} of oracle" if np.isfinite(base) and base > 0 else ""
-        ax.text(v, i, f" {v:.3g}{frac}", va="center", fontsize=8)
+        ax.text(v, i, f" {_rate_text(v)}{frac}", va="center", fontsize=8)
     drawn = []  # the estimates of the bars shown (a rung not drawn sets no scale)
     if estimates:
         est = [estimates.get(lab, np.nan) for lab in labels]
@@ -90,13 +90,18 @@ def ladder(table: pd.DataFrame, metric: str = "tflops", title: str | None = None
         if ok:
             ax.scatter([est[i] for i in ok], ok, marker="|", s=300, color="black", zorder=3,
                        label="model estimate (of the code measured)")
-    if old or drawn:
-        ax.legend(loc="lower right", fontsize=8, framealpha=0.9)
+    if old or drawn:  # beside the axes, never over the last bar, its label or the title
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False, borderaxespad=0)
     ax.set_xlabel(f"{_UNITS[metric]}" + provenance(rows))
     ax.set_title(title or f"ladder: {problem}")
     top = max([vals.max()] + drawn)
     ax.set_xlim(0, top * 1.35)
     return ax
+
+
+def _rate_text(v: float) -> str:
+    """A rate as a bar's label: three digits and no exponent (2740 GB/s, not 2.74e+03)."""
+    return f"{v:.0f}" if abs(v) >= 100 else f"{v:.3g}"
 
 
 def _estimates_only(estimates: dict, metric: str, why: str, ax=None, title: str = "ladder"):
@@ -111,7 +116,7 @@ def _estimates_only(estimates: dict, metric: str, why: str, ax=None, title: str 
     ok = [i for i, v in enumerate(vals) if np.isfinite(v)]
     ax.scatter([vals[i] for i in ok], ok, marker="|", s=300, color="black", label="model estimate")
     for i in ok:
-        ax.text(vals[i], i, f" {vals[i]:.3g}", va="center", fontsize=8)
+        ax.text(vals[i], i, f" {_rate_text(vals[i])}", va="center", fontsize=8)
     ax.set_yticks(ys, labels)
     ax.invert_yaxis()
     ax.set_xlim(0, max(vals[i] for i in ok) * 1.3)

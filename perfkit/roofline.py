@@ -314,16 +314,21 @@ def plot(table: pd.DataFrame | None = None, ceilings_: list[Ceiling] | None = No
         raise ValueError("a roofline needs at least one compute and one memory ceiling")
     x = np.logspace(-2, 4, 400)
     styles = {"published": "-", "measured": "--"}
-    for mem in memory:
+    for i, mem in enumerate(sorted(memory, key=lambda c: -c.value)):
         for comp in compute:  # one roof per pair; dashed when either side is measured
             ls = "--" if "measured" in (comp.origin, mem.origin) else "-"
             ax.plot(x, np.minimum(comp.value, x * mem.value) / 1e12, ls, lw=1, alpha=0.5, color="grey")
-        ax.annotate(mem.name, (x[40], x[40] * mem.value / 1e12), fontsize=7, rotation=28, color="grey")
+        # the highest slope's label above its line, the others' below their own: two close slopes
+        # (a measured copy beside the datasheet's) would otherwise print their names over each other
+        j = 40
+        ax.annotate(mem.name, (x[j], x[j] * mem.value / 1e12), fontsize=7, rotation=28, color="grey",
+                    va="bottom" if i == 0 else "top", rotation_mode="anchor")
     last = None
-    for comp in sorted(compute, key=lambda c: c.value):
+    for comp in sorted(compute, key=lambda c: -c.value):
         ax.axhline(comp.value / 1e12, ls=styles.get(comp.origin, "-"), lw=0.6, color="grey", alpha=0.6)
-        # two roofs within 25% of each other: the second label below its line, not on the first
-        close = last is not None and comp.value < last * 1.25
+        # two roofs within 25% of each other: the higher one's label above its line, the lower
+        # one's below its own, so that neither sits in the gap over the other
+        close = last is not None and comp.value * 1.25 > last
         ax.annotate(comp.name, (x[-1], comp.value / 1e12), fontsize=7, ha="right",
                     va="top" if close else "bottom", color="grey")
         last = comp.value

@@ -595,6 +595,83 @@ def test_card_table_names_the_rung_x_prev_is_against():
     assert "x prev vs" in lesson.card_table(cards, style=True).to_html()
 
 
+def test_the_rungs_first_recorded_in_a_gpus_newest_run_are_read_from_the_records():
+    """Notebook 06's answer to "which kinds of kernel will the model miss": exactly the (op,
+    problem, rung) whose first record on any GPU is of that GPU's newest run (read here from the
+    JSON files, not through perfkit.results), each with the validate table's ratio, folded."""
+    import glob
+
+    docs = []
+    for path in glob.glob(str(Path(results.RESULTS_DIR) / "*" / "*" / "*.json")):
+        d = json.loads(Path(path).read_text())
+        if not d.get("simulated") and (d.get("rung") or 0) > 0:
+            docs.append((d["provenance"]["utc"], d["provenance"]["gpu"], str(d["provenance"]["git_commit"]),
+                         d["op"], d["problem"], d["variant"]))
+    if not docs:
+        pytest.skip("no GPU records")
+    docs.sort()
+    gpu = docs[-1][1]
+    newest = [c for _, g, c, *_ in docs if g == gpu][-1]
+    seen, want = set(), set()
+    for utc, g, c, op, prob, var in docs:
+        if (op, prob, var) not in seen:
+            seen.add((op, prob, var))
+            if g == gpu and c == newest:
+                want.add((op, prob, var))
+    rows = [{"kind": "rung", "_commit": newest, "op": op, "problem": prob, "rung": f"99 {var}", "ratio": 1.0}
+            for op, prob, var in want] + [{"kind": "rung", "_commit": newest, "op": "gemm", "problem": "p",
+                                           "rung": "99 never_first", "ratio": 9.0}]
+    commit, ratios = lesson.first_recorded(pd.DataFrame(rows), gpu)
+    assert commit == newest
+    assert {(op, prob, r.split(" ", 1)[1]) for op, prob, r in ratios.index} == want
+    folded = lesson.first_recorded_answer(pd.DataFrame(rows), gpu)._repr_html_()
+    assert folded.startswith("<details>") and f"{len(want)} rungs (per problem)" in folded
+    assert f"within 25% of the record ({len(want)})" in folded
+
+
+def test_a_card_shows_its_own_gpus_counters_and_another_gpus_change_apart():
+    """Issue 42: a recorded card shows the Nsight Compute row of the shown GPU where one exists.
+    GEMM 13 tc_vector's H100 record (6bbc424) has its own H100 row, but no row of 12 tensor_core
+    of today's code beside it: the card showed the H200's rows of both instead.  Now the table is
+    the H100's row, and the H200's change against the rung before is said under it, named."""
+    for v in [x for x in gemm.LADDER if not x.oracle]:
+        for p in {gemm.EXAMPLE_PROBLEM.label: gemm.EXAMPLE_PROBLEM, "f16": gemm.Problem(4096, 4096, 4096, "float16")}.values():
+            card = lesson.recorded("gemm", p, v.name, estimate=False)
+            if not card.found:
+                continue
+            own = [x for x in lesson.ncu.all_counters("gemm", card.problem, v.name, card.gpu)
+                   if lesson.ncu.same_code(v, x.commit, card.commit)]
+            if own:
+                assert card.counters is not None and card.counters.gpu == card.gpu, (v.name, card.counters)
+            if card.counters_pair:
+                c2, p2 = card.counters_pair
+                h = card._repr_html_()
+                assert card.prev_counters is None and c2.gpu != card.gpu
+                assert (f"{card.gpu} has no Nsight Compute row of {card.prev_label} beside this rung&#x27;s; "
+                        f"{c2.gpu}&#x27;s rows hold both") in h
+
+
+def test_the_prompt_names_every_leg_an_answer_can_name():
+    """The GEMM naive card answers "bound by lsu", a word its prompt's list of resources did not
+    have: the prompt lists every leg of the model by the name the card prints."""
+    from perfkit.model.equations import LEGS
+
+    text = str(lesson.predict_prompt(None, gemm.LADDER[1], gemm.EXAMPLE_PROBLEM.label))
+    for leg in LEGS:
+        assert f"({leg}" in text or f", {leg}" in text or f" {leg})" in text, (leg, text)
+
+
+def test_card_table_prints_rates_without_an_exponent():
+    """A bandwidth ladder's summary printed 1643 GB/s as "1.64e+03": the table prints a rate as
+    the card does (three digits, no exponent)."""
+    card = lesson.RungCard(op="softmax", problem="p", variant="fused", label="02 fused", metric="gbps",
+                           found=True, median_s=81.7e-6, rate=1643.2)
+    slow = lesson.RungCard(op="softmax", problem="p", variant="naive", label="01 naive", metric="gbps",
+                           found=True, median_s=1.61e-3, rate=83.14)
+    html_ = lesson.card_table([slow, card], style=True).to_html()
+    assert ">1643<" in html_ and ">83.1<" in html_ and "e+0" not in html_
+
+
 def test_record_pivot_sorts_by_rung_and_marks_records_of_changed_code():
     """Notebook 02's table of rates by rung and problem: rows by rung number (index32, recorded
     at one problem only, between 08 and 10, not last), and a cell whose record is of a kernel
@@ -614,11 +691,14 @@ def test_record_pivot_sorts_by_rung_and_marks_records_of_changed_code():
     for (lab, prob, val), ch in zip(rec[["label", "problem", "tflops"]].itertuples(index=False), changed):
         r, c = idx.index(lab), cols.index(prob)
         cell = re.search(rf'class="data row{r} col{c}" >([^<]*)<', html_).group(1)
-        assert cell == f"{val:.3g}" + ("*" if ch else ""), (lab, prob, cell)
+        assert cell == lesson.fmt_rate(val) + ("*" if ch else ""), (lab, prob, cell)
     assert sty.data.dtypes.map(lambda d: d.kind == "f").all()  # the numbers stay numbers
     assert sty.caption == "TFLOP/s; " + lesson.CHANGED_MARK_NOTE
     same = rec[~changed.to_numpy()]
     assert lesson.record_pivot(same, "tflops", caption="TFLOP/s").caption == "TFLOP/s"
+    # medians in their unit (notebook 03 printed 2.1e-05): fmt_seconds, never an exponent
+    times = lesson.record_pivot(rec, "median_s", caption="median").to_html()
+    assert "e-0" not in times and "e+0" not in times and " µs" in times and " ms" in times
 
 
 def test_changed_since_recorded_marks_rewritten_kernels_of_old_records():
@@ -721,6 +801,16 @@ def _counters(gpu, t_s, **vals):
     return Counters("gemm", "x", "p", gpu, "abc1234", "t.csv", 1, t_s, vals)
 
 
+def test_a_counters_change_is_printed_without_an_exponent():
+    """Shared wavefronts 384 -> 1.86 M was printed "x4.84e+03" in notebook 04's counter tables."""
+    from perfkit.lesson.ncu import counter_rows
+
+    rows = counter_rows(_counters("NVIDIA H100 80GB HBM3", 1e-4, shared_wavefronts=1.86e6),
+                        _counters("NVIDIA H100 80GB HBM3", 2e-4, shared_wavefronts=384))
+    change = next(r["change"] for r in rows if r["counter"] == "shared wavefronts")
+    assert change == "x4844" and "e+" not in change
+
+
 def test_the_moved_counter_is_weighed_as_time_at_the_gpus_peak_rates():
     """Unlike counters are compared by the time their change takes at the GPU's peak rate for that
     level (a ratio alone names a counter that went from 384 to 1.86 M); among near-equal changes,
@@ -789,14 +879,10 @@ def test_a_card_without_a_row_of_its_code_takes_another_gpus_and_names_it():
         record_there = f"{lesson.fmt_seconds(there.median_s)}, commit {there.commit[:7]}"
         own = [x for x in lesson.ncu.all_counters("gemm", card.problem, v.name, card.gpu)
                if same_code(v, x.commit, card.commit)]
-        if own:  # its own GPU has this rung's row, but not the rung before's beside it: both from c.gpu
-            assert card.prev_counters is not None and card.prev_counters.gpu == c.gpu
-            assert (f"{card.gpu} has no row of {card.prev_label} beside this rung&#x27;s, so these are "
-                    f"{c.gpu}&#x27;s rows of both (the same code); its record there: {record_there}") in h
-        else:
-            assert (f"{card.gpu} has no Nsight Compute row of this code, so these are {c.gpu}&#x27;s rows of the "
-                    f"same code (its record there: {record_there})") in h
-            assert card.prev_counters is None or card.prev_counters.gpu == c.gpu
+        assert not own, (v.name, "the card's own GPU has a row of this code: it must be the card's (issue 42)")
+        assert (f"{card.gpu} has no Nsight Compute row of this code, so these are {c.gpu}&#x27;s rows of the "
+                f"same code (its record there: {record_there})") in h
+        assert card.prev_counters is None or card.prev_counters.gpu == c.gpu
     if not seen:
         pytest.skip("every recorded GEMM card has a row of its code on its own GPU")
 
@@ -892,6 +978,63 @@ def test_a_rung_is_compared_with_the_nearest_rung_that_runs_its_problem(monkeypa
     prompt = next(str(x) for x in out if "Predict before you look" in str(x))
     assert (f"than {by['autotuned'].label} at its own problem, {gemm.EXAMPLE_PROBLEM.label}?" in prompt
             and "dtype=float16 be faster" in prompt)
+
+
+def test_a_rung_shown_at_another_example_still_counts_as_the_rung_before_where_it_runs(monkeypatch):
+    """Conv 06 igemm_regblock is shown at its NHWC twin but runs (and was recorded at) the NCHW
+    layer: 07 winograd (NCHW) is compared with it, not with 05 igemm_smem two rungs back (its card
+    said "x5.61 vs 05 igemm_smem" with rung 6's NCHW record on the same GPU)."""
+    monkeypatch.setattr("perfkit.lesson.view._display", lambda objs: None)
+    table = lesson.records("conv")
+    view = lesson.LadderView("conv", conv.EXAMPLE_PROBLEM, table=table, estimate=False)
+    by = {v.name: v for v in conv.LADDER}
+    assert by["igemm_regblock"].example(conv.EXAMPLE_PROBLEM).label != conv.EXAMPLE_PROBLEM.label
+    assert view.prev_of(by["winograd"]).name == "igemm_regblock"
+    out = view.rung("winograd", kernel=2)
+    prompt = next(str(x) for x in out if "Predict before you look" in str(x))
+    assert f"than {by['igemm_regblock'].label} at {conv.EXAMPLE_PROBLEM.label}?" in prompt, prompt
+    card = view.cards["winograd"]
+    mine = table[(table.variant == "igemm_regblock") & (table.problem == conv.EXAMPLE_PROBLEM.label)
+                 & (table.gpu == card.gpu)]
+    if card.found and len(mine):
+        assert card.prev_label == by["igemm_regblock"].label and not card.prev_skipped_label
+        assert card.x_prev == pytest.approx(mine.sort_values("utc").median_s.iloc[-1] / card.median_s)
+
+
+def test_the_traffic_line_counts_the_rungs_own_flops(monkeypatch):
+    """Conv's Winograd rungs do 0.44x and 0.25x the direct FLOPs: the traffic line above their card
+    gives the rung's own count (it said 7.4 GFLOP, the problem's, right above a cell printing 3.29)
+    and names the problem's beside it; a rung that does the problem's FLOPs gives that one number."""
+    shown = []
+    monkeypatch.setattr("perfkit.lesson.view._display", lambda objs: shown.extend(objs))
+    by = {v.name: v for v in conv.LADDER}
+    view = lesson.LadderView("conv", conv.EXAMPLE_PROBLEM, table=lesson.records("conv"), estimate=False, traffic=True)
+    p = conv.EXAMPLE_PROBLEM
+    for name in ("winograd", "winograd_f4", "direct"):
+        out = view.rung(name)
+        line = next(x._repr_html_() for x in out if "traffic model at" in str(x))
+        own = by[name].traffic(p).flops
+        assert f": {own / 1e9:.2f} GFLOP" in line, line
+        assert (f"(the problem's {p.flops / 1e9:.1f})" in line) == (abs(own - p.flops) > 0.005 * p.flops), line
+    assert by["winograd"].traffic(p).flops < 0.5 * p.flops
+
+
+def test_a_rung_that_does_not_run_the_problem_is_not_said_to_lack_a_record():
+    """Where the rung just before refuses the problem (GEMM 19 simt_wide at float16, layernorm's
+    float16-only 08 packed at float32), the factor is against the nearest recorded rung and the
+    table says why the one just before was passed over: it does not run the problem, not 'has no
+    record'."""
+    from perfkit.kernels.norm import layernorm
+
+    for op, problem, name, skipped in (("gemm", gemm.Problem(4096, 4096, 4096, "float16"), "wgmma", "simt_wide"),
+                                       ("layernorm", layernorm.EXAMPLE_PROBLEM, "persist", "packed")):
+        card = lesson.recorded(op, problem, name, estimate=False)
+        if not (card.found and np.isfinite(card.x_prev)):
+            continue
+        v = next(x for x in lesson.ladder_for(op) if x.name == skipped)
+        assert card.prev_skipped_label == v.label
+        assert f"({v.label} does not run this problem)" in card.x_prev_reference, card.x_prev_reference
+        assert "has no record" not in card.x_prev_reference
 
 
 def test_a_persist_rung_is_asked_and_carded_at_its_narrow_rows(monkeypatch):
@@ -1001,20 +1144,28 @@ def test_where_a_ladder_stands_is_read_from_one_gpus_records_per_problem():
         ours, orc = newest[newest.rung > 0], newest[newest.rung == 0]
         assert r["best median_s"] == ours.median_s.min() and r["library median_s"] == orc.median_s.iloc[-1]
         assert r["of library"] == pytest.approx(orc.median_s.iloc[-1] / ours.median_s.min())
+        # the fastest of today's code at that problem (a record of an unchanged kernel)
+        now = ours[[history.source_changed_since(next(v for v in gemm.LADDER if v.name == n), c) is False
+                    for n, c in zip(ours.variant, ours.commit)]]
+        if len(now):
+            assert r["today of library"] == pytest.approx(orc.median_s.iloc[-1] / now.median_s.min())
+        else:
+            assert np.isnan(r["today of library"])
     text = lesson.takeaway(st, "cuBLAS")
-    for (group, gpu), g in st[~st.commit.str.endswith("*")].groupby(["group", "gpu"]):
-        assert f"x{g['of library'].min():.2f}" in text and f"{group} on {gpu}" in text
+    today = st[np.isfinite(st["today of library"])]
+    for (group, gpu), g in today.groupby(["group", "gpu"]):
+        assert f"x{g['today of library'].min():.2f}" in text and f"{group} on {gpu}" in text
     assert "No problem" in lesson.takeaway(st.iloc[0:0])
-    # goals: per dtype and GPU, met only where every problem's best rung reaches the goal
+    # goals: per dtype and GPU, met only where every problem's best rung of today's code reaches it
     goals = {"float32": 1.0, "float16": 0.5}
     said = lesson.takeaway(st, "cuBLAS", goals=goals)
-    for (group, gpu), g in st[~st.commit.str.endswith("*")].groupby(["group", "gpu"]):
+    for (group, gpu), g in today.groupby(["group", "gpu"]):
         part = said[said.index(f"{group} on {gpu}"):].split(". ")[0]
         goal = goals[group.split()[0]]
-        short = int((g["of library"] < goal).sum())
+        short = int((g["today of library"] < goal).sum())
         assert (f"the goal, x{goal:.2f} cuBLAS's speed, is " + ("met" if not short else "missed")) in part, part
         if short and len(g) > 1:
-            assert f"missed at {short} of {len(g)} problems (best x{g['of library'].max():.2f})" in part
+            assert f"missed at {short} of {len(g)} problems (best x{g['today of library'].max():.2f})" in part
     # a quoted Nsight Compute row is of the widest gap's own code (the H100's gemm rows of 7c7b2e0
     # timed another kernel than the 6bbc424 record they would stand beside); another GPU's row is
     # named as such
@@ -1028,8 +1179,10 @@ def test_where_a_ladder_stands_is_read_from_one_gpus_records_per_problem():
         if m:
             quoted += 1
             g = st[(st.gpu == m.group(2)) & (st.group == m.group(1))]
-            today = g[~g.commit.str.endswith("*")]  # today's code speaks where it was recorded
-            worst = (today if len(today) else g).sort_values("of library").iloc[0]
+            today = g[np.isfinite(g["today of library"])]  # today's code speaks where it was recorded
+            worst = (today.assign(**{"of library": today["today of library"], "best rung": today["today rung"],
+                                     "variant": today["today variant"], "commit": today["today commit"]})
+                     if len(today) else g).sort_values("of library").iloc[0]
             assert worst["best rung"] == m.group(3)
             assert same_code(ladder[worst["variant"]], m.group(4), worst["commit"].rstrip("*")), m.groups()
             rows = lesson.ncu.all_counters("gemm", worst["problem"], worst["variant"], m.group(6) or m.group(2))
@@ -1040,6 +1193,33 @@ def test_where_a_ladder_stands_is_read_from_one_gpus_records_per_problem():
             want = f"warp instructions {lesson.ncu.fmt_count(mine.get('warp_instructions'), 'count')}"
             assert want in part and (not lib or re.search(want + r" \(cuBLAS[^:]*: ", part)), part
     assert quoted
+
+
+def test_where_a_ladder_stands_speaks_for_todays_code_at_every_problem(monkeypatch):
+    """A problem whose fastest record is of a kernel changed since still counts, by its fastest
+    rung of today's code, and the paragraph names the older record that ran faster (and whether
+    it met the goal): the GEMM takeaway said 'missed (best x0.51)' over one problem while the H200's
+    4096^3 float16 records held wgmma at x0.66 (today's code) and persistent at x0.96 (older code)."""
+    import sys
+
+    monkeypatch.setattr(sys.modules["perfkit.lesson.standing"], "changed_since_recorded",
+                        lambda df: pd.Series([c == "old" for c in df["commit"]], index=df.index))
+    rows = [("A", 0, "oracle", 1.0, "new"), ("A", 5, "fast_old", 1.05, "old"), ("A", 4, "slow_now", 1.6, "new"),
+            ("B", 0, "oracle", 1.0, "new"), ("B", 4, "slow_now", 2.0, "new")]
+    df = pd.DataFrame([{"op": "gemm", "gpu": "GPU X", "problem": f"m={p} dtype=float16", "rung": r, "variant": v,
+                        "label": f"{r:02d} {v}", "median_s": t, "commit": c, "utc": "2026", "simulated": False}
+                       for p, r, v, t, c in rows])
+    st = lesson.standing("gemm", df)
+    a = st[st.problem.str.startswith("m=A")].iloc[0]
+    assert a["best rung"] == "05 fast_old" and a["commit"] == "old*" and a["today rung"] == "04 slow_now"
+    assert a["today of library"] == pytest.approx(1 / 1.6)
+    text = lesson.takeaway(st, "cuBLAS", goals={"float16": 0.85})
+    assert "x0.50 to x0.62 cuBLAS's speed over 2 problems" in text, text
+    assert "is missed at 2 of 2 problems (best x0.62)" in text, text
+    assert "at m=A a record of older code ran faster: 05 fast_old at x0.95 (commit old, its kernel changed since), " \
+           "over the goal" in text, text
+    table = lesson.standing_table(st, "cuBLAS").data
+    assert list(table["today's code: best rung, x cuBLAS"]) == ["04 slow_now, x0.62", "same"]
 
 
 def test_a_card_prefers_todays_code_over_a_newer_record_of_older_code(monkeypatch):

@@ -66,3 +66,16 @@ def test_metric_vs_never_averages_dtypes_into_one_point():
     assert "float32" in legend and "float16" in legend  # the lines say which dtype they are
     one = plots.metric_vs(_widths().iloc[:2], x="cols", metric="gbps", hue="label")
     assert "float32" not in [t.get_text() for t in one.get_legend().get_texts()]  # one dtype: no style
+
+
+def test_ladder_labels_rates_without_an_exponent_and_keeps_the_legend_off_the_bars():
+    """Notebook 04's bars read "2.74e+03  117% of oracle", and the legend sat over the last bar's
+    label: a rate is printed as 2740, and the legend is drawn beside the axes."""
+    rows = _rows().assign(tflops=[2335.0, 2740.4, 83.14])
+    ax = plots.ladder(rows, metric="tflops", changed={"05 a"}, estimates={"02 b": 2000.0})
+    texts = [t.get_text() for t in ax.texts]
+    assert any(t.startswith(" 2740 ") for t in texts) and any(t.startswith(" 83.1 ") for t in texts)
+    assert not any("e+0" in t for t in texts)
+    legend = ax.get_legend()
+    anchor = legend.get_bbox_to_anchor().transformed(ax.transAxes.inverted())
+    assert anchor.x0 >= 1.0  # right of the plotting area

@@ -185,3 +185,20 @@ def test_a_roofline_of_several_ladders_has_one_colour_and_one_legend_entry_per_l
     labelled = {a.get_text() for a in ax.texts} & set(t["label"])
     assert labelled == {"02 y", "01 u"}  # each ladder's fastest point, no other
     plt.close(ax.figure)
+
+
+def test_close_ceilings_label_apart():
+    """A measured FP32 rate 5% under the datasheet's, and a measured copy under the DRAM slope:
+    their labels were printed over each other (notebooks 01, 02, 04).  The higher roof's label sits
+    above its line and the lower one's below its own, and so for the two slopes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    cs = [roofline.Ceiling("FP32", "compute", 66.9e12, "published", "s"),
+          roofline.Ceiling("measured FP32", "compute", 63.7e12, "measured", "s"),
+          roofline.Ceiling("DRAM", "memory", 4.8e12, "published", "s"),
+          roofline.Ceiling("measured copy", "memory", 3.91e12, "measured", "s")]
+    ax = roofline.plot(None, cs)
+    by = {t.get_text(): t for t in ax.texts}
+    assert by["FP32"].get_va() == "bottom" and by["measured FP32"].get_va() == "top"
+    assert by["DRAM"].get_va() == "bottom" and by["measured copy"].get_va() == "top"

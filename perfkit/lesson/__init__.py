@@ -44,7 +44,7 @@ from __future__ import annotations
 from ..history import source_changed_since  # re-exported: the notebooks ask lesson
 from .cards import (CHANGED_MARK_NOTE, RungCard, card_table, changed_since_recorded, choose_record, ladder_cards,
                     record_pivot, recorded)
-from .estimates import estimate_rung, estimate_then, estimate_then_detail
+from .estimates import estimate_rung, estimate_then, estimate_then_detail, first_recorded, first_recorded_answer
 from .formatting import UNIT, anatomy_changes, anatomy_table, fmt_rate, fmt_seconds, metric_for, rate_of, sweep_table
 from .kernel_source import (LONG_DIFF, const_eval, constants, kernel_helpers, kernel_sources, source,
                             source_diff)
@@ -69,7 +69,7 @@ __all__ = ["source", "source_diff", "kernel_sources", "kernel_helpers", "MATCH_R
            "rung_section", "source_changed_since", "quiet_numba_warnings", "numba_warning_summary",
            "sweep_table", "fold", "anatomy_table", "fmt_seconds", "metric_for", "false_no_record_claims", "reload",
            "LadderView", "fold_figure", "counters", "Counters", "COUNTERS", "answers_shown_before",
-           "layer_estimate", "network_table", "weighted_of_oracle", "standing", "standing_table",
+           "layer_estimate", "first_recorded", "first_recorded_answer", "network_table", "weighted_of_oracle", "standing", "standing_table",
            "standing_figure", "takeaway", "choose_record", "paragraph", "ncu_kernels", "WhereTheyStand",
            "copy_ceiling", "standing_rows", "ask", "mnemonic", "opcode_counts", "sass_table", "check_rungs", "traffic_table", "measured_classes", "what_if_timers", "timers_paragraph",
            "Progress", "progress", "recorded_gpus", "shown_gpu", "spec_key"]

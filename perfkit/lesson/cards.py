@@ -13,8 +13,8 @@ from ..history import source_changed_since
 from ..kernels.base import Problem, Variant
 from .estimates import estimate_rung, estimate_then, estimate_then_detail
 from .formatting import UNIT, fmt_rate, fmt_seconds, metric_for, rate_of
-from .ncu import all_counters, counters_html, counters_text, elsewhere, row_of_code
-from .matching import derived, ladder_for, match_rows, shared_records, spec_key
+from .ncu import all_counters, counters_html, counters_text, elsewhere, moved, row_of_code
+from .matching import derived, ladder_for, match_rows, runs, shared_records, spec_key
 
 
 def _head_commit() -> str | None:
@@ -71,6 +71,7 @@ class RungCard:
     prev_commit: str = ""
     prev_changed_since: bool | None = None  # the rung before's kernel changed since its record
     prev_skipped_label: str | None = None  # the rung just before, where it had no record here
+    prev_skipped_why: str = "has no record"  # or "does not run this problem" (a float16-only rung)
     best_before_label: str | None = None  # the fastest recorded rung before this one
     best_before_s: float = float("nan")
     best_before_commit: str = ""
@@ -88,6 +89,9 @@ class RungCard:
     counters_searched: tuple = ()  # the GPUs whose tables were searched for a row
     tensor_mma: bool | None = None  # the rung's SASS issues tensor-core instructions (set by a view)
     prev_counters: object = None
+    #: (this rung's row, the rung before's) on another GPU whose table holds both, where the card's
+    #: own GPU has this rung's row but not the rung before's beside it: said under the card's table
+    counters_pair: object = None
     counters_prev_label: str | None = None
     _variant: object = field(default=None, repr=False)
 
@@ -364,7 +368,18 @@ class RungCard:
                                  gpu=self.gpu, changed_since=self.counters_changed_since,
                                  other=self.counters_other, record_commit=self.commit, note=self.counters_note,
                                  searched=self.counters_searched, tensor=self.tensor_mma)
-                   if self.found else "") + "</div>")
+                   if self.found else "") + self._pair_html() + "</div>")
+
+    def _pair_html(self) -> str:
+        """The change against the rung before as another GPU's rows of both show it, where the card's
+        own GPU has no row of the rung before beside this rung's (its own row is the table above)."""
+        if not (self.found and self.counters_pair):
+            return ""
+        c2, p2 = self.counters_pair
+        why = moved(c2, p2)
+        text = (f"{self.gpu} has no Nsight Compute row of {self.prev_label} beside this rung's; {c2.gpu}'s rows "
+                f"hold both (the same code, {c2.table}): " + (why or "no counter moved enough to say"))
+        return f"<p><i>{html.escape(text)}</i></p>"
 
     @property
     def counters_changed_since(self) -> bool | None:
@@ -382,7 +397,7 @@ class RungCard:
             return None
         s = self.prev_label or ""
         if self.prev_skipped_label:
-            s += f" ({self.prev_skipped_label} has no record)"
+            s += f" ({self.prev_skipped_label} {self.prev_skipped_why})"
         elif self.prev_problem:
             s += " (at its own problem)"
         if self.prev_across:
@@ -523,7 +538,12 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
                     continue
                 pr = match_rows(same_gpu, problem, cand.name)
                 if not pr.empty:
-                    card.prev_note = f" ({prev.label}, the rung just before, has no record here)"
+                    # a rung that refuses the problem (simt_wide at float16, packed at float32)
+                    # could have no record here: say so, not that one is missing
+                    if isinstance(problem, Problem) and not runs(prev, problem):
+                        card.prev_skipped_why = "does not run this problem"
+                    card.prev_note = f" ({prev.label}, the rung just before, {card.prev_skipped_why}"
+                    card.prev_note += ")" if card.prev_skipped_why != "has no record" else " here)"
                     card.prev_skipped_label = prev.label
                     card.prev_label, prev = cand.label, cand
                     break
@@ -560,9 +580,14 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
                 c2 = row_of_code(op, plabel, v, card.commit, [g])[0] if g != card.counters.gpu else None
                 p2 = _counters_beside(op, plabel, prev, v, c2, g) if c2 is not None else None
                 if p2 is not None:
-                    card.counters_note = (f"{card.counters.gpu} has no row of {prev.label} beside this rung's, so "
-                                          f"these are {g}'s rows of both (the same code)")
-                    card.counters, card.prev_counters = c2, p2
+                    if card.counters.gpu == card.gpu:
+                        # the record's own GPU has this rung's row: it stays the card's (issue 42: the
+                        # shown GPU's counters), and the other GPU's change is said beside it, apart
+                        card.counters_pair = (c2, p2)
+                    else:
+                        card.counters_note = (f"{card.counters.gpu} has no row of {prev.label} beside this rung's, "
+                                              f"so these are {g}'s rows of both (the same code)")
+                        card.counters, card.prev_counters = c2, p2
                     break
         card.counters_prev_label = prev.label if card.prev_counters is not None else None
     if card.counters is not None and card.counters.gpu != card.gpu:
@@ -626,7 +651,8 @@ def card_table(cards: list[RungCard], style: bool = False):
     if not style or df.empty:
         return df
     unit = UNIT[cards[0].metric]
-    return df.style.format({unit: "{:.3g}", "x prev": "x{:.2f}", "of oracle": "{:.1%}", "measured/est": "{:.2f}"},
+    # rates as the cards print them (3 digits, no exponent: 1643 GB/s, not 1.64e+03)
+    return df.style.format({unit: fmt_rate, "x prev": "x{:.2f}", "of oracle": "{:.1%}", "measured/est": "{:.2f}"},
                            na_rep="—").hide(axis="index")
 
 
@@ -671,10 +697,12 @@ def record_pivot(table: pd.DataFrame, values: str = "tflops", caption: str = "")
              .sort_values(["_nan", "_rung", "label"])["label"].tolist())
     piv = t.pivot_table(index="label", columns="problem", values=values, sort=False).reindex(order)
     marked = t[changed_since_recorded(t).to_numpy()]
-    sty = piv.style.format("{:.3g}", na_rep="—")
+    # times in their unit (21 µs, 14.4 ms), rates with no exponent (1643): never 2.1e-05
+    show = fmt_seconds if values.endswith("_s") else fmt_rate
+    sty = piv.style.format(show, na_rep="—")
     for lab, prob in zip(marked["label"], marked["problem"]):
         if lab in piv.index and prob in piv.columns and np.isfinite(piv.at[lab, prob]):
-            sty = sty.format("{:.3g}*", subset=([lab], [prob]))
+            sty = sty.format(lambda x: show(x) + "*", subset=([lab], [prob]))
     note = CHANGED_MARK_NOTE if len(marked) else ""
     return sty.set_caption("; ".join(x for x in (caption, note) if x))
 

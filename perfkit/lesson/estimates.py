@@ -71,3 +71,50 @@ def _estimate_now(variant: Variant, problem: Problem, gpu_key: str, banks: bool 
         return float(pr.seconds), str(pr.limiter), dict(pr.per_level or {}), "roofline", err
     except Exception as exc:
         return float("nan"), None, {}, "", err or f"no model for this rung: {type(exc).__name__}: {exc}"
+
+
+def first_recorded(table, gpu_name: str):
+    """The model against the rungs it had never been checked on: (newest commit, ratios), the
+    predicted / measured ratio (``table``: :func:`perfkit.model.validate`'s, of ``gpu_name``) of
+    each (op, problem, rung) whose first record on any GPU is one of ``gpu_name``'s newest run,
+    sorted (a rung recorded twice in that run: the median of its ratios)."""
+    import pandas as pd
+
+    from .. import results
+
+    ever = results.load(latest=False)  # every record, not only the newest of each rung
+    ever = ever[(ever["rung"] > 0) & ~ever["simulated"].fillna(False).astype(bool)].sort_values("utc")
+    mine = ever[ever["gpu"] == gpu_name]
+    newest = str(mine["commit"].iloc[-1]) if len(mine) else ""
+    first = ever.drop_duplicates(["op", "problem", "variant"])  # each rung's first record, per problem
+    first = first[(first["commit"] == newest) & (first["gpu"] == gpu_name)]
+    # any `code`: a rung changed since is estimated as it was measured, rebuilt from its commit
+    new = table[(table["kind"] == "rung") & (table["_commit"] == newest)]
+    if new.empty or first.empty:
+        return newest, pd.Series(dtype=float)
+    new = new.assign(variant=new["rung"].str.split(" ", n=1).str[1]).merge(first[["op", "problem", "variant"]])
+    return newest, new.groupby(["op", "problem", "rung"], sort=False)["ratio"].median().sort_values()
+
+
+def _named(ratios) -> str:
+    """ "conv 14 winograd_f4 (float32 NCHW) x2.44": the dtype and layout where an op has several."""
+    return ", ".join(f"{op} {rung}" + (" (" + " ".join(x.split("=")[1] for x in prob.split()
+                                                        if x.startswith(("dtype=", "layout="))) + ")"
+                                       if op in ("conv", "gemm") else "") + f" x{r:.2f}"
+                     for (op, prob, rung), r in ratios.items())
+
+
+def first_recorded_answer(table, gpu_name: str):
+    """:func:`first_recorded` in words, folded (the answer to a prompt): the rungs within 25% of
+    their record, predicted slower, predicted faster."""
+    from .prompts import fold, paragraph
+
+    newest, new = first_recorded(table, gpu_name)
+    if new.empty:
+        return paragraph(f"No rung had its first GPU record in {gpu_name}'s newest run (commit {newest[:7]}).")
+    parts = [paragraph(f"{what} ({int(pick.sum())}): {_named(new[pick]) or 'none'}.")
+             for what, pick in (("within 25% of the record", (new >= 0.8) & (new <= 1.25)),
+                                ("predicted slower than measured", new > 1.25),
+                                ("predicted faster than measured", new < 0.8))]
+    return fold(*parts, summary=f"{len(new)} rungs (per problem) that no GPU had recorded before {gpu_name}'s "
+                                f"newest run (commit {newest[:7]}), predicted / measured (open once you have predicted)")

@@ -76,6 +76,18 @@ def runs_as_is(v: Variant, p: Problem) -> bool:
     return True
 
 
+def runs(v: Variant, p: Problem) -> bool:
+    """Does rung ``v`` run problem ``p`` at all, by its own ``supports``, even where its example is
+    another problem (conv's ``igemm_regblock`` is shown in NHWC but runs, and was recorded in, NCHW)?"""
+    from ..kernels.base import UnsupportedProblem
+
+    try:
+        v.supports(p)
+    except UnsupportedProblem:
+        return False
+    return True
+
+
 def _records(op, ladder, root, gpu, latest, frame) -> pd.DataFrame:
     df = (_load(op, str(root) if root is not None else None) if frame is None else frame[frame["op"] == op]).copy()
     if df.empty:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .formatting import fmt_seconds
+from .formatting import fmt_rate, fmt_seconds
 from .matching import matches
 
 #: the counters a card shows: column, label, kind ("count", "bytes", "pct")
@@ -151,7 +151,7 @@ def counter_rows(cur: Counters, prev: Counters | None, *, tensor: bool | None = 
             if kind == "pct":
                 change = f"{a - b:+.1f} points"
             elif b > 0:
-                change = f"x{a / b:.3g}"
+                change = f"x{fmt_rate(a / b)}"  # no exponent: x4840, not x4.84e+03
         out.append({"counter": label, "this rung": fmt_count(a, kind),
                     "rung before": fmt_count(b, kind) if prev is not None else "",
                     "change": change})
@@ -248,7 +248,7 @@ def moved(cur: Counters, prev: Counters | None) -> str:
     t = prev.time_s / cur.time_s  # > 1: this rung faster
     dt, verb = abs(prev.time_s - cur.time_s), ("saved" if t > 1 else "lost")
     head = (f"The counter that moved most, weighed as time at {whose} peak rates: {label} {fmt_count(b, kind)} -> "
-            f"{fmt_count(a, kind)} (x{f:.3g}; the change is {fmt_seconds(weight)} of {_SERVED_BY[key][2]} at peak); "
+            f"{fmt_count(a, kind)} (x{fmt_rate(f)}; the change is {fmt_seconds(weight)} of {_SERVED_BY[key][2]} at peak); "
             f"the profiled time x{t:.2f} ({fmt_seconds(prev.time_s)} -> {fmt_seconds(cur.time_s)}) on {cur.gpu}")
     rest = _how_busy(cur, prev, t)  # what the counts cannot show: how busy the SMs were kept
     unseen = f": {rest}" if rest else " (latency, stalls, the sectors each memory instruction touches)"

@@ -26,7 +26,10 @@ class Rendered:
     __repr__ = __str__
 
 
-_RESOURCES = "DRAM bandwidth, L2, shared memory (bank conflicts), instruction issue, FP32 / tensor pipe, latency"
+# every leg a card's answer can name ("bound by lsu"), with the name it prints
+_RESOURCES = ("DRAM bandwidth (dram), L2 (l2), shared memory and its bank conflicts (smem), the global-memory lines "
+              "warps touch (lsu), instruction issue (issue), the FP32 / tensor / integer pipes (fp32, tensor, alu), "
+              "latency (latency), the launch (launch)")
 
 
 def predict_prompt(prev: Variant | None, cur: Variant, problem: Problem | str, *,

@@ -41,11 +41,19 @@ def standing(op: str, table: pd.DataFrame | None = None) -> pd.DataFrame:
             continue
         b = ours.loc[ours["median_s"].idxmin()]
         o = orc.sort_values("utc").iloc[-1]
+        # the fastest rung of today's code (a kernel unchanged since its record), which may be
+        # slower than an older kernel's record: what the ladder can do now
+        now = ours[~ours["changed"].astype(bool)]
+        t = now.loc[now["median_s"].idxmin()] if len(now) else None
         rows.append({"op": op, "gpu": gpu, "group": _group_of(problem), "problem": problem,
                      "best rung": b["label"], "best median_s": float(b["median_s"]),
                      "commit": str(b.get("commit") or "")[:7] + ("*" if bool(b["changed"]) else ""),
                      "library median_s": float(o["median_s"]), "of library": float(o["median_s"] / b["median_s"]),
-                     "variant": b["variant"]})
+                     "variant": b["variant"],
+                     "today rung": t["label"] if t is not None else None,
+                     "today variant": t["variant"] if t is not None else None,
+                     "today commit": str(t.get("commit") or "")[:7] if t is not None else None,
+                     "today of library": float(o["median_s"] / t["median_s"]) if t is not None else float("nan")})
     return pd.DataFrame(rows)
 
 
@@ -53,9 +61,16 @@ def standing_table(st: pd.DataFrame, library: str = "library"):
     """The standing table as a reader reads it (times in units, the fraction as x)."""
     if st.empty:
         return st
-    t = st.drop(columns=["variant"]).rename(columns={"of library": f"x {library}"})
+    t = st.drop(columns=[c for c in ("variant", "today variant", "today commit", "today rung", "today of library")
+                         if c in st]).rename(columns={"of library": f"x {library}"})
     t["best median_s"] = t["best median_s"].map(fmt_seconds)
     t["library median_s"] = t["library median_s"].map(fmt_seconds)
+    if "today rung" in st and (st["today rung"] != st["best rung"]).any():
+        # where the fastest record is of a kernel changed since, what today's code reached beside it
+        t[f"today's code: best rung, x {library}"] = [
+            "same" if r["today rung"] == r["best rung"] else
+            "none recorded" if r["today rung"] is None else f"{r['today rung']}, x{r['today of library']:.2f}"
+            for _, r in st.iterrows()]
     t = t.rename(columns={"best median_s": "best rung's median", "library median_s": f"{library}'s median"})
     return t.style.format({f"x {library}": "{:.2f}"}).hide(axis="index")
 
@@ -118,9 +133,18 @@ def takeaway(st: pd.DataFrame, library: str = "the library", goals: dict | None 
     out = []
     several = st["op"].nunique() > 1
     for (op, group, gpu), g in st.groupby(["op", "group", "gpu"], sort=True):
-        today = g[~g["commit"].astype(str).str.endswith("*")]
+        # today's code speaks where it was recorded: per problem its fastest rung of today's code
+        # (not only the problems whose fastest record is of today's code); older code only where
+        # no rung of today's code was recorded on this GPU at all
+        full = g
+        if "today of library" in g:
+            today = g[np.isfinite(g["today of library"].astype(float))]
+            today = today.assign(**{"of library": today["today of library"], "best rung": today["today rung"],
+                                    "variant": today["today variant"], "commit": today["today commit"]})
+        else:
+            today = g[~g["commit"].astype(str).str.endswith("*")]
         older = len(g) - len(today)
-        g = today if len(today) else g  # today's code speaks where it was recorded
+        g = today if len(today) else g
         lo, hi = g["of library"].min(), g["of library"].max()
         won = g[g["of library"] >= 1.0]
         rng = f"x{lo:.2f}" if np.isclose(lo, hi, rtol=0.005) else f"x{lo:.2f} to x{hi:.2f}"
@@ -165,7 +189,17 @@ def takeaway(st: pd.DataFrame, library: str = "the library", goals: dict | None 
                   + (f" at {len(short)} of {len(g)} problems" if len(g) > 1 else "")
                   + f" (best x{g['of library'].max():.2f})")
         if older and len(today):
-            s += f"; {older} comparison{'s' if older != 1 else ''} of older code left out (in the table, marked *)"
+            s += (f"; {older} problem{'s' if older != 1 else ''} with no record of today's code left out "
+                  "(in the table, marked *)")
+        if len(today) and "today of library" in full:
+            # an older kernel's record faster than today's best at the same problem: said, with its goal
+            ahead = full[full["commit"].astype(str).str.endswith("*") & np.isfinite(full["today of library"].astype(float))
+                         & (full["of library"] > full["today of library"])]
+            for _, r in ahead.iterrows():
+                s += (f"; at {r['problem'].split(' dtype')[0]} a record of older code ran faster: {r['best rung']} at "
+                      f"x{r['of library']:.2f} (commit {str(r['commit']).rstrip('*')}, its kernel changed since)")
+                if goal is not None:
+                    s += f", {'over' if r['of library'] >= goal else 'under'} the goal"
         out.append(s + ".")
     marked = st["commit"].astype(str).str.endswith("*").any()
     return " ".join(out) + (" (* a record of a kernel that changed since: not today's code.)" if marked else "")

@@ -18,7 +18,7 @@ from .cards import RungCard, card_table, recorded
 from .estimates import estimate_rung
 from .formatting import anatomy_changes, anatomy_table, fmt_seconds
 from .kernel_source import source, source_diff
-from .matching import ladder_for, runs_as_is
+from .matching import ladder_for, runs, runs_as_is
 from .prompts import Rendered, answer, ask, fold, predict_prompt
 from .sass import sass_table
 
@@ -44,7 +44,7 @@ def _display(objs) -> None:
         display(o)
 
 
-_runs = runs_as_is  # (the view's older name)
+_runs = runs_as_is  # (the view's older name): the summary keeps a rung's card at its own problem only
 
 
 class LadderView:
@@ -82,12 +82,14 @@ class LadderView:
 
     def prev_of(self, v: Variant) -> Variant | None:
         """The rung ``v`` is compared with: the nearest earlier rung that runs ``v``'s own problem
-        (a float32 rung after a float16-only one is compared with the float32 rung it builds on),
-        else the rung just before (then compared at its own problem, and the prompt says so)."""
+        (a float32 rung after a float16-only one is compared with the float32 rung it builds on;
+        a rung shown at another example that still runs the problem counts, as conv's
+        ``igemm_regblock`` before ``winograd`` in NCHW), else the rung just before (then compared
+        at its own problem, and the prompt says so)."""
         i = next(i for i, u in enumerate(self.ladder) if u.name == v.name)
         before = [u for u in reversed(self.ladder[:i]) if not u.oracle]
         p = self._example(v)
-        return next((u for u in before if _runs(u, p)), before[0] if before else None)
+        return next((u for u in before if runs(u, p)), before[0] if before else None)
 
     def rung(self, name: str, *, kernel: int = 0, fold_source: str | None = None, heading: bool = False,
              prev: str | None = None, built: bool = False, prev_kernel: int = 0) -> list:
@@ -119,14 +121,18 @@ class LadderView:
         code = source_diff(prev, v, p, built=built) if prev is not None else source(v, p)
         out.append(fold(code, summary=fold_source) if fold_source else code)
         r = self._report(v, kernel)
-        r_prev = self._report(prev, prev_kernel, p if _runs(prev, p) else None) if prev is not None else None
+        r_prev = self._report(prev, prev_kernel, p if runs(prev, p) else None) if prev is not None else None
         out.append(fold(anatomy.diff(r_prev, r) if r_prev is not None else r,
                         summary=f"anatomy of {v.label} ({r.kernel_name}) for {r.arch or f'sm_{self.cc[0]}{self.cc[1]}'}: "
                                 f"{r.registers} registers, {r.shared_bytes} B shared, occupancy "
                                 f"{r.occupancy.ratio:.0%} (open for the diff)"))
         if self.traffic:
             t = v.traffic(p)
-            out.append(Rendered(f"<p>traffic model at <code>{html.escape(p.label)}</code>: {p.flops / 1e9:.1f} GFLOP, "
+            # the FLOPs the rung's own traffic model counts (Winograd does fewer than the problem's)
+            flops = t.flops if t.flops is not None and t.flops > 0 else p.flops
+            fewer = (f" (the problem's {p.flops / 1e9:.1f})"
+                     if abs(flops - p.flops) > 0.005 * p.flops else "")
+            out.append(Rendered(f"<p>traffic model at <code>{html.escape(p.label)}</code>: {flops / 1e9:.2f} GFLOP{fewer}, "
                              f"DRAM {t.dram_bytes / 1e6:.1f} MB, L2 {(t.l2_bytes or 0) / 1e6:.0f} MB, shared "
                              f"{(t.smem_bytes or 0) / 1e9:.2f} GB; {html.escape(t.notes or '')}</p>",
                              f"traffic model at {p.label}"))
@@ -145,7 +151,7 @@ class LadderView:
                 card.prev_record = (f"{fmt_seconds(pc.median_s)} on {pc.gpu} at {str(pc.commit or '')[:7]}"
                                     + (", kernel changed since" if pc.changed_since else ""))
         elif (self.estimate and not card.found and prev is not None and not prev.oracle and card.problem == p.label
-              and _runs(prev, p)
+              and runs(prev, p)
               and not np.isfinite(card.prev_estimate_s)):  # the rung before's card is at another problem
             # (persist at narrow rows after smem_row at the op's example): the model answers at this one
             card.prev_estimate_s = estimate_rung(prev, p, card.model_gpu, card.estimate_banks)[0]
@@ -157,7 +163,7 @@ class LadderView:
         own = None  # the rung before is compared at its own problem: the prompt names it
         if prev is not None and card.prev_problem:
             own = card.prev_problem
-        elif prev is not None and not _runs(prev, p):
+        elif prev is not None and not runs(prev, p):
             own = self._example(prev).label
         out.append(predict_prompt(prev, v, card.problem, prev_problem=own))
         out.append(answer(card))
@@ -180,7 +186,7 @@ class LadderView:
         reps = {}
         p = self._example(v)
         if pv is not None:
-            reps[pv.label] = self._report(pv, prev_kernel, p if _runs(pv, p) else None)
+            reps[pv.label] = self._report(pv, prev_kernel, p if runs(pv, p) else None)
         r = reps[v.label] = self._report(v, kernel)
         tab = sass_table(reps, list(opcodes)).set_index("SASS")  # (a DataFrame: HTML in a notebook, text elsewhere)
         _display([ask(question, "Write your guess down, then open the compiled code's answer below (read from "

@@ -56,16 +56,17 @@ def run_child(tmp_path, body: str, timeout: float = 240) -> dict:
 
 @pytest.mark.parametrize("cc", [(8, 0), (9, 0)], ids=["sm_80", "sm_90a"])
 def test_workers_build_a_rungs_kernels_and_its_launches_find_them_without_compiling(tmp_path, cc):
-    """Two workers build a saxpy rung and an rmsnorm rung (sm_80) or a Hopper GEMM rung (TMA and
-    wgmma, sm_90a) for the target; the kernels come back pickled with their cubin and go into the
+    """Two workers build two saxpy rungs (sm_80), or a saxpy rung and a Hopper GEMM rung (TMA and
+    wgmma, sm_90a), for the target (the oracle has no kernel of ours); the kernels come back pickled with their cubin and go into the
     dispatchers the rung's plan launches: every launch of the plan, through Numba's own launch path
     (configure, the C dispatcher's lookup by argument types), gets the inserted kernel, and neither
-    the launches nor ``dispatcher.compile(sig)`` build one; each cubin is the anatomy's."""
+    the launches nor ``dispatcher.compile(sig)`` build one; each cubin's code is the anatomy's (its
+    bytes too where Numba numbered the kernel alike in both processes)."""
     body = f"""
 cc = {cc!r}
 key = pc.target_key(cc)
 third = rung("gemm", "tma", m=4096, n=4096, k=4096, dtype="float16") if cc >= (9, 0) else \\
-        rung("rmsnorm", "fused", rows=300, cols=257, dtype="float32")
+        rung("saxpy", "grid_stride", n=1000)
 pairs = [rung("saxpy", "naive", n=1000), rung("saxpy", "oracle", n=1000), third]
 res = pc.precompile(pairs, cc=cc, workers=2, timeout_s=200, log=lines.append)
 after_precompile = built[0]
@@ -78,24 +79,39 @@ with pc.building_for(cc):
             d = launch.kernel
             sig = tuple(d.typeof_pyval(a) for a in launch.args)
             found.append(launched[0] is d.overloads[sig] and d.compile(sig) is d.overloads[sig])
-anatomy = []
-from perfkit.anatomy import compile_job  # last: it fakes the device for good in this process
+anatomy, same_bytes = [], []
+import os, re, subprocess, tempfile
+from perfkit.anatomy import compile_job, tool_path  # last: compile_job fakes the device for good here
+
+def sass(cubin):
+    with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
+        f.write(cubin)
+    text = subprocess.run([tool_path("cuobjdump"), "-sass", f.name], capture_output=True, text=True).stdout
+    os.unlink(f.name)
+    # Numba numbers each function it compiles in a process (the "v<N>" of a mangled name): a worker
+    # that compiled other rungs first names a factory's kernel otherwise; the code is what counts
+    return re.sub(r"_Z\\w+", "SYMBOL", text)
+
 for n, given in res.given.items():
     v, p = pairs[n]
     ref = compile_job(static.job(v, p, cc))["launches"]
     for i, d, sig in pc.plan_kernels(v, p):
         mine = bytes(d.overloads[sig]._codelibrary._cubin_cache[key].code)
-        anatomy.append(mine == base64.b64decode(ref[i]["cubin_b64"]))
+        theirs = base64.b64decode(ref[i]["cubin_b64"])
+        same_bytes.append(mine == theirs)
+        anatomy.append("Function : SYMBOL" in sass(mine) and sass(mine) == sass(theirs))
 print(json.dumps({{"given": sorted(res.given), "kernels": res.kernels, "fallback": res.fallback,
                   "built_here": after_precompile, "built_after": built[0] - after_precompile,
-                  "found": found, "anatomy": anatomy, "lines": lines, "workers": res.workers}}))
+                  "found": found, "anatomy": anatomy, "same_bytes": same_bytes, "lines": lines,
+                  "workers": res.workers}}))
 """
     r = run_child(tmp_path, body)
     assert r["fallback"] == {} and r["given"] == [0, 2] and r["workers"] == 2, r["lines"]
     assert r["built_here"] == 0  # the unit's process compiled nothing: the workers did
     assert r["found"] and all(r["found"]) and len(r["found"]) >= 2
     assert r["built_after"] - len(r["anatomy"]) == 0  # only the anatomy's own builds, after the checks
-    assert r["anatomy"] and all(r["anatomy"]), "a precompiled cubin differs from the anatomy's build"
+    assert r["anatomy"] and all(r["anatomy"]), "a precompiled kernel's SASS differs from the anatomy's build"
+    assert r["same_bytes"][0], "saxpy's cubin (the first kernel compiled in both processes) differs in its bytes"
     arch = "sm_90a" if cc >= (9, 0) else "sm_80"
     assert any(f"2 of 2 rungs ({r['kernels']} kernels, {arch})" in ln for ln in r["lines"]), r["lines"]
 

@@ -43,9 +43,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from perfkit import backend, static
+from perfkit.kernels.base import OracleVariant
 
-__all__ = ["Precompiled", "precompile", "default_workers", "target_key", "building_for", "plan_kernels",
-           "build_job", "load_kernel", "install", "worker_main"]
+__all__ = ["Precompiled", "precompile", "default_workers", "compiles", "target_key", "building_for", "plan_kernels",
+           "build_job", "load_kernel", "install", "worker_main", "WORKER"]
 
 #: the pickle protocol of a worker's results
 PROTOCOL = 5
@@ -262,6 +263,8 @@ def precompile(pairs: list, cc=None, workers: int | None = None, timeout_s: floa
         return res
     todo = []
     for n, (v, p) in enumerate(pairs):
+        if isinstance(v, OracleVariant):  # a library call (oracle, peer): no kernel of ours; and its
+            continue  # supports() may import torch, whose seconds are the peers', not the precompile's
         try:
             v.supports(p)
         except Exception:  # the sweep says why (an unsupported rung, a peer whose library is missing)
@@ -276,8 +279,9 @@ def precompile(pairs: list, cc=None, workers: int | None = None, timeout_s: floa
             todo.append(n)
     k = default_workers(len(todo)) if workers is None else min(int(workers), len(todo))
     if k <= 0 or not todo:
-        say(f"off ({'no rung of ours to compile' if not todo else '--precompile 0' if workers == 0 else 'fewer than 3 cores'});"
-            f" Numba compiles each rung at its first launch")
+        why = ("no rung of ours to compile" if not todo else "--precompile 0" if workers == 0 else
+               "one rung: nothing to compile beside it" if len(todo) == 1 else "fewer than 3 cores")
+        say(f"off ({why}); Numba compiles each rung at its first launch")
         res.seconds = time.perf_counter() - t0
         return res
     if cc is None:

@@ -231,6 +231,8 @@ def test_an_ops_unit_counts_its_precompile_apart_and_a_precompiled_rungs_check_a
                     "status": "ok", "simulated": False, "flops": p.flops, "bytes": p.bytes, "error": None,
                     "median_s": 1e-3, "inputs_s": 0.5, "check_s": 1.0, "time_s": 1.0, "record_s": 0.0})
 
+    for it in items:  # the kernel modules imported while this is the simulator (they choose their twins once)
+        plan.rebuild(it)
     monkeypatch.setattr(backend, "is_simulator", lambda: False)
     monkeypatch.setattr(precompile, "precompile", fake_precompile)
     monkeypatch.setattr(bench, "sweep", fake_sweep)
@@ -249,6 +251,11 @@ def test_an_ops_unit_counts_its_precompile_apart_and_a_precompiled_rungs_check_a
     assert "start precompile of 4 rungs and peers" in out and "precompile: 2 of 3 rungs" in out
     assert "precompiled, 0 compiled at launch" in out and "1 kernels compiled at launch" in out
     assert progress.stages_text(progress.stages(doc["done"], doc["phases"])).startswith("precompile 4.0, inputs 2.0")
+    # a precompile that fails outright costs its seconds, not the unit
+    monkeypatch.setattr(precompile, "precompile", lambda *a, **k: 1 / 0)
+    assert units.unit_ops(tmp_path, {**spec, "name": "ops-saxpy-2"}, tiny=False) == 0
+    assert "precompile: failed (ZeroDivisionError" in capsys.readouterr().out
+    assert [d["status"] for d in progress.read(tmp_path, "ops-saxpy-2")["done"]] == ["ok"] * len(items)
     # --precompile K reaches the unit's child through its spec
     unit = plan.Unit("ops-saxpy", "ops", 30.0, items=items)
     spec_path = supervise.write_spec(tmp_path, unit, items, False, "abc", "h200", [], precompile=3)

@@ -267,7 +267,13 @@ def precompile_unit(prog, spec: dict, pairs: list):
         return precompile.precompile(pairs, log=log)
     cap = spec.get("cap_s")
     prog.start(None, f"precompile of {len(pairs)} rungs and peers", watch=False)  # not an item: no stall limit
-    pre = precompile.precompile(pairs, workers=spec.get("precompile"), timeout_s=0.5 * cap if cap else 120.0, log=log)
+    t0 = time.perf_counter()
+    try:
+        pre = precompile.precompile(pairs, workers=spec.get("precompile"), timeout_s=0.5 * cap if cap else 120.0,
+                                    log=log)
+    except Exception as exc:  # never the unit's end: what went in stays, the rest compiles at its launch
+        log(f"precompile: failed ({exc.__class__.__name__}: {exc}); Numba compiles each rung at its first launch")
+        pre = precompile.Precompiled(seconds=time.perf_counter() - t0, workers=1)
     if pre.workers:
         prog.phase("precompile", pre.seconds)
     return pre

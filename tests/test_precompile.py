@@ -304,3 +304,37 @@ def test_precompiled_rungs_check_on_the_gpu_without_compiling():
     finally:
         cd._Kernel.__init__ = init
     assert built == [], f"kernels compiled in the unit's process: {built}"
+
+
+def test_a_kernel_with_linked_files_pickles_with_its_cubin_and_gets_its_files_back(tmp_path):
+    """Numba refuses to pickle a library with linked files; the cubin for the target holds them
+    already, so the worker sends their paths apart and the unit's process puts them back."""
+    (tmp_path / "twice.cu").write_text('extern "C" __device__ int twice(float *ret, float x) { *ret = 2 * x; return 0; }\n')
+    body = f"""
+import pickle
+from numba import cuda, float32
+twice = cuda.declare_device("twice", float32(float32))
+
+@cuda.jit(link=[{str(tmp_path / "twice.cu")!r}])
+def k(x):
+    x[0] = twice(x[0])
+
+import numpy as np
+sig = (k.typeof_pyval(np.zeros(1, np.float32)),)
+with pc.building_for((8, 0)) as key:
+    kernel = cd._Kernel(k.py_func, sig, **k.targetoptions)
+    kernel._codelibrary.get_cubin()
+try:
+    pickle.dumps(kernel)
+    refused = False
+except Exception as exc:
+    refused = "linking files" in str(exc)
+blob, files = pc.dump_kernel(kernel)
+back = pc.load_kernel({{"kernel": blob, "files": files}})
+print(json.dumps({{"refused": refused, "files": files, "back": sorted(back._codelibrary._linking_files),
+                  "cubin": bytes(back._codelibrary._cubin_cache[key].code) == bytes(kernel._codelibrary._cubin_cache[key].code),
+                  "kept": sorted(kernel._codelibrary._linking_files)}}))
+"""
+    r = run_child(tmp_path, body)
+    cu = str(tmp_path / "twice.cu")
+    assert r["refused"] and r["files"] == [cu] and r["back"] == [cu] and r["kept"] == [cu] and r["cubin"]

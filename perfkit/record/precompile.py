@@ -46,7 +46,7 @@ from perfkit import backend, static
 from perfkit.kernels.base import OracleVariant
 
 __all__ = ["Precompiled", "precompile", "default_workers", "compiles", "target_key", "building_for", "plan_kernels",
-           "build_job", "load_kernel", "install", "worker_main", "WORKER"]
+           "build_job", "dump_kernel", "load_kernel", "install", "worker_main", "WORKER"]
 
 #: the pickle protocol of a worker's results
 PROTOCOL = 5
@@ -101,7 +101,7 @@ def plan_kernels(variant, problem) -> list[tuple[int, object, tuple]]:
 
 
 # --- the worker's side -----------------------------------------------------------------------
-def _dump_kernel(kernel) -> tuple[bytes, list[str]]:
+def dump_kernel(kernel) -> tuple[bytes, list[str]]:
     """A built kernel pickled, with the paths of the files linked into its cubin apart: Numba
     refuses to pickle a library with linked files (a cubin for another target would need them
     again), but the cubin for this target holds them already; the paths go along and are put
@@ -128,7 +128,7 @@ def build_job(job: dict) -> list[dict]:
         for i, d, sig in plan_kernels(variant, problem):
             kernel = _Kernel(d.py_func, sig, **d.targetoptions)  # what CUDADispatcher.compile builds
             kernel._codelibrary.get_cubin()  # linked now, for the target: the GPU process only loads it
-            blob, files = _dump_kernel(kernel)
+            blob, files = dump_kernel(kernel)
             out.append({"launch": i, "name": d.py_func.__qualname__, "signature": [str(t) for t in sig],
                         "target": list(key), "kernel": blob, "files": files})
     return out

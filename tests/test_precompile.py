@@ -174,27 +174,29 @@ def test_in_the_simulator_there_is_nothing_to_compile_and_precompile_says_so():
     assert lines == ["precompile: nothing to compile in the simulator (kernels run as Python); no-op"]
 
 
-def test_every_quick_plan_rung_launches_the_dispatchers_its_plan_names():
+def test_every_rung_launches_the_dispatchers_its_plan_names():
     """The kernels go into the dispatchers ``plan()`` names with host stand-ins; the sweep's
-    ``prepare`` calls ``plan()`` again: every rung of the quick plan's ops units gives the same
-    dispatcher objects each time (its kernel factories are cached per configuration)."""
+    ``prepare`` calls ``plan()`` again: every rung of the quick plan's ops units, and of every
+    ladder at every ``GPU_SWEEP`` problem (the full plan), gives the same dispatcher objects each
+    time (its kernel factories are cached per configuration)."""
+    from perfkit.kernels import registry
     from perfkit.record import plan
     from perfkit.record.plan import is_peer, rebuild
 
-    seen = 0
-    for u in plan.make("quick", 420, False, ["ops"]):
-        for it in u.items:
-            if is_peer(it) or u.part != "ops":
-                continue
-            _, p, v = rebuild(it)
-            try:
-                v.supports(p)
-            except Exception:
-                continue
-            a, b = v.plan(p, v.host_buffers(p)), v.plan(p, v.host_buffers(p))
-            assert len(a) == len(b) and all(x.kernel is y.kernel for x, y in zip(a, b)), v.label
-            seen += bool(a)
-    assert seen >= 60
+    pairs = [rebuild(it)[1:] for u in plan.make("quick", 420, False, ["ops"]) if u.part == "ops"
+             for it in u.items if not is_peer(it)]
+    quick = len(pairs)
+    pairs += [(p, v) for op in registry.OPS for p in registry.module(op).GPU_SWEEP for v in registry.module(op).LADDER]
+    seen = [0, 0]
+    for n, (p, v) in enumerate(pairs):
+        try:
+            v.supports(p)
+        except Exception:
+            continue
+        a, b = v.plan(p, v.host_buffers(p)), v.plan(p, v.host_buffers(p))
+        assert len(a) == len(b) and all(x.kernel is y.kernel for x, y in zip(a, b)), f"{v.label} at {p.label}"
+        seen[n >= quick] += bool(a)
+    assert seen[0] >= 80 and seen[1] >= 1000, seen
 
 
 def test_an_ops_unit_counts_its_precompile_apart_and_a_precompiled_rungs_check_as_load(tmp_path, monkeypatch, capsys):

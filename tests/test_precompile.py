@@ -239,7 +239,7 @@ def test_an_ops_unit_counts_its_precompile_apart_and_a_precompiled_rungs_check_a
     monkeypatch.setattr(precompile, "precompile", fake_precompile)
     monkeypatch.setattr(bench, "sweep", fake_sweep)
     spec = {"name": "ops-saxpy", "items": items, "commit": "abc", "gpu": "h200", "attempt": 1, "hang": None,
-            "cap_s": 30.0, "precompile": 7}
+            "cap_s": 40.0, "limit_s": 30.0, "precompile": 7}
     assert units.unit_ops(tmp_path, spec, tiny=False) == 0
     assert got == {"workers": 7, "timeout_s": 15.0, "n": len(items)}
     doc = progress.read(tmp_path, "ops-saxpy")
@@ -260,8 +260,8 @@ def test_an_ops_unit_counts_its_precompile_apart_and_a_precompiled_rungs_check_a
     assert [d["status"] for d in progress.read(tmp_path, "ops-saxpy-2")["done"]] == ["ok"] * len(items)
     # --precompile K reaches the unit's child through its spec
     unit = plan.Unit("ops-saxpy", "ops", 30.0, items=items)
-    spec_path = supervise.write_spec(tmp_path, unit, items, False, "abc", "h200", [], precompile=3)
-    assert json.loads(spec_path.read_text())["precompile"] == 3
+    spec_path = supervise.write_spec(tmp_path, unit, items, False, "abc", "h200", [], precompile=3, limit_s=12.5)
+    assert {k: json.loads(spec_path.read_text())[k] for k in ("precompile", "limit_s")} == {"precompile": 3, "limit_s": 12.5}
 
 
 @pytest.mark.gpu

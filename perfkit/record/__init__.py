@@ -84,7 +84,7 @@ recheck+record, peers.
 **Compiled before it is timed.**  An ops unit first compiles its rungs in K worker processes
 (``--precompile K``; default the cores less one, at most one a rung; ``0``: off) for the device's
 target, and puts each rung's kernels into the dispatchers it launches
-(:mod:`perfkit.record.precompile`), within half the unit's cap; its seconds are the unit's
+(:mod:`perfkit.record.precompile`), within half its time limit; its seconds are the unit's
 ``precompile``, and a rung that then compiled nothing at its launch has its check as
 ``load+check``.  A rung that could not be precompiled (its log line says why) compiles at its
 first launch as before (``compile+check``).  In the simulator there is nothing to compile: its

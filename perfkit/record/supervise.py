@@ -107,15 +107,16 @@ def unit_env(commit: str | None, extra: dict | None = None) -> dict:
 
 
 def write_spec(out: Path, unit: Unit, todo: list, tiny: bool, commit, gpu, resume_dirs, attempt: int = 1,
-               hang: dict | None = None, precompile: int | None = None) -> Path:
+               hang: dict | None = None, precompile: int | None = None, limit_s: float | None = None) -> Path:
     """The unit's spec for its child; ``attempt``: 1, then 2, ... for the children started again
     after a hung item; ``hang`` (a rehearsal): the item whose variant sleeps, and how long;
-    ``precompile``: an ops unit's compiler workers (None: cores - 1; 0: none)."""
+    ``precompile``: an ops unit's compiler workers (None: cores - 1; 0: none); ``limit_s``: the
+    seconds this child has (its cap or what the budget has left, less what earlier children used)."""
     spec = out / "units" / f"{unit.name}.json"
     spec.parent.mkdir(parents=True, exist_ok=True)
     spec.write_text(json.dumps({**dataclasses.asdict(unit), "items": todo, "tiny": tiny, "attempt": attempt,
                                 "hang": hang, "commit": commit, "gpu": gpu, "resume": resume_dirs,
-                                "precompile": precompile},
+                                "precompile": precompile, "limit_s": limit_s},
                                indent=1, default=str))
     return spec
 
@@ -150,7 +151,8 @@ def run_items(out: Path, unit: Unit, todo: list, limit: float, env: dict, spec_a
     done, hung, attempt, in_flight, phases = [], [], 0, None, {}
     while True:
         attempt += 1
-        spec = write_spec(out, unit, todo, attempt=attempt, **spec_args)
+        spec = write_spec(out, unit, todo, attempt=attempt, limit_s=round(limit - (time.monotonic() - t0), 1),
+                          **spec_args)
         progress.path(out, unit.name).unlink(missing_ok=True)  # only this child's progress counts
         stalled: dict = {}
 

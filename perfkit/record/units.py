@@ -260,17 +260,16 @@ def unit_ops(out: Path, spec: dict, tiny: bool) -> int:
 
 def precompile_unit(prog, spec: dict, pairs: list):
     """The unit's rungs compiled in worker processes before the sweep (:mod:`perfkit.record.precompile`),
-    within half the unit's cap; its seconds are the unit's ``precompile`` phase.  In the simulator
-    a no-op (its line says so)."""
+    within half the seconds this child has; its seconds are the unit's ``precompile`` phase.  In
+    the simulator a no-op (its line says so)."""
     log = lambda msg: print(msg, flush=True)  # noqa: E731
     if backend.is_simulator():
         return precompile.precompile(pairs, log=log)
-    cap = spec.get("cap_s")
+    limit = spec.get("limit_s") or spec.get("cap_s") or 240.0
     prog.start(None, f"precompile of {len(pairs)} rungs and peers", watch=False)  # not an item: no stall limit
     t0 = time.perf_counter()
     try:
-        pre = precompile.precompile(pairs, workers=spec.get("precompile"), timeout_s=0.5 * cap if cap else 120.0,
-                                    log=log)
+        pre = precompile.precompile(pairs, workers=spec.get("precompile"), timeout_s=0.5 * limit, log=log)
     except Exception as exc:  # never the unit's end: what went in stays, the rest compiles at its launch
         log(f"precompile: failed ({exc.__class__.__name__}: {exc}); Numba compiles each rung at its first launch")
         pre = precompile.Precompiled(seconds=time.perf_counter() - t0, workers=1)

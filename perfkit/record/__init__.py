@@ -78,7 +78,17 @@ number), plus the oracle; ``--best`` keeps the rungs a card calls best (the fast
 this GPU at the problem, and the ladder's last rung) plus the oracle and the peers; ``--new`` keeps,
 in the ops units, the rungs and peers no record of this GPU has at the problem (any commit), plus
 the oracle (a float16-only rung in a float32 unit stays: its refusal is instant).  The summary
-says where an ops unit's seconds went: inputs, compile+check, timing, recheck+record, peers.
+says where an ops unit's seconds went: precompile, inputs, compile+check, load+check, timing,
+recheck+record, peers.
+
+**Compiled before it is timed.**  An ops unit first compiles its rungs in K worker processes
+(``--precompile K``; default the cores less one, at most one a rung; ``0``: off) for the device's
+target, and puts each rung's kernels into the dispatchers it launches
+(:mod:`perfkit.record.precompile`), within half its time limit; its seconds are the unit's
+``precompile``, and a rung that then compiled nothing at its launch has its check as
+``load+check``.  A rung that could not be precompiled (its log line says why) compiles at its
+first launch as before (``compile+check``).  In the simulator there is nothing to compile: its
+log line says so.
 
 **Across a fleet.**  ``--cluster SPEC --kinds KIND,...`` runs each unit once on each GPU kind as
 a task on a Dask cluster (:mod:`perfkit.cluster`), through the same child runner; the records come

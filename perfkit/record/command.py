@@ -50,6 +50,10 @@ def parser(prog: str = "perfkit record") -> argparse.ArgumentParser:
                     help="with --resume-from: try again the items that hung there (the rest measured stays skipped)")
     ap.add_argument("--hang", default=None, metavar="NAME",
                     help="with --rehearse: the rung or peer NAME sleeps in every ops unit, to show the stall limit")
+    ap.add_argument("--precompile", type=int, default=None, metavar="K",
+                    help="ops units: compile the rungs in K worker processes before checking and timing them "
+                         "(default: the cores less one, at most one a rung; 0: off, Numba compiles each rung at "
+                         "its first launch; nothing to compile in the simulator)")
     ap.add_argument("--pack", default=None, metavar="FILE.tgz",
                     help="at the end, pack the whole --out folder into this one file (the device tool brings "
                          "back at most 8 files, 2 folders deep); unpack here with perfkit record import")
@@ -105,6 +109,8 @@ def main(argv: list[str] | None = None, t0: float | None = None, prog: str = "pe
         ap.error("--hang is a rehearsal's (--rehearse): a real rung hangs on its own")
     if args.stall_s is not None and args.stall_s < 0:
         ap.error("--stall-s must be >= 0 (0: no stall limit)")
+    if args.precompile is not None and args.precompile < 0:
+        ap.error("--precompile must be >= 0 (0: off)")
     if args.kinds and not args.cluster:
         ap.error("--kinds needs --cluster")
     if args.cluster and args.cluster.startswith("local-sim") and not args.rehearse:

@@ -16,6 +16,8 @@ from pathlib import Path
 
 #: a unit's seconds by stage: the summary's name -> bench.sweep's column
 STAGES = {"inputs": "inputs_s", "compile+check": "check_s", "timing": "time_s", "recheck+record": "record_s"}
+#: a precompiled rung's check_s: the cubin loaded, not compiled (its compile is the unit's "precompile")
+LOADED = "load+check"
 
 
 def path(out: Path, unit: str) -> Path:
@@ -38,7 +40,12 @@ class Progress:
     def __init__(self, out: Path, unit: str, attempt: int = 1):
         self.file = path(out, unit)
         self.file.parent.mkdir(parents=True, exist_ok=True)
-        self.doc = {"unit": unit, "attempt": attempt, "pid": os.getpid(), "in_flight": None, "done": []}
+        self.doc = {"unit": unit, "attempt": attempt, "pid": os.getpid(), "in_flight": None, "done": [], "phases": {}}
+        self._write()
+
+    def phase(self, name: str, seconds: float) -> None:
+        """Seconds the unit spent on something of its own, not an item's (``precompile``)."""
+        self.doc["phases"][name] = self.doc["phases"].get(name, 0.0) + seconds
         self._write()
 
     def start(self, item: dict | None, what: str | None = None, watch: bool = True) -> None:
@@ -90,14 +97,19 @@ def row_stages(row: dict) -> dict:
     return out
 
 
-def stages(done: list[dict]) -> dict:
-    """Seconds by stage summed over the items done, the peers' (library) seconds apart."""
+def stages(done: list[dict], phases: dict | None = None) -> dict:
+    """Seconds by stage summed over the items done, the peers' (library) seconds apart; the unit's
+    own ``phases`` (``precompile``) first, and ``load+check`` (precompiled rungs) where there was one."""
     spent = {name: 0.0 for name in STAGES}
     spent["peers"] = 0.0
     for d in done:
         for name, v in (d.get("stages") or {}).items():
-            spent["peers" if d.get("peer") else name] += v
-    return {k: round(v, 2) for k, v in spent.items()}
+            key = "peers" if d.get("peer") else name
+            spent[key] = spent.get(key, 0.0) + v
+    order = [*(phases or {}), "inputs", "compile+check", LOADED, "timing", "recheck+record", "peers"]
+    spent.update(phases or {})
+    keys = [k for k in order if k in spent] + [k for k in spent if k not in order]
+    return {k: round(spent[k], 2) for k in keys}
 
 
 def stages_text(spent: dict) -> str:

@@ -107,13 +107,16 @@ def unit_env(commit: str | None, extra: dict | None = None) -> dict:
 
 
 def write_spec(out: Path, unit: Unit, todo: list, tiny: bool, commit, gpu, resume_dirs, attempt: int = 1,
-               hang: dict | None = None) -> Path:
+               hang: dict | None = None, precompile: int | None = None, limit_s: float | None = None) -> Path:
     """The unit's spec for its child; ``attempt``: 1, then 2, ... for the children started again
-    after a hung item; ``hang`` (a rehearsal): the item whose variant sleeps, and how long."""
+    after a hung item; ``hang`` (a rehearsal): the item whose variant sleeps, and how long;
+    ``precompile``: an ops unit's compiler workers (None: cores - 1; 0: none); ``limit_s``: the
+    seconds this child has (its cap or what the budget has left, less what earlier children used)."""
     spec = out / "units" / f"{unit.name}.json"
     spec.parent.mkdir(parents=True, exist_ok=True)
     spec.write_text(json.dumps({**dataclasses.asdict(unit), "items": todo, "tiny": tiny, "attempt": attempt,
-                                "hang": hang, "commit": commit, "gpu": gpu, "resume": resume_dirs},
+                                "hang": hang, "commit": commit, "gpu": gpu, "resume": resume_dirs,
+                                "precompile": precompile, "limit_s": limit_s},
                                indent=1, default=str))
     return spec
 
@@ -145,10 +148,11 @@ def run_items(out: Path, unit: Unit, todo: list, limit: float, env: dict, spec_a
     ``log``, ``done`` (progress entries of the items ended), ``hung`` (the items, each with its
     ``seconds``) and ``in_flight`` (the item a unit killed at its limit was on, with its seconds)."""
     t0 = time.monotonic()
-    done, hung, attempt, in_flight = [], [], 0, None
+    done, hung, attempt, in_flight, phases = [], [], 0, None, {}
     while True:
         attempt += 1
-        spec = write_spec(out, unit, todo, attempt=attempt, **spec_args)
+        spec = write_spec(out, unit, todo, attempt=attempt, limit_s=round(limit - (time.monotonic() - t0), 1),
+                          **spec_args)
         progress.path(out, unit.name).unlink(missing_ok=True)  # only this child's progress counts
         stalled: dict = {}
 
@@ -163,6 +167,8 @@ def run_items(out: Path, unit: Unit, todo: list, limit: float, env: dict, spec_a
         rc, _, ulog = run_spec(out, spec, limit - (time.monotonic() - t0), env, on_start, watch)
         doc = progress.read(out, unit.name) or {}
         done += doc.get("done", [])
+        for name, v in (doc.get("phases") or {}).items():  # each child's own (its precompile), summed
+            phases[name] = phases.get(name, 0.0) + v
         if not stalled:
             f = doc.get("in_flight") if rc is None else None
             in_flight = {**f, "seconds": time.time() - f["since"]} if f else None
@@ -179,7 +185,7 @@ def run_items(out: Path, unit: Unit, todo: list, limit: float, env: dict, spec_a
             rc = 0 if not todo else None
             break
     return {"rc": rc, "seconds": time.monotonic() - t0, "log": ulog, "done": done, "hung": hung,
-            "in_flight": in_flight, "attempts": attempt, "stall_s": stall}
+            "in_flight": in_flight, "attempts": attempt, "stall_s": stall, "phases": phases}
 
 
 def hung_note(hung: list[dict], stall: float | None) -> str:
@@ -232,7 +238,8 @@ def run_unit(args, unit: Unit, budget: Budget, done: dict) -> dict:
         return {**row, "status": "not started", "note": f"{left:.0f} s of the budget left"}
     hang = getattr(args, "hang", None)
     spec_args = dict(tiny=args.tiny, commit=args.commit_id, gpu=args.gpu, resume_dirs=args.resume_dirs,
-                     hang={"variant": hang, "seconds": 600} if hang and args.tiny else None)
+                     hang={"variant": hang, "seconds": 600} if hang and args.tiny else None,
+                     precompile=getattr(args, "precompile", None))
     stall = stall_limit(getattr(args, "stall_s", None), unit.cap_s if unit.cap_s is not None else limit)
     r = run_items(out, unit, todo, limit, unit_env(args.commit), spec_args, stall)
     rc, dt, ulog = r["rc"], r["seconds"], r["log"]
@@ -253,7 +260,7 @@ def run_unit(args, unit: Unit, budget: Budget, done: dict) -> dict:
         note = counts
     if r["hung"]:
         note = f"{hung_note(r['hung'], r['stall_s'])}. {note}"
-    spent = progress.stages(r["done"]) if unit.part == "ops" else {}
+    spent = progress.stages(r["done"], r.get("phases")) if unit.part == "ops" else {}
     if r["hung"]:
         spent["hung"] = round(sum(h["seconds"] for h in r["hung"]), 1)
     if rc is None and r["in_flight"]:

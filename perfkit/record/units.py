@@ -13,7 +13,7 @@ from pathlib import Path
 from numba import cuda  # module level: the simulator swaps only a kernel's globals
 
 from perfkit import backend
-from perfkit.record import ncu, orphan, progress, resume
+from perfkit.record import ncu, orphan, precompile, progress, resume
 from perfkit.record.ncu import EXIT_FAULT, package_parent
 from perfkit.record.plan import Inputs, is_peer, rebuild, variant_named
 from perfkit.record.resume import append_rows, record_root
@@ -206,13 +206,16 @@ def unit_ops(out: Path, spec: dict, tiny: bool) -> int:
     if spec.get("attempt", 1) == 1:
         sweep_csv.unlink(missing_ok=True)  # a unit's first child starts the table; a restart adds to it
     hang = spec.get("hang") if tiny else None  # the rehearsal's stand-in for a kernel that never returns
+    pre = precompile_unit(prog, spec, [(v, p) for v in todo])
     ended: list = []
     faulted = False
+    compiled_before = [0]  # the Numba compiles of the rung in flight's kernels when it started
 
     def begin(k: int) -> None:
         if k >= len(items):
             prog.start(None)
             return
+        compiled_before[0] = precompile.compiles(pre.planned.get(k, []))
         prog.start(items[k])
         if hang and items[k]["variant"] == hang["variant"]:
             print(f"rehearsal: {items[k]['variant']} sleeps {hang['seconds']} s", flush=True)
@@ -220,15 +223,27 @@ def unit_ops(out: Path, spec: dict, tiny: bool) -> int:
 
     def on_row(row: dict) -> None:
         nonlocal faulted
-        it = items[len(ended)]
+        k = len(ended)
+        it = items[k]
         ended.append(row)
+        stages = progress.row_stages(row)
+        if k in pre.planned and not faulted:  # a fresh process's rows (after a fault): its compiles are its own
+            # kernels given by the precompile, and those Numba compiled all the same during this rung
+            # (a launch with other argument types than the plan's stand-ins); check_s holds no
+            # compile where it compiled none
+            row["precompiled"] = len(pre.given.get(k, []))
+            row["compiled"] = precompile.compiles(pre.planned[k]) - compiled_before[0]
+            if row["precompiled"] and not row["compiled"]:
+                stages[progress.LOADED] = stages.pop("compile+check")
         r = bench.table([row]).drop(columns=["config", "traceback"], errors="ignore")
         r["commit"], r["gpu"] = spec["commit"], spec["gpu"]
         append_rows(sweep_csv, r.to_dict("records"))
         x = r.iloc[0]
         rate = (f"{x.tflops:8.2f} TFLOP/s {x.gbps:8.1f} GB/s" if x.tflops == x.tflops else
                 "(simulated)" if row.get("simulated") else "")
-        prog.end(it, row["status"], progress.row_stages(row), is_peer(it), f"{rate} {row.get('error') or ''}".strip())
+        note = (f"precompiled, {row['compiled']} compiled at launch" if row.get("precompiled") else
+                f"{row['compiled']} kernels compiled at launch" if "compiled" in row else "")
+        prog.end(it, row["status"], stages, is_peer(it), " ".join(x for x in (rate, note, row.get("error") or "") if x))
         if row["status"] == bench.FAULT_STATUS:  # the rest runs in a fresh process that reports at its end
             faulted = True
             if len(ended) < len(items):
@@ -241,6 +256,26 @@ def unit_ops(out: Path, spec: dict, tiny: bool) -> int:
                 timer=REHEARSAL_TIMER if tiny else None, on_row=on_row)
     prog.start(None)
     return EXIT_FAULT if faulted else 0
+
+
+def precompile_unit(prog, spec: dict, pairs: list):
+    """The unit's rungs compiled in worker processes before the sweep (:mod:`perfkit.record.precompile`),
+    within half the seconds this child has; its seconds are the unit's ``precompile`` phase.  In
+    the simulator a no-op (its line says so)."""
+    log = lambda msg: print(msg, flush=True)  # noqa: E731
+    if backend.is_simulator():
+        return precompile.precompile(pairs, log=log)
+    limit = spec.get("limit_s") or spec.get("cap_s") or 240.0
+    prog.start(None, f"precompile of {len(pairs)} rungs and peers", watch=False)  # not an item: no stall limit
+    t0 = time.perf_counter()
+    try:
+        pre = precompile.precompile(pairs, workers=spec.get("precompile"), timeout_s=0.5 * limit, log=log)
+    except Exception as exc:  # never the unit's end: what went in stays, the rest compiles at its launch
+        log(f"precompile: failed ({exc.__class__.__name__}: {exc}); Numba compiles each rung at its first launch")
+        pre = precompile.Precompiled(seconds=time.perf_counter() - t0, workers=1)
+    if pre.workers:
+        prog.phase("precompile", pre.seconds)
+    return pre
 
 
 def merge_sweeps(out: Path, log) -> None:

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# The first device call of a session lent a GPU: what the last sessions left for one, in order,
+# within one call (device tool: run it with timeout_s 590; the window is 15 minutes in all).
+#
+#   bash tools/gpu_window.sh <commit>             on the device (writes under $OUT)
+#   OUT=/tmp/w bash tools/gpu_window.sh --rehearse <commit>    here, no GPU: the same steps in
+#                                                              the simulator, to check the script
+#
+# 1. precompile on the device (tests/test_precompile.py -m gpu): three rungs' kernels built in
+#    workers, loaded, launched and checked with nothing compiled in the process;      <= 90 s
+# 2. rung 24 `cluster`'s probes, one process each (a trapped wait poisons the context), then the
+#    persistent rung and batchnorm's special values, which failed on the H200 on 2026-11-27;
+#    every probe <= 30 s, the step <= 150 s
+# 3. `record --plan quick --new`: every rung and peer with no record of this GPU, precompiled,
+#    a hung item costing 12 s, then Nsight Compute on rungs in no table, within the time left.
+# $OUT gets: precompile_gpu.log, probes.log, rec.tgz (import it: perfkit record import), summary.md
+set -u
+rehearse=""
+if [ "${1:-}" = "--rehearse" ]; then rehearse="--rehearse"; shift; fi
+commit="${1:?usage: gpu_window.sh [--rehearse] <commit>}"
+: "${OUT:?set OUT to the folder to write into}"
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+py=python3
+[ -x .venv/bin/python ] && [ -n "$rehearse" ] && py=.venv/bin/python
+if [ -n "$rehearse" ]; then backend=sim; else backend=gpu; fi
+total=${GPU_WINDOW_S:-560}   # the call's seconds, less the start-up and the copy back
+start=$SECONDS
+
+echo "== 1. precompile on the device" | tee "$OUT/precompile_gpu.log"
+timeout 90 env PERFKIT_BACKEND=$backend $py -m pytest -q -p no:cacheprovider -p no:xdist -rs \
+    $([ -z "$rehearse" ] && echo "-m gpu") tests/test_precompile.py >> "$OUT/precompile_gpu.log" 2>&1
+echo "exit $?" >> "$OUT/precompile_gpu.log"
+
+echo "== 2. probes" > "$OUT/probes.log"
+probes=("fits_the_gpu" "probe_blocks_run_as_clusters" "probe_remote_arrive"
+        "probe_multicast and expect_first" "probe_multicast and bytes_before_expect" "wholly_outside"
+        "cluster_rung_at_awkward_shapes and whole_tiles" "cluster_rung_at_awkward_shapes and padding_peer"
+        "cluster_rung_as_laddered")
+for k in "${probes[@]}"; do
+    [ $((SECONDS - start)) -gt 240 ] && { echo "-- $k: not run (the step's time is spent)" >> "$OUT/probes.log"; continue; }
+    timeout 30 env PERFKIT_BACKEND=$backend $py -m pytest -q -p no:cacheprovider -p no:xdist -rfE \
+        tests/test_gemm_hopper.py -k "$k" >> "$OUT/probes.log" 2>&1
+    echo "-- $k: exit $? at $((SECONDS - start)) s" >> "$OUT/probes.log"
+done
+timeout 60 env PERFKIT_BACKEND=$backend $py -m pytest -q -p no:cacheprovider -p no:xdist -rfE \
+    tests/test_gemm_hopper.py tests/test_norm.py -k "persistent_rung or batchnorm_special_values" >> "$OUT/probes.log" 2>&1
+echo "-- persistent_rung or batchnorm_special_values: exit $? at $((SECONDS - start)) s" >> "$OUT/probes.log"
+
+left=$((total - (SECONDS - start)))
+[ $left -lt 120 ] && left=120
+echo "== 3. record --new, budget $left s"
+rm -rf /tmp/gpu-window-rec
+$py tools/record_gpu.py --plan quick --new --stall-s 12 --budget-s $left --out /tmp/gpu-window-rec \
+    --commit "$commit" --pack "$OUT/rec.tgz" $rehearse > "$OUT/record.log" 2>&1
+echo "record exit $?"
+cp /tmp/gpu-window-rec/summary.md "$OUT/" 2>/dev/null
+tail -3 "$OUT/record.log"
+echo "window: $((SECONDS - start)) s"

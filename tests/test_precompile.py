@@ -54,7 +54,8 @@ def run_child(tmp_path, body: str, timeout: float = 240) -> dict:
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("cc", [(8, 0), (9, 0)], ids=["sm_80", "sm_90a"])
+# sm_90a: the H100 and H200 the records come from (sm_80 builds by the same path, at the suite's cost)
+@pytest.mark.parametrize("cc", [(9, 0)], ids=["sm_90a"])
 def test_workers_build_a_rungs_kernels_and_its_launches_find_them_without_compiling(tmp_path, cc):
     """Two workers build two saxpy rungs (sm_80), or a saxpy rung and a Hopper GEMM rung (TMA and
     wgmma, sm_90a), for the target (the oracle has no kernel of ours); the kernels come back pickled with their cubin and go into the

@@ -212,7 +212,10 @@ class Oracle(OracleVariant):
             out[k][...] = a.astype(out[k].dtype)
 
     def host(self, problem, x):
-        res = _host_math(np, problem, x)
+        # float64 on the host: NumPy sums float32 one element after another along strided axes
+        # (NHWC, or NCHW's n), which at |mean| / std ~ 20 puts the centred values off by more than
+        # the check's float32 tolerance; the library it stands for (cuDNN) keeps those digits
+        res = _host_math(np, problem, x, np.float64)
         return {"y": res["y"].astype(problem.dtype), "running_mean": res["running_mean"].astype(np.float32),
                 "running_var": res["running_var"].astype(np.float32)}
 
@@ -226,8 +229,8 @@ class Oracle(OracleVariant):
                        notes="library kernels: statistics pass + normalize pass (2 reads of x, 1 write of y)")
 
 
-def _host_math(xp, p, x):
-    f = xp.float32
+def _host_math(xp, p, x, f=None):
+    f = f or xp.float32
     xf = x["x"].astype(f)
     ax = p._axes()
     mean = xf.mean(axis=ax)

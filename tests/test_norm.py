@@ -552,6 +552,45 @@ def test_softmax_nan_in_any_slot(v, cols, fresh_seed):
     assert np.isfinite(out["y"][1]).all(), v.label
 
 
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning", "ignore:divide by zero:RuntimeWarning")
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_softmax_infinities_as_torch(dtype, fresh_seed):
+    """Attention masks: -inf entries weigh zero, including a thread's or a chunk's first ones
+    (an online max that starts at -inf must not form exp(-inf - -inf)); a row all -inf is NaN, and
+    a row holding +inf is NaN (inf - inf), as torch.softmax gives; the other rows stay finite."""
+    p = softmax.Problem(5, 37, dtype)
+    inputs = p.make_inputs(fresh_seed)
+    x = inputs["x"].astype(F64)
+    x[0, :] = -np.inf                  # fully masked
+    x[1, 5] = np.inf
+    x[2, :36] = -np.inf                # all but the last
+    x[3, np.random.default_rng(fresh_seed).random(37) < 0.5] = -np.inf
+    x[3, 20] = 0.0
+    x[4, ::2] = -np.inf                # every other column: a vector's first lanes masked
+    _set_x(inputs, x)
+    ref = ref_softmax(p, inputs)
+    assert np.isnan(ref["y"][:2]).all() and np.isfinite(ref["y"][2:]).all()
+    for v in softmax.LADDER:  # (the simulated threads form inf - inf and 1/0 as a GPU does: warnings)
+        if not refused(v, p):
+            run_check("softmax", p, inputs, small(v), ref)
+
+
+@pytest.mark.parametrize("op", ["layernorm", "rmsnorm", "layernorm_bwd"])
+def test_float16_near_its_largest_value(op, fresh_seed):
+    """float16 x up to 6e4 (65504 is the largest): its squares (3.6e9) exist only in float32, so
+    every rung must square and sum in float32; a row of 3e4 +- 3e3 tests the centring too."""
+    mod = ROW_OPS[op]
+    p = mod.Problem(2, 65, "float16")
+    g = np.random.default_rng(fresh_seed)
+    x = np.stack([np.clip(g.standard_normal(65), -1, 1) * 6e4, 3e4 + 1e3 * np.clip(g.standard_normal(65), -3, 3)])
+    inputs = _set_x(p.make_inputs(fresh_seed), x)
+    ref = REFS[op](p, inputs)
+    for v in mod.LADDER:
+        if not refused(v, p):
+            out = run_check(op, p, inputs, small(v), ref)
+            assert all(np.isfinite(a.astype(F64)).all() for a in out.values()), v.label
+
+
 def test_block_register_cap():
     """Kernels of a fixed block size are compiled with at most 65536 / block registers per
     thread (in units of 8), so a 1024-thread block always launches."""

@@ -129,9 +129,11 @@ ROW_COLS = [1, 2, 3, 5, 7, 8, 31, 33, 64, 65, 127, 129, 255, 257, 300]
 ROW_KINDS = ["normal", "normal", "offset", "tiny", "const", "large", "bigoffset", "neginf"]
 
 
-def draw_row(g, mod, op):
+def draw_row(g, mod, op, big=False):
     rows = int(g.choice([1, 1, 2, 3, 5]))
     cols = int(g.choice(ROW_COLS))
+    if big:  # many rows of narrow columns: row loops, column reductions split in chunks
+        rows, cols = int(g.choice([33, 130, 257, 600])), int(g.choice([1, 3, 8, 33, 65]))
     dtype = str(g.choice(["float32", "float16"]))
     kw = {}
     if op != "softmax" and g.random() < 0.3:
@@ -196,7 +198,7 @@ def norm_inputs(g, p, kind, seed, op):
 
 
 # --- the run -------------------------------------------------------------------------------------
-def run_one(v, p, inputs, ref, scale=1.0):
+def run_one(v, p, inputs, ref, scale=1.0, repeat=1):
     t0 = time.time()
     try:
         v.supports(p)
@@ -207,7 +209,13 @@ def run_one(v, p, inputs, ref, scale=1.0):
     except Exception as exc:  # supports must raise UnsupportedProblem only
         return {"status": "FAIL", "msg": f"supports raised {type(exc).__name__}: {exc}", "s": time.time() - t0}
     try:
-        out = v.run(p, inputs)
+        if repeat == 1:
+            out = v.run(p, inputs)
+        else:  # a timing repeats the launches on the same buffers: the last result must still be right
+            prep = v.prepare(p, inputs)
+            for _ in range(repeat):
+                prep()
+            out = prep.output()
     except Exception as exc:
         return {"status": "FAIL", "msg": f"run raised {type(exc).__name__}: {exc}",
                 "tb": traceback.format_exc()[-1500:], "s": time.time() - t0}
@@ -249,6 +257,7 @@ def main(argv=None):
     ap.add_argument("--wide", action="store_true", help="norm row ops: one 65537-column row a rung")
     ap.add_argument("--log", default="")
     ap.add_argument("--as-laddered", action="store_true", help="the ladder's own configurations, not small ones")
+    ap.add_argument("--repeat", type=int, default=1, help="launch the prepared rung this many times, then check")
     ap.add_argument("--big", action="store_true", help="larger problems (GEMM dims to 300, conv h, w to 20)")
     a = ap.parse_args(argv)
     sys.setswitchinterval(2e-4)  # the simulator's barriers hand over faster (tests/test_norm.py)
@@ -285,7 +294,7 @@ def main(argv=None):
                     if op == "batchnorm":
                         p, kind = draw_bn(g, a.big)
                     else:
-                        p, kind = draw_row(g, mod, op)
+                        p, kind = draw_row(g, mod, op, a.big)
                     seed = int(g.integers(1 << 30))
                     x = norm_inputs(g, p, kind, seed, op)
                     ref = p.reference(x)
@@ -299,7 +308,7 @@ def main(argv=None):
                     jobs.append((v, p, x, ref, 1.0, a.seed, "wide"))
     nfail = 0
     for v, p, x, ref, sc, seed, kind in jobs:
-        res = run_one(v, p, x, ref, sc)
+        res = run_one(v, p, x, ref, sc, a.repeat)
         rec = {"op": p.op, "rung": v.rung, "name": v.name, "config": v.config, "problem": p.params,
                "seed": seed, "kind": kind, **res}
         nfail += res["status"] == "FAIL"

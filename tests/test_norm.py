@@ -497,6 +497,24 @@ def test_large_magnitudes(op, dtype, fresh_seed):
         assert all(np.isfinite(a.astype(F64)).all() for a in out.values())
 
 
+@pytest.mark.parametrize("op", ["layernorm", "layernorm_bwd", "batchnorm"])
+def test_offset_values_keep_their_digits(op, fresh_seed):
+    """x = 20 + N(0, 1) over 4096 values a row (8192 a channel): the naive rungs summed x plainly
+    in float32 for the mean (partial sums near 1e5: ~1e-5 of the mean lost, past y's tolerance;
+    they failed from |mean| / std ~ 10, found by tools/audit_kernels.py); every rung sums about a
+    shift or in a tree.  (At |mean| / std ~ 1e3 no float32 kernel keeps them: the mean itself
+    rounds by more than the tolerance.)"""
+    mod = ALL_OPS[op]
+    p = batchnorm.Problem(4, 2, 32, 32, "float32", "NHWC") if op == "batchnorm" else mod.Problem(1, 4096, "float32")
+    inputs = p.make_inputs(fresh_seed)
+    shape = p.shape if op == "batchnorm" else (p.rows, p.cols)
+    _set_x(inputs, 20.0 + np.clip(np.random.default_rng(fresh_seed).standard_normal(shape), -3, 3))
+    ref = REFS[op](p, inputs)
+    for v in mod.LADDER:
+        if not refused(v, p):
+            run_check(op, p, inputs, small(v, V=4), ref)
+
+
 @pytest.mark.parametrize("op", list(ROW_OPS))
 def test_constant_rows(op, fresh_seed):
     """Zero variance: rstd = 1/sqrt(eps), x - mean = 0 exactly, finite output."""

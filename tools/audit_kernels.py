@@ -186,8 +186,6 @@ def shape_x(g, kind, shape, dtype):
 def norm_inputs(g, p, kind, seed, op):
     inputs = p.make_inputs(seed)
     x = shape_x(g, kind, inputs["x"].shape, p.dtype)
-    if op in ("layernorm", "rmsnorm") and kind in ("tiny",) and g.random() < 0.5:
-        pass
     inputs["x"] = np.ascontiguousarray(x.astype(p.dtype))
     if op == "softmax" and kind == "neginf":  # rows fully -inf give NaN in the reference (torch too): avoid
         xs = inputs["x"]

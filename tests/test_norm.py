@@ -497,6 +497,24 @@ def test_large_magnitudes(op, dtype, fresh_seed):
         assert all(np.isfinite(a.astype(F64)).all() for a in out.values())
 
 
+@pytest.mark.parametrize("op", ["layernorm", "layernorm_bwd", "batchnorm"])
+def test_offset_values_keep_their_digits(op, fresh_seed):
+    """x = 20 + N(0, 1) over 4096 values a row (8192 a channel): the naive rungs summed x plainly
+    in float32 for the mean (partial sums near 1e5: ~1e-5 of the mean lost, past y's tolerance;
+    they failed from |mean| / std ~ 10, found by tools/audit_kernels.py); every rung sums about a
+    shift or in a tree.  (At |mean| / std ~ 1e3 no float32 kernel keeps them: the mean itself
+    rounds by more than the tolerance.)"""
+    mod = ALL_OPS[op]
+    p = batchnorm.Problem(4, 2, 32, 32, "float32", "NHWC") if op == "batchnorm" else mod.Problem(1, 4096, "float32")
+    inputs = p.make_inputs(fresh_seed)
+    shape = p.shape if op == "batchnorm" else (p.rows, p.cols)
+    _set_x(inputs, 20.0 + np.clip(np.random.default_rng(fresh_seed).standard_normal(shape), -3, 3))
+    ref = REFS[op](p, inputs)
+    for v in mod.LADDER:
+        if not refused(v, p):
+            run_check(op, p, inputs, small(v, V=4), ref)
+
+
 @pytest.mark.parametrize("op", list(ROW_OPS))
 def test_constant_rows(op, fresh_seed):
     """Zero variance: rstd = 1/sqrt(eps), x - mean = 0 exactly, finite output."""
@@ -550,6 +568,45 @@ def test_softmax_nan_in_any_slot(v, cols, fresh_seed):
     out = run_check("softmax", p, inputs, v)
     assert np.isnan(out["y"][[0, 2, 3]]).all(), v.label
     assert np.isfinite(out["y"][1]).all(), v.label
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning", "ignore:divide by zero:RuntimeWarning")
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_softmax_infinities_as_torch(dtype, fresh_seed):
+    """Attention masks: -inf entries weigh zero, including a thread's or a chunk's first ones
+    (an online max that starts at -inf must not form exp(-inf - -inf)); a row all -inf is NaN, and
+    a row holding +inf is NaN (inf - inf), as torch.softmax gives; the other rows stay finite."""
+    p = softmax.Problem(5, 37, dtype)
+    inputs = p.make_inputs(fresh_seed)
+    x = inputs["x"].astype(F64)
+    x[0, :] = -np.inf                  # fully masked
+    x[1, 5] = np.inf
+    x[2, :36] = -np.inf                # all but the last
+    x[3, np.random.default_rng(fresh_seed).random(37) < 0.5] = -np.inf
+    x[3, 20] = 0.0
+    x[4, ::2] = -np.inf                # every other column: a vector's first lanes masked
+    _set_x(inputs, x)
+    ref = ref_softmax(p, inputs)
+    assert np.isnan(ref["y"][:2]).all() and np.isfinite(ref["y"][2:]).all()
+    for v in softmax.LADDER:  # (the simulated threads form inf - inf and 1/0 as a GPU does: warnings)
+        if not refused(v, p):
+            run_check("softmax", p, inputs, small(v), ref)
+
+
+@pytest.mark.parametrize("op", ["layernorm", "rmsnorm", "layernorm_bwd"])
+def test_float16_near_its_largest_value(op, fresh_seed):
+    """float16 x up to 6e4 (65504 is the largest): its squares (3.6e9) exist only in float32, so
+    every rung must square and sum in float32; a row of 3e4 +- 3e3 tests the centring too."""
+    mod = ROW_OPS[op]
+    p = mod.Problem(2, 65, "float16")
+    g = np.random.default_rng(fresh_seed)
+    x = np.stack([np.clip(g.standard_normal(65), -1, 1) * 6e4, 3e4 + 1e3 * np.clip(g.standard_normal(65), -3, 3)])
+    inputs = _set_x(p.make_inputs(fresh_seed), x)
+    ref = REFS[op](p, inputs)
+    for v in mod.LADDER:
+        if not refused(v, p):
+            out = run_check(op, p, inputs, small(v), ref)
+            assert all(np.isfinite(a.astype(F64)).all() for a in out.values()), v.label
 
 
 def test_block_register_cap():
@@ -611,6 +668,20 @@ def test_batchnorm_special_values(rung, layout, fresh_seed):
     assert np.isnan(out["y"][sl(2)]).all() and np.isnan(out["running_var"][2])
     assert np.isfinite(out["y"][sl(keep)]).all() and np.isfinite(out["running_var"][keep]).all()
 
+
+
+@pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
+def test_batchnorm_oracle_keeps_the_digits_of_offset_channels(layout, fresh_seed):
+    """x = 20 + N(0, 1) (|mean| / std = 20, float32): the oracle's host path summed float32 one
+    element after another along NHWC's strided axes, its y then off by ~1.2e-5 (the check allows
+    1e-5 + 1e-4 |y|) in 8 of 20 seeds at (2, 65, 5, 16) NHWC (found by tools/audit_kernels.py)."""
+    p = batchnorm.Problem(2, 65, 5, 16, "float32", layout)
+    for seed in (fresh_seed, fresh_seed + 1, fresh_seed + 2, fresh_seed + 3):
+        inputs = p.make_inputs(seed)
+        z = np.clip(np.random.default_rng(seed).standard_normal(p.shape), -3, 3)
+        _set_x(inputs, 20.0 + z)
+        c = p.check(batchnorm.LADDER[0].run(p, inputs), ref_batchnorm(p, inputs))
+        assert c.ok, f"seed {seed}: {c.message}"
 
 
 def _twice_stats_poisoned(prep):

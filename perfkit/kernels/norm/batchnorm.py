@@ -212,7 +212,10 @@ class Oracle(OracleVariant):
             out[k][...] = a.astype(out[k].dtype)
 
     def host(self, problem, x):
-        res = _host_math(np, problem, x)
+        # float64 on the host: NumPy sums float32 one element after another along strided axes
+        # (NHWC, or NCHW's n), which at |mean| / std ~ 20 puts the centred values off by more than
+        # the check's float32 tolerance; the library it stands for (cuDNN) keeps those digits
+        res = _host_math(np, problem, x, np.float64)
         return {"y": res["y"].astype(problem.dtype), "running_mean": res["running_mean"].astype(np.float32),
                 "running_var": res["running_var"].astype(np.float32)}
 
@@ -226,8 +229,8 @@ class Oracle(OracleVariant):
                        notes="library kernels: statistics pass + normalize pass (2 reads of x, 1 write of y)")
 
 
-def _host_math(xp, p, x):
-    f = xp.float32
+def _host_math(xp, p, x, f=None):
+    f = f or xp.float32
     xf = x["x"].astype(f)
     ax = p._axes()
     mean = xf.mean(axis=ax)
@@ -246,11 +249,16 @@ def bn_chan_mean(x3, mean, nc):
     if c < nc:
         A = x3.shape[0]
         B = x3.shape[2]
+        # summed about the channel's first value: a plain float32 sum of 8192 values near 20
+        # (std 1) is off by more of the mean than y's tolerance allows
+        k = float32(x3[0, c, 0])
+        if not math.isfinite(k):  # an infinite first value: no shift, so that the mean is inf as before
+            k = ZERO
         s = ZERO
         for a in range(A):
             for b in range(B):
-                s += float32(x3[a, c, b])
-        mean[c] = s / float32(A * B)
+                s += float32(x3[a, c, b]) - k
+        mean[c] = k + s / float32(A * B)
 
 
 @cuda.jit
@@ -565,6 +573,10 @@ def _split_stats_kernel(CT: int, RB: int, V: int):
         hi = min(total, lo + per)
         if c >= nc:
             hi = lo  # a channel tile past the end: reduce nothing
+        # the partials are of x - kc (kc: the channel's first value): each Chan merge rounds its
+        # mean to the mean's magnitude, and a few hundred merges of means near 20 (std 1) drift
+        # past y's tolerance; about the shift the means are O(std) and so are their roundings
+        kc = float32(x3[0, min(c, nc - 1), 0])  # (a tile past the end reads a real channel: no branch)
         n = ZERO
         m = ZERO
         m2 = ZERO
@@ -579,7 +591,7 @@ def _split_stats_kernel(CT: int, RB: int, V: int):
             for v in range(V):  # V loads in flight
                 i = base + v * RB
                 if i < hi:
-                    buf[v] = float32(x3[a, c, b])
+                    buf[v] = float32(x3[a, c, b]) - kc
                     k += ONE
                     s += buf[v]
                 a, b = _adv(a, b, da, db, nb)  # after V steps: the next trip's base
@@ -599,7 +611,7 @@ def _split_stats_kernel(CT: int, RB: int, V: int):
                 u = g * CT + cl
                 n, m, m2 = chan_merge(n, m, m2, scr[0, u], scr[1, u], scr[2, u])
             part[0, sp, c] = n
-            part[1, sp, c] = m
+            part[1, sp, c] = kc + m  # one rounding a partial; bn_split_finish merges about a shift again
             part[2, sp, c] = m2
 
     return bn_split_stats
@@ -611,11 +623,13 @@ def bn_split_finish(part, nsplit, mean, scale, gamma, rm_in, rv_in, rm, rv, eps,
     per-channel scale = gamma * rstd for the normalize kernel and updates the running statistics."""
     c = cuda.grid(1)
     if c < nc:
+        sh = part[1, 0, c]  # merged about the first partial's mean (the stats kernel says why)
         n = ZERO
         m = ZERO
         m2 = ZERO
         for s in range(nsplit):
-            n, m, m2 = chan_merge(n, m, m2, part[0, s, c], part[1, s, c], part[2, s, c])
+            n, m, m2 = chan_merge(n, m, m2, part[0, s, c], part[1, s, c] - sh, part[2, s, c])
+        m = sh + m
         var = m2 / n
         k = gamma[c] / math.sqrt(var + eps)
         mean[c] = m

@@ -145,10 +145,15 @@ class Oracle(OracleVariant):
 def ln_row_mean(x, mean, rows, cols):
     r = cuda.grid(1)
     if r < rows:
+        # summed about the row's first value: a plain float32 sum of 4096 values near 10 (std 1)
+        # is off by ~1e-5 of the mean, which y shows past the check's tolerance
+        k = float32(x[r, 0])
+        if not math.isfinite(k):  # an infinite first value: no shift, so that the mean is inf as before
+            k = ZERO
         s = ZERO
         for j in range(cols):
-            s += float32(x[r, j])
-        mean[r] = s / float32(cols)
+            s += float32(x[r, j]) - k
+        mean[r] = k + s / float32(cols)
 
 
 @cuda.jit

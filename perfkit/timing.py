@@ -22,7 +22,8 @@ Why each piece is there:
   (``extra["retaken_with_longer_spin"]`` counts them); only at the longest spin (``SPIN_MAX_S``) is such a
   sample kept, and counted in ``extra["host_exceeded_spin"]`` (it should be 0).
 * **Warm-up by time budget.**  The first calls pay for JIT compilation, module loading, clock
-  ramp-up and cold TLBs.  We call ``fn`` until ``warmup_s`` has passed (at least once).
+  ramp-up and cold TLBs.  We call ``fn`` until ``warmup_s`` has passed (at least once on a GPU; in
+  the simulator, which compiles nothing, not at all when ``warmup_s`` is 0).
 * **L2 flush between samples** (``l2="cold"``, the default).  A kernel timed right after
   itself finds its inputs in L2 and flatters itself: we write a buffer of at least twice the
   device's L2 before every sample (outside the timed region).  ``l2="hot"`` skips the flush.
@@ -382,10 +383,12 @@ def measure(fn: Callable[[], None], *, l2: str = "cold", warmup_s: float | None 
         return cuda.event_elapsed_time(start_ev, end_ev) / 1e3
 
     before = nvml_snapshot()
-    # warm-up: at least one call, then until the budget is spent
+    # warm-up: at least one call on a GPU (the first launch compiles, the clocks ramp), then until
+    # the budget is spent; the simulator compiles nothing, so with no budget it takes none (a
+    # simulated call of a big block costs seconds: a rehearsal's unit ran each rung three times)
     t_start = time.perf_counter()
     warm = 0
-    while True:
+    while not (sim and warmup_s <= 0):
         flush()
         fn()
         sync()

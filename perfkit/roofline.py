@@ -300,8 +300,8 @@ def plot(table: pd.DataFrame | None = None, ceilings_: list[Ceiling] | None = No
 
     A point needs ``flops``, ``bytes`` and a real (not simulated) ``median_s``.  Simulated rows
     are never drawn: the figure says how many were left out.  ``group_col`` (e.g. ``"op"``):
-    one colour per ladder, one legend entry per ladder, and only each ladder's fastest point
-    labelled, so that tens of rungs stay readable.
+    one colour per ladder, one legend entry per ladder naming its fastest point (ringed), and no
+    text beside the points, so that tens of rungs stay readable.
     """
     import matplotlib.pyplot as plt
 
@@ -344,13 +344,17 @@ def plot(table: pd.DataFrame | None = None, ceilings_: list[Ceiling] | None = No
             labels = t[label_col] if label_col in t else t.get("variant")
             if group_col is not None and group_col in t:
                 ai_s = pd.Series(np.asarray(ai, dtype=float), index=t.index)
+                # each ladder's fastest point ringed and named in the legend, not beside the point:
+                # ladders of one kind share an intensity, and their names printed over each other
+                # (five norms' at ~1 FLOP/byte on notebook 04's roofline)
                 for i, (g, idx) in enumerate(t.groupby(group_col, sort=True).groups.items()):
-                    ax.scatter(ai_s[idx], rate[idx], s=18, zorder=3, color=f"C{i % 10}", alpha=0.8,
-                               label=f"{g} ({len(idx)})")
                     best = rate[idx].idxmax()
-                    ax.annotate(str(labels[best]), (ai_s[best], rate[best]), fontsize=7, xytext=(3, 3),
-                                textcoords="offset points", color=f"C{i % 10}")
-                ax.legend(fontsize=7, loc="upper left", title=group_col, title_fontsize=7, frameon=False)
+                    ax.scatter(ai_s[idx], rate[idx], s=18, zorder=3, color=f"C{i % 10}", alpha=0.8,
+                               label=f"{g} ({len(idx)}; fastest {labels[best]})")
+                    ax.scatter([ai_s[best]], [rate[best]], s=70, zorder=4, facecolors="none",
+                               edgecolors=f"C{i % 10}", linewidths=1.2)
+                ax.legend(fontsize=7, loc="upper left", title=f"{group_col} (rungs; the ringed point)",
+                          title_fontsize=7, frameon=False)
             many = len(t) > 4  # rungs of one problem share an intensity: their labels would overlap
             for xi, yi, lab in ([] if group_col is not None and group_col in t else zip(ai, rate, labels)):
                 ax.scatter([xi], [yi], s=25, zorder=3, label=str(lab))

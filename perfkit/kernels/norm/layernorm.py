@@ -145,15 +145,19 @@ class Oracle(OracleVariant):
 def ln_row_mean(x, mean, rows, cols):
     r = cuda.grid(1)
     if r < rows:
-        # summed about the row's first value: a plain float32 sum of 4096 values near 10 (std 1)
-        # is off by ~1e-5 of the mean, which y shows past the check's tolerance
-        k = float32(x[r, 0])
-        if not math.isfinite(k):  # an infinite first value: no shift, so that the mean is inf as before
-            k = ZERO
+        # the plain mean, then corrected by the sum about it: a plain float32 sum of 4096 values
+        # near 10 (std 1) is off by ~1e-5 of the mean, past y's tolerance; a shift by one value
+        # instead (far from the mean in a row of +-1e4) loses the mean's digits the other way
         s = ZERO
         for j in range(cols):
-            s += float32(x[r, j]) - k
-        mean[r] = k + s / float32(cols)
+            s += float32(x[r, j])
+        k = s / float32(cols)
+        if math.isfinite(k):  # an infinite (or NaN) mean stays as the plain sum gives it
+            s = ZERO
+            for j in range(cols):
+                s += float32(x[r, j]) - k
+            k = k + s / float32(cols)
+        mean[r] = k
 
 
 @cuda.jit

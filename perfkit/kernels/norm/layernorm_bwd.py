@@ -175,13 +175,15 @@ def _host_math(xp, x, dy, gamma, eps):
 def lnb_row_stats(x, mean, rstd, eps, rows, cols):
     r = cuda.grid(1)
     if r < rows:
-        k = float32(x[r, 0])  # summed about the row's first value (rung 1 of layernorm: why)
-        if not math.isfinite(k):
-            k = ZERO
-        s = ZERO
+        s = ZERO  # the plain mean, then corrected by the sum about it (rung 1 of layernorm: why)
         for j in range(cols):
-            s += float32(x[r, j]) - k
-        m = k + s / float32(cols)
+            s += float32(x[r, j])
+        m = s / float32(cols)
+        if math.isfinite(m):
+            s = ZERO
+            for j in range(cols):
+                s += float32(x[r, j]) - m
+            m = m + s / float32(cols)
         s = ZERO
         for j in range(cols):
             d = float32(x[r, j]) - m

@@ -577,10 +577,6 @@ def _split_stats_kernel(CT: int, RB: int, V: int):
         hi = min(total, lo + per)
         if c >= nc:
             hi = lo  # a channel tile past the end: reduce nothing
-        # the partials are of x - kc (kc: the channel's first value): each Chan merge rounds its
-        # mean to the mean's magnitude, and a few hundred merges of means near 20 (std 1) drift
-        # past y's tolerance; about the shift the means are O(std) and so are their roundings
-        kc = float32(x3[0, min(c, nc - 1), 0])  # (a tile past the end reads a real channel: no branch)
         n = ZERO
         m = ZERO
         m2 = ZERO
@@ -595,7 +591,7 @@ def _split_stats_kernel(CT: int, RB: int, V: int):
             for v in range(V):  # V loads in flight
                 i = base + v * RB
                 if i < hi:
-                    buf[v] = float32(x3[a, c, b]) - kc
+                    buf[v] = float32(x3[a, c, b])
                     k += ONE
                     s += buf[v]
                 a, b = _adv(a, b, da, db, nb)  # after V steps: the next trip's base
@@ -615,7 +611,7 @@ def _split_stats_kernel(CT: int, RB: int, V: int):
                 u = g * CT + cl
                 n, m, m2 = chan_merge(n, m, m2, scr[0, u], scr[1, u], scr[2, u])
             part[0, sp, c] = n
-            part[1, sp, c] = kc + m  # one rounding a partial; bn_split_finish merges about a shift again
+            part[1, sp, c] = m
             part[2, sp, c] = m2
 
     return bn_split_stats
@@ -627,13 +623,11 @@ def bn_split_finish(part, nsplit, mean, scale, gamma, rm_in, rv_in, rm, rv, eps,
     per-channel scale = gamma * rstd for the normalize kernel and updates the running statistics."""
     c = cuda.grid(1)
     if c < nc:
-        sh = part[1, 0, c]  # merged about the first partial's mean (the stats kernel says why)
         n = ZERO
         m = ZERO
         m2 = ZERO
         for s in range(nsplit):
-            n, m, m2 = chan_merge(n, m, m2, part[0, s, c], part[1, s, c] - sh, part[2, s, c])
-        m = sh + m
+            n, m, m2 = chan_merge(n, m, m2, part[0, s, c], part[1, s, c], part[2, s, c])
         var = m2 / n
         k = gamma[c] / math.sqrt(var + eps)
         mean[c] = m

@@ -676,3 +676,28 @@ def test_autotuner_searches_the_wide_space():
     out = autotune.search_gemm(gemm.EXAMPLE_PROBLEM, compile=False, wide=True)
     assert {type(c.variant).__name__ for c in out} == {"WarpTile", "SimtWide"}
     assert len(out) == len(gemm.search_space()) + len(wide)
+
+
+def test_tc_deep_space_holds_the_rung_first_and_only_configurations_it_supports():
+    space = autotune.tc_deep_space()
+    assert space[0] == BY_NAME["tc_deep"] and len(set(space)) == len(space) > 20
+    p = gemm.Problem(4096, 4096, 4096, "float16")
+    for v in space:
+        v.supports(p)  # none past the opt-in shared memory or the rung's own rules
+        assert v.dynamic_shared_bytes() <= 227 * 1024 and v.threads() in (128, 256)
+    # CUTLASS's Ampere default block: 128x256, 8 warps of 64x64, 32-deep k-tiles, 3 stages
+    assert any((v.BM, v.BN, v.threads(), v.BK, v.STAGES) == (128, 256, 256, 32, 3) for v in space)
+
+
+def test_tc_deep_search_refuses_what_the_problem_cannot_take_and_ranks_by_time():
+    p = gemm.Problem(4096, 4096, 4096, "float16")
+    space = autotune.tc_deep_space()[:4]
+    bad = gemm.TCDeep(BK=48)  # not 32 or 64
+    out = autotune.search_tc_deep(p, space + [bad], compile=False, keep=3,
+                                  time_fn=lambda v: 1.0 / (v.BK * v.STAGES))
+    assert [c.rejected is None for c in out] == [True, True, True, False, False]
+    assert "BK 32 or 64" in out[-1].rejected and "best 3" in out[-2].rejected
+    secs = [c.seconds for c in out[:3]]
+    assert secs == sorted(secs) and out[0].variant.BK * out[0].variant.STAGES == max(v.BK * v.STAGES for v in space[:3])
+    f32 = autotune.search_tc_deep(gemm.Problem(64, 64, 64), space[:1], compile=False)
+    assert f32[0].rejected and "float16" in f32[0].rejected

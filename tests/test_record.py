@@ -547,3 +547,80 @@ def test_new_keeps_the_rungs_and_peers_no_record_of_the_gpu_has_with_the_oracle(
     assert all(any(i["variant"] != "oracle" for i in u.items) for u in kept if u.part == "ops")
     assert [u.name for u in kept if u.part != "ops"] == [u.name for u in units if u.part != "ops"]
     assert plan.recorded_rungs(None) == set()
+
+
+@pytest.mark.skipif(not backend.is_simulator(), reason="a no-GPU machine's plan (the ncu units depend on the GPU's table)")
+def test_tune_units_come_only_when_asked_with_the_oracle_and_the_rung_as_items(tmp_path):
+    quick = _plan(tmp_path)
+    assert not [u for u in quick["units"] if u["part"] == "tune"]
+    tune = _plan(tmp_path, "--parts", "tune")
+    assert [u["name"] for u in tune["units"]] == ["tune-gemm-float16", "tune-gemm-float32"]
+    for u, rung, dtype in zip(tune["units"], ("tc_deep", "simt_wide"), ("float16", "float32")):
+        assert u["cap_s"] == plan.QUICK_CAPS["tune"] and u["extra"]["rung"] == rung
+        assert [i["variant"] for i in u["items"]] == ["oracle", rung]
+        assert u["extra"]["problem"]["dtype"] == dtype and u["extra"]["problem"]["m"] == 4096
+    assert [u["name"] for u in _plan(tmp_path, "--parts", "tune", "--rungs", "tc_deep")["units"]] == ["tune-gemm-float16"]
+    full = plan.plan_full(tiny=True, ncu=False)
+    assert [u.name for u in full if u.part == "tune"] == ["tune-gemm-float16", "tune-gemm-float32"]
+    # a rehearsal's unit times the tiny twin; the model ranks at the planned problem
+    reh = plan.tune_units(tiny=True, cap=10.0)[0]
+    assert reh.items[0]["problem"]["m"] < 4096 and reh.extra["problem"]["m"] == 4096
+
+
+def test_a_tune_unit_times_the_rung_first_then_the_models_order_a_row_at_a_time(tmp_path, monkeypatch, capsys):
+    """The child's side in this process: compiles replaced by fixed builds (one spills), the sweep
+    by one that hands over rows. tune.csv gets the rejected configuration with its reason, then
+    the oracle-relative time of each configuration in the order timed: the rung's own first,
+    the rest by the model's estimate."""
+    import csv
+
+    from perfkit import autotune, bench
+    from perfkit.kernels import gemm
+    from perfkit.record import units
+
+    space = autotune.tc_deep_space()[:4]
+    est = {space[0]: 300e-6, space[1]: 250e-6, space[2]: None, space[3]: 280e-6}
+
+    def fake_compiled(v, problem, cc, gpu="h100-sxm"):
+        if est[v] is None:
+            return {"registers": 255, "spills": 64, "occupancy": 0.125, "model_s": None}
+        return {"registers": 200, "spills": 0, "occupancy": 0.125, "model_s": est[v]}
+
+    order = []
+
+    def fake_sweep(problems, variants, on_row=None, **kw):
+        for k, v in enumerate(variants):
+            order.append(v)
+            on_row({"status": "ok", "simulated": False, "median_s": 100e-6 * (k + 1), "iqr_s": 1e-6,
+                    "n_samples": 20, "max_abs_err": 0.0, "error": None})
+
+    monkeypatch.setattr(autotune, "compiled", fake_compiled)
+    monkeypatch.setattr(autotune, "tc_deep_space", lambda problem=None: space)
+    monkeypatch.setattr(units, "TUNE_REHEARSAL_KEEP", 4)
+    monkeypatch.setattr(bench, "sweep", fake_sweep)
+    u = plan.tune_units(tiny=True, cap=10.0)[0]
+    spec = {"name": u.name, "items": u.items, "extra": u.extra, "commit": "abc", "gpu": "sim", "attempt": 1}
+    assert units.unit_tune(tmp_path, spec, tiny=True) == 0
+    assert order[0].oracle and order[1:] == [space[0], space[1], space[3]]
+    rows = list(csv.DictReader(open(tmp_path / "tune.csv")))
+    assert list(rows[0]) == units.TUNE_COLUMNS
+    assert rows[0]["rejected"].startswith("spills 64") and rows[0]["median_us"] == ""
+    timed = rows[1:]
+    assert [json.loads(r["config"]) for r in timed] == [space[0].config, space[1].config, space[3].config]
+    assert [r["default"] for r in timed] == ["True", "False", "False"]
+    assert [float(r["model_rank"]) for r in timed] == [3, 1, 2]
+    p = gemm.Problem(**u.items[0]["problem"])  # the timed problem (a rehearsal's twin); the model's is 4096^3
+    for k, r in enumerate(timed, start=2):
+        assert float(r["median_us"]) == pytest.approx(100.0 * k) and float(r["oracle_us"]) == pytest.approx(100.0)
+        assert float(r["x_oracle"]) == pytest.approx(1 / k) and float(r["tflops"]) == pytest.approx(p.flops / (1e-4 * k) / 1e12)
+    assert "x0.50 of the oracle" in capsys.readouterr().out
+
+
+def test_a_runs_tune_table_is_imported_beside_the_ncu_table(tmp_path):
+    run, _ = _fake_run(tmp_path)
+    (run / "tune.csv").write_text("unit,rung,config,median_us\ntune-gemm-float16,18 tc_deep,{},300\n")
+    data, docs = tmp_path / "data", tmp_path / "docs"
+    assert importer.main([str(run), "--data", str(data), "--docs", str(docs)]) == 0
+    assert (data / "tuning" / "h200-2026-11-26.csv").read_text() == (run / "tune.csv").read_text()
+    meta = json.loads((data / "tuning" / "h200-2026-11-26.json").read_text())
+    assert meta["gpu"] == "NVIDIA H200" and "model_us" in meta["what"]

@@ -6,7 +6,7 @@
 * the records, ``results/<gpu>/<op>/*.json`` -> ``data/results/<gpu>/<op>/`` (a record already
   there is left alone; one of the same name with other content stops the import);
 * the Nsight Compute table -> ``data/ncu/<gpu key>-<date>.csv``, the timer check ->
-  ``data/timer/<gpu key>-<date>.csv``, each with a provenance ``.json`` beside it written from the
+  ``data/timer/<gpu key>-<date>.csv``, the tune table -> ``data/tuning/<gpu key>-<date>.csv``, each with a provenance ``.json`` beside it written from the
   records' own provenance (GPU, driver, CUDA, packages, commit, date);
 * ``summary.md`` -> ``docs/device-runs/<date>-<gpu key>-summary.md``.
 
@@ -86,7 +86,11 @@ def plan(run: Path, data: Path, docs: Path) -> list[tuple[Path, Path | str]]:
                "each rung the plan chose at its example problem; one row per kernel launch."),
               ("measure_vs_do_bench.csv", "timer",
                "perfkit.timing.measure against triton.testing.do_bench (cold L2) on the same prepared rungs "
-               "at their example problems, an empty kernel, the hot/cold copy. Seconds.")]
+               "at their example problems, an empty kernel, the hot/cold copy. Seconds."),
+              ("tune.csv", "tuning",
+               "perfkit record --parts tune: a GEMM rung's configurations, each compiled and estimated by "
+               "perfkit.model for this GPU before any was timed (model_us, model_rank), then checked and timed "
+               "(median_us) against the oracle (x_oracle); rejected ones with the reason. Not records.")]
     for name, folder, what in tables:
         src = run / name
         if not src.exists():

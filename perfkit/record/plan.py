@@ -13,14 +13,18 @@ from pathlib import Path
 from perfkit import backend, paths
 from perfkit.kernels import registry
 
-PARTS = ("tests", "ceilings", "timer", "ops", "ncu")
+PARTS = ("tests", "ceilings", "timer", "ops", "ncu", "tune")
 PLANS = ("quick", "full")
 #: the quick plan's caps in seconds at its default budget (they scale with --budget-s); the ncu
 #: units share what is left of the budget
 QUICK_BUDGET_S = 420.0
 #: (on the H100 at 6bbc424 a norm unit needed 23-25 s for its rungs and peers, a conv unit over
 #: 31 s and GEMM float32 62 s: the caps leave them a margin)
-QUICK_CAPS = {"ceilings": 15, "timer": 35, "gemm-float16": 55, "gemm-float32": 70, "norm": 28, "conv": 34}
+QUICK_CAPS = {"ceilings": 15, "timer": 35, "gemm-float16": 55, "gemm-float32": 70, "norm": 28, "conv": 34,
+              "tune": 150}
+#: the tune units (``--parts tune``, never in the default quick plan): the rung whose configurations
+#: are timed, and the problem, per unit (perfkit.autotune's searches)
+TUNE = (("tune-gemm-float16", "tc_deep", "float16"), ("tune-gemm-float32", "simt_wide", "float32"))
 QUICK_NORMS = ("softmax", "layernorm", "rmsnorm", "layernorm_bwd", "batchnorm")
 #: ncu's order of ops: the rungs that never ran on a GPU first
 NCU_ORDER = ("gemm", "conv", "softmax", "layernorm", "rmsnorm", "layernorm_bwd", "batchnorm", "saxpy")
@@ -254,6 +258,23 @@ def plan_quick(budget_s: float, tiny: bool, ncu: bool = True) -> list[Unit]:
     return units
 
 
+def tune_units(tiny: bool, cap: float | None) -> list[Unit]:
+    """Each tunable GEMM rung's configurations, compiled and ranked by the model, then checked and
+    timed on the GPU in that order (:func:`perfkit.record.units.unit_tune`): the oracle and the
+    rung's own configuration are the unit's items (what ``--ops``/``--problems`` pick by)."""
+    g = registry.module("gemm")
+    out = []
+    for name, rung, dtype in TUNE:
+        p = g.Problem(g.EXAMPLE_PROBLEM.m, g.EXAMPLE_PROBLEM.n, g.EXAMPLE_PROBLEM.k, dtype)
+        oracle = next(v for v in g.LADDER if v.oracle)
+        v = next(v for v in g.LADDER if v.name == rung)
+        out.append(Unit(name, "tune", cap, f"{rung}'s configurations at {p.label}: in the model's order, "
+                                           "each checked then timed, against the oracle",
+                        [item("gemm", g, p, oracle, tiny), item("gemm", g, p, v, tiny)],
+                        {"rung": rung, "problem": p.params}))
+    return out
+
+
 def plan_full(tiny: bool, ncu: bool = True) -> list[Unit]:
     """Everything: the suite, the ceilings, the timer on every op, every GPU_SWEEP problem, ncu."""
     mods = ladders()
@@ -270,13 +291,20 @@ def plan_full(tiny: bool, ncu: bool = True) -> list[Unit]:
             units.append(_ops_unit(f"ops-{op}-{i}", op, mod, p, variants_for(mod, p), None, tiny))
     if ncu:
         units += ncu_units(mods, tiny, None)
-    return units
+    return units + tune_units(tiny, None)
 
 
 def make(plan: str, budget_s: float, tiny: bool, parts: list[str] | None = None) -> list[Unit]:
-    """The plan; its Nsight Compute units only where ``parts`` (all when None) has ncu."""
+    """The plan; its Nsight Compute units only where ``parts`` (all when None) has ncu; the quick
+    plan's tune units only where ``parts`` names tune (a 15-minute window spends its default call
+    on records)."""
     ncu = not parts or "ncu" in parts
-    return plan_quick(budget_s, tiny, ncu) if plan == "quick" else plan_full(tiny, ncu)
+    if plan != "quick":
+        return plan_full(tiny, ncu)
+    units = plan_quick(budget_s, tiny, ncu)
+    if parts and "tune" in parts:
+        units += tune_units(tiny, QUICK_CAPS["tune"] * budget_s / QUICK_BUDGET_S)
+    return units
 
 
 # --- picking units and rungs --------------------------------------------------------------------------

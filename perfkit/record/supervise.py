@@ -210,7 +210,7 @@ def skip_reason(args, unit: Unit, done: dict) -> tuple[str, list] | tuple[None, 
         return "the suite runs on a GPU here (make test runs it in the simulator)", []
     if unit.part == "ncu" and not args.tiny and not shutil.which("ncu"):
         return "no ncu on PATH", []
-    if unit.part == "tests" and unit.name in done["units"] and not args.force:  # no records to go by
+    if unit.part in ("tests", "tune") and unit.name in done["units"] and not args.force:  # no records to go by
         return "done for this commit (resume)", []
     if unit.part == "ceilings" and {"copy", "fma"} <= {k[2] for k in done["ceilings"]} and not args.force:
         return "both ceilings measured for this commit (resume)", []

@@ -1,9 +1,10 @@
 """The units, each run in its own child process (``python -m perfkit.record --out OUT --unit SPEC``):
 the rehearsal's sleeper, the test suite, the ceilings, the timer against do_bench, an ops sweep,
-Nsight Compute (:mod:`perfkit.record.ncu`)."""
+Nsight Compute (:mod:`perfkit.record.ncu`), a rung's configurations timed (tune)."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -46,6 +47,8 @@ def unit_main(spec_path: str, out: str) -> int:
         return unit_ops(out, spec, tiny)
     if part == "ncu":
         return ncu.unit_ncu(out, spec, tiny)
+    if part == "tune":
+        return unit_tune(out, spec, tiny)
     if part == "ncu-driver":  # under ncu: one launch of every rung, a marker kernel before each
         return ncu.ncu_driver(items, Path(spec["manifest"]), progress.Progress(out, spec["name"], spec.get("attempt", 1)))
     print(f"unknown unit part {part}", file=sys.stderr)
@@ -256,6 +259,109 @@ def unit_ops(out: Path, spec: dict, tiny: bool) -> int:
                 timer=REHEARSAL_TIMER if tiny else None, on_row=on_row)
     prog.start(None)
     return EXIT_FAULT if faulted else 0
+
+
+#: tune.csv's columns, in order (one row a configuration; the rejected ones with the reason)
+TUNE_COLUMNS = ["unit", "op", "rung", "problem", "planned", "config", "default", "model_rank", "registers",
+                "occupancy", "model_us", "status", "median_us", "iqr_us", "n_samples", "tflops", "oracle_us",
+                "x_oracle", "max_abs_err", "error", "rejected", "simulated", "commit", "gpu"]
+#: a rehearsal times the rung's own configuration and the model's first two (its compiles are the slow part)
+TUNE_REHEARSAL_KEEP = 3
+
+
+def unit_tune(out: Path, spec: dict, tiny: bool) -> int:
+    """A rung's configurations (``perfkit.autotune``'s searches): every one compiled for this
+    device with no GPU and estimated by the model for the planned problem (the prediction, made
+    before any is timed), then checked and timed here in the model's order, the rung's own
+    configuration and the oracle first; a row at a time into ``OUT/tune.csv``, so a unit cut by its
+    cap keeps what it timed.  Nothing is recorded in ``results/``: a configuration that wins
+    becomes the rung's own in a later commit, and is recorded then."""
+    import concurrent.futures as cf
+
+    from perfkit import autotune, bench, specs
+
+    items, extra = spec["items"], spec["extra"]
+    mod, p, oracle = rebuild(items[0])
+    rung = extra["rung"]
+    planned = mod.Problem(**extra["problem"])
+    own = variant_named(mod, p, rung)
+    dev = backend.device()
+    cc = dev.compute_capability or (9, 0)
+    try:
+        key = specs.get(dev.name).key
+    except Exception:  # noqa: BLE001  (the simulator, a GPU devices.yaml lacks: the model speaks of the H100)
+        key = "h100-sxm"
+    prog = progress.Progress(out, spec["name"], spec.get("attempt", 1))
+    prog.start(None, f"{rung}: compiling its configurations for sm_{cc[0]}{cc[1]}", watch=False)
+    t0 = time.perf_counter()
+    if rung == "simt_wide":  # its own, the wide space at up to 256 threads (more cap the registers at 128), rung 11
+        from perfkit.kernels.gemm import Autotuned, search_space_wide
+
+        space = [own] + [v for v in search_space_wide() if v.threads() <= 256 and v != own] + [Autotuned()]
+        search = lambda ex, cands: autotune.search_gemm(planned, cands, cc=cc, keep=len(cands),  # noqa: E731
+                                                        executor=ex, gpu=key)
+    elif rung == "tc_deep":
+        space = autotune.tc_deep_space(planned)
+        search = lambda ex, cands: autotune.search_tc_deep(planned, cands, cc=cc, executor=ex, gpu=key)  # noqa: E731
+    else:
+        print(f"tune: no search for {rung}", file=sys.stderr)
+        return 2
+    if tiny:
+        space = space[:TUNE_REHEARSAL_KEEP]
+    workers = max(1, min(precompile.default_workers(len(space)), len(space)))
+    # the compiles are child processes (perfkit.anatomy), so threads run them side by side
+    with cf.ThreadPoolExecutor(workers) as ex:
+        ranked = search(ex, space)
+    ok = [c for c in ranked if not c.rejected]
+    ok.sort(key=lambda c: (c.variant != own, c.model_s if c.model_s is not None else math.inf))  # its own first
+    prog.phase("compile+estimate", time.perf_counter() - t0)
+    by_model = sorted((c for c in ok if c.model_s is not None), key=lambda c: c.model_s)
+    rank = {id(c): k + 1 for k, c in enumerate(by_model)}
+    print(f"tune {rung}: {len(space)} configurations, {len(ok)} compiled without spills in "
+          f"{time.perf_counter() - t0:.0f} s ({workers} at a time); the model's best: "
+          + ", ".join(f"{c.variant.config} {c.model_s * 1e6:.0f} us" for c in by_model[:3]), flush=True)
+    tune_csv = out / "tune.csv"
+    base = {"unit": spec["name"], "op": items[0]["op"], "rung": own.label, "problem": p.label,
+            "planned": planned.label, "commit": spec["commit"], "gpu": spec["gpu"]}
+
+    def row_of(c, **kw) -> dict:
+        r = {**base, "config": json.dumps(c.variant.config, sort_keys=True), "default": c.variant == own,
+                "model_rank": rank.get(id(c)), "registers": c.registers, "occupancy": c.occupancy,
+                "model_us": None if c.model_s is None else c.model_s * 1e6, "rejected": c.rejected, **kw}
+        return {k: r.get(k) for k in TUNE_COLUMNS}
+
+    append_rows(tune_csv, [row_of(c) for c in ranked if c.rejected])
+    # the oracle's time: the fraction each configuration reaches
+    oracle_us = [math.nan]
+
+    def on_row(row: dict) -> None:
+        k = len(timed)
+        timed.append(row)
+        sim = bool(row.get("simulated"))
+        med = row.get("median_s")
+        us = med * 1e6 if med == med and med is not None else math.nan
+        if k == 0:
+            oracle_us[0] = us
+            return
+        c = ok[k - 1]
+        r = row_of(c, status=row["status"], median_us=us, iqr_us=(row.get("iqr_s") or math.nan) * 1e6,
+                   n_samples=row.get("n_samples"), tflops=math.nan if sim else p.flops / (us * 1e-6) / 1e12,
+                   oracle_us=oracle_us[0], x_oracle=math.nan if sim else oracle_us[0] / us,
+                   max_abs_err=row.get("max_abs_err"), error=row.get("error"), simulated=sim)
+        append_rows(tune_csv, [r])
+        note = "(simulated)" if sim else f"{us:9.1f} us  x{oracle_us[0] / us:.2f} of the oracle"
+        print(f"  {c.variant.config}: {row['status']} {note}  model {(c.model_s or math.nan) * 1e6:.0f} us",
+              flush=True)
+        if k < len(ok):  # the next one (k is 1-based here: row 0 was the oracle's)
+            prog.start(None, f"{rung}: timing configuration {k + 1} of {len(ok)}", watch=False)
+
+    timed: list = []
+    pre = precompile_unit(prog, spec, [(c.variant, p) for c in ok])  # noqa: F841  (the dispatchers hold them)
+    prog.start(None, f"{rung}: the oracle, then {len(ok)} configurations", watch=False)
+    bench.sweep([p], [oracle] + [c.variant for c in ok], progress=False, record=False,
+                timer=REHEARSAL_TIMER if tiny else None, on_row=on_row)
+    prog.start(None)
+    return 0
 
 
 def precompile_unit(prog, spec: dict, pairs: list):

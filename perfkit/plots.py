@@ -79,17 +79,16 @@ def ladder(table: pd.DataFrame, metric: str = "tflops", title: str | None = None
     if old:
         old[0].set_label("recorded kernel changed since")
     ax.invert_yaxis()
-    for i, v in enumerate(vals):
+    est = [estimates.get(lab, np.nan) if estimates else np.nan for lab in labels]
+    est = [e if e is not None and np.isfinite(e) else np.nan for e in est]
+    ok = [i for i, e in enumerate(est) if np.isfinite(e)]
+    drawn = [est[i] for i in ok]  # the estimates of the bars shown (a rung not drawn sets no scale)
+    for i, v in enumerate(vals):  # beyond the bar's end and its tick, whichever is further out
         frac = f"  {v / base:.0%} of oracle" if np.isfinite(base) and base > 0 else ""
-        ax.text(v, i, f" {_rate_text(v)}{frac}", va="center", fontsize=8)
-    drawn = []  # the estimates of the bars shown (a rung not drawn sets no scale)
-    if estimates:
-        est = [estimates.get(lab, np.nan) for lab in labels]
-        ok = [i for i, e in enumerate(est) if e is not None and np.isfinite(e)]
-        drawn = [est[i] for i in ok]
-        if ok:
-            ax.scatter([est[i] for i in ok], ok, marker="|", s=300, color="black", zorder=3,
-                       label="model estimate (of the code measured)")
+        _label_at(ax, max(v, est[i]) if np.isfinite(est[i]) else v, i, f" {_rate_text(v)}{frac}")
+    if ok:
+        ax.scatter([est[i] for i in ok], ok, marker="|", s=_TICK_S, linewidths=_TICK_LW, color="black", zorder=3,
+                   label="model estimate (of the code measured)")
     if old or drawn:  # beside the axes, never over the last bar, its label or the title
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8, frameon=False, borderaxespad=0)
     ax.set_xlabel(f"{_UNITS[metric]}" + provenance(rows))
@@ -97,6 +96,16 @@ def ladder(table: pd.DataFrame, metric: str = "tflops", title: str | None = None
     top = max([vals.max()] + drawn)
     ax.set_xlim(0, top * 1.35)
     return ax
+
+
+_TICK_S, _TICK_LW = 300, 1.5  # an estimate's tick: marker area (points^2) and line width (points)
+_LABEL_GAP_PT = 2.0  # a value label starts this far right of its x, clear of a tick's half width there
+
+
+def _label_at(ax, x: float, y: float, text: str):
+    """A bar's or tick's value label, left-aligned ``_LABEL_GAP_PT`` points right of ``x``."""
+    return ax.annotate(text, (x, y), xytext=(_LABEL_GAP_PT, 0), textcoords="offset points", va="center",
+                       fontsize=8)
 
 
 def _rate_text(v: float) -> str:
@@ -114,9 +123,10 @@ def _estimates_only(estimates: dict, metric: str, why: str, ax=None, title: str 
         _, ax = plt.subplots(figsize=(7, 0.35 * len(labels) + 1.4))
     ys = list(range(len(labels)))
     ok = [i for i, v in enumerate(vals) if np.isfinite(v)]
-    ax.scatter([vals[i] for i in ok], ok, marker="|", s=300, color="black", label="model estimate")
+    ax.scatter([vals[i] for i in ok], ok, marker="|", s=_TICK_S, linewidths=_TICK_LW, color="black",
+               label="model estimate")
     for i in ok:
-        ax.text(vals[i], i, f" {_rate_text(vals[i])}", va="center", fontsize=8)
+        _label_at(ax, vals[i], i, f" {_rate_text(vals[i])}")
     ax.set_yticks(ys, labels)
     ax.invert_yaxis()
     ax.set_xlim(0, max(vals[i] for i in ok) * 1.3)

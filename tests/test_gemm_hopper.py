@@ -701,6 +701,7 @@ def test_a_cluster_whose_threads_cannot_go_on_raises_naming_each_block():
 # The rung's cluster mechanisms one at a time, on any backend (a GPU runs the real PTX, a hung
 # wait traps after MBAR_WAIT_LIMIT_NS): rung 24 hung on the H200 (2026-11-27) with no message, so
 # which of these fails there says what the rung does wrong.  Clusters of (1, 2, 1) as the rung's.
+# Which of them a GPU window runs, and how (one process each), is listed in tools/gpu_window.sh.
 HOPPER_GPU = pytest.mark.skipif(not backend.is_simulator() and (backend.device().compute_capability or (0, 0)) < (9, 0),
                                 reason="thread-block clusters, TMA multicast: Hopper (sm_90) and later")
 

@@ -79,3 +79,61 @@ def test_ladder_labels_rates_without_an_exponent_and_keeps_the_legend_off_the_ba
     legend = ax.get_legend()
     anchor = legend.get_bbox_to_anchor().transformed(ax.transAxes.inverted())
     assert anchor.x0 >= 1.0  # right of the plotting area
+
+
+def _tick_extents(ax, renderer):
+    """Each estimate tick's (x0, x1, y0, y1) in display pixels: its centre, half its line width
+    across and half its marker size up and down."""
+    out = []
+    for c in ax.collections:
+        lw = float(c.get_linewidths()[0]) * ax.figure.dpi / 72 / 2
+        half = float(c.get_sizes()[0]) ** 0.5 * ax.figure.dpi / 72 / 2
+        for x, y in c.get_offset_transform().transform(c.get_offsets()):
+            out.append((x - lw, x + lw, y - half, y + half))
+    return out
+
+
+def _overlaps(box, tick):
+    x0, x1, y0, y1 = tick
+    return box.x0 < x1 and box.x1 > x0 and box.y0 < y1 and box.y1 > y0
+
+
+def test_ladder_value_labels_sit_clear_of_the_estimate_ticks():
+    """The model's tick sat over the bar's value label where the estimate was past the bar's end
+    (a label begins at the bar's end): now a label begins right of whichever lies further out,
+    the bar's end or its tick, and says the same numbers.  Estimates past the bar (02 b, the
+    oracle), short of it (05 a) and just short of its end (the tick's half width over it)."""
+    import matplotlib.pyplot as plt
+
+    rows = _rows()
+    for est in ({"00 oracle": 60.0, "02 b": 7.0, "05 a": 8.0}, {"02 b": 4.999, "05 a": 10.0}):
+        ax = plots.ladder(rows, metric="tflops", estimates=est)
+        ax.figure.canvas.draw()
+        r = ax.figure.canvas.get_renderer()
+        ticks = _tick_extents(ax, r)
+        assert len(ticks) == len(est)
+        labels = [t for t in ax.texts if "of oracle" in t.get_text()]
+        assert sorted(t.get_text() for t in labels) == sorted([" 50  100% of oracle", " 5  10% of oracle",
+                                                                " 10  20% of oracle"])
+        for t in labels:
+            box = t.get_window_extent(r)
+            assert not any(_overlaps(box, k) for k in ticks), (t.get_text(), est)
+        bars = {lab.get_text(): b for lab, b in zip(ax.get_yticklabels(), ax.patches)}
+        for t in labels:  # still beside its own bar, right of its end
+            bar = bars[{"50": "00 oracle", "5": "02 b", "10": "05 a"}[t.get_text().split()[0]]]
+            bb, box = bar.get_window_extent(r), t.get_window_extent(r)
+            assert box.x0 >= bb.x1 and bb.y0 <= (box.y0 + box.y1) / 2 <= bb.y1
+        plt.close(ax.figure)
+
+
+def test_estimates_only_labels_sit_clear_of_their_ticks():
+    import matplotlib.pyplot as plt
+
+    ax = plots.ladder(_rows(), metric="tflops", problem="other", estimates={"01 a": 3.0, "02 b": 40.0})
+    ax.figure.canvas.draw()
+    r = ax.figure.canvas.get_renderer()
+    ticks = _tick_extents(ax, r)
+    assert len(ticks) == 2 and sorted(t.get_text() for t in ax.texts) == [" 3", " 40"]
+    for t in ax.texts:
+        assert not any(_overlaps(t.get_window_extent(r), k) for k in ticks), t.get_text()
+    plt.close(ax.figure)

@@ -1,8 +1,10 @@
 """GEMM rung 21 ``tma`` (sm_90a): rung 20's wgmma, its operand tiles brought by TMA (the Tensor
 Memory Accelerator: one thread issues a bulk copy of a whole 2-D box, swizzled on its way into
 shared memory) into a ring of stages guarded by mbarriers, instead of 16-byte cp.async by every
-thread.  Not yet run on a GPU: checked in the simulator through the twins of
-:mod:`perfkit.kernels._ptx_hopper` and compiled for sm_90a with no GPU."""
+thread.  Checked in the simulator through the twins of :mod:`perfkit.kernels._ptx_hopper`,
+compiled for sm_90a with no GPU, and recorded on the H200 on 2026-11-27 (commit 6ba0514:
+244.9 us at 4096^3 float16, cuBLAS 188.8; the code has changed since: the bounded mbarrier
+wait); not yet run on the H100."""
 from __future__ import annotations
 
 import math

@@ -37,7 +37,9 @@ edit).
   imports ``signature`` and makes an ABC instance check on every call before it casts; a plain
   Python or NumPy scalar goes straight to the cast here: the NumPy type an integer or float type
   casts with, looked up once per type, and a value already of that type returned as it is (an
-  ``int32(i32(...))`` chain; 20% of a warp-tiled GEMM block's simulated time went to casts).
+  ``int32(i32(...))`` chain).  Measured on 2026-11-28 (cProfile, 2 cores): casts were 2.0 M of
+  the 10.5 M Python calls of a simulated winograd_f4 float16 run, which took 13% less CPU with
+  this module; 67 simulated rungs took 17% less.
 """
 from __future__ import annotations
 

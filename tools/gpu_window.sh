@@ -14,7 +14,11 @@
 #    every probe <= 30 s, the step <= 150 s
 # 3. `record --plan quick --new`: every rung and peer with no record of this GPU, precompiled,
 #    a hung item costing 12 s, then Nsight Compute on rungs in no table, within the time left.
-# $OUT gets: precompile_gpu.log, probes.log, rec.tgz (import it: perfkit record import), summary.md
+# 4. with GPU_WINDOW_TUNE_S=S (default 0; S >= 150; the two units get S/2 each), taken from step 3's seconds: `record --parts tune`,
+#    rung 18's and 19's configurations checked and timed in the model's order (docs/RECORDING.md);
+#    worth it on a GPU whose records are mostly there (the H200 on 2026-11-28), not on the H100.
+# $OUT gets: precompile_gpu.log, probes.log, rec.tgz (import it: perfkit record import), summary.md,
+# and with step 4 tune.tgz (import it too) and tune-summary.md
 set -u
 rehearse=""
 if [ "${1:-}" = "--rehearse" ]; then rehearse="--rehearse"; shift; fi
@@ -51,7 +55,8 @@ timeout 60 env PERFKIT_BACKEND=$backend $py -m pytest -q -p no:cacheprovider -p 
     tests/test_gemm_hopper.py tests/test_norm.py -k "persistent_rung or batchnorm_special_values" >> "$OUT/probes.log" 2>&1
 echo "-- persistent_rung or batchnorm_special_values: exit $? at $((SECONDS - start)) s" >> "$OUT/probes.log"
 
-left=$((total - (SECONDS - start)))
+tune=${GPU_WINDOW_TUNE_S:-0}
+left=$((total - (SECONDS - start) - tune))
 [ $left -lt 120 ] && left=120
 echo "== 3. record --new, budget $left s"
 rm -rf /tmp/gpu-window-rec
@@ -60,4 +65,15 @@ $py tools/record_gpu.py --plan quick --new --stall-s 12 --budget-s $left --out /
 echo "record exit $?"
 cp /tmp/gpu-window-rec/summary.md "$OUT/" 2>/dev/null
 tail -3 "$OUT/record.log"
+if [ "$tune" -gt 0 ]; then
+    left=$((total - (SECONDS - start)))
+    echo "== 4. record --parts tune, budget $left s"
+    rm -rf /tmp/gpu-window-tune
+    # caps of 210 s a unit at a 420 s budget: a budget of B gives each B / 2
+    $py tools/record_gpu.py --plan quick --parts tune --budget-s $left --out /tmp/gpu-window-tune \
+        --commit "$commit" --pack "$OUT/tune.tgz" $rehearse $precompile > "$OUT/tune.log" 2>&1
+    echo "tune exit $?"
+    cp /tmp/gpu-window-tune/summary.md "$OUT/tune-summary.md" 2>/dev/null
+    tail -3 "$OUT/tune.log"
+fi
 echo "window: $((SECONDS - start)) s"

@@ -109,6 +109,28 @@ _LAT = {"alu": 4, "xu": 16, "global": 500, "local": 33, "shared": 30, "ldsm": 30
         "mma": 32, "fp64": 8}
 
 
+def test_scoreboard_waits_for_the_pipe():
+    """A warp dispatches to a pipe no faster than the pipe takes its instructions (math pipe
+    throttle, latency.pipe_intervals): 64 independent mma.sync on Hopper take 64 x 6.98 cycles, 10
+    independent IADD3 20; without pipe intervals (the lat of older callers) one a cycle, as before."""
+    r = model.rates("h100-sxm")
+    iv = model.latency.pipe_intervals(r)
+    assert iv["alu"] == 2.0 and iv["xu"] == 8.0 and iv["fma"] == 1.0 and iv["fma2"] == 2.0
+    # 989.4 TFLOP/s x 0.62 over 132 SMs x 4 schedulers at 1.98 GHz: 587 FLOP a cycle, 6.98 cycles an m16n8k16
+    assert iv["tensor"] == pytest.approx(4096 / (989.4e12 * 0.62 / (132 * 1.98e9 * 4)), rel=1e-3)
+    mmas = [f"HMMA.16816.F32 R{8 + 4 * i}, R4, R6, R{8 + 4 * i} ;" for i in range(64)]
+    adds = [f"IADD3 R{8 + i}, R2, R3, RZ ;" for i in range(10)]
+    lat = dict(_LAT, pipe_interval=iv)
+    assert model._warp_cycles(mmas, _LAT, loop=False) == pytest.approx(64, abs=1)
+    assert model._warp_cycles(mmas, lat, loop=False) == pytest.approx(63 * iv["tensor"] + 1, abs=1)
+    assert model._warp_cycles(adds, lat, loop=False) == pytest.approx(19, abs=1)
+    # different pipes still issue one a cycle: an IADD3 between two HMMAs does not wait
+    mixed = [mmas[0], adds[0], mmas[1]]
+    assert model._warp_cycles(mixed, lat, loop=False) == pytest.approx(1 + iv["tensor"], abs=1)
+    # the estimate's latencies carry them
+    assert model.latency.latencies(r, 0.5)["pipe_interval"] == iv
+
+
 def test_scoreboard_independent_vs_dependent_chains():
     indep = ["FFMA R1, R2, R3, R1 ;", "FFMA R4, R2, R3, R4 ;", "FFMA R5, R2, R3, R5 ;", "FFMA R6, R2, R3, R6 ;"]
     dep = ["FFMA R1, R2, R3, R1 ;", "FFMA R1, R2, R3, R1 ;", "FFMA R1, R2, R3, R1 ;", "FFMA R1, R2, R3, R1 ;"]

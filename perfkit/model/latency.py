@@ -32,12 +32,64 @@ def latencies(r, miss: float, bank_degree: float = 1.0) -> dict:
     from ``data/rates.yaml``); a global access's (atomics; loads outside a batch) is the L2 hit
     latency plus the DRAM miss rate times the difference."""
     g = r["latency_l2_clk"]["value"] + miss * (r["latency_dram_clk"]["value"] - r["latency_l2_clk"]["value"])
-    return {"alu": r["latency_alu_clk"]["value"], "xu": r["latency_xu_clk"]["value"],
+    return {"pipe_interval": pipe_intervals(r),
+            "alu": r["latency_alu_clk"]["value"], "xu": r["latency_xu_clk"]["value"],
             "global": g, "local": r["latency_l1_clk"]["value"],
             "shared": r["latency_smem_clk"]["value"] * max(bank_degree, 1.0),
             "ldsm": r["latency_smem_clk"]["value"], "shfl": r["latency_shuffle_clk"]["value"],
             "bar": r["latency_barrier_clk"]["value"], "mma": r["latency_mma_clk"]["value"],
             "fp64": r["latency_fp64_clk"]["value"]}
+
+
+def pipe_intervals(r) -> dict:
+    """Cycles between two warp instructions one scheduler can dispatch to the same pipe (the
+    pipe's width: a warp instruction of 32 threads on a pipe of n lanes a sub-partition takes
+    32 / n cycles), from the same rates as the resource legs (:func:`perfkit.model.equations.resource_legs`),
+    an SM being ``issue_per_sm_per_clk`` (4) schedulers: ``alu`` integer/logic/compare and other
+    FP32 (2 warp instructions an SM a clock: 2 cycles), ``fma2`` IMAD (counted twice in the fp32
+    leg: 2 x 32 / (fp32 lanes / 4), 2 cycles on Hopper), ``fma`` FFMA/FADD/FMUL (1 cycle with 128
+    lanes an SM, 2 with 64), ``xu`` conversions and MUFU (4 ALU slots: 8 cycles), ``tensor`` an
+    mma.sync m16n8k16 (4096 FLOPs at the sub-partition's share of the dense tensor peak x
+    ``mma_sync_fraction``: 6.98 cycles on the H100/H200 at 1.98 GHz).  Source: the CUDA C
+    programming guide's arithmetic-instruction throughputs (results per clock per SM) and Nsight
+    Compute's warp stall reason "math pipe throttle" (a warp waits for its pipe to be free)."""
+    v = {k: (r[k]["value"] if k in r else None) for k in ("sm_count", "clock_hz", "issue_per_sm_per_clk",
+                                                          "fp32_lanes_per_sm", "tensor_fp16_flops", "mma_sync_fraction")}
+    sched = v["issue_per_sm_per_clk"] or 4
+    out = {"alu": sched / 2.0, "xu": 4 * sched / 2.0}
+    if v["fp32_lanes_per_sm"]:
+        out["fma"] = 32.0 * sched / v["fp32_lanes_per_sm"]
+        out["fma2"] = 2 * out["fma"]
+    if v["tensor_fp16_flops"] and v["sm_count"] and v["clock_hz"] and v["mma_sync_fraction"]:
+        per_sched = v["tensor_fp16_flops"] * v["mma_sync_fraction"] / (v["sm_count"] * v["clock_hz"] * sched)
+        out["tensor"] = 4096.0 / per_sched
+    return out
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _pipe(ins: str) -> str | None:
+    """The pipe of :func:`pipe_intervals` one SASS line dispatches to (None: one not limited
+    here: memory, branches, uniform datapath, wgmma, which runs asynchronously)."""
+    from ..anatomy import classify
+
+    cls = classify(ins)
+    t = ins.strip()
+    if t.startswith("@"):
+        t = t.split(None, 1)[1] if " " in t else ""
+    base = t.split(None, 1)[0].split(".")[0] if t else ""
+    if cls == "tensor mma":
+        return "tensor" if base == "HMMA" else None
+    if cls == "integer/address":
+        if base.startswith("U"):
+            return None
+        return "fma2" if base in ("IMAD", "IMUL", "IDP") else "alu"
+    if cls in ("fp32 fma", "fp32 add", "fp32 mul"):
+        return "fma"
+    if cls == "fp32 other":
+        return "alu"
+    if cls in ("special function", "conversion"):
+        return "xu"
+    return None
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -83,8 +135,18 @@ def warp_cycles(body: list[str], lat: dict, *, loop: bool) -> float:
     ``global_hit`` (L1) after the last was issued if every load hit L1, else at ``global_miss``:
     a batch of n loads misses with probability min(1, n x ``miss_p``) (a thread's consecutive
     loads share sectors, so at most one of a run misses).  A walk along a row with four loads a
-    trip waits for a miss every other trip; four rows read one after the other wait four times."""
+    trip waits for a miss every other trip; four rows read one after the other wait four times.
+
+    Pipes (when ``lat`` has ``pipe_interval``, :func:`pipe_intervals`): an instruction also waits
+    until its pipe takes another of this warp's (math pipe throttle): 64 independent mma.sync
+    m16n8k16 take 64 x 6.98 cycles on Hopper, not 64; 10 independent IADD3 take 20.  Test
+    ``test_scoreboard_waits_for_the_pipe``; evidence (2026-11-27, H200): the conv tensor-core
+    rungs 13 and 15 (1.5 warps a scheduler: one warp's address math, ldmatrix and 64 mmas a
+    k-tile in order) go from 0.60 and 0.65 of their measured times to 0.70 and 0.81, the GEMM
+    tc rungs 14-17 by +0.02-0.04 on both GPUs; validate's headlines unchanged."""
     ready: dict = {}
+    iv = lat.get("pipe_interval") or {}
+    free: dict = {}  # pipe -> the cycle it takes this warp's next instruction
     batched = "miss_p" in lat
     inflight: list = []   # (issue time, registers) of global loads not yet waited for
     inflight_regs: set = set()
@@ -107,6 +169,10 @@ def warp_cycles(body: list[str], lat: dict, *, loop: bool) -> float:
                         ready[x] = back
                 inflight, inflight_regs = [], set()
             issue = max([t + 1.0] + [ready.get(x, 0.0) for x in srcs])
+            pipe = _pipe(ins) if iv else None
+            if pipe in iv:
+                issue = max(issue, free.get(pipe, 0.0))
+                free[pipe] = issue + iv[pipe]
             if base == "BAR":
                 issue += lat["bar"]
             if base in ("LDG", "LD", "ATOMG", "ATOM"):

@@ -250,6 +250,37 @@ def test_smem_row_shapes(op, rows, cols, dtype, threads, fresh_seed):
     run_check(op, p, p.make_inputs(fresh_seed), v)
 
 
+@pytest.mark.parametrize("op", list(SMEM_OPS))
+def test_smem_row_opts_in_whenever_it_has_dynamic_shared_memory(op, monkeypatch):
+    """A row of exactly 48 KiB (12288 float32 columns) beside the reductions' static bytes passes
+    the 48 KiB a kernel has without the opt-in, which holds static and dynamic together (NVIDIA's
+    cuda_occupancy.h charges both): the launch must raise the kernel's limit even though the
+    dynamic part alone is not over 48 KiB (a DynamicSharedLaunch's threshold), and at any size."""
+    from perfkit import backend
+    from perfkit.kernels import _dynsmem
+    from perfkit.kernels.base import Launch
+
+    mod = SMEM_OPS[op]
+    asked = []
+    monkeypatch.setattr(_dynsmem, "_opt_in", lambda kernel, args, nbytes: asked.append(nbytes))
+    monkeypatch.setattr(Launch, "__call__", lambda self: None)
+    for cols in (12288, 1000):
+        p = mod.Problem(2, cols, "float32")
+        launch = smem_rung(mod).plan(p, {k: np.zeros(1) for k in ("x", "y", "gamma", "beta", "mean", "rstd")})[0]
+        assert isinstance(launch, _dynsmem.OptInSharedLaunch)
+        with monkeypatch.context() as m:  # launched as on a GPU (the kernel was built for the simulator)
+            m.setattr(backend, "is_simulator", lambda: False)
+            launch()
+        assert asked[-1] == launch.shared_bytes >= cols * 4
+    assert asked[0] + _smemrow_static() > _dynsmem.DEFAULT_SHARED >= asked[0]  # the band the old threshold missed
+
+
+def _smemrow_static() -> int:
+    from perfkit.kernels.norm import _smemrow
+
+    return _smemrow.STATIC_SHARED
+
+
 @pytest.mark.parametrize("op", ["softmax", "layernorm"])
 def test_smem_row_65537_float16_large(op, fresh_seed):
     """65537 float16 columns (128 KiB staged: fits, where float32 would not) at magnitudes near

@@ -45,7 +45,7 @@ from ._common import ONE, ZERO, chan_merge, group_sum, group_welford, tree_sum, 
 from ._smemrow import SmemRowShape, jit_row, param_unroll, per_copy, stage_row
 from ._packed import CHUNK, WORDS, PackedShape, halves, load_chunk, pack2, store_chunk
 from ._persist import PersistShape, jit_persist
-from .._dynsmem import DynamicSharedLaunch, shared_tile
+from .._dynsmem import OptInSharedLaunch, shared_tile
 
 __all__ = ["Problem", "LADDER", "Oracle", "Naive", "Fused", "Warp", "Welford", "MultiRow", "Tuned",
            "SmemRow", "Packed", "Persist", "search", "EXAMPLE_PROBLEM"]
@@ -609,9 +609,9 @@ class SmemRow(SmemRowShape, Variant):
         self.supports(problem)
         B, W, PEEL, REGS = self.kernel_params(problem)
         c = problem.cols
-        return [DynamicSharedLaunch(_smem_row_kernel(B, W, problem.dtype, PEEL, REGS), problem.rows, B,
-                                    (bufs["x"], C.view(bufs["gamma"], (1, c)), C.view(bufs["beta"], (1, c)), bufs["y"],
-                                     bufs["mean"], bufs["rstd"], C.eps32(problem), c), self.shared_bytes(problem))]
+        return [OptInSharedLaunch(_smem_row_kernel(B, W, problem.dtype, PEEL, REGS), problem.rows, B,
+                                  (bufs["x"], C.view(bufs["gamma"], (1, c)), C.view(bufs["beta"], (1, c)), bufs["y"],
+                                   bufs["mean"], bufs["rstd"], C.eps32(problem), c), self.shared_bytes(problem))]
 
     def traffic(self, problem):
         B, W, PEEL, REGS = self.kernel_params(problem)

@@ -44,7 +44,7 @@ from ._common import NEG_INF, ONE, ZERO, group_max, group_softmax_stats, group_s
 from ._smemrow import SmemRowShape, jit_row, per_copy, stage_row
 from ._packed import CHUNK, WORDS, PackedShape, halves, load_chunk, pack2, store_chunk
 from ._persist import PersistShape, jit_persist
-from .._dynsmem import DynamicSharedLaunch, shared_tile
+from .._dynsmem import OptInSharedLaunch, shared_tile
 
 __all__ = ["Problem", "LADDER", "Oracle", "Naive", "Fused", "Warp", "Online", "MultiRow", "Tuned",
            "SmemRow", "Packed", "Persist", "search", "EXAMPLE_PROBLEM"]
@@ -547,8 +547,8 @@ class SmemRow(SmemRowShape, Variant):
     def plan(self, problem, bufs):
         self.supports(problem)
         B, W, PEEL, REGS = self.kernel_params(problem)
-        return [DynamicSharedLaunch(_smem_row_kernel(B, W, problem.dtype, PEEL, REGS), problem.rows, B,
-                                    (bufs["x"], bufs["y"], problem.cols), self.shared_bytes(problem))]
+        return [OptInSharedLaunch(_smem_row_kernel(B, W, problem.dtype, PEEL, REGS), problem.rows, B,
+                                  (bufs["x"], bufs["y"], problem.cols), self.shared_bytes(problem))]
 
     def traffic(self, problem):
         B, W, PEEL, REGS = self.kernel_params(problem)

@@ -624,3 +624,26 @@ def test_a_runs_tune_table_is_imported_beside_the_ncu_table(tmp_path):
     assert (data / "tuning" / "h200-2026-11-26.csv").read_text() == (run / "tune.csv").read_text()
     meta = json.loads((data / "tuning" / "h200-2026-11-26.json").read_text())
     assert meta["gpu"] == "NVIDIA H200" and "model_us" in meta["what"]
+
+
+def test_a_tune_unit_whose_builds_all_fail_still_times_every_configuration(tmp_path, monkeypatch):
+    """No compiler for the model (a device image without cuobjdump): nothing to rank by, but the
+    GPU still times each configuration, the rung's own first, with no estimate beside it."""
+    import csv
+
+    from perfkit import autotune, bench
+    from perfkit.record import units
+
+    space = autotune.tc_deep_space()[:3]
+    timed = []
+    monkeypatch.setattr(autotune, "compiled", lambda v, problem, cc, gpu="h100-sxm": {"error": "AnatomyError: cuobjdump not found"})
+    monkeypatch.setattr(autotune, "tc_deep_space", lambda problem=None: space)
+    monkeypatch.setattr(bench, "sweep", lambda problems, variants, on_row=None, **kw: [
+        (timed.append(v), on_row({"status": "ok", "simulated": True, "median_s": 1e-3})) for v in variants])
+    u = plan.tune_units(tiny=True, cap=10.0)[0]
+    spec = {"name": u.name, "items": u.items, "extra": u.extra, "commit": "abc", "gpu": "sim", "attempt": 1}
+    assert units.unit_tune(tmp_path, spec, tiny=True) == 0
+    assert timed[1:] == space
+    rows = list(csv.DictReader(open(tmp_path / "tune.csv")))
+    assert [json.loads(r["config"]) for r in rows] == [v.config for v in space]
+    assert all(r["rejected"] == "" and r["model_us"] == "" and r["status"] == "ok" for r in rows)

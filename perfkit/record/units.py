@@ -3,6 +3,7 @@ the rehearsal's sleeper, the test suite, the ceilings, the timer against do_benc
 Nsight Compute (:mod:`perfkit.record.ncu`), a rung's configurations timed (tune)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
@@ -313,6 +314,13 @@ def unit_tune(out: Path, spec: dict, tiny: bool) -> int:
     with cf.ThreadPoolExecutor(workers) as ex:
         ranked = search(ex, space)
     ok = [c for c in ranked if not c.rejected]
+    if not ok and ranked and not any(c.rejected.startswith(("spills", "occupancy")) for c in ranked):
+        # every build failed (no cuobjdump, a compiler child that died): no estimate to order by,
+        # but the GPU can still time them, in the listed order (the rung's own first)
+        print(f"tune {rung}: no configuration compiled for the model ({ranked[0].rejected[:200]}); "
+              "timing them in the listed order, unranked", flush=True)
+        ok = [dataclasses.replace(c, rejected=None) for c in ranked]
+        ranked = ok
     ok.sort(key=lambda c: (c.variant != own, c.model_s if c.model_s is not None else math.inf))  # its own first
     prog.phase("compile+estimate", time.perf_counter() - t0)
     by_model = sorted((c for c in ok if c.model_s is not None), key=lambda c: c.model_s)

@@ -647,3 +647,23 @@ def test_a_tune_unit_whose_builds_all_fail_still_times_every_configuration(tmp_p
     rows = list(csv.DictReader(open(tmp_path / "tune.csv")))
     assert [json.loads(r["config"]) for r in rows] == [v.config for v in space]
     assert all(r["rejected"] == "" and r["model_us"] == "" and r["status"] == "ok" for r in rows)
+
+
+def test_a_tune_only_run_imports_its_table_dated_by_its_plan_and_log(tmp_path):
+    """--parts tune records nothing: no results/ folder, yet its table comes in, attributed to the
+    plan's GPU and commit and dated by its log; a simulated row is refused."""
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "plan.json").write_text(json.dumps({"plan": "quick", "gpu": "NVIDIA H200", "commit": "abc123", "units": []}))
+    (run / "record_gpu.log").write_text("2026-11-29 03:00:00 record_gpu --plan quick: ...\n")
+    (run / "tune.csv").write_text("unit,rung,config,median_us,simulated\ntune-gemm-float16,18 tc_deep,{},300,False\n")
+    (run / "summary.md").write_text("# tune\n")
+    supervise.pack(run, tmp_path / "tune.tgz")
+    data, docs = tmp_path / "data", tmp_path / "docs"
+    assert importer.main([str(tmp_path / "tune.tgz"), "--data", str(data), "--docs", str(docs)]) == 0
+    assert (data / "tuning" / "h200-2026-11-29.csv").read_text() == (run / "tune.csv").read_text()
+    meta = json.loads((data / "tuning" / "h200-2026-11-29.json").read_text())
+    assert meta["commit"] == "abc123" and meta["gpu"] == "NVIDIA H200" and meta["date"] == "2026-11-29"
+    assert (docs / "2026-11-29-h200-summary.md").exists() and not (data / "results").exists()
+    (run / "tune.csv").write_text("unit,rung,config,median_us,simulated\ntune-gemm-float16,18 tc_deep,{},300,True\n")
+    assert importer.main([str(run), "--data", str(tmp_path / "d2"), "--docs", str(docs)]) == 2

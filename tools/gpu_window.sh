@@ -65,8 +65,10 @@ $py tools/record_gpu.py --plan quick --new --stall-s 12 --budget-s $left --out /
 echo "record exit $?"
 cp /tmp/gpu-window-rec/summary.md "$OUT/" 2>/dev/null
 tail -3 "$OUT/record.log"
-if [ "$tune" -gt 0 ]; then
-    left=$((total - (SECONDS - start)))
+left=$((total - (SECONDS - start)))
+if [ "$tune" -gt 0 ] && [ $left -lt 60 ]; then
+    echo "== 4. not run: $left s left of the call"
+elif [ "$tune" -gt 0 ]; then
     echo "== 4. record --parts tune, budget $left s"
     rm -rf /tmp/gpu-window-tune
     # caps of 210 s a unit at a 420 s budget: a budget of B gives each B / 2

@@ -10,7 +10,8 @@
   records' own provenance (GPU, driver, CUDA, packages, commit, date);
 * ``summary.md`` -> ``docs/device-runs/<date>-<gpu key>-summary.md``.
 
-A rehearsal (simulated records) is refused: nothing simulated ever enters ``data/``.
+A rehearsal (simulated records) is refused: nothing simulated ever enters ``data/``.  A run
+with no records (``--parts tune``) brings its tables, dated and attributed by its plan and log.
 Exit status 0 on success, 2 on bad input (nothing written).
 """
 from __future__ import annotations
@@ -40,9 +41,26 @@ def find_run(path: Path, scratch: Path) -> Path:
     hits = sorted(p.parent for p in path.rglob("results") if p.is_dir() and p.parent.joinpath("plan.json").exists())
     if not hits:
         hits = sorted(p.parent for p in path.rglob("results") if p.is_dir())
+    if not hits:  # a run that records nothing (--parts tune): its plan and its tables
+        hits = sorted(p.parent for p in path.rglob("plan.json") if p.parent.joinpath("tune.csv").exists())
     if not hits:
         raise ImportRefused(f"{path}: no results/ folder (is this a record_gpu --out?)")
     return hits[0]
+
+
+def _run_provenance(run: Path) -> dict:
+    """A run with no records (``--parts tune``): the GPU and commit its plan names, the date its
+    log began (the records' own provenance is richer: used wherever there are records)."""
+    import datetime
+
+    doc = json.loads((run / "plan.json").read_text())
+    log = run / "record_gpu.log"
+    first = log.read_text(errors="replace")[:10] if log.exists() else ""
+    try:
+        date = datetime.date.fromisoformat(first).isoformat()
+    except ValueError:
+        date = datetime.datetime.fromtimestamp((run / "plan.json").stat().st_mtime, datetime.timezone.utc).date().isoformat()
+    return {"gpu": doc.get("gpu"), "utc": date, "git_commit": doc.get("commit")}
 
 
 def _records(run: Path) -> list[Path]:
@@ -56,9 +74,15 @@ def plan(run: Path, data: Path, docs: Path) -> list[tuple[Path, Path | str]]:
     if (run / "REHEARSAL.txt").exists():
         raise ImportRefused(f"{run} is a rehearsal: its records are simulated")
     recs = _records(run)
-    if not recs:
+    if not recs and not (run / "tune.csv").exists():
         raise ImportRefused(f"{run}/results: no records")
-    first = None
+    first = None if recs else _run_provenance(run)
+    if (run / "tune.csv").exists():
+        import csv
+
+        with open(run / "tune.csv") as f:
+            if any(str(r.get("simulated")).lower() == "true" for r in csv.DictReader(f)):
+                raise ImportRefused(f"{run}/tune.csv: simulated rows")
     todo: list[tuple[Path, Path | str]] = []
     for f in recs:
         d = json.loads(f.read_text())

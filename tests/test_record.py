@@ -667,3 +667,34 @@ def test_a_tune_only_run_imports_its_table_dated_by_its_plan_and_log(tmp_path):
     assert (docs / "2026-11-29-h200-summary.md").exists() and not (data / "results").exists()
     (run / "tune.csv").write_text("unit,rung,config,median_us,simulated\ntune-gemm-float16,18 tc_deep,{},300,True\n")
     assert importer.main([str(run), "--data", str(tmp_path / "d2"), "--docs", str(docs)]) == 2
+
+
+def test_a_tune_units_model_compiles_stop_at_their_share_of_the_limit(tmp_path, monkeypatch):
+    """A build still running at 40% of the unit's limit is left out with the reason, and the
+    configurations built in time are checked and timed."""
+    import csv
+    import time as _time
+
+    from perfkit import autotune, bench
+    from perfkit.record import units
+
+    space = autotune.tc_deep_space()[:3]
+    slow = space[2]
+
+    def fake_compiled(v, problem, cc, gpu="h100-sxm"):
+        if v == slow:
+            _time.sleep(1.5)
+        return {"registers": 200, "spills": 0, "occupancy": 0.125, "model_s": 1e-4}
+
+    timed = []
+    monkeypatch.setattr(autotune, "compiled", fake_compiled)
+    monkeypatch.setattr(autotune, "tc_deep_space", lambda problem=None: space)
+    monkeypatch.setattr(bench, "sweep", lambda problems, variants, on_row=None, **kw: [
+        (timed.append(v), on_row({"status": "ok", "simulated": True, "median_s": 1e-3})) for v in variants])
+    u = plan.tune_units(tiny=True, cap=10.0)[0]
+    spec = {"name": u.name, "items": u.items, "extra": u.extra, "commit": "abc", "gpu": "sim", "attempt": 1,
+            "limit_s": 2.0}  # 0.8 s for the model's compiles
+    assert units.unit_tune(tmp_path, spec, tiny=True) == 0
+    assert timed[1:] == space[:2]
+    rows = {json.dumps(json.loads(r["config"]), sort_keys=True): r for r in csv.DictReader(open(tmp_path / "tune.csv"))}
+    assert "not built within" in rows[json.dumps(slow.config, sort_keys=True)]["rejected"]

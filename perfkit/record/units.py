@@ -270,6 +270,29 @@ TUNE_COLUMNS = ["unit", "op", "rung", "problem", "planned", "config", "default",
 TUNE_REHEARSAL_KEEP = 3
 
 
+class _Deadline:
+    """An executor's ``map`` that waits at most ``seconds`` in all: a task not done by then
+    gives ``{"error": ...}`` (what :func:`perfkit.autotune.compiled` returns for a failed build)."""
+
+    def __init__(self, pool, seconds: float):
+        self.pool, self.end = pool, time.monotonic() + seconds
+
+    def map(self, fn, *iterables):
+        import concurrent.futures as cf
+
+        futs = [self.pool.submit(fn, *args) for args in zip(*iterables)]
+        cf.wait(futs, timeout=max(0.0, self.end - time.monotonic()))
+        out = []
+        for f in futs:
+            if f.done() and f.exception() is None:
+                out.append(f.result())
+            else:
+                f.cancel()
+                why = f.exception() if f.done() else "not built within the unit's compile time"
+                out.append({"error": f"{why}"})
+        return out
+
+
 def unit_tune(out: Path, spec: dict, tiny: bool) -> int:
     """A rung's configurations (``perfkit.autotune``'s searches): every one compiled for this
     device with no GPU and estimated by the model for the planned problem (the prediction, made
@@ -293,6 +316,7 @@ def unit_tune(out: Path, spec: dict, tiny: bool) -> int:
     except Exception:  # noqa: BLE001  (the simulator, a GPU devices.yaml lacks: the model speaks of the H100)
         key = "h100-sxm"
     prog = progress.Progress(out, spec["name"], spec.get("attempt", 1))
+    t_unit = time.perf_counter()
     prog.start(None, f"{rung}: compiling its configurations for sm_{cc[0]}{cc[1]}", watch=False)
     t0 = time.perf_counter()
     if rung == "simt_wide":  # its own, the wide space at up to 256 threads (more cap the registers at 128), rung 11
@@ -310,9 +334,12 @@ def unit_tune(out: Path, spec: dict, tiny: bool) -> int:
     if tiny:
         space = space[:TUNE_REHEARSAL_KEEP]
     workers = max(1, min(precompile.default_workers(len(space)), len(space)))
-    # the compiles are child processes (perfkit.anatomy), so threads run them side by side
-    with cf.ThreadPoolExecutor(workers) as ex:
-        ranked = search(ex, space)
+    # the compiles are child processes (perfkit.anatomy), so threads run them side by side; what is
+    # not built within 40% of the unit's limit is left out (its child finishes unwatched), so the
+    # unit always keeps time to check and time what was
+    limit = spec.get("limit_s") or spec.get("cap_s") or 240.0
+    with cf.ThreadPoolExecutor(workers) as pool:
+        ranked = search(_Deadline(pool, 0.4 * limit), space)
     ok = [c for c in ranked if not c.rejected]
     if not ok and ranked and not any(c.rejected.startswith(("spills", "occupancy")) for c in ranked):
         # every build failed (no cuobjdump, a compiler child that died): no estimate to order by,
@@ -364,7 +391,10 @@ def unit_tune(out: Path, spec: dict, tiny: bool) -> int:
             prog.start(None, f"{rung}: timing configuration {k + 1} of {len(ok)}", watch=False)
 
     timed: list = []
-    pre = precompile_unit(prog, spec, [(c.variant, p) for c in ok])  # noqa: F841  (the dispatchers hold them)
+    # the precompile gets half of what the unit has left after the model's compiles (its limit
+    # counts from the unit's start), so the timing always has the other half
+    left = (spec.get("limit_s") or spec.get("cap_s") or 240.0) - (time.perf_counter() - t_unit)
+    pre = precompile_unit(prog, {**spec, "limit_s": max(left, 2.0)}, [(c.variant, p) for c in ok])  # noqa: F841
     prog.start(None, f"{rung}: the oracle, then {len(ok)} configurations", watch=False)
     bench.sweep([p], [oracle] + [c.variant for c in ok], progress=False, record=False,
                 timer=REHEARSAL_TIMER if tiny else None, on_row=on_row)

@@ -338,8 +338,11 @@ def unit_tune(out: Path, spec: dict, tiny: bool) -> int:
     # not built within 40% of the unit's limit is left out (its child finishes unwatched), so the
     # unit always keeps time to check and time what was
     limit = spec.get("limit_s") or spec.get("cap_s") or 240.0
-    with cf.ThreadPoolExecutor(workers) as pool:
+    pool = cf.ThreadPoolExecutor(workers)
+    try:
         ranked = search(_Deadline(pool, 0.4 * limit), space)
+    finally:  # not waiting for a late build: the unit goes on (its group is killed at the cap)
+        pool.shutdown(wait=False, cancel_futures=True)
     ok = [c for c in ranked if not c.rejected]
     if not ok and ranked and not any(c.rejected.startswith(("spills", "occupancy")) for c in ranked):
         # every build failed (no cuobjdump, a compiler child that died): no estimate to order by,

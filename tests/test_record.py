@@ -698,3 +698,40 @@ def test_a_tune_units_model_compiles_stop_at_their_share_of_the_limit(tmp_path, 
     assert timed[1:] == space[:2]
     rows = {json.dumps(json.loads(r["config"]), sort_keys=True): r for r in csv.DictReader(open(tmp_path / "tune.csv"))}
     assert "not built within" in rows[json.dumps(slow.config, sort_keys=True)]["rejected"]
+
+
+def test_a_fleet_runs_tables_are_merged_then_imported_a_table_per_gpu(tmp_path):
+    """A fleet's units send their tables back under OUT/fleet/<kind>/<unit>/: merged at OUT's top,
+    then imported split by their gpu column, each GPU's rows under its own name, dated and
+    attributed by that GPU's records."""
+    import csv
+    import shutil
+
+    from perfkit.record import fleet
+
+    run = tmp_path / "out"
+    for slug in ("nvidia-h200", "nvidia-h100-80gb-hbm3"):
+        rec = sorted((ROOT / "data" / "results" / slug / "softmax").glob("*.json"))[0]
+        (run / "results" / slug / "softmax").mkdir(parents=True)
+        shutil.copy(rec, run / "results" / slug / "softmax" / rec.name)
+    cols = ["unit", "rung", "config", "median_us", "simulated", "gpu"]
+    for kind in ("h200", "h100-sxm"):
+        d = run / "fleet" / kind / "tune-gemm-float16"
+        d.mkdir(parents=True)
+        with open(d / "tune.csv", "w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=cols)
+            w.writeheader()
+            w.writerow({"unit": "tune-gemm-float16", "rung": "18 tc_deep", "config": "{}", "median_us": 300,
+                        "simulated": False, "gpu": kind})
+    (run / "plan.json").write_text("{}")
+    fleet.merge_tables(run)
+    assert len(list(csv.DictReader(open(run / "tune.csv")))) == 2
+    data, docs = tmp_path / "data", tmp_path / "docs"
+    assert importer.main([str(run), "--data", str(data), "--docs", str(docs)]) == 0
+    tables = sorted(p.name for p in (data / "tuning").glob("*.csv"))
+    assert len(tables) == 2 and tables[0].startswith("h100-sxm-") and tables[1].startswith("h200-"), tables
+    for t in tables:
+        rows = list(csv.DictReader(open(data / "tuning" / t)))
+        assert len(rows) == 1 and t.startswith(rows[0]["gpu"])
+        meta = json.loads((data / "tuning" / t).with_suffix(".json").read_text())
+        assert meta["gpu"].startswith("NVIDIA H") and meta["commit"] and t.endswith(f"-{meta['date']}.csv")

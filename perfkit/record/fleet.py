@@ -198,10 +198,28 @@ def run(args, units: list[Unit], kinds: list[str], work_root: str | None = None,
     return _finish(out, rows, kinds, args.cluster, t0)
 
 
+def merge_tables(out: Path) -> None:
+    """The tables the units sent back (``OUT/fleet/<kind>/<unit>/``) merged at the top of ``OUT``
+    as a local session writes them: ``tune.csv`` and Nsight Compute's ``ncu_metrics_all_rungs.csv``,
+    every kind's rows with its ``gpu`` column (``perfkit record import`` files them by GPU)."""
+    from perfkit.record import ncu
+    from perfkit.record.plan import TUNE_COLUMNS
+    from perfkit.record.resume import read_rows, write_rows
+
+    tune = read_rows(sorted(out.glob("fleet/*/*/tune.csv")))
+    if tune:
+        write_rows(out / "tune.csv", tune, TUNE_COLUMNS)
+    rows = read_rows(sorted(out.glob("fleet/*/*/ncu/*.metrics.csv")))
+    if rows:
+        write_rows(out / "ncu_metrics_all_rungs.csv", rows, ncu.NCU_TABLE + ncu.NCU_EXTRA)
+
+
 def _finish(out: Path, rows: list[dict], kinds: list[str], spec: str, t0: float) -> int:
-    """``fleet_summary.csv`` and ``fleet_status.json``; the exit status (3: a unit left or a kind
-    with no worker, 1: a failure)."""
+    """The returned tables merged (:func:`merge_tables`), ``fleet_summary.csv`` and
+    ``fleet_status.json``; the exit status (3: a unit left or a kind with no worker, 1: a failure)."""
     from perfkit.record import resume
+
+    merge_tables(out)
 
     resume.write_rows(out / "fleet_summary.csv", rows, ["unit", "kind", "part", "status", "seconds", "cap_s", "note"])
     (out / "fleet_status.json").write_text(json.dumps({"rows": rows, "kinds": kinds, "cluster": spec,

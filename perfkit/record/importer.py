@@ -6,7 +6,8 @@
 * the records, ``results/<gpu>/<op>/*.json`` -> ``data/results/<gpu>/<op>/`` (a record already
   there is left alone; one of the same name with other content stops the import);
 * the Nsight Compute table -> ``data/ncu/<gpu key>-<date>.csv``, the timer check ->
-  ``data/timer/<gpu key>-<date>.csv``, the tune table -> ``data/tuning/<gpu key>-<date>.csv``, each with a provenance ``.json`` beside it written from the
+  ``data/timer/<gpu key>-<date>.csv``, the tune table -> ``data/tuning/<gpu key>-<date>.csv`` (a
+  fleet's table, whose ``gpu`` column names several GPUs, a file for each), each with a provenance ``.json`` beside it written from the
   records' own provenance (GPU, driver, CUDA, packages, commit, date);
 * ``summary.md`` -> ``docs/device-runs/<date>-<gpu key>-summary.md``.
 
@@ -84,12 +85,14 @@ def plan(run: Path, data: Path, docs: Path) -> list[tuple[Path, Path | str]]:
             if any(str(r.get("simulated")).lower() == "true" for r in csv.DictReader(f)):
                 raise ImportRefused(f"{run}/tune.csv: simulated rows")
     todo: list[tuple[Path, Path | str]] = []
+    by_gpu: dict = {}  # each GPU's first record's provenance (a fleet's run holds several GPUs)
     for f in recs:
         d = json.loads(f.read_text())
         prov = d.get("provenance") or {}
         if d.get("simulated") or prov.get("simulated"):
             raise ImportRefused(f"{f}: a simulated record")
         first = first or prov
+        by_gpu.setdefault(prov.get("gpu") or (prov.get("device") or {}).get("name"), prov)
         dest = data / "results" / f.relative_to(run / "results")
         if dest.exists():
             if not filecmp.cmp(dest, f, shallow=False):
@@ -99,11 +102,14 @@ def plan(run: Path, data: Path, docs: Path) -> list[tuple[Path, Path | str]]:
     gpu = first.get("gpu") or (first.get("device") or {}).get("name")
     key = specs.get(gpu).key
     date = str(first.get("utc", ""))[:10]
-    commit = first.get("git_commit")
-    pk = first.get("packages") or {}
-    base = {"gpu": gpu, "gpu_slug": first.get("gpu_slug"), "date": date, "commit": commit,
-            "cuda_driver": first.get("driver_version"), "cuda_runtime": first.get("runtime_version"),
-            "packages": {k: pk[k] for k in sorted(pk)}}
+
+    def meta(prov: dict, name: str) -> dict:
+        pk = prov.get("packages") or {}
+        return {"gpu": name, "gpu_slug": prov.get("gpu_slug"), "date": str(prov.get("utc", date))[:10] or date,
+                "commit": prov.get("git_commit"), "cuda_driver": prov.get("driver_version"),
+                "cuda_runtime": prov.get("runtime_version"), "packages": {k: pk[k] for k in sorted(pk)}}
+
+    base = meta(first, gpu)
     source = f"perfkit record output ({run.name}), copied unchanged by perfkit record import"
     tables = [("ncu_metrics_all_rungs.csv", "ncu",
                "Nsight Compute (--clock-control none: clocks not locked, column sm_clock_hz), one launch of "
@@ -119,12 +125,20 @@ def plan(run: Path, data: Path, docs: Path) -> list[tuple[Path, Path | str]]:
         src = run / name
         if not src.exists():
             continue
-        dest = data / folder / f"{key}-{date}.csv"
-        if dest.exists() and not filecmp.cmp(dest, src, shallow=False):
-            raise ImportRefused(f"{dest} exists with other content")
-        todo.append((dest, src))
-        todo.append((dest.with_suffix(".json"),
-                     json.dumps({"table": dest.name, **base, "what": what, "source": source}, indent=1) + "\n"))
+        for g, content in _split_by_gpu(src):  # one GPU (a local session): the file itself
+            if g is None or specs.get(g).key == key:
+                m = base
+            else:
+                prov = _provenance_of(by_gpu, g)
+                m = meta(prov, prov.get("gpu") or g)
+            dest = data / folder / f"{specs.get(m['gpu']).key}-{m['date']}.csv"
+            same = (filecmp.cmp(dest, content, shallow=False) if isinstance(content, Path)
+                    else dest.read_text() == content) if dest.exists() else True
+            if not same:
+                raise ImportRefused(f"{dest} exists with other content")
+            todo.append((dest, content))
+            todo.append((dest.with_suffix(".json"),
+                         json.dumps({"table": dest.name, **m, "what": what, "source": source}, indent=1) + "\n"))
     if (run / "summary.md").exists():
         dest = docs / f"{date}-{key}-summary.md"
         n = 2  # a second run the same day gets its own file: a summary is a record too
@@ -132,6 +146,40 @@ def plan(run: Path, data: Path, docs: Path) -> list[tuple[Path, Path | str]]:
             dest, n = docs / f"{date}-{key}-{n}-summary.md", n + 1
         todo.append((dest, run / "summary.md"))
     return todo
+
+
+def _split_by_gpu(src: Path) -> list[tuple[str | None, Path | str]]:
+    """A table's rows by its ``gpu`` column: [(None, the file)] where it names one GPU or none (a
+    local session's table, copied unchanged), else [(gpu, its rows as CSV text)] (a fleet's run)."""
+    import csv
+    import io
+
+    with open(src, newline="") as f:
+        reader = csv.DictReader(f)
+        rows, fields = list(reader), reader.fieldnames or []
+    gpus = list(dict.fromkeys(r.get("gpu") for r in rows)) if "gpu" in fields else []
+    if len(gpus) <= 1:
+        return [(None, src)]
+    out = []
+    for g in gpus:
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=fields, lineterminator="\n")
+        w.writeheader()
+        w.writerows(r for r in rows if r.get("gpu") == g)
+        out.append((g, buf.getvalue()))
+    return out
+
+
+def _provenance_of(by_gpu: dict, gpu: str) -> dict:
+    """The records' provenance of ``gpu`` (a table's ``gpu`` may be a device name or a devices.yaml
+    key: a fleet's units name their kind); a bare one where no record of it came."""
+    from perfkit import specs
+
+    want = specs.get(gpu).key
+    for name, prov in by_gpu.items():
+        if name and specs.get(name).key == want:
+            return {**prov, "gpu": name}
+    return {}
 
 
 def main(argv=None, prog: str = "perfkit record import") -> int:

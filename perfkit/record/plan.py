@@ -25,6 +25,10 @@ QUICK_CAPS = {"ceilings": 15, "timer": 35, "gemm-float16": 55, "gemm-float32": 7
 #: the tune units (``--parts tune``, never in the default quick plan): the rung whose configurations
 #: are timed, and the problem, per unit (perfkit.autotune's searches)
 TUNE = (("tune-gemm-float16", "tc_deep", "float16"), ("tune-gemm-float32", "simt_wide", "float32"))
+#: tune.csv's columns, in order (one row a configuration; the rejected ones with the reason)
+TUNE_COLUMNS = ["unit", "op", "rung", "problem", "planned", "config", "default", "model_rank", "registers",
+                "occupancy", "model_us", "status", "median_us", "iqr_us", "n_samples", "tflops", "oracle_us",
+                "x_oracle", "max_abs_err", "error", "rejected", "simulated", "commit", "gpu"]
 QUICK_NORMS = ("softmax", "layernorm", "rmsnorm", "layernorm_bwd", "batchnorm")
 #: ncu's order of ops: the rungs that never ran on a GPU first
 NCU_ORDER = ("gemm", "conv", "softmax", "layernorm", "rmsnorm", "layernorm_bwd", "batchnorm", "saxpy")

@@ -17,7 +17,7 @@ from numba import cuda  # module level: the simulator swaps only a kernel's glob
 from perfkit import backend
 from perfkit.record import ncu, orphan, precompile, progress, resume
 from perfkit.record.ncu import EXIT_FAULT, package_parent
-from perfkit.record.plan import Inputs, is_peer, rebuild, variant_named
+from perfkit.record.plan import TUNE_COLUMNS, Inputs, is_peer, rebuild, variant_named
 from perfkit.record.resume import append_rows, record_root
 
 #: measure() settings of a rehearsal's sweeps: one timed sample (a simulated time means nothing)
@@ -262,10 +262,6 @@ def unit_ops(out: Path, spec: dict, tiny: bool) -> int:
     return EXIT_FAULT if faulted else 0
 
 
-#: tune.csv's columns, in order (one row a configuration; the rejected ones with the reason)
-TUNE_COLUMNS = ["unit", "op", "rung", "problem", "planned", "config", "default", "model_rank", "registers",
-                "occupancy", "model_us", "status", "median_us", "iqr_us", "n_samples", "tflops", "oracle_us",
-                "x_oracle", "max_abs_err", "error", "rejected", "simulated", "commit", "gpu"]
 #: a rehearsal times the rung's own configuration and the model's first two (its compiles are the slow part)
 TUNE_REHEARSAL_KEEP = 3
 

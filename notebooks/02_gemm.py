@@ -645,6 +645,26 @@ for what, kind, goal in (("the mma.sync rungs", ".tensor", 0.70), ("the Hopper r
                         summary=f"{what} alone against their goal, x{goal:.2f} cuBLAS's HGEMM"))
 
 # %% [markdown]
+# ## Tuning on the device
+#
+# Rungs 18 and 19 are each one point of a space: rung 18's warp grid, warp tile, k-tile depth and
+# stages, rung 19's block and thread tiles. `perfkit record --parts tune` compiles every point for
+# the GPU (no GPU needed for that), lets the model rank them (its prediction, written down before
+# anything runs), then checks and times them on the GPU in the model's order.
+#
+# **Predict:** on a Hopper GPU, which is faster for rung 18: its own 128x128 block of 4 warps (two
+# blocks an SM), or a 128x256 block of 8 warps of 64x64 (CUTLASS's Ampere default, one block an
+# SM)? What does the bigger tile save, and what could it cost?
+
+# %%
+tuned = lesson.tuning_table()
+if tuned.empty:
+    print(lesson.tuning_paragraph(tuned))
+else:
+    display(lesson.fold(tuned, summary="each configuration timed on the device, the model's rank beside it"))
+    display(lesson.fold(lesson.paragraph(lesson.tuning_paragraph(tuned)), summary="what the device found"))
+
+# %% [markdown]
 # ## Exercises
 #
 # Complete each skeleton, then run its `grade(...)`: the grader runs your kernel (simulator here,

@@ -1694,3 +1694,29 @@ def test_a_card_beside_a_record_estimates_it_behind_that_records_timer_as_valida
     assert card.legs.get("launch", 0.0) < 0.2 * card.estimate_s
     default = model.estimate(v, conv.Problem(**doc["params"]), "h200")
     assert default.seconds > want.seconds  # the flush alone leaves host time in the window
+
+
+def test_tuning_table_and_paragraph_come_from_the_newest_table_of_each_gpu(tmp_path):
+    """data/tuning/: the newest table a GPU, the timed configurations fastest first with the
+    model's rank beside them, the tile in words; the paragraph names the fastest, the rung's own and
+    the rank the model gave the fastest before the timing; none: says how to make one."""
+    import json as _json
+
+    from perfkit import lesson
+
+    assert lesson.tuning_table(tmp_path).empty and "--parts tune" in lesson.tuning_paragraph(lesson.tuning_table(tmp_path))
+    cols = "rung,config,default,model_rank,model_us,status,median_us,x_oracle,simulated,commit\n"
+    own = _json.dumps({"WARPS_M": 2, "WARPS_N": 2, "MT": 4, "NT8": 8, "BK": 64, "STAGES": 3, "GROUP_M": 8})
+    wide = _json.dumps({"WARPS_M": 2, "WARPS_N": 4, "MT": 4, "NT8": 8, "BK": 32, "STAGES": 3, "GROUP_M": 8})
+    (tmp_path / "h200-2026-11-01.csv").write_text(cols + f'18 tc_deep,"{own.replace(chr(34), chr(34) * 2)}",True,1,300,ok,999,0.2,False,old\n')
+    (tmp_path / "h200-2026-11-29.csv").write_text(
+        cols + f'18 tc_deep,"{own.replace(chr(34), chr(34) * 2)}",True,1,318.7,ok,312.0,0.605,False,abc\n'
+        + f'18 tc_deep,"{wide.replace(chr(34), chr(34) * 2)}",False,16,390.5,ok,270.0,0.699,False,abc\n'
+        + f'18 tc_deep,"{wide.replace(chr(34), chr(34) * 2)}",False,17,391.0,error,,,False,abc\n')
+    t = lesson.tuning_table(tmp_path)
+    assert list(t["tile"]) == ["128x256x32, 3 stages, 8 warps", "128x128x64, 3 stages, 4 warps"]
+    assert list(t["median_us"]) == [270.0, 312.0] and set(t["commit"]) == {"abc"}
+    text = lesson.tuning_paragraph(t)
+    assert "the fastest, 128x256x32, 3 stages, 8 warps, ran 270 µs (x0.70 of the oracle)" in text
+    assert "the rung's own, 128x128x64, 3 stages, 4 warps, 312 µs (x0.60)" in text
+    assert "ranked it 16 of 3" in text

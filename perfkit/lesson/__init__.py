@@ -62,6 +62,7 @@ from .networks import layer_estimate, measured_s, network_table, weighted_of_ora
 from .standing import standing, standing_figure, standing_table, takeaway
 from .bandwidth import WhereTheyStand, copy_ceiling, standing_rows
 from .progress import Progress, progress
+from .tuning import describe_config, tuning_paragraph, tuning_table
 
 __all__ = ["source", "source_diff", "kernel_sources", "kernel_helpers", "MATCH_RULE", "records",
            "recorded", "RungCard", "ladder_cards", "card_table", "record_pivot", "changed_since_recorded",
@@ -72,7 +73,8 @@ __all__ = ["source", "source_diff", "kernel_sources", "kernel_helpers", "MATCH_R
            "layer_estimate", "first_recorded", "first_recorded_answer", "network_table", "weighted_of_oracle", "standing", "standing_table",
            "standing_figure", "takeaway", "choose_record", "paragraph", "ncu_kernels", "WhereTheyStand",
            "copy_ceiling", "standing_rows", "ask", "mnemonic", "opcode_counts", "sass_table", "check_rungs", "traffic_table", "measured_classes", "what_if_timers", "timers_paragraph",
-           "Progress", "progress", "recorded_gpus", "shown_gpu", "spec_key"]
+           "Progress", "progress", "recorded_gpus", "shown_gpu", "spec_key", "tuning_table", "tuning_paragraph",
+           "describe_config"]
 
 # the names these had when lesson was one module (tests use them)
 _const_eval, _matches, _match_rows, _WarningLog = const_eval, matches, match_rows, WarningLog

@@ -735,3 +735,53 @@ def test_a_fleet_runs_tables_are_merged_then_imported_a_table_per_gpu(tmp_path):
         assert len(rows) == 1 and t.startswith(rows[0]["gpu"])
         meta = json.loads((data / "tuning" / t).with_suffix(".json").read_text())
         assert meta["gpu"].startswith("NVIDIA H") and meta["commit"] and t.endswith(f"-{meta['date']}.csv")
+
+
+def test_the_tune_deadline_cancels_the_queued_builds_and_leaves_the_running_one_late():
+    """Past its time, a build still queued is cancelled and one still running is left to finish
+    unwatched (kept in ``late``); both come back as errors, never as an exception."""
+    import concurrent.futures as cf
+    import time as _time
+
+    from perfkit.record import units
+
+    pool = cf.ThreadPoolExecutor(1)
+    d = units._Deadline(pool, 0.2)
+    out = d.map(lambda x: (_time.sleep(0.6), {"x": x})[1], [1, 2, 3])
+    assert [o.get("error") for o in out] == ["not built within the unit's compile time"] * 3
+    assert len(d.late) == 1
+    pool.shutdown(wait=True)
+    d2 = units._Deadline(cf.ThreadPoolExecutor(2), 5.0)
+    assert d2.map(lambda x: 1 // x, [1, 0]) == [1, {"error": "ZeroDivisionError: integer division or modulo by zero"}]
+
+
+def test_a_device_fault_ends_a_tune_unit_with_the_rest_said_not_run(tmp_path, monkeypatch):
+    import csv
+
+    from perfkit import autotune, bench
+    from perfkit.record import units
+
+    space = autotune.tc_deep_space()[:4]
+    monkeypatch.setattr(autotune, "compiled", lambda v, problem, cc, gpu="h100-sxm": {
+        "registers": 200, "spills": 0, "occupancy": 0.125, "model_s": 1e-4 * (1 + space.index(v))})
+    monkeypatch.setattr(autotune, "tc_deep_space", lambda problem=None: space)
+    monkeypatch.setattr(units, "TUNE_REHEARSAL_KEEP", 4)
+
+    def fake_sweep(problems, variants, on_row=None, **kw):
+        for k, v in enumerate(variants):
+            on_row({"status": bench.FAULT_STATUS if k == 2 else "ok", "simulated": False, "median_s": 1e-4,
+                    "iqr_s": 0.0, "error": "illegal address" if k == 2 else None})
+        raise AssertionError("the sweep should have been stopped at the fault")
+
+    monkeypatch.setattr(bench, "sweep", fake_sweep)
+    u = plan.tune_units(tiny=True, cap=10.0)[0]
+    spec = {"name": u.name, "items": u.items, "extra": u.extra, "commit": "abc", "gpu": "sim", "attempt": 1}
+    assert units.unit_tune(tmp_path, spec, tiny=True) == ncu.EXIT_FAULT
+    rows = list(csv.DictReader(open(tmp_path / "tune.csv")))
+    assert [r["status"] for r in rows] == ["ok", bench.FAULT_STATUS, "not run", "not run"]
+    assert rows[0]["iqr_us"] == "0.0" and "earlier configuration" in rows[2]["error"]
+
+
+def test_picking_ops_or_problems_keeps_a_tune_units_rung(tmp_path):
+    units_ = _plan(tmp_path, "--parts", "tune", "--ops", "gemm", "--problems", "float16")["units"]
+    assert [u["name"] for u in units_] == ["tune-gemm-float16"] and units_[0]["extra"]["rung"] == "tc_deep"

@@ -66,8 +66,8 @@ echo "record exit $?"
 cp /tmp/gpu-window-rec/summary.md "$OUT/" 2>/dev/null
 tail -3 "$OUT/record.log"
 left=$((total - (SECONDS - start)))
-if [ "$tune" -gt 0 ] && [ $left -lt 60 ]; then
-    echo "== 4. not run: $left s left of the call"
+if [ "$tune" -gt 0 ] && [ $left -lt 150 ]; then
+    echo "== 4. not run: $left s left of the call (the tune units need 150)"
 elif [ "$tune" -gt 0 ]; then
     echo "== 4. record --parts tune, budget $left s"
     rm -rf /tmp/gpu-window-tune

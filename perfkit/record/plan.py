@@ -448,7 +448,7 @@ def select(units: list[Unit], parts=None, ops=None, problems=None, max_rungs: in
             continue
         if picking and not u.items and u.part not in ("tests", "ceilings"):
             continue
-        extra = u.extra if not picking else {}
+        extra = u.extra if not picking or u.part == "tune" else {}  # a tune unit's extra names its rung
         if max_rungs:  # per (part, op, problem): ncu's later chunks of the same problem go
             kept = []
             for i in items:

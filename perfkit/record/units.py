@@ -49,7 +49,12 @@ def unit_main(spec_path: str, out: str) -> int:
     if part == "ncu":
         return ncu.unit_ncu(out, spec, tiny)
     if part == "tune":
-        return unit_tune(out, spec, tiny)
+        rc = unit_tune(out, spec, tiny)
+        if any(not f.done() for f in _LATE):  # a late build's thread would hold the exit until it ends
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(rc)
+        return rc
     if part == "ncu-driver":  # under ncu: one launch of every rung, a marker kernel before each
         return ncu.ncu_driver(items, Path(spec["manifest"]), progress.Progress(out, spec["name"], spec.get("attempt", 1)))
     print(f"unknown unit part {part}", file=sys.stderr)
@@ -268,10 +273,11 @@ TUNE_REHEARSAL_KEEP = 3
 
 class _Deadline:
     """An executor's ``map`` that waits at most ``seconds`` in all: a task not done by then
-    gives ``{"error": ...}`` (what :func:`perfkit.autotune.compiled` returns for a failed build)."""
+    gives ``{"error": ...}`` (what :func:`perfkit.autotune.compiled` returns for a failed build);
+    ``late`` keeps the ones still running (their threads would hold the process at its exit)."""
 
     def __init__(self, pool, seconds: float):
-        self.pool, self.end = pool, time.monotonic() + seconds
+        self.pool, self.end, self.late = pool, time.monotonic() + seconds, []
 
     def map(self, fn, *iterables):
         import concurrent.futures as cf
@@ -280,13 +286,24 @@ class _Deadline:
         cf.wait(futs, timeout=max(0.0, self.end - time.monotonic()))
         out = []
         for f in futs:
-            if f.done() and f.exception() is None:
-                out.append(f.result())
+            if not f.done():  # queued (cancelled here) or running (left to finish unwatched)
+                if not f.cancel():
+                    self.late.append(f)
+                out.append({"error": "not built within the unit's compile time"})
+            elif f.exception() is not None:
+                e = f.exception()
+                out.append({"error": f"{e.__class__.__name__}: {e}"})
             else:
-                f.cancel()
-                why = f.exception() if f.done() else "not built within the unit's compile time"
-                out.append({"error": f"{why}"})
+                out.append(f.result())
         return out
+
+
+#: builds still running when a tune unit's compile time ran out (unit_main exits without them)
+_LATE: list = []
+
+
+class _Fault(Exception):
+    """A device fault in the timing: this process's CUDA context is gone."""
 
 
 def unit_tune(out: Path, spec: dict, tiny: bool) -> int:
@@ -335,9 +352,10 @@ def unit_tune(out: Path, spec: dict, tiny: bool) -> int:
     # unit always keeps time to check and time what was
     limit = spec.get("limit_s") or spec.get("cap_s") or 240.0
     pool = cf.ThreadPoolExecutor(workers)
+    deadline = _Deadline(pool, 0.4 * limit)
     try:
-        ranked = search(_Deadline(pool, 0.4 * limit), space)
-    finally:  # not waiting for a late build: the unit goes on (its group is killed at the cap)
+        ranked = search(deadline, space)
+    finally:  # not waiting for a late build: the unit goes on
         pool.shutdown(wait=False, cancel_futures=True)
     ok = [c for c in ranked if not c.rejected]
     if not ok and ranked and not any(c.rejected.startswith(("spills", "occupancy")) for c in ranked):
@@ -378,11 +396,17 @@ def unit_tune(out: Path, spec: dict, tiny: bool) -> int:
             oracle_us[0] = us
             return
         c = ok[k - 1]
-        r = row_of(c, status=row["status"], median_us=us, iqr_us=(row.get("iqr_s") or math.nan) * 1e6,
+        iqr = row.get("iqr_s")
+        r = row_of(c, status=row["status"], median_us=us, iqr_us=math.nan if iqr is None else iqr * 1e6,
                    n_samples=row.get("n_samples"), tflops=math.nan if sim else p.flops / (us * 1e-6) / 1e12,
                    oracle_us=oracle_us[0], x_oracle=math.nan if sim else oracle_us[0] / us,
                    max_abs_err=row.get("max_abs_err"), error=row.get("error"), simulated=sim)
         append_rows(tune_csv, [r])
+        if row["status"] == bench.FAULT_STATUS:  # the context is gone: the rest say so, the unit ends
+            append_rows(tune_csv, [row_of(x, status="not run", error="a device fault in an earlier configuration")
+                                   for x in ok[k:]])
+            print(f"  {c.variant.config}: device fault; {len(ok) - k} configurations not run", flush=True)
+            raise _Fault
         note = "(simulated)" if sim else f"{us:9.1f} us  x{oracle_us[0] / us:.2f} of the oracle"
         print(f"  {c.variant.config}: {row['status']} {note}  model {(c.model_s or math.nan) * 1e6:.0f} us",
               flush=True)
@@ -395,10 +419,15 @@ def unit_tune(out: Path, spec: dict, tiny: bool) -> int:
     left = (spec.get("limit_s") or spec.get("cap_s") or 240.0) - (time.perf_counter() - t_unit)
     pre = precompile_unit(prog, {**spec, "limit_s": max(left, 2.0)}, [(c.variant, p) for c in ok])  # noqa: F841
     prog.start(None, f"{rung}: the oracle, then {len(ok)} configurations", watch=False)
-    bench.sweep([p], [oracle] + [c.variant for c in ok], progress=False, record=False,
-                timer=REHEARSAL_TIMER if tiny else None, on_row=on_row)
+    rc = 0
+    try:
+        bench.sweep([p], [oracle] + [c.variant for c in ok], progress=False, record=False,
+                    timer=REHEARSAL_TIMER if tiny else None, on_row=on_row)
+    except _Fault:
+        rc = EXIT_FAULT
     prog.start(None)
-    return 0
+    _LATE.extend(deadline.late)
+    return rc
 
 
 def precompile_unit(prog, spec: dict, pairs: list):

@@ -261,18 +261,23 @@ def test_smem_row_opts_in_whenever_it_has_dynamic_shared_memory(op, monkeypatch)
     from perfkit.kernels.base import Launch
 
     mod = SMEM_OPS[op]
-    asked = []
-    monkeypatch.setattr(_dynsmem, "_opt_in", lambda kernel, args, nbytes: asked.append(nbytes))
+    asked, fn = [], object()  # one function for every launch here: the limit only grows
+    monkeypatch.setattr(_dynsmem, "_cufunc", lambda kernel, args: fn)
+    monkeypatch.setattr(_dynsmem, "_set_limit", lambda f, nbytes: asked.append(nbytes))
+    monkeypatch.setattr(_dynsmem, "_RAISED", {})
     monkeypatch.setattr(Launch, "__call__", lambda self: None)
-    for cols in (12288, 1000):
+    launches = {}
+    for cols in (1000, 12288, 4000):
         p = mod.Problem(2, cols, "float32")
-        launch = smem_rung(mod).plan(p, {k: np.zeros(1) for k in ("x", "y", "gamma", "beta", "mean", "rstd")})[0]
-        assert isinstance(launch, _dynsmem.OptInSharedLaunch)
-        with monkeypatch.context() as m:  # launched as on a GPU (the kernel was built for the simulator)
-            m.setattr(backend, "is_simulator", lambda: False)
-            launch()
-        assert asked[-1] == launch.shared_bytes >= cols * 4
-    assert asked[0] + _smemrow_static() > _dynsmem.DEFAULT_SHARED >= asked[0]  # the band the old threshold missed
+        launches[cols] = smem_rung(mod).plan(p, {k: np.zeros(1) for k in ("x", "y", "gamma", "beta", "mean", "rstd")})[0]
+        assert isinstance(launches[cols], _dynsmem.OptInSharedLaunch)
+    with monkeypatch.context() as m:  # launched as on a GPU (the kernels were built for the simulator)
+        m.setattr(backend, "is_simulator", lambda: False)
+        for cols in (1000, 12288, 12288, 4000, 1000):
+            launches[cols]()
+    # raised at the first launch and at the larger one, never lowered, never again for a repeat
+    assert asked == [launches[1000].shared_bytes, launches[12288].shared_bytes]
+    assert asked[1] + _smemrow_static() > _dynsmem.DEFAULT_SHARED >= asked[1]  # the band the old threshold missed
 
 
 def _smemrow_static() -> int:

@@ -56,8 +56,31 @@ class OptInSharedLaunch(DynamicSharedLaunch):
 
     def __call__(self) -> None:
         if self.shared_bytes > 0 and not backend.is_simulator():
-            _opt_in(self.kernel, self.args, self.shared_bytes)
+            # the driver call once a function and size: a timed loop launches with no host work
+            # added (the limit only grows, so a smaller launch of the same kernel never lowers it)
+            f = self.__dict__.get("_cufunc") or _cufunc(self.kernel, self.args)
+            object.__setattr__(self, "_cufunc", f)
+            key = id(f)  # the function's object: Numba's code library keeps one a context
+            if _RAISED.get(key, 0) < self.shared_bytes:
+                _set_limit(f, self.shared_bytes)
+                _RAISED[key] = self.shared_bytes
         Launch.__call__(self)
+
+
+#: the dynamic shared limit each function (by its object) was raised to by OptInSharedLaunch
+_RAISED: dict = {}
+
+
+def _cufunc(kernel, args):
+    k = kernel.compile(tuple(kernel.typeof_pyval(a) for a in args))
+    return k._codelibrary.get_cufunc()
+
+
+def _set_limit(f, nbytes: int) -> None:
+    from numba.cuda.cudadrv import driver as drv
+
+    attr = drv.binding.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+    drv.driver.cuKernelSetAttribute(attr, int(nbytes), f.handle, f.device.id)
 
 
 def _opt_in(kernel, args, nbytes: int) -> None:

@@ -730,6 +730,9 @@ def test_a_fleet_runs_tables_are_merged_then_imported_a_table_per_gpu(tmp_path):
     assert importer.main([str(run), "--data", str(data), "--docs", str(docs)]) == 0
     tables = sorted(p.name for p in (data / "tuning").glob("*.csv"))
     assert len(tables) == 2 and tables[0].startswith("h100-sxm-") and tables[1].startswith("h200-"), tables
+    with open(run / "tune.csv", "a", newline="") as f:  # a row of a GPU devices.yaml does not know
+        csv.DictWriter(f, fieldnames=plan.TUNE_COLUMNS).writerow({"rung": "18 tc_deep", "gpu": "nosuchgpu"})
+    assert importer.main([str(run), "--data", str(tmp_path / "d2"), "--docs", str(docs)]) == 2  # refused, not a traceback
     for t in tables:
         rows = list(csv.DictReader(open(data / "tuning" / t)))
         assert len(rows) == 1 and t.startswith(rows[0]["gpu"])

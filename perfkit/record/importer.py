@@ -125,7 +125,13 @@ def plan(run: Path, data: Path, docs: Path) -> list[tuple[Path, Path | str]]:
         src = run / name
         if not src.exists():
             continue
-        for g, content in _split_by_gpu(src):  # one GPU (a local session): the file itself
+        parts = _split_by_gpu(src)  # one GPU (a local session): the file itself
+        for g in (g for g, _ in parts if g is not None):
+            try:
+                specs.get(g)
+            except specs.SpecError:
+                raise ImportRefused(f"{src}: its gpu column names {g!r}, which data/devices.yaml does not know")
+        for g, content in parts:
             if g is None or specs.get(g).key == key:
                 m = base
             else:

@@ -1720,3 +1720,25 @@ def test_tuning_table_and_paragraph_come_from_the_newest_table_of_each_gpu(tmp_p
     assert "the fastest, 128x256x32, 3 stages, 8 warps, ran 270 µs (x0.70 of the oracle)" in text
     assert "the rung's own, 128x128x64, 3 stages, 4 warps, 312 µs (x0.60)" in text
     assert "ranked it 16 of 3" in text
+
+
+def test_tuning_paragraph_names_rung_11_when_it_wins_rung_19s_unit(tmp_path):
+    """Rung 19's tune unit times rung 11 beside it: one unit, one paragraph, the winner named with
+    its own rung where it is not the unit's."""
+    import json as _json
+
+    from perfkit import lesson
+
+    own = _json.dumps({"BM": 128, "BN": 256, "BK": 8, "TM": 8, "TN": 16, "LR": 8, "MIN_BLOCKS": 1}).replace('"', '""')
+    r11 = _json.dumps({"BM": 128, "BN": 128, "BK": 16, "TM": 8, "TN": 8, "LR": 4, "MIN_BLOCKS": 2}).replace('"', '""')
+    (tmp_path / "h100-sxm-2026-11-29.csv").write_text(
+        "unit,rung,config,default,model_rank,model_us,status,median_us,x_oracle,simulated,commit\n"
+        f'tune-gemm-float32,19 simt_wide,"{own}",True,2,4037,ok,2970,0.91,False,abc\n'
+        f'tune-gemm-float32,11 autotuned,"{r11}",False,1,3556,ok,2950,0.92,False,abc\n')
+    t = lesson.tuning_table(tmp_path)
+    assert list(t["rung"]) == ["11 autotuned", "19 simt_wide"] and list(t["tile"]) == ["128x128x16, 8 warps",
+                                                                                       "128x256x8, 8 warps"]
+    text = lesson.tuning_paragraph(t)
+    assert text.startswith("h100-sxm, rung 19 simt_wide: 2 configurations timed; the fastest, 128x128x16, 8 warps "
+                           "(rung 11 autotuned), ran 2.95 ms (x0.92 of the oracle)"), text
+    assert "ranked it 1 of 2" in text

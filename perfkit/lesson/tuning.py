@@ -53,8 +53,11 @@ def tuning_table(root: Path | str | None = None) -> pd.DataFrame:
         df = pd.read_csv(f)
         if df.empty or "median_us" not in df:
             continue
-        # how many configurations the model ranked (timed or not): "ranked k of n"
-        df = df.assign(ranked_of=df["rung"].map(df.groupby("rung")["model_rank"].count()))
+        # a unit's configurations (rung 19's holds rung 11 too), and how many the model ranked
+        # (timed or not): "ranked k of n"
+        if "unit" not in df:
+            df = df.assign(unit=df["rung"])
+        df = df.assign(ranked_of=df["unit"].map(df.groupby("unit")["model_rank"].count()))
         df = df[df["median_us"].notna() & (df.get("status", "ok") == "ok")]
         if "simulated" in df:
             df = df[~df["simulated"].astype(str).str.lower().eq("true")]
@@ -66,9 +69,9 @@ def tuning_table(root: Path | str | None = None) -> pd.DataFrame:
     if not frames:
         return pd.DataFrame()
     out = pd.concat(frames, ignore_index=True)
-    out = out.sort_values(["gpu_key", "rung", "median_us"], kind="stable")
-    cols = ["gpu_key", "rung", "tile", "default", "model_rank", "ranked_of", "model_us", "median_us", "x_oracle",
-            "commit", "table"]
+    out = out.sort_values(["gpu_key", "unit", "median_us"], kind="stable")
+    cols = ["gpu_key", "unit", "rung", "tile", "default", "model_rank", "ranked_of", "model_us", "median_us",
+            "x_oracle", "commit", "table"]
     return out[[c for c in cols if c in out]].reset_index(drop=True)
 
 
@@ -79,10 +82,12 @@ def tuning_paragraph(table: pd.DataFrame) -> str:
         return ("No tuning table yet: `perfkit record --parts tune` on a GPU times rungs 18 and 19's "
                 "configurations in the model's order, and `perfkit record import` brings the table here.")
     lines = []
-    for (key, rung), g in table.groupby(["gpu_key", "rung"], sort=True):
+    for (key, _), g in table.groupby(["gpu_key", "unit"], sort=True):
         best = g.iloc[0]
         own = g[g["default"].astype(str).str.lower() == "true"]
-        text = (f"{key}, rung {rung}: {len(g)} configurations timed; the fastest, {best['tile']}, ran "
+        rung = own.iloc[0]["rung"] if not own.empty else best["rung"]
+        text = (f"{key}, rung {rung}: {len(g)} configurations timed; the fastest, "
+                f"{best['tile']}{'' if best['rung'] == rung else ' (rung ' + str(best['rung']) + ')'}, ran "
                 f"{fmt_seconds(best['median_us'] * 1e-6)} (x{best['x_oracle']:.2f} of the oracle)")
         if not own.empty and own.index[0] != best.name:
             o = own.iloc[0]

@@ -377,9 +377,10 @@ def unit_tune(out: Path, spec: dict, tiny: bool) -> int:
             "planned": planned.label, "commit": spec["commit"], "gpu": spec["gpu"]}
 
     def row_of(c, **kw) -> dict:
-        r = {**base, "config": json.dumps(c.variant.config, sort_keys=True), "default": c.variant == own,
-                "model_rank": rank.get(id(c)), "registers": c.registers, "occupancy": c.occupancy,
-                "model_us": None if c.model_s is None else c.model_s * 1e6, "rejected": c.rejected, **kw}
+        r = {**base, "rung": c.variant.label,  # rung 11 sits in rung 19's unit as itself
+             "config": json.dumps(c.variant.config, sort_keys=True), "default": c.variant == own,
+             "model_rank": rank.get(id(c)), "registers": c.registers, "occupancy": c.occupancy,
+             "model_us": None if c.model_s is None else c.model_s * 1e6, "rejected": c.rejected, **kw}
         return {k: r.get(k) for k in TUNE_COLUMNS}
 
     append_rows(tune_csv, [row_of(c) for c in ranked if c.rejected])

@@ -329,9 +329,8 @@ def unit_tune(out: Path, spec: dict, tiny: bool) -> int:
     except Exception:  # noqa: BLE001  (the simulator, a GPU devices.yaml lacks: the model speaks of the H100)
         key = "h100-sxm"
     prog = progress.Progress(out, spec["name"], spec.get("attempt", 1))
-    t_unit = time.perf_counter()
-    prog.start(None, f"{rung}: compiling its configurations for sm_{cc[0]}{cc[1]}", watch=False)
     t0 = time.perf_counter()
+    prog.start(None, f"{rung}: compiling its configurations for sm_{cc[0]}{cc[1]}", watch=False)
     if rung == "simt_wide":  # its own, the wide space at up to 256 threads (more cap the registers at 128), rung 11
         from perfkit.kernels.gemm import Autotuned, search_space_wide
 
@@ -373,8 +372,8 @@ def unit_tune(out: Path, spec: dict, tiny: bool) -> int:
           f"{time.perf_counter() - t0:.0f} s ({workers} at a time); the model's best: "
           + ", ".join(f"{c.variant.config} {c.model_s * 1e6:.0f} us" for c in by_model[:3]), flush=True)
     tune_csv = out / "tune.csv"
-    base = {"unit": spec["name"], "op": items[0]["op"], "rung": own.label, "problem": p.label,
-            "planned": planned.label, "commit": spec["commit"], "gpu": spec["gpu"]}
+    base = {"unit": spec["name"], "op": items[0]["op"], "problem": p.label, "planned": planned.label,
+            "commit": spec["commit"], "gpu": spec["gpu"]}
 
     def row_of(c, **kw) -> dict:
         r = {**base, "rung": c.variant.label,  # rung 11 sits in rung 19's unit as itself
@@ -417,8 +416,9 @@ def unit_tune(out: Path, spec: dict, tiny: bool) -> int:
     timed: list = []
     # the precompile gets half of what the unit has left after the model's compiles (its limit
     # counts from the unit's start), so the timing always has the other half
-    left = (spec.get("limit_s") or spec.get("cap_s") or 240.0) - (time.perf_counter() - t_unit)
-    pre = precompile_unit(prog, {**spec, "limit_s": max(left, 2.0)}, [(c.variant, p) for c in ok])  # noqa: F841
+    left = limit - (time.perf_counter() - t0)
+    # (the kernels it builds go into the dispatchers the sweep launches)
+    precompile_unit(prog, {**spec, "limit_s": max(left, 2.0)}, [(c.variant, p) for c in ok])
     prog.start(None, f"{rung}: the oracle, then {len(ok)} configurations", watch=False)
     rc = 0
     try:

@@ -425,6 +425,56 @@ def test_retry_hung_and_force_bring_back_the_items_that_hung_before():
     assert supervise.stall_limit(0, 60) is None and supervise.stall_limit(7, 60) == 7
 
 
+def test_a_kernel_that_hung_when_timed_is_not_profiled():
+    """An ops item that hung (in this call or one resumed from) is left out of the ncu units: on the
+    H100 on 2026-11-28 the cluster rung hung in its ops unit, then held an ncu unit for 128 s."""
+    from perfkit.record import resume
+
+    hung = [{"op": "gemm", "label": "m=1", "variant": "cluster", "rung": "24 cluster", "seconds": 12.0}]
+    ncu_items = [{"op": "gemm", "label": "m=1", "variant": v, "rung": r} for v, r in
+                 (("cluster", "24 cluster"), ("tma", "21 tma"))]
+    done = {"ops": set(), "ncu": set(), "hung": {}}
+    resume.note_hung(done, "ops", hung)
+    unit = plan.Unit("ncu-gemm-new-1", "ncu", None, items=ncu_items)
+    assert [i["variant"] for i in resume.remaining(unit, done)] == ["tma"]
+    assert [i["variant"] for i in resume.remaining(unit, done, retry_hung=True)] == ["cluster", "tma"]
+    done2 = {"ops": set(), "ncu": set(), "hung": {}}
+    resume.note_hung(done2, "ncu", [{**hung[0], "rung": "21 tma", "variant": "tma"}])  # an ncu hang stays in ncu
+    assert done2["hung"] == {"ncu": {("gemm", "m=1", "21 tma")}}
+
+
+def test_a_second_run_of_the_day_brings_its_own_ncu_table_beside_the_first(tmp_path):
+    """A short --parts ncu call after the window records nothing: its table comes in (attributed by
+    its plan and log) as <gpu>-<date>-2.csv, the first day's table kept; importing it again changes
+    nothing; validate and the plan read the later table first."""
+    from perfkit import model
+
+    data, docs = tmp_path / "data", tmp_path / "docs"
+    header = "op,problem,rung,kernel,time_us,gpu,commit\n"
+    for k, rung in enumerate(("18 tc_deep", "15 tc_epilogue")):
+        run = tmp_path / f"run{k}"
+        run.mkdir()
+        (run / "plan.json").write_text(json.dumps({"plan": "quick", "gpu": "NVIDIA H100 80GB HBM3", "commit": "abc",
+                                                   "units": []}))
+        (run / "record_gpu.log").write_text("2026-11-28 06:38:31 record_gpu --plan quick: ...\n")
+        (run / "ncu_metrics_all_rungs.csv").write_text(header + f"gemm,m=1,{rung},k,1.0,NVIDIA H100 80GB HBM3,abc\n")
+        supervise.pack(run, tmp_path / f"ncu{k}.tgz")
+        assert importer.main([str(tmp_path / f"ncu{k}.tgz"), "--data", str(data), "--docs", str(docs)]) == 0
+    assert "18 tc_deep" in (data / "ncu" / "h100-sxm-2026-11-28.csv").read_text()
+    assert "15 tc_epilogue" in (data / "ncu" / "h100-sxm-2026-11-28-2.csv").read_text()
+    assert json.loads((data / "ncu" / "h100-sxm-2026-11-28-2.json").read_text())["table"] == "h100-sxm-2026-11-28-2.csv"
+    assert importer.main([str(tmp_path / "ncu1.tgz"), "--data", str(data), "--docs", str(docs)]) == 0
+    assert sorted(p.name for p in (data / "ncu").glob("*.csv")) == ["h100-sxm-2026-11-28-2.csv", "h100-sxm-2026-11-28.csv"]
+    import unittest.mock as um
+    with um.patch.object(model.inputs, "NCU_PATH", data / "ncu" / "x.csv"):
+        assert [p.name for p, _ in model.inputs.ncu_tables("h100-sxm")] == ["h100-sxm-2026-11-28-2.csv",
+                                                                            "h100-sxm-2026-11-28.csv"]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "plan.json").write_text("{}")
+    assert importer.main([str(empty), "--data", str(data)]) == 2
+
+
 @pytest.mark.skipif(not backend.is_simulator(), reason="a rehearsal runs in the simulator (record_gpu refuses --rehearse on a GPU)")
 def test_a_hung_item_costs_the_stall_limit_the_unit_goes_on_and_a_resume_skips_it(tmp_path):
     """A rehearsal whose second item (softmax's newest rung) sleeps, as GEMM's cluster rung hung on

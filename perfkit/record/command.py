@@ -172,6 +172,7 @@ def main(argv: list[str] | None = None, t0: float | None = None, prog: str = "pe
         row = supervise.run_unit(args, u, budget, done)
         row.update(commit=args.commit_id, gpu=args.gpu)
         rows.append(row)
+        resume.note_hung(done, u.part, json.loads(row.get("hung") or "[]"))
         log(f"[{u.name}] {row['status']} in {row['seconds']:.0f} s  {row['note']}"
             + (f"  ({row['stages']})" if row.get("stages") else ""))
         resume.write_rows(out / "summary.csv", rows, supervise.SUMMARY_COLUMNS)

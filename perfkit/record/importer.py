@@ -7,12 +7,13 @@
   there is left alone; one of the same name with other content stops the import);
 * the Nsight Compute table -> ``data/ncu/<gpu key>-<date>.csv``, the timer check ->
   ``data/timer/<gpu key>-<date>.csv``, the tune table -> ``data/tuning/<gpu key>-<date>.csv`` (a
-  fleet's table, whose ``gpu`` column names several GPUs, a file for each), each with a provenance ``.json`` beside it written from the
+  fleet's table, whose ``gpu`` column names several GPUs, a file for each; a second run's table of
+  the same day ``<gpu key>-<date>-2.csv``), each with a provenance ``.json`` beside it written from the
   records' own provenance (GPU, driver, CUDA, packages, commit, date);
 * ``summary.md`` -> ``docs/device-runs/<date>-<gpu key>-summary.md``.
 
 A rehearsal (simulated records) is refused: nothing simulated ever enters ``data/``.  A run
-with no records (``--parts tune``) brings its tables, dated and attributed by its plan and log.
+with no records (``--parts tune``, ``--parts ncu``) brings its tables, dated and attributed by its plan and log.
 Exit status 0 on success, 2 on bad input (nothing written).
 """
 from __future__ import annotations
@@ -33,6 +34,10 @@ class ImportRefused(Exception):
     pass
 
 
+#: the tables a run may write beside its records (a run of ``--parts ncu`` or ``tune`` writes one alone)
+TABLES = ("ncu_metrics_all_rungs.csv", "measure_vs_do_bench.csv", "tune.csv")
+
+
 def find_run(path: Path, scratch: Path) -> Path:
     """The folder holding ``results/`` (and ``summary.md``) inside a folder or a packed file."""
     if path.is_file():
@@ -42,15 +47,15 @@ def find_run(path: Path, scratch: Path) -> Path:
     hits = sorted(p.parent for p in path.rglob("results") if p.is_dir() and p.parent.joinpath("plan.json").exists())
     if not hits:
         hits = sorted(p.parent for p in path.rglob("results") if p.is_dir())
-    if not hits:  # a run that records nothing (--parts tune): its plan and its tables
-        hits = sorted(p.parent for p in path.rglob("plan.json") if p.parent.joinpath("tune.csv").exists())
+    if not hits:  # a run that records nothing (--parts tune, --parts ncu): its plan and its tables
+        hits = sorted(p.parent for p in path.rglob("plan.json") if any(p.parent.joinpath(t).exists() for t in TABLES))
     if not hits:
         raise ImportRefused(f"{path}: no results/ folder (is this a record_gpu --out?)")
     return hits[0]
 
 
 def _run_provenance(run: Path) -> dict:
-    """A run with no records (``--parts tune``): the GPU and commit its plan names, the date its
+    """A run with no records (``--parts tune`` or ``ncu``): the GPU and commit its plan names, the date its
     log began (the records' own provenance is richer: used wherever there are records)."""
     import datetime
 
@@ -75,8 +80,8 @@ def plan(run: Path, data: Path, docs: Path) -> list[tuple[Path, Path | str]]:
     if (run / "REHEARSAL.txt").exists():
         raise ImportRefused(f"{run} is a rehearsal: its records are simulated")
     recs = _records(run)
-    if not recs and not (run / "tune.csv").exists():
-        raise ImportRefused(f"{run}/results: no records")
+    if not recs and not any((run / t).exists() for t in TABLES):
+        raise ImportRefused(f"{run}/results: no records and no table")
     first = None if recs else _run_provenance(run)
     if (run / "tune.csv").exists():
         import csv
@@ -137,11 +142,13 @@ def plan(run: Path, data: Path, docs: Path) -> list[tuple[Path, Path | str]]:
             else:
                 prov = _provenance_of(by_gpu, g)
                 m = meta(prov, prov.get("gpu") or g)
-            dest = data / folder / f"{specs.get(m['gpu']).key}-{m['date']}.csv"
-            same = (filecmp.cmp(dest, content, shallow=False) if isinstance(content, Path)
-                    else dest.read_text() == content) if dest.exists() else True
-            if not same:
-                raise ImportRefused(f"{dest} exists with other content")
+            stem, n = f"{specs.get(m['gpu']).key}-{m['date']}", 2
+            dest = data / folder / f"{stem}.csv"
+            # a second run the same day (say a short --parts ncu call after the window) gets its own
+            # table beside the first; the same run imported again finds its own and changes nothing
+            while dest.exists() and not (filecmp.cmp(dest, content, shallow=False) if isinstance(content, Path)
+                                         else dest.read_text() == content):
+                dest, n = data / folder / f"{stem}-{n}.csv", n + 1
             todo.append((dest, content))
             todo.append((dest.with_suffix(".json"),
                          json.dumps({"table": dest.name, **m, "what": what, "source": source}, indent=1) + "\n"))

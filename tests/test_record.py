@@ -456,13 +456,16 @@ def test_a_second_run_of_the_day_brings_its_own_ncu_table_beside_the_first(tmp_p
         run.mkdir()
         (run / "plan.json").write_text(json.dumps({"plan": "quick", "gpu": "NVIDIA H100 80GB HBM3", "commit": "abc",
                                                    "units": []}))
-        (run / "record_gpu.log").write_text("2026-11-28 06:38:31 record_gpu --plan quick: ...\n")
+        (run / "record_gpu.log").write_text("2026-11-28 06:38:31 record_gpu --plan quick: ...\n"
+                                            '{"name": "NVIDIA H100 80GB HBM3", "driver_version": "13.0", '
+                                            '"runtime_version": "13.0"}\n')
         (run / "ncu_metrics_all_rungs.csv").write_text(header + f"gemm,m=1,{rung},k,1.0,NVIDIA H100 80GB HBM3,abc\n")
         supervise.pack(run, tmp_path / f"ncu{k}.tgz")
         assert importer.main([str(tmp_path / f"ncu{k}.tgz"), "--data", str(data), "--docs", str(docs)]) == 0
     assert "18 tc_deep" in (data / "ncu" / "h100-sxm-2026-11-28.csv").read_text()
     assert "15 tc_epilogue" in (data / "ncu" / "h100-sxm-2026-11-28-2.csv").read_text()
-    assert json.loads((data / "ncu" / "h100-sxm-2026-11-28-2.json").read_text())["table"] == "h100-sxm-2026-11-28-2.csv"
+    meta = json.loads((data / "ncu" / "h100-sxm-2026-11-28-2.json").read_text())
+    assert meta["table"] == "h100-sxm-2026-11-28-2.csv" and meta["cuda_driver"] == "13.0" and meta["commit"] == "abc"
     assert importer.main([str(tmp_path / "ncu1.tgz"), "--data", str(data), "--docs", str(docs)]) == 0
     assert sorted(p.name for p in (data / "ncu").glob("*.csv")) == ["h100-sxm-2026-11-28-2.csv", "h100-sxm-2026-11-28.csv"]
     import unittest.mock as um

@@ -66,7 +66,16 @@ def _run_provenance(run: Path) -> dict:
         date = datetime.date.fromisoformat(first).isoformat()
     except ValueError:
         date = datetime.datetime.fromtimestamp((run / "plan.json").stat().st_mtime, datetime.timezone.utc).date().isoformat()
-    return {"gpu": doc.get("gpu"), "utc": date, "git_commit": doc.get("commit")}
+    prov = {"gpu": doc.get("gpu"), "utc": date, "git_commit": doc.get("commit")}
+    for line in (log.read_text(errors="replace").splitlines()[:5] if log.exists() else []):
+        if line.startswith("{"):  # the log's second line: the device as the backend saw it
+            try:
+                dev = json.loads(line)
+            except ValueError:
+                continue
+            prov.update(driver_version=dev.get("driver_version"), runtime_version=dev.get("runtime_version"))
+            break
+    return prov
 
 
 def _records(run: Path) -> list[Path]:

@@ -43,9 +43,10 @@ one rung further onto the tensor cores.  Ledger (the rung number and name live o
 
 On a GPU: rungs 18-23 were first recorded on the H200 on 2026-11-27 (commit 6ba0514), at 4096^3
 only (float16; rung 19 float32), the Hopper rungs 20-23 at 287, 245, 234 and 197 us against
-cuBLAS's 189; none of 18-23 has an H100 record yet.  Rungs 21-23 changed since (the bounded
-mbarrier wait, eab63e5): their records are of the code at 6ba0514.  Rung 24 ``cluster`` hung on
-that H200 and has no record.
+cuBLAS's 189; rungs 21-23 changed since (the bounded mbarrier wait, eab63e5): those records
+are of the code at 6ba0514.  The H100 recorded 18-23 at today's code on 2026-11-28 (516b940):
+315, 2953 (float32), 291, 289, 251 and 198 us, cuBLAS 189 (float32: 2662).  Rung 24
+``cluster`` hung on both GPUs and has no record.
 
 The inline-PTX helpers (mma, ldmatrix, cp.async, shuffles) and their simulator twins live in
 :mod:`perfkit.kernels._ptx`; the 128-bit float32 loads and stores in :mod:`._vector`.

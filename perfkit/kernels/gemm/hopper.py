@@ -2,9 +2,9 @@
 (warpgroup matrix multiply-accumulate, HGMMA in SASS) through inline PTX
 (:mod:`perfkit.kernels._ptx_hopper`, with simulator twins).  Each is checked in the simulator
 (its twins replay the instructions' documented semantics) and compiled for sm_90a with no GPU.
-Rungs 20-23 were first recorded on the H200 on 2026-11-27 (commit 6ba0514, 4096^3 float16),
-none on the H100 yet (21-23 have changed since: the bounded mbarrier wait); rung 24 hung on that
-H200 and has no record."""
+Rungs 20-23 were first recorded on the H200 on 2026-11-27 (commit 6ba0514, 4096^3 float16) and
+on the H100 on 2026-11-28 (commit 516b940, today's code); rung 24 hung on both and has no
+record."""
 from __future__ import annotations
 
 import math

@@ -3,7 +3,8 @@ along m, which share their tile of B: each block loads half of it and the copy e
 multicasts both halves into both blocks' shared memory, so B crosses from L2 to the SMs once a
 cluster instead of once a block.  Checked in the simulator (the blocks of a cluster run together
 there, through the twins of :mod:`perfkit.kernels._ptx_hopper`) and compiled for sm_90a; on the
-H200 (2026-11-27) its first launch hung, cause not found on paper (tests/test_gemm_hopper.py's
+H200 (2026-11-27) its first launch hung, and on the H100 (2026-11-28) the rung hung at three
+small shapes while every mechanism's probe passed; cause not found on paper (tests/test_gemm_hopper.py's
 cluster probes test each mechanism on its own; a lost arrival now traps after
 ``MBAR_WAIT_LIMIT_NS`` instead of hanging)."""
 from __future__ import annotations

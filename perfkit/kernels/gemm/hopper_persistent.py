@@ -3,7 +3,7 @@ and walking tiles of C (a persistent tile scheduler), its results leaving throug
 by TMA stores.  Checked in the simulator through the twins of :mod:`perfkit.kernels._ptx_hopper`,
 compiled for sm_90a, and run on the H200 (2026-11-27, commit 6ba0514): correct at 4096^3 and
 recorded there (196.7 us float16, cuBLAS 188.8; the code has changed since: the bounded
-mbarrier wait); not yet run on the H100."""
+mbarrier wait); on the H100 on 2026-11-28 (516b940): 197.8 us, cuBLAS 188.9."""
 from __future__ import annotations
 
 import math

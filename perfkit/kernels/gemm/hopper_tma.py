@@ -4,7 +4,7 @@ shared memory) into a ring of stages guarded by mbarriers, instead of 16-byte cp
 thread.  Checked in the simulator through the twins of :mod:`perfkit.kernels._ptx_hopper`,
 compiled for sm_90a with no GPU, and recorded on the H200 on 2026-11-27 (commit 6ba0514:
 244.9 us at 4096^3 float16, cuBLAS 188.8; the code has changed since: the bounded mbarrier
-wait); not yet run on the H100."""
+wait) and on the H100 on 2026-11-28 (516b940: 289.4 us, cuBLAS 188.9)."""
 from __future__ import annotations
 
 import math

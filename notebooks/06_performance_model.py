@@ -202,12 +202,15 @@ if len(levels):  # * a row of the Nsight Compute table no record has
 # ### Rungs estimated before any GPU ran them
 #
 # The test a model can fail: rungs that no GPU had recorded before this GPU's newest run, so that
-# until then the model had never been checked against them.  The estimates below are today's model's,
-# and two of its rules changed after the H200's run of 2026-11-27 because of what these records showed
-# (a Winograd loop runs for the FLOPs the rung computes; the FP32 leg is inside the issue legs):
-# `docs/MODEL_NOTES.md` keeps the estimates made before the records.  Predict first, from what you know
-# of the model's legs: which kinds of kernel will it get within 25%, and which will it miss?  The
-# cell sorts them by predicted / measured (above 1: the model said slower than the GPU ran).
+# until then the model had never been checked against them (where that run recorded only rungs
+# another GPU had recorded first, as the H100's of 2026-11-28 did, the cell shows this GPU's first
+# records of them and says so).  The estimates below are today's model's, and some of its rules
+# changed after the H200's runs of 2026-11-27 because of what those records showed (a Winograd loop
+# runs for the FLOPs the rung computes; the FP32 leg is inside the issue legs; the scoreboard waits
+# for the pipe): `docs/MODEL_NOTES.md` keeps the estimates made before the records.  Predict first,
+# from what you know of the model's legs: which kinds of kernel will it get within 25%, and which
+# will it miss?  The cell sorts them by predicted / measured (above 1: the model said slower than
+# the GPU ran).
 
 # %%
 # the rungs whose first record on any GPU is in this GPU's newest run, predicted / measured

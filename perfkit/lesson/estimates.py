@@ -73,11 +73,12 @@ def _estimate_now(variant: Variant, problem: Problem, gpu_key: str, banks: bool 
         return float("nan"), None, {}, "", err or f"no model for this rung: {type(exc).__name__}: {exc}"
 
 
-def first_recorded(table, gpu_name: str):
+def first_recorded(table, gpu_name: str, anywhere: bool = True):
     """The model against the rungs it had never been checked on: (newest commit, ratios), the
     predicted / measured ratio (``table``: :func:`perfkit.model.validate`'s, of ``gpu_name``) of
-    each (op, problem, rung) whose first record on any GPU is one of ``gpu_name``'s newest run,
-    sorted (a rung recorded twice in that run: the median of its ratios)."""
+    each (op, problem, rung) whose first record on any GPU (``anywhere=False``: on ``gpu_name``)
+    is one of ``gpu_name``'s newest run, sorted (a rung recorded twice in that run: the median of
+    its ratios)."""
     import pandas as pd
 
     from .. import results
@@ -86,7 +87,8 @@ def first_recorded(table, gpu_name: str):
     ever = ever[(ever["rung"] > 0) & ~ever["simulated"].fillna(False).astype(bool)].sort_values("utc")
     mine = ever[ever["gpu"] == gpu_name]
     newest = str(mine["commit"].iloc[-1]) if len(mine) else ""
-    first = ever.drop_duplicates(["op", "problem", "variant"])  # each rung's first record, per problem
+    # each rung's first record, per problem (on any GPU, or on this one)
+    first = (ever if anywhere else mine).drop_duplicates(["op", "problem", "variant"])
     first = first[(first["commit"] == newest) & (first["gpu"] == gpu_name)]
     # any `code`: a rung changed since is estimated as it was measured, rebuilt from its commit
     new = table[(table["kind"] == "rung") & (table["_commit"] == newest)]
@@ -110,11 +112,19 @@ def first_recorded_answer(table, gpu_name: str):
     from .prompts import fold, paragraph
 
     newest, new = first_recorded(table, gpu_name)
+    anywhere = not new.empty
+    if not anywhere:  # every rung of that run was recorded on another GPU first: this GPU's first records
+        newest, new = first_recorded(table, gpu_name, anywhere=False)
     if new.empty:
         return paragraph(f"No rung had its first GPU record in {gpu_name}'s newest run (commit {newest[:7]}).")
     parts = [paragraph(f"{what} ({int(pick.sum())}): {_named(new[pick]) or 'none'}.")
              for what, pick in (("within 25% of the record", (new >= 0.8) & (new <= 1.25)),
                                 ("predicted slower than measured", new > 1.25),
                                 ("predicted faster than measured", new < 0.8))]
-    return fold(*parts, summary=f"{len(new)} rungs (per problem) that no GPU had recorded before {gpu_name}'s "
+    if not anywhere:
+        parts.insert(0, paragraph(f"No rung had its first record on any GPU in {gpu_name}'s newest run: these are "
+                                  f"its first records on {gpu_name}, rungs another GPU had recorded before (the "
+                                  "model may have learned from those: docs/MODEL_NOTES.md says which rules)."))
+    whose = "no GPU had recorded" if anywhere else f"{gpu_name} had never recorded"
+    return fold(*parts, summary=f"{len(new)} rungs (per problem) that {whose} before {gpu_name}'s "
                                 f"newest run (commit {newest[:7]}), predicted / measured (open once you have predicted)")

@@ -886,48 +886,41 @@ PROBE_WAIT_LIMIT_NS = 1_000_000_000
 #: one cluster of two real blocks, 2 k-tiles, no box leaving A or B (the protocol alone)
 BISECT = {"full": {}, "no_mma": {"no_mma": True}, "no_setmaxnreg": {"no_setmaxnreg": True},
           "producer_tail": {"producer_tail": True}, "no_multicast": {"no_multicast": True},
-          "ws_in_cluster": {"no_multicast": True, "no_remote": True}, "one_stage_no_opt_in": {"STAGES": 1}}
+          "ws_in_cluster": {"no_multicast": True, "no_remote": True}, "one_stage_no_opt_in": {"STAGES": 1},
+          "bare": {"no_mma": True, "no_multicast": True, "no_remote": True, "no_setmaxnreg": True}}
 _SLOTS = {0: "init+cluster_sync", 1: "producer past setmaxnreg.dec", 2: "fills issued", 3: "producer loop done",
           4: "wg1 past setmaxnreg.inc", 5: "wg2 past setmaxnreg.inc", 6: "wg1 full waits", 7: "wg2 full waits",
           8: "wg1 mma done", 9: "wg2 mma done", 10: "wg1 released", 11: "wg2 released", 12: "wg1 epilogue",
           13: "wg2 epilogue", 14: "exit barrier passed (t 0)", 15: "producer tail done"}
 
 
-def _watch(launch, done=lambda: False, wait_s=7.0):
-    """Launch, then watch from the host: ("done" | "trapped: <error>" | "hung", seconds).  A GPU
-    launch is synchronized in a thread; still blocked after ``wait_s`` (and ``done()`` false) it
-    is "hung", and the process will leave with os._exit(1) once pytest has reported (a context
-    with a running kernel may not tear down).  The simulator runs the launch to its end (or
-    raises) inside ``launch()``."""
+def _watch(launch, wait_s=7.0):
+    """Launch, then watch the launch from the host without blocking on it: ("done" | "trapped:
+    <error>" | "hung", seconds since the launch returned).  An event recorded after the launch is
+    queried (cuEventQuery: not ready, done, or the launch's error once a trap ended it); still
+    not done after ``wait_s`` it is "hung", and the process will leave with os._exit(1) once
+    pytest has reported (a context whose kernel still runs may not tear down).  The simulator
+    runs the launch to its end (or raises) inside ``launch()``."""
     import atexit
     import os
-    import threading
     import time
 
+    launch()  # compiles first, then enqueues
     t0 = time.monotonic()
-    launch()
     if backend.is_simulator():
-        return "done", time.monotonic() - t0
-    box = {}
-
-    def sync():
+        return "done", 0.0
+    evt = cuda.event(timing=False)
+    evt.record()
+    while True:
         try:
-            cuda.synchronize()
-            box["ok"] = time.monotonic() - t0
-        except Exception as e:  # the trap: the launch failed
-            box["err"] = (e, time.monotonic() - t0)
-
-    th = threading.Thread(target=sync, daemon=True)
-    th.start()
-    while th.is_alive() and time.monotonic() - t0 < wait_s:
+            if evt.query():
+                return "done", time.monotonic() - t0
+        except Exception as e:  # the launch failed: a trap (or another fault) ended it
+            return f"trapped: {type(e).__name__}: {e}", time.monotonic() - t0
+        if time.monotonic() - t0 > wait_s:
+            atexit.register(os._exit, 1)
+            return "hung", time.monotonic() - t0
         time.sleep(0.02)
-    th.join(0.5 if done() else 0.0)
-    if th.is_alive():
-        atexit.register(os._exit, 1)
-        return "hung", time.monotonic() - t0
-    if "ok" in box:
-        return "done", box["ok"]
-    return f"trapped: {type(box['err'][0]).__name__}: {box['err'][0]}", box["err"][1]
 
 
 @HOPPER_GPU
@@ -999,7 +992,7 @@ def test_cluster_bisect_probe(variant, fresh_seed, monkeypatch):
     kern = H._cluster_kernel(64, stages, trace=True, **opts)
     launch = DynamicSharedLaunch(kern, (gx, gy), v.threads(), (tma, tmb, c, m, n, k), v.dynamic_shared_bytes())
     trace = c[m * n:].reshape(gx * gy, 16)
-    outcome, secs = _watch(launch, done=lambda: bool((trace[:, 14] == 1).all()))
+    outcome, secs = _watch(launch)
     got = np.array(trace)
     lines = [f"block {i}: " + ", ".join(f"{_SLOTS[s]} {got[i, s]:g}" for s in range(16)) for i in range(gx * gy)]
     print(f"{variant}: {outcome} after {secs:.1f} s; {v.dynamic_shared_bytes()} B dynamic shared\n" + "\n".join(lines))

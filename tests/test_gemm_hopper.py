@@ -888,10 +888,6 @@ BISECT = {"full": {}, "no_mma": {"no_mma": True}, "no_setmaxnreg": {"no_setmaxnr
           "producer_tail": {"producer_tail": True}, "no_multicast": {"no_multicast": True},
           "ws_in_cluster": {"no_multicast": True, "no_remote": True}, "one_stage_no_opt_in": {"STAGES": 1},
           "bare": {"no_mma": True, "no_multicast": True, "no_remote": True, "no_setmaxnreg": True}}
-_SLOTS = {0: "init+cluster_sync", 1: "producer past setmaxnreg.dec", 2: "fills issued", 3: "producer loop done",
-          4: "wg1 past setmaxnreg.inc", 5: "wg2 past setmaxnreg.inc", 6: "wg1 full waits", 7: "wg2 full waits",
-          8: "wg1 mma done", 9: "wg2 mma done", 10: "wg1 released", 11: "wg2 released", 12: "wg1 epilogue",
-          13: "wg2 epilogue", 14: "exit barrier passed (t 0)", 15: "producer tail done"}
 
 
 def _watch(launch, wait_s=7.0):
@@ -967,7 +963,7 @@ def test_cluster_probe_a_lost_arrival_traps(monkeypatch):
 def test_cluster_bisect_probe(variant, fresh_seed, monkeypatch):
     """The rung's kernel with one mechanism changed (``BISECT``; ``full``: as the rung runs it),
     traced: progress words after C in mapped host memory say how far each role of each block
-    got (``_SLOTS``).  Passes when the launch completes and C is right (zero for ``no_mma``);
+    got (``hopper_cluster.TRACE_SLOTS``).  Passes when the launch completes and C is right (zero for ``no_mma``);
     otherwise the failure says "trapped" (a lost arrival or lost bytes: the protocol) or "hung"
     (an unbounded wait: setmaxnreg, the cluster barrier, the launch) and prints the trace.
     What each result means: docs/CLUSTER_HANG.md."""
@@ -983,7 +979,8 @@ def test_cluster_bisect_probe(variant, fresh_seed, monkeypatch):
     x = p.make_inputs(fresh_seed)
     v = gemm.Cluster(BN=64, STAGES=stages)
     gx, gy = v.grid(p)
-    c = cuda.mapped_array(m * n + 16 * gx * gy, np.float32)
+    W = H.TRACE_WORDS
+    c = cuda.mapped_array(m * n + W * gx * gy, np.float32)
     c[:m * n] = np.nan
     c[m * n:] = 0
     a, b = cuda.to_device(x["a"]), cuda.to_device(x["b"])
@@ -991,18 +988,20 @@ def test_cluster_bisect_probe(variant, fresh_seed, monkeypatch):
     tmb = X.tensor_map_2d(b, (n, k), 2 * n, (64, H.HALF_K))
     kern = H._cluster_kernel(64, stages, trace=True, **opts)
     launch = DynamicSharedLaunch(kern, (gx, gy), v.threads(), (tma, tmb, c, m, n, k), v.dynamic_shared_bytes())
-    trace = c[m * n:].reshape(gx * gy, 16)
+    trace = c[m * n:].reshape(gx * gy, W)
     outcome, secs = _watch(launch)
     got = np.array(trace)
-    lines = [f"block {i}: " + ", ".join(f"{_SLOTS[s]} {got[i, s]:g}" for s in range(16)) for i in range(gx * gy)]
+    lines = [f"block {i}: " + ", ".join(f"{what} {got[i, s]:g}" for s, what in H.TRACE_SLOTS.items())
+             for i in range(gx * gy)]
     print(f"{variant}: {outcome} after {secs:.1f} s; {v.dynamic_shared_bytes()} B dynamic shared\n" + "\n".join(lines))
     assert outcome == "done", f"{variant}: {outcome} after {secs:.1f} s\n" + "\n".join(lines)
     n_k = -(-k // H.BK)
-    want = {0: 1, 2: n_k, 3: 1, 6: n_k, 7: n_k, 8: n_k, 9: n_k, 10: n_k, 11: n_k, 12: 1, 13: 1, 14: 1}
+    want = {16: 1, 17: 1, 0: 1, 1: 1, 2: n_k, 3: 1, 4: 1, 5: 1, 6: n_k, 7: n_k, 8: n_k, 9: n_k, 10: n_k, 11: n_k,
+            12: 1, 13: 1, 14: 1, 15: 0}
     if opts.get("producer_tail"):
         want[15] = 1
     for s, w in want.items():
-        assert (got[:, s] == w).all(), f"{variant}: {_SLOTS[s]} {got[:, s]} (want {w})\n" + "\n".join(lines)
+        assert (got[:, s] == w).all(), f"{variant}: {H.TRACE_SLOTS[s]} {got[:, s]} (want {w})\n" + "\n".join(lines)
     out = np.array(c[:m * n]).reshape(m, n)
     ref = np.zeros((m, n)) if opts.get("no_mma") else x["a"].astype(np.float64) @ x["b"].astype(np.float64)
     res = p.check(out, ref)

@@ -36,6 +36,15 @@ HALF_K = BK // CLUSTER_M
 #: the switches of :func:`_cluster_kernel` the GPU probes bisect the rung with (tests/test_gemm_hopper.py's
 #: ``test_cluster_bisect_probe``, docs/CLUSTER_HANG.md); the rung itself runs with all of them off
 PROBE_SWITCHES = ("no_mma", "no_multicast", "no_remote", "no_setmaxnreg", "producer_tail", "trace")
+#: the progress words a traced block writes after C (``trace``): slot -> what has happened (the
+#: value: 1, or how many k-tiles)
+TRACE_WORDS = 32
+TRACE_SLOTS = {16: "entered", 17: "barriers initialized", 0: "first cluster_sync passed",
+               1: "producer past setmaxnreg.dec", 2: "fills issued", 3: "producer loop done",
+               4: "wg1 past setmaxnreg.inc", 5: "wg2 past setmaxnreg.inc", 6: "wg1 full waits passed",
+               7: "wg2 full waits passed", 8: "wg1 mma done", 9: "wg2 mma done", 10: "wg1 released",
+               11: "wg2 released", 12: "wg1 epilogue done", 13: "wg2 epilogue done", 15: "producer tail done",
+               14: "exit passed (t 0)"}
 
 
 @lru_cache(maxsize=None)
@@ -71,7 +80,8 @@ def _cluster_kernel(BN: int, STAGES: int, no_mma: bool = False, no_multicast: bo
     no register moves; ``producer_tail`` no cluster barrier before exit: the producer thread waits
     until every stage has been released by all four consumer warpgroups (CUTLASS's
     ``load_tail``/``producer_tail``), the consumers exit after their epilogue; ``trace``
-    progress words after C's m x n floats (16 a block, row-major block order: ``TRACE_SLOTS``),
+    progress words after C's m x n floats (``TRACE_WORDS`` a block, row-major block order:
+    ``TRACE_SLOTS``),
     each stored with a system fence, so that a host polling C in mapped memory sees how far each
     role of each block got while the kernel hangs."""
     NT = 384
@@ -100,7 +110,7 @@ def _cluster_kernel(BN: int, STAGES: int, no_mma: bool = False, no_multicast: bo
     def mark(c, M, N, slot, v):  # probe: a progress word after C, for a host polling mapped memory
         if TRACE:
             blk = int32(cuda.blockIdx.y) * int32(cuda.gridDim.x) + int32(cuda.blockIdx.x)
-            c[M * N + 16 * blk + slot] = float32(v)
+            c[M * N + TRACE_WORDS * blk + slot] = float32(v)
             cuda.threadfence_system()
 
     @dev
@@ -127,12 +137,14 @@ def _cluster_kernel(BN: int, STAGES: int, no_mma: bool = False, no_multicast: bo
         bn = int32(cuda.blockIdx.x) * BN
         n_k = (K + (BK - 1)) // BK
         if t == 0:
+            mark(c, M, N, 16, 1)
             tensormap_acquire(tma)
             tensormap_acquire(tmb)
             for s in range(STAGES):
                 mbar_init(full, s, 1)
                 mbar_init(empty, s, 2 if no_remote else 2 * CLUSTER_M)
             fence_mbarrier_init()
+            mark(c, M, N, 17, 1)
         cluster_sync()  # both blocks' barriers initialized before the peer's copies and arrivals reach them
         if t == 0:
             mark(c, M, N, 0, 1)

@@ -3,9 +3,12 @@ along m, which share their tile of B: each block loads half of it and the copy e
 multicasts both halves into both blocks' shared memory, so B crosses from L2 to the SMs once a
 cluster instead of once a block.  Checked in the simulator (the blocks of a cluster run together
 there, through the twins of :mod:`perfkit.kernels._ptx_hopper`) and compiled for sm_90a; on the
-H200 (2026-11-27) its first launch hung, cause not found on paper (tests/test_gemm_hopper.py's
-cluster probes test each mechanism on its own; a lost arrival now traps after
-``MBAR_WAIT_LIMIT_NS`` instead of hanging)."""
+H200 (2026-11-27) its first launch hung, and on the H100 (2026-11-28) its tests hung again, with
+no trap, while the probe of each mechanism on its own passed (tests/test_gemm_hopper.py).  With
+no more k-tiles than stages in every shape that hung, a lost arrival would have trapped after
+``MBAR_WAIT_LIMIT_NS``: docs/CLUSTER_HANG.md ranks the unbounded waits left (the exit cluster
+barrier, the consumers' setmaxnreg.inc, the launch) and a trap that does not surface, and
+``_cluster_kernel``'s switches (off for the rung) let the GPU probes bisect and trace it."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -883,11 +883,14 @@ def test_cluster_probe_multicast_lands_in_both_blocks(late, fresh_seed):
 # ~7 s instead of hanging the process).  In the simulator the same kernels run to the end.
 PROBE_WAIT_LIMIT_NS = 1_000_000_000
 #: the rung's kernel (_cluster_kernel's switches; STAGES where not 2) at 256 x 64 x 128, BN = 64:
-#: one cluster of two real blocks, 2 k-tiles, no box leaving A or B (the protocol alone)
+#: one cluster of two real blocks, 2 k-tiles, no box leaving A or B (the protocol alone); and
+#: ``laddered``: the ladder's kernel (BN 256, 4 stages) at its hung test's 130 x 40 x 16 (boxes
+#: partly and wholly outside A and B), traced
 BISECT = {"full": {}, "no_mma": {"no_mma": True}, "no_setmaxnreg": {"no_setmaxnreg": True},
           "producer_tail": {"producer_tail": True}, "no_multicast": {"no_multicast": True},
           "ws_in_cluster": {"no_multicast": True, "no_remote": True}, "one_stage_no_opt_in": {"STAGES": 1},
-          "bare": {"no_mma": True, "no_multicast": True, "no_remote": True, "no_setmaxnreg": True}}
+          "bare": {"no_mma": True, "no_multicast": True, "no_remote": True, "no_setmaxnreg": True},
+          "laddered": {"BN": 256, "STAGES": 4, "shape": (130, 40, 16)}}  # the ladder's kernel, its hung test's shape
 
 
 def _watch(launch, wait_s=7.0):
@@ -973,11 +976,10 @@ def test_cluster_bisect_probe(variant, fresh_seed, monkeypatch):
 
     monkeypatch.setattr(X, "MBAR_WAIT_LIMIT_NS", PROBE_WAIT_LIMIT_NS)
     opts = dict(BISECT[variant])
-    stages = opts.pop("STAGES", 2)
-    m, n, k = 256, 64, 128
+    stages, bn, (m, n, k) = opts.pop("STAGES", 2), opts.pop("BN", 64), opts.pop("shape", (256, 64, 128))
     p = gemm.Problem(m, n, k, "float16")
     x = p.make_inputs(fresh_seed)
-    v = gemm.Cluster(BN=64, STAGES=stages)
+    v = gemm.Cluster(BN=bn, STAGES=stages)
     gx, gy = v.grid(p)
     W = H.TRACE_WORDS
     c = cuda.mapped_array(m * n + W * gx * gy, np.float32)
@@ -986,7 +988,7 @@ def test_cluster_bisect_probe(variant, fresh_seed, monkeypatch):
     a, b = cuda.to_device(x["a"]), cuda.to_device(x["b"])
     tma = X.tensor_map_2d(a, (k, m), 2 * k, (H.BK, H.BM))
     tmb = X.tensor_map_2d(b, (n, k), 2 * n, (64, H.HALF_K))
-    kern = H._cluster_kernel(64, stages, trace=True, **opts)
+    kern = H._cluster_kernel(bn, stages, trace=True, **opts)
     launch = DynamicSharedLaunch(kern, (gx, gy), v.threads(), (tma, tmb, c, m, n, k), v.dynamic_shared_bytes())
     trace = c[m * n:].reshape(gx * gy, W)
     outcome, secs = _watch(launch)

@@ -47,7 +47,7 @@ precompile=""  # a precompile that failed its GPU check is not trusted with the 
 echo "== 2. probes" > "$OUT/probes.log"
 probes=("fits_the_gpu" "probe_blocks_run_as_clusters" "probe_remote_arrive"
         "probe_multicast and expect_first" "probe_multicast and bytes_before_expect" "wholly_outside"
-        "lost_arrival_traps" "bisect_probe and full" "bisect_probe and bare" "bisect_probe and no_setmaxnreg"
+        "lost_arrival_traps" "bisect_probe and full" "bisect_probe and laddered" "bisect_probe and bare" "bisect_probe and no_setmaxnreg"
         "bisect_probe and producer_tail" "bisect_probe and ws_in_cluster" "bisect_probe and no_multicast"
         "bisect_probe and no_mma" "bisect_probe and one_stage_no_opt_in"
         "cluster_rung_at_awkward_shapes and whole_tiles" "cluster_rung_at_awkward_shapes and padding_peer"

@@ -871,6 +871,145 @@ def test_cluster_probe_multicast_lands_in_both_blocks(late, fresh_seed):
         np.testing.assert_array_equal(got[b], want, err_msg=f"block {b}")
 
 
+# --- rung 24's hang bisected (docs/CLUSTER_HANG.md) ------------------------------------------------
+# Every shape that hung (256x64x128 with 2 stages, 1x8x8, 130x40x16 with 4) has no more k-tiles than
+# stages, so the producer never waits on a phase that is not already done: the only bounded waits
+# that could time out are the consumers' "full" waits, and none trapped in 30 s.  So either the
+# threads are stuck where nothing is bounded (the consumers' setmaxnreg.inc retry loop, the exit's
+# barrier.cluster.wait, a launch that never starts) or the trap does not end the launch.  These
+# probes tell which: one process each (tools/gpu_window.sh), the wait limit lowered to 1 s (set
+# before the first kernel of the process is typed: mbar_wait's PTX reads it then), each launch
+# watched from the host (a hang is reported, with how far each role of each block got, within
+# ~7 s instead of hanging the process).  In the simulator the same kernels run to the end.
+PROBE_WAIT_LIMIT_NS = 1_000_000_000
+#: the rung's kernel (_cluster_kernel's switches; STAGES where not 2) at 256 x 64 x 128, BN = 64:
+#: one cluster of two real blocks, 2 k-tiles, no box leaving A or B (the protocol alone); and
+#: ``laddered``: the ladder's kernel (BN 256, 4 stages) at its hung test's 130 x 40 x 16 (boxes
+#: partly and wholly outside A and B), traced
+BISECT = {"full": {}, "no_mma": {"no_mma": True}, "no_setmaxnreg": {"no_setmaxnreg": True},
+          "producer_tail": {"producer_tail": True}, "no_multicast": {"no_multicast": True},
+          "ws_in_cluster": {"no_multicast": True, "no_remote": True}, "one_stage_no_opt_in": {"STAGES": 1},
+          "bare": {"no_mma": True, "no_multicast": True, "no_remote": True, "no_setmaxnreg": True},
+          "laddered": {"BN": 256, "STAGES": 4, "shape": (130, 40, 16)}}  # the ladder's kernel, its hung test's shape
+
+
+def _watch(launch, wait_s=7.0):
+    """Launch, then watch the launch from the host without blocking on it: ("done" | "trapped:
+    <error>" | "hung", seconds since the launch returned).  An event recorded after the launch is
+    queried (cuEventQuery: not ready, done, or the launch's error once a trap ended it); still
+    not done after ``wait_s`` it is "hung", and the process will leave with os._exit(1) once
+    pytest has reported (a context whose kernel still runs may not tear down).  The simulator
+    runs the launch to its end (or raises) inside ``launch()``."""
+    import atexit
+    import os
+    import time
+
+    launch()  # compiles first, then enqueues
+    t0 = time.monotonic()
+    if backend.is_simulator():
+        return "done", 0.0
+    evt = cuda.event(timing=False)
+    evt.record()
+    while True:
+        try:
+            if evt.query():
+                return "done", time.monotonic() - t0
+        except Exception as e:  # the launch failed: a trap (or another fault) ended it
+            return f"trapped: {type(e).__name__}: {e}", time.monotonic() - t0
+        if time.monotonic() - t0 > wait_s:
+            atexit.register(os._exit, 1)
+            return "hung", time.monotonic() - t0
+        time.sleep(0.02)
+
+
+@HOPPER_GPU
+def test_cluster_probe_a_lost_arrival_traps(monkeypatch):
+    """Whether the bounded wait's trap ends a cluster launch at all (never seen on a GPU: no rung
+    ever lost an arrival there): a (1, 2, 1) cluster whose rank-1 block waits on an mbarrier no
+    one arrives on while rank 0 waits for it at the exit's cluster barrier (the rung's state if
+    one block's consumers lost their stage).  On a GPU the launch must fail within ~1 s (the
+    lowered limit; ~10 s if the limit was compiled before the patch): "hung" means the trap does
+    not surface, and then a rung hang says nothing about where.  The simulator raises its
+    DeadlockError."""
+    from numba import uint64
+    from perfkit.kernels import _ptx_hopper as X
+
+    monkeypatch.setattr(X, "MBAR_WAIT_LIMIT_NS", PROBE_WAIT_LIMIT_NS)
+
+    @cuda.jit
+    def lost(out):
+        X.cluster_dims(1, 2, 1)
+        bars = cuda.shared.array(1, uint64)
+        if cuda.threadIdx.x == 0:
+            X.mbar_init(bars, 0, 1)
+            X.fence_mbarrier_init()
+        X.cluster_sync()
+        if X.cluster_ctarank() == 1:
+            X.mbar_wait(bars, 0, 0)
+        out[cuda.blockIdx.y] = 1
+        X.cluster_sync()
+
+    kern = X.clustered(lost, (1, 2, 1))
+    out = cuda.to_device(np.zeros(2, np.int32))
+    if backend.is_simulator():
+        from perfkit._simspeed import DeadlockError
+        with pytest.raises(DeadlockError, match=r"mbarrier bars\[0\]"):
+            kern[(1, 2), 32](out)
+        return
+    outcome, secs = _watch(lambda: kern[(1, 2), 32](out), wait_s=14.0)
+    assert outcome.startswith("trapped"), f"{outcome} after {secs:.1f} s: a lost arrival does not end the launch"
+    print(f"trapped after {secs:.1f} s: {outcome}")
+
+
+@HOPPER_GPU
+@pytest.mark.parametrize("variant", list(BISECT))
+def test_cluster_bisect_probe(variant, fresh_seed, monkeypatch):
+    """The rung's kernel with one mechanism changed (``BISECT``; ``full``: as the rung runs it),
+    traced: progress words after C in mapped host memory say how far each role of each block
+    got (``hopper_cluster.TRACE_SLOTS``).  Passes when the launch completes and C is right (zero for ``no_mma``);
+    otherwise the failure says "trapped" (a lost arrival or lost bytes: the protocol) or "hung"
+    (an unbounded wait: setmaxnreg, the cluster barrier, the launch) and prints the trace.
+    What each result means: docs/CLUSTER_HANG.md."""
+    from perfkit.kernels import _ptx_hopper as X
+    from perfkit.kernels._dynsmem import DynamicSharedLaunch
+    from perfkit.kernels.gemm import hopper_cluster as H
+
+    monkeypatch.setattr(X, "MBAR_WAIT_LIMIT_NS", PROBE_WAIT_LIMIT_NS)
+    opts = dict(BISECT[variant])
+    stages, bn, (m, n, k) = opts.pop("STAGES", 2), opts.pop("BN", 64), opts.pop("shape", (256, 64, 128))
+    p = gemm.Problem(m, n, k, "float16")
+    x = p.make_inputs(fresh_seed)
+    v = gemm.Cluster(BN=bn, STAGES=stages)
+    gx, gy = v.grid(p)
+    W = H.TRACE_WORDS
+    c = cuda.mapped_array(m * n + W * gx * gy, np.float32)
+    c[:m * n] = np.nan
+    c[m * n:] = 0
+    a, b = cuda.to_device(x["a"]), cuda.to_device(x["b"])
+    tma = X.tensor_map_2d(a, (k, m), 2 * k, (H.BK, H.BM))
+    tmb = X.tensor_map_2d(b, (n, k), 2 * n, (64, H.HALF_K))
+    kern = H._cluster_kernel(bn, stages, trace=True, **opts)
+    launch = DynamicSharedLaunch(kern, (gx, gy), v.threads(), (tma, tmb, c, m, n, k), v.dynamic_shared_bytes())
+    trace = c[m * n:].reshape(gx * gy, W)
+    outcome, secs = _watch(launch)
+    got = np.array(trace)
+    lines = [f"block {i}: " + ", ".join(f"{what} {got[i, s]:g}" for s, what in H.TRACE_SLOTS.items())
+             for i in range(gx * gy)]
+    print(f"{variant}: {outcome} after {secs:.1f} s; {v.dynamic_shared_bytes()} B dynamic shared\n" + "\n".join(lines))
+    assert outcome == "done", f"{variant}: {outcome} after {secs:.1f} s\n" + "\n".join(lines)
+    n_k = -(-k // H.BK)
+    want = {16: 1, 17: 1, 0: 1, 1: 1, 2: n_k, 3: 1, 4: 1, 5: 1, 6: n_k, 7: n_k, 8: n_k, 9: n_k, 10: n_k, 11: n_k,
+            12: 1, 13: 1, 14: 1, 15: 0}
+    if opts.get("producer_tail"):
+        want[15] = 1
+    for s, w in want.items():
+        assert (got[:, s] == w).all(), f"{variant}: {H.TRACE_SLOTS[s]} {got[:, s]} (want {w})\n" + "\n".join(lines)
+    out = np.array(c[:m * n]).reshape(m, n)
+    ref = np.zeros((m, n)) if opts.get("no_mma") else x["a"].astype(np.float64) @ x["b"].astype(np.float64)
+    res = p.check(out, ref)
+    assert res.ok, f"{variant}: {res.message}"
+
+
 @pytest.mark.parametrize("shape", [(256, 64, 128), (1, 8, 8), (100, 56, 136), (300, 56, 40)],
                          ids=["whole_tiles", "1x8x8_padding_peer", "both_consumers_ring_wraps",
                               "odd_m_tiles_two_clusters"])

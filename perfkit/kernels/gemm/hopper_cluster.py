@@ -3,10 +3,12 @@ along m, which share their tile of B: each block loads half of it and the copy e
 multicasts both halves into both blocks' shared memory, so B crosses from L2 to the SMs once a
 cluster instead of once a block.  Checked in the simulator (the blocks of a cluster run together
 there, through the twins of :mod:`perfkit.kernels._ptx_hopper`) and compiled for sm_90a; on the
-H200 (2026-11-27) its first launch hung, and on the H100 (2026-11-28) the rung hung at three
-small shapes while every mechanism's probe passed; cause not found on paper (tests/test_gemm_hopper.py's
-cluster probes test each mechanism on its own; a lost arrival now traps after
-``MBAR_WAIT_LIMIT_NS`` instead of hanging)."""
+H200 (2026-11-27) its first launch hung, and on the H100 (2026-11-28) its tests hung again, with
+no trap, while the probe of each mechanism on its own passed (tests/test_gemm_hopper.py).  With
+no more k-tiles than stages in every shape that hung, a lost arrival would have trapped after
+``MBAR_WAIT_LIMIT_NS``: docs/CLUSTER_HANG.md ranks the unbounded waits left (the exit cluster
+barrier, the consumers' setmaxnreg.inc, the launch) and a trap that does not surface, and
+``_cluster_kernel``'s switches (off for the rung) let the GPU probes bisect and trace it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -18,7 +20,7 @@ from numba.types import float16
 
 from .._dynsmem import DynamicSharedLaunch
 from .._ptx_hopper import (cluster_ctarank, clustered, cluster_dims, cluster_sync, fence_mbarrier_init,
-                           mbar_arrive_cluster, mbar_arrive_expect_tx, mbar_init, mbar_wait, setmaxnreg_dec,
+                           mbar_arrive, mbar_arrive_cluster, mbar_arrive_expect_tx, mbar_init, mbar_wait, setmaxnreg_dec,
                            setmaxnreg_inc, smem_addr, tensor_map_2d, tensormap_acquire, tma_load_2d,
                            tma_load_2d_multicast, wgmma_commit, wgmma_desc, wgmma_fence, wgmma_wait)
 from ..base import Traffic
@@ -34,8 +36,23 @@ CLUSTER_M = 2
 HALF_K = BK // CLUSTER_M
 
 
+#: the switches of :func:`_cluster_kernel` the GPU probes bisect the rung with (tests/test_gemm_hopper.py's
+#: ``test_cluster_bisect_probe``, docs/CLUSTER_HANG.md); the rung itself runs with all of them off
+PROBE_SWITCHES = ("no_mma", "no_multicast", "no_remote", "no_setmaxnreg", "producer_tail", "trace")
+#: the progress words a traced block writes after C (``trace``): slot -> what has happened (the
+#: value: 1, or how many k-tiles)
+TRACE_WORDS = 32
+TRACE_SLOTS = {16: "entered", 17: "barriers initialized", 0: "first cluster_sync passed",
+               1: "producer past setmaxnreg.dec", 2: "fills issued", 3: "producer loop done",
+               4: "wg1 past setmaxnreg.inc", 5: "wg2 past setmaxnreg.inc", 6: "wg1 full waits passed",
+               7: "wg2 full waits passed", 8: "wg1 mma done", 9: "wg2 mma done", 10: "wg1 released",
+               11: "wg2 released", 12: "wg1 epilogue done", 13: "wg2 epilogue done", 15: "producer tail done",
+               14: "exit passed (t 0)"}
+
+
 @lru_cache(maxsize=None)
-def _cluster_kernel(BN: int, STAGES: int):
+def _cluster_kernel(BN: int, STAGES: int, no_mma: bool = False, no_multicast: bool = False, no_remote: bool = False,
+                    no_setmaxnreg: bool = False, producer_tail: bool = False, trace: bool = False):
     """Rung 22's block (a producer warpgroup, two consumer warpgroups of 64 x BN each, STAGES
     k-tiles with full and empty mbarriers, setmaxnreg) in a cluster of two blocks, rank r = m
     tile mod 2: block tiles (2i, j) and (2i + 1, j) of C, which need the same k-tiles of B.
@@ -55,8 +72,23 @@ def _cluster_kernel(BN: int, STAGES: int):
     initialized, before any copy or arrival of the peer can reach them, and again before
     exiting: a block must not end while its peer may still arrive on its barriers.  An odd
     number of m tiles gets a last block past m (its A all zeros from the copy engine, its C
-    rows not written), which still loads its half of B for its partner."""
+    rows not written), which still loads its half of B for its partner.
+
+    The switches (all off for the rung; the GPU probes' bisection of the hang of 2026-11-27/28,
+    docs/CLUSTER_HANG.md), each a compile-time constant (a branch not taken is not compiled in):
+    ``no_mma`` the consumers only wait for a stage and release it (C = 0); ``no_multicast`` each
+    producer loads both halves of B itself with plain TMA copies (the empty barriers still count
+    both blocks' consumers); ``no_remote`` (with ``no_multicast``: rung 22's block in a cluster)
+    a consumer releases a stage on its own block's barrier only, which counts 2; ``no_setmaxnreg``
+    no register moves; ``producer_tail`` no cluster barrier before exit: the producer thread waits
+    until every stage has been released by all four consumer warpgroups (CUTLASS's
+    ``load_tail``/``producer_tail``), the consumers exit after their epilogue; ``trace``
+    progress words after C's m x n floats (``TRACE_WORDS`` a block, row-major block order:
+    ``TRACE_SLOTS``),
+    each stored with a system fence, so that a host polling C in mapped memory sees how far each
+    role of each block got while the kernel hangs."""
     NT = 384
+    TRACE = trace
     A_BYTES, B_BYTES = BM * BK * 2, BK * BN * 2
     STAGE = A_BYTES + B_BYTES
     NACC = BN // 2
@@ -69,8 +101,20 @@ def _cluster_kernel(BN: int, STAGES: int):
         mbar_arrive_expect_tx(full, s, STAGE)  # A, this block's half of B and the peer's
         tma_load_2d(smem, off, tma, kt * BK, bm, full, s)
         for j in range(BN // 64):  # (64 n, 32 k) boxes, to both blocks of the cluster (mask 0b11)
-            tma_load_2d_multicast(smem, off + uint32(A_BYTES + j * (BK * 128) + rank * (HALF_K * 128)), tmb,
-                                  bn + 64 * j, kt * BK + rank * HALF_K, full, s, 3)
+            if no_multicast:  # probe: both halves by this block's own plain copies
+                for h in range(CLUSTER_M):
+                    tma_load_2d(smem, off + uint32(A_BYTES + j * (BK * 128) + h * (HALF_K * 128)), tmb,
+                                bn + 64 * j, kt * BK + h * HALF_K, full, s)
+            else:
+                tma_load_2d_multicast(smem, off + uint32(A_BYTES + j * (BK * 128) + rank * (HALF_K * 128)), tmb,
+                                      bn + 64 * j, kt * BK + rank * HALF_K, full, s, 3)
+
+    @dev
+    def mark(c, M, N, slot, v):  # probe: a progress word after C, for a host polling mapped memory
+        if TRACE:
+            blk = int32(cuda.blockIdx.y) * int32(cuda.gridDim.x) + int32(cuda.blockIdx.x)
+            c[M * N + TRACE_WORDS * blk + slot] = float32(v)
+            cuda.threadfence_system()
 
     @dev
     def tile_mma(acc, smem, a0, b0):
@@ -96,35 +140,59 @@ def _cluster_kernel(BN: int, STAGES: int):
         bn = int32(cuda.blockIdx.x) * BN
         n_k = (K + (BK - 1)) // BK
         if t == 0:
+            mark(c, M, N, 16, 1)
             tensormap_acquire(tma)
             tensormap_acquire(tmb)
             for s in range(STAGES):
                 mbar_init(full, s, 1)
-                mbar_init(empty, s, 2 * CLUSTER_M)
+                mbar_init(empty, s, 2 if no_remote else 2 * CLUSTER_M)
             fence_mbarrier_init()
+            mark(c, M, N, 17, 1)
         cluster_sync()  # both blocks' barriers initialized before the peer's copies and arrivals reach them
+        if t == 0:
+            mark(c, M, N, 0, 1)
         if wg == 0:
-            setmaxnreg_dec(PRODUCER_REGS)
+            if not no_setmaxnreg:
+                setmaxnreg_dec(PRODUCER_REGS)
             if t == 0:
+                mark(c, M, N, 1, 1)
                 for kt in range(n_k):
                     s = kt % STAGES
                     mbar_wait(empty, s, ((kt // STAGES) & 1) ^ 1)  # released by both blocks' consumers
                     fill(smem, tma, tmb, full, s, kt, pad, bm, bn, rank)
+                    mark(c, M, N, 2, kt + 1)
+                mark(c, M, N, 3, 1)
+                if producer_tail:  # every stage released by all four consumer warpgroups: no arrival to come
+                    for kt in range(n_k, n_k + STAGES):
+                        s = kt % STAGES
+                        mbar_wait(empty, s, ((kt // STAGES) & 1) ^ 1)
+                    mark(c, M, N, 15, 1)
         else:
-            setmaxnreg_inc(CONSUMER_REGS)
+            if not no_setmaxnreg:
+                setmaxnreg_inc(CONSUMER_REGS)
             cw = wg - 1
+            if t % 128 == 0:
+                mark(c, M, N, 4 + cw, 1)
             acc = cuda.local.array(NACC, float32)
             for i in range(NACC):
                 acc[i] = float32(0)
             for kt in range(n_k):
                 s = kt % STAGES
                 mbar_wait(full, s, (kt // STAGES) & 1)
+                if t % 128 == 0:
+                    mark(c, M, N, 6 + cw, kt + 1)
                 a0 = base + pad + uint32(s * STAGE + cw * (64 * 128))
                 b0 = base + pad + uint32(s * STAGE + A_BYTES)
-                tile_mma(acc, smem, a0, b0)
+                if not no_mma:
+                    tile_mma(acc, smem, a0, b0)
                 if t % 128 == 0:  # both producers write this stage: release it to both
-                    for cta in range(CLUSTER_M):
-                        mbar_arrive_cluster(empty, s, cta)
+                    mark(c, M, N, 8 + cw, kt + 1)
+                    if no_remote:
+                        mbar_arrive(empty, s)
+                    else:
+                        for cta in range(CLUSTER_M):
+                            mbar_arrive_cluster(empty, s, cta)
+                    mark(c, M, N, 10 + cw, kt + 1)
             w = (t % 128) // 32
             lane = t % 32
             r = bm + cw * 64 + 16 * w + lane // 4
@@ -141,7 +209,12 @@ def _cluster_kernel(BN: int, STAGES: int):
                         c[(r + 8) * N + q] = x2
                     if q + 1 < N:
                         c[(r + 8) * N + q + 1] = x3
-        cluster_sync()  # the peer may still arrive on this block's barriers until it is done
+            if t % 128 == 0:
+                mark(c, M, N, 12 + cw, 1)
+        if not producer_tail:
+            cluster_sync()  # the peer may still arrive on this block's barriers until it is done
+        if t == 0:
+            mark(c, M, N, 14, 1)
 
     return clustered(gemm_cluster, (1, CLUSTER_M, 1))
 

@@ -841,3 +841,22 @@ def test_a_device_fault_ends_a_tune_unit_with_the_rest_said_not_run(tmp_path, mo
 def test_picking_ops_or_problems_keeps_a_tune_units_rung(tmp_path):
     units_ = _plan(tmp_path, "--parts", "tune", "--ops", "gemm", "--problems", "float16")["units"]
     assert [u["name"] for u in units_] == ["tune-gemm-float16"] and units_[0]["extra"]["rung"] == "tc_deep"
+
+
+def test_every_probe_of_the_gpu_window_selects_a_test():
+    """tools/gpu_window.sh runs each probe as ``pytest tests/test_gemm_hopper.py -k EXPR``: a
+    probe renamed in the tests would select nothing and pass silently in a GPU window."""
+    import re
+    import subprocess
+    import sys
+
+    script = (ROOT / "tools" / "gpu_window.sh").read_text()
+    exprs = re.findall(r'"([^"]+)"', re.search(r"probes=\(([^)]*)\)", script).group(1))
+    assert "lost_arrival_traps" in exprs and len(exprs) >= 5
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                          str(ROOT / "tests" / "test_gemm_hopper.py")], capture_output=True, text=True, timeout=300)
+    ids = [line for line in out.stdout.splitlines() if "::" in line]
+    assert ids, out.stdout[-2000:] + out.stderr[-2000:]
+    for e in exprs:  # -k "a and b": every word a substring of the test's id
+        words = [w for w in e.split(" and ")]
+        assert any(all(w in i for w in words) for i in ids), f"gpu_window.sh's probe {e!r} selects no test"

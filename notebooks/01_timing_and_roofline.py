@@ -301,7 +301,7 @@ lesson.sweep_table(table, metric="gbps")  # in the simulator the time reads "sim
 #
 # A datasheet's bandwidth is a peak no kernel reaches; a simple copy kernel shows what is
 # attainable (perfkit's copy kernel: 84% of the published 3.35 TB/s on the H100, 2.82 TB/s on
-# 2026-11-26, and 81% of 4.8 TB/s on the H200, 3.91 TB/s on 2026-11-27: the newest records in
+# 2026-11-28 as on 2026-11-26, and 81% of 4.8 TB/s on the H200, 3.91 TB/s on 2026-11-27: the newest records in
 # `data/results/<gpu>/roofline/`, in the table below; the model still applies
 # 70%, the first copy kernel's figure: `dram_efficiency` in `data/rates.yaml` says why).  Likewise a chain of
 # independent FMAs shows the attainable FP32 rate.  On a GPU we measure both here and record them;
@@ -424,19 +424,21 @@ print("kernel code between the two sides:", ", ".join(sorted(set(c.table.code)))
 # %%
 today_timer = compare.compare("gpu=h100,commit=6bbc424,after=2026-11-26T15:28,before=2026-11-26T15:34",
                               "gpu=h100,commit=6bbc424,after=2026-11-26T15:34")
-display(lesson.fold(today_timer.table[["op", "variant", "base_median_s", "new_median_s", "ratio", "ci_low", "ci_high",
-                                       "verdict", "code"]].round(6),
-                    summary="today's timer: the same rungs measured twice (open once you have predicted)"))
+lines = []  # the answer, folded with its table (the prompt above asks for it)
 for name, x in (("the first timer (7c7b2e0, 2026-11-23)", c), ("today's timer (6bbc424, 2026-11-26)", today_timer)):
     t = x.table[x.table.code == "same"]
     beyond = int(((t.ratio - 1).abs() > compare.FAIL_ABOVE).sum())
-    print(f"{name}: {len(t)} rungs of the same code measured twice, ratio {t.ratio.min():.3f} to {t.ratio.max():.3f}; "
-          f"{beyond} apart by more than {compare.FAIL_ABOVE:.0%}, the change a regression gate (perfkit compare's "
-          "exit status) fails on")
+    lines.append(lesson.paragraph(
+        f"{name}: {len(t)} rungs of the same code measured twice, ratio {t.ratio.min():.3f} to {t.ratio.max():.3f}; "
+        f"{beyond} apart by more than {compare.FAIL_ABOVE:.0%}, the change a regression gate (perfkit compare's "
+        "exit status) fails on"))
+display(lesson.fold(*lines, today_timer.table[["op", "variant", "base_median_s", "new_median_s", "ratio", "ci_low",
+                                               "ci_high", "verdict", "code"]].round(6),
+                    summary="today's timer: the same rungs measured twice (open once you have predicted)"))
 
 # %% [markdown]
 # A verdict is only as good as its baseline: a regression gate can trust a timer whose repeated
-# runs of unchanged code agree well inside the gate's threshold (the line above with none apart
+# runs of unchanged code agree well inside the gate's threshold (the folded line above with none apart
 # by more), and only runs taken the same way (same machine, clocks, timer).  Repeat a run that
 # says "slower" before believing it.
 
@@ -445,7 +447,7 @@ for name, x in (("the first timer (7c7b2e0, 2026-11-23)", c), ("today's timer (6
 #
 # The same ladders were recorded on an H200 (`data/results/nvidia-h200/`: commits ed6ffd5 and
 # 6ab83fe on 2026-11-26, 6ba0514 on 2026-11-27) and again on the H100 (2026-11-26, commit
-# 6bbc424).  Across two machines the noise of one says nothing about the other, so there is no
+# 6bbc424; the rungs new since, on 2026-11-28 at commit 516b940).  Across two machines the noise of one says nothing about the other, so there is no
 # verdict, only ratios. Where a rung's kernel code is the same on both sides (`code` is `same`),
 # the ratio is the machines' difference alone.  Per `data/devices.yaml` the H200 has the H100 SXM's
 # SM count and FP32 rate with faster memory: a rung bound by arithmetic or latency should take

@@ -69,7 +69,9 @@ SIM = backend.is_simulator()        # (the backend is announced once, on import)
 EX = gemm.EXAMPLE_PROBLEM           # compiled for the anatomy view, never run here
 shown_gpu = lesson.shown_gpu(records_gpu, ["gemm"])  # the figures draw one GPU's records
 gpu = gpu or lesson.spec_key(shown_gpu)
-print(f"cards: per rung, the newest record of today's code on {records_gpu or 'any GPU'} (named on the card); "
+print(f"cards: per rung, the newest record of today's code on {records_gpu or 'any GPU'} (named on the card: "
+      f"neighbouring cards may be of different GPUs, and a card's 'x the rung before' compares two records of "
+      f"its own GPU); "
       f"figures: {shown_gpu or 'none yet'}; published ceilings: {gpu}")
 lesson.fold(pd.DataFrame([{"rung": v.label, "what changed and why": v.what} for v in gemm.LADDER]),
             summary=f"the ladder: {len(gemm.LADDER) - 1} rungs and the oracle (each section below begins with its idea)")
@@ -477,7 +479,8 @@ view.sass("tma", ["LDGSTS", "UTMALDG", "SYNCS", "HGMMA", "WARPGROUP", "BAR", "FE
 #
 # The producer needs few registers and the consumers many (128x256 float32 accumulators over 256
 # threads is 128 a thread), so `setmaxnreg` moves them: the producer gives its registers back down
-# to 40, the consumers take up to 232 (`USETMAXREG` in the SASS).  ptxas keeps the request only when
+# to 40, the consumers take up to 232 (the PTX instruction `setmaxnreg`; its SASS is the answer to the
+# prompt below).  ptxas keeps the request only when
 # the kernel is linked with LTO and its entry register count is pinned (here by its launch bounds,
 # 384 threads, one block an SM); otherwise it drops it with warning C7504 or C7508, which the build
 # test turns into a failure.  In the simulator a waiting thread now yields to the rest of its block, and
@@ -504,8 +507,10 @@ view.sass("warp_specialized", ["UTMALDG", "SYNCS", "HGMMA", "USETMAXREG", "WARPG
 # SM** (the device's SM count), and each block walks tiles in turn with its ring running on from
 # one tile to the next, so the next tile's loads overlap this tile's epilogue.  The epilogue itself
 # leaves by TMA too: each consumer warpgroup writes 64x32 float32 boxes into swizzled shared memory,
-# meets at its own named barrier (`bar.sync 1+w, 128`), and one thread issues the TMA store
-# (`UTMASTG`); a box is reused only after the store has read it (`cp.async.bulk.wait_group.read`).
+# waits for its own warpgroup only (not the whole block), and one thread stores the box to global
+# memory with a bulk copy; a box is reused only after the store has read it
+# (`cp.async.bulk.wait_group.read`).  Which instruction stores C, and how many barriers the
+# consumers meet at, is the prompt after the card.
 
 # %%
 view.show("persistent", prev="warp_specialized")
@@ -563,11 +568,13 @@ view.sass("cluster", ["UTMALDG", "SYNCS", "UCGABAR", "MEMBAR", "HGMMA", "USETMAX
 
 # %% [markdown]
 # The Hopper rungs 20-23 (`wgmma`, `tma`, `warp_specialized`, `persistent`) and `tc_deep` were first
-# recorded on an H200 on 2026-11-27 (commit 6ba0514), at 4096³ float16 only: their cards above give
+# recorded on an H200 on 2026-11-27 (commit 6ba0514), then on the H100 on 2026-11-28 (commit
+# 516b940, today's code), at 4096³ float16 only: their cards above give
 # each time against cuBLAS's HGEMM (a wgmma kernel on Hopper) beside the model's estimate, and the
 # table of where the ladder stands below counts them (notebook 06 sorts the rungs first recorded in
-# the newest run by how far the model was off).  Rung 24 `cluster` has no record: in the 2026-11-27
-# run its kernel hung on the GPU (cause not found yet), so its card shows the model's estimate only.
+# the newest run by how far the model was off).  Rung 24 `cluster` has no record: its kernel hung
+# on the H200 (2026-11-27) and on the H100 (2026-11-28), cause not found yet (`docs/CLUSTER_HANG.md`
+# lists the suspects and the probes that will tell), so its card shows the model's estimate only.
 # `docs/MODEL_NOTES.md` lists what the model assumes for these rungs.
 #
 # ## Rungs of today's ladder without a section above

@@ -44,7 +44,8 @@
 # for sm_90 with no GPU.  The ladder has been timed on real GPUs at the example layer only, in
 # float32 NCHW and float16 NHWC: rungs 1-8 on an H100 (2026-11-26, commit 6bbc424) and on an
 # H200 (2026-11-26, commit ed6ffd5), then all fifteen rungs on an H200 (2026-11-27, commit
-# 6ba0514), rungs 9-15 for the first time; each card below names the record it shows.  The goals
+# 6ba0514), rungs 9-15 for the first time, and rungs 9-15 (with 11 and 14 in float32 too) on the
+# H100 (2026-11-28, commit 516b940); each card below names the record it shows.  The goals
 # at this layer (issue 43: the best rung at ≥ 0.7 of cuDNN in float32, whose choice here is an
 # FFT, and ≥ 0.5 in float16) are checked against the records at the end of the notebook, which
 # says whether each is met and by how much (predict first).  The whole ResNet-50 sweep runs with
@@ -83,7 +84,9 @@ SIM = backend.is_simulator()        # (the backend is announced once, on import)
 EX = conv.EXAMPLE_PROBLEM           # ResNet-50's stage-2 3x3 layer at batch 32: compiled, never run here
 shown_gpu = lesson.shown_gpu(records_gpu, ["conv"])  # tables and figures show one GPU's records
 gpu = gpu or lesson.spec_key(shown_gpu)
-print(f"cards: per rung, the newest record of today's code on {records_gpu or 'any GPU'} (named on the card); "
+print(f"cards: per rung, the newest record of today's code on {records_gpu or 'any GPU'} (named on the card: "
+      f"neighbouring cards may be of different GPUs, and a card's 'x the rung before' compares two records of "
+      f"its own GPU); "
       f"tables and figures: {shown_gpu or 'none yet'}; published ceilings: {gpu}")
 print("example problem:", EX.label, f"(P x Q = {EX.p} x {EX.q}; GEMM M, N, K = {EX.gemm_mnk})")
 lesson.fold(pd.DataFrame([{"rung": v.label, "what changed and why": v.what} for v in conv.LADDER]),
@@ -300,7 +303,8 @@ view.show("tensor_core")
 # **These sections were written before any of rungs 9-15 had a GPU record**, as predictions: each
 # says what its rung should change, and the model estimated every rung before it ran.  The H200 then
 # recorded all seven (2026-11-27, commit 6ba0514; `tools/record_gpu.py --plan quick --ops conv`
-# records them).  Each card now shows the record beside the model's estimate and says where the
+# records them), and the H100 did on 2026-11-28 (commit 516b940).  Each card now shows the newest
+# record of today's code (the GPU named) beside the model's estimate and says where the
 # model was right and where it missed; predict from the section, the diff and the anatomy before
 # you open it (the summary near the end sets every rung's record beside its estimate in one table,
 # and notebook 06 sorts the rungs first recorded in the newest run by how far the model was

@@ -82,7 +82,9 @@ SIM = backend.is_simulator()        # (the backend is announced once, on import)
 MODS = {op: importlib.import_module(f"perfkit.kernels.norm.{op}") for op in ops}
 shown_gpu = lesson.shown_gpu(records_gpu, ops)  # tables and figures show one GPU's records
 gpu = gpu or lesson.spec_key(shown_gpu)
-print(f"cards: per rung, the newest record of today's code on {records_gpu or 'any GPU'} (named on the card); "
+print(f"cards: per rung, the newest record of today's code on {records_gpu or 'any GPU'} (named on the card: "
+      f"neighbouring cards may be of different GPUs, and a card's 'x the rung before' compares two records of "
+      f"its own GPU); "
       f"tables and figures: {shown_gpu or 'none yet'}; published bandwidth: {gpu}")
 lesson.fold(pd.DataFrame([{"op": op, "rung": v.label, "config": v.config, "what changed and why": v.what}
                           for op, m in MODS.items() for v in m.LADDER]),
@@ -203,8 +205,9 @@ published = f"the published {published_bw / 1e12:.2f} TB/s of {gpu}"
 #   are at 4096 x 4096, not at the width it is for.
 #
 # `smem_row` and `persist` of softmax, layernorm and rmsnorm were first recorded on an H200
-# (2026-11-27, commit 6ba0514), in float32 at 4096 x 4096 only; `packed` (float16 only) has no GPU
-# record yet: its card shows the model's estimate only.
+# (2026-11-27, commit 6ba0514), then on the H100 (2026-11-28, commit 516b940), in float32 at
+# 4096 x 4096 only; `packed` (float16 only) has no GPU record yet: its card shows the model's
+# estimate only.
 
 # %%
 lesson.traffic_table(MODS['softmax'].LADDER, MODS['softmax'].EXAMPLE_PROBLEM, published_bw, published)

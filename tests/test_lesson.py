@@ -1753,3 +1753,35 @@ def test_tuning_paragraph_names_rung_11_when_it_wins_rung_19s_unit(tmp_path):
     assert text.startswith("h100-sxm, rung 19 simt_wide: 2 configurations timed; the fastest, 128x128x16, 8 warps "
                            "(rung 11 autotuned), ran 2.95 ms (x0.92 of the oracle)"), text
     assert "ranked it 1 of 2" in text
+
+
+def test_a_factor_across_code_versions_names_the_same_code_factor_of_another_gpu():
+    """The H100's batchnorm ticket card (516b940) compared with the H100's split of 7c7b2e0 (a
+    kernel changed since): x2.98 "across code versions".  Where another GPU holds records of
+    today's code of both rungs, the card gives that factor too, from those two records."""
+    from perfkit.kernels import registry
+
+    bn = registry.module("batchnorm")
+    table = lesson.records("batchnorm")
+    seen = 0
+    for v in [x for x in bn.LADDER if not x.oracle]:
+        card = lesson.recorded("batchnorm", bn.GPU_SWEEP[0], v.name, estimate=False, table=table)
+        if not (card.found and card.prev_today):
+            continue
+        seen += 1
+        g, a, b = card.prev_today
+        assert card.prev_across and g != card.gpu
+        on = table[(table["gpu"] == g) & (table["problem"] == card.problem)]
+        assert a in set(on[on["variant"] == v.name]["median_s"]) and b in set(on["median_s"])
+        assert f"On {g}, where both records are of today's code: x{b / a:.2f}" in card.verdict()
+    if not seen:
+        pytest.skip("no card here compares across code versions where another GPU has both of today's code")
+
+
+def test_a_ladder_tables_factor_never_crosses_dtypes():
+    """GEMM 19 simt_wide (float32) comes after the float16-only 18 tc_deep: its card in a ladder
+    table is compared with 11 autotuned at the same problem, not with tc_deep at its own (the
+    table read "x0.11 vs 18 tc_deep (at its own problem)")."""
+    p = gemm.Problem(4096, 4096, 4096, "float32")
+    card = lesson.recorded("gemm", p, "simt_wide", estimate=False)
+    assert card.prev_label.endswith("autotuned") and not card.prev_problem

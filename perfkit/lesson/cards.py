@@ -70,6 +70,9 @@ class RungCard:
     anatomy_note: str = ""
     prev_commit: str = ""
     prev_changed_since: bool | None = None  # the rung before's kernel changed since its record
+    #: where "x the rung before" crosses code versions on the card's GPU: (another GPU, this rung's
+    #: seconds, the rung before's) of two records of today's code there, the comparison that holds
+    prev_today: tuple | None = None
     prev_skipped_label: str | None = None  # the rung just before, where it had no record here
     prev_skipped_why: str = "has no record"  # or "does not run this problem" (a float16-only rung)
     best_before_label: str | None = None  # the fastest recorded rung before this one
@@ -152,6 +155,15 @@ class RungCard:
                 f"{a}{since if self.changed_since else ''})")
 
     @property
+    def prev_today_text(self) -> str:
+        """The same-code factor on another GPU (:attr:`prev_today`), in words; "" where none."""
+        if not self.prev_today:
+            return ""
+        g, a, b = self.prev_today
+        return (f"On {g}, where both records are of today's code: x{b / a:.2f} against {self.prev_label} "
+                f"({fmt_seconds(a)} against {fmt_seconds(b)})")
+
+    @property
     def prev_across(self) -> str:
         """:meth:`across_versions` of the rung before (x prev's reference)."""
         return self.across_versions(self.prev_label, self.prev_commit, self.prev_changed_since)
@@ -170,7 +182,8 @@ class RungCard:
             # two commits' code: the factor is kept, but no direction is claimed for today's code
             out.append(f"Measured on {self.gpu}: x{self.x_prev:.2f} against {self.prev_label} "
                        f"({fmt_seconds(self.median_s)} against {fmt_seconds(self.prev_median_s)}){self.prev_note}, "
-                       f"across code versions {across}: not a comparison of today's kernels.")
+                       f"across code versions {across}: not a comparison of today's kernels."
+                       + (f" {self.prev_today_text}." if self.prev_today else ""))
         elif np.isfinite(self.x_prev):
             x = self.x_prev
             word = "faster than" if x >= 1.02 else "slower than" if x <= 0.98 else "about as fast as"
@@ -316,7 +329,8 @@ class RungCard:
                 same = "" if self.prev_problem else " at this problem"  # a twin's card: not the section's
                 rows.append(("x the rung before", f"x{self.x_prev:.2f} vs {self.prev_label} "
                              f"({fmt_seconds(self.prev_median_s)}{same}){self.prev_note}"
-                             + (f" {self.prev_across}" if self.prev_across else "")))
+                             + (f" {self.prev_across}" if self.prev_across else "")
+                             + (f"; {self.prev_today_text}" if self.prev_today else "")))
             else:
                 rows.append(("x the rung before", f"— ({self.prev_label} has no record here)"))
         rows.append(("of the oracle", f"{self.of_oracle:.1%}" if np.isfinite(self.of_oracle) else "— (no oracle record)"))
@@ -428,6 +442,22 @@ def _as_variant(rung, ladder: list[Variant]) -> Variant:
     raise LookupError(f"rung {rung!r} is not in the ladder ({[v.label for v in ladder]})")
 
 
+def _today_pair(df: pd.DataFrame, gpu, problem, v: Variant, prev_problem, prev: Variant) -> tuple | None:
+    """(GPU, this rung's median, the rung before's) on the first other GPU of ``df`` where both
+    have a record of today's code: the same-code factor, where the card's own GPU has only one
+    across code versions (the H100's ticket against its split of 7c7b2e0)."""
+    for g in sorted(set(df["gpu"].dropna().astype(str)) - {str(gpu)}):
+        d = df[df["gpu"] == g]
+        a, b = match_rows(d, problem, v.name), match_rows(d, prev_problem, prev.name)
+        if a.empty or b.empty:
+            continue
+        ra, rb = choose_record(a, v), choose_record(b, prev)
+        if all(isinstance(r.get("commit"), str) and r.get("commit") and source_changed_since(u, r["commit"]) is False
+               for r, u in ((ra, v), (rb, prev))):
+            return g, float(ra["median_s"]), float(rb["median_s"])
+    return None
+
+
 def choose_record(rows: pd.DataFrame, v: Variant) -> pd.Series:
     """The record a card shows among ``rows`` (one rung at one problem, oldest first, of one GPU or
     several): the newest of today's code (the kernel unchanged since its commit), on whatever GPU;
@@ -493,8 +523,14 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
         prev = _as_variant(prev, ladder)
         ip = next((j + 1 for j, x in enumerate(ladder) if x.name == prev.name), None)
     else:
-        prev = next((ladder[j] for j in range(i - 1, -1, -1) if not ladder[j].oracle), None) if i is not None else None
-        ip = i  # the fallback below searches the rungs before prev (its sub-ladder's, where prev is given)
+        # the nearest earlier rung that runs this problem (LadderView.prev_of's rule: a float32 rung
+        # after a float16-only one is compared with the float32 rung it builds on, not with the
+        # float16 rung at its own problem, a factor across dtypes), else the rung just before
+        before = [ladder[j] for j in range(i - 1, -1, -1) if not ladder[j].oracle] if i is not None else []
+        prev = next((u for u in before if isinstance(problem, Problem) and runs(u, problem)),
+                    before[0] if before else None)
+        ip = next((j + 1 for j, x in enumerate(ladder) if x.name == prev.name), None) if prev is not None else i
+        # (the fallback below searches the rungs before prev: its sub-ladder's, where prev is given)
     oracle = next((x for x in ladder if x.oracle), None)
     card.prev_label = prev.label if prev is not None else None
     mine = match_rows(df, problem, v.name)
@@ -554,6 +590,8 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
             card.prev_commit = str(pr.iloc[-1].get("commit") or "")
             if card.prev_commit and card.prev_commit != card.commit:  # only then does it qualify a factor
                 card.prev_changed_since = source_changed_since(prev, card.prev_commit)
+            if card.prev_across and "gpu" in df:
+                card.prev_today = _today_pair(df, card.gpu, problem, v, card.prev_problem or problem, prev)
     if i is not None:  # the fastest rung before this one, as recorded here
         best = None
         for u in ladder[:i]:

@@ -1779,9 +1779,14 @@ def test_a_factor_across_code_versions_names_the_same_code_factor_of_another_gpu
 
 
 def test_a_ladder_tables_factor_never_crosses_dtypes():
-    """GEMM 19 simt_wide (float32) comes after the float16-only 18 tc_deep: its card in a ladder
-    table is compared with 11 autotuned at the same problem, not with tc_deep at its own (the
-    table read "x0.11 vs 18 tc_deep (at its own problem)")."""
+    """GEMM 19 simt_wide (float32) comes after the float16-only 18 tc_deep: its row in a ladder's
+    summary table (one GPU's, or every GPU's) is compared with 11 autotuned at the same problem,
+    not with tc_deep at its own (the table read "x0.11 vs 18 tc_deep (at its own problem)"), as
+    its section's card is."""
     p = gemm.Problem(4096, 4096, 4096, "float32")
-    card = lesson.recorded("gemm", p, "simt_wide", estimate=False)
-    assert card.prev_label.endswith("autotuned") and not card.prev_problem
+    view = lesson.LadderView("gemm", p, table=lesson.records("gemm"), estimate=False)
+    by = {v.name: v for v in gemm.LADDER}
+    assert view.prev_at(by["simt_wide"], p).name == "autotuned" and view.prev_at(by["naive"], p) is None
+    rows = view.all_cards(p) + [c for g in ("NVIDIA H100 80GB HBM3", "NVIDIA H200") for c in view._cards_on(p, g)]
+    for card in (c for c in rows if c.variant == "simt_wide"):
+        assert card.prev_label == by["autotuned"].label and not card.prev_problem

@@ -445,7 +445,7 @@ def test_a_kernel_that_hung_when_timed_is_not_profiled():
 
 def test_a_second_run_of_the_day_brings_its_own_ncu_table_beside_the_first(tmp_path):
     """A short --parts ncu call after the window records nothing: its table comes in (attributed by
-    its plan and log) as <gpu>-<date>-2.csv, the first day's table kept; importing it again changes
+    its plan and log) as <gpu>-<date>b.csv, the first day's table kept; importing it again changes
     nothing; validate and the plan read the later table first."""
     from perfkit import model
 
@@ -463,14 +463,14 @@ def test_a_second_run_of_the_day_brings_its_own_ncu_table_beside_the_first(tmp_p
         supervise.pack(run, tmp_path / f"ncu{k}.tgz")
         assert importer.main([str(tmp_path / f"ncu{k}.tgz"), "--data", str(data), "--docs", str(docs)]) == 0
     assert "18 tc_deep" in (data / "ncu" / "h100-sxm-2026-11-28.csv").read_text()
-    assert "15 tc_epilogue" in (data / "ncu" / "h100-sxm-2026-11-28-2.csv").read_text()
-    meta = json.loads((data / "ncu" / "h100-sxm-2026-11-28-2.json").read_text())
-    assert meta["table"] == "h100-sxm-2026-11-28-2.csv" and meta["cuda_driver"] == "13.0" and meta["commit"] == "abc"
+    assert "15 tc_epilogue" in (data / "ncu" / "h100-sxm-2026-11-28b.csv").read_text()
+    meta = json.loads((data / "ncu" / "h100-sxm-2026-11-28b.json").read_text())
+    assert meta["table"] == "h100-sxm-2026-11-28b.csv" and meta["cuda_driver"] == "13.0" and meta["commit"] == "abc"
     assert importer.main([str(tmp_path / "ncu1.tgz"), "--data", str(data), "--docs", str(docs)]) == 0
-    assert sorted(p.name for p in (data / "ncu").glob("*.csv")) == ["h100-sxm-2026-11-28-2.csv", "h100-sxm-2026-11-28.csv"]
+    assert sorted(p.name for p in (data / "ncu").glob("*.csv")) == ["h100-sxm-2026-11-28.csv", "h100-sxm-2026-11-28b.csv"]
     import unittest.mock as um
     with um.patch.object(model.inputs, "NCU_PATH", data / "ncu" / "x.csv"):
-        assert [p.name for p, _ in model.inputs.ncu_tables("h100-sxm")] == ["h100-sxm-2026-11-28-2.csv",
+        assert [p.name for p, _ in model.inputs.ncu_tables("h100-sxm")] == ["h100-sxm-2026-11-28b.csv",
                                                                             "h100-sxm-2026-11-28.csv"]
     empty = tmp_path / "empty"
     empty.mkdir()

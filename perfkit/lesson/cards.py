@@ -523,14 +523,8 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
         prev = _as_variant(prev, ladder)
         ip = next((j + 1 for j, x in enumerate(ladder) if x.name == prev.name), None)
     else:
-        # the nearest earlier rung that runs this problem (LadderView.prev_of's rule: a float32 rung
-        # after a float16-only one is compared with the float32 rung it builds on, not with the
-        # float16 rung at its own problem, a factor across dtypes), else the rung just before
-        before = [ladder[j] for j in range(i - 1, -1, -1) if not ladder[j].oracle] if i is not None else []
-        prev = next((u for u in before if isinstance(problem, Problem) and runs(u, problem)),
-                    before[0] if before else None)
-        ip = next((j + 1 for j, x in enumerate(ladder) if x.name == prev.name), None) if prev is not None else i
-        # (the fallback below searches the rungs before prev: its sub-ladder's, where prev is given)
+        prev = next((ladder[j] for j in range(i - 1, -1, -1) if not ladder[j].oracle), None) if i is not None else None
+        ip = i  # the fallback below searches the rungs before prev (its sub-ladder's, where prev is given)
     oracle = next((x for x in ladder if x.oracle), None)
     card.prev_label = prev.label if prev is not None else None
     mine = match_rows(df, problem, v.name)

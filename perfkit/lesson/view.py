@@ -205,16 +205,24 @@ class LadderView:
         return todo
 
     # -- the whole ladder, after its sections --
+    def prev_at(self, v: Variant, problem: Problem) -> Variant | None:
+        """The rung a table row of ``v`` at ``problem`` is compared with: the nearest earlier rung
+        that runs ``problem`` (GEMM 19 simt_wide, float32, with 11 autotuned, not with the
+        float16-only 18 tc_deep at its own problem: a table's factor never crosses dtypes), else
+        None (the card's own rule)."""
+        i = next(i for i, u in enumerate(self.ladder) if u.name == v.name)
+        return next((u for u in reversed(self.ladder[:i]) if not u.oracle and runs(u, problem)), None)
+
     def all_cards(self, problem: Problem | None = None) -> list[RungCard]:
         """One card per rung of today's ladder at ``problem`` (the sections' cards where shown)."""
         if problem is None or problem is self.problem:
             return [self.cards[v.name] if v.name in self.cards else
                     recorded(self.op, self.problem, v, ladder=self.ladder, table=self.table,
                              model_gpu=self.model_gpu, estimate=self.estimate,
-                             banks_unrecorded=self.banks_unrecorded)
+                             banks_unrecorded=self.banks_unrecorded, prev=self.prev_at(v, self.problem))
                     for v in self.ladder if not v.oracle]
         return [recorded(self.op, problem, v, ladder=self.ladder, table=self.table, model_gpu=self.model_gpu,
-                         estimate=self.estimate, banks_unrecorded=self.banks_unrecorded)
+                         estimate=self.estimate, banks_unrecorded=self.banks_unrecorded, prev=self.prev_at(v, problem))
                 for v in self.ladder if not v.oracle]
 
     def anatomy_table(self) -> Rendered:
@@ -255,7 +263,7 @@ class LadderView:
         if t is not None and not t.empty and "gpu" in t:
             t = t[t["gpu"] == gpu]
         return [recorded(self.op, p, v, ladder=self.ladder, table=t, gpu=gpu, model_gpu=self.model_gpu,
-                         estimate=self.estimate, banks_unrecorded=self.banks_unrecorded)
+                         estimate=self.estimate, banks_unrecorded=self.banks_unrecorded, prev=self.prev_at(v, p))
                 for v in self.ladder if not v.oracle]
 
     def _summary_of_gpu(self, cs, p, gpu, metric, title, several):

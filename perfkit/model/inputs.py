@@ -30,7 +30,7 @@ def ncu_tables(gpu: str = "h100-sxm") -> list[tuple[Path, str | None]]:
     for meta in sorted(NCU_PATH.parent.glob("*.json")):
         d = json.loads(meta.read_text())
         if spec_key(d.get("gpu")) == want and (meta.parent / d.get("table", "")).is_file():
-            # a day's second table is <key>-<date>-2.csv: the longer name is the later one
+            # a day's second table is <key>-<date>b.csv: the longer name is the later one
             found.append((str(d.get("date", "")), len(meta.name), meta.name, meta.parent / d["table"], d.get("commit") or None))
     return [(path, commit) for *_, path, commit in sorted(found, reverse=True)]
 

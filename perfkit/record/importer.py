@@ -8,7 +8,7 @@
 * the Nsight Compute table -> ``data/ncu/<gpu key>-<date>.csv``, the timer check ->
   ``data/timer/<gpu key>-<date>.csv``, the tune table -> ``data/tuning/<gpu key>-<date>.csv`` (a
   fleet's table, whose ``gpu`` column names several GPUs, a file for each; a second run's table of
-  the same day ``<gpu key>-<date>-2.csv``), each with a provenance ``.json`` beside it written from the
+  the same day ``<gpu key>-<date>b.csv``, named to sort after the first), each with a provenance ``.json`` beside it written from the
   records' own provenance (GPU, driver, CUDA, packages, commit, date);
 * ``summary.md`` -> ``docs/device-runs/<date>-<gpu key>-summary.md``.
 
@@ -151,13 +151,15 @@ def plan(run: Path, data: Path, docs: Path) -> list[tuple[Path, Path | str]]:
             else:
                 prov = _provenance_of(by_gpu, g)
                 m = meta(prov, prov.get("gpu") or g)
-            stem, n = f"{specs.get(m['gpu']).key}-{m['date']}", 2
+            stem, n = f"{specs.get(m['gpu']).key}-{m['date']}", 0
             dest = data / folder / f"{stem}.csv"
             # a second run the same day (say a short --parts ncu call after the window) gets its own
-            # table beside the first; the same run imported again finds its own and changes nothing
+            # table beside the first, <stem>b.csv (then c, ...: a later table's name sorts after the
+            # earlier's, as the dates do); the same run imported again finds its own, changes nothing
             while dest.exists() and not (filecmp.cmp(dest, content, shallow=False) if isinstance(content, Path)
                                          else dest.read_text() == content):
-                dest, n = data / folder / f"{stem}-{n}.csv", n + 1
+                n += 1
+                dest = data / folder / f"{stem}{chr(ord('a') + n)}.csv"
             todo.append((dest, content))
             todo.append((dest.with_suffix(".json"),
                          json.dumps({"table": dest.name, **m, "what": what, "source": source}, indent=1) + "\n"))

@@ -654,9 +654,7 @@ def test_unrolled_sweep_and_remainder_from_elements_per_thread():
 
 def test_dram_bound_launch_hides_pipe_work_but_not_latency():
     """Where DRAM is the slowest leg, the pipes' work hides under it (the roofline's max); where
-    the second leg is exposed latency, half of it shows (the fitted overlap).  L2, which carries
-    DRAM's bytes, is not a second leg beside DRAM (rmsnorm tuned: L2 13.5 us, latency 12.9 us
-    with Hopper's L2 at 5120 B/clk; the latency still shows)."""
+    the second leg is exposed latency, half of it shows (the fitted overlap)."""
     from perfkit.kernels.norm import rmsnorm
 
     p = rmsnorm.Problem(rows=4096, cols=4096, dtype="float32")
@@ -668,7 +666,6 @@ def test_dram_bound_launch_hides_pipe_work_but_not_latency():
             legs = sorted(L["legs"].items(), key=lambda kv: (kv[1], kv[0]), reverse=True)
             if legs[0][0] != "dram" or L["overlap"] == 1.0:
                 continue
-            legs = [kv for kv in legs if kv[0] != "l2"]
             if legs[1][0] == "latency":
                 assert L["seconds"] == pytest.approx(legs[0][1] + 0.5 * legs[1][1])
             else:
@@ -1511,36 +1508,3 @@ def test_the_fp32_pipe_is_inside_the_issue_leg_where_it_takes_a_warp_instruction
     top = max(L["legs"]["latency"], L["legs"]["issue"])
     second = max(x for k, x in L["legs"].items() if k not in ("latency", "issue", "fp32"))
     assert L["seconds"] == pytest.approx(top + L["overlap"] * second, rel=1e-9)
-
-
-def test_hoppers_l2_moves_5120_bytes_a_clock_for_the_whole_gpu():
-    """Hopper's L2 bandwidth is the GPU's, 5120 bytes a clock (data/rates.yaml arch 9.0: the
-    published H100 figure, 8986 GB/s at 1755 MHz, is the A100 whitepaper's 5120 B/clk), not 64
-    bytes a clock an SM (8448 for 132 SMs): the legs' per-SM figure is it over the SMs.  Nsight
-    Compute (data/ncu/h100-sxm-2026-11-28.csv) has rung 20 moving 2.23 GB through L2 in 288 us
-    (7.7 TB/s, 77% of 10.1 TB/s) with its tensor pipe 55% active: the L2 is its busiest unit, and
-    the estimate says so (its L2 leg the largest, 2.21 GB / (5120 B x 1.98 GHz))."""
-    for g in ("h100-sxm", "h200"):
-        r = model.rates(g)
-        assert r["l2_bytes_per_sm_per_clk"]["value"] * r["sm_count"]["value"] == pytest.approx(5120)
-        assert "l2_bytes_per_clk" in r["l2_bytes_per_sm_per_clk"]["source"]
-    r = model.rates("h100-sxm")
-    v = next(u for u in gemm.LADDER if u.name == "wgmma")
-    L = model.estimate(v, gemm.Problem(4096, 4096, 4096, "float16"), "h100-sxm").launches[0]
-    assert L["legs"]["l2"] == pytest.approx(L["l2_bytes"] / (5120 * r["clock_hz"]["value"]), rel=1e-9)
-    assert max(L["legs"], key=L["legs"].get) == "l2" and L["legs"]["l2"] > L["legs"]["tensor"]
-
-
-def test_l2_is_inside_the_dram_leg_when_dram_is_the_largest():
-    """When DRAM is the largest leg, L2 (which carries DRAM's bytes as DRAM moves them) is not the
-    second: a smaller L2 leg does not push the exposed latency out of second place, so the DRAM
-    exception (overlap 0 where the second is not latency) does not drop it.  The legs are those
-    of layernorm multirow at 7c7b2e0, 4096 x 4096, on the H100 with Hopper's L2 at 5120 B/clk."""
-    from perfkit.model.equations import combine
-
-    legs = {"dram": 84.4, "l2": 33.1, "latency": 26.2, "alu": 24.0, "issue": 21.0}
-    assert combine(legs, 0.5) == (pytest.approx(84.4 + 0.5 * 26.2), 0.5)
-    # with no exposed latency beyond the compute legs, DRAM hides them all, as before
-    assert combine({"dram": 10.0, "l2": 8.0, "issue": 4.0, "latency": 3.0}, 0.5) == (10.0, 0.0)
-    # L2 the largest is a leg like any other
-    assert combine({"l2": 10.0, "tensor": 6.0, "dram": 4.0}, 0.5) == (13.0, 0.5)

@@ -149,18 +149,10 @@ def combine(legs: dict, overlap: float, *, lock_step: bool = False, fp32_in_issu
       (overlap 0: the roofline's max of memory and compute time); exposed latency does not
       (too few loads in flight to keep DRAM busy).  Added after the batched load latencies, it
       took validate's median error on the H100 records from 16% to 15%, within 2x unchanged.
-    * When DRAM is the largest leg, L2 is not the second: every byte DRAM moves passes through
-      L2 at the same time (L2's leg holds those bytes), so L2's time is inside DRAM's as issue's
-      is inside latency's, and a smaller L2 leg cannot push the exposed latency out of second
-      place.  Test ``test_l2_is_inside_the_dram_leg_when_dram_is_the_largest`` (2026-11-28: with
-      Hopper's L2 at 5120 B/clk the norm rungs' L2 legs passed their latency legs and the DRAM
-      exception dropped the latency: layernorm multirow at 7c7b2e0 0.29 -> 0.26 of its record).
 
     Worked case: legs dram 10, fp32 4, latency 6 us: DRAM largest, latency second: 10 +
     overlap x 6; legs latency 10, issue 8, fp32 3: 10 + overlap x 3."""
     top = max(legs, key=legs.get)
-    if top == "dram":  # L2 carries DRAM's bytes while DRAM moves them: inside the DRAM leg (see above)
-        legs = {k: v for k, v in legs.items() if k != "l2"}
     grp = ("latency", "issue")
     inside = grp + ("fp32",) if fp32_in_issue else grp
     ranked = sorted(((v, k) for k, v in legs.items() if not (top in grp and k in inside and k != top)), reverse=True)

@@ -103,12 +103,6 @@ def rates(gpu: str = "h100-sxm") -> dict:
     out.put("l2_size_bytes", s.l2_bytes, s.sources.get("l2_size"))
     for k, fig in arch.items():
         out.put(k, fig["value"], fig["source"])
-    if "l2_bytes_per_clk" in arch:
-        # the L2's bandwidth is the GPU's (its slices serve every SM), published per clock for the
-        # whole chip (data/rates.yaml, arch 9.0): the legs' per-SM figure is that over the SMs
-        fig = arch["l2_bytes_per_clk"]
-        out.put("l2_bytes_per_sm_per_clk", fig["value"] / s.sm_count,
-                f"derived: l2_bytes_per_clk {fig['value']} / {s.sm_count} SMs ({fig['source']})")
     for k, fig in doc["launch"].items():
         out.put(k, fig["value"], fig["source"])
     for k, fig in doc["fitted"].items():

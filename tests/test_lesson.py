@@ -1790,3 +1790,21 @@ def test_a_ladder_tables_factor_never_crosses_dtypes():
     rows = view.all_cards(p) + [c for g in ("NVIDIA H100 80GB HBM3", "NVIDIA H200") for c in view._cards_on(p, g)]
     for card in (c for c in rows if c.variant == "simt_wide"):
         assert card.prev_label == by["autotuned"].label and not card.prev_problem
+
+
+def test_a_sections_explicit_rung_before_is_its_rows_in_the_tables(monkeypatch):
+    """Conv's tc_cp_async section is compared with tc_ldmatrix (its sub-ladder's rung), not with
+    11 winograd_tiled just before it in ladder order: the summary tables compare its row with the
+    same rung (the table read "x5.68 vs 11 winograd_tiled")."""
+    from perfkit.kernels import conv
+
+    monkeypatch.setattr("perfkit.lesson.view._display", lambda objs: None)
+    by = {v.name: v for v in conv.LADDER}
+    p = by["tc_cp_async"].example(conv.EXAMPLE_PROBLEM)
+    view = lesson.LadderView("conv", conv.EXAMPLE_PROBLEM, table=lesson.records("conv"), estimate=False)
+    assert view.prev_at(by["tc_cp_async"], p).name == "winograd_tiled"  # ladder order, before the section
+    view.rung("tc_cp_async", prev="tc_ldmatrix")
+    assert view.prev_at(by["tc_cp_async"], p).name == "tc_ldmatrix"
+    for card in (c for g in ("NVIDIA H100 80GB HBM3", "NVIDIA H200") for c in view._cards_on(p, g)
+                 if c.variant == "tc_cp_async"):
+        assert card.prev_label == by["tc_ldmatrix"].label

@@ -438,9 +438,16 @@ def test_a_kernel_that_hung_when_timed_is_not_profiled():
     unit = plan.Unit("ncu-gemm-new-1", "ncu", None, items=ncu_items)
     assert [i["variant"] for i in resume.remaining(unit, done)] == ["tma"]
     assert [i["variant"] for i in resume.remaining(unit, done, retry_hung=True)] == ["cluster", "tma"]
+    # whatever problem it hung at: ncu profiles the rung at its own example problem
+    other = plan.Unit("ncu-gemm-new-2", "ncu", None, items=[{**i, "label": "m=9"} for i in ncu_items])
+    assert [i["variant"] for i in resume.remaining(other, done)] == ["tma"]
+    only = plan.Unit("ncu-gemm-new-3", "ncu", None, items=ncu_items[:1])
+    args = type("A", (), {"tiny": True, "force": False, "retry_hung": False})()
+    why, todo = supervise.skip_reason(args, only, {**done, "units": set(), "ceilings": set()})
+    assert todo == [] and why.startswith("not profiled: 24 cluster hung when timed"), why
     done2 = {"ops": set(), "ncu": set(), "hung": {}}
     resume.note_hung(done2, "ncu", [{**hung[0], "rung": "21 tma", "variant": "tma"}])  # an ncu hang stays in ncu
-    assert done2["hung"] == {"ncu": {("gemm", "m=1", "21 tma")}}
+    assert done2["hung"] == {"ncu": {("gemm", "m=1", "21 tma")}} and "hung_kernels" not in done2
 
 
 def test_a_second_run_of_the_day_brings_its_own_ncu_table_beside_the_first(tmp_path):

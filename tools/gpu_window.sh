@@ -9,10 +9,11 @@
 # 1. precompile on the device (tests/test_precompile.py -m gpu): three rungs' kernels built in
 #    workers, loaded, launched and checked with nothing compiled in the process (<= 90 s); if it
 #    fails, step 3 runs with --precompile 0
-# 2. rung 24 `cluster`'s hang, bisected (docs/CLUSTER_HANG.md): lost_arrival_traps, then
-#    bisect_probe's variants, one process each (a trapped wait poisons the context), each <= ~15 s
-#    even when it hangs (the host watches the launch and reports "hung" with a trace; -s prints
-#    the traces), no probe started after 200 s.  Left out since the H100's window of 2026-11-28:
+# 2. rung 24 `cluster`'s hang, bisected (docs/CLUSTER_HANG.md): fits_the_gpu, lost_arrival_traps,
+#    then bisect_probe's variants, one process each (a trapped wait poisons the context), each
+#    ~12-15 s even when it hangs (the host watches the launch and reports "hung" with a trace; -s
+#    prints the traces; a 30 s timeout behind that), no probe started after 200 s (so the step
+#    ends by ~230 s).  Left out since the H100's window of 2026-11-28:
 #    the mechanisms' own probes, the persistent rung and batchnorm's special values (all passed
 #    there) and the three full-rung tests (all hung there, 30 s each: bisect_probe's `full` and
 #    `laddered` are those launches, traced)

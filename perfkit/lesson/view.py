@@ -62,6 +62,7 @@ class LadderView:
         self.reports: dict = {}
         self.cards: dict[str, RungCard] = {}
         self.shown: list[str] = []
+        self.prevs: dict[str, Variant] = {}  # a section's explicit ``prev`` (its sub-ladder's rung), by name
 
     # -- one rung --
     def _example(self, v: Variant) -> Problem:
@@ -111,6 +112,8 @@ class LadderView:
         v = self.ladder[names.index(name)]
         if prev is not None and prev not in names:
             raise ValueError(f"prev={prev!r} is not in today's ladder ({', '.join(names)})")
+        if prev is not None:
+            self.prevs[v.name] = self.ladder[names.index(prev)]
         prev = self.ladder[names.index(prev)] if prev is not None else self.prev_of(v)
         p = self._example(v)
         self.shown.append(name)
@@ -206,10 +209,15 @@ class LadderView:
 
     # -- the whole ladder, after its sections --
     def prev_at(self, v: Variant, problem: Problem) -> Variant | None:
-        """The rung a table row of ``v`` at ``problem`` is compared with: the nearest earlier rung
-        that runs ``problem`` (GEMM 19 simt_wide, float32, with 11 autotuned, not with the
-        float16-only 18 tc_deep at its own problem: a table's factor never crosses dtypes), else
-        None (the card's own rule)."""
+        """The rung a table row of ``v`` at ``problem`` is compared with: its section's explicit
+        ``prev`` where it runs ``problem`` (conv tc_cp_async with tc_ldmatrix, its sub-ladder's,
+        not winograd_tiled), else the nearest earlier rung that runs ``problem`` (GEMM 19
+        simt_wide, float32, with 11 autotuned, not with the float16-only 18 tc_deep at its own
+        problem: where one exists, a table's factor does not cross dtypes), else None (the card's
+        own rule)."""
+        own = self.prevs.get(v.name)
+        if own is not None and runs(own, problem):
+            return own
         i = next(i for i, u in enumerate(self.ladder) if u.name == v.name)
         return next((u for u in reversed(self.ladder[:i]) if not u.oracle and runs(u, problem)), None)
 

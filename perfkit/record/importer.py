@@ -114,7 +114,10 @@ def plan(run: Path, data: Path, docs: Path) -> list[tuple[Path, Path | str]]:
             continue
         todo.append((dest, f))
     gpu = first.get("gpu") or (first.get("device") or {}).get("name")
-    key = specs.get(gpu).key
+    try:
+        key = specs.get(gpu).key
+    except specs.SpecError as exc:  # a plan with no GPU, or one devices.yaml does not list
+        raise ImportRefused(f"{run}: the run's GPU {gpu!r} is not one data/devices.yaml knows ({exc})") from exc
     date = str(first.get("utc", ""))[:10]
 
     def meta(prov: dict, name: str) -> dict:
@@ -159,6 +162,8 @@ def plan(run: Path, data: Path, docs: Path) -> list[tuple[Path, Path | str]]:
             while dest.exists() and not (filecmp.cmp(dest, content, shallow=False) if isinstance(content, Path)
                                          else dest.read_text() == content):
                 n += 1
+                if n > 25:
+                    raise ImportRefused(f"{data / folder}: 26 tables of {stem} already, each with other content")
                 dest = data / folder / f"{stem}{chr(ord('a') + n)}.csv"
             todo.append((dest, content))
             todo.append((dest.with_suffix(".json"),
@@ -229,6 +234,9 @@ def main(argv=None, prog: str = "perfkit record import") -> int:
             if args.dry_run:
                 print(f"would write {dest}")
                 continue
+            if dest.suffix == ".csv" and dest.stem[-1].isalpha() and dest.stem[-2].isdigit():
+                print(f"a table of that day was there already, with other content: this run's goes beside it, "
+                      f"{dest.name}")
             dest.parent.mkdir(parents=True, exist_ok=True)
             if isinstance(what, Path):
                 shutil.copyfile(what, dest)

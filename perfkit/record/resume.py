@@ -99,8 +99,14 @@ def note_hung(done: dict, part: str, hung: list[dict]) -> None:
     profiled either (Nsight Compute replays it: on the H100 on 2026-11-28 an ncu unit spent the
     rest of the budget, 128 s, on the cluster rung that had hung in its ops unit)."""
     for h in hung:
-        for p in (part, "ncu") if part == "ops" else (part,):
-            done["hung"].setdefault(p, set()).add(item_key(p, h))
+        done["hung"].setdefault(part, set()).add(item_key(part, h))
+        if part == "ops":  # by (op, rung), whatever problem: ncu profiles a rung at its own example
+            done.setdefault("hung_kernels", set()).add((h["op"], h["rung"]))
+
+
+def hung_kernel(item: dict, done: dict) -> bool:
+    """An ncu item whose rung hung when timed (:func:`note_hung`)."""
+    return (item["op"], item["rung"]) in done.get("hung_kernels", set())
 
 
 def item_key(part: str, item: dict) -> tuple:
@@ -112,4 +118,5 @@ def item_key(part: str, item: dict) -> tuple:
 def remaining(unit, done: dict, retry_hung: bool = False) -> list[dict]:
     """The unit's items neither measured nor (unless ``retry_hung``) hung in an earlier call."""
     have = done.get(unit.part, set()) | (set() if retry_hung else done.get("hung", {}).get(unit.part, set()))
-    return [i for i in unit.items if item_key(unit.part, i) not in have]
+    return [i for i in unit.items if item_key(unit.part, i) not in have
+            and (retry_hung or unit.part != "ncu" or not hung_kernel(i, done))]

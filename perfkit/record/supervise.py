@@ -217,6 +217,11 @@ def skip_reason(args, unit: Unit, done: dict) -> tuple[str, list] | tuple[None, 
     todo = resume.remaining(unit, done, getattr(args, "retry_hung", False)) if unit.items and not args.force \
         else unit.items
     if unit.items and not todo and not unit.extra:
+        timed_hung = [i for i in unit.items if unit.part == "ncu" and resume.hung_kernel(i, done)]
+        if timed_hung:
+            return (f"not profiled: {', '.join(i['rung'] for i in timed_hung)} hung when timed"
+                    + (f" ({len(unit.items) - len(timed_hung)} other(s) measured for this commit)"
+                       if len(timed_hung) < len(unit.items) else "") + " (--retry-hung tries them)"), []
         hung = sum(resume.item_key(unit.part, i) in done.get("hung", {}).get(unit.part, set()) for i in unit.items)
         return (f"all {len(unit.items)} measured for this commit (resume)" if not hung else
                 f"all {len(unit.items)} measured ({hung} of them hung) for this commit (resume; --retry-hung "

@@ -112,9 +112,10 @@ class LadderView:
         v = self.ladder[names.index(name)]
         if prev is not None and prev not in names:
             raise ValueError(f"prev={prev!r} is not in today's ladder ({', '.join(names)})")
-        if prev is not None:
-            self.prevs[v.name] = self.ladder[names.index(prev)]
-        prev = self.ladder[names.index(prev)] if prev is not None else self.prev_of(v)
+        if prev is not None:  # kept: the summary tables compare this rung's rows with the same rung
+            prev = self.prevs[v.name] = self.ladder[names.index(prev)]
+        else:
+            prev = self.prev_of(v)
         p = self._example(v)
         self.shown.append(name)
         out = []

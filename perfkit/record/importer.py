@@ -61,13 +61,13 @@ def _run_provenance(run: Path) -> dict:
 
     doc = json.loads((run / "plan.json").read_text())
     log = run / "record_gpu.log"
-    first = log.read_text(errors="replace")[:10] if log.exists() else ""
+    head = log.read_text(errors="replace").splitlines()[:5] if log.exists() else []
     try:
-        date = datetime.date.fromisoformat(first).isoformat()
+        date = datetime.date.fromisoformat(head[0][:10] if head else "").isoformat()
     except ValueError:
         date = datetime.datetime.fromtimestamp((run / "plan.json").stat().st_mtime, datetime.timezone.utc).date().isoformat()
     prov = {"gpu": doc.get("gpu"), "utc": date, "git_commit": doc.get("commit")}
-    for line in (log.read_text(errors="replace").splitlines()[:5] if log.exists() else []):
+    for line in head:
         if line.startswith("{"):  # the log's second line: the device as the backend saw it
             try:
                 dev = json.loads(line)

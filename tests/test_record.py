@@ -867,3 +867,28 @@ def test_every_probe_of_the_gpu_window_selects_a_test():
     for e in exprs:  # -k "a and b": every word a substring of the test's id
         words = [w for w in e.split(" and ")]
         assert any(all(w in i for w in words) for i in ids), f"gpu_window.sh's probe {e!r} selects no test"
+
+
+def test_ncu_units_give_counters_first_to_cards_that_have_none(monkeypatch):
+    """Rungs in no Nsight Compute table of any GPU come before those only this GPU lacks, and a
+    rung no GPU has timed (no card yet; maybe one that hangs, and an ncu unit has no stall
+    limit) comes after both."""
+    from perfkit.kernels import gemm
+    from perfkit.kernels.norm import softmax
+
+    by = {v.name: v for v in [*gemm.LADDER, *softmax.LADDER]}
+    tiers = {"gemm": ["index32", "cluster"], "softmax": ["smem_row", "packed"]}
+    monkeypatch.setattr(plan, "ncu_targets", lambda op, mod, p: {
+        "new": [(by[n], "in no table of this GPU") for n in tiers[op]], "changed": [], "unknown": []})
+    monkeypatch.setattr(plan, "profiled_anywhere", lambda: {("gemm", "index32")})
+    monkeypatch.setattr(plan, "recorded_anywhere", lambda: {("gemm", "index32"), ("softmax", "smem_row"), ("softmax", "packed")})
+    units = plan.ncu_units([("gemm", gemm), ("softmax", softmax)], tiny=True)
+    assert [(u.name, [i["variant"] for i in u.items]) for u in units] == [
+        ("ncu-softmax-unseen-1", ["smem_row", "packed"]),
+        ("ncu-gemm-new-1", ["index32"]),
+        ("ncu-gemm-untimed-1", ["cluster"])]
+
+
+def test_profiled_anywhere_reads_every_gpus_tables():
+    seen = plan.profiled_anywhere()
+    assert ("gemm", "naive") in seen and ("conv", "tc_epilogue") in seen and ("gemm", "cluster") not in seen

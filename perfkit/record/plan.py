@@ -168,6 +168,27 @@ def last_ncu_table(tables: list | None = None) -> dict:
     return have
 
 
+def profiled_anywhere() -> set:
+    """(op, rung name) of every row of every Nsight Compute table in data/ncu/, of any GPU: a
+    rung in none of them has a card with no counters at all (its "new" units go first)."""
+    seen: set = set()
+    for path in sorted(LAST_NCU.parent.glob("*.csv")):
+        with open(path) as f:
+            seen.update((r["op"], r["rung"].split(" ", 1)[-1]) for r in csv.DictReader(f))
+    return seen
+
+
+def recorded_anywhere(results_root=None) -> set[tuple[str, str]]:
+    """(op, variant) of every record of any GPU."""
+    from perfkit import results
+
+    try:
+        df = results.load(root=results_root)
+    except Exception:  # noqa: BLE001  (no records at all)
+        return set()
+    return set() if df.empty else {(str(o), str(v)) for o, v in zip(df["op"], df["variant"])}
+
+
 def ncu_targets(op, mod, problem) -> dict[str, list]:
     """Rungs for Nsight Compute by tier: ``new`` (no rung of that name in any table of this GPU),
     ``changed`` (its kernel code changed since the commit of the newest table that has it), ``unknown`` (whether it
@@ -195,11 +216,23 @@ def ncu_targets(op, mod, problem) -> dict[str, list]:
 
 
 def ncu_units(mods, tiny: bool, cap=None) -> list[Unit]:
-    """Nsight Compute units, NCU_CHUNK rungs each: every op's new rungs first, then the changed,
+    """Nsight Compute units, NCU_CHUNK rungs each: every op's new rungs first (those in no table
+    of any GPU before those another GPU has profiled: a window cut by its budget has given
+    counters to the cards that had none; rungs no GPU has timed after both), then the changed,
     then the unknown, each tier in the order of ``mods``."""
     found = {op: ncu_targets(op, mod, mod.EXAMPLE_PROBLEM) for op, mod in mods}
+    seen = profiled_anywhere()
+    timed = recorded_anywhere()
+    for op, tiers in found.items():
+        new = tiers.pop("new")
+        unseen = [v for v, _ in new if (op, v.label.split(" ", 1)[-1]) not in seen]
+        tiers["unseen"] = [(v, "in no table of any GPU") for v in unseen if (op, v.name) in timed]
+        # a rung no GPU has timed has no card to give counters to yet, and may be one that hangs
+        # (an ncu unit has no stall limit): after the rungs this GPU has not profiled
+        tiers["untimed"] = [(v, "in no table and no record of any GPU") for v in unseen if (op, v.name) not in timed]
+        tiers["new"] = [(v, why) for v, why in new if (op, v.label.split(" ", 1)[-1]) in seen]
     units = []
-    for tier in ("new", "changed", "unknown"):
+    for tier in ("unseen", "new", "untimed", "changed", "unknown"):
         for op, mod in mods:
             p = mod.EXAMPLE_PROBLEM
             targets = found[op][tier]

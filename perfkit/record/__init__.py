@@ -26,9 +26,10 @@ ops-gemm-float32         70  GEMM float32 4096^3: every SIMT rung, cuBLAS, torch
 ops-<norm>            5x28  softmax, layernorm, rmsnorm, layernorm_bwd at 4096x4096 float32,
                              batchnorm 32x256x56x56 NCHW: every rung and peer
 ops-conv-*            2x34  the ResNet-50 stage-2 3x3 layer in float32 NCHW and float16 NHWC
-ncu-<op>-<i>          rest  Nsight Compute on the rungs in no table of this GPU
-                             (``data/ncu/``), then on those changed since their table,
-                             three rungs a unit, while the budget lasts
+ncu-<op>-<tier>-<i>   rest  Nsight Compute on the rungs in no table (``data/ncu/``) of any
+                             GPU, then of this GPU, then rungs no GPU has timed, then those
+                             changed since their table, three rungs a unit, while the budget
+                             lasts
 ====================  =====  ==============================================================
 
 ``--plan full`` is everything: the test suite on the GPU, the ceilings, the timer over every

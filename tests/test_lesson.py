@@ -825,6 +825,42 @@ def test_a_counters_change_is_printed_without_an_exponent():
     assert change == "x4844" and "e+" not in change
 
 
+def test_a_card_shows_the_largest_stall_reasons_beside_the_rung_befores(tmp_path):
+    """A table with stall columns (from 2026-11-28 on) gives a card its three largest reasons, each
+    with the rung before's figure for that reason; the issuing warp (``selected``) is not a stall,
+    and a table without the columns adds no row."""
+    from perfkit.lesson.ncu import counter_rows
+
+    cur = _counters("G", 1e-4, warp_instructions=10.0, stall_long_scoreboard=0.2, stall_barrier=1.5,
+                    stall_selected=1.0, stall_mio_throttle=0.9, stall_wait=0.4, stall_math_pipe_throttle=float("nan"))
+    prev = _counters("G", 2e-4, warp_instructions=10.0, stall_barrier=0.5, stall_wait=0.4)
+    rows = [r for r in counter_rows(cur, prev) if r["counter"].startswith("stalled")]
+    assert [r["counter"] for r in rows] == ["stalled: barrier, warps per issue",
+                                            "stalled: shared-memory queue (MIO throttle), warps per issue",
+                                            "stalled: fixed latency (wait), warps per issue"]
+    assert rows[0]["this rung"] == "1.50" and rows[0]["rung before"] == "0.50" and rows[0]["change"] == "x3"
+    assert rows[1]["rung before"] == "—" and rows[1]["change"] == ""
+    assert not [r for r in counter_rows(prev, None) if r["counter"].startswith("stalled") and "barrier" not in r["counter"]
+                and "wait" not in r["counter"]]
+    assert not [r for r in counter_rows(_counters("G", 1e-4, warp_instructions=1.0), None) if r["counter"].startswith("stalled")]
+
+
+def test_a_rungs_stall_columns_are_the_time_weighted_mean_of_its_launches(tmp_path, monkeypatch):
+    from perfkit.lesson import ncu as C
+
+    t = tmp_path / "t.csv"
+    t.write_text("op,problem,rung,kernel,time_us,warp_instructions,stall_barrier,commit,gpu\n"
+                 "gemm,m=1,05 x,a,1.0,10,1.0,abc1234,NVIDIA H200\n"
+                 "gemm,m=1,05 x,b,3.0,10,2.0,abc1234,NVIDIA H200\n")
+    monkeypatch.setattr(C, "_tables", lambda key: ((str(t), "abc1234"),))
+    C.all_counters.cache_clear()
+    try:
+        c = C.counters("gemm", "m=1", "x", "NVIDIA H200")
+        assert c.get("stall_barrier") == pytest.approx(1.75) and c.get("stall_wait") != c.get("stall_wait")
+    finally:
+        C.all_counters.cache_clear()
+
+
 def test_the_moved_counter_is_weighed_as_time_at_the_gpus_peak_rates():
     """Unlike counters are compared by the time their change takes at the GPU's peak rate for that
     level (a ratio alone names a counter that went from 384 to 1.86 M); among near-equal changes,

@@ -1,6 +1,8 @@
 """perfkit record (perfkit/record/, tools/record_gpu.py its shim): the plan, the rung filters, the
 kill, the rehearsal and resume, Nsight Compute's table, the importer."""
+import csv
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -892,3 +894,59 @@ def test_ncu_units_give_counters_first_to_cards_that_have_none(monkeypatch):
 def test_profiled_anywhere_reads_every_gpus_tables():
     seen = plan.profiled_anywhere()
     assert ("gemm", "naive") in seen and ("conv", "tc_epilogue") in seen and ("gemm", "cluster") not in seen
+
+
+_FAKE_NCU = r'''#!/usr/bin/env python3
+"""A stand-in for ncu: logs each --metrics, refuses stall metrics when FAKE_NCU_REFUSE is set,
+writes the manifest the driver would, and prints a raw CSV with the metrics it was asked for."""
+import json, os, sys
+a = sys.argv[1:]
+log = os.environ["FAKE_NCU_LOG"]
+if "--import" in a:
+    metrics = open(log).read().splitlines()[-1].split(",")
+    print('"ID","Kernel Name",' + ",".join(f'"{m}"' for m in metrics))
+    print('"",""' + ',"nsecond"' + ',""' * (len(metrics) - 1))
+    print('"0","perfkit_ncu_marker"' + ',"1"' * len(metrics))
+    print('"1","saxpy_naive"' + ',"2,000"' + ',"0.5"' * (len(metrics) - 1))
+    sys.exit(0)
+metrics = a[a.index("--metrics") + 1]
+open(log, "a").write(metrics + "\n")
+if os.environ.get("FAKE_NCU_REFUSE") and "issue_stalled" in metrics:
+    print("==ERROR== Failed to find metric smsp__average_warps_issue_stalled_drain_per_issue_active.ratio")
+    sys.exit(1)
+spec = json.load(open(a[-1]))
+with open(spec["manifest"], "w") as f:
+    for it in spec["items"]:
+        f.write(json.dumps({"op": it["op"], "problem": it["label"], "rung": it["rung"]}) + "\n")
+open(a[a.index("-o") + 1] + ".ncu-rep", "w").write("report")
+'''
+
+
+@pytest.mark.parametrize("refuse", [False, True])
+def test_ncu_unit_asks_for_the_stall_metrics_and_drops_them_once_ncu_refuses(tmp_path, monkeypatch, refuse):
+    """The stall reasons are asked for beside the table's metrics and land in their columns after
+    NCU_EXTRA; an ncu that refuses one is run again without them, and the next unit does not ask."""
+    from perfkit.kernels import saxpy
+
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    (bin_ / "ncu").write_text(_FAKE_NCU)
+    (bin_ / "ncu").chmod(0o755)
+    log = tmp_path / "metrics.log"
+    monkeypatch.setenv("PATH", f"{bin_}:{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_NCU_LOG", str(log))
+    if refuse:
+        monkeypatch.setenv("FAKE_NCU_REFUSE", "1")
+    items = [plan.item("saxpy", saxpy, saxpy.SIM_SWEEP[0], saxpy.LADDER[1], True)]
+    for name in ("ncu-saxpy-new-1", "ncu-saxpy-new-2"):
+        spec = {"name": name, "items": items, "commit": "abc1234", "gpu": "NVIDIA H200"}
+        assert ncu.unit_ncu(tmp_path, spec, tiny=False) == 0
+    asked = log.read_text().splitlines()
+    with_stalls = ["issue_stalled" in m for m in asked]
+    assert with_stalls == ([True, False, False] if refuse else [True, True])
+    with open(tmp_path / "ncu" / "ncu-saxpy-new-2.metrics.csv") as f:
+        header = f.readline().strip().split(",")
+        row = next(csv.DictReader([",".join(header)] + f.read().splitlines()))
+    assert header == ncu.NCU_WRITTEN and header[:len(ncu.NCU_TABLE)] == ncu.NCU_TABLE
+    assert row["rung"] == "01 naive" and float(row["time_us"]) == pytest.approx(2.0)
+    assert (row["stall_long_scoreboard"] == "nan") if refuse else float(row["stall_long_scoreboard"]) == 0.5

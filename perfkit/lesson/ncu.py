@@ -33,6 +33,16 @@ COUNTERS = (
 _SUMMED = ("time_us", "dram_read_bytes", "dram_write_bytes", "l2_bytes", "shared_wavefronts",
            "shared_bank_conflicts", "warp_instructions", "ffma_thread_instructions")
 _PCTS = ("issue_active_pct", "achieved_occupancy_pct", "tensor_pipe_active_pct")
+#: why warps did not issue (tables from 2026-11-28 on): warps stalled for each reason per cycle a
+#: scheduler issued; a card shows the rung's largest few (``selected`` is the issuing warp itself)
+STALLS = {"long_scoreboard": "global/local memory (long scoreboard)", "short_scoreboard": "shared memory, MUFU (short scoreboard)",
+          "wait": "fixed latency (wait)", "barrier": "barrier", "mio_throttle": "shared-memory queue (MIO throttle)",
+          "lg_throttle": "global-memory queue (LG throttle)", "math_pipe_throttle": "math pipe busy",
+          "not_selected": "eligible, not selected", "no_instruction": "no instruction fetched",
+          "dispatch_stall": "dispatch", "branch_resolving": "branch resolving", "membar": "memory barrier",
+          "sleeping": "sleeping", "tex_throttle": "texture queue", "drain": "drain", "misc": "misc",
+          "imc_miss": "constant cache miss"}
+STALLS_SHOWN = 3
 #: counters whose change can explain a time (the percentages follow the time, they do not cause it)
 _CAUSES = ("dram_bytes", "l2_bytes", "shared_wavefronts", "shared_bank_conflicts", "warp_instructions")
 
@@ -101,8 +111,8 @@ def all_counters(op: str, problem: str, variant: str, gpu: str | None) -> tuple[
             continue
         s = {c: float(rows[c].sum()) for c in _SUMMED if c in rows}
         w = rows["time_us"].to_numpy(float) if "time_us" in rows else np.ones(len(rows))
-        for c in _PCTS:
-            if c in rows:
+        for c in _PCTS + tuple(f"stall_{r}" for r in STALLS):
+            if c in rows and rows[c].notna().any():
                 s[c] = float(np.average(rows[c].to_numpy(float), weights=w if w.sum() > 0 else None))
         vals = {"dram_bytes": s.get("dram_read_bytes", np.nan) + s.get("dram_write_bytes", np.nan)}
         vals.update({c: s[c] for c in ("l2_bytes", "shared_wavefronts", "shared_bank_conflicts",
@@ -111,6 +121,7 @@ def all_counters(op: str, problem: str, variant: str, gpu: str | None) -> tuple[
             # every thread instruction per FFMA a thread issues (32 threads a warp instruction)
             vals["instructions_per_ffma"] = 32 * s["warp_instructions"] / s["ffma_thread_instructions"]
         vals.update({c: s[c] for c in _PCTS if c in s})
+        vals.update({c: s[c] for c in s if c.startswith("stall_")})
         gpu_name = str(rows["gpu"].iloc[0]) if "gpu" in rows and pd.notna(rows["gpu"].iloc[0]) else str(gpu)
         row_commit = str(rows["commit"].iloc[0]) if "commit" in rows and pd.notna(rows["commit"].iloc[0]) else commit
         out.append(Counters(op, variant, problem, gpu_name, row_commit, path.rsplit("/", 1)[-1], len(rows),
@@ -155,6 +166,20 @@ def counter_rows(cur: Counters, prev: Counters | None, *, tensor: bool | None = 
         out.append({"counter": label, "this rung": fmt_count(a, kind),
                     "rung before": fmt_count(b, kind) if prev is not None else "",
                     "change": change})
+    return out + stall_rows(cur, prev)
+
+
+def stall_rows(cur: Counters, prev: Counters | None) -> list[dict]:
+    """This rung's largest stall reasons (warps stalled per issue cycle), each beside the rung
+    before's figure for the same reason; none where the table has no stall columns."""
+    have = {r: cur.get(f"stall_{r}") for r in STALLS if r != "selected"}
+    top = sorted((r for r, v in have.items() if np.isfinite(v) and v > 0), key=lambda r: -have[r])[:STALLS_SHOWN]
+    out = []
+    for r in top:
+        a, b = have[r], prev.get(f"stall_{r}") if prev is not None else float("nan")
+        out.append({"counter": f"stalled: {STALLS[r]}, warps per issue", "this rung": fmt_count(a, "ratio"),
+                    "rung before": fmt_count(b, "ratio") if prev is not None else "",
+                    "change": f"x{fmt_rate(a / b)}" if np.isfinite(b) and b > 0 else ""})
     return out
 
 

@@ -211,7 +211,7 @@ def merge_tables(out: Path) -> None:
         write_rows(out / "tune.csv", tune, TUNE_COLUMNS)
     rows = read_rows(sorted(out.glob("fleet/*/*/ncu/*.metrics.csv")))
     if rows:
-        write_rows(out / "ncu_metrics_all_rungs.csv", rows, ncu.NCU_TABLE + ncu.NCU_EXTRA)
+        write_rows(out / "ncu_metrics_all_rungs.csv", rows, ncu.NCU_WRITTEN)
 
 
 def _finish(out: Path, rows: list[dict], kinds: list[str], spec: str, t0: float) -> int:

@@ -130,7 +130,9 @@ def plan(run: Path, data: Path, docs: Path) -> list[tuple[Path, Path | str]]:
     source = f"perfkit record output ({run.name}), copied unchanged by perfkit record import"
     tables = [("ncu_metrics_all_rungs.csv", "ncu",
                "Nsight Compute (--clock-control none: clocks not locked, column sm_clock_hz), one launch of "
-               "each rung the plan chose at its example problem; one row per kernel launch."),
+               "each rung the plan chose at its example problem; one row per kernel launch; where ncu gave them, "
+               "stall_<reason>: warps stalled for that reason per issue cycle (smsp__average_warps_issue_stalled_"
+               "<reason>_per_issue_active.ratio)."),
               ("measure_vs_do_bench.csv", "timer",
                "perfkit.timing.measure against triton.testing.do_bench (cold L2) on the same prepared rungs "
                "at their example problems, an empty kernel, the hot/cold copy. Seconds."),

@@ -43,6 +43,18 @@ NCU_TABLE = ["op", "problem", "rung", "kernel", "time_us", "dram_read_bytes", "d
              "ffma_share_of_warp_instructions", "achieved_occupancy_pct", "issue_active_pct",
              "dram_throughput_pct", "tensor_pipe_active_pct", "registers_per_thread", "sm_clock_hz"]
 NCU_EXTRA = ["clock_control", "commit", "gpu"]
+#: why warps did not issue (Nsight Compute's warp-state statistics): warps of a scheduler stalled
+#: for each reason, per cycle in which it issued (the "Warp State" section's figures; ``selected`` is
+#: the warp that issued, 1 when any did).  Written after NCU_EXTRA, so NCU_TABLE stays the first
+#: table's columns; a table before 2026-11-28 has none of them.
+NCU_STALLS = {f"stall_{r}": f"smsp__average_warps_issue_stalled_{r}_per_issue_active.ratio"
+              for r in ("long_scoreboard", "short_scoreboard", "wait", "barrier", "mio_throttle", "lg_throttle",
+                        "math_pipe_throttle", "not_selected", "selected", "no_instruction", "dispatch_stall",
+                        "branch_resolving", "membar", "sleeping", "tex_throttle", "drain", "misc", "imc_miss")}
+NCU_WRITTEN = NCU_TABLE + NCU_EXTRA + list(NCU_STALLS)
+#: beside a unit's metrics.csv once ncu refused the stall metrics: the units after it ask for the
+#: table's metrics alone (one failed run, not one a unit)
+NO_STALLS = "no-stall-metrics"
 NCU_MARKER = "perfkit_ncu_marker"
 #: clocks as in use (boost), as the first table was taken; ncu's default locks them to base
 NCU_CLOCK_CONTROL = "none"
@@ -133,29 +145,60 @@ def unit_ncu(out: Path, spec: dict, tiny: bool) -> int:
         # go through the same code as on a GPU
         rows = [{**r, "kernel": "(rehearsal: not profiled)", "clock_control": "rehearsal, no ncu",
                  "commit": spec["commit"], "gpu": spec["gpu"]} for r in ran]
-        write_rows(d / f"{name}.metrics.csv", rows, NCU_TABLE + NCU_EXTRA)
+        write_rows(d / f"{name}.metrics.csv", rows, NCU_WRITTEN)
         print(f"rehearsal: the driver ran {len(ran)} rungs without Nsight Compute (exit {rc}); no metrics")
         return rc
     driver = d / "ncu_driver.py"
     driver.write_text(NCU_DRIVER.format(out=str(out), root=str(package_parent())))
     rep, raw = d / f"{name}.ncu-rep", d / f"{name}.raw.csv"
-    cmd = ["ncu", "--profile-from-start", "off", "--target-processes", "all", "--clock-control", NCU_CLOCK_CONTROL,
-           "--metrics", ",".join(NCU_COLUMNS.values()), "-f", "-o", str(rep.with_suffix("")),
-           sys.executable, str(driver), str(dspec)]
-    print(" ".join(cmd), flush=True)
-    r = subprocess.run(cmd, cwd=package_parent())
+    stalls = not (d / NO_STALLS).exists()
+    while True:
+        metrics = list(NCU_COLUMNS.values()) + (list(NCU_STALLS.values()) if stalls else [])
+        cmd = ["ncu", "--profile-from-start", "off", "--target-processes", "all", "--clock-control", NCU_CLOCK_CONTROL,
+               "--metrics", ",".join(metrics), "-f", "-o", str(rep.with_suffix("")),
+               sys.executable, str(driver), str(dspec)]
+        print(" ".join(cmd), flush=True)
+        rep.unlink(missing_ok=True)
+        rc, errors = _run_echoed(cmd)
+        rows = []
+        if rep.exists():
+            with open(raw, "w") as f:
+                subprocess.run(["ncu", "--import", str(rep), "--csv", "--page", "raw", "--print-units", "base"],
+                               stdout=f, check=True)
+            rows = ncu_table(raw.read_text(), [json.loads(l) for l in manifest.read_text().splitlines() if l.strip()])
+        if stalls and not any(_measured(row) for row in rows) and any("issue_stalled" in e or "metric" in e.lower() for e in errors):
+            # an ncu that does not know a stall metric profiles nothing: the table's metrics alone
+            print(f"ncu refused a stall metric (exit {rc}): again without them", flush=True)
+            (d / NO_STALLS).write_text("".join(errors))
+            stalls = False
+            continue
+        break
     if not rep.exists():
-        print(f"ncu wrote no report (exit {r.returncode})")
+        print(f"ncu wrote no report (exit {rc})")
         return 1
-    with open(raw, "w") as f:
-        subprocess.run(["ncu", "--import", str(rep), "--csv", "--page", "raw", "--print-units", "base"],
-                       stdout=f, check=True)
-    rows = ncu_table(raw.read_text(), [json.loads(l) for l in manifest.read_text().splitlines() if l.strip()])
     for row in rows:
         row.update(clock_control=NCU_CLOCK_CONTROL, commit=spec["commit"], gpu=spec["gpu"])
-    write_rows(d / f"{name}.metrics.csv", rows, NCU_TABLE + NCU_EXTRA)
+    write_rows(d / f"{name}.metrics.csv", rows, NCU_WRITTEN)
     print(f"{len(rows)} kernel rows for {name}")
-    return 0 if r.returncode == 0 else 1
+    return 0 if rc == 0 else 1
+
+
+def _run_echoed(cmd: list[str]) -> tuple[int, list[str]]:
+    """Run ``cmd``, echoing its output line by line (the unit's log stays live), and return its exit
+    status with ncu's ``==ERROR==`` lines."""
+    errors = []
+    with subprocess.Popen(cmd, cwd=package_parent(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True, errors="replace") as proc:
+        for line in proc.stdout:
+            print(line, end="", flush=True)
+            if line.startswith("==ERROR=="):
+                errors.append(line)
+    return proc.returncode, errors
+
+
+def _measured(row: dict) -> bool:
+    t = row.get("time_us")
+    return isinstance(t, float) and t == t
 
 
 _SCALE = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
@@ -219,7 +262,7 @@ def ncu_table(raw_csv: str, manifest: list[dict]) -> list[dict]:
         if not 0 <= rung < len(manifest):
             continue  # a kernel outside any marked rung (should not happen)
         row = {**manifest[rung], "kernel": short_kernel_name(kernel)}
-        for ours, metric in NCU_COLUMNS.items():
+        for ours, metric in (NCU_COLUMNS | NCU_STALLS).items():
             i = col.get(metric)
             row[ours] = _base(_to_float(r[i]), units[i] if i < len(units) else "", ours) if i is not None else float("nan")
         w, f = row.get("warp_instructions"), row.get("ffma_thread_instructions")
@@ -232,5 +275,5 @@ def merge_ncu(out: Path, log) -> None:
     parts = sorted((out / "ncu").glob("*.metrics.csv")) if (out / "ncu").exists() else []
     rows = read_rows(parts)
     if rows:
-        write_rows(out / "ncu_metrics_all_rungs.csv", rows, NCU_TABLE + NCU_EXTRA)
+        write_rows(out / "ncu_metrics_all_rungs.csv", rows, NCU_WRITTEN)
         log(f"[ncu] {out / 'ncu_metrics_all_rungs.csv'}: {len(rows)} kernel rows")

@@ -10,10 +10,10 @@
 #    workers, loaded, launched and checked with nothing compiled in the process (<= 90 s); if it
 #    fails, step 3 runs with --precompile 0
 # 2. rung 24 `cluster`'s hang, bisected (docs/CLUSTER_HANG.md): fits_the_gpu, lost_arrival_traps,
-#    then bisect_probe's variants, one process each (a trapped wait poisons the context), each
-#    ~12-15 s even when it hangs (the host watches the launch and reports "hung" with a trace; -s
-#    prints the traces; a 30 s timeout behind that), no probe started after 200 s (so the step
-#    ends by ~230 s).  Left out since the H100's window of 2026-11-28:
+#    then bisect_probe's variants, one process each (a trapped wait poisons the context), four at
+#    a time (GPU_WINDOW_PROBE_JOBS), each ~12-15 s even when it hangs (the host watches the launch
+#    and reports "hung" with a trace; -s prints the traces; a 30 s timeout behind that), no probe
+#    started after 200 s; about 45-60 s in all on the device, one at a time it was ~150-200 s.  Left out since the H100's window of 2026-11-28:
 #    the mechanisms' own probes, the persistent rung and batchnorm's special values (all passed
 #    there) and the three full-rung tests (all hung there, 30 s each: bisect_probe's `full` and
 #    `laddered` are those launches, traced)
@@ -50,12 +50,24 @@ probes=("fits_the_gpu" "lost_arrival_traps" "bisect_probe and full" "bisect_prob
         "bisect_probe and bare" "bisect_probe and no_setmaxnreg" "bisect_probe and producer_tail"
         "bisect_probe and ws_in_cluster" "bisect_probe and no_multicast" "bisect_probe and no_mma"
         "bisect_probe and one_stage_no_opt_in")
+# one process each, GPU_WINDOW_PROBE_JOBS (default 4) at a time: processes share the GPU by time
+# slices, so a probe that hangs holds no other back; each writes its own log, joined in list order
+jobs_max=${GPU_WINDOW_PROBE_JOBS:-4}
+n=0
 for k in "${probes[@]}"; do
-    [ $((SECONDS - start)) -gt 200 ] && { echo "-- $k: not run (the step's time is spent)" >> "$OUT/probes.log"; continue; }
-    timeout 30 env PERFKIT_BACKEND=$backend $py -m pytest -q -s -p no:cacheprovider -p no:xdist -rfE \
-        tests/test_gemm_hopper.py -k "$k" >> "$OUT/probes.log" 2>&1
-    echo "-- $k: exit $? at $((SECONDS - start)) s" >> "$OUT/probes.log"
+    n=$((n + 1))
+    while [ "$(jobs -rp | wc -l)" -ge "$jobs_max" ]; do sleep 0.5; done
+    if [ $((SECONDS - start)) -gt 200 ]; then
+        echo "-- $k: not run (the step's time is spent)" > "$OUT/probe-$n.log"
+        continue
+    fi
+    ( timeout 30 env PERFKIT_BACKEND=$backend $py -m pytest -q -s -p no:cacheprovider -p no:xdist -rfE \
+          tests/test_gemm_hopper.py -k "$k" > "$OUT/probe-$n.log" 2>&1
+      echo "-- $k: exit $? at $((SECONDS - start)) s" >> "$OUT/probe-$n.log" ) &
 done
+wait
+for i in $(seq 1 $n); do cat "$OUT/probe-$i.log" >> "$OUT/probes.log"; rm -f "$OUT/probe-$i.log"; done
+echo "probes: $((SECONDS - start)) s" >> "$OUT/probes.log"
 
 tune=${GPU_WINDOW_TUNE_S:-0}
 left=$((total - (SECONDS - start) - tune))

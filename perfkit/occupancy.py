@@ -153,8 +153,10 @@ def occupancy(cc, threads_per_block: int, registers_per_thread: int, shared_per_
     per_partition = lim.registers_per_sm // lim.sub_partitions
     warps_by_regs = (per_partition // regs_per_warp) * lim.sub_partitions
     by_regs = warps_by_regs // warps
+    # the system's reservation is charged to every block, one that uses no shared memory too
+    # (cuda_occupancy.h: 1 KiB a block, 228 such blocks an SM on 9.0; the block limit binds first)
     smem = _round_up(shared_per_block + lim.reserved_shared_per_block, lim.shared_granularity) \
-        if shared_per_block > 0 else 0
+        if shared_per_block + lim.reserved_shared_per_block > 0 else 0
     per_block_cap = (lim.max_shared_per_block if opt_in else lim.default_shared_per_block) \
         + lim.reserved_shared_per_block
     if smem > per_block_cap:  # cuda_occupancy.h: over the per-block limit, no block is resident

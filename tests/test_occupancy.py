@@ -34,7 +34,12 @@ def test_calculator_cases(cc, threads, regs, smem, blocks, warps, limiter):
 def test_shared_rounding_and_reservation():
     o = occ.occupancy((8, 0), 128, 32, 1)
     assert o.shared_per_block == 1024 + 128  # 1 B + 1 KiB reserved, rounded to 128 B
-    assert occ.occupancy((8, 0), 128, 32, 0).shared_per_block == 0
+    # a block with no shared memory is charged the reservation too (cuda_occupancy.h,
+    # cudaOccMaxBlocksPerSMSmemLimit: staticSmemSize = sharedSizeBytes + reservedSharedMemPerBlock)
+    none = occ.occupancy((9, 0), 128, 32, 0)
+    assert none.shared_per_block == 1024 and none.limits["shared memory"] == 228 and none.blocks_per_sm == 16
+    assert occ.occupancy((8, 0), 1024, 32, 0).limits["shared memory"] == 164
+    assert occ.occupancy((7, 5), 128, 32, 0).shared_per_block == 0  # no reservation before 8.0
 
 
 def test_every_limit_has_a_source():

@@ -1283,6 +1283,27 @@ def test_a_card_prefers_todays_code_over_a_newer_record_of_older_code(monkeypatc
     assert lesson.choose_record(rows, v)["gpu"] == "C"
 
 
+def test_a_card_shows_a_newer_record_whose_commit_it_cannot_tell_about():
+    """A record made at a commit this clone's git does not have (another clone's, a newer run) is
+    not known to be of older code: the card shows it where it is the newest, not an older record
+    of today's code (the H100's wgmma card showed the H200's record of 2026-11-27 once an H100
+    record of 2026-12-05 at an unknown commit was added, and the H100's table showed the new one)."""
+    from perfkit import history, results
+
+    head = results.git_commit()
+    if not head:
+        pytest.skip("no git here: nothing is of known code")
+    v = next(x for x in gemm.LADDER if x.name == "wgmma")
+    unknown = "0123456789abcdef0123456789abcdef01234567"
+    assert history.source_changed_since(v, head) is False and history.source_changed_since(v, unknown) is None
+    rows = pd.DataFrame({"commit": [head, unknown], "utc": ["2026-11-27", "2026-12-05"], "gpu": ["H200", "H100"]})
+    assert lesson.choose_record(rows, v)["gpu"] == "H100"
+    rows = pd.DataFrame({"commit": [head, None], "utc": ["2026-11-27", "2026-12-05"], "gpu": ["H200", "H100"]})
+    assert lesson.choose_record(rows, v)["gpu"] == "H100"  # no commit recorded: cannot tell either
+    rows = pd.DataFrame({"commit": [unknown, head], "utc": ["2026-11-27", "2026-12-05"], "gpu": ["H100", "H200"]})
+    assert lesson.choose_record(rows, v)["gpu"] == "H200"  # the newest still wins
+
+
 # --- where the memory-bound ladders stand on one GPU (notebook 04) -----------------------------
 def _bw_record(variant, rung, median_s, commit, utc, *, problem="rows=64 cols=1000 dtype=float32 axis=-1",
                gpu="GPU A", op="softmax", ok=True, nbytes=1e9):

@@ -461,10 +461,15 @@ def _today_pair(df: pd.DataFrame, gpu, problem, v: Variant, prev_problem, prev: 
 def choose_record(rows: pd.DataFrame, v: Variant) -> pd.Series:
     """The record a card shows among ``rows`` (one rung at one problem, oldest first, of one GPU or
     several): the newest of today's code (the kernel unchanged since its commit), on whatever GPU;
-    only where no record is of today's code, the newest record (marked "kernel changed since")."""
+    only where no record is of today's code, the newest record (marked "kernel changed since").
+    A record whose commit this clone cannot tell about (not in its git history, or none recorded:
+    :func:`source_changed_since` is None) is not known to be of older code, so it counts with today's:
+    a newer record from another clone is shown (its card says it cannot tell), not passed over for
+    an older record, maybe of another GPU."""
     if len(rows) > 1 and not v.oracle:
-        today = [i for i, c in zip(rows.index, rows.get("commit", pd.Series(index=rows.index, dtype=object)))
-                 if isinstance(c, str) and c and source_changed_since(v, c) is False]
+        commits = rows["commit"] if "commit" in rows else pd.Series(index=rows.index, dtype=object)
+        today = [i for i, c in zip(rows.index, commits)
+                 if source_changed_since(v, c if isinstance(c, str) and c else None) is not True]
         if today:
             return rows.loc[today[-1]]
     return rows.iloc[-1]

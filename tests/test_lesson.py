@@ -1865,3 +1865,36 @@ def test_a_sections_explicit_rung_before_is_its_rows_in_the_tables(monkeypatch):
     for card in (c for g in ("NVIDIA H100 80GB HBM3", "NVIDIA H200") for c in view._cards_on(p, g)
                  if c.variant == "tc_cp_async"):
         assert card.prev_label == by["tc_ldmatrix"].label
+
+
+def test_a_record_with_no_commit_gets_a_card(tmp_path):
+    """A record made where git could not say the commit (a copy with no .git and no
+    PERFKIT_GIT_COMMIT: provenance git_commit null) is NaN in pandas' string column: its card, and
+    the card of the rung after it, said TypeError ('float' object is not subscriptable) in 02."""
+    import json
+    import shutil
+
+    from perfkit import paths, results
+
+    src = sorted((paths.DATA / "results").glob("nvidia-h100-80gb-hbm3/gemm/*-r2[01]-*.json"))
+    if len({p.name.split("-r")[1] for p in src}) < 2:
+        pytest.skip("no H100 records of wgmma and tma")
+    folder = tmp_path / "nvidia-h100-80gb-hbm3" / "gemm"
+    folder.mkdir(parents=True)
+    for p in src:
+        shutil.copy(p, folder / p.name)
+    tma = sorted(folder.glob("*-r21-tma-*.json"))[-1]
+    doc = json.loads(tma.read_text())
+    doc["provenance"]["git_commit"] = None
+    doc["provenance"]["utc"] = "2026-12-02T09:00:00+00:00"
+    (folder / "20261202T090000Z-r21-tma-00000000.json").write_text(json.dumps(doc))
+    raw = results.load(op="gemm", root=tmp_path, latest=False)
+    p = "m=4096 n=4096 k=4096 dtype=float16"
+    for table in (raw, lesson.records("gemm", frame=raw)):
+        card = lesson.recorded("gemm", p, "tma", table=table, estimate=False)
+        assert card.found and card.commit is None and card.date == "2026-12-02"
+        assert "commit ?" in card.provenance and "nan" not in card.provenance
+        str(card), card._repr_html_()
+    for table in (raw, lesson.records("gemm", frame=raw)):  # the rung after: tma is its rung before
+        card = lesson.recorded("gemm", p, "warp_specialized", table=table, estimate=False)
+        assert card.prev_label.endswith("tma") and card.prev_commit == ""

@@ -1283,6 +1283,27 @@ def test_a_card_prefers_todays_code_over_a_newer_record_of_older_code(monkeypatc
     assert lesson.choose_record(rows, v)["gpu"] == "C"
 
 
+def test_a_card_shows_a_newer_record_whose_commit_it_cannot_tell_about():
+    """A record made at a commit this clone's git does not have (another clone's, a newer run) is
+    not known to be of older code: the card shows it where it is the newest, not an older record
+    of today's code (the H100's wgmma card showed the H200's record of 2026-11-27 once an H100
+    record of 2026-12-05 at an unknown commit was added, and the H100's table showed the new one)."""
+    from perfkit import history, results
+
+    head = results.git_commit()
+    if not head:
+        pytest.skip("no git here: nothing is of known code")
+    v = next(x for x in gemm.LADDER if x.name == "wgmma")
+    unknown = "0123456789abcdef0123456789abcdef01234567"
+    assert history.source_changed_since(v, head) is False and history.source_changed_since(v, unknown) is None
+    rows = pd.DataFrame({"commit": [head, unknown], "utc": ["2026-11-27", "2026-12-05"], "gpu": ["H200", "H100"]})
+    assert lesson.choose_record(rows, v)["gpu"] == "H100"
+    rows = pd.DataFrame({"commit": [head, None], "utc": ["2026-11-27", "2026-12-05"], "gpu": ["H200", "H100"]})
+    assert lesson.choose_record(rows, v)["gpu"] == "H100"  # no commit recorded: cannot tell either
+    rows = pd.DataFrame({"commit": [unknown, head], "utc": ["2026-11-27", "2026-12-05"], "gpu": ["H100", "H200"]})
+    assert lesson.choose_record(rows, v)["gpu"] == "H200"  # the newest still wins
+
+
 # --- where the memory-bound ladders stand on one GPU (notebook 04) -----------------------------
 def _bw_record(variant, rung, median_s, commit, utc, *, problem="rows=64 cols=1000 dtype=float32 axis=-1",
                gpu="GPU A", op="softmax", ok=True, nbytes=1e9):
@@ -1844,3 +1865,36 @@ def test_a_sections_explicit_rung_before_is_its_rows_in_the_tables(monkeypatch):
     for card in (c for g in ("NVIDIA H100 80GB HBM3", "NVIDIA H200") for c in view._cards_on(p, g)
                  if c.variant == "tc_cp_async"):
         assert card.prev_label == by["tc_ldmatrix"].label
+
+
+def test_a_record_with_no_commit_gets_a_card(tmp_path):
+    """A record made where git could not say the commit (a copy with no .git and no
+    PERFKIT_GIT_COMMIT: provenance git_commit null) is NaN in pandas' string column: its card, and
+    the card of the rung after it, said TypeError ('float' object is not subscriptable) in 02."""
+    import json
+    import shutil
+
+    from perfkit import paths, results
+
+    src = sorted((paths.DATA / "results").glob("nvidia-h100-80gb-hbm3/gemm/*-r2[01]-*.json"))
+    if len({p.name.split("-r")[1] for p in src}) < 2:
+        pytest.skip("no H100 records of wgmma and tma")
+    folder = tmp_path / "nvidia-h100-80gb-hbm3" / "gemm"
+    folder.mkdir(parents=True)
+    for p in src:
+        shutil.copy(p, folder / p.name)
+    tma = sorted(folder.glob("*-r21-tma-*.json"))[-1]
+    doc = json.loads(tma.read_text())
+    doc["provenance"]["git_commit"] = None
+    doc["provenance"]["utc"] = "2026-12-02T09:00:00+00:00"
+    (folder / "20261202T090000Z-r21-tma-00000000.json").write_text(json.dumps(doc))
+    raw = results.load(op="gemm", root=tmp_path, latest=False)
+    p = "m=4096 n=4096 k=4096 dtype=float16"
+    for table in (raw, lesson.records("gemm", frame=raw)):
+        card = lesson.recorded("gemm", p, "tma", table=table, estimate=False)
+        assert card.found and card.commit is None and card.date == "2026-12-02"
+        assert "commit ?" in card.provenance and "nan" not in card.provenance
+        str(card), card._repr_html_()
+    for table in (raw, lesson.records("gemm", frame=raw)):  # the rung after: tma is its rung before
+        card = lesson.recorded("gemm", p, "warp_specialized", table=table, estimate=False)
+        assert card.prev_label.endswith("tma") and card.prev_commit == ""

@@ -458,13 +458,23 @@ def _today_pair(df: pd.DataFrame, gpu, problem, v: Variant, prev_problem, prev: 
     return None
 
 
+def _commit_text(c) -> str:
+    """A record's commit as text, "" where it has none (None, or NaN in a frame's string column)."""
+    return c if isinstance(c, str) else ""
+
+
 def choose_record(rows: pd.DataFrame, v: Variant) -> pd.Series:
     """The record a card shows among ``rows`` (one rung at one problem, oldest first, of one GPU or
     several): the newest of today's code (the kernel unchanged since its commit), on whatever GPU;
-    only where no record is of today's code, the newest record (marked "kernel changed since")."""
+    only where no record is of today's code, the newest record (marked "kernel changed since").
+    A record whose commit this clone cannot tell about (not in its git history, or none recorded:
+    :func:`source_changed_since` is None) is not known to be of older code, so it counts with today's:
+    a newer record from another clone is shown (its card says it cannot tell), not passed over for
+    an older record, maybe of another GPU."""
     if len(rows) > 1 and not v.oracle:
-        today = [i for i, c in zip(rows.index, rows.get("commit", pd.Series(index=rows.index, dtype=object)))
-                 if isinstance(c, str) and c and source_changed_since(v, c) is False]
+        commits = rows["commit"] if "commit" in rows else pd.Series(index=rows.index, dtype=object)
+        today = [i for i, c in zip(rows.index, commits)
+                 if source_changed_since(v, c if isinstance(c, str) and c else None) is not True]
         if today:
             return rows.loc[today[-1]]
     return rows.iloc[-1]
@@ -547,7 +557,9 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
     card.iqr_s = float(r.get("iqr_s", np.nan) if r.get("iqr_s") is not None else np.nan)
     card.n_samples = float(r.get("n_samples", np.nan) if r.get("n_samples") is not None else np.nan)
     card.rate = rate_of(metric, r.get("flops"), r.get("bytes"), card.median_s)
-    card.gpu, card.commit, card.dirty = r.get("gpu"), r.get("commit"), bool(r.get("dirty")) if r.get("dirty") is not None else None
+    commit, dirty = r.get("commit"), r.get("dirty")
+    card.gpu, card.commit = r.get("gpu"), commit if isinstance(commit, str) and commit else None  # never NaN
+    card.dirty = bool(dirty) if dirty is not None and not (isinstance(dirty, float) and dirty != dirty) else None
     card.date = str(r.get("utc", ""))[:10]
     card.path = r.get("path")
     card.changed_since = source_changed_since(v, card.commit) if card.commit else None
@@ -581,7 +593,7 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
             prev_rec = pr.iloc[-1]
             card.prev_median_s = float(pr.iloc[-1]["median_s"])
             card.x_prev = card.prev_median_s / card.median_s
-            card.prev_commit = str(pr.iloc[-1].get("commit") or "")
+            card.prev_commit = _commit_text(pr.iloc[-1].get("commit"))
             if card.prev_commit and card.prev_commit != card.commit:  # only then does it qualify a factor
                 card.prev_changed_since = source_changed_since(prev, card.prev_commit)
             if card.prev_across and "gpu" in df:
@@ -593,7 +605,7 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
                 continue
             ur = match_rows(same_gpu, problem, u.name)
             if not ur.empty and (best is None or float(ur.iloc[-1]["median_s"]) < best[1]):
-                best = (u.label, float(ur.iloc[-1]["median_s"]), str(ur.iloc[-1].get("commit") or ""), u)
+                best = (u.label, float(ur.iloc[-1]["median_s"]), _commit_text(ur.iloc[-1].get("commit")), u)
         if best is not None:
             card.best_before_label, card.best_before_s, card.best_before_commit, u = best
             if card.best_before_commit and card.best_before_commit != card.commit:

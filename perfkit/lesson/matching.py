@@ -94,6 +94,8 @@ def _records(op, ladder, root, gpu, latest, frame) -> pd.DataFrame:
         return df.assign(label=pd.Series(dtype=object), rate=pd.Series(dtype=float), date=pd.Series(dtype=object))
     if "simulated" in df:
         df = df[~df["simulated"].fillna(False).astype(bool)]
+    if "commit" in df:  # a record with no commit (a copy with no .git) is NaN in pandas' string column:
+        df["commit"] = df["commit"].fillna("")  # "" reads as no commit where `commit or ...` is asked
     if gpu is not None:
         g = gpu.lower()
         df = df[(df["gpu"].astype(str).str.lower() == g) | (df["gpu_slug"].astype(str).str.lower() == g)]

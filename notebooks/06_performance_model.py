@@ -39,6 +39,7 @@ what_if_size = {"m": 4096, "n": 4096, "k": 4096}  # problem fields
 records_gpu = None                # the GPU whose records are validated (name or slug); None: the newest records' GPU
 validate_ops = []                 # empty: every recorded op (validate's own headline)
 validate_problems = []            # empty: every recorded problem
+validate_budget_s = 240           # past it, records with no stored estimate are listed, not estimated (None: all)
 use_banks = True                  # simulate shared-memory bank conflicts (slow the first time)
 
 # %%
@@ -174,14 +175,17 @@ display(lesson.paragraph(lesson.timers_paragraph(timers, variant.label)))
 # record, `validate` rebuilds the rung as it was at the record's commit (`perfkit.history`, from
 # git) and estimates that; the `code` column says `at <commit>`.  Estimating today's kernel against
 # an old kernel's time would score the model on the wrong program.  The GPU is the one with the
-# newest records (the parameter `records_gpu` pins another); the full tables are folded.
+# newest records (the parameter `records_gpu` pins another); the full tables are folded.  Records
+# of problems the static store holds no estimate for take seconds each to compile and estimate: past
+# `validate_budget_s` they are listed as not estimated, and the headline says how many.
 
 # %%
 from perfkit.kernels import registry  # noqa: E402
 
 val_name = lesson.shown_gpu(records_gpu, list(registry.OPS))
 val_gpu = lesson.spec_key(val_name)
-table, line, levels = model.validate(val_gpu, ops=validate_ops or None, problems=validate_problems or None)
+table, line, levels = model.validate(val_gpu, ops=validate_ops or None, problems=validate_problems or None,
+                                     budget_s=validate_budget_s)
 subset = " of " + ", ".join(validate_ops) if validate_ops else ""
 subset += (" at " + "; ".join(validate_problems)) if validate_problems else ""
 print(f"perfkit model validate --gpu {val_gpu}: the {len(table)} records of {val_name}{subset or ''}"

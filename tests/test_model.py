@@ -1508,3 +1508,30 @@ def test_the_fp32_pipe_is_inside_the_issue_leg_where_it_takes_a_warp_instruction
     top = max(L["legs"]["latency"], L["legs"]["issue"])
     second = max(x for k, x in L["legs"].items() if k not in ("latency", "issue", "fp32"))
     assert L["seconds"] == pytest.approx(top + L["overlap"] * second, rel=1e-9)
+
+
+def test_validate_within_a_budget_uses_kept_estimates_and_says_how_many_it_left(tmp_path):
+    """A notebook validates within a budget: past it, a record whose problem has no kept estimate
+    (a grader's new problem, seconds of compiling each) is listed as not estimated and left out of
+    the line, which counts it; records with a kept estimate are estimated as ever."""
+    import glob
+    import json
+
+    from perfkit import paths
+    from perfkit.model.validation import NOT_ESTIMATED
+
+    src = next(f for f in sorted(glob.glob(str(paths.DATA / "results/nvidia-h200/softmax/*.json")))
+               if json.loads(Path(f).read_text())["variant"] == "naive")
+    d = json.loads(Path(src).read_text())
+    (tmp_path / "h200" / "softmax").mkdir(parents=True)
+    (tmp_path / "h200" / "softmax" / "a.json").write_text(json.dumps(d))
+    cols = 3 + int.from_bytes(os.urandom(2), "little") % 4000 * 2  # odd: a problem no cache has kept (a rerun too)
+    odd = {**d, "params": {**d["params"], "rows": 3, "cols": cols}, "problem": f"rows=3 cols={cols} dtype=float32 axis=-1"}
+    (tmp_path / "h200" / "softmax" / "b.json").write_text(json.dumps(odd))
+    none = tmp_path / "no-ncu.csv"  # no Nsight Compute table: the per-level check is another test's
+    table, line, _ = model.validate("h200", tmp_path, none, budget_s=0)
+    by = dict(zip(table["problem"], table["bound"]))
+    assert by[odd["problem"]] == NOT_ESTIMATED and by[d["problem"]] != NOT_ESTIMATED
+    assert "over 1;" in line and "1 records not estimated within 0 s" in line
+    table, line, _ = model.validate("h200", tmp_path, none)  # no budget: every record
+    assert NOT_ESTIMATED not in set(table["bound"]) and "over 2;" in line

@@ -47,8 +47,12 @@ def variant_as_recorded(v, mod, op, name, config, commit):
     return v, mod, f"today (changed since {commit[:7]}; {why})" if changed else "today"
 
 
+#: the bound of a record left unestimated by a budget (``validate(budget_s=...)``)
+NOT_ESTIMATED = "not estimated: past the budget, no stored estimate"
+
+
 def validate(gpu: str = "h100-sxm", results_root=None, ncu_path=None, *, banks: bool = True,
-             ops=None, problems=None, history: bool = True):
+             ops=None, problems=None, history: bool = True, budget_s: float | None = None):
     """Estimate every recorded (problem, rung) and compare.  Returns ``(table, line, levels)``:
     the per-record table, the summary line, and per-level counts against Nsight Compute.
     ``ops`` / ``problems``: keep only records of these ops / problem labels.
@@ -59,9 +63,23 @@ def validate(gpu: str = "h100-sxm", results_root=None, ncu_path=None, *, banks: 
     Only records made on ``gpu`` are compared (an H200 record is no test of an H100 estimate).
     The levels are checked against every Nsight Compute table of ``gpu`` (:func:`ncu_tables`),
     a rung's newest counts winning, each against the code at its table's commit; ``ncu_path``
-    names one table instead."""
+    names one table instead.
+
+    ``budget_s`` (a notebook's, where records of problems the static store has no estimate for
+    would each take seconds to compile and estimate): past that many seconds, only estimates
+    already kept are used, the other records are listed with ``bound`` :data:`NOT_ESTIMATED` and
+    left out of the line, which says how many."""
     import glob
     import json
+    import time
+
+    from . import stored
+
+    t0 = time.monotonic()
+
+    def kept_only(v, p, ahead) -> bool:  # past the budget and nothing kept: not estimated here
+        return budget_s is not None and time.monotonic() - t0 > budget_s \
+            and stored.load(stored.key(v, p, gpu, r, banks, ahead), r) is None
 
     import numpy as np
     import pandas as pd
@@ -109,6 +127,10 @@ def validate(gpu: str = "h100-sxm", results_root=None, ncu_path=None, *, banks: 
             key = (op, code, json.dumps(d["params"], sort_keys=True), name, json.dumps(v.config, sort_keys=True, default=str),
                    round(ahead * 1e7) if ahead is not None else None)
             if key not in cache:
+                if kept_only(v, p, ahead):
+                    row.update(predicted_s=np.nan, bound=NOT_ESTIMATED)
+                    rows.append(row)
+                    continue
                 cache[key] = _pkg.estimate(v, p, gpu, banks=banks, ahead_s=ahead)
             e = cache[key]
             row.update(predicted_s=e.seconds, bound=e.bound)
@@ -120,6 +142,10 @@ def validate(gpu: str = "h100-sxm", results_root=None, ncu_path=None, *, banks: 
     table = pd.DataFrame(rows) if rows else pd.DataFrame(columns=cols)  # no records: an empty table
     table["ratio"] = table["predicted_s"] / table["measured_s"]
     line = summary_line(table[table["kind"] == "rung"]["ratio"])
+    skipped = int((table["bound"] == NOT_ESTIMATED).sum()) if len(table) else 0
+    if skipped:
+        line += (f"; {skipped} records not estimated within {budget_s:.0f} s (no stored estimate of their"
+                 " problem: `perfkit model validate` estimates every one)")
 
     def unrecorded(op, label, rung_label, commit=None):
         """An Nsight Compute row no record of its commit has (saxpy, the NHWC batchnorm rows,
@@ -150,7 +176,8 @@ def validate(gpu: str = "h100-sxm", results_root=None, ncu_path=None, *, banks: 
                     pass
             kw[k] = val
         try:
-            return _pkg.estimate(v, mod.Problem(**kw), gpu, banks=banks)
+            p = mod.Problem(**kw)
+            return None if kept_only(v, p, None) else _pkg.estimate(v, p, gpu, banks=banks)
         except Exception:  # noqa: BLE001  (a row the model cannot take: left out)
             return None
 
@@ -330,7 +357,7 @@ def validate_cli(argv=None) -> int:
         print(f"perfkit model validate: {exc}", file=sys.stderr)
         return 2
     if not len(table):
-        print(f"perfkit model validate: no GPU records (JSON, not simulated) under "
+        print(f"perfkit model validate: no GPU records of {args.gpu} (JSON, not simulated) under "
               f"{args.results or 'data/results'}", file=sys.stderr)
         return 1
     show = table.drop(columns=[c for c in table.columns if c.startswith("_") or c == "kind"])

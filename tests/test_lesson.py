@@ -1898,3 +1898,19 @@ def test_a_record_with_no_commit_gets_a_card(tmp_path):
     for table in (raw, lesson.records("gemm", frame=raw)):  # the rung after: tma is its rung before
         card = lesson.recorded("gemm", p, "warp_specialized", table=table, estimate=False)
         assert card.prev_label.endswith("tma") and card.prev_commit == ""
+
+
+def test_the_shown_gpu_is_the_newest_known_gpu_not_one_with_no_ceilings(monkeypatch):
+    """A newer record of a GPU devices.yaml does not list would draw its records against another
+    GPU's ceilings: the newest record of a known GPU picks the notebook's GPU; an unknown GPU is
+    shown only where no known one has records, or where asked for by name."""
+    from perfkit.lesson import matching
+
+    df = pd.DataFrame({"gpu": ["NVIDIA H200", "NVIDIA H100 80GB HBM3", "NVIDIA Foo 9000"],
+                       "gpu_slug": ["nvidia-h200", "nvidia-h100-80gb-hbm3", "nvidia-foo-9000"],
+                       "utc": ["2026-11-27T00:00", "2026-11-28T00:00", "2026-12-01T00:00"], "simulated": False})
+    monkeypatch.setattr(matching, "_load", lambda op, root: df)
+    assert matching.shown_gpu(None, ["gemm"]) == "NVIDIA H100 80GB HBM3"
+    assert matching.shown_gpu("nvidia-foo-9000", ["gemm"]) == "NVIDIA Foo 9000"
+    monkeypatch.setattr(matching, "_load", lambda op, root: df.iloc[2:])
+    assert matching.shown_gpu(None, ["gemm"]) == "NVIDIA Foo 9000"

@@ -219,7 +219,8 @@ def _matches_memo(problem, label) -> bool:
 def shown_gpu(want: str | None = None, ops=()) -> str | None:
     """The GPU whose records a notebook shows (its cards, tables, plots and ceilings are of one
     GPU): the recorded GPU ``want`` names (a name or slug, case-insensitive), else the GPU of the
-    newest real record of ``ops``; None when there is none."""
+    newest real record of ``ops`` among the GPUs devices.yaml knows (an unknown one has no
+    ceilings to draw its records against), of any GPU where none is known; None when there is none."""
     frames = []
     for op in ops:
         df = _load(op, None)
@@ -234,7 +235,20 @@ def shown_gpu(want: str | None = None, ops=()) -> str | None:
         if hit.empty:
             raise LookupError(f"no records of GPU {want!r}; recorded: {', '.join(sorted(set(df['gpu'])))}")
         return str(hit["gpu"].iloc[0])
-    return str(df.sort_values("utc")["gpu"].iloc[-1])
+    df = df.sort_values("utc")
+    known = df[[_known(g) for g in df["gpu"]]]
+    return str((known if not known.empty else df)["gpu"].iloc[-1])
+
+
+@functools.lru_cache(maxsize=64)
+def _known(gpu_name) -> bool:
+    from .. import specs
+
+    try:
+        specs.get(str(gpu_name))
+        return True
+    except Exception:  # noqa: BLE001  (specs.SpecError: a GPU devices.yaml does not list)
+        return False
 
 
 def recorded_gpus(ops=(), first: str | None = None) -> list[str]:

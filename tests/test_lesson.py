@@ -1948,6 +1948,7 @@ def test_each_gpus_recording_runs_are_listed_with_todays_rung_numbers():
     assert f"On GPU A: rungs {rung['naive']}-{rung['warp']} on 2026-01-01 (commit aaaaaaa)." in s
     assert f"On GPU B: rungs {rung['persist']} on 2026-01-02 (commit bbbbbbb)." in s
     assert s.endswith("The records are at 4096 x 4096 float16 and 4096 x 4096 float32.")
+    assert "On GPU B: 1 record on 2026-01-02" in lesson.runs_sentence(["softmax", "rmsnorm"], frame=recs)
     assert lesson.runs_sentence("softmax", frame=recs.iloc[:0]).startswith("No GPU has timed softmax yet")
     assert lesson.runs_sentence("softmax", gpu="GPU C", frame=recs).startswith("GPU C has not timed softmax")
     from perfkit.lesson.coverage import _rung_ranges

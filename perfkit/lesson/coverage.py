@@ -144,7 +144,7 @@ def runs_sentence(ops, *, gpu: str | None = None, frame: pd.DataFrame | None = N
     for g, r in runs.groupby("gpu", sort=False):
         bits = []
         for _, x in r.iterrows():
-            rungs = f"rungs {_rung_ranges(x['rungs'])}" if one and x["rungs"] else f"{x['records']} records"
+            rungs = f"rungs {_rung_ranges(x['rungs'])}" if one and x["rungs"] else f"{x['records']} record{'s' if x['records'] != 1 else ''}"
             bits.append(f"{rungs} on {x['date']} (commit {x['commit']})")
         per_gpu.append(f"On {g}: {_join(bits)}.")
     what = _join(dict.fromkeys(o for os_ in runs["ops"] for o in os_))
@@ -197,10 +197,11 @@ def copy_sentence(gpus=None, *, frame: pd.DataFrame | None = None) -> str:
 def comparison(base: str, new: str, **kw):
     """:func:`perfkit.compare.compare` of two selections, or None, having printed why, where a side
     selects no record here (a copy of data/results/ without that GPU or that run)."""
-    from .. import compare
+    from .. import compare, paths
 
     try:
         return compare.compare(base, new, **kw)
-    except compare.CompareError as exc:
-        print(f"Nothing to compare [{base}] with [{new}]: {exc}.")
+    except compare.CompareError as exc:  # the folder as the repository names it, not this machine's path
+        why = str(exc).replace(f"{paths.repo_root()}/", "")
+        print(f"Nothing to compare [{base}] with [{new}]: {why}.")
         return None

@@ -106,12 +106,12 @@ run(); run.synchronize()                       # compile and load first
 if SIM:  # a simulated launch runs to completion before it returns: its times would teach the opposite
     print("simulator: a launch here runs the kernel on the CPU before returning, so host clock and events "
           "cannot differ as they do on a GPU; no simulated time is shown.")
-    from perfkit import paths
-
     for name, when in (("h100-sxm-2026-11-23", "an H100 (2026-11-23, commit 7c7b2e0), before the spin kernel"),
                        ("h100-sxm-2026-11-26", "the H100 again (2026-11-26, commit 6bbc424), with the spin kernel"),
                        ("h200-2026-11-26", "an H200 (2026-11-26, commit ed6ffd5), with the spin kernel")):
-        t = pd.read_csv(paths.DATA / "timer" / f"{name}.csv")
+        t = lesson.timer_check(name, when)  # None, said, where this copy of data/ lacks it
+        if t is None:
+            continue
         t = t[t.op != "timer"]  # the same prepared rungs under both timers (the timer's own demos: below)
         t["measure / do_bench"] = t["ratio"]
         t["measure us"], t["do_bench us"] = t["measure_s"] * 1e6, t["do_bench_s"] * 1e6
@@ -144,8 +144,7 @@ if SIM:
     # The simulator compiles nothing (the kernel runs as Python threads), so a first and second
     # call differ only by noise: timing them here would teach the wrong lesson.
     print("simulator: no compile step, so no warm-up to see; on a GPU this cell times the first call "
-          "(compile + module load) against the second (the kernel alone). "
-          "No GPU record of this demo is stored yet.")
+          "(compile + module load) against the second (the kernel alone); perfkit records no run of it.")
 else:
     fresh = saxpy.Unrolled(unroll=3)           # a configuration not compiled yet
     p = fresh.prepare(problem, inputs)
@@ -192,11 +191,14 @@ else:
     assert np.array_equal(dst_fit.copy_to_host(), np.ones(n_fit, np.float32))
     print("The simulator has no L2: a simulated hot/cold pair says nothing (it can even come out reversed), "
           "so none is shown. Recorded with this timer (tools/record_gpu.py --parts timer):")
-    from perfkit import paths
-
     for name, where in (("h100-sxm-2026-11-26", "H100 (2026-11-26)"), ("h200-2026-11-26", "H200 (2026-11-26)")):
-        t = pd.read_csv(paths.DATA / "timer" / f"{name}.csv")
+        t = lesson.timer_check(name, f"the {where}")  # None, said, where this copy of data/ lacks it
+        if t is None:
+            continue
         hc = t[(t.op == "timer") & (t.variant == "copy16")].set_index("l2")["measure_s"]
+        if not {"hot", "cold"} <= set(hc.index):
+            print(f"  {where}: its timer check holds no hot/cold pair of the copy")
+            continue
         print(f"  {where}: the same L2-sized copy, hot {hc['hot'] * 1e6:.2f} us, cold {hc['cold'] * 1e6:.2f} us "
               f"(hot / cold = {hc['hot'] / hc['cold']:.2f})")
 
@@ -217,11 +219,15 @@ launch = lambda: empty_kernel[1, 32]()
 if SIM:  # the simulator's launch is a Python call: its time is no launch overhead
     launch(); cuda.synchronize()
     print("simulator: the empty kernel ran; its host time is a Python call, not a launch, so none is shown.")
-    from perfkit import paths
-
     for name, where in (("h100-sxm-2026-11-26", "the same H100 model (2026-11-26)"), ("h200-2026-11-26", "the H200 (2026-11-26)")):
-        t = pd.read_csv(paths.DATA / "timer" / f"{name}.csv")
-        e = t[(t.op == "timer") & (t.variant == "empty")].iloc[0]
+        t = lesson.timer_check(name, where)  # None, said, where this copy of data/ lacks it
+        if t is None:
+            continue
+        e = t[(t.op == "timer") & (t.variant == "empty")]
+        if e.empty:
+            print(f"On {where}: its timer check holds no empty kernel.")
+            continue
+        e = e.iloc[0]
         print(f"On {where}, behind the spin kernel: {e.measure_s * 1e6:.2f} us by events "
               f"(do_bench: {e.do_bench_s * 1e6:.2f} us), the GPU's part of a launch.")
 else:
@@ -300,10 +306,10 @@ lesson.sweep_table(table, metric="gbps")  # in the simulator the time reads "sim
 # ## 7 · Measured versus published bandwidth, and the roofline
 #
 # A datasheet's bandwidth is a peak no kernel reaches; a simple copy kernel shows what is
-# attainable (perfkit's copy kernel: 84% of the published 3.35 TB/s on the H100, 2.82 TB/s on
-# 2026-11-28 as on 2026-11-26, and 81% of 4.8 TB/s on the H200, 3.91 TB/s on 2026-11-27: the newest records in
-# `data/results/<gpu>/roofline/`, in the table below; the model still applies
-# 70%, the first copy kernel's figure: `dram_efficiency` in `data/rates.yaml` says why).  Likewise a chain of
+# attainable (the cell below says what share of the published bandwidth perfkit's copy kernel
+# reached on each GPU, from the newest records in `data/results/<gpu>/roofline/`, listed in its
+# table; the model still applies 70%, the first copy kernel's figure: `dram_efficiency` in
+# `data/rates.yaml` says why).  Likewise a chain of
 # independent FMAs shows the attainable FP32 rate.  On a GPU we measure both here and record them;
 # without one we show what was recorded on real GPUs, if anything.
 
@@ -329,6 +335,7 @@ else:  # each ceiling in its own unit: a copy moves bytes, the FMA kernel does F
                      for r in recorded_ceilings.itertuples()],
         "date": recorded_ceilings["utc"].astype(str).str[:10],
         "commit": recorded_ceilings["commit"].astype(str).str[:7]}))
+    print(lesson.copy_sentence())  # each GPU's newest copy record, against its datasheet
 
 # %%
 ceil = roofline.ceilings(gpu)
@@ -400,15 +407,17 @@ else:
 # %%
 from perfkit import compare
 
-c = compare.compare("gpu=h100,before=2026-11-23T10:24", "gpu=h100,commit=7c7b2e0,after=2026-11-23T10:24")
-print(c)
-compare.plot(c)
-plt.show()
-for word in ("slower", "faster", "same within noise"):
-    g = c.table[c.table.verdict == word]
-    if len(g):
-        print(f"{word}: {len(g)} ({', '.join(g.variant + ' x' + g.ratio.round(2).astype(str))})")
-print("kernel code between the two sides:", ", ".join(sorted(set(c.table.code))))
+# None, and a sentence, where this copy of data/results/ lacks those records
+c = lesson.comparison("gpu=h100,before=2026-11-23T10:24", "gpu=h100,commit=7c7b2e0,after=2026-11-23T10:24")
+if c is not None:
+    print(c)
+    compare.plot(c)
+    plt.show()
+    for word in ("slower", "faster", "same within noise"):
+        g = c.table[c.table.verdict == word]
+        if len(g):
+            print(f"{word}: {len(g)} ({', '.join(g.variant + ' x' + g.ratio.round(2).astype(str))})")
+    print("kernel code between the two sides:", ", ".join(sorted(set(c.table.code))))
 
 # %% [markdown]
 # How to read it.  The code was the same (`code` says so), yet several rungs came out slower or
@@ -422,19 +431,22 @@ print("kernel code between the two sides:", ", ".join(sorted(set(c.table.code)))
 # better, and by how much?
 
 # %%
-today_timer = compare.compare("gpu=h100,commit=6bbc424,after=2026-11-26T15:28,before=2026-11-26T15:34",
-                              "gpu=h100,commit=6bbc424,after=2026-11-26T15:34")
+today_timer = lesson.comparison("gpu=h100,commit=6bbc424,after=2026-11-26T15:28,before=2026-11-26T15:34",
+                                "gpu=h100,commit=6bbc424,after=2026-11-26T15:34")
 lines = []  # the answer, folded with its table (the prompt above asks for it)
 for name, x in (("the first timer (7c7b2e0, 2026-11-23)", c), ("today's timer (6bbc424, 2026-11-26)", today_timer)):
+    if x is None:  # not in this copy of data/results/ (said above)
+        continue
     t = x.table[x.table.code == "same"]
     beyond = int(((t.ratio - 1).abs() > compare.FAIL_ABOVE).sum())
     lines.append(lesson.paragraph(
         f"{name}: {len(t)} rungs of the same code measured twice, ratio {t.ratio.min():.3f} to {t.ratio.max():.3f}; "
         f"{beyond} apart by more than {compare.FAIL_ABOVE:.0%}, the change a regression gate (perfkit compare's "
         "exit status) fails on"))
-display(lesson.fold(*lines, today_timer.table[["op", "variant", "base_median_s", "new_median_s", "ratio", "ci_low",
-                                               "ci_high", "verdict", "code"]].round(6),
-                    summary="today's timer: the same rungs measured twice (open once you have predicted)"))
+if lines:
+    tab = ([today_timer.table[["op", "variant", "base_median_s", "new_median_s", "ratio", "ci_low", "ci_high", "verdict",
+                               "code"]].round(6)] if today_timer is not None else [])
+    display(lesson.fold(*lines, *tab, summary="today's timer: the same rungs measured twice (open once you have predicted)"))
 
 # %% [markdown]
 # A verdict is only as good as its baseline: a regression gate can trust a timer whose repeated
@@ -445,9 +457,8 @@ display(lesson.fold(*lines, today_timer.table[["op", "variant", "base_median_s",
 # %% [markdown]
 # ### Across GPUs: the H100 and the H200
 #
-# The same ladders were recorded on an H200 (`data/results/nvidia-h200/`: commits ed6ffd5 and
-# 6ab83fe on 2026-11-26, 6ba0514 on 2026-11-27) and again on the H100 (2026-11-26, commit
-# 6bbc424; the rungs new since, on 2026-11-28 at commit 516b940).  Across two machines the noise of one says nothing about the other, so there is no
+# The same ladders are recorded on more than one GPU (`data/results/<gpu>/`; the cell below lists
+# each GPU's runs, from the records).  Across two machines the noise of one says nothing about the other, so there is no
 # verdict, only ratios. Where a rung's kernel code is the same on both sides (`code` is `same`),
 # the ratio is the machines' difference alone.  Per `data/devices.yaml` the H200 has the H100 SXM's
 # SM count and FP32 rate with faster memory: a rung bound by arithmetic or latency should take
@@ -461,18 +472,22 @@ display(lesson.fold(*lines, today_timer.table[["op", "variant", "base_median_s",
 # %%
 from perfkit import specs
 
-x = compare.compare("gpu=h100", "gpu=h200")
+print(lesson.runs_sentence(sorted(set(results.load()["op"].dropna()))))  # each GPU's runs, from the records
 h100, h200 = specs.get("h100-sxm"), specs.get("h200")
 print(f"published: SMs {h100.sm_count} vs {h200.sm_count}, FP32 {h100.fp32_flops / 1e12:.1f} vs "
       f"{h200.fp32_flops / 1e12:.1f} TFLOP/s, DRAM {h100.dram_bw / 1e12:.2f} vs {h200.dram_bw / 1e12:.2f} TB/s "
       f"(a DRAM-bound kernel at the same share of each: x{h100.dram_bw / h200.dram_bw:.2f})")
-same = x.table[x.table.code == "same"].copy()
-same["metric"] = same.op.map(lesson.metric_for)
-same["H100 us"], same["H200 us"] = same.base_median_s * 1e6, same.new_median_s * 1e6
-display(same[["op", "variant", "H100 us", "H200 us", "ratio"]].round(3).reset_index(drop=True))
-for metric, g in same.groupby("metric"):
-    print(f"{metric}: same code on both, ratio x{g.ratio.min():.2f} to x{g.ratio.max():.2f} "
-          f"({', '.join(g.op + ' ' + g.variant + ' x' + g.ratio.round(2).astype(str))})")
+x = lesson.comparison("gpu=h100", "gpu=h200")  # None, and a sentence, where one GPU has no records here
+same = x.table[x.table.code == "same"].copy() if x is not None else pd.DataFrame()
+if len(same):
+    same["metric"] = same.op.map(lesson.metric_for)
+    same["H100 us"], same["H200 us"] = same.base_median_s * 1e6, same.new_median_s * 1e6
+    display(same[["op", "variant", "H100 us", "H200 us", "ratio"]].round(3).reset_index(drop=True))
+    for metric, g in same.groupby("metric"):
+        print(f"{metric}: same code on both, ratio x{g.ratio.min():.2f} to x{g.ratio.max():.2f} "
+              f"({', '.join(g.op + ' ' + g.variant + ' x' + g.ratio.round(2).astype(str))})")
+elif x is not None:
+    print("No rung has records of the same kernel code on both GPUs here: no ratio is the machines' alone.")
 
 # %% [markdown]
 # ## 11 · Many GPUs: the same sweep on a cluster

@@ -544,10 +544,11 @@ view.sass("persistent", ["UTMALDG", "UTMASTG", "SYNCS", "HGMMA", "USETMAXREG", "
 # (`cluster_dims(1, 2, 1)` in its body becomes `.reqnctapercluster 1, 2, 1` in its PTX).  This is
 # `warp_specialized` plus the multicast, nothing else, so the diff below is that one idea.
 #
-# It has no GPU record: on the H200 on 2026-11-27 (commit 6ba0514) this kernel hung, which its check
-# in the simulator (above) does not show; the cause is not found yet (the cluster probes in
+# On the H200 on 2026-11-27 (commit 6ba0514) this kernel hung, which its check in the simulator
+# (above) does not show; the cause was not found then (the cluster probes in
 # `tests/test_gemm_hopper.py` will say which mechanism fails, and its waits now trap after 10 s
-# instead of hanging), so the card below is the model's estimate only.
+# instead of hanging).  The line above its diff says, from the records, whether a GPU has timed it
+# since; with no record its card is the model's estimate only.
 #
 # **Predict:** every Hopper rung is tensor-bound in the model; which leg does the multicast shrink,
 # and on which GPU could that move the time?  (For scale, from outside perfkit's records: fast.cu,
@@ -555,6 +556,7 @@ view.sass("persistent", ["UTMALDG", "UTMASTG", "SYNCS", "HGMMA", "USETMAXREG", "
 # H100 at 8192^3, 778 -> 799 TFLOP/s.)
 
 # %%
+print(lesson.recorded_where("gemm", "cluster", gpu=records_gpu))  # from the records, when this runs
 view.show("cluster", prev="warp_specialized")
 
 # %% [markdown]
@@ -567,16 +569,21 @@ view.sass("cluster", ["UTMALDG", "SYNCS", "UCGABAR", "MEMBAR", "HGMMA", "USETMAX
           prev="warp_specialized")
 
 # %% [markdown]
-# The Hopper rungs 20-23 (`wgmma`, `tma`, `warp_specialized`, `persistent`) and `tc_deep` were first
-# recorded on an H200 on 2026-11-27 (commit 6ba0514), then on the H100 on 2026-11-28 (commit
-# 516b940, today's code), at 4096³ float16 only: their cards above give
-# each time against cuBLAS's HGEMM (a wgmma kernel on Hopper) beside the model's estimate, and the
-# table of where the ladder stands below counts them (notebook 06 sorts the rungs first recorded in
-# the newest run by how far the model was off).  Rung 24 `cluster` has no record: its kernel hung
-# on the H200 (2026-11-27) and on the H100 (2026-11-28), cause not found yet (`docs/CLUSTER_HANG.md`
-# lists the suspects and the probes that will tell), so its card shows the model's estimate only.
-# `docs/MODEL_NOTES.md` lists what the model assumes for these rungs.
-#
+# The Hopper rungs 20-23 (`wgmma`, `tma`, `warp_specialized`, `persistent`) and `tc_deep`: their
+# cards above give each time against cuBLAS's HGEMM (a wgmma kernel on Hopper) beside the model's
+# estimate, and the table of where the ladder stands below counts them (notebook 06 sorts the rungs
+# first recorded in the newest run by how far the model was off).  Rung 24 `cluster`'s kernel hung
+# on the H200 (2026-11-27) and on the H100 (2026-11-28), the cause not found then
+# (`docs/CLUSTER_HANG.md` lists the suspects and the probes that will tell); with no record its card
+# shows the model's estimate only.  The cell below says, from the records, which GPU timed these
+# rungs, at which problems and when.  `docs/MODEL_NOTES.md` lists what the model assumes for them.
+
+# %%
+hopper = [v.name for v in gemm.LADDER if v.name in ("wgmma", "tma", "warp_specialized", "persistent", "tc_deep")]
+print(lesson.recorded_where("gemm", hopper, gpu=records_gpu))
+print(lesson.recorded_where("gemm", "cluster", gpu=records_gpu))
+
+# %% [markdown]
 # ## Rungs of today's ladder without a section above
 #
 # The ladder grows (new rungs are added and renumbered); any rung the sections above do not cover

@@ -41,11 +41,9 @@
 # 4. how each rung's traffic model and compiled anatomy predict its speed before any GPU runs it.
 #
 # Every rung is *checked* here in Numba's CUDA simulator (times there mean nothing) and compiled
-# for sm_90 with no GPU.  The ladder has been timed on real GPUs at the example layer only, in
-# float32 NCHW and float16 NHWC: rungs 1-8 on an H100 (2026-11-26, commit 6bbc424) and on an
-# H200 (2026-11-26, commit ed6ffd5), then all fifteen rungs on an H200 (2026-11-27, commit
-# 6ba0514), rungs 9-15 for the first time, and rungs 9-15 (with 11 and 14 in float32 too) on the
-# H100 (2026-11-28, commit 516b940); each card below names the record it shows.  The goals
+# for sm_90 with no GPU.  Speeds come from the ladder's records on real GPUs: "What was measured
+# on real GPUs" below lists, from the records, each GPU's runs (which rungs, when, at which
+# layers), and each card names the record it shows.  The goals
 # at this layer (issue 43: the best rung at ≥ 0.7 of cuDNN in float32, whose choice here is an
 # FFT, and ≥ 0.5 in float16) are checked against the records at the end of the notebook, which
 # says whether each is met and by how much (predict first).  The whole ResNet-50 sweep runs with
@@ -132,6 +130,7 @@ if recorded.empty:
           "every rung card below says 'no record' and shows the model's estimate only.")
 else:  # the numbers wait, folded, behind each rung's prompt and in the summary
     print(f"{len(recorded)} convolution records on {recorded.gpu.nunique()} GPU(s), at {recorded.problem.nunique()} problems")
+    print(lesson.runs_sentence("conv", gpu=records_gpu))  # each GPU's runs, read from the records
 
 if sweep and not SIM:
     probs = [p for p in conv.GPU_SWEEP if f"{p.dtype} {p.layout}" in sweep_configs]
@@ -301,9 +300,9 @@ view.show("tensor_core")
 # sizes) turn each idea on, and the Winograd rungs 11 and 14 share one batched GEMM.
 #
 # **These sections were written before any of rungs 9-15 had a GPU record**, as predictions: each
-# says what its rung should change, and the model estimated every rung before it ran.  The H200 then
-# recorded all seven (2026-11-27, commit 6ba0514; `tools/record_gpu.py --plan quick --ops conv`
-# records them), and the H100 did on 2026-11-28 (commit 516b940).  Each card now shows the newest
+# says what its rung should change, and the model estimated every rung before it ran.  The cell
+# below says, from the records, which GPU recorded them first and when (`tools/record_gpu.py --plan
+# quick --ops conv` records them).  Each card now shows the newest
 # record of today's code (the GPU named) beside the model's estimate and says where the
 # model was right and where it missed; predict from the section, the diff and the anatomy before
 # you open it (the summary near the end sets every rung's record beside its estimate in one table,
@@ -327,6 +326,7 @@ for name, p in (("tensor_core", conv.to_layout(EX, "NHWC", "float16")), ("winogr
                   + (f", {k.get('instructions_per_ffma'):.1f} instructions per FFMA"
                      if np.isfinite(k.get('instructions_per_ffma')) else ""))
 new_rungs = [v.name for v in conv.LADDER if v.rung >= 9]
+print(lesson.recorded_where("conv", new_rungs, gpu=records_gpu))
 unrecorded = [n for n in new_rungs if recorded.empty or n not in set(recorded.variant)]
 print("rungs 9 and up with no GPU record yet (their cards: the model's estimate only): " + ", ".join(unrecorded)
       if unrecorded else f"rungs 9 and up: all {len(new_rungs)} have a GPU record (each card names it)")

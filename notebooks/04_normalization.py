@@ -135,7 +135,7 @@ else:
               f"{str(ceil.commit.iloc[-1])[:7]}): {copy_bw / 1e12:.2f} TB/s")
     else:
         print(f"No copy bandwidth recorded on {shown_gpu}: predictions below use the published bandwidth "
-              f"of {gpu}, which no kernel reaches (perfkit's copy kernel: 84% on the H100, 81% on the H200).")
+              f"of {gpu}, which no kernel reaches. {lesson.copy_sentence()}")
 published_bw = specs.get(gpu).dram_bw
 model_bw = copy_bw or published_bw
 
@@ -199,17 +199,24 @@ published = f"the published {published_bw / 1e12:.2f} TB/s of {gpu}"
 #   the last wave leaves half the SMs or more without a block.  `persist` launches one block for every slot the GPU has (SMs x blocks an SM
 #   holds, from the occupancy calculator at the kernel's register cap) and loops over rows, loading
 #   the next row while it reduces this one.  So its anatomy is at 4096 x 1024, the width it is for.
-#   No GPU has timed it there yet: its only records are at the op's 4096 x 4096, where a quick plan
-#   timed the float32 rungs, so its card (a line above it says so), its prompt (against `smem_row`, the
-#   rung before it that runs float32: `packed` takes float16 only), and the ladder's table and bars
-#   are at 4096 x 4096, not at the width it is for.
+#   Where it has a record at the op's 4096 x 4096 (a quick plan times the float32 rungs there), its
+#   card (a line above it says so), its prompt (against `smem_row`, the rung before it that runs
+#   float32: `packed` takes float16 only), and the ladder's table and bars are at 4096 x 4096, not at
+#   the width it is for.
 #
-# `smem_row` and `persist` of softmax, layernorm and rmsnorm were first recorded on an H200
-# (2026-11-27, commit 6ba0514), then on the H100 (2026-11-28, commit 516b940), in float32 at
-# 4096 x 4096 only; `packed` (float16 only) has no GPU record yet: its card shows the model's
-# estimate only.
+# The cell below says, from the records, which GPU has timed `smem_row`, `packed` and `persist` of
+# softmax, layernorm and rmsnorm, at which problems and when.  A rung with no record at its card's
+# problem shows the model's estimate only.
 
 # %%
+# which GPU has timed the three shared rungs: read from the records when this runs (they grow)
+for op in ("softmax", "layernorm", "rmsnorm"):
+    rungs = {v.name: v for v in MODS[op].LADDER} if op in MODS else {}
+    if "persist" in rungs:  # persist is for narrow rows: said first where it has no record there
+        narrow = rungs["persist"].example(MODS[op].EXAMPLE_PROBLEM)
+        print(f"{op}:", lesson.recorded_where(op, "smem_row", gpu=records_gpu),
+              lesson.recorded_where(op, "packed", gpu=records_gpu),
+              lesson.recorded_where(op, "persist", at=narrow, gpu=records_gpu))
 lesson.traffic_table(MODS['softmax'].LADDER, MODS['softmax'].EXAMPLE_PROBLEM, published_bw, published)
 
 # %% [markdown]
@@ -265,17 +272,20 @@ view.anatomy_table()
 # multirow rung runs a persistent grid (a few blocks per SM) in which every lane owns the same
 # columns in every row it visits, adds its `dy·x̂` and `dy` into its group's partial-sum row (small,
 # L2-resident), and a small kernel sums the partials: x and dy leave DRAM once (the H100's record
-# of this rung is of an earlier version that updated partials in global memory per row).  Apex and llm.c's `layernorm_backward` reduce dγ/dβ in two stages the same way.
+# of this rung of 2026-11-23, commit 7c7b2e0, is of an earlier version that updated partials in
+# global memory per row).  Apex and llm.c's `layernorm_backward` reduce dγ/dβ in two stages the same way.
 #
 # * **`packed`** (float16): `twosum` holds 8 elements of x and of dy a thread, 32 bytes each of a
 #   float32 row but only 16 of a float16 one, with no room left for γ or the next row.  `packed`
 #   counts by bytes: 16 halves a thread, kept two to a 32-bit register next to γ and the next row's x
 #   and dy; every sum, dx and the dγ/dβ partials stay float32.  Predict before its card: does the
-#   model, which already reads `twosum`'s float16 row kernel as DRAM-bound, expect it to gain?  No GPU
-#   has run it yet (its card shows the estimate only); the float16 records of issue 44 are what it is
-#   for (the H100's at 4096 x 4096, 2026-11-23, commit 7c7b2e0: the best rung at 0.57 of torch).
+#   model, which already reads `twosum`'s float16 row kernel as DRAM-bound, expect it to gain?  The
+#   cell below says whether a GPU has run it (with no record, its card shows the estimate only); the
+#   float16 records of issue 44 are what it is for (the H100's at 4096 x 4096, 2026-11-23, commit
+#   7c7b2e0: the best rung at 0.57 of torch).
 
 # %%
+print(lesson.recorded_where("layernorm_bwd", "packed", gpu=records_gpu))  # from the records, when this runs
 lesson.traffic_table(MODS['layernorm_bwd'].LADDER, MODS['layernorm_bwd'].EXAMPLE_PROBLEM, published_bw, published)
 
 # %%
@@ -325,11 +335,13 @@ view.anatomy_table()
 #   bank conflicts in float16, 4-way in float32, at every level of the tree).  `nhwc` stores them
 #   channel-major (32 lanes, 32 consecutive words) and, after one barrier, one thread per channel adds
 #   the row groups.  Predict: which pass does that change, and does the whole sequence move in the
-#   model?  No GPU has run it yet.  Either way x is read twice here: it does not fit in L2.
+#   model?  The cell below says whether a GPU has run it.  Either way x is read twice here: it does
+#   not fit in L2.
 
 # %%
 bn = MODS["batchnorm"]
 bn_problems = (bn.EXAMPLE_PROBLEM, dataclasses.replace(bn.EXAMPLE_PROBLEM, layout="NHWC"))
+print(lesson.recorded_where("batchnorm", "nhwc", gpu=records_gpu))  # from the records, when this runs
 display(*[lesson.traffic_table(bn.LADDER, p, published_bw, published) for p in bn_problems])
 
 # %%

@@ -207,9 +207,9 @@ if len(levels):  # * a row of the Nsight Compute table no record has
 #
 # The test a model can fail: rungs that no GPU had recorded before this GPU's newest run, so that
 # until then the model had never been checked against them (where that run recorded only rungs
-# another GPU had recorded first, as the H100's of 2026-11-28 did, the cell shows this GPU's first
-# records of them and says so).  The estimates below are today's model's, and some of its rules
-# changed after the H200's runs of 2026-11-27 because of what those records showed (a Winograd loop
+# another GPU had recorded first, the cell shows this GPU's first records of them and says so).
+# The estimates below are today's model's, and some of its rules changed after the H200's runs of
+# 2026-11-27 because of what those records showed (a Winograd loop
 # runs for the FLOPs the rung computes; the FP32 leg is inside the issue legs; the scoreboard waits
 # for the pipe): `docs/MODEL_NOTES.md` keeps the estimates made before the records.  Predict first,
 # from what you know of the model's legs: which kinds of kernel will it get within 25%, and which
@@ -233,11 +233,11 @@ display(lesson.first_recorded_answer(table, val_name))
 # - **DRAM traffic the static counts miss**: some GEMM rungs read the wide operand twice per
 #   wave, which no static feature separates from the rungs that read it once;
 # - **the DRAM rate**: one fitted efficiency of the datasheet's bandwidth (`data/rates.yaml`, the
-#   first copy kernel's figure), below what perfkit's rewritten copy kernel reached on the H100 and
-#   the H200 (notebook 01's recorded ceilings): today's multirow/tuned rungs of softmax, layernorm
+#   first copy kernel's figure), below what perfkit's rewritten copy kernel reaches (notebook 01's
+#   recorded ceilings): today's multirow/tuned rungs of softmax, layernorm
 #   and rmsnorm run near the copy kernel, and the model predicts them slower than recorded (their
-#   rows above whose `code` is `today`), as it does the DRAM-bound rungs first recorded on the H200
-#   (`smem_row`, `persist`, `twosum`, `ticket`: the cell above).  Raising the rate, with the launch
+#   rows above whose `code` is `today`), as it does the DRAM-bound rungs added last
+#   (`smem_row`, `persist`, `twosum`, `ticket`).  Raising the rate, with the launch
 #   cost re-derived for it, helps the H200 and today's rungs and hurts the first H100 records
 #   (`docs/MODEL_NOTES.md`).
 

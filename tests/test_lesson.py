@@ -1914,3 +1914,97 @@ def test_the_shown_gpu_is_the_newest_known_gpu_not_one_with_no_ceilings(monkeypa
     assert matching.shown_gpu("nvidia-foo-9000", ["gemm"]) == "NVIDIA Foo 9000"
     monkeypatch.setattr(matching, "_load", lambda op, root: df.iloc[2:])
     assert matching.shown_gpu(None, ["gemm"]) == "NVIDIA Foo 9000"
+
+
+# --- which records exist, in words read from the records (lesson.coverage) ----------------------
+_F16 = "rows=4096 cols=4096 dtype=float16 axis=-1"
+_F32 = "rows=4096 cols=4096 dtype=float32 axis=-1"
+
+
+def test_where_a_rung_was_recorded_is_read_from_the_records():
+    """The sentence follows the records: none, one GPU, a second GPU, a newer run, another problem,
+    a pinned GPU; never a claim the frame does not hold."""
+    none = pd.DataFrame([_bw_record("tuned", 6, 1e-3, "aaaaaaa1", "2026-01-01T00:00", problem=_F32)])
+    assert lesson.recorded_where("softmax", "packed", frame=none) == "No GPU has timed `packed` yet."
+    one = pd.concat([none, pd.DataFrame([_bw_record("packed", 9, 1e-3, "bbbbbbb2", "2026-02-03T04:05",
+                                                    problem=_F16, gpu="NVIDIA H100 80GB HBM3")])])
+    s = lesson.recorded_where("softmax", "packed", frame=one)
+    assert s == "`packed` was recorded on NVIDIA H100 80GB HBM3 (2026-02-03, commit bbbbbbb), at 4096 x 4096 float16 only."
+    assert "No GPU" not in s
+    # asked at a problem it has no record at: said first, then where its records are
+    at = lesson.recorded_where("softmax", "packed", at="rows=4096 cols=16384 dtype=float16 axis=-1", frame=one)
+    assert at.startswith("No GPU has timed `packed` at 4096 x 16384 float16 yet: `packed` was recorded on NVIDIA H100")
+    assert not lesson.recorded_where("softmax", "packed", at=_F16, frame=one).startswith("No GPU")
+    two = pd.concat([one, pd.DataFrame([
+        _bw_record("packed", 9, 1e-3, "ccccccc3", "2026-01-05T00:00", problem=_F16, gpu="GPU B"),
+        _bw_record("packed", 9, 1e-3, "ddddddd4", "2026-03-01T00:00", problem=_F32, gpu="GPU B"),
+        _bw_record("smem_row", 7, 1e-3, "ddddddd4", "2026-03-01T00:00", problem=_F32, gpu="GPU B")])])
+    s = lesson.recorded_where("softmax", ["smem_row", "packed", "persist"], frame=two)
+    assert s.startswith("`smem_row` and `packed` were first recorded on GPU B (2026-01-05, commit ccccccc), "
+                        "then on NVIDIA H100 80GB HBM3 (2026-02-03, commit bbbbbbb), at 4096 x 4096 float16 and "
+                        "4096 x 4096 float32"), s
+    assert "the newest record is GPU B's (2026-03-01, commit ddddddd)" in s and "`persist` has no record yet" in s
+    assert lesson.recorded_where("softmax", "smem_row", gpu="NVIDIA H100 80GB HBM3", frame=two) == \
+        "NVIDIA H100 80GB HBM3 has not timed `smem_row` yet."
+    # simulated records are no GPU's
+    sim = one.assign(simulated=True)
+    assert lesson.recorded_where("softmax", "packed", frame=sim) == "No GPU has timed `packed` yet."
+
+
+def test_each_gpus_recording_runs_are_listed_with_todays_rung_numbers():
+    rung = {v.name: v.rung for v in softmax.LADDER}
+    recs = pd.DataFrame([_bw_record(n, rung[n], 1e-3, "aaaaaaa", "2026-01-01T00:00", problem=_F32)
+                         for n in ("naive", "fused", "warp")]
+                        + [_bw_record("oracle", 0, 1e-3, "aaaaaaa", "2026-01-01T00:00", problem=_F32),
+                           _bw_record("persist", rung["persist"], 1e-3, "bbbbbbb", "2026-01-02T00:00",
+                                      problem=_F16, gpu="GPU B")])
+    runs = lesson.recording_runs("softmax", frame=recs)
+    assert list(runs["gpu"]) == ["GPU A", "GPU B"] and runs["rungs"].iloc[0] == sorted(rung[n] for n in ("naive", "fused", "warp"))
+    s = lesson.runs_sentence("softmax", frame=recs)
+    assert f"On GPU A: rungs {rung['naive']}-{rung['warp']} on 2026-01-01 (commit aaaaaaa)." in s
+    assert f"On GPU B: rungs {rung['persist']} on 2026-01-02 (commit bbbbbbb)." in s
+    assert s.endswith("The records are at 4096 x 4096 float16 and 4096 x 4096 float32.")
+    assert "On GPU B: 1 record on 2026-01-02" in lesson.runs_sentence(["softmax", "rmsnorm"], frame=recs)
+    assert lesson.runs_sentence("softmax", frame=recs.iloc[:0]).startswith("No GPU has timed softmax yet")
+    assert lesson.runs_sentence("softmax", gpu="GPU C", frame=recs).startswith("GPU C has not timed softmax")
+    from perfkit.lesson.coverage import _rung_ranges
+
+    assert _rung_ranges([14, 1, 2, 3, 11, 4]) == "1-4, 11, 14"
+    assert lesson.problem_words("m=4096 n=4096 k=4096 dtype=float16") == "4096³ float16"
+    assert lesson.problem_words("m=8192 n=1024 k=4096 dtype=float32") == "8192 x 1024 x 4096 float32"
+
+
+def test_the_copy_sentence_quotes_each_gpus_newest_copy_record():
+    """A newer copy record changes the sentence (the prose it replaces went stale that way)."""
+    from perfkit import specs
+
+    def copy(gpu, gbps, utc, commit="c0ffee0", simulated=False):
+        return {"op": "roofline", "variant": "copy", "gpu": gpu, "gpu_slug": gpu.lower(), "gbps": gbps,
+                "commit": commit, "utc": utc, "simulated": simulated}
+
+    h100, h200 = "NVIDIA H100 80GB HBM3", "NVIDIA H200"
+    frame = pd.DataFrame([copy(h100, 2800.0, "2026-01-01"), copy(h200, 3900.0, "2026-01-02", "1234567")])
+    s = lesson.copy_sentence(frame=frame)
+    pub = specs.get(h100).dram_bw
+    assert f"{2800e9 / pub:.0%} of the published {pub / 1e12:.2f} TB/s on {h100} (2.80 TB/s, 2026-01-01" in s
+    assert f"on {h200} (3.90 TB/s, 2026-01-02, commit 1234567)" in s
+    newer = pd.concat([frame, pd.DataFrame([copy(h100, 3000.0, "2026-02-01", "7654321"),
+                                            copy(h100, 9999.0, "2026-03-01", simulated=True)])])
+    s2 = lesson.copy_sentence(h100, frame=newer)
+    assert f"{3000e9 / pub:.0%} of the published" in s2 and "3.00 TB/s, 2026-02-01, commit 7654321" in s2
+    assert h200 not in s2 and "9999" not in s2
+    assert "no published figure" in lesson.copy_sentence(frame=pd.DataFrame([copy("Mystery GPU", 100.0, "2026-01-01")]))
+    assert lesson.copy_sentence(h200, frame=frame.iloc[:1]).startswith("No copy kernel has been timed on a real GPU on NVIDIA H200")
+    assert lesson.copy_sentence(frame=frame.iloc[:0]).startswith("No copy kernel has been timed")
+
+
+def test_a_comparison_or_timer_check_that_is_not_here_is_said_not_raised(capsys, tmp_path):
+    assert lesson.comparison("gpu=no-such-gpu", "gpu=h100", root=tmp_path) is None
+    assert "Nothing to compare [gpu=no-such-gpu] with [gpu=h100]" in capsys.readouterr().out
+    assert lesson.timer_check("no-such-run", "a run that never was") is None
+    assert "No timer check of a run that never was here (data/timer/no-such-run.csv" in capsys.readouterr().out
+    from perfkit import paths
+
+    kept = sorted((paths.DATA / "timer").glob("*.csv"))
+    if kept:
+        assert len(lesson.timer_check(kept[0].stem, "a kept run")) > 0

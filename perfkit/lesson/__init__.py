@@ -24,7 +24,12 @@
   :func:`traffic_table`: each rung's DRAM bytes over the ideal (the model before anything runs).
 * :func:`measured_classes`: a recorded workload profile per class beside its prediction (notebook 05).
 * :func:`what_if_timers`, :func:`timers_paragraph`: a rung on every GPU under the flush-only timer
-  and behind today's spin: the launch time the timer hides (notebook 06).
+  and behind today's spin: the launch time the timer hides (notebook 06); :func:`timer_check`: a
+  recorded timer check (``data/timer/``), or a sentence where it is not here.
+* :func:`recorded_where`, :func:`runs_sentence`, :func:`copy_sentence`: which records exist (which
+  GPU timed a rung, where and when; each GPU's runs; what the copy kernel reached), in words read
+  from the records when the notebook runs, so that the prose stays true as records are added;
+  :func:`comparison`: ``perfkit compare`` of two selections, or a sentence where one is not here.
 * :func:`sass_table` (``LadderView.sass``): what a rung's new instructions become in SASS, counted
   in its compiled code and hot loop beside the rung before's (the anatomy: no GPU).
 * :func:`quiet_numba_warnings`, :func:`sweep_table`, :func:`fold`, :func:`anatomy_table`:
@@ -37,7 +42,7 @@ added, so a record matches by **op + variant name + problem parameters**, never 
 The package, by concern: ``formatting`` (units, tables, anatomy changes), ``kernel_source``
 (the kernel and its helpers, diffs), ``matching`` (records matched to rungs), ``estimates``
 (the model beside a card), ``cards`` (``recorded``, ``RungCard``), ``prompts`` (predict, then
-the folded answer), ``numba_warnings``.
+the folded answer), ``coverage`` (which records exist, in words), ``numba_warnings``.
 """
 from __future__ import annotations
 
@@ -55,7 +60,8 @@ from .prompts import answer, answers_shown_before, ask, fold, paragraph, predict
 from .sass import mnemonic, opcode_counts, sass_table
 from .checks import check_rungs, traffic_table
 from .workloads import measured_classes
-from .timers import timers_paragraph, what_if_timers
+from .timers import timer_check, timers_paragraph, what_if_timers
+from .coverage import comparison, copy_sentence, problem_words, recorded_where, recording_runs, runs_sentence
 from .ncu import COUNTERS, Counters, counters, kernels as ncu_kernels
 from .view import LadderView, fold_figure
 from .networks import layer_estimate, measured_s, network_table, weighted_of_oracle
@@ -74,7 +80,8 @@ __all__ = ["source", "source_diff", "kernel_sources", "kernel_helpers", "MATCH_R
            "standing_figure", "takeaway", "choose_record", "paragraph", "ncu_kernels", "WhereTheyStand",
            "copy_ceiling", "standing_rows", "ask", "mnemonic", "opcode_counts", "sass_table", "check_rungs", "traffic_table", "measured_classes", "what_if_timers", "timers_paragraph",
            "Progress", "progress", "recorded_gpus", "shown_gpu", "spec_key", "tuning_table", "tuning_paragraph",
-           "describe_config"]
+           "describe_config", "timer_check", "comparison", "copy_sentence", "problem_words", "recorded_where",
+           "recording_runs", "runs_sentence"]
 
 # the names these had when lesson was one module (tests use them)
 _const_eval, _matches, _match_rows, _WarningLog = const_eval, matches, match_rows, WarningLog

@@ -66,3 +66,16 @@ def timers_paragraph(t: pd.DataFrame, label: str) -> str:
     parts.append(f"Fastest in the model: {fast_flush} under the flush-only timer, {fast_spin} behind the spin"
                  + (" (the same GPU)." if fast_flush == fast_spin else "."))
     return " ".join(parts)
+
+
+def timer_check(name: str, what: str) -> pd.DataFrame | None:
+    """The timer check recorded as ``data/timer/<name>.csv`` (``tools/record_gpu.py --parts timer``),
+    or None, having printed that it is not here (a copy of data/ without it): ``what`` names the
+    run in that sentence."""
+    from .. import paths
+
+    path = paths.DATA / "timer" / f"{name}.csv"
+    if not path.exists():
+        print(f"No timer check of {what} here (data/timer/{name}.csv is not in this copy).")
+        return None
+    return pd.read_csv(path)

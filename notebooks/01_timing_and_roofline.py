@@ -106,9 +106,12 @@ run(); run.synchronize()                       # compile and load first
 if SIM:  # a simulated launch runs to completion before it returns: its times would teach the opposite
     print("simulator: a launch here runs the kernel on the CPU before returning, so host clock and events "
           "cannot differ as they do on a GPU; no simulated time is shown.")
-    for name, when in (("h100-sxm-2026-11-23", "an H100 (2026-11-23, commit 7c7b2e0), before the spin kernel"),
-                       ("h100-sxm-2026-11-26", "the H100 again (2026-11-26, commit 6bbc424), with the spin kernel"),
-                       ("h200-2026-11-26", "an H200 (2026-11-26, commit ed6ffd5), with the spin kernel")):
+    # the first timer's run (before the spin kernel), then each GPU's newest run behind it
+    runs = lesson.timer_runs()
+    shown = pd.concat([runs[~runs.spin].head(1), lesson.newest_timer_runs()], ignore_index=True)
+    if shown.empty:
+        print("No timer check in data/timer/ here (tools/record_gpu.py --parts timer records one).")
+    for name, when in zip(shown["name"], shown["when"]):
         t = lesson.timer_check(name, when)  # None, said, where this copy of data/ lacks it
         if t is None:
             continue
@@ -191,8 +194,8 @@ else:
     assert np.array_equal(dst_fit.copy_to_host(), np.ones(n_fit, np.float32))
     print("The simulator has no L2: a simulated hot/cold pair says nothing (it can even come out reversed), "
           "so none is shown. Recorded with this timer (tools/record_gpu.py --parts timer):")
-    for name, where in (("h100-sxm-2026-11-26", "H100 (2026-11-26)"), ("h200-2026-11-26", "H200 (2026-11-26)")):
-        t = lesson.timer_check(name, f"the {where}")  # None, said, where this copy of data/ lacks it
+    for name, where in zip(*lesson.newest_timer_runs()[["name", "when"]].T.values):  # each GPU's newest
+        t = lesson.timer_check(name, where)  # None, said, where this copy of data/ lacks it
         if t is None:
             continue
         hc = t[(t.op == "timer") & (t.variant == "copy16")].set_index("l2")["measure_s"]
@@ -219,7 +222,7 @@ launch = lambda: empty_kernel[1, 32]()
 if SIM:  # the simulator's launch is a Python call: its time is no launch overhead
     launch(); cuda.synchronize()
     print("simulator: the empty kernel ran; its host time is a Python call, not a launch, so none is shown.")
-    for name, where in (("h100-sxm-2026-11-26", "the same H100 model (2026-11-26)"), ("h200-2026-11-26", "the H200 (2026-11-26)")):
+    for name, where in zip(*lesson.newest_timer_runs()[["name", "when"]].T.values):  # each GPU's newest
         t = lesson.timer_check(name, where)  # None, said, where this copy of data/ lacks it
         if t is None:
             continue
@@ -228,7 +231,7 @@ if SIM:  # the simulator's launch is a Python call: its time is no launch overhe
             print(f"On {where}: its timer check holds no empty kernel.")
             continue
         e = e.iloc[0]
-        print(f"On {where}, behind the spin kernel: {e.measure_s * 1e6:.2f} us by events "
+        print(f"On {where}: {e.measure_s * 1e6:.2f} us by events "
               f"(do_bench: {e.do_bench_s * 1e6:.2f} us), the GPU's part of a launch.")
 else:
     host = []
@@ -354,8 +357,11 @@ if recorded.empty:
         sm = sm[sm["gpu"] == sm.sort_values("utc")["gpu"].iloc[-1]]
         sm = sm.assign(label=sm["rung"].map(lambda r: "peer" if int(r) < 0 else f"{int(r):02d}")  # peers: rung -1
                        + " " + sm["variant"].astype(str))
-        roofline.plot(sm, roofline.ceilings(sm["gpu"].iloc[0]), title="recorded: softmax 4096x4096 fp32"
-                      + plots.provenance(sm) + " (its ceilings)")
+        plt.show()  # saxpy's roofline above; the softmax one folded: notebook 04 asks for its best rung first
+        sm_ax = roofline.plot(sm, roofline.ceilings(sm["gpu"].iloc[0]), title="recorded: softmax 4096x4096 fp32"
+                              + plots.provenance(sm) + " (its ceilings)")
+        display(lesson.fold_figure(sm_ax, "recorded instead: the softmax ladder on the roofline "
+                                          "(open after notebook 04's prediction of its best rung)"))
 
 # %% [markdown]
 # The ridge point (where the slanted memory roof meets the flat compute roof) sits at tens of
@@ -439,10 +445,11 @@ for name, x in (("the first timer (7c7b2e0, 2026-11-23)", c), ("today's timer (6
         continue
     t = x.table[x.table.code == "same"]
     beyond = int(((t.ratio - 1).abs() > compare.FAIL_ABOVE).sum())
+    failed = int(((t.verdict == "slower") & (t.ratio > 1 + compare.FAIL_ABOVE)).sum())  # as Comparison.failed
     lines.append(lesson.paragraph(
         f"{name}: {len(t)} rungs of the same code measured twice, ratio {t.ratio.min():.3f} to {t.ratio.max():.3f}; "
-        f"{beyond} apart by more than {compare.FAIL_ABOVE:.0%}, the change a regression gate (perfkit compare's "
-        "exit status) fails on"))
+        f"{beyond} apart by more than {compare.FAIL_ABOVE:.0%} either way, {failed} of them slower beyond noise: "
+        "what a regression gate (perfkit compare's exit status) fails on"))
 if lines:
     tab = ([today_timer.table[["op", "variant", "base_median_s", "new_median_s", "ratio", "ci_low", "ci_high", "verdict",
                                "code"]].round(6)] if today_timer is not None else [])
@@ -482,10 +489,15 @@ same = x.table[x.table.code == "same"].copy() if x is not None else pd.DataFrame
 if len(same):
     same["metric"] = same.op.map(lesson.metric_for)
     same["H100 us"], same["H200 us"] = same.base_median_s * 1e6, same.new_median_s * 1e6
-    display(same[["op", "variant", "H100 us", "H200 us", "ratio"]].round(3).reset_index(drop=True))
+    display(same[["op", "problem", "variant", "H100 us", "H200 us", "ratio"]].round(3).reset_index(drop=True))
     for metric, g in same.groupby("metric"):
+        # a rung recorded at several problems is named with its problem (lesson.problem_words)
+        many = g.groupby(["op", "variant"])["problem"].transform("nunique") > 1
+        words = [lesson.problem_words(p, among=g.problem[(g.op == o) & (g.variant == v)])
+                 for p, o, v in zip(g.problem, g.op, g.variant)]
+        who = g.op + " " + g.variant + np.where(many, " (" + pd.Series(words, index=g.index) + ")", "")
         print(f"{metric}: same code on both, ratio x{g.ratio.min():.2f} to x{g.ratio.max():.2f} "
-              f"({', '.join(g.op + ' ' + g.variant + ' x' + g.ratio.round(2).astype(str))})")
+              f"({', '.join(who + ' x' + g.ratio.map('{:.2f}'.format))})")
 elif x is not None:
     print("No rung has records of the same kernel code on both GPUs here: no ratio is the machines' alone.")
 

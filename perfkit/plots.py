@@ -136,20 +136,26 @@ def _estimates_only(estimates: dict, metric: str, why: str, ax=None, title: str 
     return ax
 
 
-def provenance(rows: pd.DataFrame) -> str:
-    """" on <GPU>, <date>, commit <sha>" for the rows shown (each distinct value, a few at most)."""
-    def uniq(col, f=str):
-        if col not in rows:
-            return []
-        return sorted({f(x) for x in rows[col].dropna()})[:3]
-
-    gpus = uniq("gpu")
-    if not gpus:
+def provenance(rows: pd.DataFrame, most: int = 3) -> str:
+    """" on <GPU> (<date> <commit>, ...)" for the rows shown: each GPU with its runs, a run being
+    a date and the commit it measured, paired so that no date reads as another's commit; past
+    ``most`` runs a GPU's are "N runs, <first date> to <last date>"."""
+    if "gpu" not in rows or rows["gpu"].dropna().empty:
         return ""
-    dates = uniq("utc", lambda x: str(x)[:10])
-    commits = uniq("commit", lambda x: str(x)[:7])
-    return (f" on {', '.join(gpus)}" + (f", {', '.join(dates)}" if dates else "")
-            + (f", commit {', '.join(commits)}" if commits else ""))
+    parts = []
+    for gpu, g in rows.dropna(subset=["gpu"]).groupby("gpu", sort=True):
+        dates = g["utc"].astype(str).str[:10] if "utc" in g else pd.Series("", index=g.index)
+        commits = g["commit"].fillna("").astype(str).str[:7] if "commit" in g else pd.Series("", index=g.index)
+        runs = sorted({(d if d not in ("", "nan", "None") else "", c) for d, c in zip(dates, commits)})
+        runs = [(d, c) for d, c in runs if d or c]
+        if not runs:
+            parts.append(str(gpu))
+        elif len(runs) <= most:
+            parts.append(f"{gpu} (" + ", ".join(f"{d} {c}".strip() if c else d for d, c in runs) + ")")
+        else:
+            days = sorted(d for d, _ in runs if d)
+            parts.append(f"{gpu} ({len(runs)} runs" + (f", {days[0]} to {days[-1]})" if days else ")"))
+    return " on " + "; ".join(parts)
 
 
 def metric_vs(table: pd.DataFrame, x: str, metric: str = "gbps", hue: str = "label",

@@ -1925,30 +1925,30 @@ def test_where_a_rung_was_recorded_is_read_from_the_records():
     """The sentence follows the records: none, one GPU, a second GPU, a newer run, another problem,
     a pinned GPU; never a claim the frame does not hold."""
     none = pd.DataFrame([_bw_record("tuned", 6, 1e-3, "aaaaaaa1", "2026-01-01T00:00", problem=_F32)])
-    assert lesson.recorded_where("softmax", "packed", frame=none) == "No GPU has timed `packed` yet."
+    assert lesson.recorded_where("softmax", "packed", frame=none) == "No GPU has timed the rung packed yet."
     one = pd.concat([none, pd.DataFrame([_bw_record("packed", 9, 1e-3, "bbbbbbb2", "2026-02-03T04:05",
                                                     problem=_F16, gpu="NVIDIA H100 80GB HBM3")])])
     s = lesson.recorded_where("softmax", "packed", frame=one)
-    assert s == "`packed` was recorded on NVIDIA H100 80GB HBM3 (2026-02-03, commit bbbbbbb), at 4096 x 4096 float16 only."
+    assert s == "The rung packed was recorded on NVIDIA H100 80GB HBM3 (2026-02-03, commit bbbbbbb), at 4096 x 4096 float16 only."
     assert "No GPU" not in s
     # asked at a problem it has no record at: said first, then where its records are
     at = lesson.recorded_where("softmax", "packed", at="rows=4096 cols=16384 dtype=float16 axis=-1", frame=one)
-    assert at.startswith("No GPU has timed `packed` at 4096 x 16384 float16 yet: `packed` was recorded on NVIDIA H100")
+    assert at.startswith("No GPU has timed the rung packed at 4096 x 16384 float16 yet: the rung packed was recorded on NVIDIA H100")
     assert not lesson.recorded_where("softmax", "packed", at=_F16, frame=one).startswith("No GPU")
     two = pd.concat([one, pd.DataFrame([
         _bw_record("packed", 9, 1e-3, "ccccccc3", "2026-01-05T00:00", problem=_F16, gpu="GPU B"),
         _bw_record("packed", 9, 1e-3, "ddddddd4", "2026-03-01T00:00", problem=_F32, gpu="GPU B"),
         _bw_record("smem_row", 7, 1e-3, "ddddddd4", "2026-03-01T00:00", problem=_F32, gpu="GPU B")])])
     s = lesson.recorded_where("softmax", ["smem_row", "packed", "persist"], frame=two)
-    assert s.startswith("`smem_row` and `packed` were first recorded on GPU B (2026-01-05, commit ccccccc), "
+    assert s.startswith("The rungs smem_row and packed were first recorded on GPU B (2026-01-05, commit ccccccc), "
                         "then on NVIDIA H100 80GB HBM3 (2026-02-03, commit bbbbbbb), at 4096 x 4096 float16 and "
                         "4096 x 4096 float32"), s
-    assert "the newest record is GPU B's (2026-03-01, commit ddddddd)" in s and "`persist` has no record yet" in s
+    assert "the newest record is GPU B's (2026-03-01, commit ddddddd)" in s and "the rung persist has no record yet" in s
     assert lesson.recorded_where("softmax", "smem_row", gpu="NVIDIA H100 80GB HBM3", frame=two) == \
-        "NVIDIA H100 80GB HBM3 has not timed `smem_row` yet."
+        "NVIDIA H100 80GB HBM3 has not timed the rung smem_row yet."
     # simulated records are no GPU's
     sim = one.assign(simulated=True)
-    assert lesson.recorded_where("softmax", "packed", frame=sim) == "No GPU has timed `packed` yet."
+    assert lesson.recorded_where("softmax", "packed", frame=sim) == "No GPU has timed the rung packed yet."
 
 
 def test_each_gpus_recording_runs_are_listed_with_todays_rung_numbers():
@@ -2008,3 +2008,36 @@ def test_a_comparison_or_timer_check_that_is_not_here_is_said_not_raised(capsys,
     kept = sorted((paths.DATA / "timer").glob("*.csv"))
     if kept:
         assert len(lesson.timer_check(kept[0].stem, "a kept run")) > 0
+
+
+def test_timer_runs_are_read_from_data_timer_and_the_newest_of_each_gpu_is_behind_the_spin(tmp_path, monkeypatch):
+    """Notebook 01 shows the first timer's run and each GPU's newest run behind the spin kernel,
+    from data/timer/'s descriptions, not from file names typed into the notebook."""
+    import json
+
+    from perfkit import paths
+
+    (tmp_path / "timer").mkdir()
+    for stem, gpu, date, spin in (("a-1", "GPU A", "2026-01-01", False), ("a-2", "GPU A", "2026-01-03", True),
+                                  ("b-1", "GPU B", "2026-01-02", True), ("a-3", "GPU A", "2026-01-05", True)):
+        (tmp_path / "timer" / f"{stem}.json").write_text(json.dumps(
+            {"table": f"{stem}.csv", "gpu": gpu, "date": date, "commit": "abcdef0123"}))
+        (tmp_path / "timer" / f"{stem}.csv").write_text("op,variant,measure_s" + (",spin_s" if spin else "") + "\n")
+    (tmp_path / "timer" / "gone.json").write_text(json.dumps({"table": "gone.csv", "gpu": "GPU C"}))  # no table here
+    monkeypatch.setattr(paths, "DATA", tmp_path)
+    runs = lesson.timer_runs()
+    assert list(runs["name"]) == ["a-1", "b-1", "a-2", "a-3"] and list(runs["spin"]) == [False, True, True, True]
+    assert runs["when"].iloc[0] == "GPU A (2026-01-01, commit abcdef0), before the spin kernel"
+    newest = lesson.newest_timer_runs()
+    assert list(newest["name"]) == ["a-3", "b-1"] and newest["when"].iloc[0].endswith("with the spin kernel")
+
+
+def test_problem_words_among_others_says_only_what_tells_them_apart():
+    a = "n=32 c=128 h=28 w=28 k=128 r=3 s=3 stride=1 pad=1 dtype=float16 layout=NHWC"
+    b = "n=32 c=128 h=28 w=28 k=128 r=3 s=3 stride=1 pad=1 dtype=float32 layout=NCHW"
+    c = "n=32 c=64 h=56 w=56 k=64 r=1 s=1 stride=1 pad=0 dtype=float16 layout=NHWC"
+    assert lesson.problem_words(a, among=[a, b]) == "float16 NHWC"
+    assert lesson.problem_words(a, among=[a, c]) == "c=128 h=28 w=28 k=128 r=3 s=3 pad=1"
+    assert lesson.problem_words(a, among=[a]) == lesson.problem_words(a)  # nothing to tell apart: all of it
+    assert lesson.problem_words("m=4096 n=4096 k=4096 dtype=float32", among=["m=8192 n=8192 k=8192 dtype=float32"]) \
+        == "4096³ float32"

@@ -26,6 +26,18 @@ def test_ladder_orders_by_todays_rungs_and_labels_provenance():
     assert any("10% of oracle" in t.get_text() for t in ax.texts)
 
 
+def test_provenance_pairs_each_run_with_its_commit_per_gpu():
+    """A date is never read as another run's commit: runs are (date, commit) pairs per GPU, and a
+    GPU with many runs says how many and their span (notebook 04 printed three dates of one GPU
+    and three commits sorted apart, leaving out the newest)."""
+    rows = pd.DataFrame({"gpu": ["H100", "H100", "H200", "H100", "H100", "H100"],
+                         "utc": ["2026-11-28T1", "2026-11-26T1", "2026-11-27T1", "2026-11-23T1", "2026-11-28T2", "2026-11-29T1"],
+                         "commit": ["516b9401", "6bbc4242", "6ba0514a", "7c7b2e09", "516b9401", "aaaaaaa1"]})
+    assert plots.provenance(rows.iloc[:3]) == " on H100 (2026-11-26 6bbc424, 2026-11-28 516b940); H200 (2026-11-27 6ba0514)"
+    assert plots.provenance(rows) == " on H100 (4 runs, 2026-11-23 to 2026-11-29); H200 (2026-11-27 6ba0514)"
+    assert plots.provenance(rows.drop(columns=["gpu"])) == ""
+
+
 def test_ladder_with_no_rows_at_the_problem_is_a_placeholder():
     ax = plots.ladder(_rows(), metric="tflops", problem="other")
     assert not ax.patches and "no GPU measurements at other" in ax.texts[0].get_text()

@@ -60,7 +60,7 @@ from .prompts import answer, answers_shown_before, ask, fold, paragraph, predict
 from .sass import mnemonic, opcode_counts, sass_table
 from .checks import check_rungs, traffic_table
 from .workloads import measured_classes
-from .timers import timer_check, timers_paragraph, what_if_timers
+from .timers import newest_timer_runs, timer_check, timer_runs, timers_paragraph, what_if_timers
 from .coverage import comparison, copy_sentence, problem_words, recorded_where, recording_runs, runs_sentence
 from .ncu import COUNTERS, Counters, counters, kernels as ncu_kernels
 from .view import LadderView, fold_figure
@@ -80,7 +80,7 @@ __all__ = ["source", "source_diff", "kernel_sources", "kernel_helpers", "MATCH_R
            "standing_figure", "takeaway", "choose_record", "paragraph", "ncu_kernels", "WhereTheyStand",
            "copy_ceiling", "standing_rows", "ask", "mnemonic", "opcode_counts", "sass_table", "check_rungs", "traffic_table", "measured_classes", "what_if_timers", "timers_paragraph",
            "Progress", "progress", "recorded_gpus", "shown_gpu", "spec_key", "tuning_table", "tuning_paragraph",
-           "describe_config", "timer_check", "comparison", "copy_sentence", "problem_words", "recorded_where",
+           "describe_config", "timer_check", "timer_runs", "newest_timer_runs", "comparison", "copy_sentence", "problem_words", "recorded_where",
            "recording_runs", "runs_sentence"]
 
 # the names these had when lesson was one module (tests use them)

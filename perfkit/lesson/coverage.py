@@ -16,12 +16,16 @@ from .matching import ladder_for, match_rows, records
 _QUIET = ("eps", "axis", "momentum", "alpha")
 
 
-def problem_words(label) -> str:
+def problem_words(label, among=None) -> str:
     """A problem as prose: ``4096 x 1024 float32`` (rows x cols), ``4096³ float16`` (GEMM m = n = k),
     ``8192 x 1024 x 4096 float32`` (m x n x k), else its parameters without the quiet ones, with
-    dtype and layout last."""
+    dtype and layout last.  ``among``: problems it is told apart from (labels); of a problem named
+    by its parameters, only those that differ among them are said (``float16 NHWC``)."""
     label = getattr(label, "label", label)
     p = dict(x.split("=", 1) for x in str(label).split() if "=" in x)
+    if among is not None and not ("cols" in p or ({"m", "n", "k"} <= set(p) and "c" not in p)):
+        others = [dict(x.split("=", 1) for x in str(getattr(o, "label", o)).split() if "=" in x) for o in among]
+        p = {k: v for k, v in p.items() if any(o.get(k) != v for o in others)} or p
     tail = " ".join(p[k] for k in ("dtype", "layout") if k in p)
     if "cols" in p:
         head = f"{p.get('rows', '?')} x {p['cols']}"
@@ -40,7 +44,9 @@ def _join(items) -> str:
 
 
 def _names(variants) -> str:
-    return _join(f"`{v}`" for v in variants)
+    """Rungs named for printed text (a code span's backticks would show as they are)."""
+    variants = list(variants)
+    return ("the rung " if len(variants) == 1 else "the rungs ") + _join(variants)
 
 
 def _run(row) -> str:
@@ -67,9 +73,9 @@ def _real(op: str, gpu: str | None, frame: pd.DataFrame | None) -> pd.DataFrame:
 def recorded_where(op: str, variants, *, at=None, gpu: str | None = None,
                    frame: pd.DataFrame | None = None) -> str:
     """Where and when the rungs ``variants`` (a name or names) of ``op`` were timed on real GPUs,
-    in one sentence from the records: "No GPU has timed `packed` yet." or "`smem_row` and
-    `persist` were first recorded on A (date, commit), then on B (...), at 4096 x 4096 float32
-    only."  ``at``: the problem a reader expects (a Problem or label); where none of them has a
+    in one sentence from the records: "No GPU has timed the rung packed yet." or "The rungs
+    smem_row and persist were first recorded on A (date, commit), then on B (...), at 4096 x 4096
+    float32 only."  ``at``: the problem a reader expects (a Problem or label); where none of them has a
     record there, the sentence says so first.  ``gpu``: one GPU's records (a notebook's pinned
     ``records_gpu``); ``frame``: raw records instead of data/results/."""
     vs = [variants] if isinstance(variants, str) else list(variants)
@@ -87,6 +93,7 @@ def recorded_where(op: str, variants, *, at=None, gpu: str | None = None,
     where = [f"on {r['gpu']} {_run(r)}" for _, r in firsts.iterrows()]
     several = len(df.drop_duplicates(["gpu", "commit"])) > 1
     s = f"{_names(done)} {verb} {'first ' if several else ''}recorded {where[0]}" + "".join(f", then {w}" for w in where[1:])
+    s = s if head else s[0].upper() + s[1:]  # a sentence's start; after the head's colon, as it is
     s += f", {_problems(df)}"
     newest = df.iloc[-1]
     if not ((firsts["gpu"] == newest["gpu"]) & (firsts["commit"] == newest["commit"])).any():

@@ -68,6 +68,41 @@ def timers_paragraph(t: pd.DataFrame, label: str) -> str:
     return " ".join(parts)
 
 
+def timer_runs() -> pd.DataFrame:
+    """Every timer check in ``data/timer/`` (``tools/record_gpu.py --parts timer``), oldest first:
+    ``name`` (its file's stem, for :func:`timer_check`), ``gpu``, ``date``, ``commit`` (7 digits),
+    ``spin`` (taken behind the spin kernel: its table has a ``spin_s`` column) and ``when``, the run
+    in words ("NVIDIA H200 (2026-11-26, commit ed6ffd5), with the spin kernel")."""
+    import json
+
+    from .. import paths
+
+    rows = []
+    for meta in sorted((paths.DATA / "timer").glob("*.json")):
+        try:
+            d = json.loads(meta.read_text())
+            table = meta.parent / d.get("table", meta.stem + ".csv")
+            with open(table) as f:
+                spin = "spin_s" in f.readline().strip().split(",")
+        except (OSError, ValueError):
+            continue  # a table this copy lacks, or an unreadable description: not a run here
+        commit = str(d.get("commit") or "")[:7]
+        rows.append({"name": table.stem, "gpu": str(d.get("gpu") or meta.stem), "date": str(d.get("date") or ""),
+                     "commit": commit, "spin": spin,
+                     "when": f"{d.get('gpu') or meta.stem} ({d.get('date') or '?'}"
+                             + (f", commit {commit}" if commit else "") + ")"
+                             + (", with the spin kernel" if spin else ", before the spin kernel")})
+    cols = ["name", "gpu", "date", "commit", "spin", "when"]
+    return pd.DataFrame(rows, columns=cols).sort_values(["date", "name"], kind="stable").reset_index(drop=True)
+
+
+def newest_timer_runs(spin: bool = True) -> pd.DataFrame:
+    """The newest timer check of each GPU (behind the spin kernel, with ``spin``), GPUs by name."""
+    t = timer_runs()
+    t = t[t["spin"]] if spin else t
+    return t.groupby("gpu", sort=True).tail(1).sort_values("gpu").reset_index(drop=True)
+
+
 def timer_check(name: str, what: str) -> pd.DataFrame | None:
     """The timer check recorded as ``data/timer/<name>.csv`` (``tools/record_gpu.py --parts timer``),
     or None, having printed that it is not here (a copy of data/ without it): ``what`` names the

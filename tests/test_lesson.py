@@ -2008,3 +2008,24 @@ def test_a_comparison_or_timer_check_that_is_not_here_is_said_not_raised(capsys,
     kept = sorted((paths.DATA / "timer").glob("*.csv"))
     if kept:
         assert len(lesson.timer_check(kept[0].stem, "a kept run")) > 0
+
+
+def test_an_opcode_counts_its_underscore_family_and_every_asked_opcode_says_what_it_is():
+    """barrier.cluster becomes UCGABAR_ARV and UCGABAR_WAIT (no dot before the suffix): the table
+    of notebook 02's cluster section counted 0 UCGABAR and showed '—' for the instruction its own
+    prompt asks about.  And every opcode a notebook asks about has its line in the glossary."""
+    lines = ["MEMBAR.ALL.CTA", "MEMBAR.ALL.GPU", "UCGABAR_ARV", "UCGABAR_WAIT", "@!P0 SYNCS.ARRIVE.TRANS64.RED.A1T0 RZ, [UR4], RZ",
+             "EXIT"]
+    c = lesson.opcode_counts(_fake_report(lines), ["UCGABAR", "MEMBAR", "SYNCS", "UCGA"])
+    assert c["UCGABAR"]["kernel"] == 2 and c["UCGABAR"]["forms"] == ["UCGABAR_ARV", "UCGABAR_WAIT"]
+    assert c["MEMBAR"]["kernel"] == 2 and c["SYNCS"]["kernel"] == 1
+    assert c["UCGA"]["kernel"] == 0  # a prefix of a mnemonic is not its family
+    t = lesson.sass_table({"24 cluster": _fake_report(lines)}, ["UCGABAR"]).set_index("SASS")
+    assert t.loc["UCGABAR", "one line of it"] == "UCGABAR_ARV" and t.loc["UCGABAR", "what it is"]
+    asked = set()
+    for path in sorted(Path(__file__).resolve().parents[1].glob("notebooks/0*.py")):
+        for m in re.finditer(r"\.sass\(\s*\"\w+\",\s*\[([^\]]*)\]", path.read_text()):
+            asked |= set(re.findall(r"\"(\w+)\"", m.group(1)))
+    assert "UCGABAR" in asked and "USETMAXREG" in asked
+    from perfkit.lesson.sass import GLOSSARY
+    assert not {op for op in asked if not GLOSSARY.get(op)}, "opcodes a notebook asks about with no 'what it is'"

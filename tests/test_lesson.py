@@ -434,8 +434,8 @@ def test_a_record_of_changed_code_is_compared_with_that_codes_estimate(monkeypat
     assert card.prev_estimate_s == pytest.approx(123e-6)
     assert card.ratio == pytest.approx(card.median_s / 123e-6)
     text = str(card)
-    assert f"model estimate of the kernel measured (at {card.commit[:7]})" in text
-    assert "model estimate of today's kernel" in text and "(same code)" in text
+    assert f"model estimate on {card.model_gpu} of the kernel measured (at {card.commit[:7]})" in text
+    assert f"model estimate on {card.model_gpu} of today's kernel" in text and "(same code)" in text
     row = card.as_dict()
     assert row["estimate"] == lesson.fmt_seconds(123e-6) and row["estimate, today's code"] != "same"
 
@@ -2029,3 +2029,124 @@ def test_an_opcode_counts_its_underscore_family_and_every_asked_opcode_says_what
     assert "UCGABAR" in asked and "USETMAXREG" in asked
     from perfkit.lesson.sass import GLOSSARY
     assert not {op for op in asked if not GLOSSARY.get(op)}, "opcodes a notebook asks about with no 'what it is'"
+
+
+def _smem_row_like_card(**kw):
+    """07 smem_row's H100 card after 06 tuned's H200 card in notebook 04 (the numbers of both)."""
+    base = dict(op="softmax", problem="p", variant="smem_row", label="07 smem_row", metric="gbps", found=True,
+                median_s=48.6e-6, rate=2759.0, gpu="NVIDIA H100 80GB HBM3", model_gpu="h100-sxm",
+                estimate_s=68.4e-6, bound="dram", legs={"dram": 57.2e-6, "latency": 18.3e-6},
+                estimate_kind="estimate", prev_label="06 tuned", prev_median_s=50.3e-6, x_prev=50.3 / 48.6,
+                prev_estimate_s=78.1e-6)
+    base.update(kw)
+    return lesson.RungCard(**base)
+
+
+def test_a_cards_model_line_names_its_gpu_and_the_ratio_shows_estimates_the_reader_did_not_see():
+    """Notebook 04: 06 tuned's card (an H200 record) showed "model estimate 60.8 us"; 07 smem_row's
+    (an H100 record) "68.4 us" and "the model said x1.14", from tuned's H100 estimate (78.1 us),
+    shown nowhere.  Each model line names its GPU, and where the rung before's card as shown is
+    another GPU's, the ratio prints the two estimates it divides."""
+    c = _smem_row_like_card()
+    assert "model estimate on h100-sxm" in str(c)
+    assert "the model said x1.14." in c.explanation()  # the rung before's card shown is of this GPU too
+    c.prev_shown_model_gpu = "h100-sxm"
+    assert "the model said x1.14." in c.explanation()
+    c.prev_shown_model_gpu = "h200"
+    assert "the model said x1.14 (78.1 µs -> 68.4 µs on h100-sxm)" in c.explanation(), c.explanation()
+    t = lesson.RungCard(op="softmax", problem="p", variant="tuned", label="06 tuned", metric="gbps", found=True,
+                        median_s=43.6e-6, gpu="NVIDIA H200", model_gpu="h200", estimate_s=60.8e-6, bound="dram",
+                        estimate_kind="estimate", changed_since=True, estimate_then_s=61e-6, commit="a" * 40)
+    text = str(t)
+    assert "model estimate on h200 of today's kernel" in text and "model estimate on h200 of the kernel measured" in text
+
+
+def test_a_model_ratio_is_scored_only_against_a_factor_of_one_code_version():
+    """Notebook 04's layernorm_bwd twosum (H100, 516b940) against 06 tuned (H100, 7c7b2e0, changed
+    since): "measured x5.29, the model said x3.45" scored the model against a factor across code
+    versions.  It is scored against the same-code pair of another GPU, named, or not at all."""
+    c = _smem_row_like_card(op="layernorm_bwd", variant="twosum", label="07 twosum", median_s=96.3e-6,
+                            prev_median_s=510e-6, x_prev=510 / 96.3, commit="b" * 40, prev_commit="c" * 40,
+                            changed_since=False, prev_changed_since=True, estimate_s=127e-6, prev_estimate_s=438e-6)
+    assert c.prev_across
+    e = c.explanation()
+    assert "the model said" not in e and "measured x5.29" not in e, e
+    c.prev_today = ("NVIDIA H200", 87.6e-6, 138e-6)
+    assert "the model said" not in c.explanation()  # no estimates of that pair: nothing to score
+    c.prev_today_estimates = ("h200", 100e-6, 116e-6)
+    e = c.explanation()
+    assert ("Against 06 tuned on NVIDIA H200, where both records are of today's code: measured x1.58, the model "
+            "said x1.16 (116 µs -> 100 µs on h200).") in e, e
+    row = dict(c.rows())["x the rung before"]
+    assert "; on NVIDIA H200, where both" in row and "; On" not in row  # no capital after a semicolon
+
+
+@pytest.mark.parametrize("op", ["layernorm_bwd", "batchnorm"])
+def test_no_recorded_card_scores_the_model_against_a_factor_across_code_versions(op):
+    """Every card of the ladder at its example problem, from the records: where "x the rung
+    before" crosses code versions, the model's ratio is beside the same-code pair of another GPU
+    (with that GPU's estimates, which are the estimates of those two records' code) or absent."""
+    mod = importlib.import_module(f"perfkit.kernels.norm.{op}")
+    table = lesson.records(op)
+    seen = 0
+    for v in [x for x in mod.LADDER if not x.oracle]:
+        card = lesson.recorded(op, mod.EXAMPLE_PROBLEM, v.name, table=table)
+        if not (card.found and card.prev_across and np.isfinite(card.x_prev)):
+            continue
+        seen += 1
+        e = card.explanation()
+        assert f"Against {card.prev_label}: measured x{card.x_prev:.2f}" not in e, e
+        if card.prev_today and card.prev_today_estimates:
+            g, a, b = card.prev_today
+            key, ea, eb = card.prev_today_estimates
+            assert key == lesson.spec_key(g) and f"on {g}, where both records are of today's code: measured x{b / a:.2f}" in e
+            assert f"x{eb / ea:.2f}" in e
+    if not seen:
+        pytest.skip(f"no {op} card compares across code versions here")
+
+
+def test_an_anatomy_diff_names_the_launch_and_problem_of_both_sides(monkeypatch):
+    """Notebook 04's persist diff read "registers 38 -> 46, shared memory 5248 -> 1280 B" while
+    smem_row's own section showed 42 registers and 17536 B (its build at 4096 columns; persist
+    compares it built at persist's 1024): the header names each side's launch and problem, and the
+    card's anatomy note says it is not the build the rung before's section showed."""
+    monkeypatch.setattr("perfkit.lesson.view._display", lambda objs: None)
+    view = lesson.LadderView("softmax", softmax.EXAMPLE_PROBLEM, table=lesson.records("softmax"), estimate=False)
+    v = next(u for u in softmax.LADDER if u.name == "persist")
+    narrow = v.example(softmax.EXAMPLE_PROBLEM)
+    prev = view.prev_of(v)
+    view.rung(prev.name)
+    out = view.rung("persist")
+    fold_text = next(x.text for x in out if getattr(x, "text", "").startswith("[anatomy of 09") or
+                     getattr(x, "text", "").startswith(f"[anatomy of {v.label}"))
+    head = next(line for line in fold_text.splitlines() if line.startswith("anatomy diff:"))
+    before, after = head.split(" -> ", 1)
+    assert f"{prev.label} (launch 0" in before and f"at {narrow.label}" in before, head
+    assert f"{v.label} (launch 0" in after and f"at {narrow.label}" in after, head
+    html_ = next(x._repr_html_() for x in out if getattr(x, "text", "") == fold_text)
+    assert "anatomy diff: " in html_
+    note = view.cards["persist"].anatomy_note
+    if view.built[prev.name] != (0, narrow.label):
+        assert f"against {prev.label}'s launch 0 at {narrow.label}, not the build its section showed" in note
+    # no lone fragment: where the card is the record at the problem as asked, a whole sentence says so
+    for x in out:
+        t = getattr(x, "text", "")
+        assert t != "card at the problem as asked"
+        if t.startswith("The card below is the record at"):
+            assert t.endswith(".")
+
+
+def test_one_older_record_is_singular_in_a_ladder_summary(monkeypatch):
+    """"1 of 8 records are of older code": one record is."""
+    shown = []
+    monkeypatch.setattr("perfkit.lesson.view._display", lambda objs: shown.extend(objs))
+    monkeypatch.setattr("perfkit.plots.ladder", lambda *a, **k: __import__("matplotlib.pyplot").pyplot.subplots()[1])
+    view = lesson.LadderView("softmax", softmax.EXAMPLE_PROBLEM, table=lesson.records("softmax"), estimate=False)
+    view.summary()
+    heads = [x.text.splitlines()[0] for x in shown if "one row per rung" in getattr(x, "text", "")]
+    assert heads
+    for h in heads:
+        m = re.search(r"(\d+) of \d+ records? (is|are) of older code", h)
+        if m:
+            assert (m.group(2) == "is") == (m.group(1) == "1"), h
+    assert not any(re.search(r"\b1 of \d+ records are\b", h) for h in heads), heads

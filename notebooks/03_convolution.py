@@ -112,7 +112,7 @@ display(lesson.fold(refused[["label", "problem", "message"]], summary=f"{len(ref
                     "refuses (not run: each says why)"))
 ran = checks[checks.supported]
 errors = ran.pivot_table(index="label", columns="problem", values="max_abs_err", sort=False)
-lesson.fold(errors.astype(object).where(errors.notna(), "—"),  # a dash where a rung did not run that problem
+lesson.fold(errors.map(lambda e: "—" if e != e else f"{e:.2e}"),  # a dash where a rung did not run that problem
             summary=f"all {len(ran)} rung/problem pairs run match the float64 reference (open for the errors)")
 
 # %% [markdown]

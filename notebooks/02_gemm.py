@@ -104,7 +104,8 @@ if recorded.empty:
     print("No GEMM results have been recorded on a real GPU yet (data/results/ has none): "
           "every rung card below says 'no record', and only the model's estimates are shown.")
 else:  # the numbers themselves wait, folded, behind each rung's prompt and in the summary
-    print(f"{len(recorded)} GEMM records on {recorded.gpu.nunique()} GPU(s), at {recorded.problem.nunique()} problems")
+    print(f"{lesson.plural(len(recorded), 'GEMM record')} on {lesson.plural(recorded.gpu.nunique(), 'GPU')}, "
+          f"at {lesson.plural(recorded.problem.nunique(), 'problem')}")
 
 if sweep_sizes and not SIM:
     probs = ([gemm.Problem(s, s, s) for s in sweep_sizes] + [gemm.Problem(s, s, s, "float16") for s in sweep_sizes]
@@ -286,7 +287,7 @@ view.show("warptile")
 
 # %%
 cands = autotune.search_gemm(EX, gemm.search_space()[:search_candidates], cc=cc)
-display(pd.DataFrame([{"config": c.variant.config, "rejected": c.rejected, "registers": c.registers,
+display(pd.DataFrame([{"config": c.variant.config, "rejected": c.rejected or "—", "registers": c.registers,
                        "spills": c.spills, "score": c.static_score} for c in cands]))
 view.show("autotuned")
 
@@ -544,10 +545,11 @@ view.sass("persistent", ["UTMALDG", "UTMASTG", "SYNCS", "HGMMA", "USETMAXREG", "
 # (`cluster_dims(1, 2, 1)` in its body becomes `.reqnctapercluster 1, 2, 1` in its PTX).  This is
 # `warp_specialized` plus the multicast, nothing else, so the diff below is that one idea.
 #
-# On the H200 on 2026-11-27 (commit 6ba0514) this kernel hung, which its check in the simulator
-# (above) does not show; the cause was not found then (the cluster probes in
-# `tests/test_gemm_hopper.py` will say which mechanism fails, and its waits now trap after 10 s
-# instead of hanging).  The line above its diff says, from the records, whether a GPU has timed it
+# This kernel hung on the H200 on 2026-11-27 (commit 6ba0514) and again on the H100 on 2026-11-28
+# (its three full-rung tests ran out of time: `docs/device-runs/2026-11-28-h100-sxm-probes.log`),
+# which its check in the simulator (above) does not show; the cause was not found then
+# (`docs/CLUSTER_HANG.md` lists the suspects; the cluster probes in `tests/test_gemm_hopper.py` will
+# say which mechanism fails, and its waits now trap after 10 s instead of hanging).  The line above its diff says, from the records, whether a GPU has timed it
 # since; with no record its card is the model's estimate only.
 #
 # **Predict:** every Hopper rung is tensor-bound in the model; which leg does the multicast shrink,

@@ -111,7 +111,8 @@ refused = checks[~checks.supported]  # e.g. Winograd takes 3x3 stride-1 layers o
 display(lesson.fold(refused[["label", "problem", "message"]], summary=f"{len(refused)} rung/problem pairs a rung "
                     "refuses (not run: each says why)"))
 ran = checks[checks.supported]
-lesson.fold(ran.pivot_table(index="label", columns="problem", values="max_abs_err", sort=False),
+errors = ran.pivot_table(index="label", columns="problem", values="max_abs_err", sort=False)
+lesson.fold(errors.map(lambda e: "—" if e != e else f"{e:.2e}"),  # a dash where a rung did not run that problem
             summary=f"all {len(ran)} rung/problem pairs run match the float64 reference (open for the errors)")
 
 # %% [markdown]
@@ -129,7 +130,8 @@ if recorded.empty:
     print("No convolution has been timed on a real GPU yet (data/results/ has no conv records): "
           "every rung card below says 'no record' and shows the model's estimate only.")
 else:  # the numbers wait, folded, behind each rung's prompt and in the summary
-    print(f"{len(recorded)} convolution records on {recorded.gpu.nunique()} GPU(s), at {recorded.problem.nunique()} problems")
+    print(f"{lesson.plural(len(recorded), 'convolution record')} on {lesson.plural(recorded.gpu.nunique(), 'GPU')}, "
+          f"at {lesson.plural(recorded.problem.nunique(), 'problem')}")
     print(lesson.runs_sentence("conv", gpu=records_gpu))  # each GPU's runs, read from the records
 
 if sweep and not SIM:
@@ -491,7 +493,7 @@ for config, rep in sweeps.items():
             "best_rung": "best rung", "best_us": "best µs", "cudnn_us": "cuDNN µs", "x_cudnn": "cuDNN / best",
             "weighted_best_us": "count x best µs", "weighted_cudnn_us": "count x cuDNN µs"})
         display(lesson.fold(tab.style.format(precision=2).hide(axis="index"),
-                            summary=f"{config} on {shown_gpu}: the {len(meas)} measured layer(s) of 23"))
+                            summary=f"{config} on {shown_gpu}: the {lesson.plural(len(meas), 'measured layer')} of 23"))
     text = rep.sentences()[1:] if len(meas) else rep.sentences()[1:2]  # no records: the refusals wait for them
     display(lesson.fold(lesson.paragraph(" ".join(text)), summary=f"{config}: which layers are served, in words"))
 if any(len(r.measured()) for r in sweeps.values()):
@@ -659,9 +661,10 @@ grade("03.direct", conv_direct, reference=exercise_reference)
 # %% [markdown]
 # ### Exercise 03.predict_bound · which leg binds the direct convolution?
 #
-# The direct convolution (rung 1) at this notebook's example layer on an H100: which of the
-# model's legs binds it?  Think about what each thread loads per output and how many warps an SM
-# holds, then grade it against `perfkit.model.estimate`.
+# The direct convolution (rung 1) at ResNet-50's stage-4 3x3 layer (batch 32, 512 channels in and
+# out, 7x7 images, float32 NCHW), not the example layer whose card you opened above, on an H100:
+# which of the model's legs binds it?  Think about what each thread loads per output and how many
+# warps an SM holds, then grade it against `perfkit.model.estimate`.
 
 # %%
 my_prediction = None  # e.g. {"bound": "dram"}

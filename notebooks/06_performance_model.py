@@ -91,6 +91,8 @@ pd.Series({k: launch.get(k) for k in ("kernel", "registers", "blocks_per_sm", "o
 detail = pd.DataFrame(launch.get("latency_detail", []))
 if len(detail):
     detail["bound_by"] = ["latency" if c > i else "issue" for c, i in zip(detail["warp_cycles"], detail["issue_cycles"])]
+    if "role" in detail:  # the warp-role arm a loop belongs to; every warp runs it where there is none
+        detail["role"] = ["every warp" if r is None or r != r else f"arm {int(r)}" for r in detail["role"]]
     print(detail.round(1).to_string(index=False))
     print("trip rules:", dict(enumerate(launch.get("trip_rules", []))))
 

@@ -420,3 +420,24 @@ def test_register_budget_stops_at_a_failed_compile(monkeypatch):
         ("registers <= 40", False, "48 registers per thread at sm_80: fewer"),
         ("no spills", False, "0 B stack, 8 B spills")]
     assert [c.name for c in _core.register_budget(None, None, (9, 0), 64, local=None)] == ["registers <= 64"]
+
+
+def test_the_bound_exercise_asks_about_a_layer_no_card_above_it_answers():
+    """03.predict_bound asked which leg binds rung 1 at the example layer, which rung 1's card
+    (cell 10 of notebook 03) had already answered.  It asks at another layer; a leg within 2% of
+    the binding one (direct's latency and issue legs are equal) is graded as binding, any other fails."""
+    from perfkit import model
+    from perfkit.exercises.predict import _TIE, conv_bound_problem
+    from perfkit.kernels import conv
+
+    p = conv_bound_problem()
+    assert p.label != conv.EXAMPLE_PROBLEM.label and (p.c, p.h) == (512, 7)
+    assert all(p.label != conv.to_layout(conv.EXAMPLE_PROBLEM, lay).label for lay in ("NCHW", "NHWC"))
+    v = next(x for x in conv.LADDER if x.name == "direct")
+    e = model.estimate(v, p, "h100-sxm", banks=False)
+    top = e.legs[e.bound]
+    for leg, s in e.legs.items():
+        if not s:
+            continue
+        g = grade("03.predict_bound", {"bound": leg}, progress=False)
+        assert g.checks[-1].ok == (s >= (1 - _TIE) * top), (leg, s, top)

@@ -434,8 +434,8 @@ def test_a_record_of_changed_code_is_compared_with_that_codes_estimate(monkeypat
     assert card.prev_estimate_s == pytest.approx(123e-6)
     assert card.ratio == pytest.approx(card.median_s / 123e-6)
     text = str(card)
-    assert f"model estimate of the kernel measured (at {card.commit[:7]})" in text
-    assert "model estimate of today's kernel" in text and "(same code)" in text
+    assert f"model estimate on {card.model_gpu} of the kernel measured (at {card.commit[:7]})" in text
+    assert f"model estimate on {card.model_gpu} of today's kernel" in text and "(same code)" in text
     row = card.as_dict()
     assert row["estimate"] == lesson.fmt_seconds(123e-6) and row["estimate, today's code"] != "same"
 
@@ -635,7 +635,10 @@ def test_the_rungs_first_recorded_in_a_gpus_newest_run_are_read_from_the_records
     # 2026-11-28 recorded rungs the H200 had recorded first), this GPU's own first records, said so
     folded = lesson.first_recorded_answer(pd.DataFrame(rows), gpu)._repr_html_()
     shown = want or mine
-    assert folded.startswith("<details>") and f"{len(shown)} rungs (per problem)" in folded
+    assert folded.startswith("<details>") and f"{lesson.plural(len(shown), 'rung')} (per problem)" in folded
+    import html as _html
+    summary = re.search(r"<summary>(.*?)</summary>", folded).group(1)
+    assert summary.count(_html.escape(gpu)) == 1, summary  # the GPU named once ("before its newest run")
     assert f"within 25% of the record ({len(shown)})" in folded
     assert ("No rung had its first record on any GPU" in folded) == (not want)
 
@@ -2041,3 +2044,203 @@ def test_problem_words_among_others_says_only_what_tells_them_apart():
     assert lesson.problem_words(a, among=[a]) == lesson.problem_words(a)  # nothing to tell apart: all of it
     assert lesson.problem_words("m=4096 n=4096 k=4096 dtype=float32", among=["m=8192 n=8192 k=8192 dtype=float32"]) \
         == "4096³ float32"
+
+
+def test_an_opcode_counts_its_underscore_family_and_every_asked_opcode_says_what_it_is():
+    """barrier.cluster becomes UCGABAR_ARV and UCGABAR_WAIT (no dot before the suffix): the table
+    of notebook 02's cluster section counted 0 UCGABAR and showed '—' for the instruction its own
+    prompt asks about.  And every opcode a notebook asks about has its line in the glossary."""
+    lines = ["MEMBAR.ALL.CTA", "MEMBAR.ALL.GPU", "UCGABAR_ARV", "UCGABAR_WAIT", "@!P0 SYNCS.ARRIVE.TRANS64.RED.A1T0 RZ, [UR4], RZ",
+             "EXIT"]
+    c = lesson.opcode_counts(_fake_report(lines), ["UCGABAR", "MEMBAR", "SYNCS", "UCGA"])
+    assert c["UCGABAR"]["kernel"] == 2 and c["UCGABAR"]["forms"] == ["UCGABAR_ARV", "UCGABAR_WAIT"]
+    assert c["MEMBAR"]["kernel"] == 2 and c["SYNCS"]["kernel"] == 1
+    assert c["UCGA"]["kernel"] == 0  # a prefix of a mnemonic is not its family
+    t = lesson.sass_table({"24 cluster": _fake_report(lines)}, ["UCGABAR"]).set_index("SASS")
+    assert t.loc["UCGABAR", "one line of it"] == "UCGABAR_ARV" and t.loc["UCGABAR", "what it is"]
+    asked = set()
+    for path in sorted(Path(__file__).resolve().parents[1].glob("notebooks/0*.py")):
+        for m in re.finditer(r"\.sass\(\s*\"\w+\",\s*\[([^\]]*)\]", path.read_text()):
+            asked |= set(re.findall(r"\"(\w+)\"", m.group(1)))
+    assert "UCGABAR" in asked and "USETMAXREG" in asked
+    from perfkit.lesson.sass import GLOSSARY
+    assert not {op for op in asked if not GLOSSARY.get(op)}, "opcodes a notebook asks about with no 'what it is'"
+
+
+def test_a_cards_counter_list_ends_as_a_sentence_before_the_moved_counter():
+    """Notebooks 02 and 04 read "achieved occupancy 99.9% (+0.7 points) The counter that moved most":
+    the list and the next sentence run together with no full stop."""
+    from perfkit.lesson.ncu import counters_text
+
+    g = "NVIDIA H100 80GB HBM3"
+    text = counters_text(_counters(g, 1e-4, warp_instructions=2e6, achieved_occupancy_pct=60.0),
+                         _counters(g, 2e-4, warp_instructions=4e6, achieved_occupancy_pct=50.0))
+    assert "The counter that moved most" in text, text
+    assert re.search(r"points\)\. The counter that moved most", text), text
+    alone = counters_text(_counters(g, 1e-4, warp_instructions=2e6), None)
+    assert not alone.endswith(".") and "The counter" not in alone
+
+
+def test_counts_are_singular_for_one():
+    """Notebook 03 printed "the 1 measured layer(s) of 23"."""
+    assert lesson.plural(1, "measured layer") == "1 measured layer"
+    assert lesson.plural(3, "GPU") == "3 GPUs" and lesson.plural(0, "problem") == "0 problems"
+    assert lesson.plural(2, "child", "children") == "2 children"
+    # (01's "sample(s) where it outlasted the spin" is the lead's to change: 02-06 here)
+    for path in sorted(Path(__file__).resolve().parents[1].glob("notebooks/0[2-6]*.py")):
+        assert "(s)" not in re.sub(r"#.*", "", path.read_text()), f"{path.name} prints a '(s)' plural"
+
+
+def test_a_predicted_steps_class_table_has_a_dash_not_nan():
+    """Notebook 05's per-class tables ended in a total row whose step_speedup_2x read NaN."""
+    t = pd.DataFrame({"class": ["gemm", "conv"], "ops": [3, 106], "GFLOP": [0.02, 48.57], "GB": [0.012, 0.357],
+                      "predicted_ms": [0.006, 0.217], "share": [0.007, 0.26], "flop_share": [0.0005, 0.99],
+                      "step_speedup_2x": [1.004, 1.149]})
+    text = lesson.class_table(t)
+    assert "NaN" not in text and "nan" not in text
+    total = text.splitlines()[-1].split()
+    assert total[0] == "total" and total[-1] == "—" and total[1] == "109"
+    assert "1.004x" in text and "1.149x" in text and "26.0%" in text
+
+
+def _smem_row_like_card(**kw):
+    """07 smem_row's H100 card after 06 tuned's H200 card in notebook 04 (the numbers of both)."""
+    base = dict(op="softmax", problem="p", variant="smem_row", label="07 smem_row", metric="gbps", found=True,
+                median_s=48.6e-6, rate=2759.0, gpu="NVIDIA H100 80GB HBM3", model_gpu="h100-sxm",
+                estimate_s=68.4e-6, bound="dram", legs={"dram": 57.2e-6, "latency": 18.3e-6},
+                estimate_kind="estimate", prev_label="06 tuned", prev_median_s=50.3e-6, x_prev=50.3 / 48.6,
+                prev_estimate_s=78.1e-6)
+    base.update(kw)
+    return lesson.RungCard(**base)
+
+
+def test_a_cards_model_line_names_its_gpu_and_the_ratio_shows_estimates_the_reader_did_not_see():
+    """Notebook 04: 06 tuned's card (an H200 record) showed "model estimate 60.8 us"; 07 smem_row's
+    (an H100 record) "68.4 us" and "the model said x1.14", from tuned's H100 estimate (78.1 us),
+    shown nowhere.  Each model line names its GPU, and where the rung before's card as shown is
+    another GPU's, the ratio prints the two estimates it divides."""
+    c = _smem_row_like_card()
+    assert "model estimate on h100-sxm" in str(c)
+    assert "the model said x1.14." in c.explanation()  # the rung before's card shown is of this GPU too
+    c.prev_shown_model_gpu = "h100-sxm"
+    assert "the model said x1.14." in c.explanation()
+    c.prev_shown_model_gpu = "h200"
+    assert "the model said x1.14 (78.1 µs -> 68.4 µs on h100-sxm)" in c.explanation(), c.explanation()
+    t = lesson.RungCard(op="softmax", problem="p", variant="tuned", label="06 tuned", metric="gbps", found=True,
+                        median_s=43.6e-6, gpu="NVIDIA H200", model_gpu="h200", estimate_s=60.8e-6, bound="dram",
+                        estimate_kind="estimate", changed_since=True, estimate_then_s=61e-6, commit="a" * 40)
+    text = str(t)
+    assert "model estimate on h200 of today's kernel" in text and "model estimate on h200 of the kernel measured" in text
+
+
+def test_a_model_ratio_is_scored_only_against_a_factor_of_one_code_version():
+    """Notebook 04's layernorm_bwd twosum (H100, 516b940) against 06 tuned (H100, 7c7b2e0, changed
+    since): "measured x5.29, the model said x3.45" scored the model against a factor across code
+    versions.  It is scored against the same-code pair of another GPU, named, or not at all."""
+    c = _smem_row_like_card(op="layernorm_bwd", variant="twosum", label="07 twosum", median_s=96.3e-6,
+                            prev_median_s=510e-6, x_prev=510 / 96.3, commit="b" * 40, prev_commit="c" * 40,
+                            changed_since=False, prev_changed_since=True, estimate_s=127e-6, prev_estimate_s=438e-6)
+    assert c.prev_across
+    e = c.explanation()
+    assert "the model said" not in e and "measured x5.29" not in e, e
+    c.prev_today = ("NVIDIA H200", 87.6e-6, 138e-6)
+    assert "the model said" not in c.explanation()  # no estimates of that pair: nothing to score
+    c.prev_today_estimates = ("h200", 100e-6, 116e-6)
+    e = c.explanation()
+    assert ("Against 06 tuned on NVIDIA H200, where both records are of today's code: measured x1.58, the model "
+            "said x1.16 (116 µs -> 100 µs on h200).") in e, e
+    row = dict(c.rows())["x the rung before"]
+    assert "; on NVIDIA H200, where both" in row and "; On" not in row  # no capital after a semicolon
+
+
+@pytest.mark.parametrize("op", ["layernorm_bwd", "batchnorm"])
+def test_no_recorded_card_scores_the_model_against_a_factor_across_code_versions(op):
+    """Every card of the ladder at its example problem, from the records: where "x the rung
+    before" crosses code versions, the model's ratio is beside the same-code pair of another GPU
+    (with that GPU's estimates, which are the estimates of those two records' code) or absent."""
+    mod = importlib.import_module(f"perfkit.kernels.norm.{op}")
+    table = lesson.records(op)
+    seen = 0
+    for v in [x for x in mod.LADDER if not x.oracle]:
+        card = lesson.recorded(op, mod.EXAMPLE_PROBLEM, v.name, table=table)
+        if not (card.found and card.prev_across and np.isfinite(card.x_prev)):
+            continue
+        seen += 1
+        e = card.explanation()
+        assert f"Against {card.prev_label}: measured x{card.x_prev:.2f}" not in e, e
+        if card.prev_today and card.prev_today_estimates:
+            g, a, b = card.prev_today
+            key, ea, eb = card.prev_today_estimates
+            assert key == lesson.spec_key(g) and f"on {g}, where both records are of today's code: measured x{b / a:.2f}" in e
+            assert f"x{eb / ea:.2f}" in e
+    if not seen:
+        pytest.skip(f"no {op} card compares across code versions here")
+
+
+def test_an_anatomy_diff_names_the_launch_and_problem_of_both_sides(monkeypatch):
+    """Notebook 04's persist diff read "registers 38 -> 46, shared memory 5248 -> 1280 B" while
+    smem_row's own section showed 42 registers and 17536 B (its build at 4096 columns; persist
+    compares it built at persist's 1024): the header names each side's launch and problem, and the
+    card's anatomy note says it is not the build the rung before's section showed."""
+    monkeypatch.setattr("perfkit.lesson.view._display", lambda objs: None)
+    view = lesson.LadderView("softmax", softmax.EXAMPLE_PROBLEM, table=lesson.records("softmax"), estimate=False)
+    v = next(u for u in softmax.LADDER if u.name == "persist")
+    narrow = v.example(softmax.EXAMPLE_PROBLEM)
+    prev = view.prev_of(v)
+    view.rung(prev.name)
+    out = view.rung("persist")
+    fold_text = next(x.text for x in out if getattr(x, "text", "").startswith("[anatomy of 09") or
+                     getattr(x, "text", "").startswith(f"[anatomy of {v.label}"))
+    head = next(line for line in fold_text.splitlines() if line.startswith("anatomy diff:"))
+    before, after = head.split(" -> ", 1)
+    assert f"{prev.label} (launch 0" in before and f"at {narrow.label}" in before, head
+    assert f"{v.label} (launch 0" in after and f"at {narrow.label}" in after, head
+    html_ = next(x._repr_html_() for x in out if getattr(x, "text", "") == fold_text)
+    assert "anatomy diff: " in html_
+    note = view.cards["persist"].anatomy_note
+    if view.built[prev.name] != (0, narrow.label):
+        assert f"against {prev.label}'s launch 0 at {narrow.label}, not the build its section showed" in note
+    # no lone fragment: where the card is the record at the problem as asked, a whole sentence says so
+    for x in out:
+        t = getattr(x, "text", "")
+        assert t != "card at the problem as asked"
+        if t.startswith("The card below is the record at"):
+            assert t.endswith(".")
+
+
+def test_one_older_record_is_singular_in_a_ladder_summary(monkeypatch):
+    """"1 of 8 records are of older code": one record is."""
+    shown = []
+    monkeypatch.setattr("perfkit.lesson.view._display", lambda objs: shown.extend(objs))
+    monkeypatch.setattr("perfkit.plots.ladder", lambda *a, **k: __import__("matplotlib.pyplot").pyplot.subplots()[1])
+    view = lesson.LadderView("softmax", softmax.EXAMPLE_PROBLEM, table=lesson.records("softmax"), estimate=False)
+    view.summary()
+    heads = [x.text.splitlines()[0] for x in shown if "one row per rung" in getattr(x, "text", "")]
+    assert heads
+    for h in heads:
+        m = re.search(r"(\d+) of \d+ records? (is|are) of older code", h)
+        if m:
+            assert (m.group(2) == "is") == (m.group(1) == "1"), h
+    assert not any(re.search(r"\b1 of \d+ records are\b", h) for h in heads), heads
+
+
+def test_a_takeaway_compares_counters_with_the_librarys_row_of_the_same_gpu_or_names_the_other_once():
+    """Notebook 02 compared the H200's wgmma counters with "cuBLAS on NVIDIA H100 80GB HBM3" four times
+    over: the library's row of the rung row's own GPU is taken where one exists (library_row's GPU
+    order), else the other GPU's, named once after the numbers, with why."""
+    from perfkit.lesson.ncu import library_row
+
+    f32 = "m=4096 n=4096 k=4096 dtype=float32"
+    for g in ("NVIDIA H200", _H100):
+        row = library_row("gemm", f32, "oracle", [g, *({"NVIDIA H200", _H100} - {g})])
+        if row is not None and library_row("gemm", f32, "oracle", [g]) is not None:
+            assert row.gpu == g
+    rec = lesson.records("gemm")
+    names = [v.name for v in gemm.LADDER if v.oracle or type(v).__module__.split(".gemm")[-1].startswith(".hopper")]
+    st = lesson.standing("gemm", rec[rec.variant.isin(names)])
+    st = st[st.group == "float16"]
+    text = lesson.takeaway(st, "cuBLAS", goals={"float16": 0.85})
+    assert "cuBLAS on " not in text
+    for m in re.finditer(r"cuBLAS's numbers are (.+?)'s: (.+?) has no Nsight Compute row of cuBLAS", text):
+        assert m.group(1) != m.group(2)
+        assert library_row("gemm", "m=4096 n=4096 k=4096 dtype=float16", "oracle", [m.group(2)]) is None

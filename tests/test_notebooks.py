@@ -108,3 +108,26 @@ def test_no_notebook_states_by_hand_what_the_copy_kernel_reached():
         assert not share.search(text), f"{path.stem} quotes the copy kernel's share by hand: {share.search(text).group(0)}"
     first = next(p for p in NOTEBOOKS if p.stem.startswith("01_")).with_suffix(".py").read_text()
     assert "lesson.copy_sentence()" in first
+
+
+def test_notebook_06s_what_if_never_shows_the_rung_its_gpu_exercise_asks_about():
+    """The ci profile's what-if was saxpy grid_stride on every GPU, a few cells above exercise
+    06.predict_gpu, which asks which GPU runs saxpy grid_stride faster and what binds it: no
+    profile (nor the notebook's own defaults) may show that rung there."""
+    import ast
+
+    import nbformat
+
+    from perfkit import exercises
+
+    task = exercises.EXERCISES["06.predict_gpu"].task
+    path = next(p for p in NOTEBOOKS if p.stem.startswith("06_"))
+    cell = next(c for c in nbformat.read(path, as_version=4).cells if "parameters" in c.metadata.get("tags", []))
+    defaults = {t.id: ast.literal_eval(n.value) for n in ast.parse(cell.source).body
+                if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)
+                and t.id in ("what_if_op", "what_if_rung")}
+    settings = [defaults] + [{**defaults, **((prof.get("notebooks") or {}).get(path.stem) or {})}
+                             for prof in workbook.profiles().values()]
+    for s in settings:
+        asked = s["what_if_op"].rsplit(".", 1)[-1] in task and s["what_if_rung"] in task
+        assert not asked, f"06's what-if shows {s['what_if_op']} {s['what_if_rung']}, which 06.predict_gpu asks about"

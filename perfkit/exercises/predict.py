@@ -121,6 +121,21 @@ register(Exercise(
 _LEGS = ("dram", "l2", "smem", "lsu", "issue", "fp32", "alu", "tensor", "latency", "launch")
 
 
+#: the layer 03.predict_bound asks about: a late ResNet-50 3x3 layer (7x7 images, 512 channels), not the
+#: notebook's example layer, whose card (rung 1's, above the exercise) already says what binds it there
+_CONV_LAYER = "s4 3x3 512"
+#: legs within this fraction of the binding leg bind as much: the model cannot tell them apart
+#: (the direct rung's latency and issue legs are within 1% of each other at every ResNet-50 layer)
+_TIE = 0.02
+
+
+def conv_bound_problem():
+    """The problem of 03.predict_bound: rung 1 ``direct`` at :data:`_CONV_LAYER` (float32 NCHW, batch 32)."""
+    from ..kernels import conv
+
+    return next(p for name, p, _ in conv.resnet50_layers(32, "float32", "NCHW") if name == _CONV_LAYER)
+
+
 def _conv_steps(answer, **_):
     bad = _need(answer, {"bound": " / ".join(_LEGS)})
     if bad or answer["bound"] not in _LEGS:
@@ -131,20 +146,26 @@ def _conv_steps(answer, **_):
     from ..kernels import conv
 
     v = next(x for x in conv.LADDER if x.name == "direct")
-    e = model.estimate(v, v.example(conv.EXAMPLE_PROBLEM), "h100-sxm", banks=False)
-    ok = answer["bound"] == e.bound
-    top = sorted(((k, s) for k, s in e.legs.items() if s), key=lambda kv: -kv[1])[:3]
+    e = model.estimate(v, conv_bound_problem(), "h100-sxm", banks=False)
+    legs = {k: s for k, s in e.legs.items() if s}
+    top_s = legs.get(e.bound, 0.0)
+    tied = sorted(k for k, s in legs.items() if top_s > 0 and s >= (1 - _TIE) * top_s)
+    ok = answer["bound"] == e.bound or answer["bound"] in tied
+    top = sorted(legs.items(), key=lambda kv: -kv[1])[:3]
+    tie = (f"; {' and '.join(tied)} are within {_TIE:.0%} of each other, so the model cannot tell which binds"
+           if len(tied) > 1 else "")
     yield Check("the leg the model says binds", ok,
-                f"the model: bound by {e.bound} ({', '.join(f'{k} {s * 1e6:.0f} us' for k, s in top)})" if ok else
+                f"the model: bound by {e.bound} ({', '.join(f'{k} {s * 1e6:.0f} us' for k, s in top)}){tie}" if ok else
                 "not the model's: per output pixel, count the loads each thread issues, how far apart its "
                 "lanes' addresses are, and how many warps an SM holds to hide their wait")
 
 
 register(Exercise(
     name="03.predict_bound", notebook="03_convolution", title="which leg binds the direct convolution?",
-    task=("The direct convolution (rung 1) at the ResNet-50 stage-2 3x3 layer (example problem) on an H100: "
-          f"which of the model's legs binds it ({', '.join(_LEGS)})? Answer {{'bound': ...}}. Graded against "
-          "perfkit.model.estimate (bank conflicts not simulated)."),
+    task=("The direct convolution (rung 1) at ResNet-50's stage-4 3x3 layer (batch 32, 512 channels in and out, "
+          "7x7 images, float32 NCHW: not the notebook's example layer) on an H100: which of the model's legs binds "
+          f"it ({', '.join(_LEGS)})? Answer {{'bound': ...}}. Graded against perfkit.model.estimate (bank "
+          f"conflicts not simulated); a leg within {_TIE:.0%} of the binding one counts as binding."),
     checks=["a leg", "the leg the model says binds"],
     steps=_conv_steps, answer_kind="prediction", solution="perfkit.exercises.solutions.predict:conv_bound"))
 

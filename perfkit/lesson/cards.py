@@ -73,6 +73,13 @@ class RungCard:
     #: where "x the rung before" crosses code versions on the card's GPU: (another GPU, this rung's
     #: seconds, the rung before's) of two records of today's code there, the comparison that holds
     prev_today: tuple | None = None
+    #: the model's side of :attr:`prev_today`: (its GPU's devices.yaml key, this rung's estimate, the rung
+    #: before's), both of today's code at the card's problem: the only pair a model ratio is compared with
+    #: where "x the rung before" crosses code versions
+    prev_today_estimates: tuple | None = None
+    #: the GPU the model estimated the rung before's card *as shown* for (set by a view): where it is
+    #: not :attr:`model_gpu`, the model ratio prints the estimate of the rung before it used
+    prev_shown_model_gpu: str | None = None
     prev_skipped_label: str | None = None  # the rung just before, where it had no record here
     prev_skipped_why: str = "has no record"  # or "does not run this problem" (a float16-only rung)
     best_before_label: str | None = None  # the fastest recorded rung before this one
@@ -281,19 +288,38 @@ class RungCard:
         if len(legs) > 1 and legs[1][1] >= 0.5 * legs[0][1]:
             out.append(f"The {legs[1][0]} leg ({fmt_seconds(legs[1][1])}) is within 2x of the bound, so a small "
                        "error in either would change which one binds.")
-        if np.isfinite(self.x_prev) and np.isfinite(self.prev_estimate_s) and np.isfinite(e):
-            pred = self.prev_estimate_s / e
-            meas = self.x_prev
-            if abs(pred - 1) < 0.02:
-                verdict = " (the model sees no difference between the two)"
-            elif abs(meas - 1) < 0.02:
-                verdict = " (measured, the two are about as fast)"
-            elif (pred > 1) != (meas > 1):
-                verdict = " (the model got the direction wrong)"
-            else:
-                verdict = ""
-            out.append(f"Against {self.prev_label}: measured x{meas:.2f}, the model said x{pred:.2f}{verdict}.")
+        comparison = self.model_comparison(e)
+        if comparison:
+            out.append(comparison)
         return caveat + " ".join(out)
+
+    def model_comparison(self, e: float | None = None) -> str:
+        """"Against <the rung before>: measured xA, the model said xB", only where the measured
+        factor is of one code version: where this card's factor crosses code versions, the
+        same-code pair of another GPU (:attr:`prev_today`, with the model's estimates for that GPU),
+        else nothing.  Where the rung before's card as shown estimates for another GPU than this
+        card, the two estimates the ratio divides are printed with the GPU they are for."""
+        e = self.measured_code_estimate_s if e is None else e
+        if not np.isfinite(self.x_prev):
+            return ""
+        if self.prev_across:  # a factor across code versions scores no model
+            if not (self.prev_today and self.prev_today_estimates):
+                return ""
+            g, a, b = self.prev_today
+            key, ea, eb = self.prev_today_estimates
+            if not (np.isfinite(ea) and np.isfinite(eb) and ea > 0):
+                return ""
+            return (f"Against {self.prev_label} on {g}, where both records are of today's code: measured "
+                    f"x{b / a:.2f}, the model said x{eb / ea:.2f}{_model_verdict(eb / ea, b / a)} "
+                    f"({fmt_seconds(eb)} -> {fmt_seconds(ea)} on {key}).")
+        if not (np.isfinite(self.prev_estimate_s) and np.isfinite(e) and e > 0):
+            return ""
+        pred = self.prev_estimate_s / e
+        shown = ""
+        if self.prev_shown_model_gpu and self.prev_shown_model_gpu != self.model_gpu:
+            shown = f" ({fmt_seconds(self.prev_estimate_s)} -> {fmt_seconds(e)} on {self.model_gpu})"
+        return (f"Against {self.prev_label}: measured x{self.x_prev:.2f}, the model said x{pred:.2f}"
+                f"{shown}{_model_verdict(pred, self.x_prev)}.")
 
     # -- rendering --
     def rows(self) -> list[tuple[str, str]]:
@@ -330,7 +356,7 @@ class RungCard:
                 rows.append(("x the rung before", f"x{self.x_prev:.2f} vs {self.prev_label} "
                              f"({fmt_seconds(self.prev_median_s)}{same}){self.prev_note}"
                              + (f" {self.prev_across}" if self.prev_across else "")
-                             + (f"; {self.prev_today_text}" if self.prev_today else "")))
+                             + (f"; {_lower_first(self.prev_today_text)}" if self.prev_today else "")))
             else:
                 rows.append(("x the rung before", f"— ({self.prev_label} has no record here)"))
         rows.append(("of the oracle", f"{self.of_oracle:.1%}" if np.isfinite(self.of_oracle) else "— (no oracle record)"))
@@ -339,6 +365,8 @@ class RungCard:
             legs = ", ".join(f"{k} {fmt_seconds(v)}" for k, v in
                              sorted(self.legs.items(), key=lambda kv: -float(kv[1] or 0)) if v)
             name = "model estimate" if self.estimate_kind == "estimate" else "roofline bound (model.estimate absent)"
+            if self.model_gpu:  # which GPU's rates: the rung before's card can be of another GPU
+                name += f" on {self.model_gpu}"
             if self.changed_since:
                 name += " of today's kernel"
                 legs_then = ", ".join(f"{k} {fmt_seconds(v)}" for k, v in
@@ -346,7 +374,8 @@ class RungCard:
                 then = (f"{fmt_seconds(self.estimate_then_s)}" + (f", bound by {self.bound_then}" if self.bound_then else "")
                         + (f"; legs: {legs_then}" if legs_then else "")
                         if np.isfinite(self.estimate_then_s) else f"— ({self.estimate_then_note or 'not rebuilt'})")
-                rows.append((f"model estimate of the kernel measured (at {(self.commit or '?')[:7]})", then))
+                on = f" on {self.model_gpu}" if self.model_gpu else ""
+                rows.append((f"model estimate{on} of the kernel measured (at {(self.commit or '?')[:7]})", then))
             rows.append((name, f"{fmt_seconds(self.estimate_s)}, bound by {self.bound}" + (f"; legs: {legs}" if legs else "")))
             rows.append(("measured / estimate" + (" (same code)" if self.changed_since else ""),
                          f"{self.ratio:.2f}" if np.isfinite(self.ratio) else "— (the measured kernel's estimate is missing)"))
@@ -432,6 +461,22 @@ class RungCard:
                 "bound": self.bound, "measured/est": self.ratio, "recorded on": self.provenance}
 
 
+def _lower_first(s: str) -> str:
+    """A sentence continued after a semicolon: "On NVIDIA H200, ..." -> "on NVIDIA H200, ..."."""
+    return s[:1].lower() + s[1:]
+
+
+def _model_verdict(pred: float, meas: float) -> str:
+    """A model ratio's verdict beside the measured one, in parentheses ("" where they agree)."""
+    if abs(pred - 1) < 0.02:
+        return " (the model sees no difference between the two)"
+    if abs(meas - 1) < 0.02:
+        return " (measured, the two are about as fast)"
+    if (pred > 1) != (meas > 1):
+        return " (the model got the direction wrong)"
+    return ""
+
+
 def _as_variant(rung, ladder: list[Variant]) -> Variant:
     if isinstance(rung, Variant):
         return rung
@@ -446,6 +491,12 @@ def _today_pair(df: pd.DataFrame, gpu, problem, v: Variant, prev_problem, prev: 
     """(GPU, this rung's median, the rung before's) on the first other GPU of ``df`` where both
     have a record of today's code: the same-code factor, where the card's own GPU has only one
     across code versions (the H100's ticket against its split of 7c7b2e0)."""
+    rows = _today_rows(df, gpu, problem, v, prev_problem, prev)
+    return None if rows is None else (rows[0], float(rows[1]["median_s"]), float(rows[2]["median_s"]))
+
+
+def _today_rows(df: pd.DataFrame, gpu, problem, v: Variant, prev_problem, prev: Variant) -> tuple | None:
+    """(GPU, this rung's record, the rung before's) of :func:`_today_pair`."""
     for g in sorted(set(df["gpu"].dropna().astype(str)) - {str(gpu)}):
         d = df[df["gpu"] == g]
         a, b = match_rows(d, problem, v.name), match_rows(d, prev_problem, prev.name)
@@ -454,7 +505,7 @@ def _today_pair(df: pd.DataFrame, gpu, problem, v: Variant, prev_problem, prev: 
         ra, rb = choose_record(a, v), choose_record(b, prev)
         if all(isinstance(r.get("commit"), str) and r.get("commit") and source_changed_since(u, r["commit"]) is False
                for r, u in ((ra, v), (rb, prev))):
-            return g, float(ra["median_s"]), float(rb["median_s"])
+            return g, ra, rb
     return None
 
 
@@ -552,6 +603,7 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
         return card
     r = choose_record(mine, v)
     prev_rec = None  # the rung before's record, where it has one here
+    today_rows = None  # the same-code pair of another GPU, where this card's factor crosses code versions
     card.found = True
     card.median_s = float(r["median_s"])
     card.iqr_s = float(r.get("iqr_s", np.nan) if r.get("iqr_s") is not None else np.nan)
@@ -597,7 +649,10 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
             if card.prev_commit and card.prev_commit != card.commit:  # only then does it qualify a factor
                 card.prev_changed_since = source_changed_since(prev, card.prev_commit)
             if card.prev_across and "gpu" in df:
-                card.prev_today = _today_pair(df, card.gpu, problem, v, card.prev_problem or problem, prev)
+                today_rows = _today_rows(df, card.gpu, problem, v, card.prev_problem or problem, prev)
+                if today_rows is not None:
+                    g, ra, rb = today_rows
+                    card.prev_today = (g, float(ra["median_s"]), float(rb["median_s"]))
     if i is not None:  # the fastest rung before this one, as recorded here
         best = None
         for u in ladder[:i]:
@@ -664,6 +719,13 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
             ahead_prev = _ahead_of(prev_rec, key) if prev_rec is not None else None
             card.prev_estimate_s = (estimate_then(op, prev, problem, card.prev_commit, key)[0] if then
                                     else estimate_rung(prev, problem, key, ahead_s=ahead_prev)[0])
+        if card.prev_today and today_rows is not None and not card.prev_problem:
+            # the same-code pair of another GPU: the model's estimates of both for that GPU, each
+            # behind its own record's timer, so that the model is scored against a factor of one code
+            g, ra, rb = today_rows
+            gkey = spec_key(g, model_gpu)
+            card.prev_today_estimates = (gkey, estimate_rung(v, problem, gkey, ahead_s=_ahead_of(ra, gkey))[0],
+                                         estimate_rung(prev, problem, gkey, ahead_s=_ahead_of(rb, gkey))[0])
     return card
 
 

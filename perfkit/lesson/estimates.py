@@ -110,6 +110,7 @@ def first_recorded_answer(table, gpu_name: str):
     """:func:`first_recorded` in words, folded (the answer to a prompt): the rungs within 25% of
     their record, predicted slower, predicted faster."""
     from .prompts import fold, paragraph
+    from .formatting import plural
 
     newest, new = first_recorded(table, gpu_name)
     anywhere = not new.empty
@@ -125,6 +126,7 @@ def first_recorded_answer(table, gpu_name: str):
         parts.insert(0, paragraph(f"No rung had its first record on any GPU in {gpu_name}'s newest run: these are "
                                   f"its first records on {gpu_name}, rungs another GPU had recorded before (the "
                                   "model may have learned from those: docs/MODEL_NOTES.md says which rules)."))
-    whose = "no GPU had recorded" if anywhere else f"{gpu_name} had never recorded"
-    return fold(*parts, summary=f"{len(new)} rungs (per problem) that {whose} before {gpu_name}'s "
-                                f"newest run (commit {newest[:7]}), predicted / measured (open once you have predicted)")
+    # the GPU named once: "that <GPU> had never recorded before its newest run", not "before <GPU>'s"
+    whose = f"no GPU had recorded before {gpu_name}'s" if anywhere else f"{gpu_name} had never recorded before its"
+    return fold(*parts, summary=f"{plural(len(new), 'rung')} (per problem) that {whose} newest run (commit "
+                                f"{newest[:7]}), predicted / measured (open once you have predicted)")

@@ -116,3 +116,9 @@ def sweep_table(df: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
         "error": df.get("error", pd.Series("", index=df.index)).fillna(""),
     })
     return out.reset_index(drop=True)
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``n`` and ``word``, singular for one ("1 measured layer", "2 GPUs"), never "layer(s)";
+    ``many``: the plural where it is not ``word`` + "s"."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"

@@ -354,8 +354,11 @@ def counters_text(cur: Counters | None, prev: Counters | None, *, tensor: bool |
     if cur is None:
         return "no Nsight Compute row"
     rows = counter_rows(cur, prev, tensor=tensor)
-    return "; ".join(f"{r['counter']} {r['this rung']}" + (f" ({r['change']})" if r["change"] else "")
-                     for r in rows) + (" " + moved(cur, prev) if prev is not None else "")
+    listed = "; ".join(f"{r['counter']} {r['this rung']}" + (f" ({r['change']})" if r["change"] else "")
+                       for r in rows)
+    why = moved(cur, prev) if prev is not None else ""
+    # the list ends as a sentence before the next one begins (it read "...99.9% (+0.7 points) The counter...")
+    return listed + (". " + why if why and listed else why)
 
 
 def kernels(op: str, problem: str, variant: str, gpu: str | None) -> list[tuple[str, float]]:

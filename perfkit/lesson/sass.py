@@ -21,6 +21,12 @@ GLOSSARY = {
     "BAR": "bar.sync (__syncthreads): the whole block waits",
     "FENCE": "fence.proxy.async: the threads' shared-memory writes made visible to the async proxy",
     "FFMA": "a float32 fused multiply-add (SIMT)",
+    "USETMAXREG": "setmaxnreg: a warpgroup gives registers back to the CTA's pool (.dealloc) or claims more (.inc)",
+    "UTMASTG": "cp.async.bulk.tensor shared -> global: one thread's store of a whole box by the TMA unit",
+    "STS": "a shared-memory store from registers",
+    "UCGABAR": "barrier.cluster: arrive (UCGABAR_ARV) and wait (UCGABAR_WAIT) for every thread of the cluster",
+    "MEMBAR": "a memory fence at a scope (.CTA, .GPU): orders the thread's memory accesses, here "
+              "barrier.cluster.arrive's release",
     "LDS": "a shared-memory load into registers",
     "LDG": "a global-memory load into registers",
 }
@@ -32,6 +38,14 @@ def mnemonic(instr: str) -> str:
     """The opcode of one SASS instruction, without its guard predicate and modifiers:
     ``@!P0 HGMMA.64x128x16.F32 R24, ...`` -> ``HGMMA``."""
     return _PRED.sub("", instr.strip()).split(" ", 1)[0].split(".", 1)[0]
+
+
+def is_opcode(instr: str, op: str) -> bool:
+    """Whether one SASS instruction is of opcode ``op``: its mnemonic, or one of its family whose
+    name carries an underscore suffix (``UCGABAR`` counts ``UCGABAR_ARV`` and ``UCGABAR_WAIT``,
+    which have no dot before the suffix)."""
+    m = mnemonic(instr)
+    return m == op or m.startswith(op + "_")
 
 
 def _instructions(sass: str) -> list[str]:
@@ -50,9 +64,9 @@ def opcode_counts(report, opcodes) -> dict[str, dict]:
     body = list(getattr(loop, "body", None) or []) if loop is not None else None
     out = {}
     for op in opcodes:
-        hits = [i for i in instrs if mnemonic(i) == op]
+        hits = [i for i in instrs if is_opcode(i, op)]
         out[op] = {"kernel": len(hits),
-                   "hot_loop": None if body is None else sum(mnemonic(i) == op for i in body),
+                   "hot_loop": None if body is None else sum(is_opcode(i, op) for i in body),
                    "example": hits[0] if hits else "",
                    "forms": list(dict.fromkeys(_PRED.sub("", i.strip()).split(" ", 1)[0] for i in hits))}
     return out

@@ -168,7 +168,9 @@ def takeaway(st: pd.DataFrame, library: str = "the library", goals: dict | None 
                 # the library's row on the rung row's GPU, else on another recorded GPU (named)
                 o = (library_row(worst["op"], worst["problem"], lib.name, [c.gpu, gpu, *sorted(set(st["gpu"]))])
                      if lib is not None else None)
-                who = library if o is None or o.gpu == c.gpu else f"{library} on {o.gpu}"
+                # the library's numbers beside the rung's are of the rung row's GPU where it has a row of
+                # the library (library_row tries that GPU first); else another GPU's, said once, after them
+                who = library
                 bits = []
                 for k, lab in (("warp_instructions", "warp instructions"), ("issue_active_pct", "issue active"),
                                ("tensor_pipe_active_pct", "tensor pipe active"),
@@ -181,6 +183,9 @@ def takeaway(st: pd.DataFrame, library: str = "the library", goals: dict | None 
                 if bits:
                     there = "" if c.gpu == gpu else f", from {c.gpu}: {gpu} has no row of this code"
                     s += f"; its Nsight Compute row (commit {(c.commit or '?')[:7]}{there}): {', '.join(bits)}"
+                    if o is not None and o.gpu != c.gpu and any(f"({who}: " in x for x in bits):
+                        s += (f" ({library}'s numbers are {o.gpu}'s: {c.gpu} has no Nsight Compute row of "
+                              f"{library} at this problem)")
         goal = _goal_of(goals, group)
         if goal is not None:
             short = g[g["of library"] < goal]

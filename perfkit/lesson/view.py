@@ -44,6 +44,37 @@ def _display(objs) -> None:
         display(o)
 
 
+def diff_side(label: str, report, kernel: int, problem: Problem) -> str:
+    """One side of an anatomy diff, named so that it cannot be read as another build: the rung, the
+    launch compared (its index and kernel) and the problem it was compiled for."""
+    n = len(getattr(report, "launches", None) or [])
+    launch = f"launch {kernel}" + (f" of {n}" if n > 1 else "")
+    arch = report.arch or f"sm_{report.cc[0]}{report.cc[1]}"
+    return f"{label} ({launch}, {report.kernel_name}, at {problem.label}, {arch})"
+
+
+class NamedDiff:
+    """An anatomy diff (:func:`perfkit.anatomy.diff`) whose header names the launch and the problem of
+    both sides (the rung before is often built at this rung's problem, not at the build its own
+    section showed)."""
+
+    def __init__(self, diff, before: str, after: str):
+        self.diff, self.before, self.after = diff, before, after
+
+    @property
+    def header(self) -> str:
+        return f"anatomy diff: {self.before} -> {self.after}"
+
+    def __str__(self) -> str:
+        lines = str(self.diff).split("\n")
+        return "\n".join([self.header] + lines[1:])
+
+    __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        return f"<p>{html.escape(self.header)}</p>" + self.diff._repr_html_()
+
+
 _runs = runs_as_is  # (the view's older name): the summary keeps a rung's card at its own problem only
 
 
@@ -62,6 +93,7 @@ class LadderView:
         self.reports: dict = {}
         self.cards: dict[str, RungCard] = {}
         self.shown: list[str] = []
+        self.built: dict[str, tuple] = {}  # the (launch, problem label) each shown section's anatomy is of
         self.prevs: dict[str, Variant] = {}  # a section's explicit ``prev`` (its sub-ladder's rung), by name
 
     # -- one rung --
@@ -125,8 +157,12 @@ class LadderView:
         code = source_diff(prev, v, p, built=built) if prev is not None else source(v, p)
         out.append(fold(code, summary=fold_source) if fold_source else code)
         r = self._report(v, kernel)
+        p_prev = (p if runs(prev, p) else self._example(prev)) if prev is not None else None
         r_prev = self._report(prev, prev_kernel, p if runs(prev, p) else None) if prev is not None else None
-        out.append(fold(anatomy.diff(r_prev, r) if r_prev is not None else r,
+        self.built[name] = (kernel, p.label)
+        diff = (NamedDiff(anatomy.diff(r_prev, r), diff_side(prev.label, r_prev, prev_kernel, p_prev),
+                          diff_side(v.label, r, kernel, p)) if r_prev is not None else None)
+        out.append(fold(diff if diff is not None else r,
                         summary=f"anatomy of {v.label} ({r.kernel_name}) for {r.arch or f'sm_{self.cc[0]}{self.cc[1]}'}: "
                                 f"{r.registers} registers, {r.shared_bytes} B shared, occupancy "
                                 f"{r.occupancy.ratio:.0%} (open for the diff)"))
@@ -143,8 +179,14 @@ class LadderView:
         card = recorded(self.op, self.problem, v, ladder=self.ladder, table=self.table, model_gpu=self.model_gpu,
                         estimate=self.estimate, banks_unrecorded=self.banks_unrecorded, prev=prev)
         card.anatomy_note = anatomy_changes(r_prev, r)
+        if card.anatomy_note and prev is not None and self.built.get(prev.name, (prev_kernel, p_prev.label)) != (
+                prev_kernel, p_prev.label):  # not the build of the rung before that its section showed
+            card.anatomy_note += (f" (against {prev.label}'s launch {prev_kernel} at {p_prev.label}, not the build its "
+                                  "section showed)")
         card.tensor_mma = bool((r.mix or {}).get("tensor mma", 0))  # no tensor-pipe counter on a SIMT card
         pc = self.cards.get(prev.name) if prev is not None else None
+        if pc is not None:  # the GPU the rung before's card as shown was estimated for
+            card.prev_shown_model_gpu = pc.model_gpu
         if (not card.found and pc is not None and pc.model_gpu == card.model_gpu and pc.problem == card.problem
                 and not np.isfinite(card.prev_estimate_s)):  # no record: the prompt's question, as the model answers it
             # (the rung before's card estimates its record behind that record's timer: here both
@@ -163,7 +205,9 @@ class LadderView:
         if card.found and card.problem != p.label:  # recorded at the problem as asked, not the rung's twin
             out.append(Rendered(f"<p><i>The card below is the record at <code>{html.escape(card.problem)}</code>: the "
                              f"anatomy above is of the rung at its own example problem, <code>"
-                             f"{html.escape(p.label)}</code>.</i></p>", "card at the problem as asked"))
+                             f"{html.escape(p.label)}</code>.</i></p>",
+                             f"The card below is the record at {card.problem}: the anatomy above is of the rung at "
+                             f"its own example problem, {p.label}."))
         own = None  # the rung before is compared at its own problem: the prompt names it
         if prev is not None and card.prev_problem:
             own = card.prev_problem
@@ -294,7 +338,7 @@ class LadderView:
                           title=(title or f"{self.op} ladder at {p.label}") + (f" on {gpu}" if several else ""),
                           estimates={c.label: c.estimate_rate for c in cs},
                           changed={c.label for c in cs if c.changed_since})
-        note = (f"; {len(older)} of {len(found)} records are of older code (kernel changed since: not today's "
+        note = (f"; {len(older)} of {len(found)} records {'is' if len(older) == 1 else 'are'} of older code (kernel changed since: not today's "
                 "kernels)" if older else "")
         head = f"the {self.op} ladder at {p.label} on {gpu}" if several else f"the {self.op} ladder at {p.label}"
         _display([fold(card_table(cs, style=True), summary=f"{head}: one row per rung (recorded on {gpu}{note}); "

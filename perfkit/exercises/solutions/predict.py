@@ -7,6 +7,7 @@ saxpy = {"us": 240}
 # shared loads (at 7c7b2e0 warptile was the slower, 8.3 ms against 6.2)
 gemm_order = {"faster": "warptile", "x": 1.64}
 # each thread walks its own output pixel's taps: few loads in flight per warp for their latency
+# (at the stage-4 3x3 layer the model's latency and issue legs are equal: either binds)
 conv_bound = {"bound": "latency"}
 # 134 MB (x read, y written) at ~0.7 of 3.35 TB/s: 57 us; the tuned rung's record beat the oracle
 softmax = {"us": 57, "beats_oracle": True}

@@ -133,7 +133,7 @@ else:
     print(f"{ev.clock:27s}: {ev.median_s * 1e6:10.1f} us")
     print(f"the window sat behind a {ev.extra['spin_s'] * 1e6:.0f} us spin; the host took "
           f"{np.median(ev.extra['host_enqueue_s']) * 1e6:.1f} us (median) to enqueue the events and the kernel, "
-          f"{ev.extra['host_exceeded_spin']} sample(s) where it outlasted the spin")
+          f"{lesson.plural(ev.extra['host_exceeded_spin'], 'sample')} where it outlasted the spin")
 
 # %% [markdown]
 # ## 2 · Warm-up

@@ -509,3 +509,14 @@ def test_notebook_03_checks_every_rung_in_every_profile(profile):
 
     unchecked = [v.label for v in conv.LADDER if not v.oracle and not any(runs(v, p) for p in problems)]
     assert not unchecked, f"{profile or 'default'}: {unchecked} run none of {cases}"
+
+
+def test_im2col_refuses_a_gemm_rung_the_ladder_does_not_have():
+    """A misspelled GEMM rung fell back to the preferred one silently: it is refused, naming the choices."""
+    from perfkit.kernels.conv.im2col import Im2colGemm
+
+    p = conv.Problem(1, 3, 6, 6, 4, 3, 3)
+    with pytest.raises(UnsupportedProblem, match="gemm_rung='warptlie' is no rung of the GEMM ladder.*'warptile'"):
+        Im2colGemm(gemm_rung="warptlie").supports(p)
+    Im2colGemm(gemm_rung="warptile").supports(p)
+    Im2colGemm().supports(p)

@@ -131,6 +131,12 @@ class Im2colGemm(Variant):
         return ws
 
     def supports(self, problem):
+        from .. import gemm
+
+        names = [v.name for v in gemm.LADDER if not v.oracle]
+        if self.gemm_rung != "best" and self.gemm_rung not in names:  # a typo never falls back silently
+            raise UnsupportedProblem(f"{self.label}: gemm_rung={self.gemm_rung!r} is no rung of the GEMM ladder; "
+                                     f"one of {names}, or 'best'")
         m, n, k = problem.gemm_mnk
         if m * k >= 2**31:
             raise UnsupportedProblem(f"{self.label}: the im2col buffer would have {m * k} elements (>= 2**31)")

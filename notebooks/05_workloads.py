@@ -155,7 +155,7 @@ ops = {net: traced[net].predict(gpu, ladders=ladders) for net in networks}
 tables = {net: workload.by_class(ops[net]) for net in networks}
 for net in networks:
     used = ops[net].loc[ops[net]["class"] != "view", "method"].value_counts()
-    display(lesson.fold(lesson.class_table(tables[net]),
+    display(lesson.fold(workload.format_table(tables[net]),
                         "methods: " + ", ".join(f"{n} ops by {m}" for m, n in used.items()),
                         summary=f"{traced[net].label} on {specs.get(gpu).name}, predicted per class "
                                 "(open once you have predicted)"))

@@ -2095,7 +2095,9 @@ def test_a_predicted_steps_class_table_has_a_dash_not_nan():
     t = pd.DataFrame({"class": ["gemm", "conv"], "ops": [3, 106], "GFLOP": [0.02, 48.57], "GB": [0.012, 0.357],
                       "predicted_ms": [0.006, 0.217], "share": [0.007, 0.26], "flop_share": [0.0005, 0.99],
                       "step_speedup_2x": [1.004, 1.149]})
-    text = lesson.class_table(t)
+    from perfkit import workload
+
+    text = workload.format_table(t)  # the CLI's table and notebook 05's
     assert "NaN" not in text and "nan" not in text
     total = text.splitlines()[-1].split()
     assert total[0] == "total" and total[-1] == "—" and total[1] == "109"

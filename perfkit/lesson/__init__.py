@@ -60,7 +60,7 @@ from .numba_warnings import WarningLog, numba_warning_summary, quiet_numba_warni
 from .prompts import answer, answers_shown_before, ask, fold, paragraph, predict_prompt, rung_section
 from .sass import mnemonic, opcode_counts, sass_table
 from .checks import check_rungs, traffic_table
-from .workloads import class_table, measured_classes
+from .workloads import measured_classes
 from .timers import newest_timer_runs, timer_check, timer_runs, timers_paragraph, what_if_timers
 from .coverage import comparison, copy_sentence, problem_words, recorded_where, recording_runs, runs_sentence
 from .ncu import COUNTERS, Counters, counters, kernels as ncu_kernels
@@ -79,7 +79,7 @@ __all__ = ["source", "source_diff", "kernel_sources", "kernel_helpers", "MATCH_R
            "LadderView", "fold_figure", "counters", "Counters", "COUNTERS", "answers_shown_before",
            "layer_estimate", "first_recorded", "first_recorded_answer", "network_table", "weighted_of_oracle", "standing", "standing_table",
            "standing_figure", "takeaway", "choose_record", "paragraph", "ncu_kernels", "WhereTheyStand",
-           "copy_ceiling", "standing_rows", "ask", "mnemonic", "opcode_counts", "sass_table", "check_rungs", "traffic_table", "measured_classes", "class_table", "plural", "what_if_timers", "timers_paragraph",
+           "copy_ceiling", "standing_rows", "ask", "mnemonic", "opcode_counts", "sass_table", "check_rungs", "traffic_table", "measured_classes", "plural", "what_if_timers", "timers_paragraph",
            "Progress", "progress", "recorded_gpus", "shown_gpu", "spec_key", "tuning_table", "tuning_paragraph",
            "describe_config", "timer_check", "timer_runs", "newest_timer_runs", "comparison", "copy_sentence", "problem_words", "recorded_where",
            "recording_runs", "runs_sentence"]

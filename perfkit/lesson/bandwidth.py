@@ -16,7 +16,7 @@ import pandas as pd
 
 from .cards import CHANGED_MARK_NOTE, changed_since_recorded, choose_record
 from .formatting import fmt_seconds
-from .matching import ladder_for, records
+from .matching import label_params, ladder_for, records
 from .ncu import library_row, row_of_code
 from .prompts import Rendered, fold, paragraph
 from .view import fold_figure
@@ -29,13 +29,9 @@ COLUMNS_NOTE = ("x torch / x Triton: their median over the best rung's, both of 
 _PEERS = {"torch": "oracle", "Triton": "triton"}
 
 
-def _params(problem: str) -> dict:
-    return dict(p.split("=", 1) for p in str(problem).split() if "=" in p)
-
-
 def shape_of(problem: str) -> str:
     """``rows=4096 cols=1024 dtype=float32 ...`` -> ``4096 x 1024``; batchnorm ``32x256x56x56 NCHW``."""
-    p = _params(problem)
+    p = label_params(problem)
     if "cols" in p:
         return f"{p.get('rows', '?')} x {p['cols']}"
     dims = "x".join(p[k] for k in ("n", "c", "h", "w") if k in p)
@@ -44,7 +40,7 @@ def shape_of(problem: str) -> str:
 
 def width_of(problem: str) -> float:
     """The figure's x: the row width (``cols``), or H*W for batchnorm (a channel's contiguous run in NCHW)."""
-    p = _params(problem)
+    p = label_params(problem)
     if "cols" in p:
         return float(p["cols"])
     if "h" in p and "w" in p:
@@ -95,7 +91,7 @@ def standing_rows(op: str, gpu: str, *, frame: pd.DataFrame | None = None, copy_
         b = ours.loc[ours["median_s"].idxmin()] if len(ours) else None  # None: only peers recorded here
         commit = b["commit"] if b is not None else None
         here = all_rows[all_rows["problem"] == problem]
-        p = _params(problem)
+        p = label_params(problem)
         row = {"op": op, "gpu": gpu, "problem": problem, "shape": shape_of(problem),
                "dtype": p.get("dtype", ""), "group": " ".join(p[k] for k in ("dtype", "layout") if k in p),
                "width": width_of(problem),

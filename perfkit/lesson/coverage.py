@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from .matching import ladder_for, match_rows, records
+from .formatting import plural
+from .matching import label_params, match_rows, records
 
 #: problem parameters a sentence leaves out (defaults no record varies)
 _QUIET = ("eps", "axis", "momentum", "alpha")
@@ -22,9 +23,9 @@ def problem_words(label, among=None) -> str:
     dtype and layout last.  ``among``: problems it is told apart from (labels); of a problem named
     by its parameters, only those that differ among them are said (``float16 NHWC``)."""
     label = getattr(label, "label", label)
-    p = dict(x.split("=", 1) for x in str(label).split() if "=" in x)
+    p = label_params(label)
     if among is not None and not ("cols" in p or ({"m", "n", "k"} <= set(p) and "c" not in p)):
-        others = [dict(x.split("=", 1) for x in str(getattr(o, "label", o)).split() if "=" in x) for o in among]
+        others = [label_params(o) for o in among]
         p = {k: v for k, v in p.items() if any(o.get(k) != v for o in others)} or p
     tail = " ".join(p[k] for k in ("dtype", "layout") if k in p)
     if "cols" in p:
@@ -151,7 +152,7 @@ def runs_sentence(ops, *, gpu: str | None = None, frame: pd.DataFrame | None = N
     for g, r in runs.groupby("gpu", sort=False):
         bits = []
         for _, x in r.iterrows():
-            rungs = f"rungs {_rung_ranges(x['rungs'])}" if one and x["rungs"] else f"{x['records']} record{'s' if x['records'] != 1 else ''}"
+            rungs = f"rungs {_rung_ranges(x['rungs'])}" if one and x["rungs"] else plural(x["records"], "record")
             bits.append(f"{rungs} on {x['date']} (commit {x['commit']})")
         per_gpu.append(f"On {g}: {_join(bits)}.")
     what = _join(dict.fromkeys(o for os_ in runs["ops"] for o in os_))

@@ -137,10 +137,16 @@ def _same_value(a, b) -> bool:
         return False
 
 
+def label_params(label) -> dict[str, str]:
+    """A problem label's parameters as text: ``"rows=4096 cols=1024 dtype=float32"`` ->
+    ``{"rows": "4096", "cols": "1024", "dtype": "float32"}`` (a Problem: its label's)."""
+    return dict(_PARAM_RE.findall(str(getattr(label, "label", label))))
+
+
 def matches(problem: Problem | str | dict, record_label: str) -> bool:
-    rec = dict(_PARAM_RE.findall(str(record_label)))
+    rec = label_params(record_label)
     if isinstance(problem, str):
-        want = dict(_PARAM_RE.findall(problem))
+        want = label_params(problem)
         defaults = {}
     elif isinstance(problem, dict):
         want, defaults = problem, {}
@@ -242,13 +248,8 @@ def shown_gpu(want: str | None = None, ops=()) -> str | None:
 
 @functools.lru_cache(maxsize=64)
 def _known(gpu_name) -> bool:
-    from .. import specs
-
-    try:
-        specs.get(str(gpu_name))
-        return True
-    except Exception:  # noqa: BLE001  (specs.SpecError: a GPU devices.yaml does not list)
-        return False
+    """Whether devices.yaml lists the GPU (:func:`spec_key` with no default)."""
+    return bool(_spec_key(str(gpu_name), ""))
 
 
 def recorded_gpus(ops=(), first: str | None = None) -> list[str]:

@@ -33,8 +33,9 @@ COUNTERS = (
 _SUMMED = ("time_us", "dram_read_bytes", "dram_write_bytes", "l2_bytes", "shared_wavefronts",
            "shared_bank_conflicts", "warp_instructions", "ffma_thread_instructions")
 _PCTS = ("issue_active_pct", "achieved_occupancy_pct", "tensor_pipe_active_pct")
-#: why warps did not issue (tables from 2026-11-28 on): warps stalled for each reason per cycle a
-#: scheduler issued; a card shows the rung's largest few (``selected`` is the issuing warp itself)
+#: why warps did not issue (a table's ``stall_<reason>`` columns, from 2026-11-28 on): warps stalled
+#: for each reason per cycle a scheduler issued; a card shows the rung's largest few, each by its
+#: label here (a reason not listed by its name; ``selected`` is the issuing warp itself, no stall)
 STALLS = {"long_scoreboard": "global/local memory (long scoreboard)", "short_scoreboard": "shared memory, MUFU (short scoreboard)",
           "wait": "fixed latency (wait)", "barrier": "barrier", "mio_throttle": "shared-memory queue (MIO throttle)",
           "lg_throttle": "global-memory queue (LG throttle)", "math_pipe_throttle": "math pipe busy",
@@ -111,7 +112,7 @@ def all_counters(op: str, problem: str, variant: str, gpu: str | None) -> tuple[
             continue
         s = {c: float(rows[c].sum()) for c in _SUMMED if c in rows}
         w = rows["time_us"].to_numpy(float) if "time_us" in rows else np.ones(len(rows))
-        for c in _PCTS + tuple(f"stall_{r}" for r in STALLS):
+        for c in _PCTS + tuple(c for c in rows.columns if c.startswith("stall_")):  # what the table has
             if c in rows and rows[c].notna().any():
                 s[c] = float(np.average(rows[c].to_numpy(float), weights=w if w.sum() > 0 else None))
         vals = {"dram_bytes": s.get("dram_read_bytes", np.nan) + s.get("dram_write_bytes", np.nan)}
@@ -172,12 +173,13 @@ def counter_rows(cur: Counters, prev: Counters | None, *, tensor: bool | None = 
 def stall_rows(cur: Counters, prev: Counters | None) -> list[dict]:
     """This rung's largest stall reasons (warps stalled per issue cycle), each beside the rung
     before's figure for the same reason; none where the table has no stall columns."""
-    have = {r: cur.get(f"stall_{r}") for r in STALLS if r != "selected"}
+    have = {k.removeprefix("stall_"): cur.get(k) for k in cur.values
+            if k.startswith("stall_") and k != "stall_selected"}  # the issuing warp is no stall
     top = sorted((r for r, v in have.items() if np.isfinite(v) and v > 0), key=lambda r: -have[r])[:STALLS_SHOWN]
     out = []
     for r in top:
         a, b = have[r], prev.get(f"stall_{r}") if prev is not None else float("nan")
-        out.append({"counter": f"stalled: {STALLS[r]}, warps per issue", "this rung": fmt_count(a, "ratio"),
+        out.append({"counter": f"stalled: {STALLS.get(r, r.replace('_', ' '))}, warps per issue", "this rung": fmt_count(a, "ratio"),
                     "rung before": fmt_count(b, "ratio") if prev is not None else "",
                     "change": f"x{fmt_rate(a / b)}" if np.isfinite(b) and b > 0 else ""})
     return out

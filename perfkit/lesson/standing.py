@@ -11,14 +11,14 @@ import pandas as pd
 from .cards import changed_since_recorded
 from .formatting import fmt_seconds
 from .ncu import fmt_count, library_row, row_of_code
-from .matching import ladder_for, records
+from .matching import label_params, ladder_for, records
 
 _DTYPE_KEYS = ("dtype", "layout")
 
 
 def _group_of(problem: str) -> str:
     """The dtype (and layout, where the problem has one) of a problem label: the row's group."""
-    parts = dict(p.split("=", 1) for p in str(problem).split() if "=" in p)
+    parts = label_params(problem)
     return " ".join(parts[k] for k in _DTYPE_KEYS if k in parts)
 
 

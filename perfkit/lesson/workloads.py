@@ -33,18 +33,3 @@ def measured_classes(rec: pd.DataFrame, today: dict | None = None) -> pd.DataFra
                          "measured / predicted then": meas / then if then > 0 else float("nan")})
     return pd.DataFrame(rows, columns=cols)
 
-
-def class_table(table: pd.DataFrame) -> str:
-    """The per-class table of a predicted step (``workload.by_class``) as fixed-width text, with its
-    total row: :func:`perfkit.workload.format_table`'s columns and formats, a dash (not NaN) where
-    a row has no number (the total has no Amdahl speed-up of its own)."""
-    t = table[["class", "ops", "GFLOP", "GB", "predicted_ms", "share", "flop_share", "step_speedup_2x"]].copy()
-    total = {"class": "total", "ops": t["ops"].sum(), "GFLOP": t["GFLOP"].sum(), "GB": t["GB"].sum(),
-             "predicted_ms": t["predicted_ms"].sum(), "share": t["share"].sum(), "flop_share": t["flop_share"].sum(),
-             "step_speedup_2x": float("nan")}
-    t = pd.concat([t, pd.DataFrame([total])], ignore_index=True)
-    # as text before to_string: a formatter is never given NaN (pandas prints its na_rep instead)
-    t["step_speedup_2x"] = [f"{v:.3f}x" if v == v else "—" for v in t["step_speedup_2x"].astype(float)]
-    return t.to_string(index=False, formatters={
-        "GFLOP": "{:.2f}".format, "GB": "{:.3f}".format, "predicted_ms": "{:.3f}".format,
-        "share": "{:.1%}".format, "flop_share": "{:.2%}".format})

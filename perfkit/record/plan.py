@@ -171,11 +171,7 @@ def last_ncu_table(tables: list | None = None) -> dict:
 def profiled_anywhere() -> set:
     """(op, rung name) of every row of every Nsight Compute table in data/ncu/, of any GPU: a
     rung in none of them has a card with no counters at all (its "new" units go first)."""
-    seen: set = set()
-    for path in sorted(LAST_NCU.parent.glob("*.csv")):
-        with open(path) as f:
-            seen.update((r["op"], r["rung"].split(" ", 1)[-1]) for r in csv.DictReader(f))
-    return seen
+    return set(last_ncu_table([(path, None) for path in sorted(LAST_NCU.parent.glob("*.csv"))]))
 
 
 def recorded_anywhere(results_root=None) -> set[tuple[str, str]]:
@@ -225,12 +221,12 @@ def ncu_units(mods, tiny: bool, cap=None) -> list[Unit]:
     timed = recorded_anywhere()
     for op, tiers in found.items():
         new = tiers.pop("new")
-        unseen = [v for v, _ in new if (op, v.label.split(" ", 1)[-1]) not in seen]
+        unseen = [v for v, _ in new if (op, v.name) not in seen]
         tiers["unseen"] = [(v, "in no table of any GPU") for v in unseen if (op, v.name) in timed]
         # a rung no GPU has timed has no card to give counters to yet, and may be one that hangs
         # (an ncu unit has no stall limit): after the rungs this GPU has not profiled
         tiers["untimed"] = [(v, "in no table and no record of any GPU") for v in unseen if (op, v.name) not in timed]
-        tiers["new"] = [(v, why) for v, why in new if (op, v.label.split(" ", 1)[-1]) in seen]
+        tiers["new"] = [(v, why) for v, why in new if (op, v.name) in seen]
     units = []
     for tier in ("unseen", "new", "untimed", "changed", "unknown"):
         for op, mod in mods:

@@ -465,13 +465,15 @@ def compare_devices(workload: Workload, gpus=None, **kw) -> pd.DataFrame:
 
 
 def format_table(table: pd.DataFrame) -> str:
-    """The per-class table as fixed-width text (what the CLI prints)."""
+    """The per-class table as fixed-width text (what the CLI prints, notebook 05 shows), with its
+    total row: a dash where a row has no number (the total has no Amdahl speed-up of its own)."""
     t = table[["class", "ops", "GFLOP", "GB", "predicted_ms", "share", "flop_share", "step_speedup_2x"]].copy()
     total = pd.DataFrame([{"class": "total", "ops": t["ops"].sum(), "GFLOP": t["GFLOP"].sum(), "GB": t["GB"].sum(),
                            "predicted_ms": t["predicted_ms"].sum(), "share": t["share"].sum(),
                            "flop_share": t["flop_share"].sum(), "step_speedup_2x": float("nan")}])
     t = pd.concat([t, total], ignore_index=True)
+    # as text before to_string: a formatter is never given NaN (pandas prints its na_rep instead)
+    t["step_speedup_2x"] = [f"{v:.3f}x" if v == v else "—" for v in t["step_speedup_2x"].astype(float)]
     return t.to_string(index=False, formatters={
         "GFLOP": "{:.2f}".format, "GB": "{:.3f}".format, "predicted_ms": "{:.3f}".format,
-        "share": "{:.1%}".format, "flop_share": "{:.2%}".format,
-        "step_speedup_2x": lambda v: "" if v != v else f"{v:.3f}x"})
+        "share": "{:.1%}".format, "flop_share": "{:.2%}".format})

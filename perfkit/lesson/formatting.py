@@ -98,8 +98,8 @@ def anatomy_table(reports: dict) -> pd.DataFrame:
 
 def sweep_table(df: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
     """A sweep's frame as a reader reads it: problem, rung, check, median time in ms/µs, the
-    rate in its unit, the model's time, and the error if any.  Simulated rows show no rate and
-    say their time is simulated (host clock), not a speed."""
+    rate in its unit, the model's time, and the error if any.  Simulated rows show no rate (a
+    dash, as does a row with no rate) and say their time is simulated (host clock), not a speed."""
     if df is None or df.empty:
         return pd.DataFrame()
     if metric is None:
@@ -111,7 +111,9 @@ def sweep_table(df: pd.DataFrame, metric: str | None = None) -> pd.DataFrame:
         "rung": df["label"] if "label" in df else df.get("variant"),
         "check": np.where(df.get("check_ok", pd.Series(False, index=df.index)).fillna(False).astype(bool), "ok", "FAILED"),
         "median": [("simulated" if s else fmt_seconds(t)) for s, t in zip(sim, df.get("median_s", pd.Series(np.nan, index=df.index)))],
-        UNIT[metric]: [np.nan if s else v for s, v in zip(sim, df.get(metric, pd.Series(np.nan, index=df.index)))],
+        # a dash, never NaN, where there is no rate: a simulated row (its time is no speed) or none recorded
+        UNIT[metric]: ["—" if s or v is None or v != v else v
+                       for s, v in zip(sim, df.get(metric, pd.Series(np.nan, index=df.index)))],
         "model": [fmt_seconds(t) for t in df.get("model_s", pd.Series(np.nan, index=df.index))],
         "error": df.get("error", pd.Series("", index=df.index)).fillna(""),
     })

@@ -1680,6 +1680,10 @@ def test_the_what_if_says_which_launch_time_the_timer_hides():
                          "spin_launch_us": [2.0, 2.0], "hidden_us": [0.0, 5.0], "host_us": [50.0, 50.0]})
     text = lesson.timers_paragraph(fake, "x")
     assert "binds x on b" in text and "5 µs on b" in text and "a under the flush-only timer, b behind the spin" in text
+    assert "the bound changes on b dram (was launch) and stays on a dram" in text
+    same = fake.assign(flush_bound=["dram", "dram"])  # no bound moves: said so, not "the bounds become"
+    text = lesson.timers_paragraph(same, "x")
+    assert "no GPU's bound changes (a dram, b dram)" in text and "become" not in text
 
 
 def test_progress_outside_a_kernel_leaves_one_line(capsys):

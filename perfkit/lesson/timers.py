@@ -61,11 +61,22 @@ def timers_paragraph(t: pd.DataFrame, label: str) -> str:
                   + ", ".join(f"{fmt_seconds(x / 1e6)} on {g}" for g, x in hidden.items())
                   + " of launch time" if len(hidden) else "Behind today's spin no GPU's estimate changes")
                  + f"; the launch leg left is {' to '.join(left[:1] + left[-1:]) if len(left) > 1 else left[0]} "
-                 "(the launch latency), and the bounds become "
-                 + ", ".join(f"{g} {b}" for g, b in zip(t["gpu"], t["spin_bound"])) + ".")
+                 "(the launch latency), and " + _bounds_then(t) + ".")
     parts.append(f"Fastest in the model: {fast_flush} under the flush-only timer, {fast_spin} behind the spin"
                  + (" (the same GPU)." if fast_flush == fast_spin else "."))
     return " ".join(parts)
+
+
+def _bounds_then(t: pd.DataFrame) -> str:
+    """Behind the spin, each GPU's bound, said as a change only where it changed ("the bounds
+    become" where none moved read as if they had)."""
+    moved = t["flush_bound"] != t["spin_bound"]
+    same = ", ".join(f"{g} {b}" for g, b in zip(t.loc[~moved, "gpu"], t.loc[~moved, "spin_bound"]))
+    if not moved.any():
+        return f"no GPU's bound changes ({same})"
+    changed = ", ".join(f"{g} {b} (was {a})" for g, a, b in
+                        zip(t.loc[moved, "gpu"], t.loc[moved, "flush_bound"], t.loc[moved, "spin_bound"]))
+    return f"the bound changes on {changed}" + (f" and stays on {same}" if same else "")
 
 
 def timer_runs() -> pd.DataFrame:

@@ -61,7 +61,8 @@ from perfkit import backend, timing, bench, results, roofline, plots, anatomy, l
 from perfkit.kernels import saxpy
 
 SIM = backend.is_simulator()        # (the backend is announced once, on import)
-backend.device()
+# the device's facts this backend knows (the simulator knows few: the rest are left out, not shown as None)
+{k: v for k, v in backend.device().as_dict().items() if v not in (None, {})}
 
 # %% [markdown]
 # ## The op: SAXPY
@@ -430,7 +431,7 @@ if c is not None:
 # faster on the second run (the lines above say which, and by how much), with intervals far from
 # 1: this is the machine and the timer, not the kernel.  The interval only knows the spread
 # *within* one run, and these runs differ by more than that.  Those records were taken with the
-# first timer, before the spin kernel, whose window held part of the host's launch (section 2).
+# first timer, before the spin kernel, whose window held part of the host's launch (section 1).
 #
 # The same comparison with today's timer: the H100 records of 2026-11-26 (commit 6bbc424) hold the
 # norm ladders twice, run a few minutes apart.  Predict first: will today's timer agree with itself

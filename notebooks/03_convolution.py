@@ -546,15 +546,29 @@ print(f"whole network at batch {resnet_batch}, float32: transposes {float((layou
 # vectorizes in NHWC).
 
 # %%
-rows = []
+from perfkit.kernels.base import UnsupportedProblem
+
+rows, refused = [], {}
 for v in conv.LADDER[1:]:
     for lay in ("NCHW", "NHWC"):
         p = conv.to_layout(EX, lay, "float16" if v.name == "tensor_core" else None)
+        try:
+            v.supports(p)  # a layout (or dtype) the rung refuses: no traffic of it to compare
+        except UnsupportedProblem as why:
+            refused.setdefault(v.label, []).append((lay, str(why)))
+            continue
         t = v.traffic(p)
         row = {"rung": v.label, "layout": lay, "DRAM MB": t.dram_bytes / 1e6, "L2 MB": (t.l2_bytes or 0) / 1e6}
         if table_estimator != "roofline":  # the roofline bound would be one number for every rung
             row["est ms"] = lesson.layer_estimate(v, p, gpu, table_estimator)[0] * 1e3
         rows.append({**row, "notes": t.notes})
+if refused:  # said once, with the first rung's own reason
+    by = {}
+    for label, why in refused.items():
+        by.setdefault(" and ".join(lay for lay, _ in why), []).append(label)
+    print(f"left out, refused by their rung at this layer in {EX.dtype}: "
+          + "; ".join(f"{', '.join(labels)} in {lays}" for lays, labels in by.items())
+          + f" (e.g. {next(iter(refused.values()))[0][1]})")
 pd.DataFrame(rows).style.format(precision=3).hide(axis="index")
 
 # %% [markdown]

@@ -10,6 +10,12 @@ __all__ = ["ladder", "metric_vs", "placeholder", "real_rows", "provenance"]
 _UNITS = {"tflops": "TFLOP/s", "gbps": "GB/s"}
 
 
+def _rows_word(n: int) -> str:
+    """'1 simulated row', '8 simulated rows': never "row(s)" on a figure (lesson.plural's rule;
+    lesson sits above this module)."""
+    return f"{n} simulated {'row' if n == 1 else 'rows'}"
+
+
 def real_rows(table: pd.DataFrame, metric: str) -> tuple[pd.DataFrame, int]:
     """Rows with a real measured ``metric``; also how many simulated rows were dropped."""
     if table is None or table.empty:
@@ -58,7 +64,7 @@ def ladder(table: pd.DataFrame, metric: str = "tflops", title: str | None = None
         rows = rows[rows["problem"] == problem].sort_values(order)
     if rows.empty:
         why = ("no GPU measurements" + (f" at {problem}" if problem else "")
-               + (f" ({n_sim} simulated row(s) left out: simulated times are not speeds)" if n_sim else ""))
+               + (f" ({_rows_word(n_sim)} left out: simulated times are not speeds)" if n_sim else ""))
         if estimates and any(e is not None and np.isfinite(e) for e in estimates.values()):
             return _estimates_only(estimates, metric, why, ax=ax, title=title or "ladder")
         return placeholder(why.replace("no GPU measurements", "no GPU measurements to plot", 1)
@@ -172,7 +178,7 @@ def metric_vs(table: pd.DataFrame, x: str, metric: str = "gbps", hue: str = "lab
     rows, n_sim = real_rows(table, metric)
     if rows.empty:
         msg = (f"no GPU measurements of {_UNITS.get(metric, metric)} vs {x}"
-               + (f": {n_sim} simulated row(s) left out" if n_sim else ""))
+               + (f": {_rows_word(n_sim)} left out" if n_sim else ""))
         return placeholder(msg, ax=ax, title=title)
     if ax is None:
         _, ax = plt.subplots(figsize=(7, 4))

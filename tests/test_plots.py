@@ -149,3 +149,13 @@ def test_estimates_only_labels_sit_clear_of_their_ticks():
     for t in ax.texts:
         assert not any(_overlaps(t.get_window_extent(r), k) for k in ticks), t.get_text()
     plt.close(ax.figure)
+
+
+def test_a_placeholder_counts_simulated_rows_in_words():
+    """The simulator's sweep drawn as a ladder: a placeholder naming how many rows were left out,
+    singular or plural, never "row(s)" (notebook 01's saxpy figure said "8 simulated row(s)")."""
+    sim = _rows().assign(simulated=True)
+    ax = plots.ladder(sim, metric="tflops")
+    assert "3 simulated rows left out" in ax.texts[0].get_text()
+    ax = plots.ladder(sim.iloc[:1], metric="tflops")
+    assert "1 simulated row left out" in ax.texts[0].get_text() and "(s)" not in ax.texts[0].get_text()

@@ -271,6 +271,19 @@ def test_explanation_reads_the_numbers():
     assert c.as_dict()["measured/est"] == pytest.approx(1.1)
 
 
+def test_an_unrecorded_card_says_when_its_estimated_factor_leaves_out_bank_conflicts():
+    """A card with no record estimates the rung before as it estimates itself: without simulated
+    bank conflicts where it has none, so that estimate can differ from the rung before's own card
+    (notebook 02: cluster's card put warp_specialized at 195 µs, its own card at 194 µs); the row says so."""
+    c = lesson.RungCard(op="gemm", problem="p", variant="x", label="24 x", metric="tflops", estimate_s=195e-6,
+                        bound="tensor", legs={"tensor": 141e-6}, estimate_kind="estimate", prev_label="22 y",
+                        prev_estimate_s=195e-6, estimate_banks=False)
+    row = dict(c.rows())["x the rung before, estimated"]
+    assert "(195 µs -> 195 µs; both without bank conflicts)" in row
+    c.estimate_banks = True
+    assert "bank" not in dict(c.rows())["x the rung before, estimated"]
+
+
 def test_predict_prompt_comes_before_a_folded_answer():
     card = lesson.recorded("gemm", gemm.Problem(37, 41, 29), "coalesced", estimate=False)
     prompt = lesson.predict_prompt(gemm.LADDER[1], gemm.LADDER[2], "m=37")

@@ -339,9 +339,13 @@ class RungCard:
                 rows.append((name, f"{fmt_seconds(self.estimate_s)} on {self.model_gpu}, bound by {self.bound}"
                              + (f"; legs: {legs}" if legs else "")))
                 if self.prev_label and np.isfinite(self.prev_estimate_s):  # the prompt's question, estimated
+                    # the rung before estimated as this one is (where bank conflicts are not simulated here,
+                    # not there either): said, since its own card's estimate may then differ
                     rows.append(("x the rung before, estimated", f"the model says x{self.prev_estimate_s / self.estimate_s:.2f} "
                                  f"vs {self.prev_label} ({fmt_seconds(self.prev_estimate_s)} -> "
-                                 f"{fmt_seconds(self.estimate_s)}); an estimate, not a measured speed-up"
+                                 f"{fmt_seconds(self.estimate_s)}"
+                                 + ("; both without bank conflicts" if not self.estimate_banks else "")
+                                 + "); an estimate, not a measured speed-up"
                                  + (f" ({self.prev_label}'s record: {self.prev_record})" if self.prev_record else "")))
             elif self.estimate_error:
                 rows.append(("model estimate", self.estimate_error))

@@ -360,8 +360,11 @@ view.anatomy_table()
 # and its useful bytes per second as a fraction of the **measured copy bandwidth** of that GPU
 # (notebook 01), the ceiling a memory-bound kernel can reach.  Per rung and problem the record is
 # the newest of today's code, an older one (marked `*`) only where today's code was never measured
-# there; torch and Triton come from the best rung's own run where they were measured in it.  Then
-# the same numbers against the width, with the copy ceiling as a line: each point one record.
+# there; the best rung is the fastest of today's code, an older one (marked `*`) only where no
+# rung of today's code was measured there, and a record of older code that ran faster is named
+# beside it, never in its place; torch and Triton come from each rung's own run where they were
+# measured in it.  Then the same numbers against the width, with the copy ceiling as a line: each
+# point one record.
 #
 # **Predict before you open it.**  The goal of every ladder is to match torch and to move its bytes
 # at the copy bandwidth.  At 4096 x 4096 float32, which ops will beat torch, and at what fraction

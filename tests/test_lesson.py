@@ -1395,6 +1395,61 @@ def test_where_they_stand_chooses_records_by_code_and_each_number_is_its_record(
     plt.close("all")
 
 
+def test_where_they_stand_speaks_for_todays_code_as_02_and_03_do(monkeypatch):
+    """A rung whose only record is of older code and ran faster than today's best rung is not the
+    best rung (notebook 04 showed the H200's softmax smem_row of 6ba0514 at x1.57 torch, 'older code*',
+    where today's best, multirow, is at x1.47): the row is today's best with torch of its own run,
+    and the older record is named beside it, with torch of its run, in the table and the paragraph,
+    as lesson.standing and lesson.takeaway do for notebooks 02 and 03 (one rule, best_by_code)."""
+    import sys
+
+    names = [v.name for v in softmax.LADDER if not v.oracle]
+    label = {v.name: v.label for v in softmax.LADDER}
+    now, gone = names[-2], names[-1]
+    p2 = "rows=64 cols=4096 dtype=float32 axis=-1"
+    recs = pd.DataFrame([
+        _bw_record(now, 5, 2.0e-3, "new", "2026-01-02"),
+        _bw_record("oracle", 0, 3.0e-3, "new", "2026-01-02"),
+        _bw_record(gone, 6, 1.5e-3, "old", "2026-01-01"),       # faster, but its kernel changed since
+        _bw_record("oracle", 0, 2.7e-3, "old", "2026-01-01"),   # torch of the older record's run
+        # at p2 the older record ran faster and torch was not timed in its run: no ratio for it
+        _bw_record(now, 5, 4.0e-3, "new", "2026-01-02", problem=p2),
+        _bw_record("oracle", 0, 5.0e-3, "new", "2026-01-02", problem=p2),
+        _bw_record(gone, 6, 3.0e-3, "old", "2026-01-01", problem=p2),
+    ])
+    old = lambda v, c: c == "old"  # noqa: E731
+    monkeypatch.setattr("perfkit.lesson.cards.source_changed_since", old)
+    w = lesson.WhereTheyStand(["softmax"], "GPU A", frame=recs, copy_frame=recs.iloc[0:0])
+    a = w.rows.set_index("shape").loc["64 x 1000"]
+    assert a["best rung"] == label[now] and a["best median_s"] == 2.0e-3 and not a["older"]
+    assert a["torch median_s"] == 3.0e-3 and a["x torch"] == pytest.approx(1.5) and a["commits"] == "new"
+    assert (a["older faster rung"], a["older faster median_s"], a["older faster commit"]) == (label[gone], 1.5e-3, "old")
+    assert a["older faster x torch"] == pytest.approx(2.7e-3 / 1.5e-3)
+    b = w.rows.set_index("shape").loc["64 x 4096"]
+    assert b["best rung"] == label[now] and np.isnan(b["older faster x torch"])
+    shown = w.table("softmax").data
+    assert list(shown["best checked rung"]) == [label[now]] * 2
+    assert list(shown["older code ran faster"]) == [f"{label[gone]}, x1.80 (old*)", f"{label[gone]}, 3 ms (old*)"]
+    text = w.takeaway()
+    assert f"beats torch at 64 x 1000 (x1.50)" in text and "older code*" not in text, text
+    assert (f"at 64 x 1000 a record of older code ran faster: {label[gone]} at x1.80 torch's speed (commit old, "
+            "its kernel changed since)") in text, text
+    assert (f"at 64 x 4096 a record of older code ran faster: {label[gone]} at 3 ms (no torch timed in its run) "
+            "(commit old, its kernel changed since)") in text, text
+    assert "* recorded at an older commit" in w.notes()
+    # the same frame read by notebooks 02 and 03's standing: the same rung for today's code, the
+    # same older record named (there as the fastest record, marked, with today's beside it)
+    monkeypatch.setattr(sys.modules["perfkit.lesson.standing"], "changed_since_recorded",
+                        lambda df: pd.Series([c == "old" for c in df["commit"]], index=df.index))
+    st = lesson.standing("softmax", lesson.records("softmax", frame=recs[recs.problem != p2], latest=False)
+                         .sort_values("utc").drop_duplicates(["problem", "variant"], keep="last"))
+    r = st.iloc[0]
+    assert (r["today rung"], r["best rung"], r["commit"]) == (label[now], label[gone], "old*")
+    said = lesson.takeaway(st, "torch")
+    assert f"on GPU A: the best rung runs at x1.50 torch's speed over 1 problem" in said, said
+    assert f"at rows=64 cols=1000 a record of older code ran faster: {label[gone]} at x" in said, said
+
+
 def _json_records(slug, op):
     """Every record file of ``op`` on a GPU folder, read as JSON (not through perfkit.results)."""
     out = []
@@ -1430,9 +1485,22 @@ def test_where_they_stand_numbers_equal_the_record_files(op):
                 today = g[[history.source_changed_since(ladder[name], c) is False for c in g.commit]]
                 picks[name] = (today if len(today) else g).iloc[-1]
             ours = [p for p in picks.values() if p["ok"] is not False]
-            best = min(ours, key=lambda p: p["median_s"])
+            # today's code first (notebooks 02 and 03's rule); a faster older record named beside it
+            old = [history.source_changed_since(ladder[p["variant"]], p["commit"]) is True for p in ours]
+            now = [p for p, o in zip(ours, old) if not o]
+            best = min(now or ours, key=lambda p: p["median_s"])
             assert row["best median_s"] == best["median_s"] and row["commit"] == best["commit"][:7]
-            assert row["best rung"] == ladder[best["variant"]].label
+            assert row["best rung"] == ladder[best["variant"]].label and row["older"] == (not now)
+            was = [p for p, o in zip(ours, old) if o and now and p["median_s"] < best["median_s"]]
+            if was:
+                faster = min(was, key=lambda p: p["median_s"])
+                assert (row["older faster rung"], row["older faster median_s"]) == (ladder[faster["variant"]].label,
+                                                                                 faster["median_s"])
+                torch = f[(f.variant == "oracle") & (f.commit == faster["commit"])]
+                assert (row["older faster x torch"] == pytest.approx(torch.iloc[-1]["median_s"] / faster["median_s"])
+                        if len(torch) else np.isnan(row["older faster x torch"]))
+            else:
+                assert row["older faster rung"] == "" and np.isnan(row["older faster median_s"])
             assert row["of copy"] == pytest.approx((best["bytes"] / best["median_s"])
                                                    / (copy["bytes"] / copy["median_s"]))
             for peer, variant in (("torch", "oracle"), ("Triton", "triton")):

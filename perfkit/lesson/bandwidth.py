@@ -5,9 +5,12 @@ from the same numbers (so the prose stays true when the records change).
 
 Records are chosen by code, not recency: per (op, problem, rung) on the GPU the newest record of
 today's code, older code only where nothing newer exists (:func:`choose_record`, as the cards
-choose), and then marked ``*``.  torch and Triton are taken from the best rung's commit where they
-were recorded there (one run: a ratio of one commit), else their newest record, and the row's
-``commits`` says so.  Nothing is averaged, and the figure draws points only (no line joins two
+choose), and then marked ``*``.  The best rung of a problem is the standings' rule of notebooks 02
+and 03 (:func:`.standing.best_by_code`): the fastest of today's code, older code (marked) only where
+no rung of today's code was recorded there, and a record of older code that ran faster named
+beside it (``older faster``), never in its place.  torch and Triton are taken from the rung's
+commit where they were recorded there (one run: a ratio of one commit), else their newest record,
+and the row's ``commits`` says so.  Nothing is averaged, and the figure draws points only (no line joins two
 records).  :class:`WhereTheyStand` is the notebooks' one call."""
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ from .formatting import fmt_seconds
 from .matching import label_params, ladder_for, records
 from .ncu import library_row, row_of_code
 from .prompts import Rendered, fold, paragraph
+from .standing import best_by_code, older_ran_faster
 from .view import fold_figure
 
 #: what the table's ``x torch`` and ``of copy`` columns mean (the caption)
@@ -78,8 +82,10 @@ def _peer(rows: pd.DataFrame, variant: str, commit) -> pd.Series | None:
 def standing_rows(op: str, gpu: str, *, frame: pd.DataFrame | None = None, copy_gbps: float | None = None
                   ) -> pd.DataFrame:
     """One row per recorded problem of ``op`` on ``gpu`` (numbers, as recorded): the best checked
-    rung of today's ladder among the chosen records (:func:`chosen`) and torch's and Triton's
-    records (:func:`_peer`); ``copy_gbps`` the ceiling for ``of copy`` (NaN without one)."""
+    rung of today's ladder among the chosen records (:func:`chosen`), by :func:`best_by_code` (today's
+    code first), and torch's and Triton's records (:func:`_peer`); ``older faster ...``: a checked
+    record of older code that ran faster, with its x torch of its own run (empty / NaN where none);
+    ``copy_gbps`` the ceiling for ``of copy`` (NaN without one)."""
     ch = chosen(op, gpu, frame=frame)
     all_rows = records(op, gpu=gpu, latest=False, frame=frame)
     out = []
@@ -88,7 +94,8 @@ def standing_rows(op: str, gpu: str, *, frame: pd.DataFrame | None = None, copy_
     for problem, g in ch.groupby("problem", sort=False):
         ok = g["check_ok"].fillna(True).astype(bool) if "check_ok" in g else True
         ours = g[(g["rung_now"] > 0) & ok]
-        b = ours.loc[ours["median_s"].idxmin()] if len(ours) else None  # None: only peers recorded here
+        # today's code first; b None: only peers recorded here
+        b, faster = best_by_code(ours, "older")
         commit = b["commit"] if b is not None else None
         here = all_rows[all_rows["problem"] == problem]
         p = label_params(problem)
@@ -114,6 +121,13 @@ def standing_rows(op: str, gpu: str, *, frame: pd.DataFrame | None = None, copy_
             if row[f"{peer} other run"]:
                 others.append(f"{peer} {str(r['commit'])[:7]}, another run: not compared")
         row["of copy"] = row["best gbps"] / copy_gbps if copy_gbps else float("nan")
+        # the older record that ran faster: its own numbers, against torch of its own run only
+        t = _peer(here, _PEERS["torch"], faster["commit"]) if faster is not None else None
+        row["older faster rung"] = faster["label"] if faster is not None else ""
+        row["older faster median_s"] = float(faster["median_s"]) if faster is not None else float("nan")
+        row["older faster commit"] = str(faster["commit"])[:7] if faster is not None else ""
+        row["older faster x torch"] = (float(t["median_s"]) / float(faster["median_s"])
+                                       if t is not None and t["commit"] == faster["commit"] else float("nan"))
         row["commits"] = (row["commit"] + ("*" if row["older"] else "") + (f" ({', '.join(others)})" if others else "")).strip()
         out.append(row)
     df = pd.DataFrame(out)
@@ -175,7 +189,7 @@ class WhereTheyStand:
 
     def notes(self) -> str:
         """What the columns mean, where the ceilings come from, and the * mark where it is used."""
-        marked = not self.rows.empty and bool(self.rows["older"].any())
+        marked = not self.rows.empty and bool(self.rows["older"].any() or (self.rows["older faster rung"] != "").any())
         return "; ".join([COLUMNS_NOTE] + [self._copy_note(g) for g in self.gpus]
                          + ([CHANGED_MARK_NOTE] if marked else []))
 
@@ -201,6 +215,13 @@ class WhereTheyStand:
             "its median": t["best median_s"].map(fmt_seconds), "torch": t["torch median_s"].map(fmt_seconds),
             "Triton": t["Triton median_s"].map(fmt_seconds), "x torch": t["x torch"], "x Triton": t["x Triton"],
             "of copy": t["of copy"], "commit": t["commits"]})
+        if (t["older faster rung"] != "").any():
+            # where a record of older code ran faster than today's best, it is named beside it (02 and 03 alike)
+            show["older code ran faster"] = [
+                "" if not r["older faster rung"] else
+                f"{r['older faster rung']}, " + (f"x{r['older faster x torch']:.2f}" if np.isfinite(r["older faster x torch"])
+                                                 else fmt_seconds(r["older faster median_s"]))
+                + f" ({r['older faster commit']}*)" for _, r in t.iterrows()]
         if op is not None:
             show = show.drop(columns="op")  # the caption names it
         cap = f"{op} on {gpu}" if op else f"{gpu}: {self.notes()}"
@@ -287,11 +308,15 @@ class WhereTheyStand:
             tri = g[np.isfinite(g["x Triton"])]
             if len(tri):
                 s += f"; beats Triton at {int((tri['x Triton'] >= 1.0).sum())} of {len(tri)}"
+            for _, r in g[g["older faster rung"] != ""].iterrows():  # named, never in today's place
+                s += "; " + older_ran_faster(r["shape"], r["older faster rung"], r["older faster x torch"],
+                                             r["older faster commit"], "torch", r["older faster median_s"])
             out.append(s + ".")
         n_won = int((rows["x torch"] >= 1.0).sum())
         n = int(np.isfinite(rows["x torch"]).sum())
         head = f"On {gpu}, the best checked rung beats torch at {n_won} of {n} recorded problems. "
-        tail = " (* a record of a kernel that changed since: not today's code.)" if rows["older"].any() else ""
+        tail = (" (* a record of a kernel that changed since: not today's code.)"
+                if rows["older"].any() or (rows["older faster rung"] != "").any() else "")
         return head + " ".join(out) + tail
 
     def _why(self, r) -> str:

@@ -2,7 +2,10 @@
 and GPU, as a table, a figure and a paragraph written from the same numbers, so that the text
 stays true when the records change.  Each comparison is one GPU and one problem: the best rung's
 record (the newest of each rung, as :func:`records` keeps) against the oracle's on that GPU;
-nothing is averaged across commits or GPUs."""
+nothing is averaged across commits or GPUs.  Which rung is best is one rule, :func:`best_by_code`
+(notebook 04's :mod:`.bandwidth` reads it too): the fastest of today's code, older code only where
+no rung of today's code was recorded, and an older record that ran faster named beside it
+(:func:`older_ran_faster`), never in its place."""
 from __future__ import annotations
 
 import numpy as np
@@ -22,6 +25,37 @@ def _group_of(problem: str) -> str:
     return " ".join(parts[k] for k in _DTYPE_KEYS if k in parts)
 
 
+def best_by_code(ours: pd.DataFrame, older: str = "changed") -> tuple[pd.Series | None, pd.Series | None]:
+    """The best rung of one GPU and one problem among ``ours`` (one record per rung; ``older`` the
+    boolean column, True where the rung's kernel changed since its record): the fastest record of
+    today's code, the fastest of older code only where no rung of today's code was recorded (what
+    the ladder can do now, as a card shows today's code first); and the fastest record of older
+    code where it ran faster than that (to be named beside it, never in its place), else None."""
+    if ours is None or ours.empty:
+        return None, None
+    old = ours[older].fillna(False).astype(bool)
+    now, was = ours[~old], ours[old]
+    among = now if len(now) else was
+    pick = among.loc[among["median_s"].idxmin()]
+    faster = was.loc[was["median_s"].idxmin()] if len(now) and len(was) else None
+    if faster is not None and not float(faster["median_s"]) < float(pick["median_s"]):
+        faster = None
+    return pick, faster
+
+
+def older_ran_faster(where: str, rung: str, ratio: float, commit: str, of: str = "",
+                     median_s: float = float("nan")) -> str:
+    """The clause that names a record of older code that ran faster than today's best: ``ratio``
+    the reference's time over its own, both of its run (``of``: the reference, where the sentence
+    has not said it; notebook 04's "torch"); NaN where the reference was not timed in that run,
+    then its median (``median_s``) and no ratio: no ratio across runs."""
+    whose = f" {of}'s speed" if of else ""
+    speed = (f"x{ratio:.2f}{whose}" if np.isfinite(ratio) else
+             f"{fmt_seconds(median_s)} (no {of or 'reference'} timed in its run)")
+    return (f"at {where} a record of older code ran faster: {rung} at {speed} (commit {str(commit).rstrip('*')}, "
+            "its kernel changed since)")
+
+
 def standing(op: str, table: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per (GPU, problem) where the oracle and at least one rung are recorded: the best
     rung (fastest record), its median and commit, the oracle's median, and ``of library`` (the
@@ -39,12 +73,13 @@ def standing(op: str, table: pd.DataFrame | None = None) -> pd.DataFrame:
         ours = g[g["rung"] > 0]
         if orc.empty or ours.empty:
             continue
-        b = ours.loc[ours["median_s"].idxmin()]
         o = orc.sort_values("utc").iloc[-1]
         # the fastest rung of today's code (a kernel unchanged since its record), which may be
-        # slower than an older kernel's record: what the ladder can do now
-        now = ours[~ours["changed"].astype(bool)]
-        t = now.loc[now["median_s"].idxmin()] if len(now) else None
+        # slower than an older kernel's record: what the ladder can do now (best_by_code, the
+        # rule notebook 04 reads too); b the fastest record, of either
+        pick, faster = best_by_code(ours)
+        b = faster if faster is not None else pick
+        t = pick if not bool(pick["changed"]) else None
         rows.append({"op": op, "gpu": gpu, "group": _group_of(problem), "problem": problem,
                      "best rung": b["label"], "best median_s": float(b["median_s"]),
                      "commit": str(b.get("commit") or "")[:7] + ("*" if bool(b["changed"]) else ""),
@@ -201,8 +236,7 @@ def takeaway(st: pd.DataFrame, library: str = "the library", goals: dict | None 
             ahead = full[full["commit"].astype(str).str.endswith("*") & np.isfinite(full["today of library"].astype(float))
                          & (full["of library"] > full["today of library"])]
             for _, r in ahead.iterrows():
-                s += (f"; at {r['problem'].split(' dtype')[0]} a record of older code ran faster: {r['best rung']} at "
-                      f"x{r['of library']:.2f} (commit {str(r['commit']).rstrip('*')}, its kernel changed since)")
+                s += "; " + older_ran_faster(r["problem"].split(" dtype")[0], r["best rung"], r["of library"], r["commit"])
                 if goal is not None:
                     s += f", {'over' if r['of library'] >= goal else 'under'} the goal"
         out.append(s + ".")

@@ -99,6 +99,7 @@ lesson.fold(checks[["label", "problem", "max_abs_err", "atol"]],  # a failed che
 
 # %%
 recorded = lesson.records("gemm", gpu=records_gpu)  # today's labels; the newest record per GPU, problem and rung
+every = lesson.records("gemm", gpu=records_gpu, latest=False)  # all of them: the standing chooses by code
 print("matching rule:", lesson.MATCH_RULE)
 if recorded.empty:
     print("No GEMM results have been recorded on a real GPU yet (data/results/ has none): "
@@ -114,9 +115,11 @@ if sweep_sizes and not SIM:
     display(lesson.sweep_table(table))
     if record is False:  # not recorded: keep this run's rows beside the records
         recorded = pd.concat([recorded, table], ignore_index=True)
+        every = pd.concat([every, table], ignore_index=True)
     else:
         lesson.reload()
         recorded = lesson.records("gemm", gpu=records_gpu)
+        every = lesson.records("gemm", gpu=records_gpu, latest=False)
 elif sweep_sizes:
     print("sweep_sizes is set but there is no GPU here: nothing is timed.")
 
@@ -639,12 +642,15 @@ if on_roof is None or on_roof.empty:
 # problem, and a paragraph written from the same numbers (it changes when the records do), which
 # says whether each goal is met: the best SIMT rung at ≥ 1.0 of cuBLAS in float32, the best
 # float16 rung at ≥ 0.85 of cuBLAS's HGEMM (issue 45; mma.sync alone aims at 0.70, the Hopper
-# rungs at 0.85).  Where a problem's fastest record is of a kernel changed since (its commit marked
-# `*`), the table gives the fastest rung of today's code beside it, and the paragraph speaks for
-# today's code and names the older record.
+# rungs at 0.85).  Table, bars and paragraph lead with today's code: per rung the newest record of
+# today's code (older code only where nothing newer exists), and per problem the fastest rung of
+# today's code (older code, its commit marked `*`, only where no rung of today's code was
+# recorded), each against cuBLAS timed in the same run (the same GPU and commit; where that run
+# timed no cuBLAS, cuBLAS's own median is shown and nothing is divided).  A record of older code
+# that ran faster is named beside it, against cuBLAS of its own run.
 
 # %%
-st = lesson.standing("gemm", recorded)
+st = lesson.standing("gemm", every)
 display(lesson.fold(lesson.standing_table(st, "cuBLAS"), summary="the best rung vs cuBLAS, per problem and GPU"))
 display(lesson.fold_figure(lesson.standing_figure(st, "cuBLAS", title="GEMM: best rung / cuBLAS"),
                            "the same as bars"))
@@ -655,7 +661,7 @@ display(lesson.fold(lesson.paragraph(lesson.takeaway(st, "cuBLAS", goals={"float
 # at 0.70 of cuBLAS, the Hopper rungs (gemm/hopper*.py) at 0.85, each the same standing of its rungs
 for what, kind, goal in (("the mma.sync rungs", ".tensor", 0.70), ("the Hopper rungs", ".hopper", 0.85)):
     names = [v.name for v in gemm.LADDER if v.oracle or type(v).__module__.split(".gemm")[-1].startswith(kind)]
-    sub = lesson.standing("gemm", recorded[recorded.variant.isin(names)]) if not recorded.empty else recorded
+    sub = lesson.standing("gemm", every[every.variant.isin(names)]) if not every.empty else every
     sub = sub[sub.group == "float16"] if not sub.empty else sub
     display(lesson.fold(lesson.paragraph(lesson.takeaway(sub, "cuBLAS", goals={"float16": goal})),
                         summary=f"{what} alone against their goal, x{goal:.2f} cuBLAS's HGEMM"))

@@ -125,6 +125,7 @@ lesson.fold(errors.map(lambda e: "—" if e != e else f"{e:.2e}"),  # a dash whe
 
 # %%
 recorded = lesson.records("conv", gpu=records_gpu)  # the newest record per GPU, problem and rung
+every = lesson.records("conv", gpu=records_gpu, latest=False)  # all of them: the standing chooses by code
 print("matching rule:", lesson.MATCH_RULE)
 if recorded.empty:
     print("No convolution has been timed on a real GPU yet (data/results/ has no conv records): "
@@ -140,9 +141,11 @@ if sweep and not SIM:
     display(lesson.sweep_table(table))
     if record is False:
         recorded = pd.concat([recorded, table], ignore_index=True)
+        every = pd.concat([every, table], ignore_index=True)
     else:
         lesson.reload()
         recorded = lesson.records("conv", gpu=records_gpu)
+        every = lesson.records("conv", gpu=records_gpu, latest=False)
 elif sweep:
     print("sweep is set but there is no GPU here: nothing is timed.")
 shown = recorded[recorded.gpu == shown_gpu] if not recorded.empty else recorded  # one GPU per table and figure
@@ -595,12 +598,15 @@ if not shown.empty:  # every record of that GPU, by rung and problem ("*": a ker
 # The best rung against cuDNN at every recorded layer, per dtype, layout and GPU: one bar per
 # comparison (one GPU, one layer), and a paragraph written from the same numbers, which says
 # whether each goal is met: the best rung at ≥ 0.7 of cuDNN in float32 and ≥ 0.5 in float16
-# (issue 43); where a layer's fastest record is of a kernel changed since (marked `*`), the
-# paragraph speaks for the fastest rung of today's code.  cuDNN's own choice of algorithm is in the Nsight Compute tables (`data/ncu/`: the
-# kernels its rung-0 rows name).
+# (issue 43).  Table, bars and paragraph lead with today's code: per layer the fastest rung of
+# today's code (each rung by its newest record of today's code; older code, marked `*`, only where
+# no rung of today's code was recorded), against cuDNN timed in the same run (the same GPU and
+# commit; where that run timed no cuDNN, cuDNN's own median is shown and nothing is divided), and
+# a record of older code that ran faster named beside it.  cuDNN's own choice of algorithm is in
+# the Nsight Compute tables (`data/ncu/`: the kernels its rung-0 rows name).
 
 # %%
-st = lesson.standing("conv", recorded)
+st = lesson.standing("conv", every)
 display(lesson.fold(lesson.standing_table(st, "cuDNN"), summary="the best rung vs cuDNN, per layer and GPU"))
 display(lesson.fold_figure(lesson.standing_figure(st, "cuDNN", title="convolution: best rung / cuDNN"),
                            "the same as bars"))

@@ -1200,28 +1200,86 @@ def test_one_ladder_view_renders_any_rung_and_the_rest(monkeypatch):
     assert [c.variant for c in view.all_cards()] == [v.name for v in ladder if not v.oracle]
 
 
+def _standing_truth(op):
+    """Per (GPU slug, problem): the best rung of today's code read from the record files alone (per
+    rung the newest record of today's code, else its newest, as the cards choose; checked rungs of
+    today's ladder), the library of that run (the same commit on that GPU, its newest there), and
+    the fastest older record where one ran faster, with the library of its own run."""
+    ladder = {v.name: v for v in lesson.ladder_for(op)}
+    out = {}
+    for slug in sorted({s for s in RECORDED[RECORDED.op == op].gpu_slug}):
+        files = _json_records(slug, op)
+        for problem, f in files.groupby("problem"):
+            f = f.sort_values("utc", kind="stable")
+            picks = []
+            for name, g in f[f.rung > 0].groupby("variant"):
+                if name not in ladder:
+                    continue
+                today = g[[history.source_changed_since(ladder[name], c) is False for c in g.commit]]
+                p = (today if len(today) else g).iloc[-1]
+                if p["ok"] is not False:
+                    picks.append((p, history.source_changed_since(ladder[name], p["commit"]) is True))
+            if not picks:
+                continue
+            now = [p for p, o in picks if not o]
+            best = min(now or [p for p, _ in picks], key=lambda p: p["median_s"])
+            lib = f[f.rung == 0]
+            run = lib[lib.commit == best["commit"]]
+            was = [p for p, o in picks if o and now and p["median_s"] < best["median_s"]]
+            faster = min(was, key=lambda p: p["median_s"]) if was else None
+            frun = lib[lib.commit == faster["commit"]] if faster is not None else lib.iloc[0:0]
+            out[(slug, problem)] = {
+                "best": best, "older": not now, "library": (run if len(run) else lib).iloc[-1] if len(lib) else None,
+                "same run": len(run) > 0, "faster": faster,
+                "faster library": frun.iloc[-1] if len(frun) else None, "label": ladder}
+    return out
+
+
+@pytest.mark.skipif(RECORDED.empty, reason="no GPU results recorded in data/results/")
+@pytest.mark.parametrize("op", ["gemm", "conv"])
+def test_where_a_ladder_stands_numbers_equal_the_record_files(op):
+    """Notebooks 02 and 03's standing, per GPU and problem, is the record files' own numbers: the
+    best rung of today's code (records chosen by code, not recency), its median and commit, the
+    library's median of the same run and their ratio (never a library of another commit), and the
+    faster older record beside it against the library of its own run."""
+    st = lesson.standing(op)
+    truth = _standing_truth(op)
+    slug = {g: RECORDED[RECORDED.gpu == g].gpu_slug.iloc[0] for g in set(st.gpu)}
+    assert sorted((slug[g], p) for g, p in zip(st.gpu, st.problem)) == sorted(truth)
+    for _, r in st.iterrows():
+        t = truth[(slug[r["gpu"]], r["problem"])]
+        best, lib = t["best"], t["library"]
+        assert r["best rung"] == t["label"][best["variant"]].label and r["best median_s"] == best["median_s"]
+        assert r["commit"] == best["commit"][:7] + ("*" if t["older"] else "")
+        if lib is None:
+            assert np.isnan(r["library median_s"]) and np.isnan(r["of library"])
+            continue
+        assert r["library median_s"] == lib["median_s"] and r["library commit"] == lib["commit"][:7]
+        if t["same run"]:
+            assert r["of library"] == pytest.approx(lib["median_s"] / best["median_s"]) and not r["library other run"]
+        else:
+            assert np.isnan(r["of library"]) and r["library other run"]
+        f = t["faster"]
+        if f is None:
+            assert r["older faster rung"] == "" and np.isnan(r["older faster median_s"])
+        else:
+            assert (r["older faster rung"], r["older faster median_s"], r["older faster commit"]) == (
+                t["label"][f["variant"]].label, f["median_s"], f["commit"][:7])
+            fl = t["faster library"]
+            assert (r["older faster of library"] == pytest.approx(fl["median_s"] / f["median_s"]) if fl is not None
+                    else np.isnan(r["older faster of library"]))
+
+
+@pytest.mark.skipif(RECORDED.empty, reason="no GPU results recorded in data/results/")
 def test_where_a_ladder_stands_is_read_from_one_gpus_records_per_problem():
-    """Each standing row is one GPU and one problem: the fastest rung's record and the oracle's on
-    that GPU (never a median across commits or GPUs); the takeaway quotes those same numbers."""
+    """Each standing row is one GPU and one problem: today's best rung and the library of its run
+    on that GPU (never a median across commits or GPUs); the takeaway quotes those same numbers."""
     st = lesson.standing("gemm")
     assert not st.empty
-    for _, r in st.iterrows():
-        rows = RECORDED[(RECORDED.op == "gemm") & (RECORDED.gpu == r["gpu"]) & (RECORDED.problem == r["problem"])]
-        newest = rows.sort_values("utc").drop_duplicates("variant", keep="last")
-        ours, orc = newest[newest.rung > 0], newest[newest.rung == 0]
-        assert r["best median_s"] == ours.median_s.min() and r["library median_s"] == orc.median_s.iloc[-1]
-        assert r["of library"] == pytest.approx(orc.median_s.iloc[-1] / ours.median_s.min())
-        # the fastest of today's code at that problem (a record of an unchanged kernel)
-        now = ours[[history.source_changed_since(next(v for v in gemm.LADDER if v.name == n), c) is False
-                    for n, c in zip(ours.variant, ours.commit)]]
-        if len(now):
-            assert r["today of library"] == pytest.approx(orc.median_s.iloc[-1] / now.median_s.min())
-        else:
-            assert np.isnan(r["today of library"])
     text = lesson.takeaway(st, "cuBLAS")
-    today = st[np.isfinite(st["today of library"])]
+    today = st[~st["commit"].str.endswith("*") & np.isfinite(st["of library"])]
     for (group, gpu), g in today.groupby(["group", "gpu"]):
-        assert f"x{g['today of library'].min():.2f}" in text and f"{group} on {gpu}" in text
+        assert f"x{g['of library'].min():.2f}" in text and f"{group} on {gpu}" in text
     assert "No problem" in lesson.takeaway(st.iloc[0:0])
     # goals: per dtype and GPU, met only where every problem's best rung of today's code reaches it
     goals = {"float32": 1.0, "float16": 0.5}
@@ -1229,10 +1287,10 @@ def test_where_a_ladder_stands_is_read_from_one_gpus_records_per_problem():
     for (group, gpu), g in today.groupby(["group", "gpu"]):
         part = said[said.index(f"{group} on {gpu}"):].split(". ")[0]
         goal = goals[group.split()[0]]
-        short = int((g["today of library"] < goal).sum())
+        short = int((g["of library"] < goal).sum())
         assert (f"the goal, x{goal:.2f} cuBLAS's speed, is " + ("met" if not short else "missed")) in part, part
         if short and len(g) > 1:
-            assert f"missed at {short} of {len(g)} problems (best x{g['today of library'].max():.2f})" in part
+            assert f"missed at {short} of {len(g)} problems (best x{g['of library'].max():.2f})" in part
     # a quoted Nsight Compute row is of the widest gap's own code (the H100's gemm rows of 7c7b2e0
     # timed another kernel than the 6bbc424 record they would stand beside); another GPU's row is
     # named as such
@@ -1245,11 +1303,9 @@ def test_where_a_ladder_stands_is_read_from_one_gpus_records_per_problem():
                       r"\(commit (\w+)(, from ([^:]+): [^)]+ has no row of this code)?\)", part)
         if m:
             quoted += 1
-            g = st[(st.gpu == m.group(2)) & (st.group == m.group(1))]
-            today = g[np.isfinite(g["today of library"])]  # today's code speaks where it was recorded
-            worst = (today.assign(**{"of library": today["today of library"], "best rung": today["today rung"],
-                                     "variant": today["today variant"], "commit": today["today commit"]})
-                     if len(today) else g).sort_values("of library").iloc[0]
+            g = st[(st.gpu == m.group(2)) & (st.group == m.group(1)) & np.isfinite(st["of library"])]
+            today = g[~g["commit"].str.endswith("*")]  # today's code speaks where it was recorded
+            worst = (today if len(today) else g).sort_values("of library").iloc[0]
             assert worst["best rung"] == m.group(3)
             assert same_code(ladder[worst["variant"]], m.group(4), worst["commit"].rstrip("*")), m.groups()
             rows = lesson.ncu.all_counters("gemm", worst["problem"], worst["variant"], m.group(6) or m.group(2))
@@ -1263,30 +1319,118 @@ def test_where_a_ladder_stands_is_read_from_one_gpus_records_per_problem():
 
 
 def test_where_a_ladder_stands_speaks_for_todays_code_at_every_problem(monkeypatch):
-    """A problem whose fastest record is of a kernel changed since still counts, by its fastest
-    rung of today's code, and the paragraph names the older record that ran faster (and whether
-    it met the goal): the GEMM takeaway said 'missed (best x0.51)' over one problem while the H200's
-    4096^3 float16 records held wgmma at x0.66 (today's code) and persistent at x0.96 (older code)."""
+    """A problem whose fastest record is of a kernel changed since is led by its fastest rung of
+    today's code, in the table, the figure and the paragraph, and the older record that ran faster
+    is named beside it, against the library of its own run (and whether it met the goal): notebook
+    02's table led the H200's 4096^3 float16 row with persistent at x0.96 (older code, marked *)
+    and gave wgmma at x0.66 (today's code) in a column beside it."""
+    import matplotlib.pyplot as plt
+
     import sys
 
     monkeypatch.setattr(sys.modules["perfkit.lesson.standing"], "changed_since_recorded",
                         lambda df: pd.Series([c == "old" for c in df["commit"]], index=df.index))
-    rows = [("A", 0, "oracle", 1.0, "new"), ("A", 5, "fast_old", 1.05, "old"), ("A", 4, "slow_now", 1.6, "new"),
-            ("B", 0, "oracle", 1.0, "new"), ("B", 4, "slow_now", 2.0, "new")]
+    rows = [("A", 0, "oracle", 0.9, "old", "1"), ("A", 5, "fast_old", 1.05, "old", "1"),
+            ("A", 0, "oracle", 1.0, "new", "2"), ("A", 4, "slow_now", 1.6, "new", "2"),
+            ("B", 0, "oracle", 1.0, "new", "2"), ("B", 4, "slow_now", 2.0, "new", "2")]
     df = pd.DataFrame([{"op": "gemm", "gpu": "GPU X", "problem": f"m={p} dtype=float16", "rung": r, "variant": v,
-                        "label": f"{r:02d} {v}", "median_s": t, "commit": c, "utc": "2026", "simulated": False}
-                       for p, r, v, t, c in rows])
+                        "label": f"{r:02d} {v}", "median_s": t, "commit": c, "utc": u, "simulated": False}
+                       for p, r, v, t, c, u in rows])
     st = lesson.standing("gemm", df)
     a = st[st.problem.str.startswith("m=A")].iloc[0]
-    assert a["best rung"] == "05 fast_old" and a["commit"] == "old*" and a["today rung"] == "04 slow_now"
-    assert a["today of library"] == pytest.approx(1 / 1.6)
+    assert a["best rung"] == "04 slow_now" and a["commit"] == "new" and a["best median_s"] == 1.6
+    assert a["of library"] == pytest.approx(1 / 1.6) and a["library commit"] == "new"
+    assert (a["older faster rung"], a["older faster median_s"], a["older faster commit"]) == ("05 fast_old", 1.05, "old")
+    assert a["older faster of library"] == pytest.approx(0.9 / 1.05)  # cuBLAS of its own run, not today's
     text = lesson.takeaway(st, "cuBLAS", goals={"float16": 0.85})
     assert "x0.50 to x0.62 cuBLAS's speed over 2 problems" in text, text
     assert "is missed at 2 of 2 problems (best x0.62)" in text, text
-    assert "at m=A a record of older code ran faster: 05 fast_old at x0.95 (commit old, its kernel changed since), " \
-           "over the goal" in text, text
+    assert "at m=A a record of older code ran faster: 05 fast_old at x0.86 cuBLAS's speed (commit old, its kernel " \
+           "changed since), over the goal" in text, text
     table = lesson.standing_table(st, "cuBLAS").data
-    assert list(table["today's code: best rung, x cuBLAS"]) == ["04 slow_now, x0.62", "same"]
+    assert list(table["best rung"]) == ["04 slow_now", "04 slow_now"] and list(table["commit"]) == ["new", "new"]
+    assert list(table["x cuBLAS"]) == pytest.approx([1 / 1.6, 0.5])
+    assert list(table["older code ran faster"]) == ["05 fast_old, x0.86 (old*)", ""]
+    # the figure's bars are today's code; the older record is a hollow mark at its own ratio
+    ax = lesson.standing_figure(st, "cuBLAS")
+    assert [round(b.get_width(), 4) for b in ax.patches] == [0.625, 0.5]
+    assert any(list(ln.get_xdata()) == [pytest.approx(0.9 / 1.05)] for ln in ax.lines)
+    plt.close("all")
+
+
+def _gemm_record(variant, rung, median_s, commit, utc, problem="m=256 n=256 k=256 dtype=float32", gpu="GPU X"):
+    return {"op": "gemm", "problem": problem, "variant": variant, "rung": rung, "median_s": median_s,
+            "commit": commit, "utc": utc, "gpu": gpu, "gpu_slug": gpu.lower().replace(" ", "-"), "check_ok": True,
+            "simulated": False, "flops": 1.0, "bytes": 1.0}
+
+
+def test_where_a_ladder_stands_divides_only_by_the_library_of_the_rungs_own_run(monkeypatch):
+    """The H100's float32 4096^3 row divided autotuned of 6bbc424 by cuBLAS of 516b940 (the newest
+    cuBLAS record, of another run): the ratio is against the library timed in the rung's run (one
+    GPU, one commit); where that run timed no library, the library's own median is shown, named
+    as another run's, and nothing is divided, in the table, the figure and the paragraph."""
+    import matplotlib.pyplot as plt
+
+    monkeypatch.setattr("perfkit.lesson.cards.source_changed_since", lambda v, c: False)
+    rung = next(v for v in gemm.LADDER if v.name == "autotuned")
+    other = next(v for v in gemm.LADDER if v.name == "simt_wide")
+    pb = "m=512 n=512 k=512 dtype=float32"
+    df = pd.DataFrame([
+        _gemm_record("oracle", 0, 2.0e-3, "c1", "2026-01-01T00:00:00"),
+        _gemm_record(rung.name, 11, 2.5e-3, "c1", "2026-01-01T00:00:01"),
+        _gemm_record("oracle", 0, 3.0e-3, "c2", "2026-01-02T00:00:00"),   # the newest cuBLAS: another run
+        _gemm_record(other.name, 19, 2.6e-3, "c2", "2026-01-02T00:00:01"),
+        _gemm_record(rung.name, 11, 4.0e-3, "c1", "2026-01-01T00:00:02", problem=pb),
+        _gemm_record("oracle", 0, 1.0e-3, "c2", "2026-01-02T00:00:02", problem=pb),  # no cuBLAS in c1's run
+    ])
+    st = lesson.standing("gemm", lesson.records("gemm", frame=df, latest=False)).set_index("problem")
+    a = st.loc["m=256 n=256 k=256 dtype=float32"]
+    assert (a["best rung"], a["commit"], a["best median_s"]) == (rung.label, "c1", 2.5e-3)
+    assert a["of library"] == pytest.approx(2.0 / 2.5)  # not 3.0 / 2.5: cuBLAS of c2 is another run
+    assert (a["library median_s"], a["library commit"], a["library other run"]) == (2.0e-3, "c1", False)
+    b = st.loc[pb]
+    assert (b["best rung"], b["best median_s"], b["library median_s"], b["library commit"]) == (
+        rung.label, 4.0e-3, 1.0e-3, "c2")
+    assert b["library other run"] and np.isnan(b["of library"])
+    table = lesson.standing_table(st.reset_index(), "cuBLAS")
+    shown = table.data.set_index("problem")
+    assert shown.loc[pb, "commit"] == "c1 (cuBLAS c2, another run: not compared)" and np.isnan(shown.loc[pb, "x cuBLAS"])
+    assert shown.loc[pb, "cuBLAS's median"] == "1 ms" and "—" in table.to_html()
+    text = lesson.takeaway(st.reset_index(), "cuBLAS", goals={"float32": 1.0})
+    assert "float32 on GPU X: the best rung runs at x0.80 cuBLAS's speed over 1 problem" in text, text
+    assert f"at m=512 n=512 k=512 {rung.label} took 4 ms (commit c1), and no cuBLAS was timed in its run" in text, text
+    assert "x0.25" not in text and "x1.20" not in text  # neither ratio across runs is said
+    ax = lesson.standing_figure(st.reset_index(), "cuBLAS")
+    widths = sorted(round(p.get_width(), 4) for p in ax.patches)
+    assert widths == [0.0, 0.8]  # no bar across runs
+    assert any("no cuBLAS in its run" in t.get_text() for t in ax.texts)
+    plt.close("all")
+
+
+def test_where_a_ladder_stands_chooses_records_by_code_not_recency(monkeypatch):
+    """A rung whose newest record is of older code (a kernel changed since that commit) and that
+    also has a record of today's code is shown by its record of today's code, as its card shows
+    it: notebooks 02 and 03 kept only each rung's newest record, so the older code's stood in."""
+    monkeypatch.setattr("perfkit.lesson.cards.source_changed_since", lambda v, c: c == "old")
+    x = next(v for v in gemm.LADDER if v.name == "autotuned")
+    y = next(v for v in gemm.LADDER if v.name == "warptile")
+    df = pd.DataFrame([
+        _gemm_record("oracle", 0, 1.2e-3, "new", "2026-01-01T00:00:00"),
+        _gemm_record(x.name, 11, 1.5e-3, "new", "2026-01-01T00:00:01"),
+        _gemm_record(y.name, 10, 1.8e-3, "new", "2026-01-01T00:00:02"),
+        _gemm_record("oracle", 0, 1.1e-3, "old", "2026-01-02T00:00:00"),  # newer, of another run
+        _gemm_record(x.name, 11, 1.0e-3, "old", "2026-01-02T00:00:01"),   # newest of x, of older code
+    ])
+    st = lesson.standing("gemm", lesson.records("gemm", frame=df, latest=False))
+    r = st.iloc[0]
+    assert (r["best rung"], r["best median_s"], r["commit"]) == (x.label, 1.5e-3, "new")
+    assert r["library median_s"] == 1.2e-3 and r["of library"] == pytest.approx(1.2 / 1.5)
+    assert r["older faster rung"] == ""  # x's chosen record is today's: its older record is not another rung
+    assert "older code" not in lesson.takeaway(st, "cuBLAS")
+    # the cards choose the same record
+    card = lesson.recorded("gemm", "m=256 n=256 k=256 dtype=float32", x.name, table=lesson.records(
+        "gemm", frame=df, latest=False), estimate=False)
+    assert card.median_s == r["best median_s"] and card.commit == "new"
 
 
 def test_a_card_prefers_todays_code_over_a_newer_record_of_older_code(monkeypatch):
@@ -1441,13 +1585,14 @@ def test_where_they_stand_speaks_for_todays_code_as_02_and_03_do(monkeypatch):
     # same older record named (there as the fastest record, marked, with today's beside it)
     monkeypatch.setattr(sys.modules["perfkit.lesson.standing"], "changed_since_recorded",
                         lambda df: pd.Series([c == "old" for c in df["commit"]], index=df.index))
-    st = lesson.standing("softmax", lesson.records("softmax", frame=recs[recs.problem != p2], latest=False)
-                         .sort_values("utc").drop_duplicates(["problem", "variant"], keep="last"))
+    st = lesson.standing("softmax", lesson.records("softmax", frame=recs[recs.problem != p2], latest=False))
     r = st.iloc[0]
-    assert (r["today rung"], r["best rung"], r["commit"]) == (label[now], label[gone], "old*")
+    assert (r["best rung"], r["commit"], r["older faster rung"]) == (label[now], "new", label[gone])
+    assert r["of library"] == pytest.approx(1.5) and r["older faster of library"] == pytest.approx(2.7e-3 / 1.5e-3)
     said = lesson.takeaway(st, "torch")
     assert f"on GPU A: the best rung runs at x1.50 torch's speed over 1 problem" in said, said
-    assert f"at rows=64 cols=1000 a record of older code ran faster: {label[gone]} at x" in said, said
+    assert (f"at rows=64 cols=1000 a record of older code ran faster: {label[gone]} at x1.80 torch's speed "
+            "(commit old, its kernel changed since)") in said, said
 
 
 def _json_records(slug, op):

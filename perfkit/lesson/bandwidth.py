@@ -4,25 +4,27 @@ the measured copy ceiling, as a table, a bandwidth-against-width figure and a pa
 from the same numbers (so the prose stays true when the records change).
 
 Records are chosen by code, not recency: per (op, problem, rung) on the GPU the newest record of
-today's code, older code only where nothing newer exists (:func:`choose_record`, as the cards
-choose), and then marked ``*``.  The best rung of a problem is the standings' rule of notebooks 02
-and 03 (:func:`.standing.best_by_code`): the fastest of today's code, older code (marked) only where
-no rung of today's code was recorded there, and a record of older code that ran faster named
-beside it (``older faster``), never in its place.  torch and Triton are taken from the rung's
-commit where they were recorded there (one run: a ratio of one commit), else their newest record,
-and the row's ``commits`` says so.  Nothing is averaged, and the figure draws points only (no line joins two
+today's code, older code only where nothing newer exists (:func:`.standing.chosen_records`, as
+notebooks 02 and 03 and the cards choose), and then marked ``*``.  The best rung of a problem is
+the standings' rule of notebooks 02 and 03 (:func:`.standing.best_by_code`): the fastest of
+today's code, older code (marked) only where no rung of today's code was recorded there, and a
+record of older code that ran faster named beside it (``older faster``), never in its place.
+torch and Triton are taken from the rung's run (:func:`.standing.of_run`: the same GPU and
+commit) where they were timed there, else their newest record, shown and not compared, and the
+row's ``commits`` says so.  Nothing is averaged, and the figure draws points only (no line joins two
 records).  :class:`WhereTheyStand` is the notebooks' one call."""
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from .cards import CHANGED_MARK_NOTE, changed_since_recorded, choose_record
+from .cards import CHANGED_MARK_NOTE
 from .formatting import fmt_seconds
 from .matching import label_params, ladder_for, records
 from .ncu import library_row, row_of_code
 from .prompts import Rendered, fold, paragraph
-from .standing import best_by_code, older_ran_faster
+from .standing import (best_by_code, chosen_records, ladder_rungs, of_run, older_faster_cell, older_ran_faster,
+                       ratio_of_run, same_run)
 from .view import fold_figure
 
 #: what the table's ``x torch`` and ``of copy`` columns mean (the caption)
@@ -53,37 +55,16 @@ def width_of(problem: str) -> float:
 
 
 def chosen(op: str, gpu: str, *, frame: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One record per (problem, variant) of ``op`` on ``gpu`` (:func:`choose_record`), labelled
-    (:func:`records`), with ``older`` True where the rung's kernel changed since that record."""
-    df = records(op, gpu=gpu, latest=False, frame=frame)
-    if df.empty:
-        return df.assign(older=pd.Series(dtype=bool))
-    try:
-        by_name = {v.name: v for v in ladder_for(op)}
-    except LookupError:
-        by_name = {}
-    keep = []
-    for (_, name), rows in df.sort_values("utc", kind="stable").groupby(["problem", "variant"], sort=False):
-        v = by_name.get(name)
-        keep.append(choose_record(rows, v) if v is not None else rows.iloc[-1])
-    out = pd.DataFrame(keep).reset_index(drop=True)
-    return out.assign(older=changed_since_recorded(out).to_numpy())
-
-
-def _peer(rows: pd.DataFrame, variant: str, commit) -> pd.Series | None:
-    """The peer's record at ``commit`` where there is one, else its chosen (newest) record."""
-    mine = rows[rows["variant"] == variant]
-    if mine.empty:
-        return None
-    same = mine[mine["commit"] == commit]
-    return (same if len(same) else mine).sort_values("utc").iloc[-1]
+    """One record per (problem, variant) of ``op`` on ``gpu``, chosen by code as 02 and 03 choose
+    (:func:`.standing.chosen_records`), labelled (:func:`records`), with ``older``."""
+    return chosen_records(records(op, gpu=gpu, latest=False, frame=frame), op)
 
 
 def standing_rows(op: str, gpu: str, *, frame: pd.DataFrame | None = None, copy_gbps: float | None = None
                   ) -> pd.DataFrame:
     """One row per recorded problem of ``op`` on ``gpu`` (numbers, as recorded): the best checked
     rung of today's ladder among the chosen records (:func:`chosen`), by :func:`best_by_code` (today's
-    code first), and torch's and Triton's records (:func:`_peer`); ``older faster ...``: a checked
+    code first), and torch's and Triton's records (:func:`.standing.of_run`); ``older faster ...``: a checked
     record of older code that ran faster, with its x torch of its own run (empty / NaN where none);
     ``copy_gbps`` the ceiling for ``of copy`` (NaN without one)."""
     ch = chosen(op, gpu, frame=frame)
@@ -92,10 +73,8 @@ def standing_rows(op: str, gpu: str, *, frame: pd.DataFrame | None = None, copy_
     if ch.empty:
         return pd.DataFrame()
     for problem, g in ch.groupby("problem", sort=False):
-        ok = g["check_ok"].fillna(True).astype(bool) if "check_ok" in g else True
-        ours = g[(g["rung_now"] > 0) & ok]
         # today's code first; b None: only peers recorded here
-        b, faster = best_by_code(ours, "older")
+        b, faster = best_by_code(ladder_rungs(g), "older")
         commit = b["commit"] if b is not None else None
         here = all_rows[all_rows["problem"] == problem]
         p = label_params(problem)
@@ -109,25 +88,23 @@ def standing_rows(op: str, gpu: str, *, frame: pd.DataFrame | None = None, copy_
                "commit": str(commit)[:7] if b is not None else "", "older": bool(b["older"]) if b is not None else False}
         others = []
         for peer, variant in _PEERS.items():
-            r = _peer(here, variant, commit)
+            r = of_run(here[here["variant"] == variant], commit)
             row[f"{peer} median_s"] = float(r["median_s"]) if r is not None else float("nan")
             row[f"{peer} gbps"] = float(r["gbps"]) if r is not None else float("nan")
             row[f"{peer} commit"] = str(r["commit"])[:7] if r is not None else ""
-            # a ratio only within one run (one commit, one timer): a peer timed in another run is
+            # a ratio only within one run (one GPU, one commit): a peer timed in another run is
             # shown, named, and not compared
-            row[f"{peer} other run"] = r is not None and r["commit"] != commit
-            row[f"x {peer}"] = (row[f"{peer} median_s"] / row["best median_s"] if not row[f"{peer} other run"]
-                                else float("nan"))
+            row[f"{peer} other run"] = r is not None and not same_run(r, b)
+            row[f"x {peer}"] = ratio_of_run(r, b)
             if row[f"{peer} other run"]:
                 others.append(f"{peer} {str(r['commit'])[:7]}, another run: not compared")
         row["of copy"] = row["best gbps"] / copy_gbps if copy_gbps else float("nan")
         # the older record that ran faster: its own numbers, against torch of its own run only
-        t = _peer(here, _PEERS["torch"], faster["commit"]) if faster is not None else None
+        t = of_run(here[here["variant"] == _PEERS["torch"]], faster["commit"]) if faster is not None else None
         row["older faster rung"] = faster["label"] if faster is not None else ""
         row["older faster median_s"] = float(faster["median_s"]) if faster is not None else float("nan")
         row["older faster commit"] = str(faster["commit"])[:7] if faster is not None else ""
-        row["older faster x torch"] = (float(t["median_s"]) / float(faster["median_s"])
-                                       if t is not None and t["commit"] == faster["commit"] else float("nan"))
+        row["older faster x torch"] = ratio_of_run(t, faster)
         row["commits"] = (row["commit"] + ("*" if row["older"] else "") + (f" ({', '.join(others)})" if others else "")).strip()
         out.append(row)
     df = pd.DataFrame(out)
@@ -218,10 +195,8 @@ class WhereTheyStand:
         if (t["older faster rung"] != "").any():
             # where a record of older code ran faster than today's best, it is named beside it (02 and 03 alike)
             show["older code ran faster"] = [
-                "" if not r["older faster rung"] else
-                f"{r['older faster rung']}, " + (f"x{r['older faster x torch']:.2f}" if np.isfinite(r["older faster x torch"])
-                                                 else fmt_seconds(r["older faster median_s"]))
-                + f" ({r['older faster commit']}*)" for _, r in t.iterrows()]
+                older_faster_cell(r["older faster rung"], r["older faster x torch"], r["older faster median_s"],
+                                  r["older faster commit"]) for _, r in t.iterrows()]
         if op is not None:
             show = show.drop(columns="op")  # the caption names it
         cap = f"{op} on {gpu}" if op else f"{gpu}: {self.notes()}"

@@ -37,7 +37,7 @@ from .equations import LEGS, Estimate, Prediction, Traffic, flush_seconds, predi
 from .inputs import NCU_PATH, RATES_PATH, Inputs, ncu_table, ncu_tables, rates, spec_key
 from .latency import latencies, warp_cycles
 from .launch import estimate, launch_estimate, library_estimate
-from .memory import (bank_degrees, bank_per_access, bank_report, coalesce_factor, guarded_activity,
+from .memory import (bank_degrees, bank_per_access, bank_report, coalesce_factor, dirty_at_end, guarded_activity,
                      launch_weights, lines_per_request, panel_reads, requested_bytes, shared_wavefronts,
                      simulated_launch, wide_global)
 from .pipes import add_counts, opcode, pipe_counts

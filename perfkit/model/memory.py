@@ -299,6 +299,30 @@ def partly_written_sectors(g, requested: float | None, r) -> tuple[float, str] |
     return None
 
 
+def dirty_at_end(written: float, dram_bytes: float, r) -> float:
+    """Write-back L2: the bytes a launch writes that are still dirty in L2 when it ends, so
+    do not cross the DRAM interface while Nsight Compute counts it (it starts the kernel on a
+    clean L2 and stops at its end).  L2 then holds the launch's latest traffic,
+    ``l2_reuse_fraction`` of it kept while other data streams through (:func:`l2_rereads`'
+    capacity), written bytes in their share of what crossed DRAM:
+    ``min(written, keep x written / dram_bytes)``.  Not a saving in a record's timed window:
+    perfkit's flush writes 2 x L2 before it, and the kernel writes those dirty lines back as
+    it evicts them (docs/MODEL_NOTES.md, "Dirty output lines left in L2").
+
+    Evidence, Nsight Compute's DRAM write bytes (data/ncu/, both GPUs; test
+    ``test_nsight_compute_sees_writes_kept_in_l2``): a launch whose traffic fits keeps most of
+    its writes (the one-kernel convolutions at the R50 layer, 12.8 MB out: a median 0.06 of y
+    written, at most 0.54); the 4096^2 float32 row norms, 67 MB in and out, write 41-43 MB on
+    the H200 (rule: 47) and 49-52 on the H100 (rule: 51); matrix products whose C is 67 MB keep
+    10-13 MB of it (rule: 5-11).  ``written``: the launch's global store bytes; ``dram_bytes``:
+    its DRAM traffic, reads and writes."""
+    keep = (r["l2_size_bytes"]["value"] or 0.0) * r["l2_reuse_fraction"]["value"]
+    if written <= 0 or dram_bytes <= 0 or keep <= 0:
+        return 0.0
+    written = min(written, dram_bytes)
+    return min(written, keep * written / dram_bytes)
+
+
 def l2_tag_traffic(l2_bytes: float, dram_bytes: float, *, dense: bool, gsim, fabric: float) -> float:
     """L2 tag traffic (Nsight Compute's ``lts__t_bytes``): the L2 bytes plus ``fabric`` (H100:
     0.5, measured on streaming kernels) of the first touches, which on a two-partition L2 cross

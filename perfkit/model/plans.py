@@ -64,13 +64,14 @@ def _plan_launches_here(variant, problem):
     specs = {**problem.input_specs(), **problem.output_specs(), **variant.workspace(problem)}
 
     work = set(variant.workspace(problem))
+    inputs = set(problem.input_specs())
 
-    class _Buf:  # shape and dtype only, like a device array's (and whether it is workspace)
-        def __init__(self, shape, dtype, workspace=False):
+    class _Buf:  # shape and dtype only, like a device array's (and whether it is workspace or an input)
+        def __init__(self, shape, dtype, workspace=False, is_input=False):
             self.shape, self.dtype = tuple(shape), np.dtype(dtype)
             self.ndim = len(self.shape)
             self.size = int(np.prod(self.shape))
-            self.workspace = workspace
+            self.workspace, self.is_input = workspace, is_input
 
         def reshape(self, *shape):
             shape = shape[0] if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
@@ -80,13 +81,13 @@ def _plan_launches_here(variant, problem):
                 shape = tuple(self.size // max(known, 1) if x == -1 else x for x in shape)
             if int(np.prod(shape)) != self.size:
                 raise ValueError(f"cannot reshape {self.shape} to {shape}")
-            return _Buf(shape, self.dtype, self.workspace)
+            return _Buf(shape, self.dtype, self.workspace, self.is_input)
 
         def ravel(self):
-            return _Buf((self.size,), self.dtype, self.workspace)
+            return _Buf((self.size,), self.dtype, self.workspace, self.is_input)
 
     try:
-        return variant.plan(problem, {n: _Buf(s, d, n in work) for n, (s, d) in specs.items()})
+        return variant.plan(problem, {n: _Buf(s, d, n in work, n in inputs) for n, (s, d) in specs.items()})
     except Exception:  # noqa: BLE001  (a plan that needs real arrays: host stand-ins)
         hb = variant.host_buffers(problem)
         launches = variant.plan(problem, hb)
@@ -94,7 +95,7 @@ def _plan_launches_here(variant, problem):
         def real(a):
             for n, b in hb.items():
                 if a is b:
-                    return _Buf(*specs[n], n in work)
+                    return _Buf(*specs[n], n in work, n in inputs)
             return a
 
         class _L:

@@ -280,7 +280,7 @@ def _levels(table, tables=None, unrecorded=None):
     seen = set()
 
     def add(op, problem, rung, e, m, record):
-        est = {"dram_bytes": sum(p["dram_bytes"] for p in e.launches),
+        est = {"dram_bytes": sum(p.get("dram_bytes_profiled", p["dram_bytes"]) for p in e.launches),
                "l2_bytes": sum(p.get("l2_tag_bytes", p["l2_bytes"]) for p in e.launches),
                "shared_wavefronts": sum(p["smem_wavefronts"] for p in e.launches),
                "warp_instructions": sum(p["warp_instructions"] for p in e.launches),

@@ -98,8 +98,8 @@ lesson.fold(checks[["label", "problem", "max_abs_err", "atol"]],  # a failed che
 # record whose rung's kernel code has changed since it was taken says "kernel changed since".
 
 # %%
-recorded = lesson.records("gemm", gpu=records_gpu)  # today's labels; the newest record per GPU, problem and rung
-every = lesson.records("gemm", gpu=records_gpu, latest=False)  # all of them: the standing chooses by code
+every = lesson.records("gemm", gpu=records_gpu, latest=False)  # today's labels; every record: cards choose by code
+recorded = lesson.chosen_records(every, "gemm")  # one per GPU, problem and rung: today's code first, by the cards' rule
 print("matching rule:", lesson.MATCH_RULE)
 if recorded.empty:
     print("No GEMM results have been recorded on a real GPU yet (data/results/ has none): "
@@ -114,12 +114,11 @@ if sweep_sizes and not SIM:
     table = bench.sweep(probs, gemm.LADDER + peers.peers_for("gemm"), record=record, progress=False)  # + torch, Triton
     display(lesson.sweep_table(table))
     if record is False:  # not recorded: keep this run's rows beside the records
-        recorded = pd.concat([recorded, table], ignore_index=True)
         every = pd.concat([every, table], ignore_index=True)
     else:
         lesson.reload()
-        recorded = lesson.records("gemm", gpu=records_gpu)
         every = lesson.records("gemm", gpu=records_gpu, latest=False)
+    recorded = lesson.chosen_records(every, "gemm")
 elif sweep_sizes:
     print("sweep_sizes is set but there is no GPU here: nothing is timed.")
 
@@ -127,7 +126,7 @@ elif sweep_sizes:
 # %%
 # one view for every rung section: the kernel or its diff, the anatomy (folded), the prompt, then
 # the answer folded (the record, the model's estimate, the Nsight Compute counters)
-view = lesson.LadderView("gemm", EX, table=recorded, model_gpu=gpu, cc=cc, estimate=model_estimates,
+view = lesson.LadderView("gemm", EX, table=every, model_gpu=gpu, cc=cc, estimate=model_estimates,
                          banks_unrecorded=unrecorded_banks, plot_gpu=shown_gpu)
 
 

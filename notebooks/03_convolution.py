@@ -124,8 +124,8 @@ lesson.fold(errors.map(lambda e: "—" if e != e else f"{e:.2e}"),  # a dash whe
 # time its algorithms, and a Triton implicit GEMM) and recorded.
 
 # %%
-recorded = lesson.records("conv", gpu=records_gpu)  # the newest record per GPU, problem and rung
-every = lesson.records("conv", gpu=records_gpu, latest=False)  # all of them: the standing chooses by code
+every = lesson.records("conv", gpu=records_gpu, latest=False)  # every record: cards choose by code
+recorded = lesson.chosen_records(every, "conv")  # one per GPU, problem and rung: today's code first, by the cards' rule
 print("matching rule:", lesson.MATCH_RULE)
 if recorded.empty:
     print("No convolution has been timed on a real GPU yet (data/results/ has no conv records): "
@@ -140,12 +140,11 @@ if sweep and not SIM:
     table = bench.sweep(probs, conv.LADDER + peers.peers_for("conv"), record=record, progress=False)  # + torch, Triton
     display(lesson.sweep_table(table))
     if record is False:
-        recorded = pd.concat([recorded, table], ignore_index=True)
         every = pd.concat([every, table], ignore_index=True)
     else:
         lesson.reload()
-        recorded = lesson.records("conv", gpu=records_gpu)
         every = lesson.records("conv", gpu=records_gpu, latest=False)
+    recorded = lesson.chosen_records(every, "conv")
 elif sweep:
     print("sweep is set but there is no GPU here: nothing is timed.")
 shown = recorded[recorded.gpu == shown_gpu] if not recorded.empty else recorded  # one GPU per table and figure
@@ -154,7 +153,7 @@ shown = recorded[recorded.gpu == shown_gpu] if not recorded.empty else recorded 
 # %%
 # one view for every rung section: the kernel or its diff, the anatomy (folded), the rung's traffic
 # model, the prompt, then the answer folded (the record, the model's estimate, the counters)
-view = lesson.LadderView("conv", EX, table=recorded, model_gpu=gpu, cc=cc, traffic=True, plot_gpu=shown_gpu)
+view = lesson.LadderView("conv", EX, table=every, model_gpu=gpu, cc=cc, traffic=True, plot_gpu=shown_gpu)
 
 
 # %% [markdown]

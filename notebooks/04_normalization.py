@@ -139,7 +139,10 @@ else:
 published_bw = specs.get(gpu).dram_bw
 model_bw = copy_bw or published_bw
 
-recorded = pd.concat([lesson.records(op, gpu=records_gpu) for op in ops], ignore_index=True)  # today's labels, matched by name
+# today's labels, matched by name; every record (the cards choose by code), and one per GPU, problem
+# and rung chosen by the cards' rule (today's code first) for the counts and the roofline
+every = pd.concat([lesson.records(op, gpu=records_gpu, latest=False) for op in ops], ignore_index=True)
+recorded = pd.concat([lesson.chosen_records(every[every.op == op], op) for op in ops], ignore_index=True)
 print("matching rule:", lesson.MATCH_RULE)
 if recorded.empty:
     print("No normalization results have been recorded on a real GPU yet (data/results/ has none).")
@@ -154,10 +157,11 @@ if sweep and not SIM:
                        for op in ops], ignore_index=True)  # the ladder, plus a Triton peer where there is one
     display(lesson.sweep_table(swept, metric="gbps"))
     if record is False:  # not recorded: keep this run's rows beside the records
-        recorded = pd.concat([recorded, swept], ignore_index=True)
+        every = pd.concat([every, swept], ignore_index=True)
     else:
         lesson.reload()
-        recorded = pd.concat([lesson.records(op, gpu=records_gpu) for op in ops], ignore_index=True)
+        every = pd.concat([lesson.records(op, gpu=records_gpu, latest=False) for op in ops], ignore_index=True)
+    recorded = pd.concat([lesson.chosen_records(every[every.op == op], op) for op in ops], ignore_index=True)
 elif sweep:
     print("sweep=True but there is no GPU here: nothing is timed.")
 
@@ -165,7 +169,7 @@ elif sweep:
 # %%
 # one view per op's ladder (its sections, the card folded behind each prompt), and the bytes each rung
 # moves against the ideal at the published bandwidth: the model before anything runs
-ladder_view = functools.partial(lesson.LadderView, table=recorded, model_gpu=gpu, cc=cc, estimate=model_estimates,
+ladder_view = functools.partial(lesson.LadderView, table=every, model_gpu=gpu, cc=cc, estimate=model_estimates,
                                 plot_gpu=shown_gpu)
 published = f"the published {published_bw / 1e12:.2f} TB/s of {gpu}"
 

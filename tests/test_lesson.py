@@ -98,15 +98,17 @@ def test_a_rung_with_no_record_says_so_and_the_checker_catches_false_claims(tmp_
         assert lesson.false_no_record_claims(lie) == [f"double_buffer at {gemm.EXAMPLE_PROBLEM.label}"]
 
 
-def _write_record(root, op, variant, rung, label, params, median, commit="abc1234", gpu="Test GPU"):
-    folder = root / "test-gpu" / op
+def _write_record(root, op, variant, rung, label, params, median, commit="abc1234", gpu="Test GPU",
+                  utc="2026-01-02T03:04:05+00:00"):
+    slug = gpu.lower().replace(" ", "-")
+    folder = root / slug / op
     folder.mkdir(parents=True, exist_ok=True)
     doc = {"op": op, "variant": variant, "rung": rung, "problem": label, "params": params,
            "flops": 2.0 * params.get("m", 1) * params.get("n", 1) * params.get("k", 1), "bytes": 1e6,
            "simulated": False, "check_ok": True, "timing": {"median_s": median, "iqr_s": median / 100, "n": 10},
-           "provenance": {"gpu": gpu, "gpu_slug": "test-gpu", "git_commit": commit, "git_dirty": False,
-                          "utc": "2026-01-02T03:04:05+00:00"}}
-    (folder / f"{variant}-{rung}-{label.replace(' ', '_')}.json").write_text(json.dumps(doc))
+           "provenance": {"gpu": gpu, "gpu_slug": slug, "git_commit": commit, "git_dirty": False, "utc": utc}}
+    stamp = re.sub(r"\D", "", utc)[:14]
+    (folder / f"{stamp}-{variant}-{rung}-{commit}-{label.replace(' ', '_')}.json").write_text(json.dumps(doc))
 
 
 def test_matching_is_by_name_and_parameters_never_by_rung_number(tmp_path):
@@ -1431,6 +1433,72 @@ def test_where_a_ladder_stands_chooses_records_by_code_not_recency(monkeypatch):
     card = lesson.recorded("gemm", "m=256 n=256 k=256 dtype=float32", x.name, table=lesson.records(
         "gemm", frame=df, latest=False), estimate=False)
     assert card.median_s == r["best median_s"] and card.commit == "new"
+
+
+def test_a_card_shows_todays_code_where_a_gpus_newest_record_of_the_rung_is_older_code(tmp_path, monkeypatch):
+    """Issue 42, item 3: records are chosen by code, not recency.  A GPU whose newest record of a
+    rung is of older code (an old commit re-run, or records imported from another machine with
+    newer times) still has an earlier record of today's code: the card shows that record (its
+    median, commit and GPU), not the older code's, nor another GPU's older code; the rung before,
+    the fastest rung before, the summary's bar and the record table choose by the same rule.  The
+    cards saw only each GPU's newest record (``records`` with ``latest=True``), which hid it."""
+    import matplotlib.pyplot as plt
+
+    from perfkit import plots
+
+    old, new = "0ld0000", "5ee0000"
+    monkeypatch.setattr("perfkit.lesson.cards.source_changed_since", lambda v, c: {old: True, new: False}.get(c))
+    p = gemm.Problem(64, 64, 64)
+    w = lambda name, rung, median, commit, utc, gpu="Test GPU": _write_record(  # noqa: E731
+        tmp_path, "gemm", name, rung, p.label, p.params, median, commit=commit, gpu=gpu, utc=f"2026-01-{utc}+00:00")
+    w("oracle", 0, 1.0e-3, new, "01T00:00:00")
+    w("blocktile_2d", 5, 4.0e-3, new, "01T00:00:01")
+    w("warptile", 10, 3.0e-3, new, "01T00:00:02")
+    w("autotuned", 11, 2.0e-3, new, "01T00:00:03")  # today's code: the card's record
+    w("blocktile_2d", 5, 1.2e-3, old, "02T00:00:00")  # newer records of older code on the same GPU
+    w("warptile", 10, 5.0e-3, old, "02T00:00:01")
+    w("autotuned", 11, 1.5e-3, old, "02T00:00:02")
+    w("autotuned", 11, 1.1e-3, old, "03T00:00:00", gpu="Other GPU")  # the newest of all: older code too
+    lesson.reload()
+    try:
+        card = lesson.recorded("gemm", p, "autotuned", estimate=False, root=tmp_path)
+        assert (card.median_s, card.commit, card.gpu) == (2.0e-3, new, "Test GPU")
+        assert card.changed_since is False and "changed since" not in str(card)
+        assert card.prev_label.endswith("warptile") and (card.prev_median_s, card.prev_commit) == (3.0e-3, new)
+        assert card.x_prev == pytest.approx(1.5) and not card.prev_across
+        assert (card.best_before_s, card.best_before_commit) == (3.0e-3, new)  # not blocktile_2d's older 1.2 ms
+        assert card.of_oracle == pytest.approx(0.5)
+        every = lesson.records("gemm", root=tmp_path, latest=False)
+        same = lesson.recorded("gemm", p, "autotuned", estimate=False, table=every)
+        assert (same.median_s, same.commit, same.gpu) == (card.median_s, card.commit, card.gpu)
+        # only older code recorded: the newest, marked
+        only_old = lesson.recorded("gemm", p, "autotuned", estimate=False, table=every[every.commit != new])
+        assert (only_old.median_s, only_old.gpu, only_old.changed_since) == (1.1e-3, "Other GPU", True)
+        # the summary: one table and bar chart per GPU, each bar the record its card shows
+        drawn = []
+        real = plots.ladder
+        monkeypatch.setattr(plots, "ladder", lambda t, **kw: drawn.append(t) or real(t, **kw))
+        monkeypatch.setattr("perfkit.lesson.view._display", lambda objs: None)
+        cards = lesson.LadderView("gemm", p, table=every, estimate=False).summary(p)
+        shown = {c.variant: c for c in cards if c.found}
+        assert (shown["autotuned"].median_s, shown["autotuned"].commit) == (2.0e-3, new)
+        assert (shown["blocktile_2d"].median_s, shown["warptile"].median_s) == (4.0e-3, 3.0e-3)
+        [bars] = drawn  # every card shows Test GPU's records: one chart
+        assert not bars.duplicated("variant").any() and set(bars.gpu) == {"Test GPU"}
+        assert dict(zip(bars.variant, bars.median_s)) == {"oracle": 1.0e-3, "blocktile_2d": 4.0e-3,
+                                                          "warptile": 3.0e-3, "autotuned": 2.0e-3}
+        plt.close("all")
+        # the record table: one cell per rung, the record chosen by code, never a mean of commits
+        mine = every[every.gpu == "Test GPU"]
+        piv = lesson.record_pivot(mine, "median_s").data[p.label]
+        assert piv[card.label] == 2.0e-3 and piv[card.prev_label] == 3.0e-3
+        with pytest.raises(ValueError, match="one GPU"):
+            lesson.record_pivot(every, "median_s")
+        # notebooks 02/03's counts and roofline: one record per GPU, problem and rung, by code
+        chosen = lesson.chosen_records(every, "gemm").set_index(["gpu", "variant"])
+        assert chosen.loc[("Test GPU", "autotuned"), "median_s"] == 2.0e-3 and len(chosen) == 5
+    finally:
+        lesson.reload()
 
 
 def test_a_card_prefers_todays_code_over_a_newer_record_of_older_code(monkeypatch):

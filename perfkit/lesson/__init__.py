@@ -66,7 +66,7 @@ from .coverage import comparison, copy_sentence, problem_words, recorded_where, 
 from .ncu import COUNTERS, Counters, counters, kernels as ncu_kernels
 from .view import LadderView, fold_figure
 from .networks import layer_estimate, measured_s, network_table, weighted_of_oracle
-from .standing import standing, standing_figure, standing_table, takeaway
+from .standing import chosen_records, standing, standing_figure, standing_table, takeaway
 from .bandwidth import WhereTheyStand, copy_ceiling, standing_rows
 from .progress import Progress, progress
 from .tuning import describe_config, tuning_paragraph, tuning_table
@@ -77,7 +77,7 @@ __all__ = ["source", "source_diff", "kernel_sources", "kernel_helpers", "MATCH_R
            "rung_section", "source_changed_since", "quiet_numba_warnings", "numba_warning_summary",
            "sweep_table", "fold", "anatomy_table", "fmt_seconds", "metric_for", "false_no_record_claims", "reload",
            "LadderView", "fold_figure", "counters", "Counters", "COUNTERS", "answers_shown_before",
-           "layer_estimate", "first_recorded", "first_recorded_answer", "network_table", "weighted_of_oracle", "standing", "standing_table",
+           "layer_estimate", "first_recorded", "first_recorded_answer", "network_table", "weighted_of_oracle", "standing", "chosen_records", "standing_table",
            "standing_figure", "takeaway", "choose_record", "paragraph", "ncu_kernels", "WhereTheyStand",
            "copy_ceiling", "standing_rows", "ask", "mnemonic", "opcode_counts", "sass_table", "check_rungs", "traffic_table", "measured_classes", "plural", "what_if_timers", "timers_paragraph",
            "Progress", "progress", "recorded_gpus", "shown_gpu", "spec_key", "tuning_table", "tuning_paragraph",

@@ -527,11 +527,11 @@ def choose_record(rows: pd.DataFrame, v: Variant) -> pd.Series:
     a newer record from another clone is shown (its card says it cannot tell), not passed over for
     an older record, maybe of another GPU."""
     if len(rows) > 1 and not v.oracle:
-        commits = rows["commit"] if "commit" in rows else pd.Series(index=rows.index, dtype=object)
-        today = [i for i, c in zip(rows.index, commits)
+        commits = rows["commit"].tolist() if "commit" in rows else [None] * len(rows)
+        today = [i for i, c in enumerate(commits)  # by position: an index may repeat in a joined frame
                  if source_changed_since(v, c if isinstance(c, str) and c else None) is not True]
         if today:
-            return rows.loc[today[-1]]
+            return rows.iloc[today[-1]]
     return rows.iloc[-1]
 
 
@@ -552,10 +552,12 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
     (a Problem, its label, or a dict of parameters).
 
     Matching (:data:`MATCH_RULE`): op + variant name + problem parameters; the rung number is
-    never used.  The newest matching record of today's code (of ``gpu`` if given, else of any
-    GPU, named on the card; :func:`choose_record`) is shown, else the newest record of older code,
-    with the rung before it in today's ladder and the oracle, recorded on the same GPU at the same
-    problem.
+    never used.  Records are chosen by code, not recency, among every record (``table`` holds
+    every record, as ``records(op, latest=False)`` gives them; the default reads them all): the
+    newest matching record of today's code (of ``gpu`` if given, else of any GPU, named on the
+    card; :func:`choose_record`) is shown, else the newest record of older code, with the rung
+    before it in today's ladder, the fastest rung before and the oracle, recorded on the same GPU
+    at the same problem and chosen by the same rule.
     A rung whose record was made at another commit and whose kernel code changed since is
     labelled "recorded at <commit>, kernel changed since".  With ``estimate``, the model's
     estimate for the recorded GPU (``model.estimate``; the roofline bound until it exists).
@@ -567,7 +569,7 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
     ladder = list(ladder) if ladder is not None else ladder_for(op)
     v = _as_variant(rung, ladder)
     base = problem
-    df = table if table is not None else shared_records(op, ladder, root=root, gpu=gpu)
+    df = table if table is not None else shared_records(op, ladder, root=root, gpu=gpu, latest=False)
     # a table of every op (layernorm_bwd shares layernorm's labels and names), real records only;
     # filtered once per table, not once per card
     df = derived(df, ("real", op), _real_rows_of(op))
@@ -646,10 +648,10 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
                     card.prev_label, prev = cand.label, cand
                     break
         if not pr.empty:
-            prev_rec = pr.iloc[-1]
-            card.prev_median_s = float(pr.iloc[-1]["median_s"])
+            prev_rec = choose_record(pr, prev)  # by code, as this rung's own record
+            card.prev_median_s = float(prev_rec["median_s"])
             card.x_prev = card.prev_median_s / card.median_s
-            card.prev_commit = _commit_text(pr.iloc[-1].get("commit"))
+            card.prev_commit = _commit_text(prev_rec.get("commit"))
             if card.prev_commit and card.prev_commit != card.commit:  # only then does it qualify a factor
                 card.prev_changed_since = source_changed_since(prev, card.prev_commit)
             if card.prev_across and "gpu" in df:
@@ -663,8 +665,9 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
             if u.oracle:
                 continue
             ur = match_rows(same_gpu, problem, u.name)
-            if not ur.empty and (best is None or float(ur.iloc[-1]["median_s"]) < best[1]):
-                best = (u.label, float(ur.iloc[-1]["median_s"]), _commit_text(ur.iloc[-1].get("commit")), u)
+            ur = choose_record(ur, u) if not ur.empty else None
+            if ur is not None and (best is None or float(ur["median_s"]) < best[1]):
+                best = (u.label, float(ur["median_s"]), _commit_text(ur.get("commit")), u)
         if best is not None:
             card.best_before_label, card.best_before_s, card.best_before_commit, u = best
             if card.best_before_commit and card.best_before_commit != card.commit:
@@ -704,7 +707,7 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
     if oracle is not None:
         orc = match_rows(same_gpu, problem, oracle.name)
         if not orc.empty:
-            card.oracle_median_s = float(orc.iloc[-1]["median_s"])
+            card.oracle_median_s = float(choose_record(orc, oracle)["median_s"])  # (an oracle's: its newest)
             card.of_oracle = card.oracle_median_s / card.median_s
     if not estimate:
         card.estimate_error = "not computed here (estimate=False)"
@@ -798,8 +801,19 @@ def record_pivot(table: pd.DataFrame, values: str = "tflops", caption: str = "")
     """A Styler of ``values`` by rung (rows, in today's ladder order: peers, the oracle, then
     01, 02, ...) and problem (columns), from a records frame (:func:`records`).  A cell whose
     record is of a kernel that changed since its commit is printed with a trailing ``*`` and
-    the caption says what that means; the Styler's ``data`` stays numeric."""
-    t = table.copy()
+    the caption says what that means; the Styler's ``data`` stays numeric.  One GPU's records
+    (ValueError for several: no cell mixes GPUs); given every record, each cell is the record
+    chosen by code (:func:`.standing.chosen_records`, as the cards choose), never a mean of several."""
+    from .standing import chosen_records  # (standing reads this module)
+
+    if "gpu" in table and table["gpu"].nunique() > 1:
+        raise ValueError(f"record_pivot is of one GPU's records; this table holds {sorted(set(table['gpu']))}")
+    t = table
+    if not t.empty and {"problem", "variant", "utc"} <= set(t.columns) and t.duplicated(
+            [c for c in ("op", "gpu", "problem", "variant") if c in t]).any():
+        ops = t["op"] if "op" in t else pd.Series("", index=t.index)
+        t = pd.concat([chosen_records(g, op) for op, g in t.groupby(ops, sort=False)], ignore_index=True)
+    t = t.copy()
     t["_rung"] = t["rung_now"] if "rung_now" in t else t["rung"]
     # rung number, not the order rows first appear in (a rung recorded at one problem only
     # would otherwise sort after the rest); rungs no longer in the ladder last

@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 
 from ..kernels.base import Problem, UnsupportedProblem, Variant
+from .cards import choose_record
 
 
 def layer_estimate(v: Variant, p: Problem, gpu: str, estimator: str = "auto") -> tuple[float, str]:
@@ -27,15 +28,16 @@ def layer_estimate(v: Variant, p: Problem, gpu: str, estimator: str = "auto") ->
 
 
 def measured_s(table: pd.DataFrame | None, v: Variant, p: Problem) -> float:
-    """The newest recorded median of rung ``v`` at exactly ``p`` in ``table`` (one GPU's records); NaN
-    where there is none.  The newest, never a median over records of several commits."""
+    """The recorded median of rung ``v`` at exactly ``p`` in ``table`` (one GPU's records), chosen by
+    code as its card chooses (:func:`.cards.choose_record`: the newest of today's code, else the
+    newest); NaN where there is none.  One record, never a median over records of several commits."""
     if table is None or table.empty:
         return float("nan")
     rows = table[(table["variant"] == v.name) & (table["problem"] == p.label)]
     if rows.empty:
         return float("nan")
-    rows = rows.sort_values("utc") if "utc" in rows else rows
-    return float(rows["median_s"].iloc[-1])
+    rows = rows.sort_values("utc", kind="stable") if "utc" in rows else rows
+    return float(choose_record(rows, v)["median_s"])
 
 
 def _supports(v: Variant, p: Problem) -> bool:

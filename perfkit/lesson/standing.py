@@ -28,7 +28,8 @@ def chosen_records(df: pd.DataFrame, op: str) -> pd.DataFrame:
     """One record per (GPU, problem, variant) of ``op`` among ``df`` (every record, as
     :func:`records` with ``latest=False`` gives them), chosen by code (:func:`choose_record`: the
     newest of today's code, else the newest), with ``older`` True where the rung's kernel changed
-    since the chosen record (:func:`changed_since_recorded`)."""
+    since the chosen record (:func:`changed_since_recorded`).  The rows keep ``df``'s order (a
+    table, pivot or figure drawn from them is laid out as from ``df``)."""
     if df is None or df.empty:
         return pd.DataFrame() if df is None else df.assign(older=pd.Series(dtype=bool))
     try:
@@ -36,10 +37,11 @@ def chosen_records(df: pd.DataFrame, op: str) -> pd.DataFrame:
     except LookupError:
         by_name = {}
     keep = []
-    for (_, _, name), rows in df.sort_values("utc", kind="stable").groupby(["gpu", "problem", "variant"], sort=False):
+    pos = df.assign(_pos=np.arange(len(df)))
+    for (_, _, name), rows in pos.sort_values("utc", kind="stable").groupby(["gpu", "problem", "variant"], sort=False):
         v = by_name.get(name)
         keep.append(choose_record(rows, v) if v is not None else rows.iloc[-1])
-    out = pd.DataFrame(keep).reset_index(drop=True)
+    out = pd.DataFrame(keep).sort_values("_pos", kind="stable").drop(columns="_pos").reset_index(drop=True)
     return out.assign(older=changed_since_recorded(out).to_numpy())
 
 

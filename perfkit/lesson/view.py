@@ -18,9 +18,10 @@ from .cards import RungCard, card_table, recorded
 from .estimates import estimate_rung
 from .formatting import anatomy_changes, anatomy_table, fmt_seconds
 from .kernel_source import source, source_diff
-from .matching import ladder_for, runs, runs_as_is
+from .matching import ladder_for, runs, runs_as_is, shared_records
 from .prompts import Rendered, answer, ask, fold, predict_prompt
 from .sass import sass_table
+from .standing import chosen_records
 
 
 def fold_figure(fig_or_ax, summary: str, open_: bool = False) -> Rendered:
@@ -289,8 +290,9 @@ class LadderView:
         rung sections, opened once the reader has predicted.  One table (and chart) per GPU whose
         records the cards show: where the newest records of today's code lie on two GPUs, each
         table is of one GPU (its own records, older code marked), so that no "x the rung before"
-        or "of oracle" crosses GPUs from one row to the next.  Returns the cards as the sections
-        show them."""
+        or "of oracle" crosses GPUs from one row to the next; each bar is the record its card shows
+        (one per rung, chosen by code among every record of ``table``).  Returns the cards as the
+        sections show them."""
         p = problem or self.problem
         # only the rungs that run this problem: a rung shown at its own twin (GEMM's float16 rungs
         # at a float32 problem) belongs to the twin's summary, not beside float32 rungs with a
@@ -324,12 +326,16 @@ class LadderView:
 
         found = [c for c in cs if c.found and c.gpu == gpu]
         older = [c.label for c in found if c.changed_since]
-        t = (self.table[self.table["op"] == self.op] if self.table is not None and not self.table.empty
-             and "op" in self.table else self.table)
+        t = self.table if self.table is not None else shared_records(self.op, self.ladder, latest=False)  # the cards'
+        t = t[t["op"] == self.op] if not t.empty and "op" in t else t
         left_out = [c.label for c in cs if c.found and c.gpu != gpu]
         if t is not None and not t.empty and "gpu" in t:  # never bars of two GPUs
             t = t[t["gpu"] == gpu]
-            if {"variant", "commit", "rung"} <= set(t.columns):
+            if {"problem", "variant", "utc"} <= set(t.columns):
+                # one bar per rung, its record chosen by code as the cards choose (the table holds
+                # every record: never two bars of one rung, nor the newest of older code)
+                t = chosen_records(t[t["problem"] == p.label], self.op)
+            if {"variant", "commit", "rung"} <= set(t.columns) and not t.empty:
                 # a rung's bar is the record its card shows (never a bar of other code beside the
                 # table's number)
                 shown = {(c.variant, c.commit) for c in found}

@@ -951,6 +951,30 @@ def test_uncoalesced_layout_moves_bytes_not_instructions():
         assert e.launches[0]["latencies_clk"]["global_miss"] >= dram_clk
 
 
+def test_dense_uncoalesced_layout_moves_bytes_not_instructions():
+    """conv's direct_halo runs the same kernel in NCHW and NHWC: per input channel a block
+    stages its 10x18 input tile and its KB=8 filters' 72 taps in shared memory, one element a
+    thread at a time, the layout only changing the index arithmetic.  Its traffic model gives L2
+    bytes only, and in NHWC counts the tile at 8 sectors per element (one channel of a pixel
+    each): 1592 MB at 32x128x28x28, k=128, 3x3, where the instructions ask for 270 MB in float16
+    (541 MB, and 541 MB of L2, in float32 NCHW).  The loader loops are sized from the bytes the
+    instructions ask for, the twin's scaled by the FLOPs in a dense op (the same tiles, more of
+    them), not from those sectors: before, float16 NHWC came to 2018 M warp instructions
+    against 684 M for float32 NCHW and 3.3 ms against 1244 us measured on the H200 (2.65x).
+    Nsight Compute counted 826 M for float32 NCHW there."""
+    from perfkit.kernels import conv
+
+    v = conv.DirectHalo()
+    est = {}
+    for dt, lay in (("float32", "NCHW"), ("float16", "NHWC")):
+        p = conv.Problem(32, 128, 28, 28, 128, 3, 3, 1, 1, dt, lay)
+        est[(dt, lay)] = model.estimate(v, p, "h200", stored=False)
+    wi = {k: sum(p["warp_instructions"] for p in e.launches) for k, e in est.items()}
+    assert wi[("float16", "NHWC")] == pytest.approx(wi[("float32", "NCHW")], rel=0.1)
+    assert 0.5 < wi[("float16", "NHWC")] / 825.85e6 < 1.5
+    assert 0.5 < est[("float16", "NHWC")].seconds / 1244.1e-6 < 2.0
+
+
 def test_outer_row_loop_with_a_reduction_across_warps():
     """The same outer loop whose row spans W warps (layernorm backward's tuned rung at 7c7b2e0:
     256 threads a row): shuffles, then each warp's partial stored to shared memory, a barrier,

@@ -11,7 +11,7 @@ from .inputs import Inputs
 from .latency import latencies, warp_cycles
 from .memory import (bank_degrees, bank_per_access, coalesce_factor, dirty_at_end, guarded_activity, l2_rereads,
                      l2_tag_traffic, launch_weights, lines_per_request, panel_reads, partly_written_sectors,
-                     requested_bytes, shared_wavefronts, simulated_launch, wide_global)
+                     requested_bytes, requested_bytes_by_work, shared_wavefronts, simulated_launch, wide_global)
 from .pipes import add_counts
 from .plans import array_bytes, inspect_launch, is_dense, plan_launches, traffic_for
 from .trips import dynamic_mix
@@ -319,13 +319,23 @@ def _estimate(variant, problem, gpu: str, r: Inputs, banks: bool, ahead_s: float
         return e
     sizes = [array_bytes(l.args) for l in launches]
     weights = launch_weights(variant, problem, sizes) if banks else None
-    if weights is None and banks and len(sizes) == 1 and traffic.l1_bytes is None and not is_dense(problem):
-        # one launch of a streaming op whose traffic model gives L2 bytes only: where its
-        # accesses do not coalesce (NHWC batchnorm: one useful float per 32-byte sector) those
-        # are several times what its instructions ask for, and would multiply its loops' trips;
-        # the simulated twin's requested bytes scaled to the problem count them instead.  (A
-        # tiled matrix product's tile loads are what its traffic model counts: kept)
-        w = requested_bytes(variant, problem, 0, sizes[0][2])
+    if weights is None and banks and len(sizes) == 1 and traffic.l1_bytes is None:
+        # one launch whose traffic model gives L2 bytes only: where its accesses do not
+        # coalesce (NHWC batchnorm: one useful float per 32-byte sector; NHWC direct_halo's
+        # tile loads, one channel at a time: 8 sectors per element in its L2 bytes) those are
+        # several times what its instructions ask for, and would multiply its loops' trips;
+        # the simulated twin's requested bytes scaled to the problem count them instead (by the
+        # arrays' bytes).  In a dense op, scaled by the FLOPs (same tiles, more of them: a block
+        # reads its input again for each group of output channels), and only where the rung's
+        # L2 bytes are over 1.5x those (uncoalesced, as memory.coalesce_factor reads them):
+        # sectors fetched for a fraction of their bytes.  Fewer are L1 hits, and a tiled
+        # product's tile loads are what its traffic model counts (kept)
+        if is_dense(problem):
+            w = requested_bytes_by_work(variant, problem, 0)
+            declared = traffic.l2_bytes if traffic.l2_bytes is not None else traffic.dram_bytes
+            w = w if w and 1.5 * w < declared else None
+        else:
+            w = requested_bytes(variant, problem, 0, sizes[0][2])
         weights = [w] if w else None
     simulated = weights is not None
     if weights is None:

@@ -182,6 +182,25 @@ def requested_bytes(variant, problem, k: int, nb: float) -> float | None:
     return total * nb / g["arg_bytes"]
 
 
+def requested_bytes_by_work(variant, problem, k: int) -> float | None:
+    """The bytes launch ``k``'s global instructions ask for in a dense op (elements x their
+    size, before any coalescing into sectors), from the bank simulation of its small twin:
+    the simulated block's accesses times the twin launch's blocks, scaled by the problem's
+    FLOPs over the twin's.  A tiled op keeps its tiles
+    and block shapes in the twin, so its requests grow with its work, not with its arrays'
+    bytes (a block re-reads its input for every group of output channels).  None where not
+    simulated."""
+    g = simulated_launch(variant, problem, k)
+    twin = bank_report(variant, problem, True)[1]
+    if not g or twin is None or not g.get("launch_blocks") or not g.get("bytes"):
+        return None
+    tw = float(getattr(twin, "flops", 0.0) or 0.0)
+    pf = float(problem.flops)
+    if tw <= 0 or pf <= 0:
+        return None
+    return float(g["bytes"]) * g["launch_blocks"] * pf / tw
+
+
 def guarded_activity(variant, problem, k: int, dyn: dict, wpb: int, ld_vec: bool, st_vec: bool) -> dict | None:
     """Where a launch's shared accesses are all in straight-line code and some sit in blocks
     the SASS branches around (``if t < s:`` in a tree reduction: the warps with no thread

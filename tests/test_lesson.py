@@ -2544,3 +2544,23 @@ def test_a_takeaway_compares_counters_with_the_librarys_row_of_the_same_gpu_or_n
     for m in re.finditer(r"cuBLAS's numbers are (.+?)'s: (.+?) has no Nsight Compute row of cuBLAS", text):
         assert m.group(1) != m.group(2)
         assert library_row("gemm", "m=4096 n=4096 k=4096 dtype=float16", "oracle", [m.group(2)]) is None
+
+
+def test_a_kernels_helpers_come_in_the_same_order_in_every_process():
+    """The helpers a kernel diff shows (kernel_source.kernel_helpers) are found through sets of
+    names; their order must not follow Python's per-process string hashing, or an executed
+    notebook's code diff changes from run to run (notebook 02's warp_specialized diff moved
+    ``mbar_state``)."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("from perfkit.lesson.kernel_source import kernel_helpers\n"
+            "from perfkit.kernels.gemm import hopper_ws\n"
+            "print([h.__name__ for h in kernel_helpers(hopper_ws._ws_kernel(128, 4))])\n")
+    outs = set()
+    for seed in ("0", "1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+        outs.add(run.stdout.strip().splitlines()[-1])
+    assert len(outs) == 1, outs

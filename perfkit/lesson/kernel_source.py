@@ -52,7 +52,8 @@ def kernel_helpers(fn) -> list:
         glb = getattr(f, "__globals__", {})
         found = []
         names = _code_names(code)
-        for name in sorted(names, key=lambda n: code.co_names.index(n) if n in code.co_names else 1 << 30):
+        # names of nested code are not in co_names: after those, by name (a set's order changes run to run)
+        for name in sorted(names, key=lambda n: (code.co_names.index(n) if n in code.co_names else 1 << 30, n)):
             obj = glb.get(name)
             if isinstance(obj, types.ModuleType) and obj.__name__.startswith(_KERNELS_PKG):
                 found += [getattr(obj, a) for a in sorted(names) if hasattr(obj, a)]

@@ -352,10 +352,10 @@ if recorded.empty:
     print("No saxpy records in data/results/ yet (the timer check above timed its rungs on real GPUs, "
           "data/timer/, but records none): the roofline shows the ceilings only.")
     # what *is* recorded: the softmax ladder (notebook 04), a memory-bound op like saxpy
-    sm = results.load(op="softmax")
+    sm = results.load(op="softmax", latest=False)
     sm = sm[sm["problem"].astype(str).str.startswith("rows=4096 cols=4096 dtype=float32")]
-    if not sm.empty:  # one GPU's records under that GPU's ceilings: the newest
-        sm = sm[sm["gpu"] == sm.sort_values("utc")["gpu"].iloc[-1]]
+    if not sm.empty:  # one GPU's records under that GPU's ceilings (the newest GPU), each rung's chosen by code
+        sm = lesson.chosen_records(sm[sm["gpu"] == sm.sort_values("utc")["gpu"].iloc[-1]], "softmax")
         sm = sm.assign(label=sm["rung"].map(lambda r: "peer" if int(r) < 0 else f"{int(r):02d}")  # peers: rung -1
                        + " " + sm["variant"].astype(str))
         plt.show()  # saxpy's roofline above; the softmax one folded: notebook 04 asks for its best rung first

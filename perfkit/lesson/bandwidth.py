@@ -290,9 +290,11 @@ class WhereTheyStand:
         n_won = int((rows["x torch"] >= 1.0).sum())
         n = int(np.isfinite(rows["x torch"]).sum())
         head = f"On {gpu}, the best checked rung beats torch at {n_won} of {n} recorded problems. "
-        tail = (" (* a record of a kernel that changed since: not today's code.)"
-                if rows["older"].any() or (rows["older faster rung"] != "").any() else "")
-        return head + " ".join(out) + tail
+        body = " ".join(out)
+        # the footnote explains a * the paragraph shows ("older code*"); a record of older code that
+        # ran faster is named in words, with no *: no footnote for it alone
+        tail = " (* a record of a kernel that changed since: not today's code.)" if "*" in body else ""
+        return head + body + tail
 
     def _why(self, r) -> str:
         """The Nsight Compute row of a losing best rung at its problem on its GPU, where one of the

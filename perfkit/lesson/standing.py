@@ -294,12 +294,13 @@ def takeaway(st: pd.DataFrame, library: str = "the library", goals: dict | None 
             rng = f"x{lo:.2f}" if np.isclose(lo, hi, rtol=0.005) else f"x{lo:.2f} to x{hi:.2f}"
             s += f"the best rung runs at {rng} {library}'s speed over {len(g)} problem{'s' if len(g) != 1 else ''}"
             if len(won) == len(g):
-                s += " (won everywhere)"
+                s += " (won everywhere)" if len(g) > 1 else " (won)"
             elif len(won):
                 s += f" (won at {len(won)}: {', '.join(sorted(set(won['best rung'])))})"
             else:
                 worst = g.loc[g["of library"].idxmin()]
-                s += f" (not won; widest gap at {worst['problem'].split(' dtype')[0]}, {worst['best rung']})"
+                gap = "widest gap" if len(g) > 1 else "the gap"  # one problem: no "widest" of one
+                s += f" (not won; {gap} at {worst['problem'].split(' dtype')[0]}, {worst['best rung']})"
                 s += _counters_clause(worst, gpu, st, library)
         goal = _goal_of(goals, group)
         if goal is not None and len(g):
@@ -322,8 +323,10 @@ def takeaway(st: pd.DataFrame, library: str = "the library", goals: dict | None 
             if goal is not None and np.isfinite(ratio):
                 s += f", {'over' if ratio >= goal else 'under'} the goal"
         out.append(s + ".")
-    marked = (st["commit"].astype(str).str.endswith("*").any() or (st["older faster rung"] != "").any())
-    return " ".join(out) + (" (* a record of a kernel that changed since: not today's code.)" if marked else "")
+    text = " ".join(out)
+    # the footnote explains a * the paragraph itself shows (a clause naming older code says so in
+    # words, and the table explains its own *): none where the text has no *
+    return text + (" (* a record of a kernel that changed since: not today's code.)" if "*" in text else "")
 
 
 def _counters_clause(worst: pd.Series, gpu: str, st: pd.DataFrame, library: str) -> str:

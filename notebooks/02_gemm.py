@@ -642,7 +642,7 @@ if on_roof is None or on_roof.empty:
 # says whether each goal is met: the best SIMT rung at ≥ 1.0 of cuBLAS in float32, the best
 # float16 rung at ≥ 0.85 of cuBLAS's HGEMM (issue 45; mma.sync alone aims at 0.70, the Hopper
 # rungs at 0.85).  Table, bars and paragraph lead with today's code: per rung the newest record of
-# today's code (older code only where nothing newer exists), and per problem the fastest rung of
+# today's code (older code only where the rung has no record of today's code), and per problem the fastest rung of
 # today's code (older code, its commit marked `*`, only where no rung of today's code was
 # recorded), each against cuBLAS timed in the same run (the same GPU and commit; where that run
 # timed no cuBLAS, cuBLAS's own median is shown and nothing is divided).  A record of older code

@@ -4,7 +4,7 @@ the measured copy ceiling, as a table, a bandwidth-against-width figure and a pa
 from the same numbers (so the prose stays true when the records change).
 
 Records are chosen by code, not recency: per (op, problem, rung) on the GPU the newest record of
-today's code, older code only where nothing newer exists (:func:`.standing.chosen_records`, as
+today's code, older code only where the rung has no record of today's code (:func:`.standing.chosen_records`, as
 notebooks 02 and 03 and the cards choose), and then marked ``*``.  The best rung of a problem is
 the standings' rule of notebooks 02 and 03 (:func:`.standing.best_by_code`): the fastest of
 today's code, older code (marked) only where no rung of today's code was recorded there, and a

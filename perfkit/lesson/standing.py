@@ -3,7 +3,7 @@ and GPU, as a table, a figure and a paragraph written from the same numbers, so 
 stays true when the records change.
 
 Records are chosen by code, not recency (:func:`chosen_records`): per (GPU, problem, rung) the
-newest record of today's code, older code only where nothing newer exists, and then marked ``*``
+newest record of today's code, older code only where the rung has no record of today's code, and then marked ``*``
 (:func:`choose_record`, as the cards choose).  Which rung is best is one rule, :func:`best_by_code`
 (notebook 04's :mod:`.bandwidth` reads it too): the fastest of today's code, older code only where
 no rung of today's code was recorded, and an older record that ran faster named beside it

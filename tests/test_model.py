@@ -369,6 +369,45 @@ def test_arithmetic_tail_loop_runs_once_per_warp():
     assert main == pytest.approx((flops / 64 - warps) / 4)
 
 
+def test_a_loop_around_the_k_loop_runs_once_per_output_tile():
+    """A persistent GEMM's tile loop (rung 23): its own body holds the k loop's first step, peeled
+    to start the accumulators from zero (HGMMA ..., RZ), and the epilogue's stores; the k loop
+    inside it the rest.  The tile loop runs once per tile of the accumulators a warp holds
+    (outputs / (64 x 256 / 4) warp-iterations), the k loop the FLOPs left: each used to get the
+    FLOPs / (work of both) trips, the tile loop ~21x too many at 4096^3 (its STS and warp
+    instructions 2.25x Nsight Compute's)."""
+    from types import SimpleNamespace
+
+    from perfkit.kernels import gemm
+    instrs = [(0x00, "MOV R2, RZ"),                                            # tile loop
+              (0x10, "HGMMA.64x256x16.F32 R24, gdesc[UR4].tnspB, RZ, !UPT"),   # the first k step
+              (0x20, "HGMMA.64x256x16.F32 R24, gdesc[UR8].tnspB, R24"),        # k loop, two steps
+              (0x30, "HGMMA.64x256x16.F32 R24, gdesc[UR8].tnspB, R24"),
+              (0x40, "@P0 BRA 0x20"),
+              (0x50, "STS [R3], R24"),                                          # the epilogue
+              (0x60, "STS [R3+0x4], R25"),
+              (0x70, "@P1 BRA 0x00"),
+              (0x80, "EXIT")]
+    rep = _fake_report(instrs)
+    starts = [lp.start for lp in rep.loops]
+    tile, k = starts.index(0x00), starts.index(0x20)
+    assert rep.loops[k].parent == tile
+    p = gemm.Problem(m=512, n=512, k=1024, dtype="float16")
+    dyn = model.dynamic_mix(rep, p, launch_bytes=0.0, dense=True, warps=16, threads_per_block=384)
+    tiles = 512 * 512 / (64 * 256 / 4)  # 64 warp-iterations, each 1024 / 16 k steps
+    assert dyn["trips"][tile] == pytest.approx(tiles)
+    assert dyn["trips"][k] == pytest.approx(tiles * (1024 // 16 - 1) / 2)
+    assert dyn["counts"]["sts"][4] == pytest.approx(2 * tiles)
+    # mma.sync: a warp's 16 x 8 accumulator each distinct destination
+    two = model.pipe_counts(["HMMA.16816.F32 R8, R4, R6, R8 ;", "HMMA.16816.F32 R12, R4, R6, R12 ;",
+                             "HMMA.16816.F32 R8, R5, R7, R8 ;"])
+    assert two["mma_acc"] == 2 * 16 * 8
+    # a problem that names no outputs keeps the old rule
+    dyn = model.dynamic_mix(rep, SimpleNamespace(flops=p.flops, bytes=1.0), launch_bytes=0.0, dense=True,
+                            warps=16, threads_per_block=384)
+    assert dyn["trips"][tile] == dyn["trips"][k]
+
+
 def test_one_path_drops_the_zero_divisor_specialisation():
     """The compiler's copy of a loop for a zero divisor (i // nb with nb == 0) is not the path
     taken, though it is the shorter and the other arm calls the slow division routine."""

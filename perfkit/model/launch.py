@@ -98,6 +98,9 @@ def launch_estimate(variant, problem, launch, k, r: Inputs, traffic, share, *, u
             sim = bank_per_access(variant, problem, vec)
             for what in per_access:
                 per_access[what].update({k: v for k, v in sim.get(what, {}).items() if k[0] == kind})
+    # wgmma reads its shared operands through the same pipe, 128 bytes a wavefront (swizzled:
+    # conflict free)
+    mio_extra += c.get("wgmma_smem_bytes", 0) / 128.0
     wavefronts = shared_wavefronts(c, ldd, std, per_access["wavefronts"]) + mio_extra
     ideal = shared_wavefronts(c, 1.0, 1.0, per_access["ideal"]) + mio_extra
     dram_bytes = traffic.dram_bytes * share

@@ -29,9 +29,10 @@ def pipe_counts(body: list[str]) -> dict:
 def _counts(body: tuple[str, ...]) -> dict:
     from ..anatomy import classify
 
-    c = {"instr": 0, "fma": 0, "ffma": 0, "imad": 0, "alu": 0, "xu": 0, "fp64": 0, "mma": 0, "mma_flops": 0, "wgmma_flops": 0, "gmem": 0, "gmem_bytes": 0,
+    c = {"instr": 0, "fma": 0, "ffma": 0, "imad": 0, "alu": 0, "xu": 0, "fp64": 0, "mma": 0, "mma_flops": 0, "wgmma_flops": 0, "wgmma_smem_bytes": 0, "mma_acc": 0, "gmem": 0, "gmem_bytes": 0,
          "gload_bytes": 0, "lds": {4: 0, 8: 0, 16: 0}, "sts": {4: 0, 8: 0, 16: 0}, "ldsm": 0, "bar": 0,
          "bar_part": 0, "shfl": 0, "local": 0, "gwide": 0, "s2r_tid": 0, "gw": {}}
+    accs: set = set()
     for ins in body:
         cls = classify(ins)
         op = opcode(ins)
@@ -56,10 +57,22 @@ def _counts(body: tuple[str, ...]) -> dict:
             c["fp64"] += 1
         elif cls == "tensor mma":
             c["mma"] += 1
+            # the accumulator elements a warp holds, each distinct destination counted once (a
+            # wgmma's M x N over its warpgroup's 4 warps; mma.sync's 16 x 8)
+            dest = re.match(r"\s*(?:@!?U?P\w+\s+)?\S+\s+(R\d+)", ins)
+            if dest and dest.group(1) not in accs:
+                accs.add(dest.group(1))
+                mn = re.match(r"HGMMA\.(\d+)x(\d+)x", op) or re.match(r"HMMA\.(16)(8)\d+", op)
+                c["mma_acc"] += int(mn.group(1)) * int(mn.group(2)) // (4 if base == "HGMMA" else 1) if mn else 128
             shape = re.match(r"HGMMA\.(\d+)x(\d+)x(\d+)", op)
             if shape:  # wgmma: a warpgroup's M x N x K product, issued by each of its 4 warps
                 m, n, k = (int(x) for x in shape.groups())
                 c["wgmma_flops"] += 2 * m * n * k / 4
+                # its operands from shared memory through descriptors (gdesc: A and B, or B
+                # alone where A comes from registers), 32-byte K rows (16 halves, 8 tf32, 32
+                # fp8): read through the shared-memory pipe, a warp's quarter each
+                a_regs = re.search(r"HGMMA\S*\s+R\w+,\s*R\d+", ins) is not None
+                c["wgmma_smem_bytes"] += ((0 if a_regs else m) + n) * 32 / 4
             else:      # mma.sync m16n8k16 (HMMA.16816): 4096 FLOPs a warp instruction
                 c["mma_flops"] += 4096
         elif cls.startswith("global"):

@@ -43,6 +43,15 @@ def elements_per_iteration(c: dict, problem) -> float | None:
     return min((n * w / it for (_, w), n in groups.items() if n), default=None)
 
 
+def output_elements(problem) -> float | None:
+    """The elements of the problem's outputs (``output_specs``), None where it does not say."""
+    try:
+        specs = problem.output_specs()
+    except (AttributeError, TypeError, NotImplementedError):
+        return None
+    return float(sum(math.prod(shape) for shape, _ in specs.values())) or None
+
+
 def nested_in(loops, j: int, i: int) -> bool:
     """Whether loop ``j`` lies (at any depth) inside loop ``i``."""
     p = loops[j].parent
@@ -129,6 +138,12 @@ def rule_arithmetic_work(m: Mix) -> None:
     body is kept, the others get 0.  A loop with fewer per iteration than the main one (the
     checked tail of k after the full tiles) runs once per warp.  Worked case: 4096^3 fp32 on a
     loop of 64 FFMA an iteration: 2 x 4096^3 / (64 x 64) = 33.5 M warp-iterations.
+    A loop around the main ``mma`` loop with ``mma`` of its own (the k loop's first step, peeled
+    to start the accumulators from zero: a persistent GEMM's tile loop) walks output tiles, the
+    whole reduction an iteration: it runs ``outputs / accumulator elements a warp holds`` times
+    (distinct destinations of its mma, a wgmma's M x N / 4), the main loop the FLOPs left.
+    Worked case: rung 23 at 4096^3, 64x256 accumulators a warpgroup: 4096^2 / 4096 = 4096 tile
+    iterations, 129 024 of the k loop (test ``test_a_loop_around_the_k_loop_runs_once_per_output_tile``).
     The FLOPs are the ones the rung computes, as its traffic model counts them, not the
     problem's: an algorithm with fewer multiplies runs its loop fewer times (Winograd F(4x4, 3x3):
     36 products per 4x4 tile where direct convolution does 144, 0.25x; test
@@ -165,6 +180,14 @@ def rule_arithmetic_work(m: Mix) -> None:
             for i in chosen:
                 if i != main and not nested_in(loops, i, main) and not nested_in(loops, main, i):
                     trips[i], rules[i] = float(warps), f"tail: fewer {key} per iteration than loop {main}: once per warp"
+            # a loop enclosing the main one whose own body holds mma too (the reduction's first
+            # step, peeled to start the accumulators from zero) walks output tiles, the whole
+            # reduction an iteration: it runs once per tile of the accumulators a warp holds
+            outs = output_elements(problem)
+            for i in chosen:
+                if key == "mma" and i != main and nested_in(loops, main, i) and outs and own[i].get("mma_acc"):
+                    trips[i], rules[i] = outs / own[i]["mma_acc"], \
+                        f"output tiles: {outs:.0f} outputs / ({own[i]['mma_acc']:g} accumulator elements a warp)"
             chosen = [i for i in chosen if trips[i] is None]
             total = max(flops - sum(trips[i] * work(own[i]) for i in group if trips[i]), 0.0) / sum(
                 work(own[i]) for i in chosen)

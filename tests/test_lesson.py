@@ -1647,6 +1647,15 @@ def test_where_they_stand_speaks_for_todays_code_as_02_and_03_do(monkeypatch):
     assert a["older faster x torch"] == pytest.approx(2.7e-3 / 1.5e-3)
     b = w.rows.set_index("shape").loc["64 x 4096"]
     assert b["best rung"] == label[now] and np.isnan(b["older faster x torch"])
+    # the figure draws each older record that ran faster as a hollow diamond at its own GB/s
+    import matplotlib.pyplot as plt
+
+    fig = w.figure()
+    diamonds = sorted(float(line.get_ydata()[0]) for ax in fig.axes for line in ax.get_lines()
+                      if line.get_marker() == "D" and len(line.get_ydata()))
+    assert diamonds == pytest.approx(sorted([a["older faster gbps"], b["older faster gbps"]]))
+    assert all(np.isfinite(diamonds))
+    plt.close(fig)
     shown = w.table("softmax").data
     assert list(shown["best checked rung"]) == [label[now]] * 2
     assert list(shown["older code ran faster"]) == [f"{label[gone]}, x1.80 (old*)", f"{label[gone]}, 3 ms (old*)"]

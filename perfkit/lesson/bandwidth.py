@@ -103,6 +103,7 @@ def standing_rows(op: str, gpu: str, *, frame: pd.DataFrame | None = None, copy_
         t = of_run(here[here["variant"] == _PEERS["torch"]], faster["commit"]) if faster is not None else None
         row["older faster rung"] = faster["label"] if faster is not None else ""
         row["older faster median_s"] = float(faster["median_s"]) if faster is not None else float("nan")
+        row["older faster gbps"] = float(faster["gbps"]) if faster is not None else float("nan")
         row["older faster commit"] = str(faster["commit"])[:7] if faster is not None else ""
         row["older faster x torch"] = ratio_of_run(t, faster)
         row["commits"] = (row["commit"] + ("*" if row["older"] else "") + (f" ({', '.join(others)})" if others else "")).strip()
@@ -206,7 +207,8 @@ class WhereTheyStand:
     def figure(self):
         """Per GPU (a row of panels) and op (a panel), GB/s against the width: the best rung (its
         number beside each point), torch and Triton, one marker per dtype and layout (hollow: older
-        code), that GPU's copy ceiling as a dashed line.  Points only: each point is one record,
+        code), a hollow diamond where a record of older code ran faster, that GPU's copy ceiling as
+        a dashed line.  Points only: each point is one record,
         and no line joins two records."""
         import matplotlib.pyplot as plt
         from matplotlib.lines import Line2D
@@ -232,6 +234,10 @@ class WhereTheyStand:
                         if name == "best rung":
                             ax.annotate(str(r["best rung"]).split()[0], (r["width"], r[col]), fontsize=6,
                                         xytext=(4, -3), textcoords="offset points")
+                # a record of older code that ran faster: a hollow diamond, as in 02 and 03's figure
+                for _, r in (t.dropna(subset=["older faster gbps"]).iterrows() if len(t) else []):
+                    ax.plot([r["width"]], [r["older faster gbps"]], ls="none", marker="D", ms=5, mfc="white",
+                            color="C0")
                 ax.set_xscale("log", base=2)
                 ax.set_xlabel("H·W" if op == "batchnorm" else "row width (cols)", fontsize=8)
                 ax.set_ylabel("GB/s (useful bytes)", fontsize=8)
@@ -244,6 +250,9 @@ class WhereTheyStand:
         handles += [Line2D([], [], ls="none", marker="o", color="C0", mfc="white",
                            label="hollow: older code (*) or a peer of another run"),
                     Line2D([], [], color="black", ls="--", label="measured copy")]
+        if len(self.rows) and np.isfinite(self.rows["older faster gbps"].astype(float)).any():
+            handles.insert(-1, Line2D([], [], ls="none", marker="D", ms=5, mfc="white", color="C0",
+                                      label="older code that ran faster"))
         fig.legend(handles=handles, loc="lower center", ncol=len(handles), fontsize=7, frameon=False,
                    bbox_to_anchor=(0.5, -0.06 / len(gpus)))
         fig.suptitle("; ".join(f"{g}: {self._copy_note(g)}" if len(gpus) > 1 else f"{g}: GB/s against the width "

@@ -186,10 +186,9 @@ def requested_bytes_by_work(variant, problem, k: int) -> float | None:
     """The bytes launch ``k``'s global instructions ask for in a dense op (elements x their
     size, before any coalescing into sectors), from the bank simulation of its small twin:
     the simulated block's accesses times the twin launch's blocks, scaled by the problem's
-    FLOPs over the twin's.  A tiled op keeps its tiles
-    and block shapes in the twin, so its requests grow with its work, not with its arrays'
-    bytes (a block re-reads its input for every group of output channels).  None where not
-    simulated."""
+    FLOPs over the twin's.  A tiled op keeps its tiles and block shapes in the twin, so its
+    requests grow with its work, not with its arrays' bytes (a block re-reads its input for
+    every group of output channels).  None where not simulated."""
     g = simulated_launch(variant, problem, k)
     twin = bank_report(variant, problem, True)[1]
     if not g or twin is None or not g.get("launch_blocks") or not g.get("bytes"):

@@ -57,14 +57,13 @@ def _counts(body: tuple[str, ...]) -> dict:
             c["fp64"] += 1
         elif cls == "tensor mma":
             c["mma"] += 1
+            shape = re.match(r"HGMMA\.(\d+)x(\d+)x(\d+)", op)
             # the accumulator elements a warp holds, each distinct destination counted once (a
             # wgmma's M x N over its warpgroup's 4 warps; mma.sync's 16 x 8)
             dest = re.match(r"\s*(?:@!?U?P\w+\s+)?\S+\s+(R\d+)", ins)
             if dest and dest.group(1) not in accs:
                 accs.add(dest.group(1))
-                mn = re.match(r"HGMMA\.(\d+)x(\d+)x", op) or re.match(r"HMMA\.(16)(8)\d+", op)
-                c["mma_acc"] += int(mn.group(1)) * int(mn.group(2)) // (4 if base == "HGMMA" else 1) if mn else 128
-            shape = re.match(r"HGMMA\.(\d+)x(\d+)x(\d+)", op)
+                c["mma_acc"] += int(shape.group(1)) * int(shape.group(2)) // 4 if shape else 16 * 8
             if shape:  # wgmma: a warpgroup's M x N x K product, issued by each of its 4 warps
                 m, n, k = (int(x) for x in shape.groups())
                 c["wgmma_flops"] += 2 * m * n * k / 4

@@ -239,6 +239,11 @@ def test_cli(capsys):
     assert "anatomy of 01 naive" in out and "anatomy diff" in out
     assert anatomy.cli(["saxpy", "99"]) == 2
     assert "no rung '99'" in capsys.readouterr().err
+    # a misspelt or malformed --size names the problem's fields instead of a Python traceback
+    assert anatomy.cli(["gemm", "1", "--size", "q=3"]) == 2
+    assert "no field 'q'; its fields: m, n, k, dtype" in capsys.readouterr().err
+    assert anatomy.cli(["gemm", "1", "--size", "m"]) == 2
+    assert "must look like FIELD=VALUE" in capsys.readouterr().err
 
 
 def test_built_as_numba_builds_for_a_launch():

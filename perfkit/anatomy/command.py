@@ -49,7 +49,17 @@ def cli(argv: list[str] | None = None) -> int:
         if args.size:
             import yaml
 
-            kw = {k: yaml.safe_load(v) for k, v in (s.split("=", 1) for s in args.size)}
+            kw = {}
+            for s in args.size:
+                if "=" not in s:
+                    raise AnatomyError(f"--size {s!r} must look like FIELD=VALUE, e.g. --size n=2048")
+                k, v = s.split("=", 1)
+                kw[k.strip()] = yaml.safe_load(v)
+            fields = [f.name for f in dataclasses.fields(mod.Problem)] if dataclasses.is_dataclass(mod.Problem) else None
+            unknown = sorted(set(kw) - set(fields or kw))
+            if unknown:
+                raise AnatomyError(f"{args.op}'s problem has no field {', '.join(map(repr, unknown))}; "
+                                   f"its fields: {', '.join(fields)}")
             problem = dataclasses.replace(problem, **kw) if problem is not None else mod.Problem(**kw)
         if problem is None:
             raise AnatomyError(f"{args.op} has no EXAMPLE_PROBLEM: give its fields with --size k=v")

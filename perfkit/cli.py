@@ -48,6 +48,19 @@ def _info(args) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _dispatch(argv)
+    except Exception as exc:
+        from .cluster import ClusterError
+
+        if not isinstance(exc, ClusterError):
+            raise
+        # a --cluster SPEC that cannot be read, or Dask not installed: said in a line, not a traceback
+        print(f"perfkit {argv[0]}: {exc}", file=sys.stderr)
+        return 2
+
+
+def _dispatch(argv: list[str]) -> int:
     if argv and argv[0] == "anatomy":  # its own argument parser lives with the tool
         from . import anatomy
 

@@ -72,6 +72,15 @@ def test_specs_are_checked_and_name_the_forms():
         cluster.slurm_cluster("kind=h200,gpu=1")
 
 
+@pytest.mark.parametrize("argv", [["static", "refresh"], ["workload", "gpt2"]])
+def test_a_bad_cluster_spec_is_one_line_from_every_command_that_takes_one(argv, capsys):
+    from perfkit import cli
+
+    assert cli.main([*argv, "--cluster", "mesos:1"]) == 2
+    err = capsys.readouterr().err
+    assert f"perfkit {argv[0]}: --cluster 'mesos:1': one of local-sim:N" in err and "Traceback" not in err
+
+
 def test_the_slurm_job_script_asks_for_a_gpu_and_starts_a_worker_with_its_kind():
     """dask-jobqueue's script, built with no Slurm: one GPU a job, the worker labelled with its kind."""
     pytest.importorskip("dask_jobqueue")

@@ -408,6 +408,61 @@ def test_a_loop_around_the_k_loop_runs_once_per_output_tile():
     assert dyn["trips"][tile] == dyn["trips"][k]
 
 
+def test_code_only_thread_0_runs_counts_in_the_warp_that_holds_it():
+    """``if t == 0:`` without an else (``ISETP.NE.AND P1, PT, R0, RZ`` on SR_TID.X, ``@P1 BRA``
+    past the block, or folded into another test: ``if t == 0 and kt + 2 < n_k``) is issued by
+    one warp of a 1-D block; the ELECT waterfall around a TMA copy inside it runs once per entry
+    (GEMM rung 21 ``tma``: thread 0 fills a stage in the k loop's body).  A conditional EXIT of
+    every other thread (rung 22's producer) leaves thread 0 alone up to the next EXIT."""
+    from types import SimpleNamespace
+
+    from perfkit.model.branches import one_thread_arms
+    instrs = [(0x00, "S2R R0, SR_TID.X"),
+              (0x10, "ISETP.NE.AND P1, PT, R0, RZ, PT"),
+              (0x20, "@P1 BRA 0x50"),                            # if t == 0: (straight)
+              (0x30, "SYNCS.EXCH.64 URZ, [UR4], UR6"),
+              (0x40, "FENCE.VIEW.ASYNC.S"),
+              (0x50, "ISETP.GE.OR P0, PT, R5, R6, P1"),          # k loop: if t == 0 and kt < n:
+              (0x60, "@P0 BRA 0xc0"),
+              (0x70, "PLOP3.LUT P2, PT, PT, PT, PT, 0x80, 0x0"),
+              (0x80, "@P2 ELECT P3, URZ, PT"),                   # the copy's ELECT waterfall
+              (0x90, "UTMALDG.2D [UR16], [UR30]"),
+              (0xa0, "@P3 PLOP3.LUT P2, PT, P3, PT, PT, 0x8, 0x0"),
+              (0xb0, "@P2 BRA.U.ANY 0x80"),
+              (0xc0, "HMMA.16816.F32 R8, R4, R6, R8"),
+              (0xd0, "IADD3 R5, R5, 0x1, RZ"),
+              (0xe0, "@P4 BRA 0x50"),
+              (0xf0, "EXIT")]
+    rep = _fake_report(instrs)
+    from perfkit.anatomy import sass_lines
+    assert one_thread_arms(sass_lines(rep.sass)) == [(0x21, 0x50), (0x61, 0xc0)]
+    warps, k_trips = 64, 640  # 8 blocks of 256 threads; 10 k steps a warp
+    dyn = model.dynamic_mix(rep, SimpleNamespace(flops=4096.0 * k_trips, bytes=1.0), launch_bytes=0.0,
+                            dense=True, warps=warps, threads_per_block=256)
+    starts = [lp.start for lp in rep.loops]
+    k, elect = starts.index(0x50), starts.index(0x80)
+    assert dyn["trips"][k] == pytest.approx(k_trips)
+    assert dyn["trips"][elect] == pytest.approx(k_trips / 8)  # once per entry, in thread 0's warp
+    # straight 4 a warp + its arm 2 a block; the k loop 5 a warp-iteration + 1 in its arm; ELECT 4
+    want = 4 * warps + 2 * warps / 8 + 5 * k_trips + 1 * k_trips / 8 + 4 * k_trips / 8
+    assert dyn["counts"]["instr"] == pytest.approx(want)
+    # a test against zero of a loaded value, or of the thread index against 128, is no such arm
+    other = [(0x00, "LDG.E R0, desc[UR4][R2.64]"), (0x10, "ISETP.NE.AND P1, PT, R0, RZ, PT"),
+             (0x20, "@P1 BRA 0x40"), (0x30, "IADD3 R5, R5, 0x1, RZ"), (0x40, "EXIT")]
+    assert one_thread_arms(other) == []
+    wide = [(0x00, "S2R R0, SR_TID.X"), (0x10, "ISETP.GT.U32.AND P1, PT, R0, 0x7f, PT"),
+            (0x20, "@P1 BRA 0x40"), (0x30, "IADD3 R5, R5, 0x1, RZ"), (0x40, "EXIT")]
+    assert one_thread_arms(wide) == []
+    # ``if t != 0: return`` past a warp-role split: the predicate is read back over the other
+    # role's arm (it ends in EXIT, so it cannot fall through to the producer's code)
+    ws = [(0x00, "S2R R0, SR_TID.X"), (0x10, "ISETP.NE.AND P1, PT, R0, RZ, PT"),
+          (0x20, "@!P0 BRA 0x60"),
+          (0x30, "ISETP.GE.AND P1, PT, R7, R8, PT"),             # the consumers' own use of P1
+          (0x40, "IADD3 R5, R5, 0x1, RZ"), (0x50, "EXIT"),
+          (0x60, "@P1 EXIT"), (0x70, "UTMALDG.2D [UR16], [UR30]"), (0x80, "EXIT")]
+    assert one_thread_arms(ws) == [(0x61, 0x81)]
+
+
 def test_one_path_drops_the_zero_divisor_specialisation():
     """The compiler's copy of a loop for a zero divisor (i // nb with nb == 0) is not the path
     taken, though it is the shorter and the other arm calls the slow division routine."""

@@ -469,3 +469,107 @@ def bodies(lines, loops, dropped: list | None = None, divergent: list | None = N
                              full, dropped, divergent, roles, lines))
     straight = one_path([(a, ins) for a, ins in lines if a not in in_loop], lines, dropped, divergent, roles, lines)
     return own, straight
+
+
+#: a test of a register against zero, ``ISETP.NE.AND P1, PT, R0, RZ, PT`` (or ``.EQ``), and an
+#: ISETP that folds another predicate in (``ISETP.GE.OR.EX P0, PT, R11, R6, P1, P0``: P0 =
+#: (R11 >= R6) OR P1; in the ``.EX`` form the last predicate is the low half's carry)
+_ISETP_REG_ZERO = re.compile(r"^ISETP\.(NE|EQ)\.(?:U32\.)?AND\s+P\d+\s*,\s*PT\s*,\s*(R\d+)\s*,\s*RZ\s*,\s*PT$")
+_ISETP_FOLD = re.compile(r"^ISETP\.\w+(?:\.U32)?\.(AND|OR)(\.EX)?\s+P\d+\s*,\s*PT\s*,\s*([^,]+),\s*([^,]+),\s*(!?P\w+)"
+                         r"(?:\s*,\s*!?P\w+)?$")
+
+
+def _last_write(full: list[tuple[int, str]], at: int, reg: str) -> tuple[int, str] | None:
+    """The last unguarded instruction before ``at`` whose first operand is ``reg``, walking back in
+    address order; where the code just before a branch target cannot fall through to it (an EXIT
+    or an unconditional branch: the other arm of a warp-role split), the walk goes on from the
+    forward branch that jumps there."""
+    addrs = [a for a, _ in full]
+    into: dict = {}
+    for a, ins in full:
+        m = _BRA.match(ins.strip())
+        if m and (m.group(1) or m.group(2)) and int(m.group(3), 16) > a:
+            into.setdefault(int(m.group(3), 16), a)
+    def cannot_fall_through(j):  # the instruction at index j ends its path
+        prev = full[j][1].strip().rstrip(";").strip()
+        m2 = _BRA.match(prev)
+        return prev == "EXIT" or bool(m2 and not (m2.group(1) or m2.group(2)))
+
+    i = bisect.bisect_left(addrs, at)  # the walk comes from index i (``at``) to i - 1
+    while i > 0:
+        nxt = addrs[i] if i < len(addrs) else at
+        if nxt in into and into[nxt] < nxt and cannot_fall_through(i - 1):
+            i = bisect.bisect_left(addrs, into[nxt])  # on from the branch (it reads, does not write)
+            continue
+        i -= 1
+        a, ins = full[i]
+        text = ins.strip().rstrip(";").strip()
+        if not text.startswith("@"):
+            ops = text.split(None, 1)
+            if len(ops) == 2 and ops[1].split(",")[0].strip() == reg:
+                return a, text
+    return None
+
+
+def _true_off_thread0(full: list[tuple[int, str]], at: int, pred: str, value: bool, depth: int = 0) -> bool:
+    """Whether predicate ``pred`` (as read at ``at``) equals ``value`` in every thread whose x
+    index is not 0: set by ``ISETP.NE ... R, RZ`` (true there) or ``.EQ`` (false there) on the
+    thread index straight from ``S2R SR_TID.X``, or an ISETP that ORs in (for true) or ANDs in
+    (for false) such a predicate."""
+    if depth > 4 or pred in ("PT", "UPT"):
+        return False
+    if pred.startswith("!"):
+        return _true_off_thread0(full, at, pred[1:], not value, depth + 1)
+    hit = _last_write(full, at, pred)
+    if hit is None:
+        return False
+    a, text = hit
+    m = _PLOP3_COPY.match(text)
+    if m:
+        return _true_off_thread0(full, a, m.group(1), value, depth + 1)
+    m = _ISETP_REG_ZERO.match(text)
+    if m and (m.group(1) == "NE") == value:
+        src = _last_write(full, a, m.group(2))
+        return bool(src) and re.match(r"^S2R\s+R\d+\s*,\s*SR_TID\.X$", src[1]) is not None
+    m = _ISETP_FOLD.match(text)
+    if m and (m.group(1) == "OR") == value:
+        return _true_off_thread0(full, a, m.group(5), value, depth + 1)
+    return False
+
+
+def one_thread_arms(lines: list[tuple[int, str]]) -> list[tuple[int, int]]:
+    """The blocks the SASS branches around in every thread but thread x == 0 (``if t == 0:``
+    without an else: ``ISETP.NE.AND P1, PT, R0, RZ, PT`` on the thread index, ``@P1 BRA`` past
+    the block, or a test folded into that predicate, ``if t == 0 and kt + 2 < n_k``), as (start,
+    end) address ranges.  Only the warps holding such a thread enter them (one a block, for a
+    block of one dimension); the others jump over the whole block, nested loops included.  A
+    conditional EXIT of every thread but thread 0 (``@P1 EXIT``) leaves thread 0 alone up to
+    the next EXIT."""
+    addrs = [a for a, _ in lines]
+    out = []
+    for a, ins in lines:
+        # ``if t != 0: return`` (``@P1 EXIT``): thread 0 alone runs on, to the next EXIT (rung 22's
+        # producer: one thread of its warpgroup issues the copies)
+        mx = re.match(r"^@(!?P\d+)\s+EXIT\s*;?$", ins.strip())
+        if mx and _true_off_thread0(lines, a, mx.group(1), True):
+            ends = [b for b, i2 in lines if b > a and i2.strip().rstrip(";").strip() == "EXIT"]
+            if ends:
+                out.append((a + 1, ends[0] + 1))
+            continue
+        m = _BRA.match(ins.strip())
+        if not m or not (m.group(1) or m.group(2)):
+            continue
+        t = int(m.group(3), 16)
+        if t <= a:
+            continue
+        j = bisect.bisect_left(addrs, t) - 1
+        if j < 0 or addrs[j] <= a:
+            continue
+        prev = lines[j][1].strip().rstrip(";").strip()
+        m2 = _BRA.match(lines[j][1].strip())
+        if prev == "EXIT" or (m2 and not (m2.group(1) or m2.group(2)) and int(m2.group(3), 16) > t):
+            continue  # an if/else: both arms run somewhere (one_path's business)
+        guard = (m.group(1) or m.group(2) or "").strip().rstrip(",").strip().lstrip("@")
+        if _true_off_thread0(lines, a, guard, True):
+            out.append((a + 1, t))
+    return out

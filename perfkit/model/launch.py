@@ -56,9 +56,13 @@ def launch_estimate(variant, problem, launch, k, r: Inputs, traffic, share, *, u
     # (each launch's own accesses scaled to the problem), else the launch's share of the rung's
     # the workspace this launch is passed (partial sums a loop may clear before accumulating)
     clear = array_bytes([a for a in launch.args if getattr(a, "workspace", False)])[2]
+    # the warps of a block that hold a thread of x index 0 (where `if t == 0:` code runs)
+    bx = int(launch.block[0]) if len(launch.block) else 1
+    rows = tpb // max(bx, 1)
+    solo_warps = len({(y * bx) // 32 for y in range(rows)}) or 1
     dyn = dynamic_mix(rep, problem, launch_bytes=launch_l1 if launch_l1 else l1_total * share, dense=dense,
                       warps=warps, threads_per_block=tpb, inner_extent=inner_extent, clear_bytes=clear,
-                      work_flops=traffic.flops)
+                      work_flops=traffic.flops, solo_warps=solo_warps)
     c = dyn["counts"]
     has_smem = (sum(c["lds"].values()) + sum(c["sts"].values())) > 0
     ld_vec = False

@@ -215,10 +215,17 @@ def guarded_activity(variant, problem, k: int, dyn: dict, wpb: int, ld_vec: bool
     if any(t and nshared(o) for t, o in zip(dyn["trips"], dyn["own"])):
         return None
     straight = dyn["bodies"][1]
+    # code only thread 0 runs (``if t == 0:``) is counted in its warp already (trips.one_thread_counts):
+    # it is left out here, and its shared accesses (one warp's a block) out of the simulated count
+    solo = dyn.get("one_thread") or []
+    spairs = [(a, ins) for a, ins in straight if any(lo <= a < hi for lo, hi in solo)]
+    straight = [(a, ins) for a, ins in straight if not any(lo <= a < hi for lo, hi in solo)]
     gpairs = guarded(straight)
     cg = pipe_counts([ins for _, ins in gpairs])
     cg["ffma_thread"] = cg["ffma"]
-    ng, ns = nshared(cg), nshared(dyn["straight"])
+    ng = nshared(cg)
+    ns = nshared(pipe_counts([ins for _, ins in straight])) if solo else nshared(dyn["straight"])
+    n_solo = nshared(pipe_counts([ins for _, ins in spairs])) if spairs else 0.0
     if not ng or any(ins.strip().startswith("@") and opcode(ins).split(".")[0] in ("LDS", "STS", "LDSM")
                      for _, ins in straight):
         return None
@@ -229,6 +236,7 @@ def guarded_activity(variant, problem, k: int, dyn: dict, wpb: int, ld_vec: bool
     if not g[ld_vec].get("blocks"):
         return None
     per_block = (g[ld_vec].get("smem_load_accesses", 0) + g[st_vec].get("smem_store_accesses", 0)) / g[ld_vec]["blocks"]
+    per_block -= n_solo * dyn.get("solo_warps", 1)
     active = (per_block - wpb * (ns - ng)) / (wpb * ng)
     return {"active": min(1.0, max(0.0, active)), "counts": cg}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 
-from .branches import bodies, forward_spans
+from .branches import bodies, forward_spans, one_thread_arms
 from .pipes import add_counts, pipe_counts
 
 
@@ -614,11 +614,12 @@ TRIP_RULES = (
 
 def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int, threads_per_block: int,
                 inner_extent: int | None = None, clear_bytes: float | None = None,
-                work_flops: float | None = None) -> dict:
+                work_flops: float | None = None, solo_warps: int = 1) -> dict:
     """Dynamic per-pipe counts of one launch (warp instructions over the whole launch) and the
     trips of each loop: the rules of :data:`TRIP_RULES`, in order, each setting the loops
-    the ones before left open.  ``work_flops``: the FLOPs the rung computes (its traffic model's),
-    where they are not the problem's (Winograd)."""
+    the ones before left open, then :func:`one_thread_counts`.  ``work_flops``: the FLOPs the rung
+    computes (its traffic model's), where they are not the problem's (Winograd).  ``solo_warps``:
+    the warps of a block that hold a thread of x index 0 (1 for a block of one dimension)."""
     loops = report.loops
     from ..anatomy import sass_lines
 
@@ -657,6 +658,9 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
             trips[i] *= min(arm)
             rules[i] += f" (its role's warps: {min(arm):.3g} of the block's)"
     own, peeled_back, row_loops = m.take("own peeled_back row_loops")
+    solo = one_thread_arms(lines)
+    solo_less = one_thread_counts(loops, own_pairs, straight_pairs, trips, rules, arms, solo, warps=warps,
+                                  threads_per_block=threads_per_block, solo_warps=solo_warps, thread_ffma=thread_ffma)
 
     total = add_counts({}, thread_ffma(straight_pairs, pipe_counts(straight)), float(warps))
     # a warp-role split (branches.warp_role): each arm's straight-line code runs in its role's
@@ -670,12 +674,15 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
         add_counts(total, cb, f)
     for i in range(len(loops)):
         add_counts(total, own[i], trips[i])
+    for c, f in solo_less:
+        add_counts(total, c, f)
     # rows a warp walks one after another (an outer row loop's iterations per warp): what a
     # block re-reads within one row is in flight for that row only
     walks = [trips[i] / warps for i in row_loops if warps]
     return {"counts": total, "trips": trips, "rules": rules, "own": own,
             "straight": thread_ffma(straight_pairs, pipe_counts(straight)),
-            "bodies": (own_pairs, straight_pairs), "rows_in_turn": max(walks + [1.0]), "roles": arms}
+            "bodies": (own_pairs, straight_pairs), "rows_in_turn": max(walks + [1.0]), "roles": arms,
+            "one_thread": solo, "solo_warps": solo_warps}
 
 
 def role_arms(roles: list, threads_per_block: int) -> list[tuple[int, int, int, float]]:
@@ -690,3 +697,67 @@ def role_arms(roles: list, threads_per_block: int) -> list[tuple[int, int, int, 
             share = f if grp[0] == "first" else 1.0 - f
         out.append((lo, hi, split, share))
     return out
+
+
+def one_thread_counts(loops, own_pairs, straight_pairs, trips, rules, arms, solo, *, warps: int,
+                      threads_per_block: int, solo_warps: int, thread_ffma) -> list:
+    """Code that every thread but thread 0 branches around (``if t == 0:``, without an else:
+    :func:`perfkit.model.branches.one_thread_arms`) is issued by the warps that hold thread 0
+    (``solo_warps`` a block, one for a block of one dimension), the other warps jump over it,
+    nested loops included.  Rule (``one thread's arm``): its straight instructions and its
+    share of a loop's own body count in those warps only; a loop inside it whose count is the
+    per-warp fallback ("other") runs in those warps only; the compiler's ELECT waterfall (a
+    uniform-operand instruction such as a TMA copy, ``@P0 ELECT P2 ... @P0 BRA.U.ANY``) runs once
+    for each thread that reaches it: once per entry of the arm.  Sets ``trips`` in place; returns
+    the (counts, factor) pairs that take the arms' instructions out of the other warps.
+    Worked case: GEMM rung 21 ``tma`` (256 threads, 8 warps): thread 0 fills a stage (an mbarrier
+    arrive, three TMA copies, each in an ELECT loop) in the k loop's body; counted in the 8192
+    warps, 82 of the 316 instructions a k-loop iteration were 7/8 too many."""
+    if not solo or warps <= 0:
+        return []
+    wpb = max(-(-threads_per_block // 32), 1)
+
+    def share_at(a):  # the share of the block's warps that run the code at address a (warp roles)
+        return min([sh for lo, hi, _, sh in arms if lo <= a < hi] + [1.0])
+
+    def frac(a):  # of the warps running the code around address a, those holding thread 0
+        return min(1.0, solo_warps / (wpb * share_at(a)))
+
+    def enclosing(lo_a, hi_a):
+        return next(((lo, hi) for lo, hi in solo if lo <= lo_a and hi_a < hi), None)
+
+    out = []
+    for i, lp in enumerate(loops):
+        arm = enclosing(lp.start, lp.end)
+        if arm is not None and trips[i]:
+            p = lp.parent
+            if p is not None and enclosing(loops[p].start, loops[p].end) == arm:
+                base = trips[p]  # the parent runs in the arm's warps already: once per iteration of it
+            else:
+                base = (trips[p] if p is not None else warps * share_at(lp.start)) * frac(lp.start)
+            if _elect_body(own_pairs[i]):
+                trips[i], rules[i] = base, "elect loop in one thread's arm: once per entry"
+            elif rules[i].startswith("other:"):
+                trips[i] *= frac(lp.start)
+                rules[i] += " (one thread's arm: the warps holding thread 0)"
+        # the loop's own instructions in an arm that starts inside it run in thread 0's warps
+        if trips[i]:
+            part = [(a, ins) for a, ins in own_pairs[i]
+                    if any(lo <= a < hi and lo > lp.start for lo, hi in solo)]
+            if part:
+                f = frac(lp.start)
+                out.append((thread_ffma(part, pipe_counts([ins for _, ins in part])), -(1.0 - f) * trips[i]))
+    by_share: dict = {}
+    for a, ins in straight_pairs:
+        if any(lo <= a < hi for lo, hi in solo):
+            by_share.setdefault(share_at(a), []).append((a, ins))
+    for sh, part in by_share.items():
+        f = min(1.0, solo_warps / (wpb * sh))
+        out.append((thread_ffma(part, pipe_counts([ins for _, ins in part])), -(1.0 - f) * warps * sh))
+    return out
+
+
+def _elect_body(pairs) -> bool:
+    """Whether a loop's own body is an ELECT waterfall (:func:`one_thread_counts`)."""
+    body = [ins.strip().rstrip(";").strip() for _, ins in pairs]
+    return bool(body) and any(re.match(r"^(@!?P\w+\s+)?ELECT\b", b) for b in body) and "BRA.U.ANY" in body[-1]

@@ -35,38 +35,14 @@ def test_128bit_phases():
 
 
 def test_128bit_half_warps_broadcast():
-    # a warp-uniform LDS.128 is one wavefront per half-warp (2), not one per quarter-warp (4):
-    # its lanes come in pairs on one address (next test); Nsight Compute counts ~2 for the
-    # broadcast of per-warp partials in the warp-shuffle norm rungs on the H100
+    # 128-bit accesses go by half-warps: a warp-uniform LDS.128 is one wavefront per half (2),
+    # not one per quarter-warp (4); Nsight Compute counts ~2 for the broadcast of per-warp
+    # partials in the warp-shuffle norm rungs on the H100
     assert banks.wavefronts([64] * 32, 16) == (2, 2)
     # two distinct 16-byte words per half-warp, in different banks: still one per half
     assert banks.wavefronts([0] * 8 + [16] * 8 + [32] * 8 + [48] * 8, 16) == (2, 2)
     # two distinct words per half in the same banks (128 bytes apart): two per half
     assert banks.wavefronts([0] * 8 + [128] * 8 + [0] * 16, 16) == (3, 2)
-
-
-def test_paired_lanes_share_a_returned_value_quarter_warps_otherwise():
-    """A 128-bit load is served a quarter-warp a wavefront (8 lanes x 16 bytes: the 128 bytes a
-    clock shared memory returns) unless every pair of lanes n, n ^ 1 (or n, n ^ 2) reads one
-    address: then a half-warp.  The warp-tiled SIMT GEMM (rungs 10, 11, 19; conv im2col_gemm
-    and the tiled Winograd rungs run the same tiling) loads A with four neighbouring lanes on
-    one 16-byte word and B with lanes 4 apart on one word: 2 and 4 wavefronts, 3 on average,
-    where Nsight Compute counts 3.005 a load (H200, rung 10 at 4096^3); the half-warp rule gave
-    2 for both (the model 0.69 of the count)."""
-    a_operand = [16 * (lane // 4) for lane in range(32)]  # lanes 0-3 on word 0, 4-7 on word 1, ...
-    b_operand = [16 * (lane % 4) for lane in range(32)]   # lanes 0, 4, 8, ... on word 0
-    assert banks.wavefronts(a_operand, 16) == (2, 2)
-    assert banks.wavefronts(b_operand, 16) == (4, 4)
-    # NVIDIA developer forum thread 373160 (H100, CC 9.0, Nsight Compute): lanes n and n + 16 on
-    # one word, words 32 bytes apart: 8 wavefronts; lanes 0-15 on one word, 16-31 on another: 2
-    assert banks.wavefronts([32 * (lane % 16) for lane in range(32)], 16) == (8, 4)
-    assert banks.wavefronts([0] * 16 + [32] * 16, 16) == (2, 2)
-    # pairs by n ^ 2 count too; a 64-bit load of pairs takes one phase of 32 lanes
-    assert banks.wavefronts([16 * ((lane // 4) * 2 + lane % 2) for lane in range(32)], 16) == (2, 2)
-    assert banks.wavefronts([8 * (lane // 2) for lane in range(32)], 8) == (1, 1)
-    # stores do not pair: a quarter-warp each
-    assert banks.wavefronts(a_operand, 16, load=False) == (4, 4)
-    assert banks.wavefronts([64] * 32, 16, load=False) == (4, 4)
 
 
 def test_64bit_phases_and_inactive_lanes():

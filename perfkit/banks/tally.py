@@ -210,7 +210,7 @@ def rereads(rec: Recorder) -> dict:
 def tally_shared(rec: Recorder, threads_per_block: int, report: BankReport, vectorize: bool = True) -> None:
     sites: dict = {}
     for site, addrs, width in warp_accesses(rec.events, threads_per_block, vectorize):
-        wf, ideal = wavefronts(addrs, width, load=site[2] == "load")
+        wf, ideal = wavefronts(addrs, width)
         s = sites.setdefault(site, {"file": os.path.basename(site[0]), "line": site[1], "kind": site[2],
                                     "width": width, "accesses": 0, "wavefronts": 0, "ideal": 0})
         s["accesses"] += 1

@@ -38,7 +38,7 @@ from .inputs import NCU_PATH, RATES_PATH, Inputs, ncu_table, ncu_tables, rates, 
 from .latency import latencies, warp_cycles
 from .launch import estimate, launch_estimate, library_estimate
 from .memory import (bank_degrees, bank_per_access, bank_report, coalesce_factor, dirty_at_end, guarded_activity,
-                     launch_weights, lines_per_request, panel_reads, requested_bytes, shared_wavefronts,
+                     launch_weights, lines_per_request, mixed_merge, panel_reads, requested_bytes, shared_wavefronts,
                      simulated_launch, wide_global)
 from .pipes import add_counts, opcode, pipe_counts
 from .plans import array_bytes, compile_problem, inspect_launch, is_dense, plan_launches, traffic_for

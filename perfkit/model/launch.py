@@ -10,7 +10,7 @@ from .equations import LEGS, Estimate, combine, flush_seconds, latency_leg, laun
 from .inputs import Inputs
 from .latency import latencies, warp_cycles
 from .memory import (bank_degrees, bank_per_access, coalesce_factor, dirty_at_end, guarded_activity, l2_rereads,
-                     l2_tag_traffic, launch_weights, lines_per_request, panel_reads, partly_written_sectors,
+                     l2_tag_traffic, launch_weights, lines_per_request, mixed_merge, panel_reads, partly_written_sectors,
                      requested_bytes, requested_bytes_by_work, shared_wavefronts, simulated_launch, wide_global)
 from .pipes import add_counts
 from .plans import array_bytes, inspect_launch, is_dense, plan_launches, traffic_for
@@ -98,8 +98,9 @@ def launch_estimate(variant, problem, launch, k, r: Inputs, traffic, share, *, u
         add_counts(c, guarded["counts"], -(1.0 - guarded["active"]) * warps)
     per_access = {"wavefronts": {}, "ideal": {}}
     if use_banks and has_smem:
-        for kind, vec in (("load", ld_vec), ("store", st_vec)):
-            sim = bank_per_access(variant, problem, vec)
+        for kind, vec, sass in (("load", ld_vec, c["lds"]), ("store", st_vec, c["sts"])):
+            # where the SASS has both widths of the kind, the lines it merged, not all or none
+            sim = mixed_merge(variant, problem, kind, sass) or bank_per_access(variant, problem, vec)
             for what in per_access:
                 per_access[what].update({k: v for k, v in sim.get(what, {}).items() if k[0] == kind})
     # wgmma reads its shared operands through the same pipe, 128 bytes a wavefront (swizzled:

@@ -124,6 +124,79 @@ def bank_per_access(variant, problem, vectorize: bool = True) -> dict:
             "accesses": {k: n for k, (_, _, n) in acc.items()}}
 
 
+def _site_groups(rep, kind: str) -> dict:
+    """A report's ``kind`` sites by source line: (file, line) -> (width, accesses, wavefronts, ideal)."""
+    out: dict = {}
+    for site in rep.sites:
+        if site["kind"] != kind:
+            continue
+        g = out.setdefault((site["file"], site["line"]), [4, 0, 0, 0])
+        g[0] = max(g[0], int(site["width"]))
+        g[1] += site["accesses"]
+        g[2] += site["wavefronts"]
+        g[3] += site["ideal"]
+    return out
+
+
+#: at most this many source lines whose accesses merge are tried one by one (2^n sets)
+MAX_MERGEABLE_SITES = 10
+
+
+def mixed_merge(variant, problem, kind: str, sass: dict) -> dict | None:
+    """Which source lines' runs became 64/128-bit instructions where the SASS has both widths
+    of a kind (``sass``: its executed instructions by width, {4: n, 8: n, 16: n}): the set of
+    lines, merged as the vectorized simulation merges them and the others one access per
+    element, whose shares of the kind's instructions by width are nearest the SASS's.  Returns
+    {"wavefronts": {(kind, width): per access}, "ideal": {...}} from that mix, or None where the
+    all-merged or all-scalar grouping (the choice made without this) is as near, no set is
+    nearer than every other (two lines of one shape, either of which may be the wide one), or
+    there is no simulation.  Worked case: conv ``igemm_regblock``'s k-step loads A as 2
+    ``LDS.128`` (its 8 operands, 16 lanes on one word: 2 wavefronts each) and B as 4 scalar
+    ``LDS`` (a 2-way conflict): a third of the loads wide, which only "A merged, B not" gives;
+    the all-scalar grouping (nearer than all-merged) charged each ``LDS.128`` 4 phases x B's
+    degree."""
+    total = sum(sass.values())
+    if total <= 0 or not (sass.get(8, 0) + sass.get(16, 0)) or not sass.get(4, 0):
+        return None
+    reps = {vec: bank_report(variant, problem, vec)[0] for vec in (True, False)}
+    if any(r is None for r in reps.values()):
+        return None
+    vec_g, sca_g = _site_groups(reps[True], kind), _site_groups(reps[False], kind)
+    if set(vec_g) != set(sca_g):
+        return None
+    mergeable = sorted(k for k, g in vec_g.items() if g[0] > 4)
+    if not mergeable or len(mergeable) > MAX_MERGEABLE_SITES:
+        return None
+    want = {w: sass.get(w, 0) / total for w in (4, 8, 16)}
+
+    def mix(chosen):
+        acc: dict = {}
+        for k in vec_g:
+            g = vec_g[k] if k in chosen else sca_g[k]
+            a = acc.setdefault(g[0], [0, 0, 0])
+            a[0] += g[1]
+            a[1] += g[2]
+            a[2] += g[3]
+        n = sum(a[0] for a in acc.values()) or 1
+        dist = sum(abs(acc.get(w, [0])[0] / n - want[w]) for w in (4, 8, 16))
+        return dist, acc
+    import itertools
+
+    scored = []
+    for r in range(len(mergeable) + 1):
+        for chosen in itertools.combinations(mergeable, r):
+            scored.append((mix(set(chosen))[0], set(chosen)))
+    scored.sort(key=lambda x: x[0])
+    best, chosen = scored[0]
+    eps = 1e-9
+    all_or_none = min(mix(set())[0], mix(set(mergeable))[0])
+    if len(chosen) in (0, len(mergeable)) or best >= all_or_none - eps or scored[1][0] <= best + eps:
+        return None
+    acc = mix(chosen)[1]
+    return {"wavefronts": {(kind, w): a[1] / a[0] for w, a in acc.items() if a[0]},
+            "ideal": {(kind, w): a[2] / a[0] for w, a in acc.items() if a[0]}}
+
+
 @functools.lru_cache(maxsize=4096)
 def bank_degrees(variant, problem, vectorize: bool = True) -> tuple[float, float, str]:
     """(load degree, store degree, source) of the rung's shared accesses (simulated on a small

@@ -1856,3 +1856,31 @@ def test_a_kernel_with_both_load_widths_takes_the_lines_its_sass_merged():
     assert 0.98 < ideal / (want - conflicts) < 1.02, (ideal, want - conflicts)
     w = next(x for x in conv.LADDER if x.name == "winograd")
     assert model.mixed_merge(w, p, "load", {4: 5.0, 8: 0.0, 16: 1.0}) is None
+
+
+def test_one_wave_with_a_block_barrier_waits_for_the_sms_l1_queue():
+    """Rule "in-phase L1 queue" (launch.in_phase_lsu_cycles): in a launch of one wave, with a block
+    barrier in a loop, the resident warps reach the loop's global instructions together, and L1
+    takes one wavefront a clock: an iteration waits for the SM's wavefronts of that iteration
+    beyond one warp's chain (7 blocks of 4 warps, 4 requests of 8 lines each: 896 cycles).  Not
+    in a launch of more waves (blocks out of phase), nor without a block barrier in the loop (a
+    named barrier of some warps is not one), nor without global accesses."""
+    from perfkit.model.launch import in_phase_lsu_cycles
+
+    own = {"gmem": 4, "bar": 2, "bar_part": 0}
+    assert in_phase_lsu_cycles(own, 8.0, waves=1, resident_warps=28, lsu_per_clk=1) == 896
+    assert in_phase_lsu_cycles(own, 8.0, waves=2, resident_warps=28, lsu_per_clk=1) == 0
+    assert in_phase_lsu_cycles(dict(own, bar=0), 8.0, waves=1, resident_warps=28, lsu_per_clk=1) == 0
+    assert in_phase_lsu_cycles(dict(own, bar=1, bar_part=1), 8.0, waves=1, resident_warps=28, lsu_per_clk=1) == 0
+    assert in_phase_lsu_cycles(dict(own, gmem=0), 8.0, waves=1, resident_warps=28, lsu_per_clk=1) == 0
+    # the real case: conv tc_ldmatrix (one wave of 784 blocks, 7 an SM, a barrier pair a k-tile):
+    # its k loop is the scoreboard's chain (1568 cycles on the H100) plus the SM's wavefronts
+    from perfkit.kernels import conv
+    from perfkit.model.latency import warp_cycles
+
+    p = conv.Problem(n=32, c=128, h=28, w=28, k=128, r=3, s=3, stride=1, pad=1, dtype="float16", layout="NHWC")
+    v = next(x for x in conv.LADDER if x.label.endswith("tc_ldmatrix"))
+    lau = model.estimate(v, p, "h100-sxm", stored=False).launches[0]
+    assert lau["waves"] == 1
+    k_loop = max((d for d in lau["latency_detail"] if d["loop"] != "straight"), key=lambda d: d["iterations_per_warp"])
+    assert k_loop["warp_cycles"] > 1568 + 400

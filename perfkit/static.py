@@ -42,7 +42,7 @@ PRODUCERS = {"anatomy": ("anatomy/build.py", "anatomy/target.py", "anatomy/sass.
              # these: the model, the anatomy's reading of the SASS, the access simulation's report, occupancy
              "estimate": ("model/__init__.py", "model/branches.py", "model/equations.py", "model/inputs.py",
                           "model/latency.py", "model/launch.py", "model/memory.py", "model/pipes.py", "model/plans.py",
-                          "model/trips.py", "model/stored.py", "anatomy/__init__.py", "anatomy/build.py",
+                          "model/trips.py", "model/scalars.py", "model/stored.py", "anatomy/__init__.py", "anatomy/build.py",
                           "anatomy/fingerprint.py", "anatomy/report.py", "anatomy/sass.py", "anatomy/target.py",
                           "banks/__init__.py", "banks/record.py", "banks/report.py", "banks/rules.py",
                           "banks/simulate.py", "banks/tally.py", "_simfix.py", "_simspeed.py", "occupancy.py",

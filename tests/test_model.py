@@ -463,6 +463,98 @@ def test_code_only_thread_0_runs_counts_in_the_warp_that_holds_it():
     assert one_thread_arms(ws) == [(0x61, 0x81)]
 
 
+def test_a_loop_counted_from_a_kernel_scalar_runs_as_the_scalar_says():
+    """``for r in range(R)`` unrolled x4 (a counter ``R - (R & 3)`` from the constant bank, step
+    -4, behind a guard ``R >= 4``): rule ``scalar count`` (:func:`perfkit.model.trips.rule_scalar_count`)
+    reads R from the launch's arguments in Numba's parameter layout and runs the counter:
+    floor(R / 4) per entry, 0 when R < 4, where the fallback gave log2(threads) a warp.  A loop
+    whose exit tests the thread index keeps the fallback."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from perfkit.model.scalars import param_bank
+    # an array of one dimension (7 fields of 8 bytes from 0x210 on sm_90), then R (int64) at 0x248
+    instrs = [(0x00, "S2R R0, SR_TID.X"),
+              (0x10, "ULDC.64 UR4, c[0x0][0x248]"),
+              (0x20, "UISETP.GT.U32.AND UP0, UPT, UR4, URZ, UPT"),
+              (0x30, "UISETP.GT.AND.EX UP0, UPT, UR5, URZ, UPT, UP0"),
+              (0x40, "USEL UR6, UR4, URZ, UP0"),                  # max(R, 0), 64-bit
+              (0x50, "USEL UR7, UR5, URZ, UP0"),
+              (0x60, "IMAD.U32 R6, RZ, RZ, UR6"),
+              (0x70, "IMAD.U32 R7, RZ, RZ, UR7"),
+              (0x80, "ISETP.GE.U32.AND P0, PT, R6, 0x4, PT"),
+              (0x90, "ISETP.GE.AND.EX P0, PT, R7, RZ, PT, P0"),
+              (0xa0, "@!P0 BRA 0x160"),                           # the x4 loop's guard
+              (0xb0, "LOP3.LUT R8, R6, 0x3, RZ, 0xc0, !PT"),
+              (0xc0, "IADD3 R9, P1, -R8, R6, RZ"),                # counter R - (R & 3)
+              (0xd0, "IADD3.X R10, R7, -0x1, RZ, P1, !PT"),
+              (0xe0, "ISETP.GE.AND P2, PT, R0, 0x7, PT"),         # the body: integer tests only
+              (0xf0, "@P2 LOP3.LUT R11, R11, 0x1, RZ, 0xfc, !PT"),
+              (0x100, "IADD3 R9, P3, R9, -0x4, RZ"),
+              (0x110, "IADD3.X R10, R10, -0x1, RZ, P3, !PT"),
+              (0x120, "ISETP.NE.U32.AND P4, PT, R9, RZ, PT"),
+              (0x130, "ISETP.NE.AND.EX P4, PT, R10, RZ, PT, P4"),
+              (0x140, "@P4 BRA 0xe0"),
+              (0x150, "NOP"),
+              (0x160, "IADD3 R12, R12, 0x1, RZ"),                 # a loop up to the thread index
+              (0x170, "ISETP.NE.AND P5, PT, R12, R0, PT"),
+              (0x180, "@P5 BRA 0x160"),
+              (0x190, "EXIT")]
+    rep = _fake_report(instrs)
+    rep.signature, rep.cc = ["array(float32, 1d, C)", "int64"], (9, 0)
+    starts = [lp.start for lp in rep.loops]
+    x4, tid = starts.index(0xe0), starts.index(0x160)
+    buf = SimpleNamespace(shape=(1000,), dtype=np.dtype("float32"))
+    warps = 64
+    for r, per_warp in ((3, 0), (4, 1), (7, 1), (10, 2), (16, 4), (0, 0), (-5, 0)):
+        dyn = model.dynamic_mix(rep, SimpleNamespace(flops=0.0, bytes=1.0), launch_bytes=0.0, dense=False,
+                                warps=warps, threads_per_block=128, args=(buf, r), cc=(9, 0))
+        assert dyn["trips"][x4] == pytest.approx(per_warp * warps), r
+        assert dyn["rules"][x4].startswith("scalar count")
+        assert dyn["rules"][tid].startswith("other:")  # declined: the thread index
+    # without the launch's arguments: the fallback, as before
+    dyn = model.dynamic_mix(rep, SimpleNamespace(flops=0.0, bytes=1.0), launch_bytes=0.0, dense=False,
+                            warps=warps, threads_per_block=128)
+    assert dyn["trips"][x4] == pytest.approx(7 * warps)
+    # the layout, checked against real SASS: conv tc_ldmatrix's 16 arguments (arrays of 2, 2, 1
+    # and 2 dimensions, eleven int64, a bool) put R at c[0x0][0x358] on sm_90, 0x2a8 on sm_80
+    sig = ["array(float16, 2d, C)"] * 2 + ["array(float16, 1d, C)", "array(float16, 2d, C)"] + ["int64"] * 11 + ["bool"]
+    arrs = [SimpleNamespace(shape=s, dtype=np.dtype("float16")) for s in ((8, 4), (4, 9), (32,), (8, 4))]
+    args = arrs + [1, 2, 3, 4, 5, 6, 7, 333, 444, 1, 1, True]
+    for cc, at in (((9, 0), 0x358), ((8, 0), 0x2a8)):
+        bank = param_bank(sig, args, cc)
+        assert sum(bank[at + b] << (8 * b) for b in range(8)) == 333
+        assert sum(bank[at + 8 + b] << (8 * b) for b in range(8)) == 444
+
+
+def test_conv_tap_mask_loops_run_floor_r_over_4_per_entry():
+    """The real case: the conv tensor-core rungs' tap masks (``for r in range(R)``, ``for s in
+    range(S)``, unrolled x4 by ptxas from the int64 kernel scalars): 0 trips at R = S = 3 (the
+    fallback gave 7 a warp: tc_ldmatrix's warp instructions 1.56 of Nsight Compute on the H100),
+    floor(R / 4) per entry above."""
+    from perfkit.anatomy import sass_lines
+    from perfkit.kernels import conv
+    from perfkit.model.plans import inspect_launch, plan_launches
+    from perfkit.model.scalars import loop_count, param_bank
+
+    p = conv.Problem(n=32, c=128, h=28, w=28, k=128, r=3, s=3, stride=1, pad=1, dtype="float16", layout="NHWC")
+    v = next(x for x in conv.LADDER if x.label.endswith("tc_ldmatrix") or getattr(x, "name", "") == "tc_ldmatrix")
+    rep = inspect_launch(v, p, (9, 0), 0)
+    lines = sass_lines(rep.sass)
+    args = list(plan_launches(v, p)[0].args)
+    r_at = rep.signature.index("int64") + 7  # M, K, C, H, W, P, Q, R
+    taps = None
+    for r, want in ((3, 0), (5, 1), (8, 2), (11, 2)):
+        args[r_at] = args[r_at + 1] = r
+        bank = param_bank(rep.signature, args, (9, 0))
+        got = [loop_count(lines, rep.loops, i, bank) for i in range(len(rep.loops))]
+        if taps is None:
+            taps = [i for i, g in enumerate(got) if g is not None]
+            assert len(taps) >= 2
+        assert [got[i][0] for i in taps] == [want] * len(taps), r
+
+
 def test_one_path_drops_the_zero_divisor_specialisation():
     """The compiler's copy of a loop for a zero divisor (i // nb with nb == 0) is not the path
     taken, though it is the shorter and the other arm calls the slow division routine."""
@@ -1764,3 +1856,31 @@ def test_a_kernel_with_both_load_widths_takes_the_lines_its_sass_merged():
     assert 0.98 < ideal / (want - conflicts) < 1.02, (ideal, want - conflicts)
     w = next(x for x in conv.LADDER if x.name == "winograd")
     assert model.mixed_merge(w, p, "load", {4: 5.0, 8: 0.0, 16: 1.0}) is None
+
+
+def test_one_wave_with_a_block_barrier_waits_for_the_sms_l1_queue():
+    """Rule "in-phase L1 queue" (launch.in_phase_lsu_cycles): in a launch of one wave, with a block
+    barrier in a loop, the resident warps reach the loop's global instructions together, and L1
+    takes one wavefront a clock: an iteration waits for the SM's wavefronts of that iteration
+    beyond one warp's chain (7 blocks of 4 warps, 4 requests of 8 lines each: 896 cycles).  Not
+    in a launch of more waves (blocks out of phase), nor without a block barrier in the loop (a
+    named barrier of some warps is not one), nor without global accesses."""
+    from perfkit.model.launch import in_phase_lsu_cycles
+
+    own = {"gmem": 4, "bar": 2, "bar_part": 0}
+    assert in_phase_lsu_cycles(own, 8.0, waves=1, resident_warps=28, lsu_per_clk=1) == 896
+    assert in_phase_lsu_cycles(own, 8.0, waves=2, resident_warps=28, lsu_per_clk=1) == 0
+    assert in_phase_lsu_cycles(dict(own, bar=0), 8.0, waves=1, resident_warps=28, lsu_per_clk=1) == 0
+    assert in_phase_lsu_cycles(dict(own, bar=1, bar_part=1), 8.0, waves=1, resident_warps=28, lsu_per_clk=1) == 0
+    assert in_phase_lsu_cycles(dict(own, gmem=0), 8.0, waves=1, resident_warps=28, lsu_per_clk=1) == 0
+    # the real case: conv tc_ldmatrix (one wave of 784 blocks, 7 an SM, a barrier pair a k-tile):
+    # its k loop is the scoreboard's chain (1568 cycles on the H100) plus the SM's wavefronts
+    from perfkit.kernels import conv
+    from perfkit.model.latency import warp_cycles
+
+    p = conv.Problem(n=32, c=128, h=28, w=28, k=128, r=3, s=3, stride=1, pad=1, dtype="float16", layout="NHWC")
+    v = next(x for x in conv.LADDER if x.label.endswith("tc_ldmatrix"))
+    lau = model.estimate(v, p, "h100-sxm", stored=False).launches[0]
+    assert lau["waves"] == 1
+    k_loop = max((d for d in lau["latency_detail"] if d["loop"] != "straight"), key=lambda d: d["iterations_per_warp"])
+    assert k_loop["warp_cycles"] > 1568 + 400

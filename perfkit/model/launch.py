@@ -62,7 +62,7 @@ def launch_estimate(variant, problem, launch, k, r: Inputs, traffic, share, *, u
     solo_warps = len({(y * bx) // 32 for y in range(rows)}) or 1
     dyn = dynamic_mix(rep, problem, launch_bytes=launch_l1 if launch_l1 else l1_total * share, dense=dense,
                       warps=warps, threads_per_block=tpb, inner_extent=inner_extent, clear_bytes=clear,
-                      work_flops=traffic.flops, solo_warps=solo_warps)
+                      work_flops=traffic.flops, solo_warps=solo_warps, args=launch.args, cc=cc)
     c = dyn["counts"]
     has_smem = (sum(c["lds"].values()) + sum(c["sts"].values())) > 0
     ld_vec = False
@@ -201,6 +201,8 @@ def launch_estimate(variant, problem, launch, k, r: Inputs, traffic, share, *, u
             continue
         body = [ins for _, ins in own_pairs[i]]
         cyc = warp_cycles(body, lat, loop=True)
+        cyc += in_phase_lsu_cycles(dyn["own"][i], lines, waves=waves, resident_warps=resident_blocks * wpb,
+                                   lsu_per_clk=r["lsu_per_sm_per_clk"]["value"])
         role = arm_of(lp.start)
         share = arms[role][3] if role is not None else 1.0
         n = t / (warps * share)
@@ -251,6 +253,26 @@ def launch_estimate(variant, problem, launch, k, r: Inputs, traffic, share, *, u
             "hot_loop": str(rep.hot_loop) if rep.hot_loop else None, "latency_detail": per_loop,
             "roles": role_lines(lines_of(rep), arms, wpb),
             "latencies_clk": lat}
+
+
+def in_phase_lsu_cycles(own: dict, lines: float, *, waves: int, resident_warps: float, lsu_per_clk: float) -> float:
+    """Cycles one iteration of a loop waits, beyond one warp's chain, for L1 to take the global
+    requests of every warp resident on the SM (rule "in-phase L1 queue").  In a launch of one
+    wave every block starts at once and runs the same code; a block barrier in the loop keeps a
+    block's warps together each iteration, so the resident warps reach the loop's global
+    instructions in the same window, and L1TEX takes one wavefront (line) a clock
+    (``lsu_per_sm_per_clk``): the block waits at its barrier for its last warp's request, which
+    is behind the other warps' (Nsight Compute's "LG throttle" / "long scoreboard" stalls).  The
+    loop's iteration is then one warp's chain plus the SM's wavefronts of that iteration, where
+    Little's law with overlapping warps (max(chain, issue)) would hide them.  0 in a launch of
+    more than one wave (blocks start as others end, out of phase), or where the loop has no
+    block barrier or no global access.  Test
+    ``test_one_wave_with_a_block_barrier_waits_for_the_sms_l1_queue``; evidence (docs/MODEL_NOTES.md,
+    "Warp instructions", Cause 2): the conv tensor-core rungs 10-15 (one wave, a barrier a
+    k-tile) from 0.54-0.75 of their H200 records to 0.66-0.90, validate H200 12% -> 10%."""
+    if waves != 1 or not own.get("gmem") or not (own.get("bar", 0) - own.get("bar_part", 0)):
+        return 0.0
+    return own["gmem"] * max(lines, 1.0) * resident_warps / max(lsu_per_clk, 1e-9)
 
 
 def lines_of(rep):

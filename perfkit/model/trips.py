@@ -584,6 +584,38 @@ def rule_outer_as_inner(m: Mix) -> None:
                     trips[i], rules[i] = min(trips[j] for j in kids), "outer: as its least frequent inner loop"
 
 
+def rule_scalar_count(m: Mix) -> None:
+    """A loop the rules above leave open whose exit test the SASS computes from the kernel's scalar
+    arguments only (``scalar count``): its back edge's predicate traced back through integer code
+    (copies, 64-bit adds and compares, selects, masks) to constant-bank words, which hold the
+    launch's arguments in Numba's layout (:mod:`perfkit.model.scalars`), and the counter run until
+    the branch falls through; 0 where a forward branch on the scalars skips the loop (the guard of
+    an unrolled loop whose count is below its unroll).  Per entry, times the warps (top level) or
+    its parent's trips.  Anything else in the chain (a thread index, a load) declines: the fallback.
+    Worked case: conv ``tc_ldmatrix``'s tap masks, ``for r in range(R)`` unrolled x4 (counter
+    ``R - (R & 3)``, step -4): at R = 3 the x4 loop is skipped (0, was log2(128) = 7 a warp); at
+    R = 8 it runs 2 times an entry."""
+    from .scalars import loop_count
+
+    loops, lines, trips, rules, warps, bank = m.take("loops lines trips rules warps bank")
+    if not bank:
+        return
+    for i, lp in enumerate(loops):
+        if trips[i] is not None:
+            continue
+        par = lp.parent
+        if par is not None and trips[par] is None:
+            continue
+        got = loop_count(lines, loops, i, bank)
+        if got is None:
+            continue
+        n, how = got
+        if par is None:
+            trips[i], rules[i] = float(n) * warps, f"scalar count: {n} per entry, once per warp ({how})"
+        else:
+            trips[i], rules[i] = float(n) * trips[par], f"scalar count: {n} per iteration of loop {par} ({how})"
+
+
 def rule_other(m: Mix) -> None:
     """Any other loop (a reduction tree) runs ``log2(threads per block)`` times per warp.  Worked
     case: 256 threads a block: 8 times a warp."""
@@ -608,18 +640,21 @@ TRIP_RULES = (
     rule_rows_across_warps,
     rule_read_back_partials,
     rule_outer_as_inner,
+    rule_scalar_count,
     rule_other,
 )
 
 
 def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int, threads_per_block: int,
                 inner_extent: int | None = None, clear_bytes: float | None = None,
-                work_flops: float | None = None, solo_warps: int = 1) -> dict:
+                work_flops: float | None = None, solo_warps: int = 1, args=None, cc=None) -> dict:
     """Dynamic per-pipe counts of one launch (warp instructions over the whole launch) and the
     trips of each loop: the rules of :data:`TRIP_RULES`, in order, each setting the loops
     the ones before left open, then :func:`one_thread_counts`.  ``work_flops``: the FLOPs the rung
     computes (its traffic model's), where they are not the problem's (Winograd).  ``solo_warps``:
-    the warps of a block that hold a thread of x index 0 (1 for a block of one dimension)."""
+    the warps of a block that hold a thread of x index 0 (1 for a block of one dimension).
+    ``args``, ``cc``: the launch's arguments and the target, for loops counted from the kernel's
+    scalars (:func:`rule_scalar_count`; without them those loops keep the fallback)."""
     loops = report.loops
     from ..anatomy import sass_lines
 
@@ -647,7 +682,7 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
             straight_pairs=straight_pairs, divergent=divergent, dropped=dropped, trips=trips, rules=rules,
             launch_bytes=launch_bytes, dense=dense, warps=warps, threads_per_block=threads_per_block,
             inner_extent=inner_extent, clear_bytes=clear_bytes, thread_ffma=thread_ffma,
-            work_flops=work_flops)
+            work_flops=work_flops, bank=_bank(report, args, cc))
     for rule in TRIP_RULES:
         rule(m)
     # a loop inside a warp-role arm whose count is per warp runs in that role's warps only
@@ -683,6 +718,20 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
             "straight": thread_ffma(straight_pairs, pipe_counts(straight)),
             "bodies": (own_pairs, straight_pairs), "rows_in_turn": max(walks + [1.0]), "roles": arms,
             "one_thread": solo, "solo_warps": solo_warps}
+
+
+def _bank(report, args, cc) -> dict:
+    """The launch's parameters as constant bank 0 holds them ({} where not known)."""
+    sig = getattr(report, "signature", None) or []
+    cc = cc or getattr(report, "cc", None)
+    if args is None or not sig or not cc:
+        return {}
+    from .scalars import param_bank
+
+    try:
+        return param_bank(sig, list(args), cc)
+    except Exception:  # noqa: BLE001  (an argument the layout cannot place: no scalar counts)
+        return {}
 
 
 def role_arms(roles: list, threads_per_block: int) -> list[tuple[int, int, int, float]]:
@@ -737,7 +786,7 @@ def one_thread_counts(loops, own_pairs, straight_pairs, trips, rules, arms, solo
                 base = (trips[p] if p is not None else warps * share_at(lp.start)) * frac(lp.start)
             if _elect_body(own_pairs[i]):
                 trips[i], rules[i] = base, "elect loop in one thread's arm: once per entry"
-            elif rules[i].startswith("other:"):
+            elif rules[i].startswith("other:") or (rules[i].startswith("scalar count:") and p is None):
                 trips[i] *= frac(lp.start)
                 rules[i] += " (one thread's arm: the warps holding thread 0)"
         # the loop's own instructions in an arm that starts inside it run in thread 0's warps

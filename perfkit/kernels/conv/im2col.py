@@ -171,7 +171,7 @@ class Im2colGemm(Variant):
             + (0 if self.direct_out(p) else p.n * p.k * p.p * p.q * e)
         l2 = im2col + (gt.l2_bytes or gt.dram_bytes) + extra_y + n * k * (e + 4)
         return C._traffic(p, l2, gt.smem_bytes, gt.limiter or "fma",
-                        f"im2col buffer {col / 1e6:.1f} MB ({col / max(1, p.n * p.c * p.h * p.w * e):.1f}x x), "
+                        f"im2col buffer {col / 1e6:.1f} MB ({col / max(1, p.n * p.c * p.h * p.w * e):.1f}x the input x), "
                         f"written then read by the GEMM ({self.gemm_variant().label}); "
                         + ("" if self.direct_out(p) else "plus a scatter pass into y"), dram=dram)
 

@@ -2065,7 +2065,7 @@ def test_progress_stubs_are_found():
 def test_a_card_beside_a_record_estimates_it_behind_that_records_timer_as_validate_does():
     """The estimate on a card that shows a record is the model's behind what that record's timer
     queued ahead of each sample (its L2 flush and spin kernel: ``model.record_ahead``), the
-    estimate ``perfkit model validate`` sets against the record, not the flush-only default
+    estimate ``perfkit model validate`` sets against the record, not the flush-only timer's
     (which leaves the host's launch cost inside the window: conv tc_warptile read "bound by
     launch" at 60 us beside its 47 us record, where validate's estimate is 28.5 us and ALU-bound);
     the rung before's estimate is behind its own record's timer."""
@@ -2082,8 +2082,10 @@ def test_a_card_beside_a_record_estimates_it_behind_that_records_timer_as_valida
     want = model.estimate(v, conv.Problem(**doc["params"]), "h200", ahead_s=ahead)
     assert card.estimate_s == pytest.approx(want.seconds) and card.bound == want.bound
     assert card.legs.get("launch", 0.0) < 0.2 * card.estimate_s
-    default = model.estimate(v, conv.Problem(**doc["params"]), "h200")
-    assert default.seconds > want.seconds  # the flush alone leaves host time in the window
+    flush_only = model.estimate(v, conv.Problem(**doc["params"]), "h200", ahead_s=model.flush_seconds(model.rates("h200")))
+    assert flush_only.seconds > want.seconds  # the flush alone leaves host time in the window
+    # the default is today's timer (flush and spin): what this record's timer did
+    assert model.estimate(v, conv.Problem(**doc["params"]), "h200").seconds == pytest.approx(want.seconds)
 
 
 def test_tuning_table_and_paragraph_come_from_the_newest_table_of_each_gpu(tmp_path):

@@ -13,18 +13,21 @@ from .formatting import fmt_seconds
 
 def what_if_timers(variant, problem, gpus=None, *, banks: bool = True) -> pd.DataFrame:
     """One row per GPU: the estimate with the cold-L2 flush only ahead (``flush_us``, its bound and
-    launch leg) and behind today's spin as well (``spin_us``, ...; the spin that
-    :func:`perfkit.timing.spin_length` gives for the launch's modelled host cost), and
-    ``hidden_us``, the launch time the spin hides."""
-    from .. import model, specs, timing
+    launch leg) and behind today's spin as well (``spin_us``, ...: the model's default, the spin
+    that :func:`perfkit.timing.spin_length` gives for the sequence's modelled host cost), and
+    ``hidden_us``, the launch time the spin hides; ``host_us``: that host cost."""
+    from .. import model, specs
 
     rows = []
     for g in gpus or specs.names():
         try:
-            cold = model.estimate(variant, problem, g, banks=banks)
-            host = max((float(l.get("host_s") or 0.0) for l in cold.launches), default=0.0)
-            ahead = float(cold.inputs["ahead_s"]["value"]) + timing.spin_length(host)
-            spun = model.estimate(variant, problem, g, banks=banks, ahead_s=ahead)
+            spun = model.estimate(variant, problem, g, banks=banks)  # the default: today's timer
+            host = sum(float(l.get("host_s") or 0.0) for l in spun.launches)
+            flush = model.flush_seconds(model.rates(g))
+            # the flush-only timer; where the L2 size is unknown, the flush taken as long as the
+            # first launch's host cost
+            first = float(spun.launches[0].get("host_s") or 0.0) if spun.launches else 0.0
+            cold = model.estimate(variant, problem, g, banks=banks, ahead_s=first if flush is None else flush)
         except Exception as exc:  # noqa: BLE001  (a target the compiler cannot build)
             rows.append({"gpu": g, "error": f"{exc.__class__.__name__}: {exc}"[:120]})
             continue

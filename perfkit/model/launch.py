@@ -311,15 +311,45 @@ def library_estimate(variant, problem, r: Inputs, traffic) -> Estimate:
                     variant=variant.label, problem=problem.label)
 
 
+def timer_ahead(r, host_s: list) -> tuple[float, str]:
+    """Seconds of GPU work today's timer queues ahead of a sample, and their source: the
+    **timer's spin** rule.  :func:`perfkit.timing.measure` queues the cold-L2 flush (2 x L2
+    written, :func:`flush_seconds`), then a one-thread spin kernel of
+    :func:`perfkit.timing.spin_length` of the host's enqueue time of the whole sequence (at
+    least twice it plus 10 us), then the start event; the host launches the rung's kernels while
+    the GPU flushes and spins, so none of their launch cost reaches the timed window.  Every
+    record since 2026-11-24 was taken so (``extra["spin_s"]``; ``validate`` and the cards
+    estimate a record with its own flush and spin, :func:`perfkit.model.record_ahead`).  An
+    estimate made before a record (the static baseline, a card with no record yet, the sweep of
+    a network's layers) predicts what that timer will measure.  Evidence: the single-launch
+    records behind the spin sit 2.5-11 us above Nsight Compute's kernel durations at the same
+    commit and problem (H200: softmax, rmsnorm and layernorm tuned and multirow 2.5-7.2 us;
+    batchnorm fused, warp and welford, 8 array arguments, a modelled host cost of 74 us against
+    a 37 us flush, 7.8-10.6 us; GEMM rungs 16-23 on both GPUs -1.9 to +6.8 us), where the
+    flush-only timer of 7c7b2e0 showed 3-29 us of host time (MODEL_NOTES).  ``host_s``:
+    each launch's modelled host cost; a GPU whose L2 size ``devices.yaml`` does not give
+    gets the spin alone (it outlasts the host's enqueue either way)."""
+    from ..timing import spin_length
+
+    spin = spin_length(sum(host_s)) if host_s else 0.0
+    flush = flush_seconds(r)
+    if flush is None:
+        return spin, ("today's timer: its spin kernel (timing.spin_length of the modelled host enqueue); "
+                      "the cold-L2 flush ahead of it of unknown length (no L2 size in devices.yaml)")
+    return flush + spin, ("today's timer: the cold-L2 flush (2 x L2 at dram_bw x dram_efficiency) and its spin "
+                          "kernel (timing.spin_length of the modelled host enqueue)")
+
+
 def estimate(variant, problem, gpu: str = "h100-sxm", *, banks: bool = True,
              ahead_s: float | None = None, stored: bool = True) -> Estimate:
     """Predicted median time of one launch sequence of ``variant`` on ``problem`` on ``gpu``
     (a key or alias of ``data/devices.yaml``), from static inputs only (the steps: :mod:`perfkit.model`'s map;
     the equations: :mod:`perfkit.model.equations`).  ``banks=False`` skips the bank-conflict simulation (conflict-free
     shared memory assumed).  ``ahead_s``: seconds of GPU work queued ahead of the sequence
-    while the host launches it, which hide that much of the host's launch cost (default: the
-    cold-L2 flush, :func:`flush_seconds`; a record taken behind a spin kernel adds its
-    ``extra["spin_s"]``).  ``stored=False`` computes it even where one is kept (local cache,
+    while the host launches it, which hide that much of the host's launch cost (default: what
+    today's timer queues, the cold-L2 flush and a spin longer than the host's enqueue,
+    :func:`timer_ahead`; a record's own: :func:`perfkit.model.record_ahead`; the flush-only timer
+    of older records: ``ahead_s=flush_seconds(rates(gpu))``).  ``stored=False`` computes it even where one is kept (local cache,
     static store: :mod:`perfkit.model.stored`)."""
     from ..kernels.base import Problem, Variant
 
@@ -387,11 +417,10 @@ def _estimate(variant, problem, gpu: str, r: Inputs, banks: bool, ahead_s: float
     # them in order; launch i is queued at H_i = h_0 + ... + h_i - ahead (time 0: the start
     # event, when the GPU finishes the work ahead) and starts at max(H_i, end of launch i-1).
     # Host cost shows where it outlasts the work ahead (first launch) or the kernels before
-    ahead = flush_seconds(r) if ahead_s is None else max(float(ahead_s), 0.0)
-    ahead_src = "the cold-L2 flush, 2 x L2 at dram_bw x dram_efficiency" if ahead_s is None else "given"
-    if ahead is None:  # L2 size unknown: the flush taken as long as the first launch's host cost
-        ahead = per[0]["host_s"] if per else 0.0
-        ahead_src = "the cold-L2 flush, its length unknown (no L2 size in devices.yaml): as long as the first launch's host cost"
+    if ahead_s is None:
+        ahead, ahead_src = timer_ahead(r, [p["host_s"] for p in per])
+    else:
+        ahead, ahead_src = max(float(ahead_s), 0.0), "given"
     end = launch_sequence([p["host_s"] for p in per], [p["seconds"] for p in per], ahead,
                           r["launch_latency_s"]["value"])
     busy = sum(p["seconds"] for p in per)

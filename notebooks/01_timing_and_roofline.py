@@ -434,8 +434,8 @@ if c is not None:
 # first timer, before the spin kernel, whose window held part of the host's launch (section 1).
 #
 # The same comparison with today's timer: the H100 records of 2026-11-26 (commit 6bbc424) hold the
-# norm ladders twice, run a few minutes apart.  Predict first: will today's timer agree with itself
-# better, and by how much?
+# rungs of the softmax, layernorm (forward and backward) and batchnorm ladders twice, run a few
+# minutes apart.  Predict first: will today's timer agree with itself better, and by how much?
 
 # %%
 today_timer = lesson.comparison("gpu=h100,commit=6bbc424,after=2026-11-26T15:28,before=2026-11-26T15:34",

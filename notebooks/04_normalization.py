@@ -333,7 +333,9 @@ view.anatomy_table()
 #
 # * **`ticket`** folds the finalize into the statistics kernel: the last block to finish (a global
 #   counter, the "ticket") merges the partials, so statistics, finalize and normalize are two
-#   launches.  In NHWC its blocks take a strip of rows by a tile of channels and read 16 bytes along C.
+#   launches.  Its normalize walks x from the end the statistics read last, so the part of x still
+#   in L2 is read from there: a little under the 1.5x above in the table below.  In NHWC its blocks
+#   take a strip of rows by a tile of channels and read 16 bytes along C.
 # * **`nhwc`** (NHWC only): in `ticket` a block adds its row groups' per-channel sums through shared
 #   memory with a thread's channels side by side, so a warp's 32 stores land W words apart (8-way
 #   bank conflicts in float16, 4-way in float32, at every level of the tree).  `nhwc` stores them

@@ -117,7 +117,7 @@ traced[networks[0]].table().query("`class` != 'view'").head(12)
 #   with $N$ the weights that multiply activations.  GPT-2 small: $N$ = all 124,439,808 parameters
 #   (its LM head *is* the token embedding, $2 d V$ per token; position embeddings and LayerNorm
 #   weights, 0.6%, are not matmuls).  BERT-base: $N$ = the 12 encoder layers, $12 (4 d^2 + 8 d^2)$
-#   = 85.0 M (its 23.8 M embedding weights are lookups), plus the pooler, $2 d^2$ per sequence.
+#   = 84.9 M (its 23.8 M embedding weights are lookups), plus the pooler, $2 d^2$ per sequence.
 #   $L = 12$, $d = 768$.
 #
 # The trace counts the forward pass of each network (inference mode, same batch) with

@@ -834,6 +834,34 @@ def _counters(gpu, t_s, **vals):
     return Counters("gemm", "x", "p", gpu, "abc1234", "t.csv", 1, t_s, vals)
 
 
+def test_a_counter_table_names_the_rung_befores_row_where_it_is_of_another_run():
+    """GEMM 04 blocktile_1d's H200 card named its row's table (h200-2026-11-26.csv, ed6ffd5) and set
+    03 smem_tiling's counters beside it, which come from h200-2026-11-27.csv (6ba0514): the same
+    code, but another run, unnamed.  The rung before's table is named where it differs, in the
+    card's table and in the line where another GPU's rows hold both (19 simt_wide on the H100)."""
+    from dataclasses import replace
+
+    from perfkit.lesson.ncu import counters_html
+
+    cur = replace(_counters("NVIDIA H200", 15.4e-3, shared_wavefronts=2.49e9), table="h200-2026-11-26.csv",
+                  commit="ed6ffd5aaaa")
+    prev = replace(_counters("NVIDIA H200", 17.5e-3, shared_wavefronts=3.38e9), table="h200-2026-11-27.csv",
+                   commit="6ba0514bbbb")
+    head = re.search(r"<b>(.*?)</b>", counters_html(cur, prev, prev_label="03 smem_tiling")).group(1)
+    assert "h200-2026-11-26.csv, commit ed6ffd5" in head
+    assert "against 03 smem_tiling (its row: h200-2026-11-27.csv, commit 6ba0514)" in head
+    same = re.search(r"<b>(.*?)</b>", counters_html(cur, replace(prev, table=cur.table, commit=cur.commit),
+                                                    prev_label="03 smem_tiling")).group(1)
+    assert same.endswith("against 03 smem_tiling") and same.count("h200-2026-11-26.csv") == 1
+    card = lesson.RungCard(op="gemm", problem="p", variant="simt_wide", label="19 simt_wide", metric="tflops",
+                           found=True, median_s=2.95e-3, gpu="NVIDIA H100 80GB HBM3", prev_label="11 autotuned")
+    card.counters_pair = (replace(prev, table="h200-2026-11-27.csv"), replace(cur, table="h200-2026-11-26.csv"))
+    assert ("(the same code, h200-2026-11-27.csv; 11 autotuned&#x27;s row: h200-2026-11-26.csv, commit ed6ffd5)"
+            in card._pair_html())
+    card.counters_pair = (prev, replace(cur, table=prev.table))
+    assert "(the same code, h200-2026-11-27.csv):" in card._pair_html()
+
+
 def test_a_counters_change_is_printed_without_an_exponent():
     """Shared wavefronts 384 -> 1.86 M was printed "x4.84e+03" in notebook 04's counter tables."""
     from perfkit.lesson.ncu import counter_rows

@@ -424,8 +424,10 @@ class RungCard:
             return ""
         c2, p2 = self.counters_pair
         why = moved(c2, p2)
+        tables = (c2.table if p2.table == c2.table else  # two runs' rows of the same code: both named
+                  f"{c2.table}; {self.prev_label}'s row: {p2.table}, commit {(p2.commit or '?')[:7]}")
         text = (f"{self.gpu} has no Nsight Compute row of {self.prev_label} beside this rung's; {c2.gpu}'s rows "
-                f"hold both (the same code, {c2.table}): " + (why or "no counter moved enough to say"))
+                f"hold both (the same code, {tables}): " + (why or "no counter moved enough to say"))
         return f"<p><i>{html.escape(text)}</i></p>"
 
     @property

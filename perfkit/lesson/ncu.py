@@ -345,6 +345,8 @@ def counters_html(cur: Counters | None, prev: Counters | None, *, prev_label: st
             + ("es" if cur.kernels != 1 else "") + f", {fmt_seconds(cur.time_s)} profiled)")
     if prev is not None and prev_label:
         head += f", against {prev_label}"
+        if prev.table != cur.table:  # a row of the same code from another run: named, as this rung's is
+            head += f" (its row: {prev.table}, commit {(prev.commit or '?')[:7]})"
     if note:
         head += f"; {note}"
     body = pd.DataFrame(rows).to_html(index=False, border=0) if rows else ""

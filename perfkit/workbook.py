@@ -112,7 +112,9 @@ def run(names: list[str] | None = None, profile: str = "auto", params: dict | No
         raise WorkbookError(f"no notebooks found in {NOTEBOOKS_DIR}")
     jobs = _jobs(prof.get("jobs", 1) if jobs is None else jobs, len(paths))
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    out_dir = Path(out_dir or RUNS_DIR / stamp)
+    # absolute: papermill's cwd= changes the process's working directory while other threads'
+    # notebooks still write under out_dir
+    out_dir = Path(out_dir or RUNS_DIR / stamp).resolve()
     out_dir.mkdir(parents=True, exist_ok=True)
 
     def one(path: Path) -> NotebookRun:

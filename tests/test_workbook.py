@@ -58,6 +58,19 @@ def test_cli_exit_status(tmp_path):
     assert r.returncode == 2 and "zz_nope" in r.stderr
 
 
+def test_a_relative_output_folder_holds_every_notebook(tmp_path, monkeypatch):
+    """``perfkit run --out runs/x``: papermill runs each notebook in its own folder (``cwd=``), which
+    changes the process's working directory while the other notebooks still write their output;
+    a relative folder must mean the one the command was given in."""
+    nbs = tmp_path / "nbs"
+    nbs.mkdir()
+    paths = [_nb(nbs / f"n{i}.ipynb", "x = 1") for i in range(3)]
+    monkeypatch.chdir(tmp_path)
+    runs = workbook.run(paths, profile="ci", out_dir="rel/out", progress=False, jobs=2)
+    assert [r.status for r in runs] == ["ok"] * 3
+    assert sorted(p.name for p in (tmp_path / "rel" / "out").iterdir()) == ["n0.ipynb", "n1.ipynb", "n2.ipynb"]
+
+
 def test_notebooks_run_side_by_side_in_order_asked(tmp_path):
     """With jobs=2 two kernels run at once (each sleeps 3 s: overlapped, not one after the other); the
     results come back in the order asked, a failure among them kept."""

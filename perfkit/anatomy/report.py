@@ -203,7 +203,7 @@ def diff(a: Report, b: Report) -> Diff:
             return f"{d:+.0%}" if isinstance(d, float) else f"{d:+d}"
         return "" if x == y else "changed"
 
-    fields_ = [("target", lambda r: f"sm_{r.cc[0]}{r.cc[1]}"), ("registers", lambda r: r.registers),
+    fields_ = [("target", lambda r: r.arch or f"sm_{r.cc[0]}{r.cc[1]}"), ("registers", lambda r: r.registers),
                ("shared bytes", lambda r: r.shared_bytes), ("stack bytes", lambda r: r.stack_bytes),
                ("spill stores", lambda r: r.spill_store_bytes), ("spill loads", lambda r: r.spill_load_bytes),
                ("threads/block", lambda r: r.threads_per_block),

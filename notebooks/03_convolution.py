@@ -504,6 +504,35 @@ if any(len(r.measured()) for r in sweeps.values()):
                                "each layer's share of the network's FLOPs, measured layers filled"))
 
 # %% [markdown]
+# ### What the model predicts for the whole network, before the records
+#
+# Where the records are missing, the model can still answer: per layer, the rung with the
+# smallest estimate among those whose `supports()` takes it (`perfkit.model.estimate`, behind
+# today's timer), against cuDNN as the model sees any library, its roofline plus one library
+# call (the model has no model of cuDNN's own kernels, so this is a line to beat, not a
+# prediction of cuDNN's time).  Issue 43's network goal is 0.4 of cuDNN in float16.  Predict
+# first: which kind of layer costs the ladder the most time, and why?
+
+# %%
+from perfkit.workload.conv_sweep import predicted_sweep
+
+pred = predicted_sweep(gpu, dtype="float16", layout="NHWC", batch=resnet_batch)
+pt = pred.table.assign(weighted_gap_us=pred.table["weighted_best_us"] - pred.table["weighted_cudnn_us"])
+worst = pt.sort_values("weighted_gap_us", ascending=False).iloc[0]
+display(lesson.fold(
+    pt[["layer", "count", "best_rung", "best_us", "cudnn_us", "x_cudnn", "bound"]].rename(columns={
+        "best_rung": "best rung (model)", "best_us": "its estimate µs", "cudnn_us": "cuDNN's roofline µs",
+        "x_cudnn": "roofline / estimate", "bound": "its bound"}).style.format(precision=2).hide(axis="index"),
+    summary=f"float16 NHWC on {gpu}: the model's best rung per layer (estimates, nothing measured)"))
+display(lesson.fold(lesson.paragraph(
+    f"{pred}. The layer that costs the most time beyond the line, counted over its occurrences, is "
+    f"{worst['layer']} ({int(worst['count'])}x): {worst['best_rung']} at {worst['best_us']:.1f} µs "
+    f"against {worst['cudnn_us']:.1f} µs, {worst['weighted_gap_us']:.0f} µs of the network's "
+    f"{float(pt['weighted_best_us'].sum() - pt['weighted_cudnn_us'].sum()):.0f} µs gap"
+    + (f"; no rung takes {', '.join(pred.missing)}" if pred.missing else "") + "."),
+    summary="the model's network figure, in words"))
+
+# %% [markdown]
 # ## Layout: NCHW or NHWC, and what a transpose costs
 #
 # The rungs read both layouts, but not equally well:

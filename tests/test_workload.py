@@ -355,6 +355,32 @@ def test_resnet50_sweep_reads_the_best_checked_rung_and_weights_by_count():
     assert resnet50_sweep(df, gpu="other").fraction is None
 
 
+def test_predicted_sweep_takes_the_smallest_estimate_among_the_rungs_that_take_a_layer():
+    """The model's sweep before records: at the stem (3 channels) the 16-byte tensor-core rung
+    refuses and the smaller estimate of the two rungs that take it wins; a layer no rung of the
+    ladder takes is missing; cuDNN is the model's library line; the fraction is weighted by count,
+    from the same estimates."""
+    from perfkit import model
+    from perfkit.kernels import conv
+    from perfkit.workload.conv_sweep import predicted_sweep
+
+    ladder = [conv.Oracle(), conv.IgemmRegblock(), conv.TensorCore(), conv.TCEpilogue()]
+    ps = {n: (p, c) for n, p, c in conv.resnet50_layers(32, "float16", "NHWC")}
+    stem = "conv1 7x7/2"
+    rep = predicted_sweep("h200", ladder=ladder, layers=[stem], banks=False)  # no simulated twins: seconds
+    t = rep.table.set_index("layer")
+    assert list(t.index) == [stem] and rep.predicted and not rep.missing
+    est = {v.label: model.estimate(v, ps[stem][0], "h200", banks=False).seconds for v in ladder[1:3]}
+    assert t.loc[stem, "best_rung"] == min(est, key=est.get)
+    assert t.loc[stem, "best_us"] == pytest.approx(min(est.values()) * 1e6)
+    lib = model.estimate(ladder[0], ps[stem][0], "h200", banks=False).seconds * 1e6
+    assert t.loc[stem, "cudnn_us"] == pytest.approx(lib)
+    assert rep.fraction == pytest.approx(lib / t.loc[stem, "best_us"])
+    assert "predicted by the model" in str(rep) and f"{rep.fraction:.2f}" in str(rep)
+    only_tc = predicted_sweep("h200", ladder=[conv.Oracle(), conv.TCEpilogue()], layers=[stem], banks=False)
+    assert only_tc.missing == [stem] and only_tc.fraction is None and "no rung takes" in str(only_tc)
+
+
 def test_resnet50_sweep_says_what_is_unserved_and_why_from_the_rungs_own_refusals():
     """Made-up records (no measurement) at one layer: the sentences give the measured share and
     fraction, the layers without records, and each rung's refusal in its own supports() words

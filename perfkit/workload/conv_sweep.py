@@ -10,6 +10,7 @@ reaches over the network, each layer weighted by how often it occurs::
     rep.sentences()  # which layers the ladder does not yet serve and why, from the records and
                      # from each rung's own supports() refusal (refusals()), so they stay true
     sweep_figure([rep, ...])  # each layer's share of the network's FLOPs, measured ones marked
+    predicted_sweep("h200")   # the same table from the model's estimates, before any record
 
 A rung that failed its check is never counted; the latest record of a rung at a layer stands for
 it.  With no records the table lists the layers with empty times and ``fraction`` is None.
@@ -22,7 +23,7 @@ import pandas as pd
 
 from ..kernels import conv
 
-__all__ = ["resnet50_sweep", "SweepReport", "COLUMNS", "refusals", "sweep_figure"]
+__all__ = ["resnet50_sweep", "predicted_sweep", "SweepReport", "COLUMNS", "refusals", "sweep_figure"]
 
 COLUMNS = ["layer", "problem", "count", "best_rung", "best_us", "cudnn_us", "x_cudnn", "weighted_best_us",
            "weighted_cudnn_us"]
@@ -37,6 +38,7 @@ class SweepReport:
     dtype: str = "float16"
     layout: str = "NHWC"
     batch: int = 32
+    predicted: bool = False  # the model's estimates (predicted_sweep), not records
 
     def measured(self) -> pd.DataFrame:
         """The layers with a record of both a checked rung and cuDNN (the rest are in ``missing``)."""
@@ -104,6 +106,10 @@ class SweepReport:
         return out
 
     def __str__(self) -> str:
+        if self.predicted:
+            frac = "no rung takes any layer" if self.fraction is None else f"{self.fraction:.2f} of cuDNN's roofline"
+            return (f"ResNet-50 conv layers on {self.gpu}, predicted by the model (nothing measured): time-weighted "
+                    f"{frac}; {len(self.table) - len(self.missing)} of {len(self.table)} layers taken by a rung")
         frac = "no layer has both records" if self.fraction is None else f"{self.fraction:.2f} of cuDNN"
         return (f"ResNet-50 conv layers on {self.gpu or 'any GPU'}: time-weighted {frac}; "
                 f"{len(self.table) - len(self.missing)} of {len(self.table)} layers measured")
@@ -185,6 +191,54 @@ def sweep_figure(reports: list, title: str = "ResNet-50 conv layers"):
     fig.suptitle(title)
     fig.tight_layout()
     return fig
+
+
+def predicted_sweep(gpu: str, *, dtype: str = "float16", layout: str = "NHWC", batch: int = 32, ladder=None,
+                    layers=None, banks: bool = True) -> SweepReport:
+    """The model's prediction of :func:`resnet50_sweep`, made before the records: per distinct
+    layer (or the ``layers`` named), the rung whose estimate (:func:`perfkit.model.estimate`,
+    behind today's timer) is the smallest among those whose ``supports()`` takes the layer, and
+    cuDNN as the model sees any library: its roofline (FLOPs at the peak of the dtype's pipe,
+    bytes at the DRAM rate) plus one library call (``library_call_s``, ``data/rates.yaml``).  The
+    model has no model of cuDNN's own kernels, so ``fraction`` (that line's time over the best
+    rungs', weighted by count) is against the line, not a prediction of what cuDNN will be
+    measured at.  ``gpu``: a ``devices.yaml`` key.  The
+    table has :data:`COLUMNS` (times in microseconds, estimates) and ``bound`` (the best rung's
+    leg); ``missing`` lists layers no rung takes.  ``banks=False``: shared memory taken as
+    conflict-free (no simulated twin: seconds, not minutes, where nothing is stored)."""
+    from .. import model
+    from ..kernels.base import UnsupportedProblem
+
+    rungs = _rungs(ladder)
+    oracle = next((v for v in (ladder if ladder is not None else conv.LADDER) if v.oracle), conv.LADDER[0])
+    rows, missing = [], []
+    for name, p, count in conv.resnet50_layers(batch, dtype, layout):
+        if layers is not None and name not in layers:
+            continue
+        best = None
+        for v in rungs:
+            try:
+                v.supports(p)
+            except UnsupportedProblem:
+                continue
+            e = model.estimate(v, p, gpu, banks=banks)
+            if best is None or e.seconds < best[1].seconds:
+                best = (v, e)
+        lib = model.estimate(oracle, p, gpu, banks=banks).seconds
+        if best is None:
+            missing.append(name)
+        b_s = best[1].seconds if best else None
+        rows.append({"layer": name, "problem": p.label, "count": count,
+                     "best_rung": best[0].label if best else None,
+                     "best_us": None if b_s is None else b_s * 1e6, "cudnn_us": lib * 1e6,
+                     "x_cudnn": None if b_s is None else lib / b_s,
+                     "weighted_best_us": None if b_s is None else count * b_s * 1e6,
+                     "weighted_cudnn_us": count * lib * 1e6, "bound": best[1].bound if best else None})
+    table = pd.DataFrame(rows, columns=COLUMNS + ["bound"])
+    both = table.dropna(subset=["best_us"])
+    fraction = float(both["weighted_cudnn_us"].sum() / both["weighted_best_us"].sum()) if len(both) else None
+    return SweepReport(table=table, fraction=fraction, missing=missing, gpu=gpu, dtype=dtype, layout=layout,
+                       batch=batch, predicted=True)
 
 
 def _latest(df: pd.DataFrame) -> pd.DataFrame:

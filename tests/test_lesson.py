@@ -1330,7 +1330,7 @@ def test_where_a_ladder_stands_is_read_from_one_gpus_records_per_problem():
     quoted = 0
     for part in re.split(r"\. (?=\w+ on )", text):  # one sentence group per dtype and GPU
         m = re.search(r"(\S+) on ([^:;]+?): the best rung.*(?:widest|the) gap at .*?, ([^)]+)\).*Nsight Compute row "
-                      r"\(commit (\w+)(, from ([^:]+): [^)]+ has no row of this code)?\)", part)
+                      r"\((?:[\w.-]+\.csv, )?commit (\w+)(, from ([^:]+): [^)]+ has no row of this code)?\)", part)
         if m:
             quoted += 1
             g = st[(st.gpu == m.group(2)) & (st.group == m.group(1)) & np.isfinite(st["of library"])]
@@ -2572,6 +2572,41 @@ def test_one_older_record_is_singular_in_a_ladder_summary(monkeypatch):
         if m:
             assert (m.group(2) == "is") == (m.group(1) == "1"), h
     assert not any(re.search(r"\b1 of \d+ records are\b", h) for h in heads), heads
+
+
+def test_a_takeaway_names_the_table_and_commit_of_each_nsight_compute_row_it_quotes():
+    """Notebook 02's H100 standing said "its Nsight Compute row (commit 516b940): warp instructions
+    27.5 M (cuBLAS: 17.6 M), ..." while cuBLAS's figures came from the 2026-11-23 table (commit
+    7c7b2e0), which it did not say: the rung's row names its table and commit, and the library's
+    figures name theirs (or say they are of the same table)."""
+    from perfkit.lesson.ncu import library_row
+
+    rec = lesson.records("gemm")
+    names = [v.name for v in gemm.LADDER if v.oracle or type(v).__module__.split(".gemm")[-1].startswith(".hopper")]
+    st = lesson.standing("gemm", rec[rec.variant.isin(names)])
+    st = st[st.group == "float16"]
+    text = lesson.takeaway(st, "cuBLAS", goals={"float16": 0.85})
+    quoted = 0
+    for part in re.split(r"\. (?=\w+ on )", text):
+        if "its Nsight Compute row (" not in part:
+            continue
+        m = re.search(r"(\S+) on ([^:;]+?): .*its Nsight Compute row \(([\w.-]+\.csv), commit (\w+)[^)]*\): (.*)", part)
+        assert m, part
+        quoted += 1
+        if "(cuBLAS: " not in m.group(5):
+            continue
+        gpus = [m.group(2), *sorted(set(st["gpu"]))]
+        lib = library_row("gemm", "m=4096 n=4096 k=4096 dtype=float16", "oracle", gpus)
+        assert lib is not None
+        mine = m.group(3)
+        said = re.search(r"cuBLAS's row: ([^)]+)\)", m.group(5))
+        assert said, part
+        if lib.table == mine and lib.gpu == m.group(2):
+            assert said.group(1) == "the same table", part
+        else:
+            assert said.group(1) == f"{lib.table}, commit {str(lib.commit)[:7]}", part
+    if not quoted:
+        pytest.skip("no Nsight Compute row quoted in the float16 standing here")
 
 
 def test_a_takeaway_compares_counters_with_the_librarys_row_of_the_same_gpu_or_names_the_other_once():

@@ -2384,6 +2384,22 @@ def test_timer_runs_are_read_from_data_timer_and_the_newest_of_each_gpu_is_behin
     assert list(newest["name"]) == ["a-3", "b-1"] and newest["when"].iloc[0].endswith("with the spin kernel")
 
 
+def test_a_timer_check_names_its_rungs_as_today_whatever_numbers_its_run_gave_them(tmp_path, monkeypatch):
+    """The first H100 timer check (7c7b2e0) labelled its rungs with that run's numbers ("09
+    warptile", "10 autotuned"; today 09 is index32) while the newer checks write bare names: notebook
+    01 showed both side by side.  timer_check's ``variant`` is the bare name; ``label_then`` keeps
+    what the run wrote."""
+    from perfkit import paths
+
+    (tmp_path / "timer").mkdir()
+    (tmp_path / "timer" / "old.csv").write_text(
+        "op,variant,measure_s\ngemm,09 warptile,1e-3\ngemm,10 autotuned,1e-3\nsoftmax,fused,1e-4\n")
+    monkeypatch.setattr(paths, "DATA", tmp_path)
+    t = lesson.timer_check("old", "an old run")
+    assert list(t["variant"]) == ["warptile", "autotuned", "fused"]
+    assert list(t["label_then"]) == ["09 warptile", "10 autotuned", "fused"]
+
+
 def test_problem_words_among_others_says_only_what_tells_them_apart():
     a = "n=32 c=128 h=28 w=28 k=128 r=3 s=3 stride=1 pad=1 dtype=float16 layout=NHWC"
     b = "n=32 c=128 h=28 w=28 k=128 r=3 s=3 stride=1 pad=1 dtype=float32 layout=NCHW"

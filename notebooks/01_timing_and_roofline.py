@@ -265,14 +265,14 @@ if SIM:  # a simulated run has a few host-clock samples: the rule is shown on a 
     else:
         samples = np.array(doc["samples"])
         lo, hi = timing.median_ci(samples)
+        short = doc["stop_reason"] == "max_samples" and samples.sum() < doc["settings"]["min_time_s"]
+        # the rule, unfolded; the times folded: softmax's times answer notebook 04's predictions
         print(f"softmax fused at 4096x4096 on {rec.gpu.iloc[-1]} ({rec.utc.iloc[-1][:10]}, commit {rec.commit.iloc[-1][:7]}): "
-              f"{len(samples)} samples, median {np.median(samples) * 1e6:.2f} us, 95% CI of the median "
-              f"[{lo * 1e6:.2f}, {hi * 1e6:.2f}] us ({(hi - lo) / np.median(samples):.2%} of it; the rule asked for "
-              f"{doc['settings']['rel_ci']:.0%}), stopped by {doc['stop_reason']}"
+              f"{len(samples)} samples, the 95% CI of the median {(hi - lo) / np.median(samples):.2%} of it wide "
+              f"(the rule asked for {doc['settings']['rel_ci']:.0%}), stopped by {doc['stop_reason']}"
               # the interval met the rule early, but the rule also asks for min_time_s of samples
-              + (f" ({len(samples)} samples took {samples.sum() * 1e3:.0f} ms of GPU time, short of the "
-                 f"rule's min_time_s of {doc['settings']['min_time_s'] * 1e3:.0f} ms, so the sample cap ended it)"
-                 if doc["stop_reason"] == "max_samples" and samples.sum() < doc["settings"]["min_time_s"] else "")
+              + (f" (the samples' GPU time fell short of the rule's min_time_s of "
+                 f"{doc['settings']['min_time_s'] * 1e3:.0f} ms, so the sample cap ended it)" if short else "")
               + "; SM clock "
               f"{doc['nvml_before']['sm_clock_mhz']} -> {doc['nvml_after']['sm_clock_mhz']} MHz")
         fig, ax = plt.subplots(figsize=(7, 2.5))
@@ -281,6 +281,12 @@ if SIM:  # a simulated run has a few host-clock samples: the rule is shown on a 
         ax.axhspan(lo * 1e6, hi * 1e6, color="k", alpha=0.15, label="95% CI of the median")
         ax.set_xlabel("sample"); ax.set_ylabel("us"); ax.legend(fontsize=8, loc="upper right")
         ax.set_title("a recorded GPU measurement: raw samples, median and its interval")
+        display(lesson.fold(
+            lesson.paragraph(f"median {np.median(samples) * 1e6:.2f} us, 95% CI of the median [{lo * 1e6:.2f}, "
+                             f"{hi * 1e6:.2f}] us; the {len(samples)} samples took {samples.sum() * 1e3:.0f} ms of GPU time"),
+            lesson.fold_figure(ax, "the samples, their median and its interval", open_=True),
+            summary="this measurement's median, interval and samples in us (softmax fused's time: open after "
+                    "notebook 04's predictions)"))
 else:
     m = timing.measure(run, rel_ci=0.02, max_time_s=2.0)
     lo, hi = m.ci_low_s, m.ci_high_s
@@ -490,7 +496,10 @@ same = x.table[x.table.code == "same"].copy() if x is not None else pd.DataFrame
 if len(same):
     same["metric"] = same.op.map(lesson.metric_for)
     same["H100 us"], same["H200 us"] = same.base_median_s * 1e6, same.new_median_s * 1e6
-    display(same[["op", "problem", "variant", "H100 us", "H200 us", "ratio"]].round(3).reset_index(drop=True))
+    # folded: each rung's time on each GPU answers the predictions of notebooks 02-04
+    display(lesson.fold(same[["op", "problem", "variant", "H100 us", "H200 us", "ratio"]].round(3).reset_index(drop=True),
+                        summary=f"the {len(same)} rungs' medians on both GPUs and their ratio (open after the "
+                                "ladders' predictions in notebooks 02-04)"))
     for metric, g in same.groupby("metric"):
         # a rung recorded at several problems is named with its problem (lesson.problem_words)
         many = g.groupby(["op", "variant"])["problem"].transform("nunique") > 1

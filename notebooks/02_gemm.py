@@ -289,8 +289,21 @@ view.show("warptile")
 
 # %%
 cands = autotune.search_gemm(EX, gemm.search_space()[:search_candidates], cc=cc)
-display(pd.DataFrame([{"config": c.variant.config, "rejected": c.rejected or "—", "registers": c.registers,
-                       "spills": c.spills, "score": c.static_score} for c in cands]))
+# one column per config field that differs between the candidates (the shared ones said once):
+# a config shown whole was cut by the column's width, and two rows differing only in LR looked the same
+cfg = pd.DataFrame([c.variant.config for c in cands])
+varies = [k for k in cfg if cfg[k].nunique() > 1] or list(cfg)
+shared = [k for k in cfg if k not in varies]
+import inspect
+est_gpu = inspect.signature(autotune.search_gemm).parameters["gpu"].default  # the GPU its estimates speak of
+print((f"every candidate shares {', '.join(f'{k}={cfg[k].iloc[0]}' for k in shared)}; " if shared else "")
+      + f"best first, by the model's estimate on {est_gpu}; a tie the model cannot tell apart goes to fewer warp chunks")
+display(cfg[varies].assign(
+    rejected=[c.rejected or "—" for c in cands], registers=[c.registers for c in cands],
+    spills=[c.spills for c in cands],
+    **{"static estimate us": [c.estimate_s * 1e6 if c.estimate_s else None for c in cands],
+       "model us": [c.model_s * 1e6 if c.model_s else None for c in cands],
+       "warp chunks (tie-break)": [autotune.warp_chunks(c.variant) for c in cands]}).round(1))
 view.show("autotuned")
 
 # %% [markdown]

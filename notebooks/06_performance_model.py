@@ -181,6 +181,12 @@ display(lesson.paragraph(lesson.timers_paragraph(timers, variant.label)))
 # of problems the static store holds no estimate for take seconds each to compile and estimate: past
 # `validate_budget_s` they are listed as not estimated, and the headline says how many.
 
+# %% [markdown]
+# **Predict before you look**, from what you know of the model's legs: which kinds of kernel will
+# it get within 25% of the GPU, and which will it miss (and which way: slower or faster than the
+# GPU ran)?  Write it down: the folded table below lists every record beside its estimate, and the
+# section after it sorts the rungs the model had never been checked against.
+
 # %%
 from perfkit.kernels import registry  # noqa: E402
 
@@ -213,10 +219,9 @@ if len(levels):  # * a row of the Nsight Compute table no record has
 # The estimates below are today's model's, and some of its rules changed after the H200's runs of
 # 2026-11-27 because of what those records showed (a Winograd loop
 # runs for the FLOPs the rung computes; the FP32 leg is inside the issue legs; the scoreboard waits
-# for the pipe): `docs/MODEL_NOTES.md` keeps the estimates made before the records.  Predict first,
-# from what you know of the model's legs: which kinds of kernel will it get within 25%, and which
-# will it miss?  The cell sorts them by predicted / measured (above 1: the model said slower than
-# the GPU ran).
+# for the pipe): `docs/MODEL_NOTES.md` keeps the estimates made before the records.  Hold them
+# against your prediction above (which kinds of kernel within 25%, which missed).  The cell sorts
+# them by predicted / measured (above 1: the model said slower than the GPU ran).
 
 # %%
 # the rungs whose first record on any GPU is in this GPU's newest run, predicted / measured

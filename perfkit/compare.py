@@ -303,10 +303,36 @@ def plot(c: Comparison, ax=None):
     ax.set_yticks(ys, [f"{r.op} · {r.variant} · {_short(r.problem)}" for r in t.itertuples()], fontsize=7)
     ax.invert_yaxis()
     ax.set_xscale("log")
+    _ratio_ticks(ax)
     ax.set_xlabel("new / base median (log; > 1 slower), 95% bootstrap interval")
     ax.set_title(f"compare: [{c.base}] -> [{c.new}]", fontsize=9)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     return ax
+
+
+#: ratios a log axis of new / base may label (a log axis within one decade labels only its power
+#: of ten: notebook 01's comparison reached x1.66 with no label above 1)
+_TICKS = (0.1, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.25, 1.5, 1.75, 2.0, 2.5, 3.0, 4.0, 5.0,
+          7.5, 10.0)
+
+
+def _ratio_ticks(ax, most: int = 9) -> None:
+    """Label the x axis (a log axis of ratios) at round ratios within its limits, as plain numbers:
+    1 always, and at most ``most`` of them, spread over the range (a range beyond the list keeps
+    matplotlib's own log ticks)."""
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullFormatter
+
+    lo, hi = sorted(ax.get_xlim())
+    ticks = [t for t in _TICKS if lo <= t <= hi]
+    if lo < _TICKS[0] or hi > _TICKS[-1] or len(ticks) < 2:
+        return
+    while len(ticks) > most:  # thin out, keeping 1 and both ends
+        keep = {0, len(ticks) - 1, ticks.index(1.0) if 1.0 in ticks else 0}
+        ticks = [t for i, t in enumerate(ticks) if i in keep or i % 2 == 0]
+    ax.xaxis.set_major_locator(FixedLocator(ticks))
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x:g}"))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlim(lo, hi)
 
 
 def _short(problem: str) -> str:

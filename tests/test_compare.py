@@ -112,3 +112,25 @@ def test_the_repeated_h100_records_compare(tmp_path):
     assert {"slower", "same within noise"} <= set(c.table["verdict"])
     ax = compare.plot(c)
     assert len(ax.get_yticklabels()) == len(c.table)
+
+
+def test_the_plots_ratio_axis_labels_ticks_on_both_sides_of_1(tmp_path):
+    """Notebook 01's comparison reached x1.66, yet its log axis labelled no tick above 1 (a log
+    axis within a decade labels only its power of ten): every ratio plotted lies between two
+    labelled ticks, at least one each side of 1 where the ratios are."""
+    import matplotlib.pyplot as plt
+
+    rng = np.random.default_rng(3)
+    _set(tmp_path, "aaaaaaa1", "2026-11-20T10:00:00+00:00", 1.0, rng)
+    _write(tmp_path, commit="bbbbbbb2", utc="2026-11-21T10:00:00+00:00", variant="fused",
+           samples=166e-6 * (1 + 0.01 * rng.standard_normal(200)))
+    _write(tmp_path, commit="bbbbbbb2", utc="2026-11-21T10:00:00+00:00", variant="warp",
+           samples=82e-6 * (1 + 0.01 * rng.standard_normal(200)))
+    c = compare.compare("commit=aaaaaaa1", "commit=bbbbbbb2", root=tmp_path)
+    ax = compare.plot(c)
+    ax.figure.canvas.draw()
+    lo, hi = ax.get_xlim()
+    labelled = [t.get_position()[0] for t in ax.get_xticklabels() if t.get_text().strip() and lo <= t.get_position()[0] <= hi]
+    assert any(x > 1 for x in labelled) and any(x < 1 for x in labelled), labelled
+    assert min(labelled) <= c.table["ratio"].min() * 1.15 and max(labelled) >= c.table["ratio"].max() / 1.15, labelled
+    plt.close(ax.figure)

@@ -1330,7 +1330,7 @@ def test_where_a_ladder_stands_is_read_from_one_gpus_records_per_problem():
     quoted = 0
     for part in re.split(r"\. (?=\w+ on )", text):  # one sentence group per dtype and GPU
         m = re.search(r"(\S+) on ([^:;]+?): the best rung.*(?:widest|the) gap at .*?, ([^)]+)\).*Nsight Compute row "
-                      r"\(commit (\w+)(, from ([^:]+): [^)]+ has no row of this code)?\)", part)
+                      r"\((?:[\w.-]+\.csv, )?commit (\w+)(, from ([^:]+): [^)]+ has no row of this code)?\)", part)
         if m:
             quoted += 1
             g = st[(st.gpu == m.group(2)) & (st.group == m.group(1)) & np.isfinite(st["of library"])]
@@ -2384,6 +2384,22 @@ def test_timer_runs_are_read_from_data_timer_and_the_newest_of_each_gpu_is_behin
     assert list(newest["name"]) == ["a-3", "b-1"] and newest["when"].iloc[0].endswith("with the spin kernel")
 
 
+def test_a_timer_check_names_its_rungs_as_today_whatever_numbers_its_run_gave_them(tmp_path, monkeypatch):
+    """The first H100 timer check (7c7b2e0) labelled its rungs with that run's numbers ("09
+    warptile", "10 autotuned"; today 09 is index32) while the newer checks write bare names: notebook
+    01 showed both side by side.  timer_check's ``variant`` is the bare name; ``label_then`` keeps
+    what the run wrote."""
+    from perfkit import paths
+
+    (tmp_path / "timer").mkdir()
+    (tmp_path / "timer" / "old.csv").write_text(
+        "op,variant,measure_s\ngemm,09 warptile,1e-3\ngemm,10 autotuned,1e-3\nsoftmax,fused,1e-4\n")
+    monkeypatch.setattr(paths, "DATA", tmp_path)
+    t = lesson.timer_check("old", "an old run")
+    assert list(t["variant"]) == ["warptile", "autotuned", "fused"]
+    assert list(t["label_then"]) == ["09 warptile", "10 autotuned", "fused"]
+
+
 def test_problem_words_among_others_says_only_what_tells_them_apart():
     a = "n=32 c=128 h=28 w=28 k=128 r=3 s=3 stride=1 pad=1 dtype=float16 layout=NHWC"
     b = "n=32 c=128 h=28 w=28 k=128 r=3 s=3 stride=1 pad=1 dtype=float32 layout=NCHW"
@@ -2572,6 +2588,41 @@ def test_one_older_record_is_singular_in_a_ladder_summary(monkeypatch):
         if m:
             assert (m.group(2) == "is") == (m.group(1) == "1"), h
     assert not any(re.search(r"\b1 of \d+ records are\b", h) for h in heads), heads
+
+
+def test_a_takeaway_names_the_table_and_commit_of_each_nsight_compute_row_it_quotes():
+    """Notebook 02's H100 standing said "its Nsight Compute row (commit 516b940): warp instructions
+    27.5 M (cuBLAS: 17.6 M), ..." while cuBLAS's figures came from the 2026-11-23 table (commit
+    7c7b2e0), which it did not say: the rung's row names its table and commit, and the library's
+    figures name theirs (or say they are of the same table)."""
+    from perfkit.lesson.ncu import library_row
+
+    rec = lesson.records("gemm")
+    names = [v.name for v in gemm.LADDER if v.oracle or type(v).__module__.split(".gemm")[-1].startswith(".hopper")]
+    st = lesson.standing("gemm", rec[rec.variant.isin(names)])
+    st = st[st.group == "float16"]
+    text = lesson.takeaway(st, "cuBLAS", goals={"float16": 0.85})
+    quoted = 0
+    for part in re.split(r"\. (?=\w+ on )", text):
+        if "its Nsight Compute row (" not in part:
+            continue
+        m = re.search(r"(\S+) on ([^:;]+?): .*its Nsight Compute row \(([\w.-]+\.csv), commit (\w+)[^)]*\): (.*)", part)
+        assert m, part
+        quoted += 1
+        if "(cuBLAS: " not in m.group(5):
+            continue
+        gpus = [m.group(2), *sorted(set(st["gpu"]))]
+        lib = library_row("gemm", "m=4096 n=4096 k=4096 dtype=float16", "oracle", gpus)
+        assert lib is not None
+        mine = m.group(3)
+        said = re.search(r"cuBLAS's row: ([^)]+)\)", m.group(5))
+        assert said, part
+        if lib.table == mine and lib.gpu == m.group(2):
+            assert said.group(1) == "the same table", part
+        else:
+            assert said.group(1) == f"{lib.table}, commit {str(lib.commit)[:7]}", part
+    if not quoted:
+        pytest.skip("no Nsight Compute row quoted in the float16 standing here")
 
 
 def test_a_takeaway_compares_counters_with_the_librarys_row_of_the_same_gpu_or_names_the_other_once():

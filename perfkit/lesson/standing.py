@@ -355,8 +355,15 @@ def _counters_clause(worst: pd.Series, gpu: str, st: pd.DataFrame, library: str)
     if not bits:
         return ""
     there = "" if c.gpu == gpu else f", from {c.gpu}: {gpu} has no row of this code"
-    s = f"; its Nsight Compute row (commit {(c.commit or '?')[:7]}{there}): {', '.join(bits)}"
-    if o is not None and o.gpu != c.gpu and any(f"({who}: " in x for x in bits):
-        s += (f" ({library}'s numbers are {o.gpu}'s: {c.gpu} has no Nsight Compute row of "
-              f"{library} at this problem)")
+    s = f"; its Nsight Compute row ({c.table}, commit {(c.commit or '?')[:7]}{there}): {', '.join(bits)}"
+    if o is not None and any(f"({who}: " in x for x in bits):
+        # the library's figures name their own table: its newest row may be of another run (the
+        # H100's cuBLAS row of 2026-11-23 beside a rung's row of 2026-11-28)
+        where = ("the same table" if o.table == c.table and o.gpu == c.gpu
+                 else f"{o.table}, commit {(o.commit or '?')[:7]}")
+        if o.gpu != c.gpu:
+            s += (f" ({library}'s numbers are {o.gpu}'s: {c.gpu} has no Nsight Compute row of "
+                  f"{library} at this problem; {library}'s row: {where})")
+        else:
+            s += f" ({library}'s row: {where})"
     return s

@@ -120,11 +120,17 @@ def newest_timer_runs(spin: bool = True) -> pd.DataFrame:
 def timer_check(name: str, what: str) -> pd.DataFrame | None:
     """The timer check recorded as ``data/timer/<name>.csv`` (``tools/record_gpu.py --parts timer``),
     or None, having printed that it is not here (a copy of data/ without it): ``what`` names the
-    run in that sentence."""
+    run in that sentence.  ``variant`` is the rung's name alone: the first run (2026-11-23) wrote
+    that run's numbers before it ("09 warptile", where today 09 is another rung), the later runs
+    the bare name; ``label_then`` keeps what the run wrote."""
     from .. import paths
 
     path = paths.DATA / "timer" / f"{name}.csv"
     if not path.exists():
         print(f"No timer check of {what} here (data/timer/{name}.csv is not in this copy).")
         return None
-    return pd.read_csv(path)
+    t = pd.read_csv(path)
+    if "variant" in t:
+        t["label_then"] = t["variant"]
+        t["variant"] = t["variant"].astype(str).str.replace(r"^\d+\s+", "", regex=True)
+    return t

@@ -104,6 +104,7 @@ def _tc_padded_kernel(WARPS_M: int, WARPS_N: int, MT: int, NT8: int, BK: int, ST
     NRA, NRB = MT * 4, NT8 * 2
     NBP = max(NT8 // 2, 1)
     NBO = KS * NBP  # B ldmatrix addresses: one per k-step and pair of n8 tiles
+    ASH, BSH = STAGES * BM, STAGES * BN  # rows of the A and B rings
     ASTAGE, BSTAGE = BM * BK, BN * BK  # elements of one stage
     WAIT = max(STAGES - 2, 0)
     WT = 16 * MT * 8 * NT8  # halves of one warp's tile of y
@@ -175,8 +176,8 @@ def _tc_padded_kernel(WARPS_M: int, WARPS_N: int, MT: int, NT8: int, BK: int, ST
 
     @C._jit(launch_bounds=NT)
     def conv_tc_padded(x2, w2, y1, y2, M, K, C8, H, W, P, Q, R, S, stride, pad, vec_y):
-        As = cuda.shared.array((STAGES * BM, BK), float16)  # STAGES x (BM, BK): pixels x chunks of taps
-        Bs = cuda.shared.array((STAGES * BN, BK), float16)  # STAGES x (BN, BK): output channels x the same
+        As = cuda.shared.array((ASH, BK), float16)  # STAGES x (BM, BK): pixels x chunks of taps
+        Bs = cuda.shared.array((BSH, BK), float16)  # STAGES x (BN, BK): output channels x the same
         scr_a = cuda.shared.array((WARPS, 32, 8), float32)  # used by the simulator's twins only
         scr_b = cuda.shared.array((WARPS, 32, 4), float32)
         scr_l = cuda.shared.array((WARPS, 32, 2), int32)

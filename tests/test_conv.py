@@ -8,6 +8,7 @@ import pytest
 from perfkit import anatomy, backend, banks
 from perfkit.kernels import conv, peers
 from perfkit.kernels.base import ProblemError, UnsupportedProblem, registry_check
+from perfkit.kernels.conv import _common as C
 
 # (n, c, h, w, k, r, s, stride, pad, dtype, layout): together they cover every item of the list
 CASES = {
@@ -579,8 +580,15 @@ def test_tc_padded_packs_taps_into_its_k_tiles():
     s2 = conv.to_layout(conv.EXAMPLE_PROBLEM, "NHWC", "float16")
     assert v.n_k(s2) == 9 * 128 // 32 and v.at(s2) == conv.TCPadded(WARPS_M=1, WARPS_N=2)
     assert v.grid(s2) == epi.grid(s2) and v.at(stem).WARPS_N == 1  # K = 64: a 128-wide tile would be half padding
+    # c % 8 == 0: x and w read as they are, no pad launch and no workspace
+    bufs = lambda p: {k: np.zeros((1,) * len(sh), d) for k, (sh, d) in  # noqa: E731
+                      {**p.input_specs(), **p.output_specs(), **v.workspace(p)}.items()}
+    assert v.workspace(s2) == {} and [l.name for l in v.plan(s2, bufs(s2))] == ["conv_tc_padded"]
+    assert [l.name for l in v.plan(stem, bufs(stem))] == ["conv_pad8", "conv_tc_padded"]
+    assert v.plan(stem, bufs(stem))[0].grid == (C._ceil(32 * 224 * 224 + 64 * 49, 256),)  # one row a thread
     t, te = v.traffic(stem), epi.traffic(conv.Problem(32, 8, 224, 224, 64, 7, 7, 2, 3, "float16", "NHWC"))
     assert t.flops == stem.flops and "x8 written" in t.notes and "13 k-tiles" in t.notes
+    assert "no pad launch" in v.traffic(s2).notes
     x = stem.n * stem.h * stem.w * stem.c * 2
     assert t.dram_bytes > stem.bytes + 2 * x * 8 / 3  # x8 written, then read back
     assert t.smem_bytes < te.smem_bytes / 3  # 52 chunks of reduction per tile row where c = 8 padded by rung 15 reads 49 x 4
@@ -614,5 +622,5 @@ def test_tc_padded_compiles_for_sm90():
     assert r.mix["async copy"] >= 4 and r.mix.get("global load 128", 0) == 0
     assert 128 < r.registers <= 255 and r.occupancy.active_warps == 8, (r.registers, str(r.occupancy))
     assert r.mix["shared store 32"] == 2 * v.MT * v.NT8 and r.mix["shared store other"] == 0
-    pad = anatomy.inspect(v, stem, cc=(9, 0), kernel=0)
-    assert pad.mix["global store 128"] >= 1 and pad.spill_store_bytes == 0
+    pad = anatomy.inspect(v, stem, cc=(9, 0), kernel=0)  # LDG/STG: each branch names its own arrays
+    assert pad.mix["global store 128"] >= 1 and pad.mix["global load 16"] >= 8 and pad.spill_store_bytes == 0

@@ -19,7 +19,7 @@ from .tensor import block_tile
 
 #: threads per block of the pad launch
 PAD_BLOCK = 256
-#: its most blocks: past that the grid-stride loop takes the rest (the stem: 6,285 blocks, one chunk a thread)
+#: its most blocks: past that the grid-stride loop takes the rest (the stem: 6,285 blocks, one row a thread)
 PAD_MAX_BLOCKS = 65535
 
 
@@ -31,46 +31,45 @@ def c8(c: int) -> int:
 @lru_cache(maxsize=None)
 def _pad_kernel():
     """Launch 1: x (rows NX = N*H*W, C) and w (rows NW = K*R*S, C), both row-major with a row
-    per pixel or tap, into x8 (NX, C8) and w8 (NW, C8), zeros in channels C..C8-1.  One thread a
-    16-byte chunk of the output (8 channels of one row), grid-stride over the chunks of x8 then
-    those of w8: both pads are the same transform on rows, so one launch serves both (w's is
-    small: 25,088 halves at the stem, no reason to pay a second launch for it).  Every element of
-    x8 and w8 is written.  Reads are 2-byte loads (a row of C halves need not be 16-byte
-    aligned), writes one 16-byte store a thread."""
+    per pixel or filter tap, into x8 (NX, C8) and w8 (NW, C8), zeros in channels C..C8-1.  The
+    two pads are the same transform on rows, so one launch serves both (w's is small: 25,088
+    halves at the stem, not worth a launch of its own): one thread a row, grid-stride over the
+    rows of x then those of w, each row's CC = C8 / 8 chunks in turn (no division).  Every
+    element of x8 and w8 is written.  Reads are 2-byte loads (a row of C halves need not be
+    16-byte aligned; a warp reads 32 consecutive rows), writes one 16-byte store a chunk (a
+    warp's 32 stores consecutive where CC = 1)."""
     dev = C._jit(device=True, forceinline=True)
 
     @dev
-    def get(src, i, c, Ci):  # channel c of the row at element i, or 0 past the row's C channels
-        return src[i + c] if c < Ci else float16(0)
+    def get(src, i, c, Ci):  # channel c of the row starting at element i, or 0 past its C channels
+        return src[i + uint32(c)] if c < Ci else float16(0)
 
     @dev
-    def pad_chunk(src, dst, row, cc, Ci, C8):
-        i = int32(row * Ci)
-        c0 = int32(cc * 8)
-        st16_u32_off(dst, int32(int32(row * C8) + c0),
-                     pack_h2(get(src, i, c0, Ci), get(src, i, c0 + 1, Ci)),
-                     pack_h2(get(src, i, c0 + 2, Ci), get(src, i, c0 + 3, Ci)),
-                     pack_h2(get(src, i, c0 + 4, Ci), get(src, i, c0 + 5, Ci)),
-                     pack_h2(get(src, i, c0 + 6, Ci), get(src, i, c0 + 7, Ci)))
+    def pad_row(src, dst, rr, Ci, CC):
+        i = uint32(rr * Ci)  # the row's channel 0 (unsigned: no negative-index wrap in the loads)
+        o = int32(rr * (CC * 8))
+        for cc in range(CC):
+            c0 = int32(cc * 8)
+            st16_u32_off(dst, int32(o + c0),
+                         pack_h2(get(src, i, c0, Ci), get(src, i, c0 + 1, Ci)),
+                         pack_h2(get(src, i, c0 + 2, Ci), get(src, i, c0 + 3, Ci)),
+                         pack_h2(get(src, i, c0 + 4, Ci), get(src, i, c0 + 5, Ci)),
+                         pack_h2(get(src, i, c0 + 6, Ci), get(src, i, c0 + 7, Ci)))
 
     @cuda.jit
     def conv_pad8(x1, w1, x8, w8, NX, NW, Cc, CCc):
         Ci = int32(Cc)
         CC = int32(CCc)
-        C8 = int32(CC * 8)
-        nx = int32(int32(NX) * CC)
-        tot = int32(nx + int32(NW) * CC)
-        j = int32(cuda.grid(1))
+        nx = int32(NX)
+        tot = int32(nx + int32(NW))
+        row = int32(cuda.grid(1))
         step = int32(cuda.gridsize(1))
-        while j < tot:
-            if j < nx:
-                row = int32(j // CC)
-                pad_chunk(x1, x8, row, int32(j - row * CC), Ci, C8)
+        while row < tot:  # (the arrays are not chosen by a select: that would make the accesses generic, LD/ST)
+            if row < nx:
+                pad_row(x1, x8, row, Ci, CC)
             else:
-                jw = int32(j - nx)
-                row = int32(jw // CC)
-                pad_chunk(w1, w8, row, int32(jw - row * CC), Ci, C8)
-            j = int32(j + step)
+                pad_row(w1, w8, int32(row - nx), Ci, CC)
+            row = int32(row + step)
 
     return conv_pad8
 
@@ -336,7 +335,7 @@ class TCPadded(TunableVariant):
     name: ClassVar[str] = "tc_padded"
     what: ClassVar[str] = (
         "Any channel count on rung 15's tensor-core loop: a first launch pads x and w to whole "
-        "16-byte chunks (c rounded up to 8, zeros beyond c), and the k-tiles take consecutive "
+        "16-byte chunks (c rounded up to 8, zeros beyond c; no launch where c % 8 == 0), and the k-tiles take consecutive "
         "chunks of the flattened (tap, chunk) sequence, so at the 7x7 stem (c = 3) a 32-deep "
         "k-tile holds 4 taps instead of 3 channels and 29 zeros.")
 
@@ -383,10 +382,16 @@ class TCPadded(TunableVariant):
     def n_k(self, p) -> int:
         return C._ceil(self.chunks(p), self.BK // 8)
 
+    def padded(self, p) -> bool:
+        """Whether x and w need the pad launch: c not a multiple of 8 (else they are read as they are)."""
+        return p.c % 8 != 0
+
     def pad_grid(self, p) -> int:
-        return min(C._ceil((p.n * p.h * p.w + p.k * p.r * p.s) * (c8(p.c) // 8), PAD_BLOCK), PAD_MAX_BLOCKS)
+        return min(C._ceil(p.n * p.h * p.w + p.k * p.r * p.s, PAD_BLOCK), PAD_MAX_BLOCKS)
 
     def workspace(self, p):
+        if not self.padded(p):
+            return {}
         return {"x8": ((p.n, p.h, p.w, c8(p.c)), "float16"), "w8": ((p.k, p.r, p.s, c8(p.c)), "float16")}
 
     def supports(self, problem):
@@ -410,7 +415,7 @@ class TCPadded(TunableVariant):
         m, n, _ = p.gemm_mnk
         cc = c8(p.c) // 8
         for what, size in (("x8", (p.n + 1) * p.h * p.w * 8 * cc), ("w8", n * p.r * p.s * 8 * cc), ("y", m * n),
-                           ("the pad's chunks", (p.n * p.h * p.w + n * p.r * p.s) * cc + PAD_BLOCK * PAD_MAX_BLOCKS)):
+                           ("the pad's rows", p.n * p.h * p.w + n * p.r * p.s + PAD_BLOCK * PAD_MAX_BLOCKS)):
             if size + 64 > 2**31 - 1:
                 raise UnsupportedProblem(f"{self.label}: {what} has {size} elements; this rung's offsets are 32-bit")
         C._check(self, p, self.pad_grid(p), PAD_BLOCK)
@@ -422,27 +427,32 @@ class TCPadded(TunableVariant):
         m, n, _ = p.gemm_mnk
         cp8 = c8(p.c)
         nx, nw = p.n * p.h * p.w, n * p.r * p.s
-        x8, w8 = C._view2d(bufs["x8"], nx, cp8), C._view2d(bufs["w8"], nw, cp8)
+        xs, ws = ("x8", "w8") if self.padded(p) else ("x", "w")  # c % 8 == 0: no copy to make
+        x8 = C._view2d(bufs[xs], nx, cp8)
         kern = _tc_padded_kernel(v.WARPS_M, v.WARPS_N, v.MT, v.NT8, v.BK, v.STAGES)
+        main = Launch(kern, v.grid(p), v.threads(),
+                      (x8, C._view2d(bufs[ws], n, p.r * p.s * cp8), bufs["y"].reshape(-1),
+                       C._view2d(bufs["y"], m, n), m, n, cp8, p.h, p.w, p.p, p.q, p.r, p.s, p.stride, p.pad,
+                       n % 8 == 0))
+        if not self.padded(p):
+            return [main]
         return [Launch(_pad_kernel(), self.pad_grid(p), PAD_BLOCK,
-                       (bufs["x"].reshape(-1), bufs["w"].reshape(-1), x8, w8, nx, nw, p.c, cp8 // 8)),
-                Launch(kern, v.grid(p), v.threads(),
-                       (x8, C._view2d(bufs["w8"], n, p.r * p.s * cp8), bufs["y"].reshape(-1),
-                        C._view2d(bufs["y"], m, n), m, n, cp8, p.h, p.w, p.p, p.q, p.r, p.s, p.stride, p.pad,
-                        n % 8 == 0))]
+                       (bufs["x"].reshape(-1), bufs["w"].reshape(-1), x8, C._view2d(bufs["w8"], nw, cp8), nx, nw,
+                        p.c, cp8 // 8)), main]
 
     def traffic(self, p):
         v = self.at(p)
         m, n, _ = p.gemm_mnk
         cp8 = c8(p.c)
         x, w, y = p.n * p.h * p.w * p.c * 2, n * p.r * p.s * p.c * 2, m * n * 2
-        x8, w8 = x * cp8 // p.c, w * cp8 // p.c
+        x8, w8 = (x * cp8 // p.c, w * cp8 // p.c) if self.padded(p) else (0, 0)  # no pad launch at c % 8 == 0
         kp = self.n_k(p) * v.BK  # the reduction as the k-tiles cover it: R*S*C8 rounded up to BK
         tiles = (m * kp * C._ceil(n, v.BN) + kp * n * C._ceil(m, v.BM)) * 2  # cp.async bypasses L1: each tile load
-        l2 = (x + w) + (x8 + w8) + tiles + y  # pad: read x, w, write x8, w8; main: tile loads, y
+        l2 = (x + w if x8 else 0) + (x8 + w8) + tiles + y  # pad: read x, w, write x8, w8; main: tile loads, y
         dram = x + w + 2 * (x8 + w8) + y  # x8 written by the pad and read back once (L2 may keep part of it)
+        pad = (f"pad launch: x and w to {cp8} channels ({x8 / 1e6:.1f} MB x8 written, then read by the main loop); "
+               if x8 else "c % 8 == 0: x and w read as they are (no pad launch); ")
         return C._traffic(p, l2, float(tiles) * 2, "l2/smem",
-                          f"pad launch: x and w to {cp8} channels ({x8 / 1e6:.1f} MB x8 written, then read by the "
-                          f"main loop); {v.BM}x{v.BN}x{v.BK} block tile, {v.STAGES} stages, {self.n_k(p)} k-tiles of "
+                          f"{pad}{v.BM}x{v.BN}x{v.BK} block tile, {v.STAGES} stages, {self.n_k(p)} k-tiles of "
                           f"{v.BK // 8} chunks over {self.chunks(p)} (tap, chunk) pairs; every tile byte stored once "
                           "in shared memory and read once by ldmatrix", dram=dram, peak="tensor.fp16")

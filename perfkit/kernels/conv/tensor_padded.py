@@ -334,10 +334,9 @@ class TCPadded(TunableVariant):
     rung: ClassVar[int] = 16
     name: ClassVar[str] = "tc_padded"
     what: ClassVar[str] = (
-        "Any channel count on rung 15's tensor-core loop: a first launch pads x and w to whole "
-        "16-byte chunks (c rounded up to 8, zeros beyond c; no launch where c % 8 == 0), and the k-tiles take consecutive "
-        "chunks of the flattened (tap, chunk) sequence, so at the 7x7 stem (c = 3) a 32-deep "
-        "k-tile holds 4 taps instead of 3 channels and 29 zeros.")
+        "Any channel count on rung 15's loop: a first launch pads x and w to c rounded up to 8 "
+        "(zeros after c; none where c % 8 == 0). The k-tiles take consecutive (tap, 16-byte chunk) "
+        "pairs, so at the 7x7 stem (c = 3) a 32-deep k-tile holds 4 taps, not 3 channels and 29 zeros.")
 
     def __post_init__(self) -> None:
         if (self.WARPS_M, self.WARPS_N) != (0, 0):  # fixed: every field checked as a size (>= 1)

@@ -594,6 +594,15 @@ def test_tc_padded_packs_taps_into_its_k_tiles():
     assert t.smem_bytes < te.smem_bytes / 3  # 52 chunks of reduction per tile row where c = 8 padded by rung 15 reads 49 x 4
 
 
+def test_tc_padded_takes_every_resnet50_layer_and_its_small_twins_keep_the_block_tile():
+    """Every float16 NHWC layer, the stem (c = 3) included, and the bank simulation's shrunken twin of
+    each (banks.small_problem) chooses the layer's block tile (as rung 13's test above)."""
+    v = RUNG["tc_padded"]
+    for _, p, _ in conv.resnet50_layers(32, "float16", "NHWC"):
+        v.supports(p)
+        assert v.at(banks.small_problem(v, p)) == v.at(p), p.label
+
+
 @pytest.mark.parametrize("kw, msg", [
     (dict(layout="NCHW"), "NHWC only"),
     (dict(dtype="float32"), "takes float16"),

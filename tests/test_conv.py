@@ -526,9 +526,9 @@ def test_im2col_refuses_a_gemm_rung_the_ladder_does_not_have():
 
 # --- rung 16 tc_padded: any c, by a pad pre-pass and taps packed into the k-tiles --------------------
 #: (n, c, h, w, k, r, s, stride, pad) float16 NHWC, and the block tile (None: the rung's own choice,
-#: one warp at these sizes).  Together: c of 1, 3, 5, 12 (partial chunks: 1 or 2 a tap) and 16 (whole
-#: chunks, 2 a tap); the stem's 7x7 stride 2 pad 3; r != s (3x2, 7x5, 2x3); a 1x1 (4 pixels' chunks...
-#: one tap, 1 chunk: 3 of a k-tile's 4 chunks past the end); M not a multiple of the tile (20, 25, 50,
+#: one warp at these sizes).  Together: c of 1, 3, 5, 9, 12 (partial chunks: 1 or 2 a tap) and 16 (whole
+#: chunks, 2 a tap: no pad launch); the stem's 7x7 stride 2 pad 3; r != s (3x2, 7x5, 2x3); a 1x1 (one
+#: tap of 1 chunk: 3 of the k-tile's 4 chunks past the end, zero-filled); M not a multiple of the tile (20, 25, 50,
 #: 70, 72); K not a multiple of 8 (9, 70, 3: the edge epilogue) and full blocks (M = 144 and 128, K =
 #: 64 and 128: the staged 16-byte epilogue); each block tile the rung may choose; n = 2
 TC_PADDED_CASES = {
@@ -545,7 +545,7 @@ TC_PADDED_CASES = {
 
 @pytest.mark.parametrize("case", TC_PADDED_CASES)
 def test_tc_padded_is_correct(case, fresh_seed):
-    """NaN-poisoned y and workspace, the float64 reference (about 13 s for all of them here)."""
+    """NaN-poisoned y and workspace, the float64 reference (15-20 s for all of them on 2 busy cores)."""
     shape, warps = TC_PADDED_CASES[case]
     p = conv.Problem(*shape, dtype="float16", layout="NHWC")
     v = RUNG["tc_padded"] if warps is None else conv.TCPadded(WARPS_M=warps[0], WARPS_N=warps[1])

@@ -456,6 +456,22 @@ view.show("winograd_f4", prev="winograd_tiled", built=True)
 view.show("tc_epilogue", prev="tc_warptile", built=True)
 
 # %% [markdown]
+# ## Any channel count (`tc_padded`, after `tc_epilogue`)
+#
+# Rungs 9-15 refuse a layer whose channels are not a multiple of 8, and ResNet-50 has one: the 7x7
+# stride-2 stem on the 3 colour channels, left to the SIMT `igemm_regblock`.  This rung is for such
+# layers.  A first launch pads x and w to 8 channels (zeros after c; no launch where c % 8 == 0),
+# and the reduction runs over the flattened (tap, 16-byte chunk) sequence, so at the stem a 32-deep
+# k-tile holds 4 taps: 13 k-tiles where rung 15 on padded input would take 49, mostly zeros.  The
+# diff is at this notebook's layer (c = 128, no pad launch): the per-thread (r, s, chunk) counters
+# that replace rung 15's per-tap channel loop.  When this section was written the rung had no GPU
+# record (the cell after "Beyond rung 8" says whether it has one now); its card is the model's
+# estimate until then.  Predict: at the stem, how far below `igemm_regblock` should it land?
+
+# %%
+view.show("tc_padded", prev="tc_epilogue", built=True)
+
+# %% [markdown]
 # Any rung added to `conv.LADDER` after this notebook was written is shown here the same way, under
 # its own description.
 

@@ -8,6 +8,7 @@ import pytest
 from perfkit import anatomy, backend, banks
 from perfkit.kernels import conv, peers
 from perfkit.kernels.base import ProblemError, UnsupportedProblem, registry_check
+from perfkit.kernels.conv import _common as C
 
 # (n, c, h, w, k, r, s, stride, pad, dtype, layout): together they cover every item of the list
 CASES = {
@@ -60,11 +61,12 @@ TC_NHWC_CASES = {
     "1x1_s2_c40_k70_two_tiles": (1, 40, 17, 16, 70, 1, 1, 2, 0),
     "3x2_s2_p1_c16_k9_n2": (2, 16, 5, 4, 9, 3, 2, 2, 1),
 }
-CHUNKED = [v for v in TENSOR if v.name != "tensor_core"]
-#: the ladder's own rungs: at these small problems tc_warptile and tc_epilogue choose one warp per
-#: block (a 64x64 tile: the least area on the busiest SM, conv.tensor.block_tile), so their
+#: rungs 9-15 (c % 8 == 0); rung 16 tc_padded pads any c to whole chunks first (its own tests below)
+CHUNKED = [v for v in TENSOR if v.name not in ("tensor_core", "tc_padded")]
+#: the ladder's own rungs: at these small problems tc_warptile, tc_epilogue and tc_padded choose one
+#: warp per block (a 64x64 tile: the least area on the busiest SM, conv.tensor.block_tile), so their
 #: per-problem choice runs here too (asserted, so a change of rule does not silently move this)
-CHUNKED_SIM = CHUNKED
+CHUNKED_SIM = CHUNKED + [RUNG["tc_padded"]]
 
 
 @pytest.mark.parametrize("case", CASES)
@@ -350,7 +352,7 @@ def test_registry_texts_and_traffic():
     assert [v.name for v in conv.LADDER] == ["oracle", "direct", "direct_halo", "im2col_gemm", "igemm_naive",
                                             "igemm_smem", "igemm_regblock", "winograd", "tensor_core",
                                             "tc_vector", "tc_ldmatrix", "winograd_tiled", "tc_cp_async",
-                                            "tc_warptile", "winograd_f4", "tc_epilogue"]
+                                            "tc_warptile", "winograd_f4", "tc_epilogue", "tc_padded"]
     assert all(v.what for v in conv.LADDER)
     for v in conv.LADDER:
         p = v.example(conv.EXAMPLE_PROBLEM)
@@ -520,3 +522,114 @@ def test_im2col_refuses_a_gemm_rung_the_ladder_does_not_have():
         Im2colGemm(gemm_rung="warptlie").supports(p)
     Im2colGemm(gemm_rung="warptile").supports(p)
     Im2colGemm().supports(p)
+
+
+# --- rung 16 tc_padded: any c, by a pad pre-pass and taps packed into the k-tiles --------------------
+#: (n, c, h, w, k, r, s, stride, pad) float16 NHWC, and the block tile (None: the rung's own choice,
+#: one warp at these sizes).  Together: c of 1, 3, 5, 9, 12 (partial chunks: 1 or 2 a tap) and 16 (whole
+#: chunks, 2 a tap: no pad launch); the stem's 7x7 stride 2 pad 3; r != s (3x2, 7x5, 2x3); a 1x1 (one
+#: tap of 1 chunk: 3 of the k-tile's 4 chunks past the end, zero-filled); M not a multiple of the tile (20, 25, 50,
+#: 70, 72); K not a multiple of 8 (9, 70, 3: the edge epilogue) and full blocks (M = 144 and 128, K =
+#: 64 and 128: the staged 16-byte epilogue); each block tile the rung may choose; n = 2
+TC_PADDED_CASES = {
+    "stem_7x7_s2_p3_c3_k64": ((1, 3, 9, 8, 64, 7, 7, 2, 3), None),
+    "3x2_s2_p1_c16_k9_n2": ((2, 16, 5, 4, 9, 3, 2, 2, 1), None),
+    "7x5_p2_c5_k70": ((1, 5, 9, 10, 70, 7, 5, 1, 2), None),
+    "1x1_c3_k64_full_blocks": ((1, 3, 16, 9, 64, 1, 1, 1, 0), None),
+    "3x3_p1_c3_128x64": ((1, 3, 16, 8, 64, 3, 3, 1, 1), (2, 1)),
+    "3x3_p1_c12_64x128": ((1, 12, 9, 8, 128, 3, 3, 1, 1), (1, 2)),
+    "2x3_s2_p1_c1_k70_128x128": ((1, 1, 8, 9, 70, 2, 3, 2, 1), (2, 2)),
+    "5x5_p2_c9_k3_n2": ((2, 9, 5, 5, 3, 5, 5, 1, 2), None),
+}
+
+
+@pytest.mark.parametrize("case", TC_PADDED_CASES)
+def test_tc_padded_is_correct(case, fresh_seed):
+    """NaN-poisoned y and workspace, the float64 reference (15-20 s for all of them on 2 busy cores)."""
+    shape, warps = TC_PADDED_CASES[case]
+    p = conv.Problem(*shape, dtype="float16", layout="NHWC")
+    v = RUNG["tc_padded"] if warps is None else conv.TCPadded(WARPS_M=warps[0], WARPS_N=warps[1])
+    if warps is None:
+        assert (v.at(p).WARPS_M, v.at(p).WARPS_N) == (1, 1)
+    _run_and_check(v, p, fresh_seed)
+
+
+def test_tc_padded_pad_writes_every_element_of_its_workspace(fresh_seed):
+    """Launch 1 alone: x8 and w8 (NaN-poisoned by prepare) hold x and w in their first c channels
+    and zeros after, every element written (c = 5: one partial chunk a pixel)."""
+    p = conv.Problem(2, 5, 4, 3, 9, 3, 2, 1, 1, "float16", "NHWC")
+    v = RUNG["tc_padded"]
+    assert v.workspace(p) == {"x8": ((2, 4, 3, 8), "float16"), "w8": ((9, 3, 2, 8), "float16")}
+    x = p.make_inputs(fresh_seed)
+    prep = v.prepare(p, x)
+    pad, main = prep.launches
+    assert pad.name == "conv_pad8" and main.name == "conv_tc_padded"
+    pad()
+    x8, w8 = pad.args[2].copy_to_host(), pad.args[3].copy_to_host()
+    for got, want in ((x8, x["x"].reshape(-1, 5)), (w8, x["w"].reshape(-1, 5))):
+        assert not np.isnan(got).any()
+        assert np.array_equal(got[:, :5], want) and not got[:, 5:].any()
+
+
+def test_tc_padded_packs_taps_into_its_k_tiles():
+    """At the stem (c = 3 -> 8, 49 taps) 13 k-tiles of 4 (tap, chunk) pairs, where rung 15 has 49
+    k-tiles of 32 channels, 3 of them real; a layer of whole chunks keeps rung 15's reduction."""
+    v, epi = RUNG["tc_padded"], RUNG["tc_epilogue"]
+    stem = next(p for _, p, _ in conv.resnet50_layers(32, "float16", "NHWC") if p.c == 3)
+    assert v.chunks(stem) == 49 and v.n_k(stem) == 13
+    s2 = conv.to_layout(conv.EXAMPLE_PROBLEM, "NHWC", "float16")
+    assert v.n_k(s2) == 9 * 128 // 32 and v.at(s2) == conv.TCPadded(WARPS_M=1, WARPS_N=2)
+    assert v.grid(s2) == epi.grid(s2) and v.at(stem).WARPS_N == 1  # K = 64: a 128-wide tile would be half padding
+    # c % 8 == 0: x and w read as they are, no pad launch and no workspace
+    bufs = lambda p: {k: np.zeros((1,) * len(sh), d) for k, (sh, d) in  # noqa: E731
+                      {**p.input_specs(), **p.output_specs(), **v.workspace(p)}.items()}
+    assert v.workspace(s2) == {} and [l.name for l in v.plan(s2, bufs(s2))] == ["conv_tc_padded"]
+    assert [l.name for l in v.plan(stem, bufs(stem))] == ["conv_pad8", "conv_tc_padded"]
+    assert v.plan(stem, bufs(stem))[0].grid == (C._ceil(32 * 224 * 224 + 64 * 49, 256),)  # one row a thread
+    t, te = v.traffic(stem), epi.traffic(conv.Problem(32, 8, 224, 224, 64, 7, 7, 2, 3, "float16", "NHWC"))
+    assert t.flops == stem.flops and "x8 written" in t.notes and "13 k-tiles" in t.notes
+    assert "no pad launch" in v.traffic(s2).notes
+    x = stem.n * stem.h * stem.w * stem.c * 2
+    assert t.dram_bytes > stem.bytes + 2 * x * 8 / 3  # x8 written, then read back
+    assert t.smem_bytes < te.smem_bytes / 3  # 52 chunks of reduction per tile row where c = 8 padded by rung 15 reads 49 x 4
+
+
+def test_tc_padded_takes_every_resnet50_layer_and_its_small_twins_keep_the_block_tile():
+    """Every float16 NHWC layer, the stem (c = 3) included, and the bank simulation's shrunken twin of
+    each (banks.small_problem) chooses the layer's block tile (as rung 13's test above)."""
+    v = RUNG["tc_padded"]
+    for _, p, _ in conv.resnet50_layers(32, "float16", "NHWC"):
+        v.supports(p)
+        assert v.at(banks.small_problem(v, p)) == v.at(p), p.label
+
+
+@pytest.mark.parametrize("kw, msg", [
+    (dict(layout="NCHW"), "NHWC only"),
+    (dict(dtype="float32"), "takes float16"),
+    (dict(r=32, h=40), "31 filter rows and columns; got 32x3"),
+])
+def test_tc_padded_refuses_with_the_reason(kw, msg):
+    args = dict(n=1, c=3, h=9, w=9, k=4, r=3, s=3, stride=1, pad=1, dtype="float16", layout="NHWC")
+    v = RUNG["tc_padded"]
+    with pytest.raises(UnsupportedProblem, match=f"tc_padded.*{msg}"):
+        v.supports(conv.Problem(**{**args, **kw}))
+    v.supports(conv.Problem(**args))  # c = 3: taken (rungs 9-15 refuse it)
+    with pytest.raises(UnsupportedProblem, match="c=3 is not a multiple of 8"):
+        RUNG["tc_epilogue"].supports(conv.Problem(**args))
+    with pytest.raises(UnsupportedProblem, match="NT8 not an even power of two"):
+        conv.TCPadded(NT8=6).supports(conv.Problem(**args))
+
+
+def test_tc_padded_compiles_for_sm90():
+    """The stem at sm_90: the main loop (launch 2) copies by LDGSTS, reads fragments by LDSM, keeps
+    rung 15's 2 warps per sub-partition and spills nothing; the pad (launch 1) stores 16 bytes a
+    thread."""
+    v = RUNG["tc_padded"]
+    stem = next(p for _, p, _ in conv.resnet50_layers(32, "float16", "NHWC") if p.c == 3)
+    r = anatomy.inspect(v, stem, cc=(9, 0), kernel=1)
+    assert "HMMA.16816.F32" in r.sass and "LDSM" in r.sass and r.spill_store_bytes == 0
+    assert r.mix["async copy"] >= 4 and r.mix.get("global load 128", 0) == 0
+    assert 128 < r.registers <= 255 and r.occupancy.active_warps == 8, (r.registers, str(r.occupancy))
+    assert r.mix["shared store 32"] == 2 * v.MT * v.NT8 and r.mix["shared store other"] == 0
+    pad = anatomy.inspect(v, stem, cc=(9, 0), kernel=0)  # LDG/STG: each branch names its own arrays
+    assert pad.mix["global store 128"] >= 1 and pad.mix["global load 16"] >= 8 and pad.spill_store_bytes == 0

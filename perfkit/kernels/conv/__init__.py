@@ -31,15 +31,18 @@ Ledger (the rung number and name live only in ``LADDER``):
  14 winograd_f4     F(4x4, 3x3) on rung 11's GEMM: 36 products per 4x4 tile instead of 144
  15 tc_epilogue     y staged per warp in shared memory (packed halves, swizzled: no conflicts), written with
                     16-byte stores on the (M, K) view
+ 16 tc_padded       any c: a pre-pass pads x and w to whole 16-byte chunks (c rounded up to 8), and
+                    the k-tiles take consecutive (tap, chunk) pairs (4 taps a k-tile at c <= 8), on
+                    rung 15's loop: the 7x7 stem (c = 3) on the tensor cores
 
 Every rung is correct for every valid problem (partial tiles read zeros, stores outside y are
 skipped); what a rung cannot take it refuses in ``supports`` with the reason.  SIMT rungs take
 float32 or float16 inputs (float32 accumulation); the tensor-core rungs take float16, and
-rungs 9 and up NHWC with c % 8 == 0 (rung 8 takes the rest).
+rungs 9-15 NHWC with c % 8 == 0 (rung 16 NHWC with any c; rung 8 takes the rest).
 
 The package: ``_common`` (the Problem, layouts, the launch check and traffic record), ``direct``
-(rungs 0-2), ``im2col`` (3), ``igemm`` (4-6), ``winograd`` (7, 11, 14), ``tensor`` (8-10, 12-13, 15); this module is the
-index: ``LADDER``, the problems to sweep and the ResNet-50 table.  Its peers (torch with cuDNN's
+(rungs 0-2), ``im2col`` (3), ``igemm`` (4-6), ``winograd`` (7, 11, 14), ``tensor`` (8-10, 12-13, 15),
+``tensor_padded`` (16); this module is the index: ``LADDER``, the problems to sweep and the ResNet-50 table.  Its peers (torch with cuDNN's
 autotuner, a Triton implicit GEMM) live with the other peers in :mod:`perfkit.kernels.peers`.
 """
 from __future__ import annotations
@@ -50,16 +53,18 @@ from .direct import Direct, DirectHalo, Oracle
 from .igemm import IgemmNaive, IgemmRegblock, IgemmSmem
 from .im2col import GEMM_PREFERENCE, Im2colGemm  # noqa: F401
 from .tensor import TCEpilogue, TCLdmatrix, TCPipeline, TCVector, TCWarpTile, TensorCore
+from .tensor_padded import TCPadded
 from .winograd import Winograd, WinogradF4, WinogradTiled
 
 __all__ = ["Problem", "LADDER", "EXAMPLE_PROBLEM", "GPU_SWEEP", "SIM_SWEEP", "RESNET50", "resnet50_layers",
            "Oracle", "Direct", "DirectHalo", "Im2colGemm", "IgemmNaive", "IgemmSmem", "IgemmRegblock",
-           "Winograd", "TensorCore", "TCVector", "TCLdmatrix", "WinogradTiled", "TCPipeline", "TCWarpTile", "WinogradF4", "TCEpilogue", "to_layout"]
+           "Winograd", "TensorCore", "TCVector", "TCLdmatrix", "WinogradTiled", "TCPipeline", "TCWarpTile", "WinogradF4", "TCEpilogue", "TCPadded",
+           "to_layout"]
 
 LADDER: list[Variant] = [Oracle(), Direct(), DirectHalo(), Im2colGemm(), IgemmNaive(), IgemmSmem(),
                          IgemmRegblock(), Winograd(), TensorCore(), TCVector(), TCLdmatrix(),
                          WinogradTiled(), TCPipeline(), TCWarpTile(), WinogradF4(),
-                         TCEpilogue()]
+                         TCEpilogue(), TCPadded()]
 registry_check(LADDER)
 
 # --- problems -----------------------------------------------------------------------------------

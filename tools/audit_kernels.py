@@ -85,7 +85,8 @@ def draw_gemm(g, v, big=False):
 
 
 def draw_conv(g, v, big=False):
-    tc_chunked = v.name.startswith("tc_")
+    tc = v.name.startswith("tc_")  # float16 NHWC
+    tc_chunked = tc and v.name != "tc_padded"  # and c % 8 == 0 (tc_padded takes any c)
     wino = v.name.startswith("winograd")
     for _ in range(200):
         n = int(g.choice([1, 1, 2]))
@@ -97,6 +98,8 @@ def draw_conv(g, v, big=False):
         h, w = int(g.integers(1, 21 if big else 13)), int(g.integers(1, 21 if big else 13))
         if big and tc_chunked:
             c = int(g.choice([8, 16, 24, 32, 40, 64]))
+        elif big and tc:
+            c = int(g.choice([3, 5, 8, 12, 19, 40, 64]))
             k = int(g.choice([k, 64, 65, 128, 129]))
         if wino and g.random() < 0.85:
             r = s = 3
@@ -105,8 +108,8 @@ def draw_conv(g, v, big=False):
             r, s = int(g.choice([1, 2, 3, 5, 7])), int(g.choice([1, 2, 3, 5, 7]))
             stride = int(g.choice([1, 1, 2, 3]))
         pad = int(g.choice([0, 1, 2, 3]))
-        dtype = "float16" if (tc_chunked or v.name == "tensor_core" or g.random() < 0.4) else "float32"
-        layout = "NHWC" if (tc_chunked or g.random() < 0.5) else "NCHW"
+        dtype = "float16" if (tc or v.name == "tensor_core" or g.random() < 0.4) else "float32"
+        layout = "NHWC" if (tc or g.random() < 0.5) else "NCHW"
         if r > h + 2 * pad or s > w + 2 * pad:
             continue
         p = conv.Problem(n, c, h, w, k, r, s, stride, pad, dtype, layout)

@@ -247,6 +247,26 @@ def test_cli(capsys):
     assert "must look like FIELD=VALUE" in capsys.readouterr().err
 
 
+def test_cli_reports_any_launch_of_a_rung_of_several(capsys):
+    """``--launch N``: the N-th launch of a rung of several (conv im2col_gemm: the gather into the
+    buffer, then the GEMM), not always the first; past the last, a one-line error."""
+    from perfkit.kernels import conv
+
+    v = next(x for x in conv.LADDER if x.name == "im2col_gemm")
+    p = v.example(conv.EXAMPLE_PROBLEM)
+    names = [s["kernel"] for s in anatomy.inspect(v, p, (9, 0)).launches]
+    assert len(names) >= 2 and names[0] != names[1]
+    def kernel_line(out):
+        return next(line for line in out.splitlines() if line.strip().startswith("kernel "))
+
+    assert anatomy.cli(["conv", "im2col_gemm"]) == 0
+    assert names[0] in kernel_line(capsys.readouterr().out)
+    assert anatomy.cli(["conv", "im2col_gemm", "--launch", "1"]) == 0
+    assert names[1] in kernel_line(capsys.readouterr().out)
+    assert anatomy.cli(["conv", "im2col_gemm", "--launch", str(len(names))]) == 2
+    assert "out of range" in capsys.readouterr().err
+
+
 def test_built_as_numba_builds_for_a_launch():
     """The cubin is the one Numba's own kernel compiler makes (LTO when nvJitLink is there, the
     arch-specific target from 9.0 on), and the 1 KiB system reservation, already inside the

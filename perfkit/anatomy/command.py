@@ -29,12 +29,14 @@ def op_module(op: str):
 
 
 def cli(argv: list[str] | None = None) -> int:
-    """``perfkit anatomy OP RUNG [--cc 9.0] [--size k=v ...] [--diff RUNG2] [--sass]``."""
+    """``perfkit anatomy OP RUNG [--cc 9.0] [--size k=v ...] [--launch N] [--diff RUNG2] [--sass]``."""
     ap = argparse.ArgumentParser(prog="perfkit anatomy", description="what the compiler made of a rung")
     ap.add_argument("op", help="op module under perfkit.kernels, e.g. saxpy, gemm, softmax (= norm.softmax)")
     ap.add_argument("rung", help="rung number or name")
     ap.add_argument("--cc", default="9.0", help="target compute capability (default 9.0)")
     ap.add_argument("--size", action="append", default=[], metavar="K=V", help="problem field override")
+    ap.add_argument("--launch", type=int, default=0, metavar="N",
+                    help="which launch of a rung of several to report (0: the first; the report lists them all)")
     ap.add_argument("--diff", metavar="RUNG2", help="compare with another rung")
     ap.add_argument("--diff-cc", metavar="CC", help="compare with the same rung at another target")
     ap.add_argument("--sass", action="store_true", help="print the SASS too")
@@ -65,11 +67,12 @@ def cli(argv: list[str] | None = None) -> int:
             raise AnatomyError(f"{args.op} has no EXAMPLE_PROBLEM: give its fields with --size k=v")
         v = _find_rung(ladder, args.rung)
         problem = v.example(problem)
-        rep = inspect(v, problem, cc=args.cc)
+        rep = inspect(v, problem, cc=args.cc, kernel=args.launch)
         print(rep)
         if args.diff or args.diff_cc:
             w = _find_rung(ladder, args.diff) if args.diff else v
-            other = inspect(w, w.example(problem), cc=args.diff_cc or args.cc)
+            # the same launch of the same rung at another target; another rung's first launch
+            other = inspect(w, w.example(problem), cc=args.diff_cc or args.cc, kernel=args.launch if w is v else 0)
             print(diff(rep, other))
         if args.sass:
             print(rep.sass)

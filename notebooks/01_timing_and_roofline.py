@@ -423,7 +423,8 @@ from perfkit import compare
 # None, and a sentence, where this copy of data/results/ lacks those records
 c = lesson.comparison("gpu=h100,before=2026-11-23T10:24", "gpu=h100,commit=7c7b2e0,after=2026-11-23T10:24")
 if c is not None:
-    print(c)
+    # both sides' medians, folded: they are times of rungs whose speed later notebooks ask for first
+    display(lesson.fold(str(c), summary=f"both runs' medians per rung and their ratio ({len(c.table)} pairs)"))
     compare.plot(c)
     plt.show()
     for word in ("slower", "faster", "same within noise"):

@@ -2,7 +2,6 @@
 into the k-tiles (issue 43: ResNet-50's 7x7 stem, c = 3, which rungs 9-15 refuse)."""
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import ClassVar
@@ -12,10 +11,9 @@ from numba.types import float16
 
 from .._ptx import (cp_async16_off_zfill, cp_async_commit, cp_async_wait, ld16_u32_off, ldmatrix_x4_off,  # and their
                     mma_16816_u32, pack_h2, st16_u32_off, st_u32_off)  # simulator twins
-from ..base import Launch, TunableVariant, UnsupportedProblem
+from ..base import Launch, UnsupportedProblem
 from . import _common as C
-from ._common import to_layout
-from .tensor import block_tile
+from .tensor import TCEpilogue
 
 #: threads per block of the pad launch
 PAD_BLOCK = 256
@@ -323,13 +321,9 @@ def _tc_padded_kernel(WARPS_M: int, WARPS_N: int, MT: int, NT8: int, BK: int, ST
 
 
 @dataclass(frozen=True)
-class TCPadded(TunableVariant):
-    WARPS_M: int = 0  # 0, 0: the block tile is chosen per problem (tensor.block_tile, as rungs 13 and 15); else fixed
-    WARPS_N: int = 0
-    MT: int = 4
-    NT8: int = 8
-    BK: int = 32
-
+class TCPadded(TCEpilogue):
+    """Rung 15's tile, block-tile choice per problem (``at``), grid and shared ring, inherited; its
+    own pad launch, reduction order, refusals and traffic."""
     STAGES: ClassVar[int] = 3
     rung: ClassVar[int] = 16
     name: ClassVar[str] = "tc_padded"
@@ -337,42 +331,6 @@ class TCPadded(TunableVariant):
         "Any channel count on rung 15's loop: a first launch pads x and w to c rounded up to 8 "
         "(zeros after c; none where c % 8 == 0). The k-tiles take consecutive (tap, 16-byte chunk) "
         "pairs, so at the 7x7 stem (c = 3) a 32-deep k-tile holds 4 taps, not 3 channels and 29 zeros.")
-
-    def __post_init__(self) -> None:
-        if (self.WARPS_M, self.WARPS_N) != (0, 0):  # fixed: every field checked as a size (>= 1)
-            super().__post_init__()
-        else:  # chosen per problem: the other fields checked, on a twin with a block tile
-            dataclasses.replace(self, WARPS_M=1, WARPS_N=1)
-
-    def at(self, problem) -> "TCPadded":
-        """This rung with its block tile fixed for ``problem`` (itself when it was given)."""
-        if self.WARPS_M:
-            return self
-        wm, wn = block_tile(problem, stages=self.STAGES, bk=self.BK, warp=(16 * self.MT, 8 * self.NT8))
-        return dataclasses.replace(self, WARPS_M=wm, WARPS_N=wn)
-
-    def example(self, problem):
-        return to_layout(problem, "NHWC", "float16")
-
-    @property
-    def BM(self) -> int:
-        return 16 * self.MT * self.WARPS_M
-
-    @property
-    def BN(self) -> int:
-        return 8 * self.NT8 * self.WARPS_N
-
-    def threads(self):
-        return 32 * self.WARPS_M * self.WARPS_N
-
-    def grid(self, p):
-        v = self.at(p)
-        m, n, _ = p.gemm_mnk
-        return C._ceil(n, v.BN), C._ceil(m, v.BM)
-
-    def shared_bytes(self):
-        """The float16 A and B rings; the simulator's scratch is dropped on a GPU."""
-        return self.STAGES * (self.BM + self.BN) * self.BK * 2
 
     def chunks(self, p) -> int:
         """Chunks of the reduction, R * S * C8 / 8, and the k-tiles that cover them: n_k."""

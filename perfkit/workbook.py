@@ -127,7 +127,10 @@ def run(names: list[str] | None = None, profile: str = "auto", params: dict | No
         try:  # per-cell bars only when one notebook runs at a time (several would interleave)
             pm.execute_notebook(str(path), str(out), parameters=p, cwd=str(path.parent),
                                 progress_bar=progress and jobs == 1, execution_timeout=prof.get("cell_timeout_s"),
-                                kernel_name=prof.get("kernel", "python3"))
+                                kernel_name=prof.get("kernel", "python3"),
+                                # the kernel app's own warnings (ipykernel 7: "running over TCP without
+                                # encryption", six a run) are machinery, not the lesson; errors still show
+                                extra_arguments=["--IPKernelApp.log_level=ERROR"])
         except Exception as exc:  # keep going; the executed copy holds the traceback
             status = "failed"
             error = str(exc).strip().splitlines()[-1][:300] if str(exc).strip() else exc.__class__.__name__

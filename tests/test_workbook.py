@@ -54,6 +54,8 @@ def test_cli_exit_status(tmp_path):
     r = subprocess.run([sys.executable, "-m", "perfkit.cli", "run", bad, "--profile", "ci", "-q",
                         "--out", str(tmp_path / "o")], capture_output=True, text=True, timeout=300)
     assert r.returncode == 1 and "ZeroDivisionError" in r.stdout
+    # ipykernel 7 warns once a kernel that it runs over TCP without encryption: machinery, kept off
+    assert "IPKernelApp" not in r.stderr and "without encryption" not in r.stderr, r.stderr
     r = subprocess.run([sys.executable, "-m", "perfkit.cli", "run", "zz_nope"], capture_output=True, text=True)
     assert r.returncode == 2 and "zz_nope" in r.stderr
 

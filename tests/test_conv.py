@@ -56,10 +56,13 @@ SIMT = [v for v in conv.LADDER if v not in TENSOR and v.name != "winograd_f4"]  
 RUNG = {v.name: v for v in conv.LADDER}
 #: the NHWC 16-byte-chunk rungs (9 and up): c % 8 == 0.  Together: two m tiles and two n tiles
 #: with partial edges (M = 72, K = 70), a channel count that leaves a partial k-tile (40 = 32 + 8),
-#: stride 2 with r != s and padding on every side, n = 2
+#: stride 2 with r != s and padding on every side, n = 2; stride 3 with a padding wider than the
+#: filter (1x3, pad 2: the first and last output rows see only padding, so every mask bit of
+#: their A rows is 0 and y there must be written as 0), odd h
 TC_NHWC_CASES = {
     "1x1_s2_c40_k70_two_tiles": (1, 40, 17, 16, 70, 1, 1, 2, 0),
     "3x2_s2_p1_c16_k9_n2": (2, 16, 5, 4, 9, 3, 2, 2, 1),
+    "1x3_s3_p2_c16_k8_rows_all_padding": (2, 16, 9, 5, 8, 1, 3, 3, 2),
 }
 #: rungs 9-15 (c % 8 == 0); rung 16 tc_padded pads any c to whole chunks first (its own tests below)
 CHUNKED = [v for v in TENSOR if v.name not in ("tensor_core", "tc_padded")]
@@ -540,6 +543,9 @@ TC_PADDED_CASES = {
     "3x3_p1_c12_64x128": ((1, 12, 9, 8, 128, 3, 3, 1, 1), (1, 2)),
     "2x3_s2_p1_c1_k70_128x128": ((1, 1, 8, 9, 70, 2, 3, 2, 1), (2, 2)),
     "5x5_p2_c9_k3_n2": ((2, 9, 5, 5, 3, 5, 5, 1, 2), None),
+    # c = 24: 3 chunks a tap and no pad launch; a k-tile's 4 chunks straddle taps (4 is no multiple
+    # of 3), so the (r, s, chunk) counters carry chunk -> s and s -> r within one step (S = 2)
+    "3x2_s2_p1_c24_k16_three_chunks_a_tap": ((1, 24, 6, 5, 16, 3, 2, 2, 1), None),
 }
 
 

@@ -67,12 +67,39 @@ def test_ncu_targets_put_new_rungs_first_and_skip_unchanged_library_kernels(monk
     from perfkit.kernels.base import OracleVariant
 
     # cuBLAS, torch and Triton are in the last table, and no commit of ours changes them
-    assert all(not isinstance(v, OracleVariant) for t in tiers.values() for v, _ in t)
+    assert all(not isinstance(v, OracleVariant) for n, t in tiers.items() if n != "library" for v, _ in t)
+    assert not tiers["library"]  # the table has cuBLAS at float32 and float16 both
     monkeypatch.setattr(history, "source_changed_since", lambda v, c: None)  # a copy with no git
     blind = plan.ncu_targets("gemm", gemm, gemm.EXAMPLE_PROBLEM)
     assert [v.label for v, _ in blind["new"]] == new and not blind["changed"]
     assert "01 naive" in [v.label for v, _ in blind["unknown"]]
     assert all(not isinstance(v, OracleVariant) for v, _ in blind["unknown"])
+
+
+def test_the_library_is_profiled_at_each_dtype_its_ladder_runs(tmp_path, monkeypatch):
+    """cuDNN at the float32 layer (an FFT) is not cuDNN at the float16 NHWC one (an implicit GEMM):
+    a table with only the first gives the ladder's float16 cards no library counters, so the
+    oracle is planned again at the float16 twin, after the new rungs and before the untimed."""
+    from perfkit.kernels import conv
+
+    (tmp_path / "t.csv").write_text("op,problem,rung,kernel\n"
+                                    f"conv,{conv.EXAMPLE_PROBLEM.label},00 oracle,fft2d_r2c\n")
+    monkeypatch.setattr(plan, "ncu_tables_for", lambda gpu: [(tmp_path / "t.csv", "aaa")])
+    lib = plan.ncu_targets("conv", conv, conv.EXAMPLE_PROBLEM)["library"]
+    assert [(v.name, p.dtype, p.layout) for v, _, p in lib] == [("oracle", "float16", "NHWC")]
+    assert "no float16 row" in lib[0][1]
+    monkeypatch.setattr(plan, "profiled_anywhere", lambda: set())
+    monkeypatch.setattr(plan, "recorded_anywhere", lambda: {("conv", v.name) for v in conv.LADDER[:-1]})
+    units = plan.ncu_units([("conv", conv)], tiny=False)
+    picked = [(u.name, i["variant"], i["problem"]["dtype"]) for u in units for i in u.items if i["variant"] == "oracle"]
+    assert picked == [("ncu-conv-library-1", "oracle", "float16")]
+    order = [u.name.rsplit("-", 2)[1] for u in units]
+    assert max(i for i, t in enumerate(order) if t == "unseen") < order.index("library") < order.index("untimed")
+    # a table with both dtypes plans no library unit
+    (tmp_path / "t.csv").write_text("op,problem,rung,kernel\n"
+                                    f"conv,{conv.EXAMPLE_PROBLEM.label},00 oracle,fft2d_r2c\n"
+                                    f"conv,{lib[0][2].label},00 oracle,sm90_xmma_fprop\n")
+    assert not plan.ncu_targets("conv", conv, conv.EXAMPLE_PROBLEM)["library"]
 
 
 def test_ncu_rungs_count_as_profiled_in_any_table_of_the_gpu_with_the_newest_tables_commit(tmp_path):

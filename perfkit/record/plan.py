@@ -168,6 +168,21 @@ def last_ncu_table(tables: list | None = None) -> dict:
     return have
 
 
+def library_dtypes(tables: list | None = None) -> dict:
+    """(op, library rung name) -> the dtypes of its rows in this GPU's tables: cuBLAS at float32
+    (SGEMM) is another kernel than at float16 (HGEMM), cuDNN's FFT at the float32 layer another than
+    its float16 implicit GEMM, so a library counts as profiled at a dtype only with a row of it."""
+    have: dict = {}
+    for path, _ in tables if tables is not None else ncu_tables_for(backend.device().name):
+        if not Path(path).exists():
+            continue
+        with open(path) as f:
+            for r in csv.DictReader(f):
+                dt = next((w.split("=", 1)[1] for w in r["problem"].split() if w.startswith("dtype=")), None)
+                have.setdefault((r["op"], r["rung"].split(" ", 1)[-1]), set()).add(dt)
+    return have
+
+
 def profiled_anywhere() -> set:
     """(op, rung name) of every row of every Nsight Compute table in data/ncu/, of any GPU: a
     rung in none of them has a card with no counters at all (its "new" units go first)."""
@@ -187,6 +202,8 @@ def recorded_anywhere(results_root=None) -> set[tuple[str, str]]:
 
 def ncu_targets(op, mod, problem) -> dict[str, list]:
     """Rungs for Nsight Compute by tier: ``new`` (no rung of that name in any table of this GPU),
+    ``library`` (the oracle, as (rung, why, problem), at each other dtype the ladder's rungs run
+    with no row of that dtype: cuBLAS HGEMM, cuDNN at the float16 NHWC layer),
     ``changed`` (its kernel code changed since the commit of the newest table that has it), ``unknown`` (whether it
     changed no one can tell here: no git, as in a copy on a GPU machine).  Library peers and
     oracles already in the table are left out: our commits do not change their kernels."""
@@ -194,9 +211,18 @@ def ncu_targets(op, mod, problem) -> dict[str, list]:
     from perfkit.kernels.base import OracleVariant
 
     have = last_ncu_table()
-    tiers: dict[str, list] = {"new": [], "changed": [], "unknown": []}
+    dtypes = library_dtypes()
+    tiers: dict[str, list] = {"new": [], "changed": [], "unknown": [], "library": []}
     for v in variants_for(mod, problem):
         key = (problem.op, v.label.split(" ", 1)[-1])
+        if getattr(v, "oracle", False):  # the library a ladder is taught against, at each dtype its rungs run
+            twins = {}
+            for r in mod.LADDER:
+                t = r.example(problem)
+                twins.setdefault(t.dtype, t)
+            for dt, twin in twins.items():
+                if dt != problem.dtype and dt not in dtypes.get(key, ()):
+                    tiers["library"].append((v, f"no {dt} row in any table of this GPU", twin))
         if key not in have:
             tiers["new"].append((v, "in no table of this GPU"))
         elif isinstance(v, OracleVariant):  # the oracle and the torch/Triton peers
@@ -214,12 +240,13 @@ def ncu_targets(op, mod, problem) -> dict[str, list]:
 def ncu_units(mods, tiny: bool, cap=None) -> list[Unit]:
     """Nsight Compute units, NCU_CHUNK rungs each: every op's new rungs first (those in no table
     of any GPU before those another GPU has profiled: a window cut by its budget has given
-    counters to the cards that had none; rungs no GPU has timed after both), then the changed,
-    then the unknown, each tier in the order of ``mods``."""
+    counters to the cards that had none), the library at the dtypes it lacks, rungs no GPU has
+    timed, then the changed, then the unknown, each tier in the order of ``mods``."""
     found = {op: ncu_targets(op, mod, mod.EXAMPLE_PROBLEM) for op, mod in mods}
     seen = profiled_anywhere()
     timed = recorded_anywhere()
     for op, tiers in found.items():
+        tiers.setdefault("library", [])  # (rung, why, problem): a library at a dtype of the ladder's it lacks
         new = tiers.pop("new")
         unseen = [v for v, _ in new if (op, v.name) not in seen]
         tiers["unseen"] = [(v, "in no table of any GPU") for v in unseen if (op, v.name) in timed]
@@ -228,15 +255,16 @@ def ncu_units(mods, tiny: bool, cap=None) -> list[Unit]:
         tiers["untimed"] = [(v, "in no table and no record of any GPU") for v in unseen if (op, v.name) not in timed]
         tiers["new"] = [(v, why) for v, why in new if (op, v.name) in seen]
     units = []
-    for tier in ("unseen", "new", "untimed", "changed", "unknown"):
+    for tier in ("unseen", "new", "library", "untimed", "changed", "unknown"):
         for op, mod in mods:
             p = mod.EXAMPLE_PROBLEM
             targets = found[op][tier]
             for k in range(0, len(targets), NCU_CHUNK):
                 chunk = targets[k:k + NCU_CHUNK]
-                items = [{**item(op, mod, v.example(p), v, tiny), "why": why} for v, why in chunk]
+                items = [{**item(op, mod, t[2] if len(t) > 2 else t[0].example(p), t[0], tiny), "why": t[1]}
+                         for t in chunk]
                 units.append(Unit(f"ncu-{op}-{tier}-{k // NCU_CHUNK + 1}", "ncu", cap,
-                                  f"Nsight Compute ({tier}): {', '.join(v.label for v, _ in chunk)}", items))
+                                  f"Nsight Compute ({tier}): {', '.join(t[0].label for t in chunk)}", items))
     return units
 
 

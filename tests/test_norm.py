@@ -1083,6 +1083,23 @@ def test_layernorm_bwd_twosum_column_ticket(fresh_seed, monkeypatch):
     assert c.ok, c.message
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_layernorm_bwd_twosum_rows_of_65537(dtype, fresh_seed, monkeypatch):
+    """Rung twosum at its own rule on rows of 65537 columns (2^16 + 1: scalar accesses, 65 a
+    thread at the rule's 1024 threads a row, partials in the block's global row, no prefetch):
+    2 blocks over 3 rows (one simulated SM), so one block goes on to a second row; values of
+    1e4 * (1 + N(0, 1/4)) (float16 squares overflow; the float32 sums lose digits if summed plainly)."""
+    monkeypatch.setattr(layernorm_bwd, "_sms", lambda: 1)
+    p = layernorm_bwd.Problem(3, 65537, dtype)
+    n = np.clip(np.random.default_rng(fresh_seed).standard_normal((3, 65537)), -3, 3)
+    inputs = _set_x(p.make_inputs(fresh_seed), 1e4 * (1 + 0.25 * n))
+    v = layernorm_bwd.TwoSum(blocks_per_sm=2)
+    assert v.kernel_params(p) == (1024, 1, 65, False, False) and v.blocks(p) == 2
+    out = run_check("layernorm_bwd", p, inputs, v)
+    assert all(np.isfinite(a.astype(F64)).all() for a in out.values())
+
+
 def test_layernorm_bwd_column_split():
     """The two-stage column reduction: every row in exactly one chunk, at most 64 partials."""
     for rows, cols in ((1, 1), (37, 37), (4096, 4096), (100000, 3)):

@@ -14,7 +14,7 @@ from perfkit.kernels.base import UnsupportedProblem
 ROOT = Path(__file__).resolve().parent.parent
 
 
-QUICK_ORDER = ["ceilings", "timer", "ops-gemm-float16", "ops-gemm-float32", "ops-softmax", "ops-layernorm",
+QUICK_ORDER = ["ceilings", "timer", "ops-gemm-float16", "ops-gemm-float16-8192", "ops-gemm-float32", "ops-softmax", "ops-layernorm",
                "ops-rmsnorm", "ops-layernorm_bwd", "ops-batchnorm", "ops-conv-float32-nchw", "ops-conv-float16-nhwc"]
 
 
@@ -41,6 +41,10 @@ def test_quick_plan_lists_its_units_in_order_with_caps_within_the_budget(tmp_pat
     g16 = {i["rung"] for i in units["ops-gemm-float16"]["items"]}
     assert "00 oracle" in g16 and "12 tensor_core" in g16 and "01 naive" not in g16
     assert {"peer torch", "peer triton"} <= g16
+    big = units["ops-gemm-float16-8192"]["items"]  # cuBLAS, then the newest rungs first
+    assert {i["problem"]["m"] for i in big} == {8192} and big[0]["rung"] == "00 oracle"
+    assert "18 tc_deep" in [i["rung"] for i in big] and "17 tc_epilogue" not in [i["rung"] for i in big]
+    assert [int(i["rung"][:2]) for i in big[1:]] == sorted((int(i["rung"][:2]) for i in big[1:]), reverse=True)
     # a unit cut by its cap has measured the newest rungs: oracle, rungs newest first, peers
     for name in ("ops-gemm-float16", "ops-conv-float16-nhwc", "ops-batchnorm"):
         order = [i["rung"] for i in units[name]["items"]]
@@ -53,7 +57,7 @@ def test_quick_plan_lists_its_units_in_order_with_caps_within_the_budget(tmp_pat
     half = _plan(tmp_path, "--budget-s", "210")
     assert sum(u["cap_s"] for u in half["units"] if u["cap_s"]) == pytest.approx(sum(caps) / 2)
     picked = _plan(tmp_path, "--ops", "conv,gemm", "--problems", "float16", "--parts", "ops")
-    assert [u["name"] for u in picked["units"]] == ["ops-conv-float16-nhwc", "ops-gemm-float16"]
+    assert [u["name"] for u in picked["units"]] == ["ops-conv-float16-nhwc", "ops-gemm-float16", "ops-gemm-float16-8192"]
 
 
 @pytest.mark.skipif(not backend.is_simulator(), reason="which rungs are new for Nsight Compute depends on the GPU's own table; this is a no-GPU machine's plan")

@@ -22,6 +22,7 @@ timer                    35  ``timing.measure`` against ``triton.testing.do_benc
                              softmax and saxpy rungs, GEMM's first tensor-core rung (at its
                              float16 problem), an empty kernel, the hot/cold-L2 copy
 ops-gemm-float16         55  GEMM float16 4096^3: every tensor-core rung, cuBLAS, torch, Triton
+ops-gemm-float16-8192    30  GEMM float16 8192^3 (B outgrows L2): cuBLAS, rungs 18 on
 ops-gemm-float32         70  GEMM float32 4096^3: every SIMT rung, cuBLAS, torch, Triton
 ops-<norm>            5x28  softmax, layernorm, rmsnorm, layernorm_bwd at 4096x4096 float32,
                              batchnorm 32x256x56x56 NCHW: every rung and peer

@@ -20,7 +20,8 @@ PLANS = ("quick", "full")
 QUICK_BUDGET_S = 420.0
 #: (on the H100 at 6bbc424 a norm unit needed 23-25 s for its rungs and peers, a conv unit over
 #: 31 s and GEMM float32 62 s: the caps leave them a margin)
-QUICK_CAPS = {"ceilings": 15, "timer": 35, "gemm-float16": 55, "gemm-float32": 70, "norm": 28, "conv": 34,
+QUICK_CAPS = {"ceilings": 15, "timer": 35, "gemm-float16": 55, "gemm-float16-8192": 30, "gemm-float32": 70,
+              "norm": 28, "conv": 34,
               "tune": 210}  # two tune units share a budget of their own (--parts tune)
 #: the tune units (``--parts tune``, never in the default quick plan): the rung whose configurations
 #: are timed, and the problem, per unit (perfkit.autotune's searches)
@@ -303,6 +304,12 @@ def plan_quick(budget_s: float, tiny: bool, ncu: bool = True) -> list[Unit]:
     peers = variants_for(g, p32)[len(g.LADDER):]
     units.append(_ops_unit("ops-gemm-float16", "gemm", g, p16, newest_first(oracle + f16_only + peers),
                            QUICK_CAPS["gemm-float16"] * s, tiny))
+    # 8192^3, where B outgrows L2 and mma.sync fell to 0.51 of cuBLAS: the rungs built for it
+    # (rung 18 on: deeper k-tiles, grouped rasterization, then Hopper's) and cuBLAS, newest first
+    big = g.Problem(2 * p16.m, 2 * p16.n, 2 * p16.k, "float16")
+    units.append(_ops_unit("ops-gemm-float16-8192", "gemm", g, big,
+                           newest_first(oracle + [v for v in f16_only if v.rung >= 18]),
+                           QUICK_CAPS["gemm-float16-8192"] * s, tiny))
     units.append(_ops_unit("ops-gemm-float32", "gemm", g, p32, newest_first(oracle + simt + peers),
                            QUICK_CAPS["gemm-float32"] * s, tiny))
     for op in QUICK_NORMS:

@@ -56,6 +56,8 @@ exercise_reference = False  # True: the exercises grade the reference solutions,
 launch_hung = False         # True: on a real GPU, also launch the rungs that hung on one (rung 24 cluster: docs/CLUSTER_HANG.md)
 
 # %%
+import os
+
 import numpy as np
 import pandas as pd
 import matplotlib.pyplot as plt
@@ -72,6 +74,8 @@ EX = gemm.EXAMPLE_PROBLEM           # compiled for the anatomy view, never run h
 # launched on a GPU here until its GPU probes pass; the simulator runs it like any other rung
 HUNG_ON_GPU = {"cluster": "its kernel hung on the H200 (2026-11-27) and the H100 (2026-11-28), cause not yet "
                           "found: docs/CLUSTER_HANG.md"}
+if launch_hung:  # the rung's own launch refuses on a GPU without it (perfkit/kernels/gemm/hopper_cluster.py)
+    os.environ["PERFKIT_LAUNCH_HUNG"] = "1"
 launchable = [v for v in gemm.LADDER if SIM or launch_hung or v.name not in HUNG_ON_GPU]
 for v in gemm.LADDER:
     if v not in launchable:

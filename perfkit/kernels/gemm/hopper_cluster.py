@@ -11,6 +11,7 @@ barrier, the consumers' setmaxnreg.inc, the launch) and a trap that does not sur
 ``_cluster_kernel``'s switches (off for the rung) let the GPU probes bisect and trace it."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import ClassVar
@@ -18,18 +19,23 @@ from typing import ClassVar
 from numba import cuda, float32, int32, uint32, uint64
 from numba.types import float16
 
+from ... import backend
 from .._dynsmem import DynamicSharedLaunch
 from .._ptx_hopper import (cluster_ctarank, clustered, cluster_dims, cluster_sync, fence_mbarrier_init,
                            mbar_arrive, mbar_arrive_cluster, mbar_arrive_expect_tx, mbar_init, mbar_wait, setmaxnreg_dec,
                            setmaxnreg_inc, smem_addr, tensor_map_2d, tensormap_acquire, tma_load_2d,
                            tma_load_2d_multicast, wgmma_commit, wgmma_desc, wgmma_fence, wgmma_wait)
-from ..base import Traffic
+from ..base import Traffic, UnsupportedProblem
 from . import _common as C
 from ._common import F32
 from .hopper import WGMMA_BY_N, TmaRing, require_hopper, require_tma_shapes
 from .hopper_ws import CONSUMER_REGS, PRODUCER_REGS
 
 BM, BK = 128, 64
+#: the rung hung on both GPUs, with no trap (docs/CLUSTER_HANG.md): on a real GPU its launch is
+#: refused, not left to hang the process, unless this environment variable is 1 (the GPU probes'
+#: full-rung launches, a notebook's ``launch_hung``); the simulator and the compiler never refuse
+LAUNCH_HUNG_ENV = "PERFKIT_LAUNCH_HUNG"
 #: blocks a cluster, along m (grid.y): the two share their k-tiles of B
 CLUSTER_M = 2
 #: the k-rows of a 64-column block of B's k-tile that each block of the pair loads for both
@@ -247,7 +253,7 @@ class Cluster(TmaRing):
         tmb = tensor_map_2d(bufs["b"], (n, k), 2 * n, (64, HALF_K))  # B (k, n): half a k-tile of 64 columns
         kern = _cluster_kernel(self.BN, self.STAGES)
         args = (tma, tmb, bufs["c"].reshape(-1), m, n, k)
-        return [DynamicSharedLaunch(kern, self.grid(problem), self.threads(), args, self.dynamic_shared_bytes())]
+        return [_HungGuard(kern, self.grid(problem), self.threads(), args, self.dynamic_shared_bytes())]
 
     def traffic(self, problem):
         """A read once a block (ceil(n / BN) times), B once a cluster (ceil(m tiles / 2) times);
@@ -261,3 +267,16 @@ class Cluster(TmaRing):
                        notes=f"{BM}x{self.BN}x{BK} block tile, rung 22's warp specialization, {self.STAGES} "
                              f"stages, clusters of {CLUSTER_M} blocks along m multicasting B",
                        extra={"peak": "tensor.fp16"})
+
+
+class _HungGuard(DynamicSharedLaunch):
+    """The rung's launch, refused on a real GPU until its hang is understood (``LAUNCH_HUNG_ENV``):
+    a hang holds the process (and a notebook's cell) with no error; the refusal names the cause."""
+
+    def __call__(self) -> None:
+        if not backend.is_simulator() and os.environ.get(LAUNCH_HUNG_ENV) != "1":
+            raise UnsupportedProblem(
+                "24 cluster is not launched on a GPU: it hung on the H200 (2026-11-27) and the H100 "
+                "(2026-11-28) with no trap, cause not yet found (docs/CLUSTER_HANG.md; the probes in "
+                f"tools/gpu_window.sh settle it); {LAUNCH_HUNG_ENV}=1 launches it anyway")
+        super().__call__()

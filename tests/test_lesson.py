@@ -766,6 +766,38 @@ def test_answers_shown_before_a_prediction_are_found_outside_folds_only():
     assert lesson.answers_shown_before(bad, 2, [gpu]) == []
 
 
+def test_values_that_answer_a_prediction_are_found_outside_folds_printed_lines_included():
+    """values_shown_before (notebook_checks.ANSWER_VALUES, for 01.predict_saxpy): a value as written
+    to 0-2 decimals, outside <details>, in HTML or a printed line, is found; folded, or only a
+    longer number that contains its digits, it is not."""
+    folded = {"cell_type": "code", "source": "", "outputs": [
+        {"output_type": "display_data", "data": {"text/html": "<details><summary>t</summary><td>295.87</td></details>"}},
+        {"output_type": "stream", "name": "stdout", "text": "from 0.97 to 1.01 over 16 rungs; 1295.9 us, 2295.87, 296.81"}]}
+    assert lesson.values_shown_before([folded], 1, [295.872, 296.768]) == []
+    shown = [folded, {"cell_type": "code", "source": "", "outputs": [
+        {"output_type": "display_data", "data": {"text/html": "<table><td>grid_stride</td><td>295.87</td></table>"}},
+        {"output_type": "stream", "name": "stdout", "text": "grid_stride took 297 us"}]}]
+    assert lesson.values_shown_before(shown, 2, [295.872, 296.768]) == ["cell 1: 295.87", "cell 1: 297"]
+    assert lesson.values_shown_before(shown, 1, [295.872]) == []
+
+
+def test_every_graded_prediction_is_held_to_predict_then_reveal():
+    """Each exercise named NN.predict_* is checked over its executed notebook by one of
+    notebook_checks' rules: the generic one (PREDICTION), ANSWERED_BY or ANSWER_VALUES; 01's values
+    include the time its grader checks against."""
+    import notebook_checks as nc
+    from perfkit import exercises
+
+    graded = [n for n in exercises.EXERCISES if ".predict_" in n]
+    assert graded, "no graded prediction registered"
+    for n in graded:
+        src = f'grade("{n}", my_prediction)'
+        assert nc.GRADED_PREDICTION.search(src).group(1) == n
+        assert nc.PREDICTION.search(src) or n in nc.ANSWERED_BY or n in nc.ANSWER_VALUES, n
+    vals = nc.saxpy_answers_us()
+    assert any(abs(v - 287.0) < 0.5 for v in vals), vals  # Nsight Compute's H100 time, data/ncu (2026-11-23)
+
+
 def test_a_graded_prediction_comes_before_the_cards_that_answer_it_even_folded():
     """ANSWERED_BY (tests/notebook_checks.py, run over every executed notebook): warptile's card,
     folded as the notebook renders it, above 02.predict_order answers it, no_bank_conflicts' alone

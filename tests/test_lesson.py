@@ -1207,6 +1207,28 @@ def test_a_persist_rung_is_asked_and_carded_at_its_narrow_rows(monkeypatch):
     assert view.reports[prev.name, 0, narrow.label].shared_bytes < view.reports[prev.name, 0].shared_bytes
 
 
+def test_a_tensor_core_card_counts_warp_instructions_per_mma_as_a_simt_card_counts_them_per_ffma():
+    """Issue 42's counters include instructions per FFMA or HMMA: a rung that issues mma shows its
+    warp instructions per 16x8x16 mma of the problem's work (4096 FLOPs each), beside the rung
+    before's only where that one used the tensor pipe too; a SIMT rung shows none."""
+    from perfkit.lesson.ncu import MMA_FLOPS, Counters, counter_rows
+
+    assert MMA_FLOPS == 4096
+    flops = 2.0 * 4096 ** 3  # 33.5 M mmas
+    cur = Counters("gemm", "b", "p", "NVIDIA H100 80GB HBM3", "abc1234", "t.csv", 1, 1e-3,
+                   {"warp_instructions": 93.7e6, "tensor_pipe_active_pct": 60.0})
+    tc_prev = Counters("gemm", "a", "p", "NVIDIA H100 80GB HBM3", "abc1234", "t.csv", 1, 2e-3,
+                       {"warp_instructions": 228e6, "tensor_pipe_active_pct": 42.0})
+    simt_prev = Counters("gemm", "s", "p", "NVIDIA H100 80GB HBM3", "abc1234", "t.csv", 1, 3e-3,
+                         {"warp_instructions": 3e9, "tensor_pipe_active_pct": 0.5})
+    row = lambda prev, **kw: next((r for r in counter_rows(cur, prev, **kw) if "per mma" in r["counter"]), None)  # noqa: E731
+    assert row(tc_prev, tensor=True, flops=flops) == {"counter": "warp instructions per mma (16x8x16)",
+                                                      "this rung": "2.79", "rung before": "6.79", "change": "x0.411"}
+    assert row(simt_prev, tensor=True, flops=flops)["rung before"] == "—"  # a SIMT rung before: no mmas
+    assert row(tc_prev, tensor=False, flops=flops) is None and row(tc_prev, tensor=True) is None
+    assert row(None, flops=flops)["this rung"] == "2.79"  # unknown anatomy: the pipe's 60% says mma
+
+
 def test_a_card_shows_the_tensor_pipe_only_for_a_rung_that_issues_tensor_instructions(monkeypatch):
     """A view's card knows from the rung's anatomy whether its SASS issues mma: a SIMT rung's few
     percent of tensor pipe (the counter's floor) is not shown; a tensor-core rung's is."""

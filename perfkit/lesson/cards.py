@@ -396,7 +396,8 @@ class RungCard:
         if self.found:
             lines.append("  " + "\n  ".join(textwrap.wrap("counters: " + (f"({self.counters_note}) "
                                                                           if self.counters_note else "")
-                                                           + counters_text(self.counters, self.prev_counters, tensor=self.tensor_mma),
+                                                           + counters_text(self.counters, self.prev_counters, tensor=self.tensor_mma,
+                                                                         flops=self.flops),
                                                            96)))
         return "\n".join(lines)
 
@@ -414,7 +415,7 @@ class RungCard:
                 + (counters_html(self.counters, self.prev_counters, prev_label=self.counters_prev_label,
                                  gpu=self.gpu, changed_since=self.counters_changed_since,
                                  other=self.counters_other, record_commit=self.commit, note=self.counters_note,
-                                 searched=self.counters_searched, tensor=self.tensor_mma)
+                                 searched=self.counters_searched, tensor=self.tensor_mma, flops=self.flops)
                    if self.found else "") + self._pair_html() + "</div>")
 
     def _pair_html(self) -> str:

@@ -1455,6 +1455,25 @@ def _gemm_record(variant, rung, median_s, commit, utc, problem="m=256 n=256 k=25
             "simulated": False, "flops": 1.0, "bytes": 1.0}
 
 
+def test_a_cards_share_of_the_oracle_divides_by_the_oracle_of_the_records_own_run(monkeypatch):
+    """02's tc_warptile card (H100, 6bbc424) read 49.4% of the oracle, cuBLAS of the newer 516b940 run;
+    with cuBLAS of its own run, 49.5%.  A card divides by the oracle timed in its record's run (one
+    GPU, one commit), as where-the-ladder-stands does; where that run timed none, by the oracle's
+    newest, and says which run that was."""
+    monkeypatch.setattr("perfkit.lesson.cards.source_changed_since", lambda v, c: False)
+    p = gemm.Problem(256, 256, 256)
+    df = pd.DataFrame([_gemm_record("oracle", 0, 2.0e-3, "c1", "2026-01-01T00:00:00"),
+                       _gemm_record("autotuned", 11, 4.0e-3, "c1", "2026-01-01T00:00:01"),
+                       _gemm_record("oracle", 0, 1.0e-3, "c2", "2026-01-02T00:00:00")])  # newer, another run
+    card = lesson.recorded("gemm", p, "autotuned", estimate=False, table=df)
+    assert card.commit == "c1" and card.of_oracle == pytest.approx(0.5) and not card.oracle_other_run
+    assert "of another run" not in str(card)
+    alone = lesson.recorded("gemm", p, "autotuned", estimate=False, table=df[df["commit"] != "c1"].pipe(
+        lambda d: pd.concat([d, df.iloc[[1]]])))  # the record's run timed no oracle
+    assert alone.of_oracle == pytest.approx(0.25) and alone.oracle_other_run == "c2"
+    assert "of another run at commit c2" in str(alone) and "the oracle of another run, commit c2" in str(alone)
+
+
 def test_where_a_ladder_stands_divides_only_by_the_library_of_the_rungs_own_run(monkeypatch):
     """The H100's float32 4096^3 row divided autotuned of 6bbc424 by cuBLAS of 516b940 (the newest
     cuBLAS record, of another run): the ratio is against the library timed in the rung's run (one

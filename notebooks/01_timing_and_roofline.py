@@ -349,7 +349,9 @@ else:  # each ceiling in its own unit: a copy moves bytes, the FMA kernel does F
 
 # %%
 ceil = roofline.ceilings(gpu)
-display(pd.DataFrame([c.as_dict() for c in ceil]))
+display(pd.DataFrame([{"ceiling": c.name, "value": f"{c.value / 1e12:.2f} TB/s" if c.kind == "memory"
+                       else f"{c.value / 1e12:.1f} TFLOP/s", "origin": c.origin, "source": c.source}
+                      for c in ceil]).style.hide(axis="index"))
 recorded = results.load(op="saxpy")
 points = recorded if not recorded.empty else table
 ax = roofline.plot(points, ceil, title=f"saxpy on the roofline ({ceil[0].name.removesuffix(' FP32')} ceilings)"

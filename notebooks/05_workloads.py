@@ -101,7 +101,16 @@ for net in networks:
     n_kernels = sum(r.cls != "view" for r in w.records)
     print(f"{w.label}: {w.params:,} parameters, {len(w.records)} aten ops ({n_kernels} kernels), "
           f"characterized in {time.perf_counter() - t0:.1f} s")
-traced[networks[0]].table().query("`class` != 'view'").head(12)
+# the first kernels of the first network's step, as perfkit keeps them (the scalar bookkeeping,
+# BatchNorm's int64 num_batches_tracked += 1, left out: section 7 counts it)
+first = traced[networks[0]].table()
+first = first[(first["class"] != "view") & first["dtype"].str.contains("float", na=False)
+              & (first["shapes"].str.strip() != "()")]
+notes = sorted(set(first["note"].fillna("")) - {""})
+print(f"the first 8 of {traced[networks[0]].label}'s kernels" + "".join(f"; {n}" for n in notes) + ":")
+(first.head(8).assign(MFLOP=first["flops"] / 1e6, MB=first["bytes"] / 1e6)
+ [["phase", "op", "class", "shapes", "MFLOP", "MB", "problem"]]
+ .style.format({"MFLOP": "{:.1f}", "MB": "{:.2f}"}).hide(axis="index"))
 
 # %% [markdown]
 # ## 2 · FLOP counts against the published figures

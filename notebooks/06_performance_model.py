@@ -211,11 +211,12 @@ if len(levels):  # * a row of the Nsight Compute table no record has
     display(lesson.fold(model.levels_table(levels), summary="per level: the model's counts against Nsight Compute's"))
 
 # %% [markdown]
-# ### Rungs estimated before any GPU ran them
+# ### Rungs new in this GPU's newest run
 #
 # The test a model can fail: rungs that no GPU had recorded before this GPU's newest run, so that
-# until then the model had never been checked against them (where that run recorded only rungs
-# another GPU had recorded first, the cell shows this GPU's first records of them and says so).
+# until then the model had never been checked against them.  Where that run recorded only rungs
+# another GPU had recorded first (the folded cell below says which), they are this GPU's first
+# records of them, and the model may have learned from the other GPU's.
 # The estimates below are today's model's, and some of its rules changed after the H200's runs of
 # 2026-11-27 because of what those records showed (a Winograd loop
 # runs for the FLOPs the rung computes; the FP32 leg is inside the issue legs; the scoreboard waits

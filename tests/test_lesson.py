@@ -766,6 +766,38 @@ def test_answers_shown_before_a_prediction_are_found_outside_folds_only():
     assert lesson.answers_shown_before(bad, 2, [gpu]) == []
 
 
+def test_values_that_answer_a_prediction_are_found_outside_folds_printed_lines_included():
+    """values_shown_before (notebook_checks.ANSWER_VALUES, for 01.predict_saxpy): a value as written
+    to 0-2 decimals, outside <details>, in HTML or a printed line, is found; folded, or only a
+    longer number that contains its digits, it is not."""
+    folded = {"cell_type": "code", "source": "", "outputs": [
+        {"output_type": "display_data", "data": {"text/html": "<details><summary>t</summary><td>295.87</td></details>"}},
+        {"output_type": "stream", "name": "stdout", "text": "from 0.97 to 1.01 over 16 rungs; 1295.9 us, 2295.87, 296.81"}]}
+    assert lesson.values_shown_before([folded], 1, [295.872, 296.768]) == []
+    shown = [folded, {"cell_type": "code", "source": "", "outputs": [
+        {"output_type": "display_data", "data": {"text/html": "<table><td>grid_stride</td><td>295.87</td></table>"}},
+        {"output_type": "stream", "name": "stdout", "text": "grid_stride took 297 us"}]}]
+    assert lesson.values_shown_before(shown, 2, [295.872, 296.768]) == ["cell 1: 295.87", "cell 1: 297"]
+    assert lesson.values_shown_before(shown, 1, [295.872]) == []
+
+
+def test_every_graded_prediction_is_held_to_predict_then_reveal():
+    """Each exercise named NN.predict_* is checked over its executed notebook by one of
+    notebook_checks' rules: the generic one (PREDICTION), ANSWERED_BY or ANSWER_VALUES; 01's values
+    include the time its grader checks against."""
+    import notebook_checks as nc
+    from perfkit import exercises
+
+    graded = [n for n in exercises.EXERCISES if ".predict_" in n]
+    assert graded, "no graded prediction registered"
+    for n in graded:
+        src = f'grade("{n}", my_prediction)'
+        assert nc.GRADED_PREDICTION.search(src).group(1) == n
+        assert nc.PREDICTION.search(src) or n in nc.ANSWERED_BY or n in nc.ANSWER_VALUES, n
+    vals = nc.saxpy_answers_us()
+    assert any(abs(v - 287.0) < 0.5 for v in vals), vals  # Nsight Compute's H100 time, data/ncu (2026-11-23)
+
+
 def test_a_graded_prediction_comes_before_the_cards_that_answer_it_even_folded():
     """ANSWERED_BY (tests/notebook_checks.py, run over every executed notebook): warptile's card,
     folded as the notebook renders it, above 02.predict_order answers it, no_bank_conflicts' alone
@@ -1175,6 +1207,28 @@ def test_a_persist_rung_is_asked_and_carded_at_its_narrow_rows(monkeypatch):
     assert view.reports[prev.name, 0, narrow.label].shared_bytes < view.reports[prev.name, 0].shared_bytes
 
 
+def test_a_tensor_core_card_counts_warp_instructions_per_mma_as_a_simt_card_counts_them_per_ffma():
+    """Issue 42's counters include instructions per FFMA or HMMA: a rung that issues mma shows its
+    warp instructions per 16x8x16 mma of the problem's work (4096 FLOPs each), beside the rung
+    before's only where that one used the tensor pipe too; a SIMT rung shows none."""
+    from perfkit.lesson.ncu import MMA_FLOPS, Counters, counter_rows
+
+    assert MMA_FLOPS == 4096
+    flops = 2.0 * 4096 ** 3  # 33.5 M mmas
+    cur = Counters("gemm", "b", "p", "NVIDIA H100 80GB HBM3", "abc1234", "t.csv", 1, 1e-3,
+                   {"warp_instructions": 93.7e6, "tensor_pipe_active_pct": 60.0})
+    tc_prev = Counters("gemm", "a", "p", "NVIDIA H100 80GB HBM3", "abc1234", "t.csv", 1, 2e-3,
+                       {"warp_instructions": 228e6, "tensor_pipe_active_pct": 42.0})
+    simt_prev = Counters("gemm", "s", "p", "NVIDIA H100 80GB HBM3", "abc1234", "t.csv", 1, 3e-3,
+                         {"warp_instructions": 3e9, "tensor_pipe_active_pct": 0.5})
+    row = lambda prev, **kw: next((r for r in counter_rows(cur, prev, **kw) if "per mma" in r["counter"]), None)  # noqa: E731
+    assert row(tc_prev, tensor=True, flops=flops) == {"counter": "warp instructions per mma (16x8x16)",
+                                                      "this rung": "2.79", "rung before": "6.79", "change": "x0.411"}
+    assert row(simt_prev, tensor=True, flops=flops)["rung before"] == "—"  # a SIMT rung before: no mmas
+    assert row(tc_prev, tensor=False, flops=flops) is None and row(tc_prev, tensor=True) is None
+    assert row(None, flops=flops)["this rung"] == "2.79"  # unknown anatomy: the pipe's 60% says mma
+
+
 def test_a_card_shows_the_tensor_pipe_only_for_a_rung_that_issues_tensor_instructions(monkeypatch):
     """A view's card knows from the rung's anatomy whether its SASS issues mma: a SIMT rung's few
     percent of tensor pipe (the counter's floor) is not shown; a tensor-core rung's is."""
@@ -1399,6 +1453,25 @@ def _gemm_record(variant, rung, median_s, commit, utc, problem="m=256 n=256 k=25
     return {"op": "gemm", "problem": problem, "variant": variant, "rung": rung, "median_s": median_s,
             "commit": commit, "utc": utc, "gpu": gpu, "gpu_slug": gpu.lower().replace(" ", "-"), "check_ok": True,
             "simulated": False, "flops": 1.0, "bytes": 1.0}
+
+
+def test_a_cards_share_of_the_oracle_divides_by_the_oracle_of_the_records_own_run(monkeypatch):
+    """02's tc_warptile card (H100, 6bbc424) read 49.4% of the oracle, cuBLAS of the newer 516b940 run;
+    with cuBLAS of its own run, 49.5%.  A card divides by the oracle timed in its record's run (one
+    GPU, one commit), as where-the-ladder-stands does; where that run timed none, by the oracle's
+    newest, and says which run that was."""
+    monkeypatch.setattr("perfkit.lesson.cards.source_changed_since", lambda v, c: False)
+    p = gemm.Problem(256, 256, 256)
+    df = pd.DataFrame([_gemm_record("oracle", 0, 2.0e-3, "c1", "2026-01-01T00:00:00"),
+                       _gemm_record("autotuned", 11, 4.0e-3, "c1", "2026-01-01T00:00:01"),
+                       _gemm_record("oracle", 0, 1.0e-3, "c2", "2026-01-02T00:00:00")])  # newer, another run
+    card = lesson.recorded("gemm", p, "autotuned", estimate=False, table=df)
+    assert card.commit == "c1" and card.of_oracle == pytest.approx(0.5) and not card.oracle_other_run
+    assert "of another run" not in str(card)
+    alone = lesson.recorded("gemm", p, "autotuned", estimate=False, table=df[df["commit"] != "c1"].pipe(
+        lambda d: pd.concat([d, df.iloc[[1]]])))  # the record's run timed no oracle
+    assert alone.of_oracle == pytest.approx(0.25) and alone.oracle_other_run == "c2"
+    assert "of another run at commit c2" in str(alone) and "the oracle of another run, commit c2" in str(alone)
 
 
 def test_where_a_ladder_stands_divides_only_by_the_library_of_the_rungs_own_run(monkeypatch):

@@ -57,7 +57,8 @@ from .kernel_source import (LONG_DIFF, const_eval, constants, kernel_helpers, ke
 from .matching import (MATCH_RULE, false_no_record_claims, ladder_for, match_rows, matches, records, reload,
                        recorded_gpus, shown_gpu, spec_key)
 from .numba_warnings import WarningLog, numba_warning_summary, quiet_numba_warnings
-from .prompts import answer, answers_shown_before, ask, fold, paragraph, predict_prompt, rung_section
+from .prompts import (answer, answers_shown_before, ask, fold, paragraph, predict_prompt, rung_section,
+                      values_shown_before)
 from .sass import mnemonic, opcode_counts, sass_table
 from .checks import check_rungs, traffic_table
 from .workloads import measured_classes
@@ -76,7 +77,7 @@ __all__ = ["source", "source_diff", "kernel_sources", "kernel_helpers", "MATCH_R
            "CHANGED_MARK_NOTE", "ladder_for", "predict_prompt", "answer",
            "rung_section", "source_changed_since", "quiet_numba_warnings", "numba_warning_summary",
            "sweep_table", "fold", "anatomy_table", "fmt_seconds", "metric_for", "false_no_record_claims", "reload",
-           "LadderView", "fold_figure", "counters", "Counters", "COUNTERS", "answers_shown_before",
+           "LadderView", "fold_figure", "counters", "Counters", "COUNTERS", "answers_shown_before", "values_shown_before",
            "layer_estimate", "first_recorded", "first_recorded_answer", "network_table", "weighted_of_oracle", "standing", "chosen_records", "standing_table",
            "standing_figure", "takeaway", "choose_record", "paragraph", "ncu_kernels", "WhereTheyStand",
            "copy_ceiling", "standing_rows", "ask", "mnemonic", "opcode_counts", "sass_table", "check_rungs", "traffic_table", "measured_classes", "plural", "what_if_timers", "timers_paragraph",

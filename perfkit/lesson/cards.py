@@ -67,6 +67,7 @@ class RungCard:
     estimate_then_kind: str = ""
     model_gpu: str | None = None
     oracle_label: str | None = None
+    oracle_other_run: str = ""  # the oracle's commit, where the record's run timed no oracle here
     anatomy_note: str = ""
     prev_commit: str = ""
     prev_changed_since: bool | None = None  # the rung before's kernel changed since its record
@@ -212,7 +213,9 @@ class RungCard:
                            f"fastest rung before it, x{self.best_before_s / self.median_s:.2f}.")
         if np.isfinite(self.of_oracle):
             out.append(f"It runs at {self.of_oracle:.1%} of the oracle's speed ({self.oracle_label or 'rung 0'}: "
-                       f"{fmt_seconds(self.oracle_median_s)}).")
+                       f"{fmt_seconds(self.oracle_median_s)}"
+                       + (f", of another run at commit {self.oracle_other_run}: the record's run timed no oracle"
+                          if self.oracle_other_run else "") + ").")
         if self.changed_since:
             out.append(f"The record is of the kernel at {(self.commit or '?')[:7]}; it has changed since, so today's "
                        "kernel may not do the same.")
@@ -363,7 +366,9 @@ class RungCard:
                              + (f"; {_lower_first(self.prev_today_text)}" if self.prev_today else "")))
             else:
                 rows.append(("x the rung before", f"— ({self.prev_label} has no record here)"))
-        rows.append(("of the oracle", f"{self.of_oracle:.1%}" if np.isfinite(self.of_oracle) else "— (no oracle record)"))
+        rows.append(("of the oracle", (f"{self.of_oracle:.1%}" + (f" (the oracle of another run, commit {self.oracle_other_run})"
+                                                                   if self.oracle_other_run else ""))
+                     if np.isfinite(self.of_oracle) else "— (no oracle record)"))
         rows.append(("recorded on", self.provenance))
         if np.isfinite(self.estimate_s):
             legs = ", ".join(f"{k} {fmt_seconds(v)}" for k, v in
@@ -396,7 +401,8 @@ class RungCard:
         if self.found:
             lines.append("  " + "\n  ".join(textwrap.wrap("counters: " + (f"({self.counters_note}) "
                                                                           if self.counters_note else "")
-                                                           + counters_text(self.counters, self.prev_counters, tensor=self.tensor_mma),
+                                                           + counters_text(self.counters, self.prev_counters, tensor=self.tensor_mma,
+                                                                         flops=self.flops),
                                                            96)))
         return "\n".join(lines)
 
@@ -414,7 +420,7 @@ class RungCard:
                 + (counters_html(self.counters, self.prev_counters, prev_label=self.counters_prev_label,
                                  gpu=self.gpu, changed_since=self.counters_changed_since,
                                  other=self.counters_other, record_commit=self.commit, note=self.counters_note,
-                                 searched=self.counters_searched, tensor=self.tensor_mma)
+                                 searched=self.counters_searched, tensor=self.tensor_mma, flops=self.flops)
                    if self.found else "") + self._pair_html() + "</div>")
 
     def _pair_html(self) -> str:
@@ -709,8 +715,14 @@ def recorded(op: str, problem: Problem | str | dict, rung, *, ladder: list[Varia
     if oracle is not None:
         orc = match_rows(same_gpu, problem, oracle.name)
         if not orc.empty:
-            card.oracle_median_s = float(choose_record(orc, oracle)["median_s"])  # (an oracle's: its newest)
+            # the oracle timed in the record's own run (one GPU, one commit), as where-the-ladder-stands
+            # divides (standing.of_run); where that run timed none, the oracle's newest, its commit named
+            run = orc[orc["commit"] == card.commit] if card.commit and "commit" in orc else orc.iloc[0:0]
+            o = choose_record(run if len(run) else orc, oracle)
+            card.oracle_median_s = float(o["median_s"])
             card.of_oracle = card.oracle_median_s / card.median_s
+            if run.empty:
+                card.oracle_other_run = str(o.get("commit") or "?")[:7]
     if not estimate:
         card.estimate_error = "not computed here (estimate=False)"
     elif isinstance(problem, Problem):

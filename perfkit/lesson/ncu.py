@@ -26,10 +26,14 @@ COUNTERS = (
     ("shared_bank_conflicts", "shared bank conflicts", "count"),
     ("warp_instructions", "warp instructions", "count"),
     ("instructions_per_ffma", "instructions per FFMA", "ratio"),
+    ("instructions_per_mma", "warp instructions per mma (16x8x16)", "ratio"),
     ("issue_active_pct", "issue active", "pct"),
     ("achieved_occupancy_pct", "achieved occupancy", "pct"),
     ("tensor_pipe_active_pct", "tensor pipe active", "pct"),
 )
+#: FLOPs of one mma.sync.m16n8k16 (2 x 16 x 8 x 16): a tensor-core rung's work counted in those
+#: (a wgmma of 64xNx16 is N/2 of them), so its warp instructions per mma compare across rungs
+MMA_FLOPS = 2 * 16 * 8 * 16
 _SUMMED = ("time_us", "dram_read_bytes", "dram_write_bytes", "l2_bytes", "shared_wavefronts",
            "shared_bank_conflicts", "warp_instructions", "ffma_thread_instructions")
 _PCTS = ("issue_active_pct", "achieved_occupancy_pct", "tensor_pipe_active_pct")
@@ -144,16 +148,32 @@ def fmt_count(x: float, kind: str) -> str:
     return f"{x:.3g} {unit}".rstrip()
 
 
-def counter_rows(cur: Counters, prev: Counters | None, *, tensor: bool | None = None) -> list[dict]:
+def _per_mma(c: Counters | None, flops: float | None, tensor: bool | None) -> float:
+    """Warp instructions per m16n8k16-sized mma of ``flops`` (the problem's work), for a rung whose
+    SASS issues tensor-core instructions (``tensor``; unknown: its tensor pipe at 5% or more); NaN
+    otherwise, or where the row or the work is missing."""
+    if c is None or not flops or not np.isfinite(flops) or flops <= 0:
+        return float("nan")
+    if tensor is False or (tensor is None and not c.get("tensor_pipe_active_pct") >= 5):
+        return float("nan")
+    return c.get("warp_instructions") / (flops / MMA_FLOPS)
+
+
+def counter_rows(cur: Counters, prev: Counters | None, *, tensor: bool | None = None,
+                 flops: float | None = None) -> list[dict]:
     """One row per counter: this rung's value, the rung before's and the factor between them.
     ``tensor``: whether the rung's SASS issues tensor-core instructions (its anatomy), where known:
-    a kernel that issues none shows no tensor-pipe row (the counter's few percent is its floor)."""
+    a kernel that issues none shows no tensor-pipe row (the counter's few percent is its floor).
+    ``flops``: the problem's work, for a tensor-core rung's warp instructions per mma (the rung
+    before's beside it where that one used the tensor pipe too; both rungs run problems of the
+    same shape, so of the same work)."""
     out = []
     for key, label, kind in COUNTERS:
-        a = cur.get(key)
+        a = cur.get(key) if key != "instructions_per_mma" else _per_mma(cur, flops, tensor)
         if not np.isfinite(a):
             continue
-        b = prev.get(key) if prev is not None else float("nan")
+        b = (prev.get(key) if key != "instructions_per_mma" else _per_mma(prev, flops, None)) \
+            if prev is not None else float("nan")
         if key == "tensor_pipe_active_pct" and tensor is False:
             continue
         if key == "tensor_pipe_active_pct" and tensor is None and a < 5 and not (np.isfinite(b) and b >= 5):
@@ -324,7 +344,7 @@ def elsewhere(cur: Counters, gpu: str | None, record_there: str | None) -> str:
 def counters_html(cur: Counters | None, prev: Counters | None, *, prev_label: str | None = None,
                   gpu: str | None = None, changed_since: bool | None = None, other: Counters | None = None,
                   record_commit: str | None = None, note: str = "", searched: tuple = (),
-                  tensor: bool | None = None) -> str:
+                  tensor: bool | None = None, flops: float | None = None) -> str:
     """The counters block of a card (HTML); ``other``: a row of other code than the record's,
     named where ``cur`` is None; ``note``: where the rows come from another GPU than ``gpu`` (the
     card's), which and why (:func:`elsewhere`)."""
@@ -337,7 +357,7 @@ def counters_html(cur: Counters | None, prev: Counters | None, *, prev_label: st
         where = " or ".join(searched) if searched else str(gpu or "the shown GPU")
         return (f"<p><i>No Nsight Compute row of this rung at this problem on {html.escape(where)} "
                 "in data/ncu/.</i></p>")
-    rows = counter_rows(cur, prev, tensor=tensor)
+    rows = counter_rows(cur, prev, tensor=tensor, flops=flops)
     same = (f", the same code as the record's {record_commit[:7]}"
             if record_commit and cur.commit and record_commit[:7] != cur.commit[:7] and not changed_since else "")
     head = (f"Nsight Compute on {cur.gpu} ({cur.table}, commit {(cur.commit or '?')[:7]}{same}"
@@ -354,10 +374,11 @@ def counters_html(cur: Counters | None, prev: Counters | None, *, prev_label: st
     return (f"<p><b>{html.escape(head)}</b></p>{body}" + (f"<p>{html.escape(why)}</p>" if why else ""))
 
 
-def counters_text(cur: Counters | None, prev: Counters | None, *, tensor: bool | None = None) -> str:
+def counters_text(cur: Counters | None, prev: Counters | None, *, tensor: bool | None = None,
+                  flops: float | None = None) -> str:
     if cur is None:
         return "no Nsight Compute row"
-    rows = counter_rows(cur, prev, tensor=tensor)
+    rows = counter_rows(cur, prev, tensor=tensor, flops=flops)
     listed = "; ".join(f"{r['counter']} {r['this rung']}" + (f" ({r['change']})" if r["change"] else "")
                        for r in rows)
     why = moved(cur, prev) if prev is not None else ""

@@ -134,6 +134,27 @@ def answers_shown_before(cells: list, stop: int, gpus) -> list[str]:
     return bad
 
 
+def values_shown_before(cells: list, stop: int, values, decimals=(0, 1, 2)) -> list[str]:
+    """Outputs of ``cells[:stop]`` (executed nbformat JSON cells) that show one of ``values`` (the
+    numbers a graded prediction is checked against, in the unit the page prints them in) outside a
+    folded ``<details>`` block: printed lines included, each value as written with any of
+    ``decimals`` places.  For a prediction whose page shows other records unfolded above it (so
+    :func:`answers_shown_before` cannot apply) but must not show its answer.  Empty: none."""
+    import re
+
+    pats = {f"{v:.{d}f}": re.compile(rf"(?<![\d.]){re.escape(f'{v:.{d}f}')}(?!\d|\.\d)")
+            for v in values for d in decimals}
+    bad = []
+    for i, c in enumerate(cells[:stop]):
+        for o in c.get("outputs", []) if c.get("cell_type") == "code" else []:
+            data = o.get("data") or {}
+            t = o.get("text") or data.get("text/html") or data.get("text/markdown") or data.get("text/plain") or ""
+            t = _outside_details("".join(t) if isinstance(t, list) else t)
+            t = re.sub(r"<[^>]+>", " ", t)
+            bad += [f"cell {i}: {s}" for s, pat in pats.items() if pat.search(t)]
+    return sorted(set(bad), key=bad.index)
+
+
 def paragraph(text: str) -> Rendered:
     """Prose written from numbers (a takeaway) as a paragraph, to display or to :func:`fold`."""
     return Rendered(f"<p style='max-width:60em'>{html.escape(text)}</p>", text)

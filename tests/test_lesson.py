@@ -2638,7 +2638,7 @@ def test_an_anatomy_diff_names_the_launch_and_problem_of_both_sides(monkeypatch)
     assert "anatomy diff: " in html_
     note = view.cards["persist"].anatomy_note
     if view.built[prev.name] != (0, narrow.label):
-        assert f"against {prev.label}'s launch 0 at {narrow.label}, not the build its section showed" in note
+        assert f"compared with {prev.label} as built for {narrow.label}; its own section showed another build" in note
     # no lone fragment: where the card is the record at the problem as asked, a whole sentence says so
     for x in out:
         t = getattr(x, "text", "")

@@ -182,8 +182,10 @@ class LadderView:
         card.anatomy_note = anatomy_changes(r_prev, r)
         if card.anatomy_note and prev is not None and self.built.get(prev.name, (prev_kernel, p_prev.label)) != (
                 prev_kernel, p_prev.label):  # not the build of the rung before that its section showed
-            card.anatomy_note += (f" (against {prev.label}'s launch {prev_kernel} at {p_prev.label}, not the build its "
-                                  "section showed)")
+            # said as a reader sees it: the build compared, and that it is not the one shown above
+            card.anatomy_note += (f" (compared with {prev.label} as built for {p_prev.label}"
+                                  + (f", its launch {prev_kernel + 1}" if prev_kernel else "")
+                                  + "; its own section showed another build)")
         card.tensor_mma = bool((r.mix or {}).get("tensor mma", 0))  # no tensor-pipe counter on a SIMT card
         pc = self.cards.get(prev.name) if prev is not None else None
         if pc is not None:  # the GPU the rung before's card as shown was estimated for

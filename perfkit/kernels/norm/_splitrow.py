@@ -21,6 +21,10 @@ What the three rungs share lives here:
 * :func:`stage_part`: the device function that copies columns K.. of row ``r`` into the shared
   row by 16-byte cp.async copies (K is a multiple of 16 bytes of elements, so the pad of an
   unaligned row is :mod:`._smemrow`'s, ``(r * cols) mod (16 / itemsize)``);
+* :func:`block_sum` / :func:`block_max`: all-reduces over the block whose second stage is one
+  warp's shuffles (each lane reads one warp's partial), not :func:`._common.group_sum`'s loop in
+  which every thread reads all B / 32 partials (32 loads a thread at 1024 threads, a quarter of
+  the softmax kernel's instructions at 65536 columns in perfkit.model's count);
 * :func:`jit_split`: ``cuda.jit`` with the register cap the launch was sized for.
 """
 from __future__ import annotations
@@ -35,10 +39,10 @@ from ... import backend
 from .._dynsmem import MAX_OPT_IN_SHARED, check_dynamic_shared
 from .._ptx import cp_async16, cp_async_commit, cp_async_wait
 from ..base import UnsupportedProblem
-from ._common import block_reg_cap, next_pow2, vec_width
+from ._common import NEG_INF, ZERO, block_reg_cap, next_pow2, vec_width, warp_max, warp_sum
 from ._smemrow import BLOCK_RESERVED, SM_BLOCKS, SM_REGS, SM_SHARED, SM_THREADS, aligned, per_copy
 
-__all__ = ["SplitRowShape", "split_threads", "stage_part", "jit_split", "staged_bytes", "widest",
+__all__ = ["SplitRowShape", "split_threads", "stage_part", "jit_split", "staged_bytes", "widest", "block_sum", "block_max",
            "HELD", "ELEMS_PER_THREAD", "STATIC_SHARED", "WIDE_COLS"]
 
 #: elements of its row a thread keeps in registers (float32 registers, whatever the dtype): 4
@@ -195,3 +199,38 @@ def stage_part(B: int, E: int, PEEL: bool, K: int):
         cuda.syncthreads()
         return pad
     return stage
+
+
+@cuda.jit(device=True)
+def block_sum(v, B, scr):
+    """Sum over the block's B threads (a power of two), every thread gets it: warp shuffles, then
+    (B > 32) lane 0 of each warp parks its partial in ``scr`` (32 floats), a barrier, each warp
+    sums the B / 32 partials by shuffles (lane i reads partial i), a second barrier before
+    ``scr`` is reused."""
+    v = warp_sum(v, min(B, 32))
+    if B > 32:
+        t = cuda.threadIdx.x
+        if t % 32 == 0:
+            scr[t // 32] = v
+        cuda.syncthreads()
+        lane = t % 32
+        v = scr[lane] if lane < B // 32 else ZERO
+        v = warp_sum(v, 32)
+        cuda.syncthreads()
+    return v
+
+
+@cuda.jit(device=True)
+def block_max(v, B, scr):
+    """Max over the block's B threads, as :func:`block_sum` (a NaN never raises it: fmaxf)."""
+    v = warp_max(v, min(B, 32))
+    if B > 32:
+        t = cuda.threadIdx.x
+        if t % 32 == 0:
+            scr[t // 32] = v
+        cuda.syncthreads()
+        lane = t % 32
+        v = scr[lane] if lane < B // 32 else NEG_INF
+        v = warp_max(v, 32)
+        cuda.syncthreads()
+    return v

@@ -48,7 +48,7 @@ from ._common import ONE, ZERO, chan_merge, group_sum, group_welford, tree_sum, 
 from ._smemrow import SmemRowShape, jit_row, param_unroll, per_copy, stage_row
 from ._packed import CHUNK, WORDS, PackedShape, halves, load_chunk, pack2, store_chunk
 from ._persist import PersistShape, jit_persist
-from ._splitrow import SplitRowShape, jit_split, stage_part
+from ._splitrow import SplitRowShape, block_sum, jit_split, stage_part
 from .._dynsmem import OptInSharedLaunch, shared_tile
 
 __all__ = ["Problem", "LADDER", "Oracle", "Naive", "Fused", "Warp", "Welford", "MultiRow", "Tuned",
@@ -905,7 +905,7 @@ def _split_row_kernel(B: int, W: int, NC: int, dtype: str, PEEL: bool, REGS: int
             ld(row, 0, pad + j - K, buf, 0)
             for e in range(W):
                 s += buf[e]
-        m = group_sum(s, B, scr) / float32(cols)
+        m = block_sum(s, B, scr) / float32(cols)
         s = ZERO
         for c in range(NC):  # the exact two-pass variance: no cancellation
             if W * (t + c * B) < cols:
@@ -917,7 +917,7 @@ def _split_row_kernel(B: int, W: int, NC: int, dtype: str, PEEL: bool, REGS: int
             for e in range(W):
                 d = buf[e] - m
                 s += d * d
-        q = ONE / math.sqrt(group_sum(s, B, scr) / float32(cols) + eps)
+        q = ONE / math.sqrt(block_sum(s, B, scr) / float32(cols) + eps)
         if t == 0:
             mean[r] = m
             rstd[r] = q

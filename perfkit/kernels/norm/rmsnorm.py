@@ -45,7 +45,7 @@ from ._common import ONE, ZERO, group_sum, tree_sum
 from ._smemrow import SmemRowShape, jit_row, param_unroll, per_copy, stage_row
 from ._packed import CHUNK, WORDS, PackedShape, halves, load_chunk, pack2, store_chunk
 from ._persist import PersistShape, jit_persist
-from ._splitrow import SplitRowShape, jit_split, stage_part
+from ._splitrow import SplitRowShape, block_sum, jit_split, stage_part
 from .._dynsmem import OptInSharedLaunch, shared_tile
 
 __all__ = ["Problem", "LADDER", "Oracle", "Naive", "Fused", "Warp", "MultiRow", "Tuned", "SmemRow",
@@ -693,7 +693,7 @@ def _split_row_kernel(B: int, W: int, NC: int, dtype: str, PEEL: bool, REGS: int
             ld(row, 0, pad + j - K, buf, 0)
             for e in range(W):
                 s += buf[e] * buf[e]
-        rs = ONE / math.sqrt(group_sum(s, B, scr) / float32(cols) + eps)
+        rs = ONE / math.sqrt(block_sum(s, B, scr) / float32(cols) + eps)
         for c0 in range(0, NC, U):  # the write: the registers' share, U vectors of gamma a trip ...
             for u in range(U):
                 j = W * (t + (c0 + u) * B)

@@ -47,7 +47,7 @@ from ._common import NEG_INF, ONE, ZERO, group_max, group_softmax_stats, group_s
 from ._smemrow import SmemRowShape, jit_row, per_copy, stage_row
 from ._packed import CHUNK, WORDS, PackedShape, halves, load_chunk, pack2, store_chunk
 from ._persist import PersistShape, jit_persist
-from ._splitrow import SplitRowShape, jit_split, stage_part
+from ._splitrow import SplitRowShape, block_max, block_sum, jit_split, stage_part
 from .._dynsmem import OptInSharedLaunch, shared_tile
 
 __all__ = ["Problem", "LADDER", "Oracle", "Naive", "Fused", "Warp", "Online", "MultiRow", "Tuned",
@@ -803,7 +803,7 @@ def _split_row_kernel(B: int, W: int, NC: int, dtype: str, PEEL: bool, REGS: int
             ld(row, 0, pad + j - K, buf, 0)
             for q in range(W):
                 m = max(m, buf[q])
-        m = group_max(m, B, scr)
+        m = block_max(m, B, scr)
         s = ZERO
         for c in range(NC):
             if W * (t + c * B) < cols:
@@ -819,7 +819,7 @@ def _split_row_kernel(B: int, W: int, NC: int, dtype: str, PEEL: bool, REGS: int
                 s += e
             if KEEP:
                 st(row, 0, pad + j - K, buf, 0)
-        s = group_sum(s, B, scr)
+        s = block_sum(s, B, scr)
         inv = ONE / s
         for c in range(NC):  # the write: the registers' share ...
             j = W * (t + c * B)

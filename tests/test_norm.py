@@ -449,6 +449,22 @@ def test_split_row_takes_65536_float32_and_reads_x_once():
         assert rung_named(mod, "tuned").traffic(p).dram_bytes > 1.2 * t.dram_bytes
 
 
+
+@pytest.mark.parametrize("op", list(SMEM_OPS))
+def test_split_row_compiles_for_sm90_without_spills(op):
+    """Built for sm_90 at 4096 x 65536 float32 (compiled, never run): 1024 threads under the cap
+    of 64 registers a thread that one such block an SM allows, no stack, no spills (16 floats a
+    thread held beside the reductions and the write), one block an SM (the 192 KiB staged part),
+    half the SM's warps."""
+    from perfkit import anatomy
+
+    mod = SMEM_OPS[op]
+    v = split_rung(mod)
+    r = anatomy.inspect(v, mod.Problem(4096, 65536), (9, 0))
+    assert r.registers <= 64 and r.stack_bytes == 0, (r.registers, r.stack_bytes)
+    assert r.spill_store_bytes == 0 and r.spill_load_bytes == 0
+    assert r.occupancy.blocks_per_sm == 1 and r.occupancy.ratio == 0.5
+
 # --- the packed rungs: float16 rows by bytes, two halves a register --------------------------------
 @pytest.mark.parametrize("op", list(SMEM_OPS))
 @pytest.mark.parametrize("rows,cols,kw", [

@@ -207,10 +207,16 @@ published = f"the published {published_bw / 1e12:.2f} TB/s of {gpu}"
 #   card (a line above it says so), its prompt (against `smem_row`, the rung before it that runs
 #   float32: `packed` takes float16 only), and the ladder's table and bars are at 4096 x 4096, not at
 #   the width it is for.
+# * **`split_row`** (rows past shared memory, 65536 float32 columns): a 256 KiB row does not fit the
+#   227 KiB of shared memory a block may have, so `smem_row` refuses it and `tuned` reads the part of
+#   each row its registers do not hold twice.  `split_row` keeps 16 elements a thread in registers
+#   (1024 threads: 64 KiB of the row) and stages the other 192 KiB in shared memory by `cp.async`, so x
+#   leaves DRAM once; one such block fills an SM's shared memory, so each SM loads, reduces and writes
+#   one row at a time.  Its anatomy and card are at 4096 x 65536, compared with `tuned` there.
 #
-# The cell below says, from the records, which GPU has timed `smem_row`, `packed` and `persist` of
-# softmax, layernorm and rmsnorm, at which problems and when.  A rung with no record at its card's
-# problem shows the model's estimate only.
+# The cell below says, from the records, which GPU has timed `smem_row`, `packed`, `persist` and
+# `split_row` of softmax, layernorm and rmsnorm, at which problems and when.  A rung with no record at
+# its card's problem shows the model's estimate only.
 
 # %%
 # which GPU has timed the three shared rungs: read from the records when this runs (they grow)
@@ -221,6 +227,9 @@ for op in ("softmax", "layernorm", "rmsnorm"):
         print(f"{op}:", lesson.recorded_where(op, "smem_row", gpu=records_gpu),
               lesson.recorded_where(op, "packed", gpu=records_gpu),
               lesson.recorded_where(op, "persist", at=narrow, gpu=records_gpu))
+    if "split_row" in rungs:  # split_row is for rows past shared memory: at its own width
+        wide = rungs["split_row"].example(MODS[op].EXAMPLE_PROBLEM)
+        print(f"{op}:", lesson.recorded_where(op, "split_row", at=wide, gpu=records_gpu))
 lesson.traffic_table(MODS['softmax'].LADDER, MODS['softmax'].EXAMPLE_PROBLEM, published_bw, published)
 
 # %% [markdown]

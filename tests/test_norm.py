@@ -20,7 +20,7 @@ import perfkit  # noqa: F401  (picks the backend before numba.cuda is imported)
 from numba import cuda, float32  # noqa: E402
 
 from perfkit.kernels.base import OracleVariant, ProblemError, UnsupportedProblem, registry_check  # noqa: E402
-from perfkit.kernels.norm import _common, batchnorm, layernorm, layernorm_bwd, rmsnorm, softmax  # noqa: E402
+from perfkit.kernels.norm import _common, _splitrow, batchnorm, layernorm, layernorm_bwd, rmsnorm, softmax  # noqa: E402
 from perfkit.kernels.norm._common import group_max, group_sum, shfl_down, shfl_xor  # noqa: E402
 from perfkit.model import Traffic  # noqa: E402
 
@@ -137,8 +137,9 @@ def row_fits_smem(p) -> bool:
 
 def refused(v, p) -> bool:
     """Whether rung ``v`` refuses ``p`` as it must, naming the rung to use instead (checked):
-    smem_row a row past 227 KiB, packed anything but float16 (and layernorm_bwd's packed rows past
-    16384 columns), persist rows past its registers, batchnorm's nhwc an NCHW problem."""
+    smem_row a row past 227 KiB, split_row a row past its registers and 227 KiB, packed anything
+    but float16 (and layernorm_bwd's packed rows past 16384 columns), persist rows past its
+    registers, batchnorm's nhwc an NCHW problem."""
     if v.name == "smem_row" and not row_fits_smem(p):
         with pytest.raises(UnsupportedProblem, match="227 KiB.*use rung . tuned"):
             v.supports(p)
@@ -153,6 +154,10 @@ def refused(v, p) -> bool:
         return True
     if isinstance(v, layernorm_bwd.Packed) and p.cols > layernorm_bwd.PACKED_MAX_CHUNKS * 8 * 1024:
         with pytest.raises(UnsupportedProblem, match="registers hold.*use rung . twosum"):
+            v.supports(p)
+        return True
+    if v.name == "split_row" and p.cols > _splitrow.widest(p.dtype, v.block(p), v.elems_held()):
+        with pytest.raises(UnsupportedProblem, match="does not fit on chip.*227 KiB.*use rung . tuned"):
             v.supports(p)
         return True
     if v.name == "persist" and p.cols > 512 * 32 // np.dtype(p.dtype).itemsize:  # the rule's widest rows
@@ -330,6 +335,135 @@ def test_smem_row_model_reads_x_once():
         assert p.bytes <= t.dram_bytes <= 1.01 * p.bytes
         assert smem_rung(mod).block(p) == 256
 
+
+# --- the split_row rungs: part of the row in registers, the rest staged in shared memory ---------
+def split_rung(mod, **kw):
+    return rung_named(mod, "split_row", **kw)
+
+
+@pytest.mark.parametrize("op", list(SMEM_OPS))
+@pytest.mark.parametrize("rows,cols,dtype,threads,held", [
+    (1, 1, "float32", 0, 0),        # one element: the rule's 64 threads, 63 hold nothing, no staged part
+    (5, 7, "float32", 32, 8),       # all in registers (scalar vectors), rows unaligned: pads 0..3, nothing staged
+    (5, 33, "float16", 32, 8),      # all in registers, odd float16 width
+    (2, 512, "float32", 32, 16),    # exactly the registers' share (K = 512): no shared memory at all
+    (5, 4097, "float32", 32, 8),    # 256 columns in registers, the rest unaligned: a head, cp.async, a tail
+    (3, 1000, "float32", 32, 8),    # 16-byte vectors (2 a thread) and cp.async only
+    (3, 1030, "float16", 32, 8),    # half2 vectors, unaligned staged part (pads 0, 2, 4)
+    (2, 1032, "float16", 64, 8),    # one 16-byte vector of 8 halves a thread, cp.async of 8 halves
+    (3, 700, "float32", 32, 16),    # 4 vectors of 4 floats a thread (the rule's held), 188 staged
+])
+def test_split_row_shapes(op, rows, cols, dtype, threads, held, fresh_seed):
+    """The split_row rung at 1 and 5 rows, odd widths (unaligned rows: scalar register vectors,
+    a scalar head and tail around the staged part's cp.async copies), widths whole in registers,
+    widths of whole 16-byte chunks, float16, against float64; outputs start as NaN."""
+    mod = SMEM_OPS[op]
+    p = mod.Problem(rows, cols, dtype)
+    v = split_rung(mod, threads=threads, held=held)
+    B, W, NC, peel, _ = v.kernel_params(p)
+    assert peel == (cols * np.dtype(dtype).itemsize % 16 != 0) and NC * W == (held or _splitrow.HELD)
+    staged = max(0, cols - B * NC * W)
+    assert v.register_cols(p) == cols - staged
+    assert staged * np.dtype(dtype).itemsize <= v.shared_bytes(p) < (staged + 8) * np.dtype(dtype).itemsize + 16
+    run_check(op, p, p.make_inputs(fresh_seed), v)
+
+
+@pytest.mark.parametrize("op", list(SMEM_OPS))
+def test_split_row_special_rows(op, fresh_seed):
+    """|x| ~ 1e4 (row 0 large and close, row 1 +-1e4: exp overflows float32 without the max), a
+    constant row, a NaN in the staged part of row 3 and one in the register part of row 4, each
+    staying in its row; 5 rows of 301 float32 columns, 32 threads x 8 in registers."""
+    mod = SMEM_OPS[op]
+    p = mod.Problem(5, 301, "float32")
+    g = np.random.default_rng(fresh_seed)
+    n = np.clip(g.standard_normal((5, 301)), -3, 3)
+    x = np.stack([1e4 + 3.0 * n[0] if op != "layernorm" else 1e4 * (1 + 0.25 * n[0]), 1e4 * n[1] / 3,
+                  np.full(301, 1.5), n[3], n[4]])
+    x[3, 280] = np.nan  # staged (columns 256..)
+    x[4, 5] = np.nan  # in registers
+    inputs = _set_x(p.make_inputs(fresh_seed), x)
+    v = split_rung(mod, threads=32, held=8)
+    assert v.register_cols(p) == 256
+    out = run_check(op, p, inputs, v)
+    assert np.isnan(out["y"][3:]).all() and np.isfinite(out["y"][:3].astype(F64)).all()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("op", list(SMEM_OPS))
+def test_split_row_65537_float32(op, fresh_seed):
+    """One row of 65537 float32 columns (past smem_row's 227 KiB) at the rule's 1024 threads:
+    16384 columns in registers (scalar vectors: the row is odd), 49153 staged behind row 0's
+    aligned start (no head, a 1-element tail), against float64."""
+    mod = SMEM_OPS[op]
+    p = mod.Problem(1, 65537, "float32")
+    v = split_rung(mod)
+    smem_rung(mod).supports(mod.Problem(1, 58000))
+    with pytest.raises(UnsupportedProblem):
+        smem_rung(mod).supports(p)
+    assert v.block(p) == 1024 and v.register_cols(p) == 16384
+    out = run_check(op, p, p.make_inputs(fresh_seed), v)
+    assert np.isfinite(out["y"].astype(F64)).all()
+
+
+@pytest.mark.parametrize("op", list(SMEM_OPS))
+def test_split_row_refuses_rows_past_registers_and_227k(op):
+    """At the rule's 1024 threads a row holds 16384 columns in registers and what 227 KiB of shared
+    memory stage: 74429 float32 or 132473 float16 columns; past it the refusal names the tuned
+    rung, which takes the row.  Threads not a power of two, or a register share not whole
+    vectors, are refused too."""
+    mod = SMEM_OPS[op]
+    v = split_rung(mod)
+    tuned = rung_named(mod, "tuned")
+    for dtype, ok in (("float32", 74429), ("float16", 132473)):
+        v.supports(mod.Problem(4, ok, dtype))
+        assert v.block(mod.Problem(4, ok, dtype)) == 1024
+        assert v.shared_bytes(mod.Problem(4, ok, dtype)) + _splitrow.STATIC_SHARED <= 227 * 1024
+        wide = mod.Problem(4, ok + 1, dtype)
+        with pytest.raises(UnsupportedProblem, match=f"does not fit on chip.*227 KiB.*use rung {tuned.rung} tuned"):
+            v.supports(wide)
+        tuned.supports(wide)  # the rung it names takes the row
+    with pytest.raises(UnsupportedProblem, match="power of two"):
+        split_rung(mod, threads=48).supports(mod.Problem(2, 8))
+    with pytest.raises(UnsupportedProblem, match="multiple of 8"):
+        split_rung(mod, held=12).supports(mod.Problem(2, 8))
+
+
+def test_split_row_takes_65536_float32_and_reads_x_once():
+    """At 4096 x 65536 float32 (the norms' widest GPU_SWEEP row, 256 KiB: smem_row refuses it) the
+    split_row rungs take the row (1024 threads x 16 floats in registers, 49152 columns in 192 KiB
+    of shared memory, one block an SM) and move the ideal bytes: x once, y once (plus gamma /
+    beta and the statistics), where the tuned rung reads x's uncached part twice.  The Problem
+    only: nothing runs."""
+    for mod in SMEM_OPS.values():
+        p = mod.Problem(4096, 65536)
+        assert p in mod.GPU_SWEEP
+        v = split_rung(mod)
+        v.supports(p)
+        with pytest.raises(UnsupportedProblem):
+            smem_rung(mod).supports(p)
+        assert v.block(p) == 1024 and v.register_cols(p) == 16384 and v.shared_bytes(p) == 49152 * 4
+        assert v.example(mod.EXAMPLE_PROBLEM) == p
+        t = v.traffic(p)
+        assert "one DRAM read" in t.notes and "cp.async" in t.notes
+        assert p.bytes <= t.dram_bytes <= 1.01 * p.bytes
+        assert rung_named(mod, "tuned").traffic(p).dram_bytes > 1.2 * t.dram_bytes
+
+
+
+@pytest.mark.parametrize("op", list(SMEM_OPS))
+def test_split_row_compiles_for_sm90_without_spills(op):
+    """Built for sm_90 at 4096 x 65536 float32 (compiled, never run): 1024 threads under the cap
+    of 64 registers a thread that one such block an SM allows, no stack, no spills (16 floats a
+    thread held beside the reductions and the write), one block an SM (the 192 KiB staged part),
+    half the SM's warps."""
+    from perfkit import anatomy
+
+    mod = SMEM_OPS[op]
+    v = split_rung(mod)
+    r = anatomy.inspect(v, mod.Problem(4096, 65536), (9, 0))
+    assert r.registers <= 64 and r.stack_bytes == 0, (r.registers, r.stack_bytes)
+    assert r.spill_store_bytes == 0 and r.spill_load_bytes == 0
+    assert r.occupancy.blocks_per_sm == 1 and r.occupancy.ratio == 0.5
 
 # --- the packed rungs: float16 rows by bytes, two halves a register --------------------------------
 @pytest.mark.parametrize("op", list(SMEM_OPS))
@@ -881,9 +1015,9 @@ def test_registries_and_discovery():
     norm = importlib.import_module("perfkit.kernels.norm")
     assert not hasattr(norm, "LADDER") and set(norm.OPS) == set(ALL_OPS)
     assert [v.name for v in softmax.LADDER] == ["oracle", "naive", "fused", "warp", "online", "multirow", "tuned",
-                                                "smem_row", "packed", "persist"]
+                                                "smem_row", "packed", "persist", "split_row"]
     for mod in (softmax, layernorm, rmsnorm):  # appended: the earlier rungs keep their numbers
-        assert [v.name for v in mod.LADDER][-4:] == ["tuned", "smem_row", "packed", "persist"]
+        assert [v.name for v in mod.LADDER][-5:] == ["tuned", "smem_row", "packed", "persist", "split_row"]
     assert [v.name for v in layernorm.LADDER][4] == "welford"
 
 
@@ -901,8 +1035,11 @@ def test_plans_on_host_stand_ins(op):
                 continue
             launches = v.plan(p, v.host_buffers(p))
             assert launches and all(1 <= l.threads_per_block <= 1024 for l in launches), v.label
-            # the smem_row rungs stage one row in dynamic shared memory, nothing else asks for any
+            # the smem_row rungs stage one row in dynamic shared memory, the split_row rungs the part
+            # of it past their registers, nothing else asks for any
             want = p.cols * np.dtype(p.dtype).itemsize if v.name == "smem_row" else 0
+            if v.name == "split_row":
+                want = (p.cols - v.block(p) * v.elems_held()) * np.dtype(p.dtype).itemsize
             assert all(l.shared_bytes == want for l in launches), v.label
 
 

@@ -18,6 +18,9 @@ Ledger (one line per rung; numbers and names live only in ``LADDER``):
                 two halves a register; 16-byte loads and stores of half2 words
   8 persist     narrow rows: a persistent grid (SMs x blocks an SM holds) loops over rows, each
                 group loading its next row into registers before it reduces this one
+  9 split_row   rows too wide for shared memory alone (65536 float32): one block per row holds
+                part of the row in registers and stages the rest in shared memory (cp.async),
+                so x leaves DRAM once at any width up to 16384 + 227 KiB of columns
 
 There is no "single-pass statistics" rung: the one statistic (a sum of squares) already takes
 one sweep.  Minimal traffic: read x and gamma once, write y once.
@@ -42,10 +45,11 @@ from ._common import ONE, ZERO, group_sum, tree_sum
 from ._smemrow import SmemRowShape, jit_row, param_unroll, per_copy, stage_row
 from ._packed import CHUNK, WORDS, PackedShape, halves, load_chunk, pack2, store_chunk
 from ._persist import PersistShape, jit_persist
+from ._splitrow import SplitRowShape, block_sum, jit_split, stage_part
 from .._dynsmem import OptInSharedLaunch, shared_tile
 
 __all__ = ["Problem", "LADDER", "Oracle", "Naive", "Fused", "Warp", "MultiRow", "Tuned", "SmemRow",
-           "Packed", "Persist", "search", "EXAMPLE_PROBLEM"]
+           "Packed", "Persist", "SplitRow", "search", "EXAMPLE_PROBLEM"]
 
 
 @dataclass(frozen=True)
@@ -645,8 +649,109 @@ class Persist(PersistShape, Variant):
                                     f"row's loads in flight beside it), one write of y; {8 * W * it}-bit loads and "
                                     f"stores; a persistent grid of {self.blocks(problem)} blocks")
 
+
+# --- rung 9 -------------------------------------------------------------------------------
+@lru_cache(maxsize=None)
+def _split_row_kernel(B: int, W: int, NC: int, dtype: str, PEEL: bool, REGS: int):
+    """One block of B threads per row; each thread loads NC vectors of W elements of the row's
+    first K = B * NC * W columns into registers (vector c at column W * (t + c * B)), the rest of
+    the row is staged in shared memory in its own dtype (:func:`_splitrow.stage_part`); then the
+    sum of squares and the write over both parts, gamma loaded U vectors at a time before any is
+    used (as rung 6)."""
+    ld = vec_load(W)
+    st = vec_store(W)
+    U = param_unroll(W)
+    UW = U * W
+    E = per_copy(dtype)
+    K = B * NC * W
+    stage = stage_part(B, E, PEEL, K)
+    PADMAX = E - 1 if PEEL else 0  # an unaligned row's pad ahead of the staged part
+    sdt = float16 if dtype == "float16" else float32
+    CW = NC * W
+
+    @jit_split(B, REGS)
+    def rms_split_row(x, gamma, y, eps, cols):
+        smem = cuda.shared.array(0, sdt)  # dynamic: columns K.. of the row
+        row = shared_tile(smem, 0, 1, max(cols - K, 0) + PADMAX)
+        scr = cuda.shared.array(32, float32)
+        cache = cuda.local.array(CW, float32)  # constant size, constant indices: registers
+        buf = cuda.local.array(W, float32)
+        gam = cuda.local.array(UW, float32)
+        r = cuda.blockIdx.x
+        t = cuda.threadIdx.x
+        for c in range(NC):  # the registers' share, all loads in flight before any use ...
+            j = W * (t + c * B)
+            if j < cols:
+                ld(x, r, j, cache, c * W)
+        pad = stage(x, r, row, cols)  # ... beside the cp.async copies of the rest: x read once
+        s = ZERO
+        for c in range(NC):
+            if W * (t + c * B) < cols:
+                for e in range(W):
+                    s += cache[c * W + e] * cache[c * W + e]
+        for j in range(K + W * t, cols, W * B):
+            ld(row, 0, pad + j - K, buf, 0)
+            for e in range(W):
+                s += buf[e] * buf[e]
+        rs = ONE / math.sqrt(block_sum(s, B, scr) / float32(cols) + eps)
+        for c0 in range(0, NC, U):  # the write: the registers' share, U vectors of gamma a trip ...
+            for u in range(U):
+                j = W * (t + (c0 + u) * B)
+                if c0 + u < NC and j < cols:
+                    ld(gamma, 0, j, gam, u * W)
+            for u in range(U):
+                c = c0 + u
+                j = W * (t + c * B)
+                if c < NC and j < cols:
+                    for e in range(W):
+                        cache[c * W + e] = cache[c * W + e] * rs * gam[u * W + e]
+                    st(y, r, j, cache, c * W)
+        for base in range(K + W * t, cols, U * W * B):  # ... and the staged part
+            for u in range(U):
+                j = base + u * W * B
+                if j < cols:
+                    ld(gamma, 0, j, gam, u * W)
+            for u in range(U):
+                j = base + u * W * B
+                if j < cols:
+                    ld(row, 0, pad + j - K, buf, 0)
+                    for e in range(W):
+                        buf[e] = buf[e] * rs * gam[u * W + e]
+                    st(y, r, j, buf, 0)
+
+    return rms_split_row
+
+
+@dataclass(frozen=True)
+class SplitRow(SplitRowShape, Variant):
+    threads: int = 0  # 0: the rule of _splitrow.split_threads (about 64 elements of the row a thread)
+    held: int = 0  # elements a thread keeps in registers; 0: _splitrow.HELD (16)
+
+    rung: ClassVar[int] = 9
+    name: ClassVar[str] = "split_row"
+    instead = "rung 5 tuned (part of the row in registers, the rest read twice)"
+    what: ClassVar[str] = (
+        "For rows too wide for rung 6's shared memory: one block per row keeps 16 elements a thread "
+        "in registers and stages the rest of the row in shared memory by cp.async, so x leaves "
+        "DRAM once at 65536 float32 columns too.")
+
+    def plan(self, problem, bufs):
+        self.supports(problem)
+        B, W, NC, PEEL, REGS = self.kernel_params(problem)
+        c = problem.cols
+        return [OptInSharedLaunch(_split_row_kernel(B, W, NC, problem.dtype, PEEL, REGS), problem.rows, B,
+                                  (bufs["x"], C.view(bufs["gamma"], (1, c)), bufs["y"], C.eps32(problem), c),
+                                  self.shared_bytes(problem))]
+
+    def traffic(self, problem):
+        f = 1.0 - self.register_cols(problem) / problem.cols  # the staged share of the row
+        t = _traffic(problem, 1, self.split_note(problem) + "; the staged part written to shared memory once and "
+                                                            "read there twice")
+        return dataclasses.replace(t, smem_bytes=3 * problem.elem_bytes * f)
+
+
 LADDER: list[Variant] = [Oracle(), Naive(), Fused(), Warp(), MultiRow(), Tuned(), SmemRow(), Packed(),
-                         Persist()]
+                         Persist(), SplitRow()]
 registry_check(LADDER)
 EXAMPLE_PROBLEM = Problem(rows=4096, cols=4096)
 GPU_SWEEP = [Problem(4096, c) for c in (128, 512, 1024, 4096, 16384, 65536)]

@@ -19,6 +19,9 @@ Ledger (one line per rung; numbers and names live only in ``LADDER``):
                 two halves a register; 16-byte loads and stores of half2 words
   9 persist     narrow rows: a persistent grid (SMs x blocks an SM holds) loops over rows, each
                 group loading its next row into registers before it reduces this one
+ 10 split_row   rows too wide for shared memory alone (65536 float32): one block per row holds
+                part of the row in registers and stages the rest in shared memory (cp.async),
+                so x leaves DRAM once at any width up to 16384 + 227 KiB of columns
 
 Memory-bound: ~5 FLOPs per element against 8 bytes (float32 read + write), so the target is
 one DRAM read of x and one write of y; every extra sweep over a row should hit L1/L2.
@@ -44,10 +47,11 @@ from ._common import NEG_INF, ONE, ZERO, group_max, group_softmax_stats, group_s
 from ._smemrow import SmemRowShape, jit_row, per_copy, stage_row
 from ._packed import CHUNK, WORDS, PackedShape, halves, load_chunk, pack2, store_chunk
 from ._persist import PersistShape, jit_persist
+from ._splitrow import SplitRowShape, block_max, block_sum, jit_split, stage_part
 from .._dynsmem import OptInSharedLaunch, shared_tile
 
 __all__ = ["Problem", "LADDER", "Oracle", "Naive", "Fused", "Warp", "Online", "MultiRow", "Tuned",
-           "SmemRow", "Packed", "Persist", "search", "EXAMPLE_PROBLEM"]
+           "SmemRow", "Packed", "Persist", "SplitRow", "search", "EXAMPLE_PROBLEM"]
 
 
 @dataclass(frozen=True)
@@ -757,8 +761,112 @@ class Persist(PersistShape, Variant):
                              f"loads in flight beside it), one write of y; {8 * W * it}-bit loads and stores; "
                              f"a persistent grid of {self.blocks(problem)} blocks")
 
+
+# --- rung 10 ------------------------------------------------------------------------------
+@lru_cache(maxsize=None)
+def _split_row_kernel(B: int, W: int, NC: int, dtype: str, PEEL: bool, REGS: int):
+    """One block of B threads per row; each thread loads NC vectors of W elements of the row's
+    first K = B * NC * W columns into registers (vector c at column W * (t + c * B)), the rest of
+    the row is staged in shared memory in its own dtype (:func:`_splitrow.stage_part`); then
+    three sweeps (max, sum of exp, write) over both parts.  exp(x - max) replaces x in the
+    registers and, for a float32 row, in shared memory (one exp an element, as rung 7)."""
+    ld = vec_load(W)
+    st = vec_store(W)
+    E = per_copy(dtype)
+    K = B * NC * W
+    stage = stage_part(B, E, PEEL, K)
+    PADMAX = E - 1 if PEEL else 0  # an unaligned row's pad ahead of the staged part
+    sdt = float16 if dtype == "float16" else float32
+    KEEP = dtype == "float32"
+    CW = NC * W
+
+    @jit_split(B, REGS)
+    def softmax_split_row(x, y, cols):
+        smem = cuda.shared.array(0, sdt)  # dynamic: columns K.. of the row
+        row = shared_tile(smem, 0, 1, max(cols - K, 0) + PADMAX)
+        scr = cuda.shared.array(32, float32)
+        cache = cuda.local.array(CW, float32)  # constant size, constant indices: registers
+        buf = cuda.local.array(W, float32)
+        r = cuda.blockIdx.x
+        t = cuda.threadIdx.x
+        for c in range(NC):  # the registers' share, all loads in flight before any use ...
+            j = W * (t + c * B)
+            if j < cols:
+                ld(x, r, j, cache, c * W)
+        pad = stage(x, r, row, cols)  # ... beside the cp.async copies of the rest: x read once
+        m = NEG_INF
+        for c in range(NC):
+            if W * (t + c * B) < cols:
+                for q in range(W):
+                    m = max(m, cache[c * W + q])  # m first: a NaN never raises the max (fmaxf on a GPU)
+        for j in range(K + W * t, cols, W * B):
+            ld(row, 0, pad + j - K, buf, 0)
+            for q in range(W):
+                m = max(m, buf[q])
+        m = block_max(m, B, scr)
+        s = ZERO
+        for c in range(NC):
+            if W * (t + c * B) < cols:
+                for q in range(W):
+                    e = math.exp(cache[c * W + q] - m)
+                    cache[c * W + q] = e
+                    s += e
+        for j in range(K + W * t, cols, W * B):
+            ld(row, 0, pad + j - K, buf, 0)
+            for q in range(W):
+                e = math.exp(buf[q] - m)
+                buf[q] = e
+                s += e
+            if KEEP:
+                st(row, 0, pad + j - K, buf, 0)
+        s = block_sum(s, B, scr)
+        inv = ONE / s
+        for c in range(NC):  # the write: the registers' share ...
+            j = W * (t + c * B)
+            if j < cols:
+                for q in range(W):
+                    cache[c * W + q] = cache[c * W + q] * inv
+                st(y, r, j, cache, c * W)
+        for j in range(K + W * t, cols, W * B):  # ... and the staged part
+            ld(row, 0, pad + j - K, buf, 0)
+            for q in range(W):
+                buf[q] = (buf[q] if KEEP else math.exp(buf[q] - m)) * inv
+            st(y, r, j, buf, 0)
+
+    return softmax_split_row
+
+
+@dataclass(frozen=True)
+class SplitRow(SplitRowShape, Variant):
+    threads: int = 0  # 0: the rule of _splitrow.split_threads (about 64 elements of the row a thread)
+    held: int = 0  # elements a thread keeps in registers; 0: _splitrow.HELD (16)
+
+    rung: ClassVar[int] = 10
+    name: ClassVar[str] = "split_row"
+    instead = "rung 6 tuned (part of the row in registers, the rest read twice)"
+    what: ClassVar[str] = (
+        "For rows too wide for rung 7's shared memory: one block per row keeps 16 elements a thread "
+        "in registers and stages the rest of the row in shared memory by cp.async, so x leaves "
+        "DRAM once at 65536 float32 columns too.")
+
+    def plan(self, problem, bufs):
+        self.supports(problem)
+        B, W, NC, PEEL, REGS = self.kernel_params(problem)
+        return [OptInSharedLaunch(_split_row_kernel(B, W, NC, problem.dtype, PEEL, REGS), problem.rows, B,
+                                  (bufs["x"], bufs["y"], problem.cols), self.shared_bytes(problem))]
+
+    def traffic(self, problem):
+        e = problem.elem_bytes
+        keep = problem.dtype == "float32"
+        f = 1.0 - self.register_cols(problem) / problem.cols  # the staged share of the row
+        return Traffic(flops=problem.flops, dram_bytes=2 * e, l2_bytes=2 * e, smem_bytes=(5 if keep else 4) * e * f,
+                       limiter="dram",
+                       notes=self.split_note(problem) + "; the staged part written to shared memory once and read "
+                             "there three times" + ("; exp(x - max) kept in place (one exp an element)" if keep else ""))
+
+
 LADDER: list[Variant] = [Oracle(), Naive(), Fused(), Warp(), Online(), MultiRow(), Tuned(), SmemRow(),
-                         Packed(), Persist()]
+                         Packed(), Persist(), SplitRow()]
 registry_check(LADDER)
 EXAMPLE_PROBLEM = Problem(rows=4096, cols=4096)  # for the anatomy view (compiled, never run here)
 GPU_SWEEP = [Problem(4096, c) for c in (128, 512, 1024, 4096, 16384, 65536)]

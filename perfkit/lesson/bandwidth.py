@@ -21,7 +21,7 @@ import pandas as pd
 from .cards import CHANGED_MARK_NOTE
 from .formatting import fmt_seconds
 from .matching import label_params, ladder_for, records
-from .ncu import library_row, row_of_code
+from .ncu import fmt_count, library_row, row_of_code
 from .prompts import Rendered, fold, paragraph
 from .standing import (best_by_code, chosen_records, ladder_rungs, of_run, older_faster_cell, older_ran_faster,
                        ratio_of_run, same_run)
@@ -262,7 +262,9 @@ class WhereTheyStand:
 
     def takeaway(self) -> str:
         """Sentences from the rows, per GPU: per op and dtype, where the best rung beats torch (and
-        by how much, at what fraction of copy) and where it does not."""
+        by how much, at what fraction of copy) and where it does not; then per op one sentence of
+        the Nsight Compute counters that explain it, where that GPU has a row of the best rung's
+        code (:meth:`_counters`), or that it has none where the op loses."""
         if self.rows.empty:
             return f"No problem has a checked rung recorded on {self._where() if self.gpus else 'any GPU'}: nothing to say yet."
         return "\n\n".join(self._takeaway(g) for g in self.gpus if not self._of(gpu=g).empty)
@@ -270,32 +272,12 @@ class WhereTheyStand:
     def _takeaway(self, gpu) -> str:
         rows = self._of(gpu=gpu)
         out = []
-        for (op, dtype), g in rows.groupby(["op", "dtype"], sort=False):
-            def say(r):
-                cp = f", {r['of copy']:.2f} of copy" if np.isfinite(r["of copy"]) else ""
-                return f"{r['shape']} (x{r['x torch']:.2f}{cp}{', older code*' if r['older'] else ''})"
-            bare = g[g["best median_s"].isna()]
-            g = g[g["best median_s"].notna()]
-            vs = g[np.isfinite(g["x torch"])]
-            won, lost = vs[vs["x torch"] >= 1.0], vs[vs["x torch"] < 1.0]
-            s = f"{op} {dtype}: "
-            if len(won):
-                s += f"beats torch at {', '.join(say(r) for _, r in won.iterrows())}"
-            if len(lost):
-                s += ("; " if len(won) else "") + f"loses to torch at {', '.join(say(r) for _, r in lost.iterrows())}"
-            if vs.empty and len(g):
-                s += "no torch record to compare with"
-            if len(bare):
-                s += ("; " if len(g) else "") + f"no rung recorded at {', '.join(bare['shape'])} (torch only)"
-            if len(lost):
-                s += self._why(lost.loc[lost["x torch"].idxmin()])
-            tri = g[np.isfinite(g["x Triton"])]
-            if len(tri):
-                s += f"; beats Triton at {int((tri['x Triton'] >= 1.0).sum())} of {len(tri)}"
-            for _, r in g[g["older faster rung"] != ""].iterrows():  # named, never in today's place
-                s += "; " + older_ran_faster(r["shape"], r["older faster rung"], r["older faster x torch"],
-                                             r["older faster commit"], "torch", r["older faster median_s"])
-            out.append(s + ".")
+        for op, of_op in rows.groupby("op", sort=False):
+            for dtype, g in of_op.groupby("dtype", sort=False):
+                out.append(self._standing(op, dtype, g))
+            said = self._counters(of_op)  # one sentence per op: the counters behind its standing
+            if said:
+                out.append(said)
         n_won = int((rows["x torch"] >= 1.0).sum())
         n = int(np.isfinite(rows["x torch"]).sum())
         head = f"On {gpu}, the best checked rung beats torch at {n_won} of {n} recorded problems. "
@@ -305,30 +287,99 @@ class WhereTheyStand:
         tail = " (* a record of a kernel that changed since: not today's code.)" if "*" in body else ""
         return head + body + tail
 
-    def _why(self, r) -> str:
-        """The Nsight Compute row of a losing best rung at its problem on its GPU, where one of the
-        record's code exists (:func:`ncu.same_code`; its commit named): DRAM bytes over the ideal,
-        instructions, issue."""
+    @staticmethod
+    def _standing(op, dtype, g) -> str:
+        """One op and dtype: where the best rung beats torch and where it does not."""
+        def say(r):
+            cp = f", {r['of copy']:.2f} of copy" if np.isfinite(r["of copy"]) else ""
+            return f"{r['shape']} (x{r['x torch']:.2f}{cp}{', older code*' if r['older'] else ''})"
+        bare = g[g["best median_s"].isna()]
+        g = g[g["best median_s"].notna()]
+        vs = g[np.isfinite(g["x torch"])]
+        won, lost = vs[vs["x torch"] >= 1.0], vs[vs["x torch"] < 1.0]
+        s = f"{op} {dtype}: "
+        if len(won):
+            s += f"beats torch at {', '.join(say(r) for _, r in won.iterrows())}"
+        if len(lost):
+            s += ("; " if len(won) else "") + f"loses to torch at {', '.join(say(r) for _, r in lost.iterrows())}"
+        if vs.empty and len(g):
+            s += "no torch record to compare with"
+        if len(bare):
+            s += ("; " if len(g) else "") + f"no rung recorded at {', '.join(bare['shape'])} (torch only)"
+        tri = g[np.isfinite(g["x Triton"])]
+        if len(tri):
+            s += f"; beats Triton at {int((tri['x Triton'] >= 1.0).sum())} of {len(tri)}"
+        for _, r in g[g["older faster rung"] != ""].iterrows():  # named, never in today's place
+            s += "; " + older_ran_faster(r["shape"], r["older faster rung"], r["older faster x torch"],
+                                         r["older faster commit"], "torch", r["older faster median_s"])
+        return s + "."
+
+    @staticmethod
+    def row_of(r):
+        """(the Nsight Compute row of row ``r``'s best rung at its problem on its GPU, of the
+        record's code as the cards decide (:func:`.ncu.row_of_code`), or None; a row there of
+        other code, or None); never another GPU's row: a percentage of peak is its own GPU's."""
         v = next((x for x in ladder_for(r["op"]) if x.name == r["best variant"]), None)
-        # its own GPU's row first; else another shown GPU's row of the same code, named
-        c = row_of_code(r["op"], r["problem"], v, r["commit"], [r["gpu"], *self.gpus])[0] if v is not None else None
-        if c is None:
-            return ""  # no row, or only rows of other code than the record's
-        lib = next((x for x in ladder_for(r["op"]) if x.oracle), None)
-        # torch's own row on the same GPU: the contrast is the explanation
-        o = library_row(r["op"], r["problem"], lib.name, [c.gpu]) if lib is not None else None
+        if v is None or not r["commit"]:
+            return None, None
+        return row_of_code(r["op"], r["problem"], v, r["commit"], [r["gpu"]])
 
-        def both(key, fmt):
-            mine, theirs = c.get(key), (o.get(key) if o is not None else float("nan"))
-            return (fmt(mine) + (f" (torch: {fmt(theirs)})" if np.isfinite(theirs) else "")) if np.isfinite(mine) else None
+    def _counters(self, rows) -> str:
+        """One sentence for an op on a GPU: the Nsight Compute row of the best rung (of the
+        record's code, on that GPU) at the widest loss to torch and at the largest win that have
+        one, each figure beside torch's row on the same GPU where one exists: DRAM throughput as a
+        percentage of peak, the DRAM bytes read and written against the ideal bytes (the problem's
+        useful bytes: above 1, a tensor read twice), achieved occupancy, issue active.  The problems
+        where the op loses with no such row are named, as having none; "" where nothing is to say."""
+        rows = rows[rows["best median_s"].notna()]
+        if rows.empty:
+            return ""
+        op = rows["op"].iloc[0]
+        label = lambda r: f"{r['shape']} {r['dtype']}".strip()  # noqa: E731  (4096 x 4096 is in two dtypes)
+        found = {i: self.row_of(r) for i, r in rows.iterrows()}
+        has = rows[[found[i][0] is not None for i in rows.index]]
+        vs = has[np.isfinite(has["x torch"])]
+        pick = [vs["x torch"].idxmin()] if (vs["x torch"] < 1).any() else []
+        pick += [vs["x torch"].idxmax()] if (vs["x torch"] >= 1).any() else []
+        pick = [i for i in has.index if i in pick] or list(has.index[:1])  # the table's order
+        lib = next((x for x in ladder_for(op) if x.oracle), None)
+        said = []
+        for i in pick:
+            r, c = rows.loc[i], found[i][0]
+            o = library_row(op, r["problem"], lib.name, [c.gpu]) if lib is not None else None
 
-        bits = [b for b in (
-            both("dram_bytes", lambda x: f"DRAM bytes {x / r['bytes']:.2f}x the ideal") if r["bytes"] > 0 else None,
-            both("warp_instructions", lambda x: f"{x / 1e6:.0f} M warp instructions"),
-            both("issue_active_pct", lambda x: f"issue active {x:.0f}%")) if b]
-        where = "" if c.gpu == r["gpu"] else f", from {c.gpu}: {r['gpu']} has no row of this code"
-        return (f" (the widest gap's Nsight Compute row, commit {str(c.commit or '?')[:7]}{where}; {', '.join(bits)})"
-                if bits else "")
+            def both(label, key, fmt, short=None, c=c, o=o):
+                """``label`` and this rung's figure, torch's beside it (``short``: torch's, shorter)."""
+                mine, theirs = c.get(key), (o.get(key) if o is not None else float("nan"))
+                if not np.isfinite(mine):
+                    return None
+                return (f"{label} {fmt(mine)}"
+                        + (f" (torch: {(short or fmt)(theirs)})" if np.isfinite(theirs) else ""))
+
+            ideal = float(r["bytes"])
+            bits = [b for b in (
+                both("DRAM throughput", "dram_throughput_pct", lambda x: f"{x:.0f}% of peak"),
+                both("DRAM", "dram_bytes", lambda x: (f"{fmt_count(c.get('dram_read_bytes'), 'bytes')} read + "
+                                                      f"{fmt_count(c.get('dram_write_bytes'), 'bytes')} written = "
+                                                      f"{x / ideal:.2f}x the ideal {fmt_count(ideal, 'bytes')}"),
+                     lambda x: f"{x / ideal:.2f}x the ideal") if ideal > 0 else None,
+                both("achieved occupancy", "achieved_occupancy_pct", lambda x: f"{x:.0f}%"),
+                both("issue active", "issue_active_pct", lambda x: f"{x:.0f}%")) if b]
+            if not bits:
+                continue
+            same = "" if str(c.commit or "")[:7] == r["commit"] else f", the same code as the record's {r['commit']}"
+            said.append(f"at {label(r)}, {r['best rung']} ({c.table}, commit {str(c.commit or '?')[:7]}{same}): "
+                        + ", ".join(bits))
+        lost = rows[np.isfinite(rows["x torch"]) & (rows["x torch"] < 1)]
+        none = [label(r) for i, r in lost.iterrows() if found[i][0] is None and found[i][1] is None]
+        other = [label(r) for i, r in lost.iterrows() if found[i][0] is None and found[i][1] is not None]
+        gaps = ([f"no Nsight Compute row at {', '.join(none)}"] if none else []) + (
+            [f"the Nsight Compute row at {', '.join(other)} is of other code than the record's"] if other else [])
+        if gaps:
+            gaps[-1] += " (where it loses)"
+        if not said and not gaps:
+            return ""
+        return f"{op}'s counters: " + "; ".join(said + gaps) + "."
 
     def folded(self, what: str = "the ladders") -> list[Rendered]:
         """The tables, the figure and the takeaway, each folded (open them after predicting)."""

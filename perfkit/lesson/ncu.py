@@ -36,7 +36,7 @@ COUNTERS = (
 MMA_FLOPS = 2 * 16 * 8 * 16
 _SUMMED = ("time_us", "dram_read_bytes", "dram_write_bytes", "l2_bytes", "shared_wavefronts",
            "shared_bank_conflicts", "warp_instructions", "ffma_thread_instructions")
-_PCTS = ("issue_active_pct", "achieved_occupancy_pct", "tensor_pipe_active_pct")
+_PCTS = ("issue_active_pct", "achieved_occupancy_pct", "tensor_pipe_active_pct", "dram_throughput_pct")
 #: why warps did not issue (a table's ``stall_<reason>`` columns, from 2026-11-28 on): warps stalled
 #: for each reason per cycle a scheduler issued; a card shows the rung's largest few, each by its
 #: label here (a reason not listed by its name; ``selected`` is the issuing warp itself, no stall)
@@ -120,6 +120,7 @@ def all_counters(op: str, problem: str, variant: str, gpu: str | None) -> tuple[
             if c in rows and rows[c].notna().any():
                 s[c] = float(np.average(rows[c].to_numpy(float), weights=w if w.sum() > 0 else None))
         vals = {"dram_bytes": s.get("dram_read_bytes", np.nan) + s.get("dram_write_bytes", np.nan)}
+        vals.update({c: s[c] for c in ("dram_read_bytes", "dram_write_bytes") if c in s})
         vals.update({c: s[c] for c in ("l2_bytes", "shared_wavefronts", "shared_bank_conflicts",
                                        "warp_instructions") if c in s})
         if s.get("ffma_thread_instructions", 0) > 0 and "warp_instructions" in s:

@@ -106,6 +106,24 @@ def test_the_library_is_profiled_at_each_dtype_its_ladder_runs(tmp_path, monkeyp
     assert not plan.ncu_targets("conv", conv, conv.EXAMPLE_PROBLEM)["library"]
 
 
+def test_a_rung_profiled_only_at_another_problem_than_its_cards_is_new_again(tmp_path, monkeypatch):
+    """A rung with rows only at another problem than the one it is planned (and carded) at looked
+    profiled by name, and no plan gave its card a row (conv's rows of one layout, a card of the other)."""
+    from perfkit.kernels import conv
+
+    p = conv.EXAMPLE_PROBLEM
+    nhwc = conv.to_layout(p, "NHWC", "float32")
+    (tmp_path / "t.csv").write_text("op,problem,rung,kernel\n"
+                                    f"conv,{nhwc.label},05 igemm_smem,k\nconv,{p.label},02 direct_halo,k\n")
+    monkeypatch.setattr(plan, "ncu_tables_for", lambda gpu: [(tmp_path / "t.csv", "aaa")])
+    smem = next(v for v in conv.LADDER if v.name == "igemm_smem")
+    assert smem.example(p) == p  # planned at the NCHW layer, profiled only at NHWC
+    tiers = plan.ncu_targets("conv", conv, p)
+    new = {v.name: why for v, why in tiers["new"]}
+    assert new["igemm_smem"] == f"no row at {p.label} in any table of this GPU"
+    assert "direct_halo" not in new and new["direct"] == "in no table of this GPU"
+
+
 def test_ncu_rungs_count_as_profiled_in_any_table_of_the_gpu_with_the_newest_tables_commit(tmp_path):
     """A session that profiled a few rungs writes a table of those alone: the rungs of every
     older table are still profiled (not "new" again), and "changed since" is told against the

@@ -169,18 +169,18 @@ def last_ncu_table(tables: list | None = None) -> dict:
     return have
 
 
-def library_dtypes(tables: list | None = None) -> dict:
-    """(op, library rung name) -> the dtypes of its rows in this GPU's tables: cuBLAS at float32
-    (SGEMM) is another kernel than at float16 (HGEMM), cuDNN's FFT at the float32 layer another than
-    its float16 implicit GEMM, so a library counts as profiled at a dtype only with a row of it."""
+def problems_profiled(tables: list | None = None) -> dict:
+    """(op, rung name) -> the problem labels of its rows in this GPU's tables: a card shows the row
+    at its own problem, so a rung profiled only at another (conv's igemm_regblock in NHWC, its card
+    in NCHW; cuBLAS SGEMM, not HGEMM; cuDNN's float32 FFT, not its float16 implicit GEMM) still
+    lacks one there."""
     have: dict = {}
     for path, _ in tables if tables is not None else ncu_tables_for(backend.device().name):
         if not Path(path).exists():
             continue
         with open(path) as f:
             for r in csv.DictReader(f):
-                dt = next((w.split("=", 1)[1] for w in r["problem"].split() if w.startswith("dtype=")), None)
-                have.setdefault((r["op"], r["rung"].split(" ", 1)[-1]), set()).add(dt)
+                have.setdefault((r["op"], r["rung"].split(" ", 1)[-1]), set()).add(r["problem"])
     return have
 
 
@@ -212,7 +212,7 @@ def ncu_targets(op, mod, problem) -> dict[str, list]:
     from perfkit.kernels.base import OracleVariant
 
     have = last_ncu_table()
-    dtypes = library_dtypes()
+    at = problems_profiled()
     tiers: dict[str, list] = {"new": [], "changed": [], "unknown": [], "library": []}
     for v in variants_for(mod, problem):
         key = (problem.op, v.label.split(" ", 1)[-1])
@@ -222,12 +222,14 @@ def ncu_targets(op, mod, problem) -> dict[str, list]:
                 t = r.example(problem)
                 twins.setdefault(t.dtype, t)
             for dt, twin in twins.items():
-                if dt != problem.dtype and dt not in dtypes.get(key, ()):
+                if dt != problem.dtype and twin.label not in at.get(key, ()):
                     tiers["library"].append((v, f"no {dt} row in any table of this GPU", twin))
         if key not in have:
             tiers["new"].append((v, "in no table of this GPU"))
         elif isinstance(v, OracleVariant):  # the oracle and the torch/Triton peers
             continue
+        elif v.example(problem).label not in at.get(key, ()):  # profiled, but not where its card is
+            tiers["new"].append((v, f"no row at {v.example(problem).label} in any table of this GPU"))
         else:
             commit = have[key]
             c = history.source_changed_since(v, commit)

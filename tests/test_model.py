@@ -1918,3 +1918,21 @@ def test_one_wave_with_a_block_barrier_waits_for_the_sms_l1_queue():
     assert lau["waves"] == 1
     k_loop = max((d for d in lau["latency_detail"] if d["loop"] != "straight"), key=lambda d: d["iterations_per_warp"])
     assert k_loop["warp_cycles"] > 1568 + 400
+
+
+def test_one_branch_reader_for_the_model_reads_every_form_cuobjdump_prints():
+    """The path walks (branches) and the scalar evaluator read branches through one pattern: the
+    evaluator's own had no predicate operand, so `BRA !P3, 0x3030` (188 + 134 such lines in the
+    store's sm_90a builds) was no branch to it, and a definition it jumped over looked dominating."""
+    from perfkit.model import branches, scalars
+
+    forms = {"BRA 0x1f0": (None, None, 0x1F0), "@!P0 BRA 0x1f0": ("@!P0 ", None, 0x1F0),
+             "BRA.U.ANY 0x1f0": (None, None, 0x1F0), "BRA !P3, 0x3030": (None, "!P3, ", 0x3030),
+             "@!P1 BRA !P3, 0x3030": ("@!P1 ", "!P3, ", 0x3030), "BRA.U UP0, 0x730": (None, "UP0, ", 0x730),
+             "  BRA `(0x40)": (None, None, 0x40)}
+    for text, (guard, operand, target) in forms.items():
+        m = branches.BRANCH.match(text)
+        assert m and (m.group(1), m.group(2), int(m.group(3), 16)) == (guard, operand, target), text
+    assert not branches.BRANCH.match("BRX R2 -0x10") and not branches.BRANCH.match("CALL.REL 0x40")
+    lines = [(0x00, "MOV R2, c[0x0][0x210]"), (0x10, "BRA !P3, 0x30"), (0x20, "MOV R2, 0x1"), (0x30, "EXIT")]
+    assert scalars.Evaluator(lines, {}).branches == [(0x10, 0x30)]

@@ -11,8 +11,12 @@ import re
 
 from .pipes import opcode
 
-
-_BRA = re.compile(r"^(@!?U?P\w+\s+)?BRA(?:\.\w+)*\s+(!?U?P\w+\s*,\s*)?(?:`\()?(0x[0-9a-fA-F]+)")
+#: A branch as cuobjdump prints it, the one reader of the model's path and scalar walks: BRA 0x1f0;
+#: @!P0 BRA 0x1f0; BRA.U.ANY 0x1f0; a predicate operand instead of (or beside) the guard: BRA !P3,
+#: 0x3030, sm_100's uniform back edges BRA.U UP0, 0x730.  Groups: 1 the guard (with its @), 2 the
+#: predicate operand (with its comma), 3 the target.  (anatomy.sass's loop finder, a layer below,
+#: keeps its own: its edits rebuild every stored anatomy.)
+BRANCH = re.compile(r"^\s*(@!?U?P\w+\s+)?BRA(?:\.\w+)*\s+(!?U?P\w+\s*,\s*)?(?:`\()?(0x[0-9a-fA-F]+)")
 
 
 _MEM_OP = re.compile(r"\b(LDG|STG|LDS|STS|LDGSTS|LD|ST)\b")
@@ -349,7 +353,7 @@ def one_path(body: list[tuple[int, str]], full: list[tuple[int, str]] | None = N
     for a, ins in body:
         if gone(a):
             continue
-        m = _BRA.match(ins.strip())
+        m = BRANCH.match(ins.strip())
         if not m or not (m.group(1) or m.group(2)):  # conditional: a guard or a predicate operand
             continue
         t = int(m.group(3), 16)
@@ -364,7 +368,7 @@ def one_path(body: list[tuple[int, str]], full: list[tuple[int, str]] | None = N
         # (layernorm_bwd's lnb_col_params at 7c7b2e0), which waits for its record to be widened
         z = zero_guard(full, a, guard, (entry or full) if any(lo <= a < hi for lo, hi in arms_here) else None)
         prev = full[j][1].strip().rstrip(";").strip()
-        m2 = _BRA.match(full[j][1].strip())
+        m2 = BRANCH.match(full[j][1].strip())
         if prev == "EXIT" or (m2 and not (m2.group(1) or m2.group(2)) and int(m2.group(3), 16) > t):
             # warps of different roles (a warp-specialized kernel's producer and consumers) hold
             # the same SM's schedulers and pipes at once: both arms run, each in its warps
@@ -428,7 +432,7 @@ def forward_spans(pairs: list[tuple[int, str]]) -> list[tuple[int, int]]:
     """(branch address, target) of each conditional forward branch in ``pairs``."""
     spans = []
     for a, ins in pairs:
-        m = _BRA.match(ins.strip())
+        m = BRANCH.match(ins.strip())
         if m and (m.group(1) or m.group(2)):
             t = int(m.group(3), 16)
             if t > a:
@@ -487,12 +491,12 @@ def _last_write(full: list[tuple[int, str]], at: int, reg: str) -> tuple[int, st
     addrs = [a for a, _ in full]
     into: dict = {}
     for a, ins in full:
-        m = _BRA.match(ins.strip())
+        m = BRANCH.match(ins.strip())
         if m and (m.group(1) or m.group(2)) and int(m.group(3), 16) > a:
             into.setdefault(int(m.group(3), 16), a)
     def cannot_fall_through(j):  # the instruction at index j ends its path
         prev = full[j][1].strip().rstrip(";").strip()
-        m2 = _BRA.match(prev)
+        m2 = BRANCH.match(prev)
         return prev == "EXIT" or bool(m2 and not (m2.group(1) or m2.group(2)))
 
     i = bisect.bisect_left(addrs, at)  # the walk comes from index i (``at``) to i - 1
@@ -556,7 +560,7 @@ def one_thread_arms(lines: list[tuple[int, str]]) -> list[tuple[int, int]]:
             if ends:
                 out.append((a + 1, ends[0] + 1))
             continue
-        m = _BRA.match(ins.strip())
+        m = BRANCH.match(ins.strip())
         if not m or not (m.group(1) or m.group(2)):
             continue
         t = int(m.group(3), 16)
@@ -566,7 +570,7 @@ def one_thread_arms(lines: list[tuple[int, str]]) -> list[tuple[int, int]]:
         if j < 0 or addrs[j] <= a:
             continue
         prev = lines[j][1].strip().rstrip(";").strip()
-        m2 = _BRA.match(lines[j][1].strip())
+        m2 = BRANCH.match(lines[j][1].strip())
         if prev == "EXIT" or (m2 and not (m2.group(1) or m2.group(2)) and int(m2.group(3), 16) > t):
             continue  # an if/else: both arms run somewhere (one_path's business)
         guard = (m.group(1) or m.group(2) or "").strip().rstrip(",").strip().lstrip("@")

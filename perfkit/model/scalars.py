@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 
+from .branches import BRANCH
+
 
 class Unknown(Exception):
     """A value the evaluator cannot know (a thread index, a memory load, an unknown opcode, a
@@ -88,7 +90,6 @@ def param_bank(signature, args, cc) -> dict:
 # --- a small evaluator of uniform integer SASS --------------------------------------------
 
 _M32 = 0xFFFFFFFF
-_BRA = re.compile(r"^(@!?U?P\w+\s+)?BRA(\.\S+)?\s+(0x[0-9a-fA-F]+)")
 _CBANK = re.compile(r"^c\[0x0\]\[(0x[0-9a-fA-F]+)\]$")
 
 
@@ -176,7 +177,7 @@ class Evaluator:
         self.written = [set(_writes(op, ops)[0]) for _, op, ops in self.parsed]
         self.branches = []  # (from, to)
         for a, ins in self.lines:
-            m = _BRA.match(ins.strip())
+            m = BRANCH.match(ins)
             if m:
                 self.branches.append((a, int(m.group(3), 16)))
         self.calls = [(a, int(m.group(1), 16)) for a, ins in self.lines

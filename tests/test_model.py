@@ -1309,6 +1309,74 @@ def test_a_loop_reading_back_partials_after_a_barrier():
     assert dyn["trips"][i] == pytest.approx(8 * 4096) and "one reader" in dyn["rules"][i], dyn["rules"]
 
 
+def test_a_sweep_over_a_row_staged_by_cp_async_is_not_a_read_back_of_partials():
+    """The read-back rule counts the stores that reach a loop through a barrier: those before
+    the last barrier ahead of the loop (since the barrier before it).  The smem_row rungs copy
+    their row into shared memory by cp.async (LDGSTS, LDGDEPBAR, DEPBAR, then the barrier) and
+    sweep it there, each thread its own vectors; the block reductions' partials are stored
+    *after* that sweep.  Before the rule looked at the order, those later stores made the max
+    sweep a read-back: softmax smem_row at 4096 x 16384 float32 (256 threads) got 24 + 6 trips a
+    warp for its remainder and x4 loops, where each thread reads 16 vectors (0 + 4); split_row at
+    65536 (1024 threads) 96 + 24 for 0 + 3.  A barrier that publishes cp.async copies, with a
+    scalar head stored beside them (an unaligned row), stages data: no read-back either.  Those
+    loops sweep the staged row instead (:func:`perfkit.model.trips.rule_staged_sweep`): the
+    block's dynamic shared memory over its threads, a pass (16 LDS.128 a thread here: 0 + 4 for
+    the max's remainder and x4 loops, 8 for the sum's x2 loop)."""
+    from types import SimpleNamespace
+
+    def listing(head):
+        ins = ["LDGSTS.E.BYPASS.128 [R11], desc[UR6][R14.64]",        # stage: cp.async copies
+               "IADD3 R11, R11, 0x1000, RZ",
+               "@P1 BRA 0x0",
+               "LDGDEPBAR"]
+        if head:
+            ins += ["@!P5 STS [R9], R7"]                               # an unaligned row's head
+        ins += ["DEPBAR.LE SB0, 0x0",
+                "BAR.SYNC.DEFER_BLOCKING 0x0"]
+        sweep = len(ins)
+        ins += ["LDS.128 R8, [R11]",                                   # the max over the staged row
+                "FMNMX R23, R8, R23, !PT",
+                "IADD3 R11, R11, 0x1000, RZ",
+                f"@P3 BRA {hex(0x10 * sweep)}",
+                "SHFL.BFLY PT, R8, R23, 0x10, 0x1f",
+                "@!P2 STS [R8], R13",                                  # the reduction's partials
+                "BAR.SYNC.DEFER_BLOCKING 0x0",
+                "LDS R24, [R24]",
+                "BAR.SYNC.DEFER_BLOCKING 0x0",
+                "@!P2 STS [R20], R19",
+                "BAR.SYNC.DEFER_BLOCKING 0x0",
+                "LDS R17, [R17]",
+                "BAR.SYNC.DEFER_BLOCKING 0x0"]
+        write = len(ins)
+        ins += ["LDS.128 R12, [R12]",                                  # the write
+                "STG.E.128 desc[UR6][R2.64], R12",
+                f"@P4 BRA {hex(0x10 * write)}",
+                "EXIT"]
+        return [(0x10 * a, t) for a, t in enumerate(ins)], 0x10 * sweep
+
+    prob = SimpleNamespace(flops=0.0, bytes=2 * 4096 * 16384 * 4, rows=4096, cols=16384, dtype="float32")
+    for head in (False, True):
+        instrs, start = listing(head)
+        rep = _fake_report(instrs)
+        i = [lp.start for lp in rep.loops].index(start)
+        dyn = model.dynamic_mix(rep, prob, launch_bytes=prob.bytes, dense=False, warps=32768,
+                                threads_per_block=256, dynamic_shared=16384 * 4)
+        assert not dyn["rules"][i].startswith("reads back"), (head, dyn["rules"][i])
+        # it sweeps the staged row (rule_staged_sweep): 64 KiB over 256 threads, 16 LDS.128 a thread
+        assert dyn["trips"][i] == pytest.approx(16 * 32768) and "staged" in dyn["rules"][i], dyn["rules"][i]
+    # the worked case still reads back: batchnorm split's statistics, stored, a barrier, merged
+    est = model.estimate(next(x for x in batchnorm.LADDER if x.name == "split"), batchnorm.Problem(n=32, c=256, h=56, w=56), "h200", stored=False)
+    assert any(r.startswith("reads back") for r in est.launches[0]["trip_rules"]), est.launches[0]["trip_rules"]
+    # and the compiled smem_row softmax has no read-back loop
+    v = next(x for x in softmax.LADDER if x.name == "smem_row")
+    est = model.estimate(v, softmax.Problem(rows=4096, cols=16384), "h200", stored=False)
+    (L,) = est.launches
+    assert not any(r.startswith("reads back") for r in L["trip_rules"])
+    # its max sweep (remainder, x4), sum sweep (x2, stores back in place): 0, 4, 8 a warp
+    staged = [t / L["warps"] for t, r in zip(L["trips"], L["trip_rules"]) if "staged" in r]
+    assert staged == pytest.approx([0, 4, 8]), L["trip_rules"]
+
+
 def test_a_tiled_products_tile_loop_runs_with_its_loaders():
     """A dense op's tile loop that holds the arithmetic loop and a loader loop (the implicit
     GEMM convolution: the k-tile loop with its B-tile loader nested): it runs once per tile as

@@ -62,7 +62,8 @@ def launch_estimate(variant, problem, launch, k, r: Inputs, traffic, share, *, u
     solo_warps = len({(y * bx) // 32 for y in range(rows)}) or 1
     dyn = dynamic_mix(rep, problem, launch_bytes=launch_l1 if launch_l1 else l1_total * share, dense=dense,
                       warps=warps, threads_per_block=tpb, inner_extent=inner_extent, clear_bytes=clear,
-                      work_flops=traffic.flops, solo_warps=solo_warps, args=launch.args, cc=cc)
+                      work_flops=traffic.flops, solo_warps=solo_warps, args=launch.args, cc=cc,
+                      dynamic_shared=int(getattr(launch, "shared_bytes", 0) or 0))
     c = dyn["counts"]
     has_smem = (sum(c["lds"].values()) + sum(c["sts"].values())) > 0
     ld_vec = False

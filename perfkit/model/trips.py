@@ -536,6 +536,40 @@ def rule_rows_across_warps(m: Mix) -> None:
             row_loops.append(i)
 
 
+#: instructions that copy global memory into shared memory without a thread's store (cp.async and
+#: its commit / wait, the TMA's bulk loads)
+_STAGE = re.compile(r"(@!?U?P\w+\s+)?(LDGSTS|LDGDEPBAR|DEPBAR|UTMALDG|UBLKCP)\b")
+
+
+def stores_read_back(loops, i: int, pairs_p, lines) -> set:
+    """Addresses of the shared stores (``STS``) of ``pairs_p`` (loop ``i``'s parent's own body, or
+    the straight code) whose values reach loop ``i`` through a barrier: those after the barrier
+    before the last one ahead of the loop and before that last one, in program order (in a
+    parent loop's body, wrapping round from the end of the body to the loop).  Empty where no
+    barrier is ahead of the loop, or where the span ends at a barrier that also publishes
+    copies from global memory (cp.async, TMA: anywhere in ``lines`` between the two barriers,
+    nested loops included): a block that staged part of its input reads it back, each thread
+    its own elements, not partials."""
+    lp = loops[i]
+    par = lp.parent
+    before = [(a, ins) for a, ins in pairs_p if a < lp.start]
+    order = before if par is None else [(a, ins) for a, ins in pairs_p if a > lp.end] + before
+    bars = [k for k, (_, ins) in enumerate(order) if re.match(r"(@!?U?P\w+\s+)?BAR\.SYNC\b", ins.strip())]
+    if not bars:
+        return set()
+    last = bars[-1]
+    first = bars[-2] + 1 if len(bars) > 1 else 0
+    span = order[first:last + 1]
+    if not span:
+        return set()
+    lo, hi = span[0][0], span[-1][0]
+    # the addresses the span covers (in a parent's body that wraps round: two ranges)
+    ranges = [(lo, hi)] if lo <= hi else [(lo, loops[par].end), (loops[par].start, hi)]
+    if any(_STAGE.match(ins.strip()) for a, ins in lines if any(x <= a <= y for x, y in ranges)):
+        return set()
+    return {a for a, ins in span if re.match(r"(@!?U?P\w+\s+)?STS\b", ins.strip())}
+
+
 def rule_read_back_partials(m: Mix) -> None:
     """A loop that only reads shared memory after its parent (or the straight code) stored partials
     and passed a barrier reads them back: stores one lane makes (predicated or branched around: a
@@ -544,9 +578,19 @@ def rule_read_back_partials(m: Mix) -> None:
     loads`` times per block (``32 x stores / loads`` a warp).  Worked case: batchnorm split's
     statistics in NCHW, 256 threads' (n, mean, M2) merged by thread 0, 12 loads an iteration: 8 a
     warp (Nsight Compute: 806 shared wavefronts a block against 792).  Where a block holds several
-    groups, each reading only its own warps', the first case counts all of them (an upper bound)."""
-    loops, own, own_pairs, straight_pairs, trips, rules, warps, threads_per_block = m.take(
-        "loops own own_pairs straight_pairs trips rules warps threads_per_block")
+    groups, each reading only its own warps', the first case counts all of them (an upper bound).
+
+    Partials are what reaches the loop through a barrier: the stores counted are those between
+    the last barrier before the loop (in program order; in a parent loop's body, wrapping round
+    from the end of the body) and the barrier before that; where none are, or where that barrier
+    also publishes cp.async copies (``LDGSTS``, its ``LDGDEPBAR`` / ``DEPBAR`` wait) or a TMA
+    load, the loop sweeps data the block staged from global memory, each thread its own
+    elements, and the rule declines (:func:`stores_read_back`).  Worked case: softmax smem_row
+    at 4096 x 16384 float32, 256 threads: its max sweep over the staged row (a remainder loop
+    and one unrolled x4) was given 24 + 6 trips a warp from the block reductions' stores *after*
+    it, where each thread reads its 16 vectors: 0 + 4."""
+    loops, own, own_pairs, straight_pairs, lines, trips, rules, warps, threads_per_block = m.take(
+        "loops own own_pairs straight_pairs lines trips rules warps threads_per_block")
     for i, c in enumerate(own):
         nld, par = sum(c["lds"].values()), loops[i].parent
         if trips[i] is not None or not nld or sum(c["sts"].values()) or c["gmem"] or c["bar"] \
@@ -556,9 +600,11 @@ def rule_read_back_partials(m: Mix) -> None:
         if not pipe_counts([ins for _, ins in pairs_p])["bar"]:
             continue
         spans = forward_spans(pairs_p)
-        # (address, conditional): predicated, or inside an if the compiler branched around
+        # (address, conditional): predicated, or inside an if the compiler branched around;
+        # only the stores that reach the loop through a barrier, not a staged copy's
+        reach = stores_read_back(loops, i, pairs_p, lines)
         sts = [(a, ins.strip().startswith("@") or any(lo < a < hi for lo, hi in spans))
-               for a, ins in pairs_p if re.match(r"(@!?U?P\w+\s+)?STS\b", ins.strip())]
+               for a, ins in pairs_p if a in reach]
         if not sts:
             continue
         wpb = max(threads_per_block // 32, 1)
@@ -570,6 +616,93 @@ def rule_read_back_partials(m: Mix) -> None:
                else "every lane: one reader gathers them")
         rules[i] = (f"reads back the partials stored before a barrier ({len(sts)} stores, {how}, {nld} "
                     f"loads an iteration): {per:g} per {'warp' if par is None else f'iteration of loop {par}'}")
+
+
+def _ldgsts_bytes(body) -> float:
+    """Bytes one thread's cp.async copies (``LDGSTS``) of ``body`` move into shared memory."""
+    out = 0.0
+    for ins in body:
+        mm = re.match(r"(@!?U?P\w+\s+)?LDGSTS(\S*)\s", ins.strip())
+        if mm:
+            out += 16 if ".128" in mm.group(2) else 8 if ".64" in mm.group(2) else 4
+    return out
+
+
+def rule_staged_sweep(m: Mix) -> None:
+    """A top-level loop whose only memory accesses are shared (loads, and stores back in place; no
+    barrier, shuffle or global access), in a launch whose threads staged global memory into shared
+    memory by cp.async (``LDGSTS``) ahead of it, sweeps the staged data once a pass: ``b`` bytes a
+    thread, the launch's dynamic shared memory over the block's threads (the staged buffer;
+    without one, the thread's own copies: the staging loops' trips x their ``LDGSTS`` bytes, over
+    the warps, plus the straight code's), so a loop of L shared loads of w bytes an iteration
+    runs ``b / (w x L)`` times a warp.  A sibling right before or
+    after it with k (>= 2) times fewer loads of that width is its remainder: with n = b / w whole,
+    the loop runs ``n // k`` times a warp and the remainder ``n % k``, else the remainder
+    ``(k - 1) / 2`` and the loop the rest over k (as :func:`rule_unrolled_remainder` does for
+    global sweeps).  Worked case: softmax smem_row at 4096 x 16384 float32, 256 threads: 16
+    copies of 16 bytes a thread (loop x4: 4 a warp); its max sweep, a remainder loop of one
+    ``LDS.128`` and a loop of four: 0 and 4 a warp (the read-back rule gave 24 and 6, the fallback
+    8 and 8)."""
+    loops, own, own_bodies, straight_pairs, trips, rules, warps, threads_per_block = m.take(
+        "loops own own_bodies straight_pairs trips rules warps threads_per_block")
+    dyn_shared = getattr(m, "dynamic_shared", 0) or 0
+    if not warps:
+        return
+    stagers = [j for j, body in enumerate(own_bodies) if _ldgsts_bytes(body)]
+    straight_copy = _ldgsts_bytes([ins for _, ins in straight_pairs])
+    if not stagers and not straight_copy:
+        return
+    if dyn_shared and threads_per_block:  # the staged buffer, once a pass: its share a thread
+        b, src_b = dyn_shared / threads_per_block, "the dynamic shared memory over the block's threads"
+    elif all(trips[j] is not None for j in stagers):
+        b = sum(trips[j] * _ldgsts_bytes(own_bodies[j]) for j in stagers) / warps + straight_copy
+        src_b = "the thread's cp.async copies"
+    else:
+        return
+    if b <= 0:
+        return
+    first = min([loops[j].start for j in stagers] + [a for a, ins in straight_pairs if "LDGSTS" in ins],
+                default=None)
+
+    def width(c):  # the one width of the loop's shared loads, else None
+        ws = [w for w, n in c["lds"].items() if n]
+        return ws[0] if len(ws) == 1 else None
+
+    cand = [i for i, c in enumerate(own)
+            if trips[i] is None and loops[i].parent is None and first is not None and loops[i].start > first
+            and width(c) and not (c["gmem"] or c["bar"] or c["shfl"] or c["mma"] or c.get("ldsm"))]
+    cand.sort(key=lambda i: loops[i].start)
+    done = set()
+    for i in cand:
+        if i in done:
+            continue
+        w, li = width(own[i]), own[i]["lds"][width(own[i])]
+        n = b / w  # shared loads of w bytes a thread a pass
+        mate = None
+        for j in cand:
+            if j != i and j not in done and abs(cand.index(j) - cand.index(i)) == 1 and width(own[j]) == w:
+                lj = own[j]["lds"][w]
+                k = max(li, lj) / min(li, lj)
+                if k >= 2 and k == int(k):
+                    mate = j
+                    break
+        if mate is None:
+            trips[i], rules[i] = warps * n / li, f"sweeps the staged data: {b:g} bytes a thread ({src_b}), {li} x {w}-byte shared loads an iteration"
+            done.add(i)
+            continue
+        main, rem = (i, mate) if li > own[mate]["lds"][w] else (mate, i)
+        k = int(own[main]["lds"][w] // own[rem]["lds"][w])
+        per = own[rem]["lds"][w]  # loads of one source iteration
+        src = n / per
+        if src >= 0.98 and abs(src - round(src)) <= 0.02 * src:
+            tm, tr = int(round(src)) // k, int(round(src)) % k
+        else:
+            tr = (k - 1) / 2.0
+            tm = max(src - tr, 0.0) / k
+        trips[main], rules[main] = warps * tm, (f"sweeps the staged data (unrolled x{k}): {b:g} bytes a thread ({src_b}), "
+                                                 f"{src:g} source iterations, {tm:g} per warp")
+        trips[rem], rules[rem] = warps * tr, f"remainder of staged sweep {main} (unrolled x{k}): {tr:g} per warp"
+        done |= {main, rem}
 
 
 def rule_outer_as_inner(m: Mix) -> None:
@@ -639,6 +772,7 @@ TRIP_RULES = (
     rule_rows_by_shuffles,
     rule_rows_across_warps,
     rule_read_back_partials,
+    rule_staged_sweep,
     rule_outer_as_inner,
     rule_scalar_count,
     rule_other,
@@ -647,14 +781,17 @@ TRIP_RULES = (
 
 def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int, threads_per_block: int,
                 inner_extent: int | None = None, clear_bytes: float | None = None,
-                work_flops: float | None = None, solo_warps: int = 1, args=None, cc=None) -> dict:
+                work_flops: float | None = None, solo_warps: int = 1, args=None, cc=None,
+                dynamic_shared: int = 0) -> dict:
     """Dynamic per-pipe counts of one launch (warp instructions over the whole launch) and the
     trips of each loop: the rules of :data:`TRIP_RULES`, in order, each setting the loops
     the ones before left open, then :func:`one_thread_counts`.  ``work_flops``: the FLOPs the rung
     computes (its traffic model's), where they are not the problem's (Winograd).  ``solo_warps``:
     the warps of a block that hold a thread of x index 0 (1 for a block of one dimension).
     ``args``, ``cc``: the launch's arguments and the target, for loops counted from the kernel's
-    scalars (:func:`rule_scalar_count`; without them those loops keep the fallback)."""
+    scalars (:func:`rule_scalar_count`; without them those loops keep the fallback).
+    ``dynamic_shared``: the launch's dynamic shared memory a block, in bytes (the buffer a sweep
+    over staged data reads once a pass: :func:`rule_staged_sweep`)."""
     loops = report.loops
     from ..anatomy import sass_lines
 
@@ -682,7 +819,7 @@ def dynamic_mix(report, problem, *, launch_bytes: float, dense: bool, warps: int
             straight_pairs=straight_pairs, divergent=divergent, dropped=dropped, trips=trips, rules=rules,
             launch_bytes=launch_bytes, dense=dense, warps=warps, threads_per_block=threads_per_block,
             inner_extent=inner_extent, clear_bytes=clear_bytes, thread_ffma=thread_ffma,
-            work_flops=work_flops, bank=_bank(report, args, cc))
+            work_flops=work_flops, bank=_bank(report, args, cc), dynamic_shared=dynamic_shared)
     for rule in TRIP_RULES:
         rule(m)
     # a loop inside a warp-role arm whose count is per warp runs in that role's warps only

@@ -107,24 +107,12 @@ run(); run.synchronize()                       # compile and load first
 if SIM:  # a simulated launch runs to completion before it returns: its times would teach the opposite
     print("simulator: a launch here runs the kernel on the CPU before returning, so host clock and events "
           "cannot differ as they do on a GPU; no simulated time is shown.")
-    # the first timer's run (before the spin kernel), then each GPU's newest run behind it
-    runs = lesson.timer_runs()
-    shown = pd.concat([runs[~runs.spin].head(1), lesson.newest_timer_runs()], ignore_index=True)
-    if shown.empty:
-        print("No timer check in data/timer/ here (tools/record_gpu.py --parts timer records one).")
-    for name, when in zip(shown["name"], shown["when"]):
-        t = lesson.timer_check(name, when)  # None, said, where this copy of data/ lacks it
-        if t is None:
-            continue
-        t = t[t.op != "timer"]  # the same prepared rungs under both timers (the timer's own demos: below)
-        t["measure / do_bench"] = t["ratio"]
-        t["measure us"], t["do_bench us"] = t["measure_s"] * 1e6, t["do_bench_s"] * 1e6
-        print(f"Recorded on {when}: events around the launch against triton's do_bench, "
-              f"measure / do_bench from {t.ratio.min():.2f} to {t.ratio.max():.2f} over {len(t)} rungs")
-        # folded: the times answer predictions further on (saxpy's below, softmax's in notebook 04)
-        display(lesson.fold(t[["op", "variant", "measure us", "do_bench us", "measure / do_bench"]].round(2),
-                            summary=f"the {len(t)} rungs' times on {when.split(' (')[0]} (open after the "
-                                    "predictions below)"))
+    # recorded on real GPUs: the same rungs timed by events around the launch and by triton's do_bench,
+    # in the first timer's run (before the spin kernel), then in each GPU's newest run (behind it)
+    for sentence, times in lesson.timer_vs_do_bench():
+        print(sentence)  # measure / do_bench, from the lowest to the highest
+        if times is not None:  # folded: the times answer predictions further on (saxpy's below, softmax's in 04)
+            display(times)
 else:
     t0 = time.perf_counter(); run(); t_launch = time.perf_counter() - t0
     run.synchronize(); t_synced = time.perf_counter() - t0
@@ -195,16 +183,8 @@ else:
     assert np.array_equal(dst_fit.copy_to_host(), np.ones(n_fit, np.float32))
     print("The simulator has no L2: a simulated hot/cold pair says nothing (it can even come out reversed), "
           "so none is shown. Recorded with this timer (tools/record_gpu.py --parts timer):")
-    for name, where in zip(*lesson.newest_timer_runs()[["name", "when"]].T.values):  # each GPU's newest
-        t = lesson.timer_check(name, where)  # None, said, where this copy of data/ lacks it
-        if t is None:
-            continue
-        hc = t[(t.op == "timer") & (t.variant == "copy16")].set_index("l2")["measure_s"]
-        if not {"hot", "cold"} <= set(hc.index):
-            print(f"  {where}: its timer check holds no hot/cold pair of the copy")
-            continue
-        print(f"  {where}: the same L2-sized copy, hot {hc['hot'] * 1e6:.2f} us, cold {hc['cold'] * 1e6:.2f} us "
-              f"(hot / cold = {hc['hot'] / hc['cold']:.2f})")
+    for line in lesson.hot_cold_lines():  # each GPU's newest timer check: one copy, hot and cold
+        print(line)
 
 # %% [markdown]
 # ## 4 · Launch overhead
@@ -223,17 +203,8 @@ launch = lambda: empty_kernel[1, 32]()
 if SIM:  # the simulator's launch is a Python call: its time is no launch overhead
     launch(); cuda.synchronize()
     print("simulator: the empty kernel ran; its host time is a Python call, not a launch, so none is shown.")
-    for name, where in zip(*lesson.newest_timer_runs()[["name", "when"]].T.values):  # each GPU's newest
-        t = lesson.timer_check(name, where)  # None, said, where this copy of data/ lacks it
-        if t is None:
-            continue
-        e = t[(t.op == "timer") & (t.variant == "empty")]
-        if e.empty:
-            print(f"On {where}: its timer check holds no empty kernel.")
-            continue
-        e = e.iloc[0]
-        print(f"On {where}: {e.measure_s * 1e6:.2f} us by events "
-              f"(do_bench: {e.do_bench_s * 1e6:.2f} us), the GPU's part of a launch.")
+    for line in lesson.empty_kernel_lines():  # each GPU's newest timer check: the empty kernel, by events
+        print(line)
 else:
     host = []
     for _ in range(200):
@@ -532,7 +503,8 @@ elif x is not None:
 # `slurm:kind=h100-sxm,jobs=4,...` or `k8s:NAME` for a fleet; `docs/RECORDING.md` has the recipes.
 #
 # Below, two ops units at tiny shapes on two simulator workers (`perfkit[cluster]` installs Dask).
-# The dashboard link works while the cluster lives, during the run.
+# At a terminal the command also prints the link to Dask's dashboard, which works while the cluster
+# lives; here the cluster ends with the cell, so the link is left out.
 
 # %%
 import importlib.util

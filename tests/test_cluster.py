@@ -122,7 +122,27 @@ def test_perfkit_worker_starts_one_worker_per_gpu_pinned_and_cpu_workers(capsys)
 
 
 @sim_only
-def test_a_local_sim_sweep_brings_every_record_home_once_reports_a_missing_kind_and_resumes(tmp_path, kept):
+def test_the_dashboard_link_is_printed_at_a_terminal_only():
+    """The link works while the cluster lives: at a terminal it is printed as before; in an executed
+    notebook's saved output or a file (no terminal) it would be dead, so it is left out."""
+    import io
+
+    class Client:
+        dashboard_link = "http://127.0.0.1:8787/status"
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    assert fleet.dashboard_note(Client(), Terminal()) == "; dashboard http://127.0.0.1:8787/status"
+    assert fleet.dashboard_note(Client(), io.StringIO()) == ""
+    closed = io.StringIO()
+    closed.close()
+    assert fleet.dashboard_note(Client(), closed) == ""  # a closed stream: isatty raises, no link
+    assert fleet.dashboard_note(Client()) == ""  # standard output, captured by pytest: no terminal
+
+
+def test_a_local_sim_sweep_brings_every_record_home_once_reports_a_missing_kind_and_resumes(tmp_path, kept, capsys):
     """local-sim:2, two ops units at tiny shapes on kind ``sim`` and a kind no worker has: the
     missing kind is reported (not waited on), the records come back simulated, one per rung; a
     second call skips every unit and writes nothing new."""
@@ -142,6 +162,8 @@ def test_a_local_sim_sweep_brings_every_record_home_once_reports_a_missing_kind_
     assert all(json.loads(p.read_text())["simulated"] is True for p in recs)
     assert {p.parent.parent.name for p in recs} == {"numba-cuda-simulator"}
     assert took < 120
+    said = capsys.readouterr().out
+    assert "perfkit record --cluster local-sim:2: kinds ['sim', 'h200']" in said and "dashboard" not in said
     # the second call: every unit done before, nothing measured, no record added
     assert command.main(argv + ["--kinds", "sim"]) == 0
     rows2 = json.loads((out / "fleet_status.json").read_text())["rows"]

@@ -2611,6 +2611,81 @@ def test_a_timer_check_names_its_rungs_as_today_whatever_numbers_its_run_gave_th
     assert list(t["label_then"]) == ["09 warptile", "10 autotuned", "fused"]
 
 
+def _newest_timer_tables():
+    """(when, table) of each GPU's newest timer check behind the spin, read here straight from data/timer/."""
+    import json
+
+    from perfkit import paths
+
+    newest = {}
+    for meta in sorted((paths.DATA / "timer").glob("*.json")):
+        d = json.loads(meta.read_text())
+        t = pd.read_csv(meta.parent / d["table"])
+        if "spin_s" in t and (d["gpu"] not in newest or d["date"] >= newest[d["gpu"]][0]):
+            newest[d["gpu"]] = (d["date"], d["commit"][:7], t)
+    return [(f"{g} ({date}, commit {c}), with the spin kernel", t) for g, (date, c, t) in sorted(newest.items())]
+
+
+def test_notebook_01_shows_the_recorded_timer_checks_numbers_as_data_timer_holds_them(capsys):
+    """Sections 1, 3 and 4 of notebook 01 (simulator): measure against do_bench per run, the
+    L2-sized copy hot and cold, the empty kernel, from data/timer/'s records, each number as its
+    table holds it, in the order the notebook shows them; the helpers print nothing themselves."""
+    newest = _newest_timer_tables()
+    if not newest:
+        pytest.skip("no timer check behind the spin kernel in this copy of data/timer/")
+    shown = lesson.timer_vs_do_bench()
+    # the first timer's run (before the spin kernel) first, then each GPU's newest, GPUs by name
+    assert "before the spin kernel" in shown[0][0]
+    assert [s.split(": events")[0] for s, _ in shown[1:]] == [f"Recorded on {w}" for w, _ in newest]
+    for (sentence, table), (when, t) in zip(shown[1:], newest):
+        rungs = t[t["op"] != "timer"]
+        assert sentence.endswith(f"measure / do_bench from {rungs.ratio.min():.2f} to {rungs.ratio.max():.2f} "
+                                 f"over {len(rungs)} rungs")
+        assert isinstance(table, lesson.prompts.Rendered) and table.html.startswith("<details><summary>")
+        assert f"the {len(rungs)} rungs' times on {when.split(' (')[0]} (open after" in table.text
+        assert f"{rungs.measure_s.iloc[0] * 1e6:.2f}" in table.text and "timer" not in table.text.split("\n", 2)[2]
+    hot_cold = lesson.hot_cold_lines()
+    assert len(hot_cold) == len(newest)
+    for line, (when, t) in zip(hot_cold, newest):
+        c = t[(t.op == "timer") & (t.variant == "copy16")].set_index("l2")["measure_s"]
+        assert line == (f"  {when}: the same L2-sized copy, hot {c['hot'] * 1e6:.2f} us, cold {c['cold'] * 1e6:.2f} us "
+                        f"(hot / cold = {c['hot'] / c['cold']:.2f})")
+        assert c["hot"] <= c["cold"] * 1.02  # behind the spin, a hot L2 is no slower (section 3's test of the timer)
+    empty = lesson.empty_kernel_lines()
+    assert len(empty) == len(newest)
+    for line, (when, t) in zip(empty, newest):
+        e = t[(t.op == "timer") & (t.variant == "empty")].iloc[0]
+        assert line == (f"On {when}: {e.measure_s * 1e6:.2f} us by events (do_bench: {e.do_bench_s * 1e6:.2f} us), "
+                        "the GPU's part of a launch.")
+        assert 0.5e-6 < e.measure_s < 20e-6  # a launch's GPU part: microseconds, not the host's tens
+    assert capsys.readouterr().out == ""
+
+
+def test_notebook_01s_timer_views_say_what_a_copy_of_data_timer_lacks(tmp_path, monkeypatch):
+    """No timer check at all: one sentence and no table; a check without the copy or the empty
+    kernel (the first timer's had neither): a line saying so for that GPU."""
+    import json
+
+    from perfkit import paths
+
+    (tmp_path / "timer").mkdir()
+    monkeypatch.setattr(paths, "DATA", tmp_path)
+    assert lesson.timer_vs_do_bench() == [
+        ("No timer check in data/timer/ here (tools/record_gpu.py --parts timer records one).", None)]
+    assert lesson.hot_cold_lines() == [] and lesson.empty_kernel_lines() == []
+    (tmp_path / "timer" / "g.json").write_text(json.dumps({"table": "g.csv", "gpu": "GPU G", "date": "2026-01-01"}))
+    (tmp_path / "timer" / "g.csv").write_text("op,variant,l2,measure_s,do_bench_s,ratio,spin_s\n"
+                                              "saxpy,naive,cold,2e-6,1e-6,2.0,1e-4\ntimer,copy16,hot,1e-6,1e-6,1.0,1e-4\n")
+    (sentence, table), = lesson.timer_vs_do_bench()
+    assert sentence == ("Recorded on GPU G (2026-01-01), with the spin kernel: events around the launch against "
+                        "triton's do_bench, measure / do_bench from 2.00 to 2.00 over 1 rungs")
+    assert "2.0" in table.text and "copy16" not in table.text
+    assert lesson.hot_cold_lines() == ["  GPU G (2026-01-01), with the spin kernel: its timer check holds no hot/cold "
+                                       "pair of the copy"]
+    assert lesson.empty_kernel_lines() == ["On GPU G (2026-01-01), with the spin kernel: its timer check holds no empty "
+                                           "kernel."]
+
+
 def test_problem_words_among_others_says_only_what_tells_them_apart():
     a = "n=32 c=128 h=28 w=28 k=128 r=3 s=3 stride=1 pad=1 dtype=float16 layout=NHWC"
     b = "n=32 c=128 h=28 w=28 k=128 r=3 s=3 stride=1 pad=1 dtype=float32 layout=NCHW"

@@ -25,7 +25,9 @@
 * :func:`measured_classes`: a recorded workload profile per class beside its prediction (notebook 05).
 * :func:`what_if_timers`, :func:`timers_paragraph`: a rung on every GPU under the flush-only timer
   and behind today's spin: the launch time the timer hides (notebook 06); :func:`timer_check`: a
-  recorded timer check (``data/timer/``), or a sentence where it is not here.
+  recorded timer check (``data/timer/``), or a sentence where it is not here;
+  :func:`timer_vs_do_bench`, :func:`hot_cold_lines`, :func:`empty_kernel_lines`: what notebook 01
+  shows of the recorded timer checks where it cannot time a GPU itself.
 * :func:`recorded_where`, :func:`runs_sentence`, :func:`copy_sentence`: which records exist (which
   GPU timed a rung, where and when; each GPU's runs; what the copy kernel reached), in words read
   from the records when the notebook runs, so that the prose stays true as records are added;
@@ -62,7 +64,8 @@ from .prompts import (answer, answers_shown_before, ask, fold, paragraph, predic
 from .sass import mnemonic, opcode_counts, sass_table
 from .checks import check_rungs, traffic_table
 from .workloads import measured_classes
-from .timers import newest_timer_runs, timer_check, timer_runs, timers_paragraph, what_if_timers
+from .timers import (empty_kernel_lines, hot_cold_lines, newest_timer_runs, timer_check, timer_runs, timer_vs_do_bench,
+                     timers_paragraph, what_if_timers)
 from .coverage import comparison, copy_sentence, problem_words, recorded_where, recording_runs, runs_sentence
 from .ncu import COUNTERS, Counters, counters, kernels as ncu_kernels
 from .view import LadderView, fold_figure
@@ -82,7 +85,8 @@ __all__ = ["source", "source_diff", "kernel_sources", "kernel_helpers", "MATCH_R
            "standing_figure", "takeaway", "choose_record", "paragraph", "ncu_kernels", "WhereTheyStand",
            "copy_ceiling", "standing_rows", "ask", "mnemonic", "opcode_counts", "sass_table", "check_rungs", "traffic_table", "measured_classes", "plural", "what_if_timers", "timers_paragraph",
            "Progress", "progress", "recorded_gpus", "shown_gpu", "spec_key", "tuning_table", "tuning_paragraph",
-           "describe_config", "timer_check", "timer_runs", "newest_timer_runs", "comparison", "copy_sentence", "problem_words", "recorded_where",
+           "describe_config", "timer_check", "timer_runs", "newest_timer_runs", "timer_vs_do_bench", "hot_cold_lines",
+           "empty_kernel_lines", "comparison", "copy_sentence", "problem_words", "recorded_where",
            "recording_runs", "runs_sentence"]
 
 # the names these had when lesson was one module (tests use them)

@@ -2,7 +2,11 @@
 timers.  A cold-L2 timing with only the flush queued ahead of the kernel leaves part of the host's
 launch through Numba inside the timed window (the model's ``launch`` leg); today's
 ``timing.measure`` queues a spin kernel longer than the host's enqueue ahead of every sample, so
-that part is hidden and only the launch latency stays.  Both estimates are the model's."""
+that part is hidden and only the launch latency stays.  Both estimates are the model's.
+
+The recorded timer checks (``data/timer/``, ``tools/record_gpu.py --parts timer``): :func:`timer_runs`,
+:func:`timer_check`, and what notebook 01 shows of them in the simulator (:func:`timer_vs_do_bench`,
+:func:`hot_cold_lines`, :func:`empty_kernel_lines`)."""
 from __future__ import annotations
 
 import numpy as np
@@ -113,7 +117,7 @@ def timer_runs() -> pd.DataFrame:
 def newest_timer_runs(spin: bool = True) -> pd.DataFrame:
     """The newest timer check of each GPU (behind the spin kernel, with ``spin``), GPUs by name."""
     t = timer_runs()
-    t = t[t["spin"]] if spin else t
+    t = t[t["spin"].astype(bool)] if spin else t  # (astype: an empty column is of objects, not a mask)
     return t.groupby("gpu", sort=True).tail(1).sort_values("gpu").reset_index(drop=True)
 
 
@@ -123,14 +127,96 @@ def timer_check(name: str, what: str) -> pd.DataFrame | None:
     run in that sentence.  ``variant`` is the rung's name alone: the first run (2026-11-23) wrote
     that run's numbers before it ("09 warptile", where today 09 is another rung), the later runs
     the bare name; ``label_then`` keeps what the run wrote."""
+    t = _read_check(name, what)
+    if isinstance(t, str):
+        print(t)
+        return None
+    return t
+
+
+def _read_check(name: str, what: str) -> pd.DataFrame | str:
+    """:func:`timer_check`'s table, or the sentence saying it is not here (returned, not printed)."""
     from .. import paths
 
     path = paths.DATA / "timer" / f"{name}.csv"
     if not path.exists():
-        print(f"No timer check of {what} here (data/timer/{name}.csv is not in this copy).")
-        return None
+        return f"No timer check of {what} here (data/timer/{name}.csv is not in this copy)."
     t = pd.read_csv(path)
     if "variant" in t:
         t["label_then"] = t["variant"]
         t["variant"] = t["variant"].astype(str).str.replace(r"^\d+\s+", "", regex=True)
     return t
+
+
+# --- what notebook 01 shows of the timer checks, in the simulator -------------------------------
+def timer_vs_do_bench() -> list[tuple[str, object]]:
+    """Notebook 01, section 1: the same prepared rungs timed by events around the launch
+    (``measure``) and by ``triton.testing.do_bench``, in the first timer's run (before the spin
+    kernel) and then each GPU's newest run (behind it).  One ``(sentence, table)`` per run: the
+    sentence gives the range of measure / do_bench, the table (folded: its times answer
+    predictions further on) each rung's two times in us and their ratio; ``table`` is None where
+    there is only a sentence (no timer check here, or this run's table missing)."""
+    from .prompts import fold
+
+    runs = timer_runs()
+    shown = pd.concat([runs[~runs["spin"].astype(bool)].head(1), newest_timer_runs()], ignore_index=True)
+    if shown.empty:
+        return [("No timer check in data/timer/ here (tools/record_gpu.py --parts timer records one).", None)]
+    out: list[tuple[str, object]] = []
+    for name, when in zip(shown["name"], shown["when"]):
+        t = _read_check(name, when)
+        if isinstance(t, str):
+            out.append((t, None))
+            continue
+        t = t[t["op"] != "timer"].copy()  # the same prepared rungs under both timers (the timer's own demos: apart)
+        t["measure / do_bench"] = t["ratio"]
+        t["measure us"], t["do_bench us"] = t["measure_s"] * 1e6, t["do_bench_s"] * 1e6
+        sentence = (f"Recorded on {when}: events around the launch against triton's do_bench, "
+                    f"measure / do_bench from {t.ratio.min():.2f} to {t.ratio.max():.2f} over {len(t)} rungs")
+        table = fold(t[["op", "variant", "measure us", "do_bench us", "measure / do_bench"]].round(2),
+                     summary=f"the {len(t)} rungs' times on {when.split(' (')[0]} (open after the predictions below)")
+        out.append((sentence, table))
+    return out
+
+
+def _timer_demo(variant: str) -> list[tuple[str, pd.DataFrame | str]]:
+    """(when, rows of the timer's own demo ``variant`` or the sentence that its check is not here)
+    of each GPU's newest timer check behind the spin kernel."""
+    out = []
+    for name, when in zip(*newest_timer_runs()[["name", "when"]].T.values):
+        t = _read_check(name, when)
+        out.append((when, t if isinstance(t, str) else t[(t["op"] == "timer") & (t["variant"] == variant)]))
+    return out
+
+
+def hot_cold_lines() -> list[str]:
+    """Notebook 01, section 3: one line per GPU (its newest timer check) with the same L2-sized
+    16-byte copy timed with a hot and a cold L2 and hot / cold, or why there is none."""
+    lines = []
+    for when, d in _timer_demo("copy16"):
+        if isinstance(d, str):
+            lines.append(d)
+            continue
+        hc = d.set_index("l2")["measure_s"]
+        if not {"hot", "cold"} <= set(hc.index):
+            lines.append(f"  {when}: its timer check holds no hot/cold pair of the copy")
+            continue
+        lines.append(f"  {when}: the same L2-sized copy, hot {hc['hot'] * 1e6:.2f} us, cold {hc['cold'] * 1e6:.2f} us "
+                     f"(hot / cold = {hc['hot'] / hc['cold']:.2f})")
+    return lines
+
+
+def empty_kernel_lines() -> list[str]:
+    """Notebook 01, section 4: one line per GPU (its newest timer check) with the empty kernel's
+    time by events behind the spin (the GPU's part of a launch) and by do_bench, or why there is none."""
+    lines = []
+    for when, d in _timer_demo("empty"):
+        if isinstance(d, str):
+            lines.append(d)
+        elif d.empty:
+            lines.append(f"On {when}: its timer check holds no empty kernel.")
+        else:
+            e = d.iloc[0]
+            lines.append(f"On {when}: {e.measure_s * 1e6:.2f} us by events "
+                         f"(do_bench: {e.do_bench_s * 1e6:.2f} us), the GPU's part of a launch.")
+    return lines

@@ -19,6 +19,7 @@ import dataclasses
 import hashlib
 import json
 import os
+import sys
 import tempfile
 import time
 import uuid
@@ -144,6 +145,18 @@ def finished(out: Path, unit: str, kind: str) -> bool:
     return (out / "fleet" / kind / f"{unit}.done.json").exists()
 
 
+def dashboard_note(client, stream=None) -> str:
+    """"; dashboard LINK" where the output is a terminal (``stream``: standard output), whose reader
+    can open the link while the cluster lives; elsewhere (an executed notebook's saved output, a
+    file) nothing: the link dies with the run, and a dead link there is noise."""
+    isatty = getattr(stream if stream is not None else sys.stdout, "isatty", None)
+    try:
+        shown = bool(isatty()) if callable(isatty) else False
+    except (OSError, ValueError):  # a closed or detached stream
+        shown = False
+    return f"; dashboard {cluster.dashboard(client)}" if shown else ""
+
+
 def run(args, units: list[Unit], kinds: list[str], work_root: str | None = None, on_submit=None) -> int:
     """Every unit once on every kind; the summary rows. ``on_submit(client, futures)`` (tests):
     called once the tasks are submitted."""
@@ -159,8 +172,8 @@ def run(args, units: list[Unit], kinds: list[str], work_root: str | None = None,
     with cluster.connect(args.cluster) as client:
         present = cluster.kinds_present(client)
         kinds = kinds or sorted(present) or [cluster.SIM_KIND]
-        print(f"perfkit record --cluster {args.cluster}: kinds {kinds}; workers by kind {present}; "
-              f"dashboard {cluster.dashboard(client)}", flush=True)
+        print(f"perfkit record --cluster {args.cluster}: kinds {kinds}; workers by kind {present}"
+              f"{dashboard_note(client)}", flush=True)
         futures = {}
         for kind in kinds:
             for u in units:
